@@ -1,0 +1,104 @@
+"""Open the first N bytes of an ORC file: the tail at N, and a pyarrow reader limited to N.
+
+A writer that adds intermediate footers leaves several valid tails in one file; which one a
+reader sees is decided by the length it opens the file at (DESIGN invariant 2).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import fsspec
+import pyarrow.orc as po
+
+from ingest.errors import CorruptFileError
+from ingest.orc.tail import FileTail, TailError, parse_tail, tail_bytes_needed
+
+_FIRST_READ = 16 * 1024
+
+
+def read_tail(fs: fsspec.AbstractFileSystem, path: str, length: int) -> FileTail:
+    """Parse the ORC tail that ends at byte `length` of the file.
+
+    Raises:
+        CorruptFileError: no complete ORC tail ends at `length` (not ORC, or cut).
+    """
+    if length <= 0:
+        raise CorruptFileError(f"Cannot read ORC file {path}: it is empty (0 bytes)", path=path,
+                               offset=0)
+    start = max(0, length - _FIRST_READ)
+    data = fs.cat_file(path, start=start, end=length)
+    if len(data) != length - start:
+        raise CorruptFileError(
+            f"Cannot read ORC file {path}: expected {length} bytes but the file has "
+            f"{start + len(data)}", path=path, offset=start + len(data))
+    needed = tail_bytes_needed(data)
+    if needed is not None and needed > len(data) and needed <= length:
+        start = length - needed
+        data = fs.cat_file(path, start=start, end=length)
+    try:
+        return parse_tail(data, length)
+    except TailError as e:
+        raise CorruptFileError(f"Cannot read ORC file {path} at length {length}: {e}", path=path,
+                               offset=e.offset) from e
+
+
+class BoundedFile(io.RawIOBase):
+    """A read-only view of the first `length` bytes of a file, for pyarrow's ORC reader."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:
+        self._f = fs.open(path, "rb")
+        self._length = length
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._length}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def size(self) -> int:
+        return self._length
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._length if size is None or size < 0 else min(self._length, self._pos + size)
+        if end <= self._pos:
+            return b""
+        self._f.seek(self._pos)
+        data = self._f.read(end - self._pos)
+        self._pos += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+@contextmanager
+def open_orc(fs: fsspec.AbstractFileSystem, path: str, length: int) -> Iterator[po.ORCFile]:
+    """A pyarrow ORCFile that sees only the first `length` bytes (validated first).
+
+    Raises:
+        CorruptFileError: no complete ORC tail ends at `length`.
+    """
+    read_tail(fs, path, length)
+    bounded = BoundedFile(fs, path, length)
+    try:
+        yield po.ORCFile(bounded)
+    finally:
+        bounded.close()

@@ -1,0 +1,216 @@
+"""The ORC file tail: metadata section, footer and postscript, read and written.
+
+Layout at the end of an ORC file: [metadata][footer][postscript][1 byte: postscript length].
+Metadata and footer are compressed with the file's codec; the postscript never is. Stripe
+offsets in the footer are absolute, so stripes can be moved by rewriting only the footer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ingest.orc._protobuf import Message, WireError
+from ingest.orc.compression import (
+    CODE_BY_KIND,
+    KIND_BY_CODE,
+    CompressionKind,
+    compress_stream,
+    decompress_stream,
+)
+
+MAGIC = b"ORC"
+# PostScript fields.
+PS_FOOTER_LENGTH, PS_COMPRESSION, PS_BLOCK_SIZE, PS_VERSION = 1, 2, 3, 4
+PS_METADATA_LENGTH, PS_WRITER_VERSION, PS_STRIPE_STATS_LENGTH, PS_MAGIC = 5, 6, 7, 8000
+# Footer fields.
+FT_HEADER_LENGTH, FT_CONTENT_LENGTH, FT_STRIPES, FT_TYPES, FT_METADATA = 1, 2, 3, 4, 5
+FT_NUMBER_OF_ROWS, FT_STATISTICS, FT_ROW_INDEX_STRIDE = 6, 7, 8
+# Metadata fields.
+MD_STRIPE_STATS = 1
+STRIPE_STATS_COLUMNS = 1
+
+
+class TailError(ValueError):
+    """The bytes at the end of the region are not a complete ORC tail."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+@dataclass
+class StripeInfo:
+    """One StripeInformation entry; `extra` keeps fields we do not interpret."""
+
+    offset: int
+    index_length: int
+    data_length: int
+    footer_length: int
+    number_of_rows: int
+    extra: list[tuple[int, int, int | bytes]] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return self.index_length + self.data_length + self.footer_length
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    @classmethod
+    def from_message(cls, m: Message) -> StripeInfo:
+        return cls(m.uint(1, 0) or 0, m.uint(2, 0) or 0, m.uint(3, 0) or 0, m.uint(4, 0) or 0,
+                   m.uint(5, 0) or 0, [f for f in m.fields if f[0] > 5])
+
+    def to_message(self) -> Message:
+        m = Message([(1, 0, self.offset), (2, 0, self.index_length), (3, 0, self.data_length),
+                     (4, 0, self.footer_length), (5, 0, self.number_of_rows)])
+        m.fields.extend(self.extra)
+        return m
+
+    def moved_to(self, offset: int) -> StripeInfo:
+        return StripeInfo(offset, self.index_length, self.data_length, self.footer_length,
+                          self.number_of_rows, list(self.extra))
+
+
+@dataclass
+class FileTail:
+    """A parsed tail. `length` is the file length it ends at; `start` where the metadata begins."""
+
+    postscript: Message
+    footer: Message
+    metadata: Message
+    length: int
+    start: int
+
+    @property
+    def compression(self) -> CompressionKind:
+        return KIND_BY_CODE.get(self.postscript.uint(PS_COMPRESSION, 0) or 0, "none")
+
+    @property
+    def block_size(self) -> int:
+        return self.postscript.uint(PS_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+
+    @property
+    def stripes(self) -> list[StripeInfo]:
+        return [StripeInfo.from_message(m) for m in self.footer.messages(FT_STRIPES)]
+
+    @property
+    def number_of_rows(self) -> int:
+        return self.footer.uint(FT_NUMBER_OF_ROWS, 0) or 0
+
+    @property
+    def types(self) -> list[Message]:
+        return self.footer.messages(FT_TYPES)
+
+    @property
+    def statistics(self) -> list[Message]:
+        return self.footer.messages(FT_STATISTICS)
+
+    @property
+    def stripe_statistics(self) -> list[list[Message]]:
+        return [s.messages(STRIPE_STATS_COLUMNS) for s in self.metadata.messages(MD_STRIPE_STATS)]
+
+    @property
+    def user_metadata(self) -> dict[str, bytes]:
+        return {(m.string(1) or ""): (m.bytes_(2) or b"") for m in self.footer.messages(FT_METADATA)}
+
+
+def parse_tail(data: bytes, length: int) -> FileTail:
+    """Parse the tail of an ORC file from its last bytes.
+
+    Args:
+        data: the last len(data) bytes of the first `length` bytes of the file (at least the
+            whole tail; `tail_bytes_needed` says how many).
+        length: the file length the tail ends at.
+
+    Raises:
+        TailError: not ORC, or the tail is cut or malformed (with the offending offset).
+    """
+    if length < len(MAGIC) + 1 or len(data) < 1:
+        raise TailError(f"{length} bytes is too short to be an ORC file", 0)
+    ps_len = data[-1]
+    base = length - len(data)  # file offset of data[0]
+    if ps_len == 0 or ps_len + 1 > len(data):
+        raise TailError(f"postscript length byte {ps_len} at offset {length - 1} is not possible",
+                        length - 1)
+    ps_start = len(data) - 1 - ps_len
+    try:
+        ps = Message.decode(data[ps_start:-1])
+    except WireError as e:
+        raise TailError(f"postscript at offset {base + ps_start} is malformed: {e}",
+                        base + ps_start) from e
+    if ps.bytes_(PS_MAGIC) != MAGIC:
+        raise TailError(f"no ORC postscript ends at offset {length} (magic 'ORC' missing)",
+                        base + ps_start)
+    footer_len = ps.uint(PS_FOOTER_LENGTH, 0) or 0
+    metadata_len = ps.uint(PS_METADATA_LENGTH, 0) or 0
+    footer_start = ps_start - footer_len
+    metadata_start = footer_start - metadata_len
+    if metadata_start < 0:
+        raise TailError(
+            f"tail needs {metadata_len + footer_len + ps_len + 1} bytes but only {len(data)} "
+            "were given", base + ps_start)
+    if base + metadata_start < len(MAGIC):
+        raise TailError(f"footer of {footer_len} bytes does not fit in a {length}-byte file",
+                        base + ps_start)
+    kind = KIND_BY_CODE.get(ps.uint(PS_COMPRESSION, 0) or 0)
+    if kind is None:
+        raise TailError(f"unknown compression code {ps.uint(PS_COMPRESSION)}", base + ps_start)
+    block = ps.uint(PS_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+    try:
+        footer = Message.decode(decompress_stream(kind, data[footer_start:ps_start], block))
+        metadata = Message.decode(
+            decompress_stream(kind, data[metadata_start:footer_start], block))
+    except Exception as e:  # noqa: BLE001 - any codec or wire failure means a corrupt tail
+        raise TailError(f"footer or metadata ending at {base + ps_start} cannot be decoded: {e}",
+                        base + metadata_start) from e
+    tail = FileTail(ps, footer, metadata, length, base + metadata_start)
+    _check_stripes(tail)
+    return tail
+
+
+def tail_bytes_needed(last_bytes: bytes) -> int | None:
+    """From the last bytes of a file, how many bytes the whole tail takes (None if unknown)."""
+    if not last_bytes:
+        return None
+    ps_len = last_bytes[-1]
+    if ps_len + 1 > len(last_bytes):
+        return None
+    try:
+        ps = Message.decode(last_bytes[-1 - ps_len:-1])
+    except WireError:
+        return None
+    return (ps.uint(PS_FOOTER_LENGTH, 0) or 0) + (ps.uint(PS_METADATA_LENGTH, 0) or 0) + ps_len + 1
+
+
+def _check_stripes(tail: FileTail) -> None:
+    rows = 0
+    for i, s in enumerate(tail.stripes):
+        if s.offset < len(MAGIC) or s.end > tail.start:
+            raise TailError(
+                f"stripe {i} spans bytes {s.offset}..{s.end} but the stripe area ends at "
+                f"{tail.start}", s.offset)
+        rows += s.number_of_rows
+    if rows != tail.number_of_rows:
+        raise TailError(f"stripes hold {rows} rows but the footer says {tail.number_of_rows}",
+                        tail.start)
+
+
+def serialize_tail(
+    *, postscript: Message, footer: Message, metadata: Message, compression: CompressionKind,
+    block_size: int,
+) -> bytes:
+    """Bytes of [metadata][footer][postscript][ps length]; lengths in the postscript are set."""
+    metadata_bytes = compress_stream(compression, metadata.encode(), block_size)
+    footer_bytes = compress_stream(compression, footer.encode(), block_size)
+    ps = Message(list(postscript.fields))
+    ps.set_uint(PS_FOOTER_LENGTH, len(footer_bytes))
+    ps.set_uint(PS_COMPRESSION, CODE_BY_KIND[compression])
+    ps.set_uint(PS_BLOCK_SIZE, block_size)
+    ps.set_uint(PS_METADATA_LENGTH, len(metadata_bytes))
+    ps.set_bytes(PS_MAGIC, MAGIC)
+    ps_bytes = ps.encode()
+    if len(ps_bytes) > 255:
+        raise ValueError(f"postscript of {len(ps_bytes)} bytes does not fit ORC's 1-byte length")
+    return metadata_bytes + footer_bytes + ps_bytes + bytes([len(ps_bytes)])
