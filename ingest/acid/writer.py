@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.orc as po
 
-from ingest.acid import _files
+from ingest.acid import _files, _nested_nulls
 from ingest.acid.events import ACID_FIELD_NAMES, INSERT, acid_event_schema, row_schema_of
 from ingest.acid.names import encode_bucket_property
 from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
@@ -121,6 +121,7 @@ class BucketWriter:
             raise ValueError(f"write_id must be >= 0, got {write_id}")
         self.row_schema = pa.schema([f.with_nullable(True) for f in row_schema])
         self.event_schema = acid_event_schema(self.row_schema)
+        self._fix_nested_nulls = _nested_nulls.needs_fix(self.event_schema.field("row").type)
         self.write_id = write_id
         self.bucket_property = bucket_property
         self.compression: Compression = compression
@@ -281,6 +282,8 @@ class BucketWriter:
         row_ids = np.arange(self._next_row_id, self._next_row_id + n, dtype=np.int64)
         self._next_row_id += n
         row = pa.StructArray.from_arrays(batch.columns, fields=list(self.row_schema))
+        if self._fix_nested_nulls:
+            row = _nested_nulls.prepare(row)
         return pa.RecordBatch.from_arrays([
             pa.array(np.full(n, INSERT, dtype=np.int32)),
             pa.array(np.full(n, self.write_id, dtype=np.int64)),

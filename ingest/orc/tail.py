@@ -132,16 +132,18 @@ def parse_tail(data: bytes, length: int) -> FileTail:
     ps_len = data[-1]
     base = length - len(data)  # file offset of data[0]
     if ps_len == 0 or ps_len + 1 > len(data):
-        raise TailError(f"postscript length byte {ps_len} at offset {length - 1} is not possible",
-                        length - 1)
+        raise TailError(f"no ORC postscript ends at offset {length}: its length byte "
+                        f"{ps_len} is not possible (not ORC, or cut)", length - 1)
     ps_start = len(data) - 1 - ps_len
     try:
         ps = Message.decode(data[ps_start:-1])
     except WireError as e:
-        raise TailError(f"postscript at offset {base + ps_start} is malformed: {e}",
+        raise TailError(f"no ORC postscript ends at offset {length}: the bytes from "
+                        f"{base + ps_start} are not one ({e}; not ORC, or cut)",
                         base + ps_start) from e
     if ps.bytes_(PS_MAGIC) != MAGIC:
-        raise TailError(f"no ORC postscript ends at offset {length} (magic 'ORC' missing)",
+        raise TailError(f"no ORC postscript ends at offset {length}: magic 'ORC' missing "
+                        "(not ORC, or cut)",
                         base + ps_start)
     footer_len = ps.uint(PS_FOOTER_LENGTH, 0) or 0
     metadata_len = ps.uint(PS_METADATA_LENGTH, 0) or 0

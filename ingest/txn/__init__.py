@@ -1,1 +1,41 @@
-"""(filled in as the layer grows)"""
+"""The transaction store (Hive's metastore in miniature): tables, transactions, write ids.
+
+Hands out write ids and snapshots as `ingest.acid.ValidWriteIdList`; never reads ORC bytes.
+The default store is one SQLite file per warehouse directory (see `placement`).
+"""
+
+from ingest.txn.errors import MetastoreError
+from ingest.txn.locations import normalize_location
+from ingest.txn.model import (
+    TXN_STATES,
+    OffsetRange,
+    SinkProgress,
+    TableDefinition,
+    Transaction,
+    TransactionInfo,
+    TxnState,
+)
+from ingest.txn.placement import (
+    METASTORE_FILENAME,
+    default_metastore_url,
+    find_metastore_for,
+)
+from ingest.txn.store import MEMORY_URL, Metastore, TableRef
+
+__all__ = [
+    "MEMORY_URL",
+    "METASTORE_FILENAME",
+    "TXN_STATES",
+    "Metastore",
+    "MetastoreError",
+    "OffsetRange",
+    "SinkProgress",
+    "TableDefinition",
+    "TableRef",
+    "Transaction",
+    "TransactionInfo",
+    "TxnState",
+    "default_metastore_url",
+    "find_metastore_for",
+    "normalize_location",
+]

@@ -1,0 +1,58 @@
+"""Work around pyarrow's ORC writer on null structs nested inside a struct.
+
+For a nested struct, pyarrow (checked on 26.0) writes a child's present stream only for slots
+where the parent struct is non-null, but the child's values for every slot where the child
+itself is non-null; after a null nested struct, readers then get their neighbours' values.
+The ACID `row` struct makes every user struct column nested, so before writing we push each
+struct's nulls down into its children (Arrow's `flatten`), which makes both streams agree.
+A probe at first use checks that pyarrow still behaves this way.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+
+import pyarrow as pa
+import pyarrow.orc as po
+
+
+def _has_struct_below(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return any(pa.types.is_struct(f.type) or _has_struct_below(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.types.is_struct(t.value_type) or _has_struct_below(t.value_type)
+    if pa.types.is_map(t):
+        return any(pa.types.is_struct(x) or _has_struct_below(x) for x in (t.key_type, t.item_type))
+    return False
+
+
+def needs_fix(row_type: pa.DataType) -> bool:
+    """Whether rows of this struct type hit the bug in the installed pyarrow."""
+    return _has_struct_below(row_type) and _pyarrow_misplaces_nested_struct_children()
+
+
+@functools.cache
+def _pyarrow_misplaces_nested_struct_children() -> bool:
+    inner = pa.array([{"x": 1}, None, {"x": 3}], pa.struct([("x", pa.int32())]))
+    table = pa.table({"row": pa.StructArray.from_arrays([inner], names=["st"])})
+    sink = io.BytesIO()
+    po.write_table(table, sink)
+    sink.seek(0)
+    return po.ORCFile(sink).read().to_pylist() != table.to_pylist()
+
+
+def prepare(arr: pa.Array) -> pa.Array:
+    """`arr` with every struct's nulls also set in its children, recursively."""
+    t = arr.type
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(t):
+        children = [prepare(c) for c in arr.flatten()]
+        return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        cls = pa.ListArray if pa.types.is_list(t) else pa.LargeListArray
+        return cls.from_arrays(arr.offsets, prepare(arr.values), type=t, mask=mask)
+    if pa.types.is_map(t):
+        return pa.MapArray.from_arrays(arr.offsets, prepare(arr.keys), prepare(arr.items),
+                                       type=t, mask=mask)
+    return arr

@@ -1,0 +1,114 @@
+"""Reading one ACID bucket file the way Hive does: only up to its last complete flush length.
+
+With a side file, the last complete 8-byte entry is the readable length (a torn trailing entry
+is ignored, as OrcAcidUtils.getLastFlushLength does); without one, the whole file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid import _files
+from ingest.acid.events import acid_event_schema
+from ingest.acid.side_file import read_flush_lengths
+from ingest.errors import CorruptFileError
+from ingest.orc import FileTail, open_orc, read_tail
+
+
+@dataclass(frozen=True)
+class BucketFileInfo:
+    """Where a bucket file can be read up to, and the tail found there."""
+
+    path: str
+    file_length: int
+    flush_lengths: tuple[int, ...] | None
+    readable_length: int
+    tail: FileTail | None
+
+    @property
+    def has_side_file(self) -> bool:
+        return self.flush_lengths is not None
+
+    @property
+    def number_of_rows(self) -> int:
+        return self.tail.number_of_rows if self.tail else 0
+
+
+def readable_length(fs: fsspec.AbstractFileSystem, path: str) -> tuple[int, int, list[int] | None]:
+    """(readable length, file length, side-file entries) for a bucket file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        CorruptFileError: the side file points past the end of the file.
+    """
+    size = fs.size(path)
+    lengths = read_flush_lengths(fs, path)
+    if lengths is None:
+        return size, size, None
+    length = lengths[-1] if lengths else 0
+    if length > size:
+        raise CorruptFileError(
+            f"Cannot read bucket file {path}: its side file records a flush length of "
+            f"{length:,} bytes but the file has only {size:,}", path=path, offset=size,
+            hint="run `ingest recover` on its table to go back to the last complete footer")
+    return length, size, lengths
+
+
+def inspect_bucket_file(path: str, *, fs: fsspec.AbstractFileSystem | None = None) -> BucketFileInfo:
+    """Find the readable length of a bucket file and parse the tail that ends there.
+
+    Raises:
+        FileNotFoundError: no such file.
+        CorruptFileError: not ORC, cut short, or the side file points past the end.
+    """
+    fs, path = _files.resolve(path, fs)
+    length, size, lengths = readable_length(fs, path)
+    tail = read_tail(fs, path, length) if length > 0 else None
+    return BucketFileInfo(path, size, None if lengths is None else tuple(lengths), length, tail)
+
+
+def read_events(
+    path: str,
+    *,
+    fs: fsspec.AbstractFileSystem | None = None,
+    length: int | None = None,
+    columns: Sequence[str] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """ACID events of a bucket file, one record batch per stripe.
+
+    Args:
+        path: the bucket file.
+        fs: its filesystem (from the URL when None).
+        length: read the file as if it were this long (default: its readable length).
+        columns: top-level columns to read (default all six).
+
+    Raises:
+        FileNotFoundError, CorruptFileError: as for `inspect_bucket_file`.
+    """
+    fs, path = _files.resolve(path, fs)
+    if length is None:
+        length = readable_length(fs, path)[0]
+    if length == 0:
+        return
+    with open_orc(fs, path, length) as orc:
+        for i in range(orc.nstripes):
+            stripe = orc.read_stripe(i, columns=list(columns) if columns else None)
+            if stripe.num_rows:
+                yield stripe
+
+
+def read_bucket_file(
+    path: str, *, fs: fsspec.AbstractFileSystem | None = None, length: int | None = None,
+) -> pa.Table:
+    """All readable ACID events of a bucket file as one table (see `read_events`)."""
+    fs, path = _files.resolve(path, fs)
+    if length is None:
+        length = readable_length(fs, path)[0]
+    if length == 0:
+        return acid_event_schema(pa.schema([])).empty_table()
+    with open_orc(fs, path, length) as orc:
+        return orc.read()

@@ -1,0 +1,609 @@
+"""A Kafka source for Structured Streaming, written with Spark's Python Data Source API.
+
+Short name "ingest-kafka"; the columns and the main options are those of Spark's own JVM "kafka"
+source (KafkaSourceProvider), read with confluent-kafka. Offsets are a JSON dict
+topic -> partition -> next offset and live in Spark's checkpoint; nothing is committed to Kafka.
+It knows Kafka and Spark's reader protocol, not ORC or ACID.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ingest.errors import ConfigError, IngestError
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "ingest-kafka"
+JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+DEFAULT_TIMEOUT_MS = 30_000
+ROWS_PER_ARROW_BATCH = 10_000
+
+SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+    StructField("headers", ArrayType(StructType([
+        StructField("key", StringType()), StructField("value", BinaryType()),
+    ]))),
+])
+# What Spark's reader worker expects from read() (to_arrow_schema(SCHEMA, timezone="UTC")).
+ARROW_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()),
+    ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+    ("headers", pa.list_(pa.field("element", pa.struct(
+        [("key", pa.string()), ("value", pa.binary())])))),
+])
+
+TopicPartitionKey = tuple[str, int]
+Offsets = dict[TopicPartitionKey, int]
+StartingOffsets = Literal["earliest", "latest"] | Offsets
+
+
+@dataclass(frozen=True)
+class KafkaSourceOptions:
+    """The parsed options of one "ingest-kafka" source.
+
+    Attributes:
+        bootstrap_servers: `kafka.bootstrap.servers`.
+        topics: `subscribe`, split on commas.
+        starting_offsets: `startingOffsets`: "earliest", "latest" or explicit offsets
+            (-2 = earliest, -1 = latest for one partition).
+        max_offsets_per_trigger: `maxOffsetsPerTrigger`, or None for no limit.
+        fail_on_data_loss: `failOnDataLoss`.
+        timeout_s: `kafka.timeout.ms` / 1000: metadata calls and reads without progress.
+        client_config: every other `kafka.*` option, handed to librdkafka without the prefix.
+    """
+
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    starting_offsets: StartingOffsets
+    max_offsets_per_trigger: int | None
+    fail_on_data_loss: bool
+    timeout_s: float
+    client_config: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> KafkaSourceOptions:
+        """Parse Spark reader options (keys are case-insensitive).
+
+        Raises:
+            ConfigError: an option is missing or malformed.
+        """
+        opts = {k.lower(): str(v) for k, v in options.items()}
+        servers = opts.get("kafka.bootstrap.servers", "").strip()
+        if not servers:
+            raise ConfigError("The ingest-kafka source needs option 'kafka.bootstrap.servers'.",
+                              hint='add .option("kafka.bootstrap.servers", "host:9092")')
+        for unsupported in ("assign", "subscribepattern"):
+            if unsupported in opts:
+                raise ConfigError(f"The ingest-kafka source does not support option "
+                                  f"'{unsupported}'; only 'subscribe' is supported.")
+        topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
+        if not topics:
+            raise ConfigError("The ingest-kafka source needs option 'subscribe' "
+                              "(comma-separated topic names).")
+        timeout_ms = _positive_int(opts, "kafka.timeout.ms", DEFAULT_TIMEOUT_MS)
+        max_offsets = opts.get("maxoffsetspertrigger")
+        fail = opts.get("failondataloss", "true").strip().lower()
+        if fail not in ("true", "false"):
+            raise ConfigError(f"Option 'failOnDataLoss' must be true or false, got {fail!r}.")
+        own = {"kafka.bootstrap.servers", "kafka.timeout.ms"}
+        client = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items()
+                              if k.startswith("kafka.") and k not in own))
+        return cls(
+            bootstrap_servers=servers, topics=topics,
+            starting_offsets=_parse_starting(opts.get("startingoffsets", "earliest"), topics),
+            max_offsets_per_trigger=None if max_offsets is None
+            else _positive_int(opts, "maxoffsetspertrigger", 0),
+            fail_on_data_loss=fail == "true", timeout_s=timeout_ms / 1000.0,
+            client_config=client,
+        )
+
+
+def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"Option '{name}' must be a positive integer, got {raw!r}.")
+    return value
+
+
+def _parse_starting(raw: str, topics: Sequence[str]) -> StartingOffsets:
+    text = raw.strip()
+    if text.lower() in ("earliest", "latest"):
+        return "earliest" if text.lower() == "earliest" else "latest"
+    try:
+        parsed = offsets_from_json(json.loads(text))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ConfigError(
+            f"Option 'startingOffsets' must be \"earliest\", \"latest\" or JSON like "
+            f'{{"topic":{{"0":23}}}}, got {raw!r}: {e}') from e
+    unknown = sorted({t for t, _ in parsed} - set(topics))
+    if unknown:
+        raise ConfigError(f"Option 'startingOffsets' names topics {unknown} that are not in "
+                          f"'subscribe' ({', '.join(topics)}).")
+    return parsed
+
+
+def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
+    """Offsets in Spark's kafka JSON shape: {"topic": {"0": 23}}, sorted for stable checkpoints."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(data: Mapping[str, Mapping[str, Any]]) -> Offsets:
+    """The inverse of offsets_to_json."""
+    return {(str(topic), int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}
+
+
+def _describe(tp: TopicPartitionKey) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+class KafkaInputPartition(InputPartition):
+    """Read offsets [from_offset, until_offset) of one Kafka partition."""
+
+    def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int) -> None:
+        super().__init__((topic, partition, from_offset, until_offset))
+        self.topic, self.partition = topic, partition
+        self.from_offset, self.until_offset = from_offset, until_offset
+
+
+class _KafkaClient:
+    """Metadata and watermark look-ups for the driver, with bounded waits and our errors."""
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self.options = options
+        self.consumer = _make_consumer(options, probe=True)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def _fail(self, what: str, error: Exception) -> IngestError:
+        o = self.options
+        return IngestError(
+            f"Cannot {what} on Kafka at {o.bootstrap_servers} within {o.timeout_s:g} s: {error}",
+            hint="check that the broker is running and reachable, or raise 'kafka.timeout.ms'")
+
+    def partitions(self) -> list[TopicPartitionKey]:
+        """Every partition of the subscribed topics.
+
+        Raises:
+            ConfigError: a topic does not exist.
+            IngestError: the broker cannot be reached in time.
+        """
+        from confluent_kafka import KafkaError, KafkaException
+
+        out: list[TopicPartitionKey] = []
+        for topic in self.options.topics:
+            try:
+                meta = self.consumer.list_topics(topic=topic, timeout=self.options.timeout_s)
+            except KafkaException as e:
+                raise self._fail(f"get metadata for topic '{topic}'", e) from e
+            tmeta = meta.topics.get(topic)
+            code = tmeta.error.code() if tmeta is not None and tmeta.error is not None else None
+            if tmeta is None or code == KafkaError.UNKNOWN_TOPIC_OR_PART or not tmeta.partitions:
+                raise ConfigError(
+                    f"Kafka topic '{topic}' does not exist on {self.options.bootstrap_servers}.",
+                    hint=f"create it (ingest produce --topic {topic} ...) or fix 'subscribe'")
+            if code is not None:
+                raise IngestError(f"Cannot get metadata for Kafka topic '{topic}' on "
+                                  f"{self.options.bootstrap_servers}: {tmeta.error}")
+            out.extend((topic, p) for p in sorted(tmeta.partitions))
+        return out
+
+    def watermarks(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, tuple[int, int]]:
+        """(earliest, next offset to be written) for each partition.
+
+        The high watermark from ListOffsets is confirmed with one fetch at that offset: the
+        fetch response carries the true high watermark. tansu 0.6 answers ListOffsets(latest)
+        with the base offset of the last record batch + 1, which would hide the rest of the batch.
+        """
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        marks: dict[TopicPartitionKey, tuple[int, int]] = {}
+        try:
+            for tp in tps:
+                low, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(tp[0], tp[1]), timeout=self.options.timeout_s)
+                marks[tp] = (low, high)
+        except KafkaException as e:
+            raise self._fail("list offsets", e) from e
+        if not marks:
+            return marks
+        self.consumer.assign([TopicPartition(t, p, max(marks[(t, p)])) for t, p in marks])
+        pending = set(marks)
+        deadline = time.monotonic() + self.options.timeout_s
+        try:
+            while pending:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._fail(f"fetch the end offsets of {sorted(map(_describe, pending))}",
+                                     TimeoutError("no fetch response"))
+                msg = self.consumer.poll(min(remaining, 0.5))
+                if msg is not None:
+                    err = msg.error()
+                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                        raise self._fail("fetch the end offsets", KafkaException(err))
+                    tp = (msg.topic(), msg.partition())
+                    if tp in pending:
+                        pending.discard(tp)
+                        _, fetched_high = self.consumer.get_watermark_offsets(
+                            TopicPartition(tp[0], tp[1]), cached=True)
+                        marks[tp] = (marks[tp][0], max(marks[tp][1], fetched_high))
+        finally:
+            self.consumer.unassign()
+        return marks
+
+
+def _make_consumer(options: KafkaSourceOptions, *, probe: bool = False,
+                   fail_on_out_of_range: bool = True) -> Consumer:
+    from confluent_kafka import Consumer, KafkaException
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": options.bootstrap_servers,
+        # A throw-away group: offsets live in Spark's checkpoint, nothing is committed.
+        "group.id": f"ingest-kafka-source-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error" if fail_on_out_of_range else "earliest",
+        "socket.connection.setup.timeout.ms": int(options.timeout_s * 1000),
+        "logger": logging.getLogger(f"{__name__}.librdkafka"),
+    }
+    if probe:
+        config.update({"fetch.wait.max.ms": 10, "max.partition.fetch.bytes": 1024})
+    config.update(dict(options.client_config))
+    try:
+        return Consumer(config)
+    except KafkaException as e:
+        raise ConfigError(f"Cannot create a Kafka consumer for {options.bootstrap_servers}: {e}",
+                          hint="check the kafka.* options") from e
+
+
+def _rate_limit(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
+    """Cap end so that at most max_rows offsets are planned, shared in proportion to backlog."""
+    backlog = {tp: end[tp] - start[tp] for tp in sorted(end) if end[tp] > start[tp]}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(end)
+    share = {tp: max_rows * n // total for tp, n in backlog.items()}
+    left = max_rows - sum(share.values())
+    for tp in sorted(backlog, key=lambda tp: (share[tp] - backlog[tp], tp)):
+        if left == 0:
+            break
+        if share[tp] < backlog[tp]:
+            share[tp] += 1
+            left -= 1
+    return {tp: start[tp] + share.get(tp, 0) for tp in end}
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches from Kafka offsets (driver) and reads offset ranges (executors)."""
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self.options = options
+        self._client: _KafkaClient | None = None
+        self._target: Offsets | None = None  # Trigger.AvailableNow: never plan past this
+        self._latest: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None  # a librdkafka handle cannot travel to the executors
+        return state
+
+    @property
+    def client(self) -> _KafkaClient:
+        if self._client is None:
+            self._client = _KafkaClient(self.options)
+        return self._client
+
+    def _fetch_latest(self) -> tuple[Offsets, Offsets]:
+        tps = self.client.partitions()
+        marks = self.client.watermarks(tps)
+        return {tp: m[0] for tp, m in marks.items()}, {tp: m[1] for tp, m in marks.items()}
+
+    def initialOffset(self) -> dict[str, Any]:
+        earliest, latest = self._fetch_latest()
+        starting = self.options.starting_offsets
+        if starting == "earliest":
+            return offsets_to_json(earliest)
+        if starting == "latest":
+            return offsets_to_json(latest)
+        assert isinstance(starting, dict)
+        missing = sorted(set(latest) - set(starting))
+        if missing:
+            raise ConfigError(
+                f"Option 'startingOffsets' must give every partition of the subscribed topics; "
+                f"missing {[_describe(tp) for tp in missing]}.",
+                hint="use -2 for earliest and -1 for latest")
+        return offsets_to_json({tp: earliest[tp] if o == -2 else latest[tp] if o == -1 else o
+                                for tp, o in starting.items() if tp in latest})
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        _, self._target = self._fetch_latest()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.options.max_offsets_per_trigger)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = offsets_from_json(start)
+        earliest, latest = self._fetch_latest()
+        self._latest = dict(latest)
+        if self._target is not None:
+            latest = {tp: min(o, self._target[tp]) for tp, o in latest.items() if tp in self._target}
+        # A partition added since the last batch is read from its earliest offset, as Spark does.
+        begin_all = {tp: begin.get(tp, earliest.get(tp, 0)) for tp in latest}
+        end: Offsets = {}
+        for tp, high in latest.items():
+            if high < begin_all[tp]:
+                self._data_loss(f"partition {_describe(tp)} ends at offset {high}, below offset "
+                                f"{begin_all[tp]} already read (was the topic recreated?)")
+            end[tp] = max(high, begin_all[tp])
+        if isinstance(limit, ReadMaxRows):
+            end = _rate_limit(begin_all, end, limit.max_rows)
+        elif not isinstance(limit, ReadAllAvailable):
+            raise IngestError(f"The ingest-kafka source does not support read limit {limit!r}.")
+        for tp, offset in begin.items():
+            end.setdefault(tp, offset)  # keep partitions of deleted topics in the checkpoint
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None if self._latest is None else offsets_to_json(self._latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        begin, until = offsets_from_json(start), offsets_from_json(end)
+        ranges = {tp: (begin.get(tp), u) for tp, u in until.items() if begin.get(tp) != u}
+        if not ranges:
+            return []
+        marks = self.client.watermarks(sorted(ranges))
+        out: list[InputPartition] = []
+        for (topic, partition), (from_offset, until_offset) in sorted(ranges.items()):
+            low = marks[(topic, partition)][0]
+            if from_offset is None:
+                from_offset = low
+            elif from_offset < low:
+                self._data_loss(f"partition {topic}-{partition}: offsets [{from_offset}, "
+                                f"{min(low, until_offset)}) were planned but the earliest "
+                                f"available offset is {low} (removed by retention?)")
+                from_offset = low
+            if from_offset < until_offset:
+                out.append(KafkaInputPartition(topic, partition, from_offset, until_offset))
+        return out
+
+    def _data_loss(self, what: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise IngestError(
+                f"Kafka data loss on {self.options.bootstrap_servers}: {what}.",
+                hint="set option failOnDataLoss=false to skip the lost records with a warning")
+        log.warning("Kafka data loss on %s, skipping: %s (failOnDataLoss=false)",
+                    self.options.bootstrap_servers, what)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        return _read_range(self.options, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, not in a Kafka consumer group."""
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _read_range(options: KafkaSourceOptions, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
+    """Yield the records of [from_offset, until_offset) as Arrow batches of ARROW_SCHEMA."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    where = (f"Kafka partition {part.topic}-{part.partition} on {options.bootstrap_servers} "
+             f"(planned [{part.from_offset}, {part.until_offset}))")
+    consumer = _make_consumer(options, fail_on_out_of_range=options.fail_on_data_loss)
+    tp = TopicPartition(part.topic, part.partition, part.from_offset)
+    columns: dict[str, list[Any]] = {name: [] for name in ARROW_SCHEMA.names}
+    next_offset = part.from_offset
+    deadline = time.monotonic() + options.timeout_s
+    try:
+        consumer.assign([tp])
+        while next_offset < part.until_offset:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise IngestError(
+                    f"Timed out after {options.timeout_s:g} s without records reading {where} "
+                    f"at offset {next_offset}.",
+                    hint="check the broker, or raise option 'kafka.timeout.ms'")
+            want = min(ROWS_PER_ARROW_BATCH, part.until_offset - next_offset)
+            for msg in consumer.consume(num_messages=want, timeout=min(remaining, 1.0)):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and msg.offset() < part.until_offset:
+                        _read_data_loss(options, f"{where} ends at offset {msg.offset()}")
+                        next_offset = part.until_offset
+                        break
+                    if err.code() in (KafkaError._AUTO_OFFSET_RESET,
+                                      KafkaError.OFFSET_OUT_OF_RANGE):
+                        _read_data_loss(options, f"offset {next_offset} of {where} is out of range")
+                        continue
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise IngestError(f"Cannot read {where}: {err.str()}") from KafkaException(err)
+                offset = msg.offset()
+                if offset >= part.until_offset:
+                    next_offset = part.until_offset
+                    break
+                # Gaps (compaction, transaction markers) are normal; offsets only go forward.
+                next_offset = offset + 1
+                deadline = time.monotonic() + options.timeout_s
+                _append(columns, msg)
+            else:
+                # Nothing at the end of the range but transaction markers: the position says so.
+                position = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
+                if position >= part.until_offset:
+                    next_offset = part.until_offset
+            if len(columns["offset"]) >= ROWS_PER_ARROW_BATCH:
+                yield _to_batch(columns)
+                columns = {name: [] for name in ARROW_SCHEMA.names}
+        if columns["offset"]:
+            yield _to_batch(columns)
+    finally:
+        consumer.close()
+
+
+def _read_data_loss(options: KafkaSourceOptions, what: str) -> None:
+    if options.fail_on_data_loss:
+        raise IngestError(f"Kafka data loss: {what}.",
+                          hint="set option failOnDataLoss=false to skip lost records with a warning")
+    log.warning("Kafka data loss, skipping: %s (failOnDataLoss=false)", what)
+
+
+def _append(columns: dict[str, list[Any]], msg: Any) -> None:
+    ts_type, ts_ms = msg.timestamp()
+    headers = msg.headers()
+    columns["key"].append(msg.key())
+    columns["value"].append(msg.value())
+    columns["topic"].append(msg.topic())
+    columns["partition"].append(msg.partition())
+    columns["offset"].append(msg.offset())
+    columns["timestamp"].append(ts_ms * 1000)
+    # Kafka's TimestampType ids as Spark reports them: -1 none, 0 CreateTime, 1 LogAppendTime;
+    # confluent-kafka counts from 0 = not available.
+    columns["timestampType"].append(ts_type - 1)
+    # Spark gives null, not an empty array, for a record without headers.
+    columns["headers"].append(None if not headers else
+                              [{"key": k, "value": v} for k, v in headers])
+
+
+def _to_batch(columns: dict[str, list[Any]]) -> pa.RecordBatch:
+    arrays = [pa.array(columns[f.name], type=f.type) for f in ARROW_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+class KafkaDataSource(DataSource):
+    """The "ingest-kafka" streaming source: `spark.readStream.format("ingest-kafka")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        return KafkaStreamReader(KafkaSourceOptions.parse(self.options))
+
+
+def register_kafka_source(spark: SparkSession) -> None:
+    """Register the "ingest-kafka" source with this session (idempotent)."""
+    spark.dataSource.register(KafkaDataSource)
+
+
+def jvm_kafka_available(spark: SparkSession) -> bool:
+    """Whether Spark's own "kafka" source (spark-sql-kafka-0-10) is on the driver's classpath."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: no py4j gateway to ask
+        return False
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(JVM_PROVIDER, False, loader)
+    except Exception:  # py4j raises Py4JJavaError(ClassNotFoundException); nothing else to learn
+        return False
+    return True
+
+
+def kafka_dataframe(
+    spark: SparkSession,
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    starting_offsets: str | Mapping[str, Mapping[str, int]] = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    fail_on_data_loss: bool = True,
+    timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
+    source: Literal["auto", "jvm", "python"] = "auto",
+) -> DataFrame:
+    """A streaming DataFrame of Kafka records with the columns of Spark's "kafka" source.
+
+    Uses Spark's JVM source when its classes are on the classpath (source="auto"), else
+    "ingest-kafka". `timeout_s` applies to "ingest-kafka" only.
+
+    Raises:
+        ConfigError: source="jvm" but spark-sql-kafka-0-10 is not on the classpath.
+    """
+    use_jvm = source == "jvm" or (source == "auto" and jvm_kafka_available(spark))
+    if source == "jvm" and not jvm_kafka_available(spark):
+        raise ConfigError(f"Spark's kafka source ({JVM_PROVIDER}) is not on the classpath.",
+                          hint="add org.apache.spark:spark-sql-kafka-0-10 to spark.jars.packages")
+    starting = starting_offsets if isinstance(starting_offsets, str) else json.dumps(
+        {t: {str(p): int(o) for p, o in parts.items()} for t, parts in starting_offsets.items()})
+    if use_jvm:
+        reader = spark.readStream.format("kafka").option("includeHeaders", "true")
+    else:
+        register_kafka_source(spark)
+        reader = spark.readStream.format(SOURCE_NAME).option(
+            "kafka.timeout.ms", str(int(timeout_s * 1000)))
+    reader = (reader.option("kafka.bootstrap.servers", bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", starting)
+              .option("failOnDataLoss", str(fail_on_data_loss).lower()))
+    if max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    return reader.load()
+
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "SCHEMA",
+    "SOURCE_NAME",
+    "KafkaDataSource",
+    "KafkaInputPartition",
+    "KafkaSourceOptions",
+    "KafkaStreamReader",
+    "jvm_kafka_available",
+    "kafka_dataframe",
+    "offsets_from_json",
+    "offsets_to_json",
+    "register_kafka_source",
+]

@@ -1,0 +1,331 @@
+"""Transaction lifecycle: open (with write ids), commit, abort, heartbeat, time-outs.
+
+Mirrors Hive's `TxnHandler.openTxns`, `allocateTableWriteIds`, `commitTxn` (here with sink
+progress and Kafka offsets in the same SQLite transaction, as `commitTxnWithKeyValue` does),
+`abortTxn`, `heartbeat` and `performTimeOuts`. Every state change is compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+from ingest.errors import CommitConflictError, ConfigError, IngestError
+from ingest.txn._db import SqliteStore, TableRef
+from ingest.txn.model import OffsetRange, SinkProgress, Transaction, TxnState
+
+
+class TransactionStore(SqliteStore):
+    """The transaction half of `Metastore`; see the module docstring."""
+
+    def open_transaction(
+        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = ()
+    ) -> Transaction:
+        """Open one transaction and allocate its write id on `table` (and on each of `also`).
+
+        Args:
+            table: the table the transaction writes.
+            agent: who opened it, e.g. "host:pid:sink".
+            also: further tables written in the same transaction (e.g. the dead-letter table);
+                they must live in this metastore.
+
+        Returns:
+            The open transaction with its write ids.
+
+        Raises:
+            TableNotFoundError: a table is not in this metastore.
+            MetastoreError: the database failed.
+        """
+        return self._open(table, 1, agent=agent, also=also)[0]
+
+    def allocate_write_ids(
+        self, table: TableRef, count: int, *, agent: str = ""
+    ) -> list[Transaction]:
+        """Open `count` transactions at once with consecutive write ids W..W+count-1.
+
+        Hive Streaming's transaction batch: each transaction is committed or aborted on its
+        own, and all may write one `delta_W_{W+count-1}` directory.
+
+        Raises:
+            ConfigError: count < 1.
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        if count < 1:
+            raise ConfigError(f"Cannot allocate {count} write ids: count must be at least 1")
+        return self._open(table, count, agent=agent, also=())
+
+    def _open(
+        self, table: TableRef, count: int, *, agent: str, also: Sequence[TableRef]
+    ) -> list[Transaction]:
+        with self._translate("open transactions"), self._write() as c:
+            name = self._resolve(c, table)
+            others = [self._resolve(c, t) for t in also]
+            if name in others or len(set(others)) != len(others):
+                raise ConfigError(
+                    f"Cannot open a transaction on {[name, *others]}: a table is repeated"
+                )
+            now = self._clock()
+            first = {n: self._take_write_ids(c, n, count) for n in [name, *others]}
+            out = []
+            for i in range(count):
+                cur = c.execute(
+                    "INSERT INTO txns (state, agent, opened_at, heartbeat_at)"
+                    " VALUES ('open', ?, ?, ?)",
+                    (agent, now, now),
+                )
+                txn_id = int(cur.lastrowid or 0)
+                for n, w in first.items():
+                    c.execute(
+                        "INSERT INTO txn_to_write_id VALUES (?, ?, ?, ?)",
+                        (txn_id, n, w + i, int(n == name)),
+                    )
+                other_ids = tuple((n, first[n] + i) for n in others)
+                out.append(Transaction(txn_id, name, first[name] + i, now, agent, other_ids))
+        return out
+
+    @staticmethod
+    def _take_write_ids(c: sqlite3.Connection, name: str, count: int) -> int:
+        """Hive's NEXT_WRITE_ID: take `count` ids of table `name`, return the first."""
+        row = c.execute("SELECT next_write_id FROM tables WHERE name = ?", (name,)).fetchone()
+        first = int(row[0])
+        c.execute("UPDATE tables SET next_write_id = ? WHERE name = ?", (first + count, name))
+        return first
+
+    def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
+        """Add another table to an open transaction (Hive's allocateTableWriteIds).
+
+        Returns:
+            `txn` with the new table's write id in `other_write_ids`; if the transaction
+            already writes the table, its existing write id is kept.
+
+        Raises:
+            TableNotFoundError: no such table.
+            CommitConflictError: the transaction is no longer open.
+            MetastoreError: the database failed.
+        """
+        with self._translate("allocate a write id"), self._write() as c:
+            name = self._resolve(c, table)
+            self._require_open(c, txn, "allocate a write id for")
+            if name in txn.write_ids:
+                return txn
+            write_id = self._take_write_ids(c, name, 1)
+            c.execute(
+                "INSERT INTO txn_to_write_id VALUES (?, ?, ?, 0)", (txn.txn_id, name, write_id)
+            )
+        return Transaction(
+            txn.txn_id,
+            txn.table,
+            txn.write_id,
+            txn.opened_at,
+            txn.agent,
+            (*txn.other_write_ids, (name, write_id)),
+        )
+
+    def commit(
+        self,
+        txn: Transaction,
+        *,
+        sink: SinkProgress | None = None,
+        offsets: Iterable[OffsetRange] = (),
+    ) -> None:
+        """Commit an open transaction, recording sink progress and Kafka offsets atomically.
+
+        Compare-and-swap: the transaction moves from open to committed only if it is still
+        open; the sink's (sink_id, batch_id) may map to one committed write id only.
+
+        Args:
+            txn: the transaction to commit.
+            sink: the streaming sink's micro-batch this commit completes.
+            offsets: the Kafka ranges the transaction's rows came from.
+
+        Raises:
+            CommitConflictError: the transaction is not open (aborted, e.g. by a timeout, or
+                already committed), or the sink's batch was already committed.
+            ConfigError: an offset range is malformed.
+            MetastoreError: the database failed.
+        """
+        ranges = [OffsetRange(*o) for o in offsets]
+        for r in ranges:
+            if not 0 <= r.from_offset <= r.until_offset:
+                raise ConfigError(
+                    f"Cannot commit transaction {txn.txn_id}: offset range {tuple(r)} must "
+                    "satisfy 0 <= from_offset <= until_offset"
+                )
+        with self._translate(f"commit transaction {txn.txn_id}"), self._write() as c:
+            if sink is not None:
+                sink = SinkProgress(*sink)
+                self._check_sink_batch(c, txn, sink)
+            self._swap_state(c, txn, "committed", None, "commit")
+            if sink is not None:
+                c.execute(
+                    "INSERT INTO sink_progress VALUES (?, ?, ?, ?, ?)",
+                    (sink.sink_id, sink.batch_id, txn.txn_id, txn.table, txn.write_id),
+                )
+            c.executemany(
+                "INSERT INTO txn_offsets VALUES (?, ?, ?, ?, ?)",
+                [(txn.txn_id, *r) for r in ranges],
+            )
+
+    def _check_sink_batch(
+        self, c: sqlite3.Connection, txn: Transaction, sink: SinkProgress
+    ) -> None:
+        row = c.execute(
+            "SELECT txn_id, table_name, write_id FROM sink_progress"
+            " WHERE sink_id = ? AND batch_id = ?",
+            (sink.sink_id, sink.batch_id),
+        ).fetchone()
+        if row is not None:
+            raise CommitConflictError(
+                f"Cannot commit transaction {txn.txn_id}: batch {sink.batch_id} of sink "
+                f"{sink.sink_id!r} was already committed as write id {row[2]} of {row[1]} "
+                f"(transaction {row[0]})",
+                hint="the batch is a replay: skip it and abort this transaction",
+            )
+
+    def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
+        """Abort a transaction; aborting an aborted one does nothing.
+
+        Raises:
+            CommitConflictError: the transaction is already committed.
+            MetastoreError: the database failed.
+        """
+        with self._translate(f"abort transaction {txn.txn_id}"), self._write() as c:
+            state = self._state(c, txn)
+            if state != "aborted":
+                self._swap_state(c, txn, "aborted", reason, "abort")
+
+    def heartbeat(self, txn: Transaction) -> None:
+        """Record that the writer of an open transaction is alive.
+
+        Raises:
+            CommitConflictError: the transaction is no longer open (e.g. it timed out).
+            MetastoreError: the database failed.
+        """
+        with self._translate(f"heartbeat transaction {txn.txn_id}"), self._write() as c:
+            cur = c.execute(
+                "UPDATE txns SET heartbeat_at = ? WHERE txn_id = ? AND state = 'open'",
+                (self._clock(), txn.txn_id),
+            )
+            if cur.rowcount != 1:
+                raise self._conflict(c, txn, "heartbeat")
+
+    def abort_timed_out(self, timeout_s: float) -> list[Transaction]:
+        """Abort every open transaction whose last heartbeat is older than `timeout_s`.
+
+        Hive's `performTimeOuts` (hive.txn.timeout).
+
+        Returns:
+            The transactions aborted, by txn id.
+
+        Raises:
+            MetastoreError: the database failed.
+        """
+        with self._translate("abort timed-out transactions"), self._write() as c:
+            now = self._clock()
+            rows = c.execute(
+                "SELECT txn_id, heartbeat_at FROM txns WHERE state = 'open' AND heartbeat_at < ?"
+                " ORDER BY txn_id",
+                (now - timeout_s,),
+            ).fetchall()
+            out = []
+            for txn_id, heartbeat_at in rows:
+                reason = (
+                    f"timed out: no heartbeat for {now - heartbeat_at:.1f} s "
+                    f"(timeout {timeout_s:g} s)"
+                )
+                c.execute(
+                    "UPDATE txns SET state = 'aborted', finished_at = ?, reason = ?"
+                    " WHERE txn_id = ? AND state = 'open'",
+                    (now, reason, txn_id),
+                )
+                out.append(self._load(c, int(txn_id)))
+        return out
+
+    @contextmanager
+    def transaction(
+        self,
+        table: TableRef,
+        *,
+        agent: str = "",
+        also: Sequence[TableRef] = (),
+        sink: SinkProgress | None = None,
+        offsets: Iterable[OffsetRange] = (),
+    ) -> Iterator[Transaction]:
+        """Open a transaction; commit it on a clean exit, abort it if the block raises.
+
+        Example:
+            with store.transaction("default.events", agent="host:1:sink") as txn:
+                write_delta(txn.write_id)
+
+        Raises:
+            CommitConflictError: the commit lost (see `commit`).
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        txn = self.open_transaction(table, agent=agent, also=also)
+        try:
+            yield txn
+        except BaseException as e:
+            try:
+                self.abort(txn, reason=f"aborted on error: {type(e).__name__}: {e}")
+            except IngestError as abort_error:
+                e.add_note(f"Also failed to abort transaction {txn.txn_id}: {abort_error}")
+            raise
+        self.commit(txn, sink=sink, offsets=offsets)
+
+    def _state(self, c: sqlite3.Connection, txn: Transaction) -> TxnState:
+        row = c.execute("SELECT state FROM txns WHERE txn_id = ?", (txn.txn_id,)).fetchone()
+        if row is None:
+            raise CommitConflictError(
+                f"Transaction {txn.txn_id} does not exist in metastore {self.location}",
+                hint="it was opened against another metastore",
+            )
+        state: TxnState = row[0]
+        return state
+
+    def _require_open(self, c: sqlite3.Connection, txn: Transaction, action: str) -> None:
+        if self._state(c, txn) != "open":
+            raise self._conflict(c, txn, action)
+
+    def _swap_state(
+        self, c: sqlite3.Connection, txn: Transaction, to: TxnState, reason: str | None, action: str
+    ) -> None:
+        cur = c.execute(
+            "UPDATE txns SET state = ?, finished_at = ?, reason = ?"
+            " WHERE txn_id = ? AND state = 'open'",
+            (to, self._clock(), reason, txn.txn_id),
+        )
+        if cur.rowcount != 1:
+            raise self._conflict(c, txn, action)
+
+    def _conflict(
+        self, c: sqlite3.Connection, txn: Transaction, action: str
+    ) -> CommitConflictError:
+        state = self._state(c, txn)
+        row = c.execute("SELECT reason FROM txns WHERE txn_id = ?", (txn.txn_id,)).fetchone()
+        why = f" ({row[0]})" if row and row[0] else ""
+        return CommitConflictError(
+            f"Cannot {action} transaction {txn.txn_id} (write id {txn.write_id} of {txn.table}):"
+            f" it is {state}{why}",
+            hint="abort the batch and write it again in a new transaction"
+            if state == "aborted"
+            else None,
+        )
+
+    def _load(self, c: sqlite3.Connection, txn_id: int) -> Transaction:
+        head = c.execute(
+            "SELECT agent, opened_at FROM txns WHERE txn_id = ?", (txn_id,)
+        ).fetchone()
+        ids = c.execute(
+            "SELECT table_name, write_id, is_primary FROM txn_to_write_id WHERE txn_id = ?"
+            " ORDER BY is_primary DESC, rowid",
+            (txn_id,),
+        ).fetchall()
+        if not ids:
+            return Transaction(txn_id, "", 0, head[1], head[0])
+        (name, write_id, _), *rest = ids
+        return Transaction(
+            txn_id, name, write_id, head[1], head[0], tuple((n, w) for n, w, _ in rest)
+        )

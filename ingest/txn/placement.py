@@ -1,0 +1,126 @@
+"""Where a table's metastore lives when nobody says, and finding it again from a path.
+
+A local warehouse directory holds one `_ingest_metastore.sqlite` beside its tables (Hive's
+readers skip names starting with `_`), so sibling tables share transactions. Remote and
+`memory://` tables get a file under `$INGEST_HOME/metastores/` keyed by the parent URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from ingest.errors import ConfigError, TableNotFoundError
+from ingest.txn.locations import ancestors, is_local, local_path, parent_location
+from ingest.txn.model import TableDefinition
+from ingest.txn.store import Metastore
+
+METASTORE_FILENAME = "_ingest_metastore.sqlite"
+ENV_METASTORE = "INGEST_METASTORE"
+ENV_HOME = "INGEST_HOME"
+
+
+def ingest_home() -> str:
+    """`$INGEST_HOME`, else `~/.cache/ingest`."""
+    return os.environ.get(ENV_HOME) or os.path.join(os.path.expanduser("~"), ".cache", "ingest")
+
+
+def _env_metastore_url() -> str | None:
+    value = os.environ.get(ENV_METASTORE)
+    if not value:
+        return None
+    if "://" in value:
+        return value
+    return "sqlite://" + os.path.abspath(os.path.expanduser(value))
+
+
+def default_metastore_url(table_location: str) -> str:
+    """The metastore URL for a table at `table_location`.
+
+    `$INGEST_METASTORE` (a URL or a file path) wins. A local table uses
+    `<parent of the table root>/_ingest_metastore.sqlite`; any other uses
+    `$INGEST_HOME/metastores/<sha256(parent URL)[:16]>.sqlite`.
+
+    Args:
+        table_location: the table root, a path or fsspec URL.
+
+    Returns:
+        A `sqlite://` URL for `Metastore.open`.
+
+    Raises:
+        ConfigError: table_location is empty.
+    """
+    env = _env_metastore_url()
+    if env is not None:
+        return env
+    if not table_location:
+        raise ConfigError("Cannot place a metastore for an empty table location")
+    parent = parent_location(table_location)
+    if is_local(table_location):
+        return "sqlite://" + os.path.join(local_path(parent), METASTORE_FILENAME)
+    digest = hashlib.sha256(parent.encode()).hexdigest()[:16]
+    return "sqlite://" + os.path.join(ingest_home(), "metastores", f"{digest}.sqlite")
+
+
+def find_metastore_for(path: str) -> tuple[Metastore, TableDefinition]:
+    """Find the table containing `path` (its root or a directory inside) and its metastore.
+
+    Walks up from `path`: each ancestor is tried as a table root, in the metastore
+    `default_metastore_url` gives for it, nearest first; only existing metastore files are
+    opened. The caller closes the returned metastore.
+
+    Args:
+        path: a table root or partition directory, as a path or fsspec URL.
+
+    Returns:
+        (the open metastore, the table definition).
+
+    Raises:
+        TableNotFoundError: no metastore lists a table at or above `path`.
+        MetastoreError: a metastore file exists but cannot be read.
+        UnsupportedFormatError: a metastore file was written by a newer ingest.
+    """
+    tried: list[str] = []
+    for candidate in ancestors(path):
+        url = default_metastore_url(candidate)
+        if url in tried:
+            continue
+        file = url[len("sqlite://") :]
+        if url.startswith("sqlite:///") and not os.path.exists(file):
+            continue
+        tried.append(url)
+        store = Metastore.open(url, create=False)
+        try:
+            found = _table_above(store, path)
+        except BaseException:
+            store.close()
+            raise
+        if found is not None:
+            return store, found
+        store.close()
+    where = ", ".join(u[len("sqlite://") :] for u in tried) or "none found"
+    raise TableNotFoundError(
+        f"Cannot find an ingest table at or above {path}: no metastore lists one "
+        f"(metastores searched: {where})",
+        table=path,
+        hint="run `ingest create` on the table root first, or set INGEST_METASTORE",
+    )
+
+
+def _table_above(store: Metastore, path: str) -> TableDefinition | None:
+    """The table of `store` whose location is `path` or its nearest ancestor."""
+    for candidate in ancestors(path):
+        found = store.find_table(candidate)
+        if found is not None:
+            return found
+    return None
+
+
+__all__ = [
+    "ENV_HOME",
+    "ENV_METASTORE",
+    "METASTORE_FILENAME",
+    "default_metastore_url",
+    "find_metastore_for",
+    "ingest_home",
+]

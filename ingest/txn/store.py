@@ -1,0 +1,235 @@
+"""The metastore: tables, snapshots (valid write-id lists) and sink progress.
+
+Mirrors Hive's metastore `createTable`/`getTable`/`dropTable` and `TxnHandler.getValidWriteIds`
+over one SQLite file several processes share; the transaction lifecycle it inherits lives in
+`_lifecycle`, the SQLite plumbing in `_db`. Knows nothing of ORC bytes or Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from ingest.acid.writeids import ValidWriteIdList
+from ingest.errors import CommitConflictError, TableExistsError
+from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
+from ingest.txn._lifecycle import TransactionStore
+from ingest.txn.model import (
+    TXN_STATES,
+    OffsetRange,
+    TableDefinition,
+    TransactionInfo,
+    TxnState,
+)
+
+
+class Metastore(TransactionStore):
+    """Transactional-table metadata in one SQLite database; see the module docstring.
+
+    Open one with `Metastore.open(url)`. One object may be shared by a process's threads; any
+    number of processes may open the same file.
+    """
+
+    # -- tables ----------------------------------------------------------------------------
+
+    def create_table(self, defn: TableDefinition) -> TableDefinition:
+        """Record a new transactional table.
+
+        Returns:
+            The definition as stored.
+
+        Raises:
+            TableExistsError: a table with that name or location exists.
+            MetastoreError: the database failed.
+        """
+        with self._translate(f"create table {defn.name}"), self._write() as c:
+            for column, value in (("name", defn.name), ("location", defn.location)):
+                found = self._select_table(c, column, value)
+                if found is not None:
+                    raise TableExistsError(
+                        f"Cannot create table {defn.name} at {defn.location}: table "
+                        f"{found.name} already exists at {found.location}",
+                        table=found.name,
+                        hint="choose another name or location, or drop the existing table",
+                    )
+            c.execute(
+                "INSERT INTO tables (name, location, row_schema, partition_columns, bucket_count,"
+                " bucket_columns, properties, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    defn.name,
+                    defn.location,
+                    defn.row_schema.serialize().to_pybytes(),
+                    json.dumps(list(defn.partition_columns)),
+                    defn.bucket_count,
+                    json.dumps(list(defn.bucket_columns)),
+                    json.dumps(defn.properties, sort_keys=True),
+                    self._clock(),
+                ),
+            )
+        return defn
+
+    def find_table(self, table: TableRef) -> TableDefinition | None:
+        """The table with this name or location, or None.
+
+        Raises:
+            MetastoreError: the database failed.
+        """
+        column, value = table_key(table)
+        with self._translate("read tables"), self._read() as c:
+            return self._select_table(c, column, value)
+
+    def get_table(self, table: TableRef) -> TableDefinition:
+        """The table with this name or location.
+
+        Raises:
+            TableNotFoundError: no such table in this metastore.
+            MetastoreError: the database failed.
+        """
+        found = self.find_table(table)
+        if found is None:
+            raise self._not_found(table)
+        return found
+
+    def list_tables(self) -> list[TableDefinition]:
+        """Every table, ordered by name.
+
+        Raises:
+            MetastoreError: the database failed.
+        """
+        with self._translate("list tables"), self._read() as c:
+            rows = c.execute(f"SELECT {TABLE_COLUMNS} FROM tables ORDER BY name").fetchall()
+        return [table_from_row(row) for row in rows]
+
+    def drop_table(self, table: TableRef) -> None:
+        """Forget a table, its write ids and its sink progress. Files are not touched.
+
+        Raises:
+            TableNotFoundError: no such table.
+            CommitConflictError: a transaction writing the table is still open.
+            MetastoreError: the database failed.
+        """
+        with self._translate("drop table"), self._write() as c:
+            name = self._resolve(c, table)
+            open_txns = [
+                row[0]
+                for row in c.execute(
+                    "SELECT w.txn_id FROM txn_to_write_id w JOIN txns t USING (txn_id)"
+                    " WHERE w.table_name = ? AND t.state = 'open'",
+                    (name,),
+                )
+            ]
+            if open_txns:
+                raise CommitConflictError(
+                    f"Cannot drop table {name}: transactions {open_txns} writing it are open",
+                    hint="stop the writers or abort the transactions first",
+                )
+            c.execute("DELETE FROM sink_progress WHERE table_name = ?", (name,))
+            c.execute("DELETE FROM txn_to_write_id WHERE table_name = ?", (name,))
+            c.execute("DELETE FROM tables WHERE name = ?", (name,))
+
+    # -- snapshots and progress ------------------------------------------------------------
+
+    def snapshot(self, table: TableRef) -> ValidWriteIdList:
+        """The table's valid write-id list now (Hive's getValidWriteIds).
+
+        The high watermark is the highest write id allocated; open and aborted ids are listed.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        with self._translate("read a snapshot"), self._read() as c:
+            name = self._resolve(c, table)
+            (next_id,) = c.execute(
+                "SELECT next_write_id FROM tables WHERE name = ?", (name,)
+            ).fetchone()
+            rows = c.execute(
+                "SELECT w.write_id, t.state FROM txn_to_write_id w JOIN txns t USING (txn_id)"
+                " WHERE w.table_name = ? AND t.state != 'committed'",
+                (name,),
+            ).fetchall()
+        return ValidWriteIdList(
+            name,
+            int(next_id) - 1,
+            tuple(w for w, s in rows if s == "open"),
+            tuple(w for w, s in rows if s == "aborted"),
+        )
+
+    def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
+        """Every allocated write id of the table mapped to its transaction's state.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        return {info.write_id: info.state for info in self.transactions(table)}
+
+    def transactions(
+        self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
+    ) -> list[TransactionInfo]:
+        """One row per (transaction, table), by txn id; only `table`'s rows if given.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        args: list[Any] = list(states)
+        where = f"t.state IN ({','.join('?' * len(args))})"
+        with self._translate("list transactions"), self._read() as c:
+            if table is not None:
+                where += " AND w.table_name = ?"
+                args.append(self._resolve(c, table))
+            rows = c.execute(
+                "SELECT t.txn_id, w.table_name, w.write_id, t.state, t.agent, t.opened_at,"
+                " t.heartbeat_at, t.finished_at, t.reason FROM txns t"
+                f" JOIN txn_to_write_id w USING (txn_id) WHERE {where}"
+                " ORDER BY t.txn_id, w.is_primary DESC, w.table_name",
+                args,
+            ).fetchall()
+        return [TransactionInfo(*row) for row in rows]
+
+    def committed_write_id(self, sink_id: str, batch_id: int) -> int | None:
+        """The write id that committed this micro-batch of this sink, or None.
+
+        Raises:
+            MetastoreError: the database failed.
+        """
+        with self._translate("read sink progress"), self._read() as c:
+            row = c.execute(
+                "SELECT write_id FROM sink_progress WHERE sink_id = ? AND batch_id = ?",
+                (sink_id, batch_id),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def last_committed_batch(self, sink_id: str) -> int | None:
+        """The highest batch id this sink committed, or None.
+
+        Raises:
+            MetastoreError: the database failed.
+        """
+        with self._translate("read sink progress"), self._read() as c:
+            row = c.execute(
+                "SELECT max(batch_id) FROM sink_progress WHERE sink_id = ?", (sink_id,)
+            ).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
+        """Kafka ranges of committed transactions that wrote `table`, with the write id.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        with self._translate("read offsets"), self._read() as c:
+            name = self._resolve(c, table)
+            rows = c.execute(
+                "SELECT w.write_id, o.topic, o.partition, o.from_offset, o.until_offset"
+                " FROM txn_offsets o JOIN txn_to_write_id w USING (txn_id)"
+                " WHERE w.table_name = ? ORDER BY w.write_id, o.topic, o.partition",
+                (name,),
+            ).fetchall()
+        return [(int(row[0]), OffsetRange(*row[1:])) for row in rows]
+
+
+__all__ = ["MEMORY_URL", "Metastore", "TableRef"]

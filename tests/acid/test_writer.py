@@ -1,0 +1,270 @@
+"""The ACID bucket writer: events, footers at every flush, side file, append after a tear."""
+
+from __future__ import annotations
+
+import io
+import struct
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.orc as po
+import pyorc
+import pytest
+from support import ALL_TYPES_SCHEMA, SIMPLE_SCHEMA, all_types_table, simple_table
+
+from ingest.acid import BucketWriter, WriterOptions, read_bucket_file, read_flush_lengths
+from ingest.acid.events import acid_event_schema
+from ingest.errors import CorruptFileError, SchemaMismatchError
+from ingest.orc import open_orc, parse_tail, read_tail
+from ingest.orc.statistics import BYTES_ON_DISK, DOUBLE
+
+CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
+FS = fsspec.filesystem("file")
+
+
+def bucket_path(tmp_path: Path, name: str = "delta_0000001_0000003") -> str:
+    return str(tmp_path / name / "bucket_00000")
+
+
+def rows_at(path: str, length: int) -> list[dict]:
+    with open_orc(FS, path, length) as orc:
+        return orc.read().to_pylist()
+
+
+def pyorc_rows(path: str, length: int) -> list[tuple]:
+    with open(path, "rb") as f:
+        return list(pyorc.Reader(io.BytesIO(f.read(length))))
+
+
+def test_events_carry_hive_acid_fields(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    with BucketWriter(path, SIMPLE_SCHEMA, write_id=7, bucket_id=1, statement_id=2) as w:
+        w.write(simple_table(range(3)))
+    rows = read_bucket_file(path).to_pylist()
+    assert rows[0] == {"operation": 0, "originalTransaction": 7, "bucket": 536936450,
+                       "rowId": 0, "currentTransaction": 7, "row": {"id": 0, "value": "v0"}}
+    assert [r["rowId"] for r in rows] == [0, 1, 2]
+    assert not Path(path + "_flush_length").exists(), "close() removes the side file"
+
+
+def test_bucket_zero_statement_zero_is_536870912(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1) as w:
+        w.write(simple_table(range(1)))
+    assert read_bucket_file(path).column("bucket").to_pylist() == [536870912]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_flush_length_opens_in_pyarrow_and_pyorc_with_exactly_its_rows(
+        tmp_path: Path, codec: str) -> None:
+    path = bucket_path(tmp_path)
+    w = BucketWriter(path, ALL_TYPES_SCHEMA, write_id=3, compression=codec)
+    written = []
+    for i in range(4):
+        chunk = all_types_table(50 + i, seed=i, start=i * 100)
+        w.write(chunk)
+        written += chunk.to_pylist()
+        length = w.flush()
+        assert read_flush_lengths(FS, path)[-1] == length
+        got = rows_at(path, length)
+        assert [r["row"] for r in got] == written
+        assert [r["rowId"] for r in got] == list(range(len(written)))
+        assert len(pyorc_rows(path, length)) == len(written)
+    lengths = read_flush_lengths(FS, path)
+    assert lengths[0] == 0 and lengths == sorted(lengths)
+    for length in lengths[1:]:  # earlier footers stay valid after later stripes
+        tail = read_tail(FS, path, length)
+        assert tail.compression == codec
+        metadata = tail.user_metadata
+        assert metadata["hive.acid.version"] == b"2"
+        assert metadata["hive.acid.stats"] == f"{tail.number_of_rows},0,0".encode()
+        keys = metadata["hive.acid.key.index"].decode().rstrip(";").split(";")
+        assert len(keys) == len(tail.stripes)
+        last = rows_at(path, length)[-1]
+        assert keys[-1] == f"3,{last['bucket']},{last['rowId']}"
+    w.close()
+    assert [r["row"] for r in read_bucket_file(path).to_pylist()] == written
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_file_statistics_equal_those_of_one_pyarrow_write_of_the_same_events(
+        tmp_path: Path, codec: str) -> None:
+    path = bucket_path(tmp_path)
+    with BucketWriter(path, ALL_TYPES_SCHEMA, write_id=4, compression=codec) as w:
+        for i in range(5):
+            w.write(all_types_table(300, seed=11, start=i * 300))
+            w.flush()
+    ours = read_bucket_file(path)
+    assert po.ORCFile(path).nstripes == 5
+    sink = io.BytesIO()
+    po.write_table(ours, sink, compression={"none": "uncompressed"}.get(codec, codec))
+    whole = sink.getvalue()
+    reference = parse_tail(whole, len(whole)).statistics
+    data = Path(path).read_bytes()
+    merged = parse_tail(data, len(data)).statistics
+    assert len(merged) == len(reference)
+    for column, (a, b) in enumerate(zip(merged, reference, strict=True)):
+        a, b = _comparable(a), _comparable(b)
+        assert a.keys() == b.keys(), column
+        for key in a:
+            if key == DOUBLE:
+                assert a[key][:2] == b[key][:2], column
+                assert a[key][2] == pytest.approx(b[key][2], rel=1e-9), column
+            else:
+                assert a[key] == b[key], (column, key)
+
+
+def _comparable(stats) -> dict:
+    out = {}
+    for number, _, value in stats.fields:
+        if number == BYTES_ON_DISK:
+            continue
+        if number == DOUBLE:
+            from ingest.orc import Message
+
+            m = Message.decode(value)
+            out[number] = (m.double(1), m.double(2), m.double(3) or 0.0)
+        else:
+            out[number] = value
+    return out
+
+
+def test_torn_stripe_is_discarded_on_reopen_and_every_reader_sees_the_right_rows(
+        tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    for i in range(3):
+        w.write(simple_table(range(i * 10, i * 10 + 10)))
+        w.flush()
+    w.abandon()  # the writer dies: no close, side file stays
+    committed = Path(path).stat().st_size
+    with open(path, "ab") as f:
+        f.write(b"\x17torn stripe bytes that never got a footer" * 50)
+    assert read_bucket_file(path).num_rows == 30, "readers stop at the flush length"
+
+    w = BucketWriter.open_append(path, write_id=2)
+    assert Path(path).stat().st_size == committed, "bytes past the flush length are cut first"
+    w.write(simple_table(range(100, 105)))
+    w.close()
+    rows = read_bucket_file(path).to_pylist()
+    assert [r["row"]["id"] for r in rows] == list(range(30)) + list(range(100, 105))
+    assert [(r["originalTransaction"], r["rowId"]) for r in rows[28:32]] == [
+        (1, 28), (1, 29), (2, 0), (2, 1)]
+    assert len(pyorc_rows(path, Path(path).stat().st_size)) == 35
+    metadata = po.ORCFile(path).metadata
+    assert metadata[b"hive.acid.key.index"].endswith(b"2,536870912,4;")
+    assert metadata[b"hive.acid.stats"] == b"35,0,0"
+
+
+def test_same_write_id_continues_row_ids(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=5)
+    w.write(simple_table(range(3)))
+    w.flush()
+    w.abandon()
+    w = BucketWriter.open_append(path, write_id=5)
+    w.write(simple_table(range(3, 5)))
+    w.close()
+    assert read_bucket_file(path).column("rowId").to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_appending_an_older_write_id_is_refused(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    with BucketWriter(path, SIMPLE_SCHEMA, write_id=5) as w:
+        w.write(simple_table(range(3)))
+    with pytest.raises(SchemaMismatchError, match="sorted by write id"):
+        BucketWriter.open_append(path, write_id=4)
+
+
+def test_batch_with_wrong_schema_is_refused_and_flushed_rows_survive(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w.write(simple_table(range(5)))
+    length = w.flush()
+    bad = pa.table({"id": pa.array(["x"]), "value": pa.array(["y"])})
+    with pytest.raises(SchemaMismatchError, match="column 'id' is string, expected int64"):
+        w.write(bad)
+    with pytest.raises(SchemaMismatchError, match="column 'extra' is not in the table"):
+        w.write(simple_table(range(1)).append_column("extra", pa.array([1])))
+    assert rows_at(path, length)[-1]["row"] == {"id": 4, "value": "v4"}
+    w.write(simple_table(range(5, 6)))
+    w.close()
+    assert read_bucket_file(path).num_rows == 6
+
+
+def test_side_file_pointing_past_the_end_is_a_clear_error(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w.write(simple_table(range(5)))
+    w.flush()
+    w.abandon()
+    size = Path(path).stat().st_size
+    with open(path + "_flush_length", "ab") as f:
+        f.write(struct.pack(">q", size + 1000))
+    with pytest.raises(CorruptFileError, match=f"flush length of {size + 1000:,} bytes but the "
+                                                f"file has only {size:,}") as info:
+        read_bucket_file(path)
+    assert "ingest recover" in str(info.value)
+    with pytest.raises(CorruptFileError):
+        BucketWriter.open_append(path, write_id=2)
+    assert Path(path).stat().st_size == size, "a refused append changes nothing"
+
+
+def test_torn_side_file_entry_is_ignored(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w.write(simple_table(range(5)))
+    w.flush()
+    w.abandon()
+    with open(path + "_flush_length", "ab") as f:
+        f.write(b"\x00\x00\x01")  # a crash mid-way through writing the next entry
+    assert read_bucket_file(path).num_rows == 5
+
+
+def test_not_an_orc_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "bucket_00000"
+    path.write_bytes(b"id,value\n1,a\n")
+    with pytest.raises(CorruptFileError, match="no ORC postscript"):
+        read_bucket_file(str(path))
+    with pytest.raises(CorruptFileError):
+        BucketWriter.open_append(str(path), write_id=1)
+
+
+def test_existing_file_is_not_overwritten(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1) as w:
+        w.write(simple_table(range(2)))
+    with pytest.raises(FileExistsError, match="open_append"):
+        BucketWriter(path, SIMPLE_SCHEMA, write_id=2)
+    assert read_bucket_file(path).num_rows == 2
+
+
+def test_memory_filesystem_round_trip() -> None:
+    fs = fsspec.filesystem("memory")
+    path = "memory://ingest-test-writer/delta_0000001_0000002/bucket_00000"
+    try:
+        w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1, fs=fs)
+        w.write(simple_table(range(4)))
+        w.flush()
+        w.abandon()
+        w = BucketWriter.open_append(path, write_id=2, fs=fs)
+        w.write(simple_table(range(4, 6)))
+        w.close()
+        assert read_bucket_file(path, fs=fs).column("currentTransaction").to_pylist() == [
+            1, 1, 1, 1, 2, 2]
+    finally:
+        fs.rm("/ingest-test-writer", recursive=True)
+
+
+def test_small_stripes_make_several_stripes_per_flush(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    options = WriterOptions(stripe_size_bytes=64 * 1024, compression_block_size=64 * 1024,
+                            row_index_stride=1000)
+    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1, options=options) as w:
+        w.write(simple_table(range(200_000)))
+    f = po.ORCFile(path)
+    assert f.nstripes > 1
+    keys = f.metadata[b"hive.acid.key.index"].decode().rstrip(";").split(";")
+    assert len(keys) == f.nstripes and keys[-1] == "1,536870912,199999"
+    assert read_bucket_file(path).schema == acid_event_schema(SIMPLE_SCHEMA)

@@ -1,0 +1,27 @@
+// Entry point: `java -cp <jars>:<classes> IngestTools <command>` with a JSON request on stdin.
+// Commands: orc_read, hive_acid_state, hive_write_reference_table.
+
+public final class IngestTools {
+  private IngestTools() {}
+
+  public static void main(String[] args) {
+    String command = args.length > 0 ? args[0] : "";
+    switch (command) {
+      case "orc_read":
+        ToolSupport.main(command, OrcReadTool::run);
+        break;
+      case "hive_acid_state":
+        ToolSupport.main(command, HiveAcidStateTool::run);
+        break;
+      case "hive_write_reference_table":
+        ToolSupport.main(command, HiveWriteReferenceTool::run);
+        break;
+      case "ping":
+        ToolSupport.main(command, req -> req);
+        break;
+      default:
+        System.err.println("usage: IngestTools orc_read|hive_acid_state|hive_write_reference_table|ping < request.json");
+        Runtime.getRuntime().halt(2);
+    }
+  }
+}

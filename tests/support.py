@@ -1,0 +1,65 @@
+"""Test data shared across suites: a table with every ORC type we write, built from a seed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import random
+
+import pyarrow as pa
+
+ALL_TYPES_SCHEMA = pa.schema([
+    ("b", pa.bool_()),
+    ("i8", pa.int8()),
+    ("i16", pa.int16()),
+    ("i32", pa.int32()),
+    ("i64", pa.int64()),
+    ("f32", pa.float32()),
+    ("f64", pa.float64()),
+    ("s", pa.string()),
+    ("bin", pa.binary()),
+    ("d", pa.date32()),
+    ("ts", pa.timestamp("ns")),
+    ("dec", pa.decimal128(12, 3)),
+    ("lst", pa.list_(pa.int32())),
+    ("mp", pa.map_(pa.string(), pa.int64())),
+    ("st", pa.struct([("x", pa.int32()), ("y", pa.string())])),
+])
+
+
+def all_types_table(rows: int, *, seed: int = 0, start: int = 0) -> pa.Table:
+    """Rows with nulls (about 1 in 7) in every column; values vary with seed and start."""
+    rng = random.Random(seed * 1_000_003 + start)
+
+    def maybe(value: object) -> object:
+        return None if rng.random() < 0.14 else value
+
+    cols: dict[str, list[object]] = {name: [] for name in ALL_TYPES_SCHEMA.names}
+    epoch = dt.datetime(2026, 1, 1)
+    for i in range(start, start + rows):
+        cols["b"].append(maybe(rng.random() < 0.5))
+        cols["i8"].append(maybe(rng.randint(-128, 127)))
+        cols["i16"].append(maybe(rng.randint(-32768, 32767)))
+        cols["i32"].append(maybe(rng.randint(-2**31, 2**31 - 1)))
+        cols["i64"].append(maybe(i * 7 - 1000 + rng.randint(-5, 5)))
+        cols["f32"].append(maybe(float(rng.uniform(-1e3, 1e3))))
+        cols["f64"].append(maybe(rng.uniform(-1e6, 1e6)))
+        cols["s"].append(maybe(f"s{rng.randint(0, 10**6):07d}-é"))
+        cols["bin"].append(maybe(rng.randbytes(rng.randint(0, 12))))
+        cols["d"].append(maybe(dt.date(2000, 1, 1) + dt.timedelta(days=rng.randint(0, 20000))))
+        cols["ts"].append(maybe(epoch + dt.timedelta(seconds=rng.randint(-10**8, 10**8),
+                                                     microseconds=rng.randint(0, 999_999))))
+        cols["dec"].append(maybe(decimal.Decimal(rng.randint(-10**11, 10**11)).scaleb(-3)))
+        cols["lst"].append(maybe([rng.randint(-9, 9) for _ in range(rng.randint(0, 4))]))
+        cols["mp"].append(maybe([(f"k{j}", rng.randint(0, 99)) for j in range(rng.randint(0, 3))]))
+        cols["st"].append(maybe({"x": rng.randint(0, 9), "y": f"y{rng.randint(0, 9)}"}))
+    return pa.table({n: pa.array(cols[n], type=ALL_TYPES_SCHEMA.field(n).type)
+                     for n in ALL_TYPES_SCHEMA.names})
+
+
+SIMPLE_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string())])
+
+
+def simple_table(ids: range) -> pa.Table:
+    return pa.table({"id": pa.array(list(ids), pa.int64()),
+                     "value": pa.array([f"v{i}" for i in ids])}, schema=SIMPLE_SCHEMA)

@@ -1,0 +1,76 @@
+"""Driver failures, corrupt or foreign files and newer schema versions become clear errors."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ingest.errors import ConfigError, IngestError, UnsupportedFormatError
+from ingest.txn import Metastore, MetastoreError
+
+
+def test_corrupt_file_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "_ingest_metastore.sqlite"
+    path.write_bytes(b"this is not sqlite at all " * 200)
+    with pytest.raises(MetastoreError) as info:
+        Metastore.open(f"sqlite://{path}")
+    assert str(info.value) == f"Cannot open metastore {path}: file is not a database"
+    assert info.value.location == str(path)
+    assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+    assert isinstance(info.value, IngestError)
+
+
+def test_foreign_sqlite_database(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id)")
+    conn.close()
+    with pytest.raises(MetastoreError, match="not an ingest metastore"):
+        Metastore.open(f"sqlite://{path}")
+
+
+def test_newer_schema_version_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ms.sqlite"
+    Metastore.open(f"sqlite://{path}").close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(UnsupportedFormatError, match="schema version is 99 but this ingest"):
+        Metastore.open(f"sqlite://{path}")
+
+
+def test_reopen_keeps_data(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path}/deep/er/ms.sqlite"
+    with Metastore.open(url) as store:
+        assert store.list_tables() == []
+    with Metastore.open(url, create=False) as store:
+        assert store.list_tables() == []
+
+
+def test_missing_file_without_create(tmp_path: Path) -> None:
+    with pytest.raises(MetastoreError, match="file does not exist"):
+        Metastore.open(f"sqlite://{tmp_path}/none.sqlite", create=False)
+
+
+@pytest.mark.parametrize("url", ["postgres://x/y", "sqlite://relative.sqlite", "ms.sqlite"])
+def test_bad_urls(url: str) -> None:
+    with pytest.raises(ConfigError, match="Cannot open metastore"):
+        Metastore.open(url)
+
+
+def test_lock_held_too_long_is_a_metastore_error(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path}/ms.sqlite"
+    holder = sqlite3.connect(tmp_path / "ms.sqlite", isolation_level=None)
+    with Metastore.open(url, busy_timeout_s=0.05) as store:
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(MetastoreError, match="database is locked") as info:
+                store.abort_timed_out(1)
+            assert "retry" in str(info.value)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert store.abort_timed_out(1) == []
