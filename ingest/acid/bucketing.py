@@ -10,6 +10,8 @@ once per distinct value, grouped by byte length.
 
 from __future__ import annotations
 
+import datetime
+import math
 import struct
 from collections.abc import Sequence
 
@@ -113,9 +115,6 @@ def hash_code_murmur(value: object, hive_type: str) -> int:
     Raises:
         UnsupportedFormatError: another type.
     """
-    import datetime
-    import math
-
     if value is None:
         return 0
     t = hive_type.lower().split("(", 1)[0].strip()

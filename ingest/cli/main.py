@@ -21,6 +21,7 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_FAILED, EXIT_BUG, EXIT_INTERRUPTED = 0,
 # `ingest --help` stays fast and one broken command cannot break the others.
 COMMAND_MODULES = {
     "dump": "ingest.cli.dump",
+    "produce": "ingest.cli.produce",
 }
 
 EPILOG = """\b

@@ -265,21 +265,28 @@ def _columns(rng: random.Random, n: int) -> dict[str, tuple[pa.Array, list[int |
         return None if rng.random() < 0.05 else v
 
     alphabet = "aZ09 _-\u00e9\u00ff\u0100\u4e2d\U0001f600"
+    epoch = datetime.date(1970, 1, 1)
+
+    def ints(lo: int, hi: int) -> list[object]:
+        return [maybe(rng.randint(lo, hi)) for _ in range(n)]
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 23)))
+
     out: dict[str, tuple[pa.Array, list[int | None]]] = {}
-    out["tinyint"] = (pa.array([maybe(rng.randint(-128, 127)) for _ in range(n)], pa.int8()), [])
-    out["smallint"] = (
-        pa.array([maybe(rng.randint(-(2**15), 2**15 - 1)) for _ in range(n)], pa.int16()), [])
-    out["int"] = (pa.array([maybe(rng.randint(-(2**31), 2**31 - 1)) for _ in range(n)], pa.int32()), [])
-    out["bigint"] = (
-        pa.array([maybe(rng.choice([rng.randint(-(2**63), 2**63 - 1), rng.randint(-999, 999)]))
-                  for _ in range(n)], pa.int64()), [])
+    out["tinyint"] = (pa.array(ints(-128, 127), pa.int8()), [])
+    out["smallint"] = (pa.array(ints(-(2**15), 2**15 - 1), pa.int16()), [])
+    out["int"] = (pa.array(ints(-(2**31), 2**31 - 1), pa.int32()), [])
+    longs = [maybe(rng.choice([rng.randint(-(2**63), 2**63 - 1), rng.randint(-999, 999)]))
+             for _ in range(n)]
+    out["bigint"] = (pa.array(longs, pa.int64()), [])
     out["boolean"] = (pa.array([maybe(rng.random() < 0.5) for _ in range(n)], pa.bool_()), [])
-    out["date"] = (pa.array([maybe(datetime.date(1970, 1, 1) + datetime.timedelta(days=rng.randint(-50000, 50000)))
-                             for _ in range(n)], pa.date32()), [])
-    out["string"] = (pa.array([maybe("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 23))))
-                               for _ in range(n)], pa.string()), [])
+    days = [maybe(epoch + datetime.timedelta(days=rng.randint(-50000, 50000))) for _ in range(n)]
+    out["date"] = (pa.array(days, pa.date32()), [])
+    out["string"] = (pa.array([maybe(text()) for _ in range(n)], pa.string()), [])
     special32 = [0x7FC00000, 0x7F800001, 0xFFC00001, 0x80000000, 0, 0x7F800000, 0xFF800000, 1]
-    bits32 = [rng.choice(special32) if rng.random() < 0.2 else rng.getrandbits(32) for _ in range(n)]
+    bits32 = [rng.choice(special32) if rng.random() < 0.2 else rng.getrandbits(32)
+              for _ in range(n)]
     f32 = pa.array(bits32, pa.uint32()).view(pa.float32())
     out["float"] = (f32, list(bits32))
     special64 = [0x7FF8000000000000, 0x7FF0000000000001, 0x8000000000000000, 0, 0x3FF8000000000000]

@@ -191,8 +191,14 @@ def build() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=final.parent))
     try:
         cmd = [
-            "javac", "-nowarn", "-encoding", "UTF-8", "-d", str(tmp / "classes"),
-            "-cp", os.pathsep.join(classpath_jars()),
+            "javac",
+            "-nowarn",
+            "-encoding",
+            "UTF-8",
+            "-d",
+            str(tmp / "classes"),
+            "-cp",
+            os.pathsep.join(classpath_jars()),
             *map(str, _java_sources()),
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -217,13 +223,20 @@ def run_tool(command: str, request: dict[str, Any], *, timeout: float = DEFAULT_
     out_dir = build()
     cp = os.pathsep.join([*classpath_jars(), str(out_dir / "classes")])
     cmd = [
-        "java", *_JVM_FLAGS,
+        "java",
+        *_JVM_FLAGS,
         f"-Dlog4j2.configurationFile={out_dir / 'log4j2.properties'}",
-        "-cp", cp, MAIN_CLASS, command,
+        "-cp",
+        cp,
+        MAIN_CLASS,
+        command,
     ]
     try:
         proc = subprocess.run(
-            cmd, input=json.dumps(request).encode(), capture_output=True, timeout=timeout,
+            cmd,
+            input=json.dumps(request).encode(),
+            capture_output=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired as exc:
         stderr = (exc.stderr or b"").decode(errors="replace")
@@ -235,7 +248,8 @@ def run_tool(command: str, request: dict[str, Any], *, timeout: float = DEFAULT_
         return json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
         raise JavaToolError(
-            f"{command}: stdout is not JSON ({exc})\nstdout: {proc.stdout[:2000]!r}\n{stderr[-4000:]}"
+            f"{command}: stdout is not JSON ({exc})\n"
+            f"stdout: {proc.stdout[:2000]!r}\n{stderr[-4000:]}"
         ) from exc
 
 
@@ -276,7 +290,12 @@ def orc_read(
     rows: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
-    spec = {"path": path, "use_flush_length": use_flush_length, "max_length": max_length, "rows": rows}
+    spec = {
+        "path": path,
+        "use_flush_length": use_flush_length,
+        "max_length": max_length,
+        "rows": rows,
+    }
     return orc_read_many([spec], timeout=timeout)[0]
 
 
@@ -291,7 +310,10 @@ def read_flush_lengths(path: str | os.PathLike[str]) -> list[int] | None:
 
 
 def orc_read_at_flush_lengths(
-    path: str | os.PathLike[str], *, rows: bool = True, raise_on_error: bool = True,
+    path: str | os.PathLike[str],
+    *,
+    rows: bool = True,
+    raise_on_error: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> list[dict[str, Any]]:
     """One read per recorded flush length (0 entries are read too: an empty file)."""
@@ -310,7 +332,7 @@ def parse_timestamp(s: str) -> _dt.datetime:
     value = _dt.datetime.fromisoformat(date_part)
     if frac:
         value = value.replace(microsecond=int(frac[:6].ljust(6, "0")))
-    return value.replace(tzinfo=_dt.timezone.utc) if aware else value
+    return value.replace(tzinfo=_dt.UTC) if aware else value
 
 
 def decode_binary(s: str) -> bytes:
@@ -344,7 +366,11 @@ def _looks_like_write_id_list(s: str) -> bool:
 
 
 def to_valid_txns(valid_list: str) -> str:
-    return write_id_list_to_valid_txns(valid_list) if _looks_like_write_id_list(valid_list) else valid_list
+    return (
+        write_id_list_to_valid_txns(valid_list)
+        if _looks_like_write_id_list(valid_list)
+        else valid_list
+    )
 
 
 def hive_acid_state_many(
@@ -357,7 +383,8 @@ def hive_acid_state_many(
     (e.g. Hive's "Not enough history available") yields ``{..., "error", "error_class"}``."""
     req = {
         "queries": [
-            {"partition_dir": str(Path(d).absolute()), "valid_txns": to_valid_txns(v)} for d, v in queries
+            {"partition_dir": str(Path(d).absolute()), "valid_txns": to_valid_txns(v)}
+            for d, v in queries
         ]
     }
     if not req["queries"]:
@@ -374,7 +401,10 @@ def hive_acid_state_many(
 
 
 def hive_acid_state(
-    partition_dir: str | os.PathLike[str], valid_list: str, *, timeout: float = DEFAULT_TIMEOUT,
+    partition_dir: str | os.PathLike[str],
+    valid_list: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     return hive_acid_state_many([(partition_dir, valid_list)], timeout=timeout)[0]
 
