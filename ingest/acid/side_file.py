@@ -10,11 +10,7 @@ import struct
 
 import fsspec
 
-SIDE_FILE_SUFFIX = "_flush_length"
-
-
-def side_file_path(path: str) -> str:
-    return path + SIDE_FILE_SUFFIX
+from ingest.acid.names import side_file_path
 
 
 def encode_length(length: int) -> bytes:

@@ -21,6 +21,7 @@ from ingest.acid.events import ACID_FIELD_NAMES, INSERT, acid_event_schema, row_
 from ingest.acid.names import encode_bucket_property
 from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
 from ingest.errors import CorruptFileError, SchemaMismatchError, UnsupportedFormatError
+from ingest.faults import crash_point
 from ingest.orc import Message, StripeInfo, merge_statistics, open_orc, read_tail, serialize_tail
 from ingest.orc.tail import (
     FT_CONTENT_LENGTH,
@@ -192,7 +193,10 @@ class BucketWriter:
         tail = read_tail(fs, stripped, length)
         with open_orc(fs, stripped, length) as orc:
             schema = orc.schema
-        row_schema = row_schema_of(schema, path=stripped)
+        try:
+            row_schema = row_schema_of(schema)
+        except UnsupportedFormatError as e:
+            raise SchemaMismatchError(f"Cannot append to {stripped}: {e}") from e
         self = cls.__new__(cls)
         self._fs, self.path = fs, stripped
         self._restore(tail, row_schema, write_id, options or WriterOptions())
@@ -303,6 +307,7 @@ class BucketWriter:
         stripes = tail.stripes
         first, last = stripes[0].offset, stripes[-1].end
         self._file.write(memoryview(data)[first:last])
+        crash_point("writer.after_stripes")
         shift = self._position - first
         last_row = table.column("rowId")[0].as_py() - 1
         for stripe in stripes:
@@ -326,8 +331,10 @@ class BucketWriter:
         if self._flushed_stripe_count != len(self._stripes):
             self._write_tail()
             _files.durable_flush(self._file)
+            crash_point("writer.after_footer")
             self._side.write(encode_length(self._position))
             _files.durable_flush(self._side)
+            crash_point("writer.after_side_file")
             self._last_flush_length = self._position
         return self._last_flush_length
 

@@ -1,0 +1,28 @@
+# Two entry points (see README): `make demo` runs the streaming job end to end on embedded
+# defaults; `make test` runs the whole test suite. Both create .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test dev-test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+dev-test: $(VENV)/.installed
+	$(PY) -m pytest -m "not slow and not spark and not kafka"
+
+bench: $(VENV)/.installed
+	$(PY) -m ingest.bench writer
+
+clean:
+	rm -rf demo-output .pytest_cache

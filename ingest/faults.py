@@ -1,0 +1,34 @@
+"""Named crash points for fault-injection tests.
+
+`crash_point("writer.after_stripes")` kills the current process with SIGKILL when the
+environment variable INGEST_CRASH_AT names that point (a comma-separated list may name
+several). Costs one dictionary lookup when unset; never set it outside tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV_VAR = "INGEST_CRASH_AT"
+
+# Every point a test may arm; crash_point refuses unknown names so typos cannot hide.
+CRASH_POINTS = frozenset({
+    "writer.after_stripes",       # stripes written, no footer yet
+    "writer.after_footer",        # footer written and flushed, side-file entry not yet
+    "writer.after_side_file",     # side-file entry written, transaction not committed
+    "sink.before_commit",         # all files of a micro-batch written, commit not started
+    "sink.during_commit",         # inside the metastore commit
+    "compaction.before_commit",   # compacted directory written, not yet committed
+})
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if INGEST_CRASH_AT names `name`."""
+    armed = os.environ.get(ENV_VAR)
+    if not armed:
+        return
+    if name not in CRASH_POINTS:
+        raise ValueError(f"unknown crash point {name!r}; known: {sorted(CRASH_POINTS)}")
+    if name in armed.split(","):
+        os.kill(os.getpid(), signal.SIGKILL)
