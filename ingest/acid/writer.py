@@ -1,13 +1,17 @@
-"""The ACID bucket-file writer: Hive's OrcRecordUpdater (insert events) on pyarrow stripes.
+"""The ACID bucket-file writer: Hive's OrcRecordUpdater (insert or delete events) on pyarrow stripes.
 
 pyarrow encodes stripes; this module moves them into the bucket file and writes every tail
 itself, so each flush() leaves an intermediate footer that describes all stripes so far, with
 `hive.acid.key.index`, `hive.acid.stats` and `hive.acid.version`, then records the file length
 in the side file (DESIGN invariant 1). Stripes are relocatable: only the footer holds offsets.
+A writer made with `BucketWriter.for_deletes` writes a `delete_delta` bucket file instead:
+operation 2, the deleted rows' keys, a null `row` (OrcRecordUpdater.delete, split-update).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,8 +21,8 @@ import pyarrow as pa
 import pyarrow.orc as po
 
 from ingest.acid import _files, _nested_nulls
-from ingest.acid.events import ACID_FIELD_NAMES, INSERT, acid_event_schema, row_schema_of
-from ingest.acid.names import encode_bucket_property
+from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, acid_event_schema, row_schema_of
+from ingest.acid.names import decode_bucket_property, encode_bucket_property
 from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
 from ingest.errors import CorruptFileError, SchemaMismatchError, UnsupportedFormatError
 from ingest.faults import crash_point
@@ -46,6 +50,10 @@ KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
 ACID_VERSION = "hive.acid.version"
 
+# The key of an ACID event, in Hive's sort order (RecordIdentifier: write id, bucket, row id).
+KEY_COLUMNS = ("originalTransaction", "bucket", "rowId")
+_KEY_TYPES = (pa.int64(), pa.int32(), pa.int64())
+
 
 @dataclass(frozen=True)
 class WriterOptions:
@@ -55,12 +63,27 @@ class WriterOptions:
         stripe_size_bytes: target stripe size handed to the ORC encoder; rows are also buffered
             up to about this many (uncompressed Arrow) bytes before being encoded.
         compression_block_size: ORC compression chunk size (bytes).
-        row_index_stride: rows per row-index entry (0 disables the row index).
+        row_index_stride: rows per row-index entry.
+        encoder_threads: stripes of one flush are encoded by this many threads at once
+            (pyarrow releases the GIL while encoding); 1 encodes in the calling thread.
     """
 
     stripe_size_bytes: int = 64 * 1024 * 1024
     compression_block_size: int = 256 * 1024
     row_index_stride: int = 10_000
+    encoder_threads: int = 2
+
+
+# Below this many rows per thread, splitting costs more than it saves.
+_MIN_ROWS_PER_ENCODER = 32 * 1024
+_ENCODER_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _encoder_pool(threads: int) -> ThreadPoolExecutor:
+    """One process-wide pool per size: encoders are stateless, threads are cheap to share."""
+    if threads not in _ENCODER_POOLS:
+        _ENCODER_POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="orc-encode")
+    return _ENCODER_POOLS[threads]
 
 
 class BucketWriter:
@@ -115,6 +138,44 @@ class BucketWriter:
         self._template = self._encode_template()
         self._statistics = self._template.statistics
 
+    @classmethod
+    def for_deletes(
+        cls,
+        path: str,
+        row_schema: pa.Schema,
+        *,
+        write_id: int,
+        bucket_id: int,
+        statement_id: int = 0,
+        compression: Compression = "zstd",
+        fs: fsspec.AbstractFileSystem | None = None,
+        options: WriterOptions | None = None,
+    ) -> BucketWriter:
+        """Create a `delete_delta_W_W_S/bucket_N` file for delete events (`write_deletes`).
+
+        The file carries the table's full row type, as Hive's delete deltas do, with `row`
+        null in every event. Footers, side file, key index and `hive.acid.stats` ("0,0,<n>")
+        work as for insert files.
+
+        Args:
+            path: the bucket file, normally in a `delete_delta_W_W_0000` directory.
+            row_schema: the table's row schema.
+            write_id: the deleting transaction's write id (`currentTransaction`).
+            bucket_id: N of `bucket_N`; every deleted row's bucket property must decode to it.
+            statement_id: the deleting statement's id.
+            compression: as for `BucketWriter`.
+            fs: as for `BucketWriter`.
+            options: as for `BucketWriter`.
+
+        Raises:
+            FileExistsError: the bucket file exists.
+            UnsupportedFormatError: unknown compression.
+        """
+        self = cls(path, row_schema, write_id=write_id, bucket_id=bucket_id,
+                   statement_id=statement_id, compression=compression, fs=fs, options=options)
+        self._is_delete = True
+        return self
+
     # ------------------------------------------------------------------ construction helpers
     def _init_state(self, row_schema: pa.Schema, write_id: int, bucket_property: int,
                     compression: Compression, options: WriterOptions) -> None:
@@ -138,6 +199,8 @@ class BucketWriter:
         self._flushed_stripe_count = -1  # no tail written yet
         self._last_flush_length = 0
         self._closed = False
+        self._is_delete = False
+        self._last_key: tuple[int, ...] | None = None
 
     def _encode(self, table: pa.Table) -> tuple[bytes, FileTail]:
         sink = pa.BufferOutputStream()
@@ -228,8 +291,7 @@ class BucketWriter:
                 f"{last_write_id} and events must stay sorted by write id")
         self._init_state(row_schema, write_id, bucket_property or encode_bucket_property(0, 0),
                          compression, options)
-        self.options = WriterOptions(options.stripe_size_bytes, tail.block_size,
-                                     options.row_index_stride)
+        self.options = dataclasses.replace(options, compression_block_size=tail.block_size)
         self._next_row_id = last_row_id + 1 if write_id == last_write_id else 0
         self._template = tail
         self._statistics = tail.statistics
@@ -238,6 +300,9 @@ class BucketWriter:
         self._key_index = [f"{w},{b},{r}" for w, b, r in keys]
         stats = tail.user_metadata.get(ACID_STATS, b"0,0,0").decode().split(",")
         self._inserts, self._updates, self._deletes = (int(x) for x in stats[:3])
+        # A delete-delta file (only delete events) continues as one, still sorted by key.
+        self._is_delete = self._deletes > 0 and self._inserts == 0
+        self._last_key = keys[-1] if keys else None
         self._other_metadata = [m for m in tail.footer.messages(FT_METADATA)
                                 if m.string(1) not in (KEY_INDEX, ACID_STATS, ACID_VERSION)]
         self._flushed_stripe_count = len(self._stripes)
@@ -249,8 +314,12 @@ class BucketWriter:
 
         Raises:
             SchemaMismatchError: the data's columns or types differ from the row schema.
+            ValueError: the writer was made for delete events (`for_deletes`).
         """
         self._check_open()
+        if self._is_delete:
+            raise ValueError(f"BucketWriter for {self.path} writes delete events: use "
+                             "write_deletes, or a BucketWriter of its own for inserts")
         self._check_schema(data.schema)
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
         for batch in batches:
@@ -260,6 +329,84 @@ class BucketWriter:
             self._pending_bytes += batch.nbytes
         if self._pending_bytes >= self.options.stripe_size_bytes:
             self._write_pending()
+
+    def write_deletes(self, keys: pa.Table | pa.RecordBatch) -> None:
+        """Buffer delete events for the rows with these keys (OrcRecordUpdater.delete).
+
+        Each event gets operation 2, currentTransaction = write_id, the deleted row's key
+        (originalTransaction, bucket property, rowId) and a null row. Keys are sorted here;
+        keys of a later call must not sort before those of an earlier one (a file is one
+        sorted run: facts §4).
+
+        Args:
+            keys: columns `originalTransaction`, `bucket` (the encoded bucket property of the
+                deleted row, e.g. from ROW__ID) and `rowId`, any integer types, no nulls;
+                other columns are ignored.
+
+        Raises:
+            SchemaMismatchError: a key column is missing, not an integer, or has nulls.
+            ValueError: the writer is for inserts, a key's bucket property does not decode to
+                this file's bucket id, or the keys sort before keys already written.
+        """
+        self._check_open()
+        if not self._is_delete:
+            raise ValueError(f"BucketWriter for {self.path} writes insert events: open a "
+                             "delete_delta file with BucketWriter.for_deletes")
+        table = keys if isinstance(keys, pa.Table) else pa.Table.from_batches([keys])
+        columns = []
+        for name, type_ in zip(KEY_COLUMNS, _KEY_TYPES, strict=True):
+            if name not in table.column_names:
+                raise SchemaMismatchError(
+                    f"Cannot write delete events to {self.path}: key column {name!r} is "
+                    f"missing (columns: {table.column_names}, expected {list(KEY_COLUMNS)})")
+            column = table.column(name)
+            if not pa.types.is_integer(column.type) or column.null_count:
+                raise SchemaMismatchError(
+                    f"Cannot write delete events to {self.path}: key column {name!r} must be "
+                    f"an integer without nulls, found {column.type} with "
+                    f"{column.null_count} nulls")
+            columns.append(column.cast(type_))
+        table = pa.table(dict(zip(KEY_COLUMNS, columns, strict=True)))
+        if table.num_rows == 0:
+            return
+        table = table.sort_by([(name, "ascending") for name in KEY_COLUMNS])
+        self._check_delete_buckets(table.column("bucket").to_numpy())
+        first = tuple(table.column(n)[0].as_py() for n in KEY_COLUMNS)
+        if self._last_key is not None and first < self._last_key:
+            raise ValueError(
+                f"Cannot write delete events to {self.path}: key {first} sorts before the last "
+                f"key written, {self._last_key}; events must stay sorted by "
+                "(originalTransaction, bucket, rowId)")
+        self._last_key = tuple(table.column(n)[-1].as_py() for n in KEY_COLUMNS)
+        for batch in table.to_batches():
+            self._pending.append(self._to_delete_events(batch))
+            self._pending_bytes += batch.nbytes
+        if self._pending_bytes >= self.options.stripe_size_bytes:
+            self._write_pending()
+
+    def _check_delete_buckets(self, buckets: np.ndarray) -> None:
+        """Readers find delete events by the bucket id in the file name (facts §8)."""
+        _, own, _ = decode_bucket_property(self.bucket_property)
+        values = buckets.astype(np.int64) & 0xFFFFFFFF
+        ids = np.where((values >> 29) == 1, (values >> 16) & 0xFFF, values)
+        wrong = ids != own
+        if wrong.any():
+            bad = int(buckets[int(np.argmax(wrong))])
+            raise ValueError(
+                f"Cannot write delete events to {self.path}: bucket property {bad} decodes to "
+                f"bucket {decode_bucket_property(bad)[1]}, but this file is bucket {own}; "
+                "write each bucket's deletes to its own bucket_N file")
+
+    def _to_delete_events(self, keys: pa.RecordBatch) -> pa.RecordBatch:
+        n = keys.num_rows
+        return pa.RecordBatch.from_arrays([
+            pa.array(np.full(n, DELETE, dtype=np.int32)),
+            keys.column(0),
+            keys.column(1),
+            keys.column(2),
+            pa.array(np.full(n, self.write_id, dtype=np.int64)),
+            pa.nulls(n, self.event_schema.field("row").type),
+        ], schema=self.event_schema)
 
     def _check_schema(self, schema: pa.Schema) -> None:
         expected = self.row_schema
@@ -298,27 +445,43 @@ class BucketWriter:
         ], schema=self.event_schema)
 
     def _write_pending(self) -> None:
-        """Encode buffered rows into stripes and append them to the file."""
+        """Encode buffered rows into stripes (in parallel slices) and append them in order."""
         if not self._pending:
             return
         table = pa.Table.from_batches(self._pending, schema=self.event_schema)
         self._pending, self._pending_bytes = [], 0
-        data, tail = self._encode(table)
+        threads = min(self.options.encoder_threads, table.num_rows // _MIN_ROWS_PER_ENCODER)
+        if threads <= 1:
+            self._append_encoded(table, *self._encode(table))
+            return
+        step = -(-table.num_rows // threads)
+        slices = [table.slice(i, step) for i in range(0, table.num_rows, step)]
+        for piece, (data, tail) in zip(
+                slices, _encoder_pool(threads).map(self._encode, slices), strict=True):
+            self._append_encoded(piece, data, tail)
+
+    def _append_encoded(self, table: pa.Table, data: bytes, tail: FileTail) -> None:
+        """Move the stripes of one encoded chunk into the file; fold in its statistics."""
         stripes = tail.stripes
         first, last = stripes[0].offset, stripes[-1].end
         self._file.write(memoryview(data)[first:last])
         crash_point("writer.after_stripes")
         shift = self._position - first
-        last_row = table.column("rowId")[0].as_py() - 1
+        rows = 0
         for stripe in stripes:
             self._stripes.append(stripe.moved_to(stripe.offset + shift))
-            last_row += stripe.number_of_rows
-            self._key_index.append(f"{self.write_id},{self.bucket_property},{last_row}")
+            rows += stripe.number_of_rows
+            # hive.acid.key.index: the last (originalTransaction, bucket, rowId) of each stripe.
+            w, b, r = (table.column(n)[rows - 1].as_py() for n in KEY_COLUMNS)
+            self._key_index.append(f"{w},{b},{r}")
         self._position += last - first
         self._stripe_stats.extend(tail.metadata.messages(MD_STRIPE_STATS))
         self._statistics = [merge_statistics(a, b)
                             for a, b in zip(self._statistics, tail.statistics, strict=True)]
-        self._inserts += table.num_rows
+        if self._is_delete:
+            self._deletes += table.num_rows
+        else:
+            self._inserts += table.num_rows
 
     def flush(self) -> int:
         """Make every row written so far readable; returns the new flush length.
@@ -382,7 +545,18 @@ class BucketWriter:
 
     @property
     def rows_written(self) -> int:
+        """Insert events in the file (including those of earlier writers when appending)."""
         return self._inserts
+
+    @property
+    def deletes_written(self) -> int:
+        """Delete events in the file (including those of earlier writers when appending)."""
+        return self._deletes
+
+    @property
+    def is_delete_writer(self) -> bool:
+        """Whether this writer writes delete events (`for_deletes`)."""
+        return self._is_delete
 
     @property
     def bytes_written(self) -> int:
@@ -420,4 +594,4 @@ def _parse_key_index(raw: bytes, path: str) -> list[tuple[int, int, int]]:
     return keys
 
 
-__all__ = ["ACID_FIELD_NAMES", "BucketWriter", "Compression", "WriterOptions"]
+__all__ = ["ACID_FIELD_NAMES", "KEY_COLUMNS", "BucketWriter", "Compression", "WriterOptions"]

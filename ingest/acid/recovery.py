@@ -1,0 +1,391 @@
+"""Bring the bucket files of a table back to their last complete footer after a writer died.
+
+Mirrors Hive's `orcfiledump --recover` (FileDump.recoverFiles / recoverFile) and does more: the
+`_flush_length` side file is consulted first, so only tails are read (DESIGN invariants 1, 5);
+files without one are scanned back from the end for the last complete postscript, as Hive
+scans for "ORC". Knows files and write-id lists, never the metastore: the caller says which
+files a live writer still owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+import fsspec
+
+from ingest.acid import _files
+from ingest.acid.names import (
+    is_hidden,
+    is_side_file,
+    parse_bucket_file,
+    parse_directory,
+    side_file_path,
+)
+from ingest.acid.side_file import read_flush_lengths
+from ingest.acid.writeids import ValidWriteIdList
+from ingest.errors import CorruptFileError
+from ingest.orc import FileTail, read_tail
+from ingest.orc.tail import MAGIC
+
+Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
+LiveFiles = Callable[[str], bool]
+
+# Bytes read per step when scanning backwards for a postscript (files without a side file).
+_SCAN_CHUNK = 4 * 1024 * 1024
+# A postscript ends with its magic (field 8000, the highest, so written last) and one length byte.
+_PS_TAIL = len(MAGIC) + 1
+
+
+@dataclass(frozen=True)
+class FileRecovery:
+    """What recovery did (or, in a dry run, would do) to one bucket file.
+
+    Attributes:
+        path: the bucket file.
+        old_length: its length before, in bytes (-1 when only an orphan side file exists).
+        new_length: its length after (0 when removed).
+        action: ok, skipped (a live writer owns it), truncated, side-file-removed, removed,
+            or unrecoverable (left untouched; needs a person).
+        reason: one sentence on why.
+        flush_lengths: the side file's complete entries, or None without a side file.
+        backup_path: where the cut bytes or the removed file were copied, if anywhere.
+        skipped_lengths: recorded flush lengths above `new_length` at which no complete footer
+            ends; rows of the transactions that recorded them are lost (storage lost data).
+    """
+
+    path: str
+    old_length: int
+    new_length: int
+    action: Action
+    reason: str
+    flush_lengths: tuple[int, ...] | None = None
+    backup_path: str | None = None
+    skipped_lengths: tuple[int, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.action not in ("ok", "skipped")
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """Per-file outcome of `recover_table`, plus directories the cleaner may delete.
+
+    Attributes:
+        path: the table or partition directory recovered.
+        files: one entry per bucket file (and orphan side file), sorted by path.
+        aborted_directories: ACID directories (relative to `path`) whose write ids are all
+            aborted in the given write-id list; empty when no list was given.
+        dry_run: nothing was changed on disk.
+    """
+
+    path: str
+    files: tuple[FileRecovery, ...]
+    aborted_directories: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    @property
+    def changed(self) -> tuple[FileRecovery, ...]:
+        """Files that were (or would be) changed."""
+        return tuple(f for f in self.files if f.changed and f.action != "unrecoverable")
+
+    @property
+    def unrecoverable(self) -> tuple[FileRecovery, ...]:
+        return tuple(f for f in self.files if f.action == "unrecoverable")
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(
+            f"{f.path}: recorded flush lengths {list(f.skipped_lengths)} end in no complete "
+            f"footer; rows flushed there are lost" for f in self.files if f.skipped_lengths)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """True when every file is ok or owned by a live writer."""
+        return all(not f.changed for f in self.files)
+
+    @property
+    def clean(self) -> bool:
+        """The table is consistent after this run (a dry run is clean only with nothing to do)."""
+        if self.unrecoverable:
+            return False
+        return self.nothing_to_do or not self.dry_run
+
+
+@dataclass
+class _Ctx:
+    fs: fsspec.AbstractFileSystem
+    root: str
+    dry_run: bool
+    backup_dir: str | None
+    backup_fs: fsspec.AbstractFileSystem | None
+    live_files: LiveFiles
+    removed_bytes: list[int] = field(default_factory=list)
+
+
+def recover_table(
+    path: str,
+    *,
+    fs: fsspec.AbstractFileSystem | None = None,
+    dry_run: bool = False,
+    backup_dir: str | None = None,
+    live_files: LiveFiles | None = None,
+    valid_write_ids: ValidWriteIdList | None = None,
+) -> RecoveryReport:
+    """Truncate every bucket file under `path` to its last complete footer; drop dead side files.
+
+    With a side file, its entries are tried from last to first; the first length L that is at
+    most the file size and at which a complete ORC tail ends (postscript, footer, metadata and
+    every stripe below the tail) wins, and bytes past L are cut. Never cuts below that L
+    (invariant 5). The side file is removed unless `live_files(path)` says a writer still owns
+    the file; live files are not touched at all. A file whose side file holds no usable entry
+    and no flushed length (never flushed) holds no committed row and is removed. A file without
+    side file is scanned back for the last complete postscript. Running it twice changes
+    nothing the second time; on a healthy table it changes nothing.
+
+    Args:
+        path: the table or partition directory (path or fsspec URL).
+        fs: its filesystem (from the URL when None).
+        dry_run: report what would be done, change nothing.
+        backup_dir: a local or fsspec directory; cut bytes go to
+            `<backup_dir>/<relative path>.<old>-<new>.cut`, removed files and side files to
+            `<backup_dir>/<relative path>`. Nothing is kept when None.
+        live_files: True for files an open transaction still writes; None means no writer is
+            live (the CLI decides with the metastore).
+        valid_write_ids: when given, directories whose write ids are all aborted are listed in
+            the report for the cleaner.
+
+    Returns:
+        The per-file report.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+    """
+    fs, root = _files.resolve(path, fs)
+    root = root.rstrip("/")
+    if not fs.exists(root):
+        raise FileNotFoundError(f"Cannot recover table, directory does not exist: {root}")
+    backup_fs, backup_root = (None, None)
+    if backup_dir is not None:
+        backup_fs, backup_root = _files.resolve(backup_dir, None)
+        backup_root = backup_root.rstrip("/")
+    ctx = _Ctx(fs, root, dry_run, backup_root, backup_fs, live_files or (lambda _p: False))
+    results = []
+    bucket_files, orphan_sides, acid_dirs = _scan(fs, root)
+    for file in bucket_files:
+        results.append(recover_file(file, ctx))
+    for side in orphan_sides:
+        results.append(_orphan_side_file(side, ctx))
+    aborted: list[str] = []
+    if valid_write_ids is not None:
+        for d in acid_dirs:
+            parsed = parse_directory(d.rsplit("/", 1)[-1])
+            if parsed is not None and valid_write_ids.range_aborted(
+                    parsed.min_write_id, parsed.max_write_id) == "ALL":
+                aborted.append(_relative(root, d))
+    return RecoveryReport(root, tuple(sorted(results, key=lambda r: r.path)),
+                          tuple(sorted(aborted)), dry_run)
+
+
+def _scan(fs: fsspec.AbstractFileSystem, root: str) -> tuple[list[str], list[str], list[str]]:
+    """(bucket files, side files without a bucket file, ACID directories) below root."""
+    buckets: list[str] = []
+    sides: list[str] = []
+    dirs: list[str] = []
+    for directory, subdirs, files in fs.walk(root):
+        directory = str(directory).rstrip("/")
+        subdirs[:] = [d for d in subdirs if not is_hidden(d)]
+        for d in subdirs:
+            if parse_directory(d) is not None:
+                dirs.append(f"{directory}/{d}")
+        if parse_directory(directory.rsplit("/", 1)[-1]) is None:
+            continue
+        names = set(files)
+        for name in sorted(names):
+            if is_side_file(name):
+                if name[: -len("_flush_length")] not in names:
+                    sides.append(f"{directory}/{name}")
+            elif parse_bucket_file(name) is not None:
+                buckets.append(f"{directory}/{name}")
+    return buckets, sides, sorted(dirs)
+
+
+def _relative(root: str, path: str) -> str:
+    return path[len(root) + 1:] if path.startswith(root + "/") else path.lstrip("/")
+
+
+def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int) -> FileTail | None:
+    """The tail ending at `length`, or None when no complete one ends there."""
+    if length <= len(MAGIC):
+        return None
+    try:
+        return read_tail(fs, path, length)
+    except CorruptFileError:
+        return None
+
+
+def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
+    """Recover one bucket file; see `recover_table`."""
+    fs = ctx.fs
+    size = int(fs.size(path))
+    lengths = read_flush_lengths(fs, path)
+    entries = None if lengths is None else tuple(lengths)
+    if ctx.live_files(path):
+        return FileRecovery(path, size, size, "skipped",
+                            "a live writer owns the file; left alone", entries)
+    if lengths is None:
+        return _recover_without_side_file(path, size, ctx)
+    skipped: list[int] = []
+    for length in reversed(lengths):
+        if length <= 0:
+            continue
+        if length <= size and _valid_tail(fs, path, length) is not None:
+            return _cut(path, size, length, entries, tuple(skipped), ctx)
+        skipped.append(length)
+    if skipped:
+        # Lengths were recorded (so transactions may have committed) but none is readable:
+        # cutting anywhere could destroy what is left; a person must look (invariant 5).
+        return FileRecovery(
+            path, size, size, "unrecoverable",
+            f"no recorded flush length {sorted(set(skipped))} ends in a complete ORC footer "
+            f"(file has {size:,} bytes); left untouched", entries, None, tuple(skipped))
+    if int(fs.size(side_file_path(path))) % 8:
+        # A torn entry may be the first length of a reopened file, whose earlier rows are
+        # committed: keep the last complete footer rather than assume the file is empty.
+        end = size if _valid_tail(fs, path, size) else _last_complete_footer(fs, path, size)
+        if end is not None:
+            return _cut(path, size, end, entries, (), ctx)
+    # Only 0 entries: never flushed, so it holds no row of any committed transaction.
+    backup = None if ctx.dry_run else _backup_whole(path, ctx)
+    if not ctx.dry_run:
+        fs.rm_file(path)
+        _remove_side_file(path, ctx)
+    return FileRecovery(path, size, 0, "removed",
+                        "the side file records no flush: no transaction committed rows here",
+                        entries, backup)
+
+
+def _cut(path: str, size: int, length: int, entries: tuple[int, ...] | None,
+         skipped: tuple[int, ...], ctx: _Ctx) -> FileRecovery:
+    """Truncate to `length` (if longer) and remove the side file."""
+    fs = ctx.fs
+    note = ""
+    if skipped:
+        note = (f"; recorded lengths {list(skipped)} end in no complete footer, "
+                f"went back to {length:,}")
+    if length == size:
+        if entries is not None:
+            if not ctx.dry_run:
+                _remove_side_file(path, ctx)
+            return FileRecovery(path, size, size, "side-file-removed",
+                                "complete at its last flush length; no live writer" + note,
+                                entries, None, skipped)
+        return FileRecovery(path, size, size, "ok", "complete ORC file", entries)
+    backup = None
+    if not ctx.dry_run:
+        backup = _backup_cut(path, size, length, ctx)
+        _files.truncate(fs, path, length)
+        if _valid_tail(fs, path, length) is None or int(fs.size(path)) != length:
+            raise CorruptFileError(
+                f"Cannot recover {path}: after truncating to {length:,} bytes no complete ORC "
+                "footer ends there", path=path, offset=length,
+                hint=f"restore it from {backup}" if backup else None)
+        if entries is not None:
+            _remove_side_file(path, ctx)
+    where = "last flush length" if entries is not None else "last complete footer"
+    return FileRecovery(path, size, length, "truncated",
+                        f"{size - length:,} bytes past the {where} {length:,}" + note,
+                        entries, backup, skipped)
+
+
+def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
+    if _valid_tail(ctx.fs, path, size) is not None:
+        return FileRecovery(path, size, size, "ok", "complete ORC file")
+    end = _last_complete_footer(ctx.fs, path, size)
+    if end is not None:
+        return _cut(path, size, end, None, (), ctx)
+    backup = None if ctx.dry_run else _backup_whole(path, ctx)
+    if not ctx.dry_run:
+        ctx.fs.rm_file(path)
+    return FileRecovery(path, size, 0, "removed",
+                        "no side file and no complete ORC footer anywhere: nothing readable",
+                        None, backup)
+
+
+def _last_complete_footer(fs: fsspec.AbstractFileSystem, path: str, size: int) -> int | None:
+    """The largest e < size at which a complete ORC tail ends (FileDump's magic scan, backwards).
+
+    Candidates are the ends of every "ORC" followed by one byte: the postscript's magic is its
+    last field, then comes the postscript length byte.
+    """
+    for end in _candidate_ends(fs, path, size):
+        if _valid_tail(fs, path, end) is not None:
+            return end
+    return None
+
+
+def _candidate_ends(fs: fsspec.AbstractFileSystem, path: str, size: int) -> Iterator[int]:
+    """Ends of every "ORC" + 1 byte below `size`, last first, reading chunks backwards."""
+    hi = size
+    while hi > 0:
+        lo = max(0, hi - _SCAN_CHUNK)
+        # Overlap by the magic length so a magic across two chunks is not missed.
+        data = fs.cat_file(path, start=lo, end=min(size, hi + len(MAGIC)))
+        bound = len(data)
+        while (pos := data.rfind(MAGIC, 0, bound)) >= 0:
+            bound = pos + len(MAGIC) - 1
+            start = lo + pos
+            # Matches at or past `hi` were seen in the previous chunk; offset 0 is the header.
+            if 0 < start < hi and start + _PS_TAIL < size:
+                yield start + _PS_TAIL
+        hi = lo
+
+
+def _orphan_side_file(side: str, ctx: _Ctx) -> FileRecovery:
+    data_file = side[: -len("_flush_length")]
+    if ctx.live_files(data_file):
+        return FileRecovery(data_file, -1, -1, "skipped",
+                            "side file of a live writer whose bucket file is not there yet")
+    if not ctx.dry_run:
+        _remove_side_file(data_file, ctx)
+    return FileRecovery(data_file, -1, 0, "side-file-removed",
+                        "side file without its bucket file")
+
+
+def _remove_side_file(path: str, ctx: _Ctx) -> None:
+    """Move the side file into the backup dir (as FileDump does) or delete it."""
+    side = side_file_path(path)
+    if not ctx.fs.exists(side):
+        return
+    if ctx.backup_dir is not None:
+        _copy_to_backup(ctx.fs.cat_file(side), _relative(ctx.root, side), ctx)
+    ctx.fs.rm_file(side)
+
+
+def _backup_cut(path: str, size: int, length: int, ctx: _Ctx) -> str | None:
+    if ctx.backup_dir is None:
+        return None
+    data = ctx.fs.cat_file(path, start=length, end=size)
+    return _copy_to_backup(data, f"{_relative(ctx.root, path)}.{size}-{length}.cut", ctx)
+
+
+def _backup_whole(path: str, ctx: _Ctx) -> str | None:
+    if ctx.backup_dir is None:
+        return None
+    return _copy_to_backup(ctx.fs.cat_file(path), _relative(ctx.root, path), ctx)
+
+
+def _copy_to_backup(data: bytes, relative: str, ctx: _Ctx) -> str:
+    assert ctx.backup_fs is not None and ctx.backup_dir is not None
+    target = f"{ctx.backup_dir}/{relative}"
+    ctx.backup_fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+    with ctx.backup_fs.open(target, "wb") as f:
+        f.write(data)
+        _files.durable_flush(f)
+    return target
+
+
+__all__ = ["Action", "FileRecovery", "LiveFiles", "RecoveryReport", "recover_file",
+           "recover_table"]

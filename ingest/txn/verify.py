@@ -1,0 +1,348 @@
+"""Check a table's metastore against its files, and recover a table with the metastore's help.
+
+`verify_table` is read-only: committed write ids have directories with readable files, no
+directory holds a write id the metastore never handed out, Kafka ranges per topic-partition
+neither overlap nor leave gaps, open transactions heartbeat, every bucket file is readable up
+to its flush length. `recover_table_with_metastore` aborts timed-out transactions (Hive's
+performTimeOuts) and runs `ingest.acid.recovery` with the open transactions' files left alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import fsspec
+
+from ingest.acid import _files
+from ingest.acid.bucket_file import read_events
+from ingest.acid.names import parse_directory
+from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table
+from ingest.errors import CorruptFileError, TableNotFoundError
+from ingest.txn.model import OffsetRange, TableDefinition, Transaction, TransactionInfo
+from ingest.txn.placement import find_metastore_for
+from ingest.txn.store import Metastore
+
+DEFAULT_TXN_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One inconsistency `verify_table` found.
+
+    Attributes:
+        kind: a stable kebab-case name (missing-directory, unknown-write-id, offset-gap,
+            offset-overlap, dead-transaction, needs-recovery, unrecoverable-file,
+            unreadable-file).
+        message: the full sentence, with a hint where one helps.
+        path: the file or directory concerned, if any.
+        write_id: the write id concerned, if any.
+    """
+
+    kind: str
+    message: str
+    path: str | None = None
+    write_id: int | None = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """Outcome of `verify_table`; `ok` when `problems` is empty."""
+
+    path: str
+    table: str | None
+    problems: tuple[Problem, ...]
+    files_checked: int
+    write_ids_checked: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class TableRecovery:
+    """Outcome of `recover_table_with_metastore`.
+
+    Attributes:
+        report: the file-level recovery report.
+        table: the table name, or None when no metastore lists the table.
+        aborted: transactions aborted because their heartbeat timed out (in a dry run: those
+            that would be), as (txn id, write id, reason).
+    """
+
+    report: RecoveryReport
+    table: str | None
+    aborted: tuple[tuple[int, int, str], ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return self.report.clean
+
+
+def live_files_of(open_write_ids: set[int]) -> Callable[[str], bool]:
+    """A `live_files` predicate: a bucket file is live when an open write id lies in the range
+    of its directory (an open transaction, or its batch, may still append to it)."""
+    def live(path: str) -> bool:
+        parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+        if parsed is None or parsed.is_base:
+            return False
+        return any(parsed.min_write_id <= w <= parsed.max_write_id for w in open_write_ids)
+    return live
+
+
+def _find(path: str, store: Metastore | None, table: TableDefinition | None,
+          ) -> tuple[Metastore | None, TableDefinition | None, bool]:
+    """(metastore, table, whether we opened the store and must close it)."""
+    if store is not None:
+        if table is None:
+            table = store.get_table(path)
+        return store, table, False
+    try:
+        found_store, found_table = find_metastore_for(path)
+    except TableNotFoundError:
+        return None, None, False
+    return found_store, found_table, True
+
+
+def _timed_out(infos: list[TransactionInfo], now: float, timeout_s: float) -> list[TransactionInfo]:
+    return [t for t in infos if t.state == "open" and now - t.heartbeat_at > timeout_s]
+
+
+def recover_table_with_metastore(
+    path: str,
+    *,
+    fs: fsspec.AbstractFileSystem | None = None,
+    dry_run: bool = False,
+    backup_dir: str | None = None,
+    txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+    store: Metastore | None = None,
+    table: TableDefinition | None = None,
+) -> TableRecovery:
+    """Abort timed-out transactions, then recover every bucket file no open transaction owns.
+
+    Without a metastore listing the table, every file is recovered as if no writer were live.
+
+    Args:
+        path: the table root or a partition directory.
+        fs: its filesystem (from the URL when None).
+        dry_run: change nothing, neither files nor the metastore.
+        backup_dir: where cut bytes and removed files are kept (see `recover_table`).
+        txn_timeout_s: an open transaction without heartbeat for this long is aborted.
+        store, table: an open metastore and the table (found from `path` when None).
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        MetastoreError: the metastore failed.
+    """
+    store, table, close = _find(path, store, table)
+    try:
+        if store is None or table is None:
+            return TableRecovery(recover_table(path, fs=fs, dry_run=dry_run,
+                                               backup_dir=backup_dir), None)
+        if dry_run:
+            now = time.time()
+            infos = store.transactions(table.name, states=("open",))
+            dead = _timed_out(infos, now, txn_timeout_s)
+            aborted = tuple((t.txn_id, t.write_id, "would abort: no heartbeat for "
+                             f"{now - t.heartbeat_at:.1f} s") for t in dead)
+            open_ids = {t.write_id for t in infos} - {t.write_id for t in dead}
+        else:
+            done: list[Transaction] = store.abort_timed_out(txn_timeout_s)
+            aborted = tuple((t.txn_id, t.write_ids[table.name], "no heartbeat within "
+                             f"{txn_timeout_s:g} s") for t in done if table.name in t.write_ids)
+            open_ids = {t.write_id for t in store.transactions(table.name, states=("open",))}
+        snapshot = store.snapshot(table.name)
+        if dry_run:
+            extra = tuple(w for _, w, _ in aborted)
+            snapshot = type(snapshot)(snapshot.table, snapshot.high_watermark,
+                                      tuple(w for w in snapshot.open_write_ids if w not in extra),
+                                      snapshot.aborted_write_ids + extra)
+        report = recover_table(path, fs=fs, dry_run=dry_run, backup_dir=backup_dir,
+                               live_files=live_files_of(open_ids), valid_write_ids=snapshot)
+        return TableRecovery(report, table.name, aborted)
+    finally:
+        if close and store is not None:
+            store.close()
+
+
+def verify_table(
+    path: str,
+    *,
+    fs: fsspec.AbstractFileSystem | None = None,
+    txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+    deep: bool = True,
+    store: Metastore | None = None,
+    table: TableDefinition | None = None,
+    now: float | None = None,
+) -> VerifyReport:
+    """Read-only consistency check of a table's files against its metastore.
+
+    Args:
+        path: the table root (or a partition: files are checked below it only).
+        fs: its filesystem (from the URL when None).
+        txn_timeout_s: an open transaction silent for longer than this is reported dead.
+        deep: also decode every stripe up to the flush length (else only tails are read).
+        store, table: an open metastore and the table (found from `path` when None).
+        now: the current time in seconds since the epoch (tests pass their clock's).
+
+    Returns:
+        The report; `ok` when nothing is wrong.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        MetastoreError: the metastore failed.
+    """
+    fs, root = _files.resolve(path, fs)
+    root = root.rstrip("/")
+    store, table, close = _find(path, store, table)
+    try:
+        problems: list[Problem] = []
+        notes: list[str] = []
+        infos = [] if store is None or table is None else store.transactions(table.name)
+        ranges = [] if store is None or table is None else store.offset_ranges(table.name)
+        if store is None:
+            notes.append(f"no metastore lists a table at or above {path}: files checked only")
+        now = time.time() if now is None else now
+        open_ids = {t.write_id for t in infos if t.state == "open"}
+        # Files: exactly what recovery would change is a problem (dry run, open writers kept).
+        report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids))
+        problems += _file_problems(report, fs, deep)
+        if table is not None:
+            table_fs, table_root = _files.resolve(table.location, None)
+            dirs = _acid_dirs(table_fs, table_root.rstrip("/"))
+            problems += _write_id_problems(infos, dirs, ranges)
+            problems += _offset_problems(ranges)
+            for t in _timed_out(infos, now, txn_timeout_s):
+                problems.append(Problem(
+                    "dead-transaction",
+                    f"Open transaction {t.txn_id} (write id {t.write_id} of {t.table}, agent "
+                    f"{t.agent or '?'}) has not heartbeated for {now - t.heartbeat_at:.1f} s "
+                    f"(timeout {txn_timeout_s:g} s). Hint: run `ingest recover {path}` to abort "
+                    "it and clean its files.", write_id=t.write_id))
+        return VerifyReport(root, None if table is None else table.name, tuple(problems),
+                            len(report.files), len({t.write_id for t in infos}), tuple(notes))
+    finally:
+        if close and store is not None:
+            store.close()
+
+
+def _file_problems(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
+                   deep: bool) -> list[Problem]:
+    out = []
+    hint = f"Hint: run `ingest recover {report.path}`."
+    for f in report.files:
+        if f.action == "unrecoverable":
+            out.append(Problem("unrecoverable-file", f"Cannot read bucket file {f.path}: "
+                               f"{f.reason}. Hint: restore it from a backup.", f.path))
+        elif f.changed:
+            out.append(Problem("needs-recovery", f"Bucket file {f.path} needs recovery "
+                               f"({f.action}, {f.old_length:,} -> {f.new_length:,} bytes): "
+                               f"{f.reason}. {hint}", f.path))
+        elif deep and f.action == "ok":
+            problem = _read_fully(fs, f)
+            if problem is not None:
+                out.append(problem)
+    return out
+
+
+def _read_fully(fs: fsspec.AbstractFileSystem, f: FileRecovery) -> Problem | None:
+    try:
+        for _ in read_events(f.path, fs=fs, length=f.new_length):
+            pass
+    except (CorruptFileError, OSError, ValueError) as e:
+        return Problem("unreadable-file", f"Cannot read the stripes of bucket file {f.path} "
+                       f"up to {f.new_length:,} bytes: {e}", f.path)
+    return None
+
+
+def _acid_dirs(fs: fsspec.AbstractFileSystem, root: str) -> list[str]:
+    if not fs.exists(root):
+        return []
+    found = []
+    for directory, subdirs, _files_ in fs.walk(root):
+        subdirs[:] = [d for d in subdirs if not d.startswith(("_", "."))]
+        found += [f"{str(directory).rstrip('/')}/{d}" for d in subdirs
+                  if parse_directory(d) is not None]
+    return found
+
+
+def _write_id_problems(infos: list[TransactionInfo], dirs: list[str],
+                       ranges: list[tuple[int, OffsetRange]]) -> list[Problem]:
+    out = []
+    states = {t.write_id: t.state for t in infos}
+    parsed = [(d, p) for d in dirs if (p := parse_directory(d.rsplit("/", 1)[-1])) is not None]
+    for d, p in parsed:
+        if p.is_base:
+            # A base holds every write id up to its own; only its own must be known.
+            unknown = [] if p.max_write_id in states else [p.max_write_id]
+        else:
+            unknown = [w for w in range(p.min_write_id, p.max_write_id + 1) if w not in states]
+        if unknown:
+            out.append(Problem(
+                "unknown-write-id",
+                f"Directory {d} holds write ids {unknown[:10]} the metastore never allocated. "
+                "Hint: it was written against another metastore, or the table was re-created;"
+                " move it away.", d, unknown[0]))
+    consumed: dict[int, int] = defaultdict(int)
+    recorded: set[int] = set()
+    for w, r in ranges:
+        consumed[w] += r.until_offset - r.from_offset
+        recorded.add(w)
+    for w, state in sorted(states.items()):
+        if state != "committed":
+            continue
+        covered = any((p.is_base and w <= p.max_write_id)
+                      or (not p.is_base and p.min_write_id <= w <= p.max_write_id)
+                      for _, p in parsed)
+        # A committed micro-batch that consumed no record may legitimately write nothing.
+        if not covered and not (w in recorded and consumed[w] == 0):
+            out.append(Problem(
+                "missing-directory",
+                f"Committed write id {w} has no base or delta directory under the table. "
+                "Hint: its files were deleted or never written; restore them or re-ingest "
+                "its Kafka ranges.", None, w))
+    return out
+
+
+def _offset_problems(ranges: list[tuple[int, OffsetRange]]) -> list[Problem]:
+    out = []
+    by_partition: dict[tuple[str, int], list[tuple[int, OffsetRange]]] = defaultdict(list)
+    for w, r in ranges:
+        by_partition[(r.topic, r.partition)].append((w, r))
+    for (topic, partition), items in sorted(by_partition.items()):
+        items.sort(key=lambda x: (x[1].from_offset, x[1].until_offset, x[0]))
+        prev_w, prev = items[0]
+        for w, r in items[1:]:
+            if r.from_offset == r.until_offset:
+                continue
+            if r.from_offset < prev.until_offset:
+                out.append(Problem(
+                    "offset-overlap",
+                    f"Kafka {topic}[{partition}] offsets {r.from_offset}..{r.until_offset} of "
+                    f"write id {w} overlap {prev.from_offset}..{prev.until_offset} of write id "
+                    f"{prev_w}: records were ingested twice.", None, w))
+            elif r.from_offset > prev.until_offset:
+                out.append(Problem(
+                    "offset-gap",
+                    f"Kafka {topic}[{partition}] offsets {prev.until_offset}..{r.from_offset} "
+                    f"are in no committed write id (write id {prev_w} ends at "
+                    f"{prev.until_offset}, write id {w} starts at {r.from_offset}): records "
+                    "were skipped.", None, w))
+            if r.until_offset >= prev.until_offset:
+                prev_w, prev = w, r
+    return out
+
+
+__all__ = [
+    "DEFAULT_TXN_TIMEOUT_S",
+    "Problem",
+    "TableRecovery",
+    "VerifyReport",
+    "live_files_of",
+    "recover_table_with_metastore",
+    "verify_table",
+]
