@@ -53,6 +53,10 @@ def report_error(error: BaseException, *, as_json: bool, hint: str | None = None
     """Write an error to stderr, as text or as one JSON object."""
     hint = hint if hint is not None else getattr(error, "hint", None)
     message = getattr(error, "message", None) or str(error)
+    if isinstance(error, FileNotFoundError) and error.filename:
+        message = f"Cannot open file, does not exist: {error.filename}"
+    elif isinstance(error, PermissionError) and error.filename:
+        message = f"Cannot open file, permission denied: {error.filename}"
     if as_json:
         body: dict[str, Any] = {"type": type(error).__name__, "message": message, "hint": hint}
         for field in ("path", "offset", "table", "write_id"):

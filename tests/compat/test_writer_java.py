@@ -41,7 +41,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 ORC_CATEGORY = {
     "bool": "boolean", "int8": "tinyint", "int16": "smallint", "int32": "int",
     "int64": "bigint", "float": "float", "double": "double", "string": "string",
-    "binary": "binary", "date32": "date",
+    "binary": "binary", "date32[day]": "date",
 }
 
 

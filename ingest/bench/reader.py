@@ -1,0 +1,146 @@
+"""Snapshot reader benchmark: `read_table` over a base, 10 deltas and 2 delete deltas vs plain
+pyarrow ORC reading the same bucket files (no merge, no delete filtering).
+
+Also holds `write_delete_events`, a stand-in delete-delta writer (plain pyarrow ORC with the
+ACID event schema, no key index) used here and by the snapshot tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.orc as po
+
+from ingest.acid import DELETE, BucketWriter, ValidWriteIdList, acid_event_schema
+from ingest.acid._files import resolve
+from ingest.acid.names import bucket_file_name, format_base, format_delta
+from ingest.acid.snapshot import read_table
+from ingest.bench._common import median_seconds, report, sample_rows
+
+
+def write_delete_events(
+    path: str,
+    keys: pa.Table,
+    *,
+    write_id: int,
+    row_schema: pa.Schema,
+    fs: fsspec.AbstractFileSystem | None = None,
+) -> int:
+    """Write one delete-delta bucket file deleting `keys` (originalTransaction, bucket, rowId).
+
+    Events are sorted by key as Hive requires; `row` is null, currentTransaction = write_id.
+    Returns the number of events written.
+    """
+    fs, path = resolve(path, fs)
+    keys = keys.select(["originalTransaction", "bucket", "rowId"]).sort_by(
+        [("originalTransaction", "ascending"), ("bucket", "ascending"), ("rowId", "ascending")])
+    n = keys.num_rows
+    schema = acid_event_schema(row_schema)
+    row_type = schema.field("row").type
+    events = pa.table([
+        pa.array(np.full(n, DELETE, dtype=np.int32)),
+        keys["originalTransaction"].cast(pa.int64()),
+        keys["bucket"].cast(pa.int32()),
+        keys["rowId"].cast(pa.int64()),
+        pa.array(np.full(n, write_id, dtype=np.int64)),
+        pa.nulls(n, row_type),
+    ], schema=schema)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(path, "wb") as f:
+        po.write_table(events, f, compression="zstd")
+    return n
+
+
+def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
+                delete_fraction: float, fs: fsspec.AbstractFileSystem) -> tuple[list[str], int]:
+    """base_0000001 + `deltas` insert deltas + 2 delete deltas; returns (insert files, expected)."""
+    files = []
+    path = f"{root}/{format_base(1)}/{bucket_file_name(0)}"
+    rows = sample_rows(base_rows)
+    with BucketWriter(path, rows.schema, write_id=1, fs=fs) as w:
+        w.write(rows)
+    files.append(path)
+    for k in range(deltas):
+        wid = k + 2
+        path = f"{root}/{format_delta(wid, wid)}/{bucket_file_name(0)}"
+        with BucketWriter(path, rows.schema, write_id=wid, fs=fs) as w:
+            w.write(sample_rows(delta_rows, seed=wid))
+        files.append(path)
+    rng = np.random.default_rng(7)
+    total = base_rows + deltas * delta_rows
+    deleted = 0
+    for j, wid in enumerate((deltas + 2, deltas + 3)):
+        # Half the deletions hit the base, half the deltas; the two sets are disjoint.
+        base_ids = rng.choice(base_rows, int(base_rows * delete_fraction / 2), replace=False)
+        base_ids = base_ids[base_ids % 2 == j]
+        owids = rng.integers(2, deltas + 2, int(deltas * delta_rows * delete_fraction / 2))
+        delta_ids = rng.integers(0, delta_rows // 2, len(owids)) * 2 + j
+        keys = pa.table({
+            "originalTransaction": np.concatenate([np.ones(len(base_ids), np.int64), owids]),
+            "bucket": np.full(len(base_ids) + len(owids), 536870912, np.int32),
+            "rowId": np.concatenate([base_ids, delta_ids]).astype(np.int64),
+        })
+        keys = keys.group_by(["originalTransaction", "bucket", "rowId"]).aggregate([])
+        path = f"{root}/{format_delta(wid, wid, delete=True)}/{bucket_file_name(0)}"
+        deleted += write_delete_events(path, keys, write_id=wid, row_schema=rows.schema, fs=fs)
+    return files, total - deleted
+
+
+def run(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench reader")
+    parser.add_argument("--base-rows", type=int, default=1_000_000)
+    parser.add_argument("--deltas", type=int, default=10)
+    parser.add_argument("--delta-rows", type=int, default=100_000)
+    parser.add_argument("--delete-fraction", type=float, default=0.01)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    tmp = tempfile.mkdtemp(prefix="ingest-bench-reader-")
+    fs = fsspec.filesystem("file")
+    root = f"{tmp}/events"
+    try:
+        files, expected = build_table(root, base_rows=args.base_rows, deltas=args.deltas,
+                                      delta_rows=args.delta_rows,
+                                      delete_fraction=args.delete_fraction, fs=fs)
+        snapshot = ValidWriteIdList.all_committed("default.events", args.deltas + 3)
+        total = args.base_rows + args.deltas * args.delta_rows
+
+        def baseline() -> int:
+            return sum(po.ORCFile(p).read().num_rows for p in files)
+
+        def ingest() -> int:
+            return read_table(root, snapshot, fs=fs).num_rows
+
+        def ingest_with_row_id() -> int:
+            return read_table(root, snapshot, with_row_id=True, fs=fs).num_rows
+
+        got = ingest()
+        assert baseline() == total, "baseline read a different number of events"
+        assert got == expected, f"read_table returned {got} rows, expected {expected}"
+        base_s, base_all = median_seconds(baseline, repeats=args.repeats)
+        acid_s, acid_all = median_seconds(ingest, repeats=args.repeats)
+        rid_s, rid_all = median_seconds(ingest_with_row_id, repeats=args.repeats)
+        sample = read_table(root, snapshot, ["id"], fs=fs, limit=3)
+        assert pc.sum(sample["id"]).as_py() is not None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"events={total} visible={expected} files={len(files)} + 2 delete deltas "
+          f"repeats={args.repeats}")
+    print(f"plain pyarrow ORC    : median {base_s:.3f} s  runs {[round(t, 3) for t in base_all]}")
+    print(f"read_table           : median {acid_s:.3f} s  runs {[round(t, 3) for t in acid_all]}")
+    print(f"read_table + row__id : median {rid_s:.3f} s  runs {[round(t, 3) for t in rid_all]}")
+    report(
+        "reader",
+        events=total,
+        rows=expected,
+        ingest_rows_per_s=round(total / acid_s),
+        baseline_rows_per_s=round(total / base_s),
+        ratio=round(base_s / acid_s, 3),
+        with_row_id_rows_per_s=round(total / rid_s),
+    )
