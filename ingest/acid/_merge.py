@@ -1,19 +1,33 @@
-"""Vectorised pieces of the snapshot reader: write-id visibility, the delete-event registry,
-synthetic ROW__IDs for original files, and turning event batches into user rows.
+"""The merge half of the snapshot reader: one partition's buckets, file by file.
 
-Mirrors Hive's `VectorizedOrcAcidRowBatchReader` (`ColumnizedDeleteEventRegistry`,
-`findRecordsWithInvalidTransactionIds`). Knows Arrow arrays and write-id lists, not files.
+Per bucket it loads the visible delete events (`DeleteRegistry`, Hive's
+`ColumnizedDeleteEventRegistry`), then streams inserts stripe by stripe, dropping events whose
+write id is not valid (`findRecordsWithInvalidTransactionIds`) and rows a delete names; original
+files get Hive 3's synthetic ROW__IDs. Mirrors `VectorizedOrcAcidRowBatchReader`. Knows files
+and write-id lists, not how partitions or directories are chosen (`snapshot`, `state`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.orc as po
+from fsspec.implementations.local import LocalFileSystem
 
+from ingest.acid.bucket_file import readable_length
+from ingest.acid.events import ACID_FIELD_NAMES, DELETE
+from ingest.acid.names import ParsedDirectory, encode_bucket_property
 from ingest.acid.writeids import ValidWriteIdList
+from ingest.errors import ConfigError, UnsupportedFormatError
+from ingest.orc import FileTail, open_orc, read_tail
 
 OTID, BUCKET, ROW_ID, CURRENT, OPERATION, ROW = (
     "originalTransaction", "bucket", "rowId", "currentTransaction", "operation", "row")
@@ -22,6 +36,10 @@ KEY_COLUMNS = (OTID, BUCKET, ROW_ID)
 # Hive 3 `RecordIdentifier.StructInfo`: ROW__ID is struct<writeid:bigint,bucketid:int,rowid:bigint>.
 ROW_ID_COLUMN = "row__id"
 ROW_ID_TYPE = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
+
+FileKind = Literal["original", "base", "delta", "delete_delta"]
+_ACID_STATS = "hive.acid.stats"
+_POSITIONAL = re.compile(r"_col\d+")
 
 # A delete event drops every row with its key whatever that row's write id (Hive 3); stored as
 # "supersedes anything written before write id +inf".
@@ -73,15 +91,26 @@ class DeleteRegistry:
         self._keys: pa.Array | None = None
         self._supersedes: np.ndarray | None = None
         self._only_deletes = True
+        self._groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         if not parts:
             return
         table = pa.concat_tables(parts)
         table = table.group_by(list(KEY_COLUMNS), use_threads=False).aggregate(
             [("supersedes", "max")])
+        table = table.sort_by([(c, "ascending") for c in KEY_COLUMNS])
         self._keys = _packed_keys(table[OTID], table[BUCKET], table[ROW_ID])
         self._supersedes = _np(table["supersedes_max"], np.int64)
         self._only_deletes = bool((self._supersedes == _ALWAYS).all())
         self._size = table.num_rows
+        # Per (originalTransaction, bucket): the sorted rowIds, for the one-group fast path.
+        otid, bucket = _np(table[OTID], np.int64), _np(table[BUCKET], np.int32)
+        row_id = _np(table[ROW_ID], np.int64)
+        starts = np.flatnonzero(np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])])
+        ends = np.r_[starts[1:], len(otid)]
+        self._groups = {
+            (int(otid[s]), int(bucket[s])): (row_id[s:e], self._supersedes[s:e])
+            for s, e in zip(starts, ends, strict=True)
+        }
 
     @staticmethod
     def delete_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
@@ -114,6 +143,13 @@ class DeleteRegistry:
         """
         if self._keys is None or batch.num_rows == 0:
             return None
+        otid, bucket = _np(batch[OTID], np.int64), _np(batch[BUCKET], np.int32)
+        if otid[0] == otid.min() == otid.max() and bucket[0] == bucket.min() == bucket.max():
+            # The usual stripe: one write id, one bucket, rowIds ascending. Look the group's
+            # few deleted rowIds up in the stripe instead of hashing every row.
+            row_id = _np(batch[ROW_ID], np.int64)
+            if len(row_id) < 2 or bool((row_id[1:] > row_id[:-1]).all()):
+                return self._keep_sorted(int(otid[0]), int(bucket[0]), row_id, batch)
         probe = _packed_keys(batch[OTID], batch[BUCKET], batch[ROW_ID])
         if self._only_deletes:
             hit = pc.is_in(probe, value_set=self._keys)
@@ -128,6 +164,25 @@ class DeleteRegistry:
         found = idx >= 0
         supersedes = np.where(found, self._supersedes[np.where(found, idx, 0)], np.int64(-1))
         return ~(supersedes > _np(batch[CURRENT], np.int64))
+
+    def _keep_sorted(self, otid: int, bucket: int, row_id: np.ndarray, batch: pa.RecordBatch
+                     ) -> np.ndarray | None:
+        group = self._groups.get((otid, bucket))
+        if group is None:
+            return None
+        deleted, supersedes = group
+        pos = np.searchsorted(row_id, deleted)
+        inside = pos < len(row_id)
+        hit = inside.copy()
+        hit[inside] = row_id[pos[inside]] == deleted[inside]
+        if not self._only_deletes:
+            current = _np(batch[CURRENT], np.int64)
+            hit[hit] = supersedes[hit] > current[pos[hit]]
+        if not hit.any():
+            return None
+        keep = np.ones(len(row_id), dtype=np.bool_)
+        keep[pos[hit]] = False
+        return keep
 
 
 def synthetic_keys(
@@ -171,6 +226,280 @@ def conform(columns: dict[str, pa.Array], schema: pa.Schema, n: int) -> list[pa.
     return out
 
 
+
+@dataclass(frozen=True)
+class DataFile:
+    """A bucket file (or an original file) a snapshot reads."""
+
+    path: str
+    bucket_id: int
+    kind: FileKind
+    directory: ParsedDirectory | None = None
+    # For original files: the synthetic rowId of the file's first row.
+    first_row_id: int = 0
+
+
+@contextmanager
+def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int) -> Iterator[po.ORCFile]:
+    """pyarrow's ORC reader on the first `length` bytes; native memory map for local files."""
+    if isinstance(fs, LocalFileSystem):
+        with pa.memory_map(path) as mm:
+            yield po.ORCFile(pa.BufferReader(mm.read_buffer(length)))
+        return
+    with open_orc(fs, path, length) as orc:
+        yield orc
+
+
+def _acid_stats(tail: FileTail) -> tuple[int, int, int] | None:
+    raw = tail.user_metadata.get(_ACID_STATS)
+    if raw is None:
+        return None
+    try:
+        a, b, c = (int(x) for x in raw.decode("ascii").split(",")[:3])
+    except ValueError:
+        return None
+    return a, b, c
+
+
+class Merger:
+    """One read: the options, the snapshot and the output schema; merges partitions."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList,
+                 columns: Sequence[str] | None, with_row_id: bool,
+                 partition_columns: Sequence[str]) -> None:
+        self.fs = fs
+        self.snapshot = snapshot
+        self.requested = list(columns) if columns is not None else None
+        self.with_row_id = with_row_id
+        self.partition_columns = list(partition_columns)
+        self.row_schema: pa.Schema = pa.schema([])
+        self.row_fields: list[str] | None = None  # None: every field
+
+    def set_row_schema(self, row_schema: pa.Schema) -> None:
+        self.row_schema = row_schema
+        if self.requested is None:
+            self.row_fields = None
+            return
+        known = set(row_schema.names) | set(self.partition_columns)
+        unknown = [c for c in self.requested if c not in known]
+        if unknown:
+            raise ConfigError(
+                f"Cannot read columns {unknown}: the table has row columns "
+                f"{row_schema.names} and partition columns {self.partition_columns}")
+        self.row_fields = [n for n in row_schema.names if n in self.requested]
+
+    @property
+    def out_row_schema(self) -> pa.Schema:
+        if self.row_fields is None:
+            return self.row_schema
+        return pa.schema([self.row_schema.field(n) for n in self.row_fields])
+
+    @property
+    def schema(self) -> pa.Schema:
+        fields = [pa.field(ROW_ID_COLUMN, ROW_ID_TYPE)] if self.with_row_id else []
+        fields += list(self.out_row_schema)
+        fields += [pa.field(c, pa.string()) for c in self.partition_columns]
+        schema = pa.schema(fields)
+        if self.requested is not None:
+            keep = ([ROW_ID_COLUMN] if self.with_row_id else []) + self.requested
+            schema = pa.schema([schema.field(n) for n in keep])
+        return schema
+
+    # -- one partition ------------------------------------------------------------------------
+
+    def partition_batches(self, values: Mapping[str, str | None], files: Sequence[DataFile]
+                          ) -> Iterator[pa.RecordBatch]:
+        """Output rows of one partition: bucket by bucket, base then deltas in Hive's order."""
+        inserts: dict[int, list[DataFile]] = {}
+        deletes: dict[int, list[DataFile]] = {}
+        for f in files:
+            (deletes if f.kind == "delete_delta" else inserts).setdefault(f.bucket_id, []).append(f)
+        for bucket in sorted(inserts):
+            registry = self._registry(deletes.get(bucket, []), inserts[bucket])
+            for f in inserts[bucket]:
+                for batch in self._file_batches(f, registry):
+                    yield self._finish(batch, values)
+
+    def _registry(self, delete_files: list[DataFile], insert_files: list[DataFile]
+                  ) -> DeleteRegistry:
+        """Visible delete events of one bucket, plus legacy update/delete events of its deltas."""
+        parts: list[pa.Table] = []
+        columns = [*KEY_COLUMNS, CURRENT]
+        for f in delete_files:
+            for b in self._events(f, columns):
+                b = b.filter(valid_mask(b[CURRENT], self.snapshot))
+                parts.append(DeleteRegistry.delete_events(b))
+        for f in insert_files:
+            if f.kind != "delta":
+                continue
+            length, tail = self._tail(f)
+            stats = _acid_stats(tail) if tail is not None else (0, 0, 0)
+            if stats is not None and stats[1] == stats[2] == 0:
+                continue
+            for b in self._events(f, [OPERATION, *columns], length=length):
+                keep = pc.and_(pc.not_equal(b[OPERATION], 0), valid_mask(b[CURRENT], self.snapshot))
+                parts.append(DeleteRegistry.superseding_events(b.filter(keep)))
+        return DeleteRegistry(parts)
+
+    def _tail(self, f: DataFile) -> tuple[int, FileTail | None]:
+        length = readable_length(self.fs, f.path)[0]
+        return length, (read_tail(self.fs, f.path, length) if length else None)
+
+    def _events(self, f: DataFile, columns: list[str], *, length: int | None = None
+                ) -> Iterator[pa.RecordBatch]:
+        if length is None:
+            length = readable_length(self.fs, f.path)[0]
+        if not length:
+            return
+        with open_bounded(self.fs, f.path, length) as orc:
+            check_acid(orc.schema, f)
+            for i in range(orc.nstripes):
+                yield orc.read_stripe(i, columns=columns)
+
+    def _file_batches(self, f: DataFile, registry: DeleteRegistry) -> Iterator[pa.RecordBatch]:
+        length, tail = self._tail(f)
+        if tail is None or tail.number_of_rows == 0:
+            return
+        if f.kind == "original":
+            yield from self._original_batches(f, length, registry)
+            return
+        stats = _acid_stats(tail)
+        need_op = stats is None or stats[1] > 0 or stats[2] > 0
+        d = f.directory
+        need_valid = (d is not None and f.kind != "base"
+                      and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
+        need_keys = self.with_row_id or len(registry) > 0
+        need_current = need_valid or (len(registry) > 0 and not registry.only_deletes)
+        with open_bounded(self.fs, f.path, length) as orc:
+            schema = orc.schema
+            check_acid(schema, f)
+            row_type = schema.field(5).type
+            to_file, to_table = self._field_names(
+                [row_type.field(i).name for i in range(row_type.num_fields)])
+            columns = [OPERATION] if need_op else []
+            columns += list(KEY_COLUMNS) if need_keys else []
+            columns += [CURRENT] if need_current else []
+            if self.row_fields is None:
+                columns.append(ROW)
+            else:
+                columns += [f"{ROW}.{to_file[n]}" for n in self.row_fields if n in to_file]
+            if not columns:
+                # Only partition columns asked for: read the smallest column to count rows.
+                columns = [OPERATION]
+            for i in range(orc.nstripes):
+                batch = orc.read_stripe(i, columns=columns)
+                mask: pa.Array | np.ndarray | None = None
+                if need_op:
+                    mask = pc.not_equal(batch[OPERATION], DELETE)
+                if need_valid:
+                    v = valid_mask(batch[CURRENT], self.snapshot)
+                    mask = v if mask is None else pc.and_(mask, v)
+                keep = registry.keep_mask(batch) if len(registry) else None
+                if keep is not None:
+                    mask = keep if mask is None else np.logical_and(
+                        np.asarray(mask.to_numpy(zero_copy_only=False)), keep)
+                if mask is not None:
+                    batch = batch.filter(pa.array(mask) if isinstance(mask, np.ndarray) else mask)
+                if batch.num_rows:
+                    yield _rename_row(batch, to_table)
+
+    def _field_names(self, file_fields: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+        """(table name -> file name, file name -> table name) for a file's row fields.
+
+        Hive's own writers often name row fields `_col0, _col1, ...`; Hive then matches them to
+        the table's columns by position (`orc.force.positional.evolution` for ACID files).
+        """
+        table = self.row_schema.names
+        if (all(_POSITIONAL.fullmatch(n) for n in file_fields)
+                and not all(_POSITIONAL.fullmatch(n) for n in table)):
+            pairs = list(zip(table, file_fields, strict=False))
+        else:
+            pairs = [(n, n) for n in file_fields]
+        return dict(pairs), {f: t for t, f in pairs}
+
+    def _original_batches(self, f: DataFile, length: int, registry: DeleteRegistry
+                          ) -> Iterator[pa.RecordBatch]:
+        """Rows of a pre-ACID file with Hive 3's synthetic ROW__ID (write id 0)."""
+        bucket_property = encode_bucket_property(f.bucket_id, 0)
+        next_row_id = f.first_row_id
+        with open_bounded(self.fs, f.path, length) as orc:
+            names = orc.schema.names
+            if [n.lower() for n in names] == [n.lower() for n in ACID_FIELD_NAMES]:
+                raise UnsupportedFormatError(
+                    f"Cannot read {f.path} as an original file: it holds ACID events but is not "
+                    "inside a base_ or delta_ directory")
+            to_file, to_table = self._field_names(names)
+            wanted = ([to_file[n] for n in self.row_schema.names if n in to_file]
+                      if self.row_fields is None
+                      else [to_file[n] for n in self.row_fields if n in to_file])
+            for i in range(orc.nstripes):
+                # Nothing wanted (only partition columns): read every column to count rows.
+                data = orc.read_stripe(i, columns=wanted or None)
+                n = data.num_rows
+                keys = synthetic_keys(n, write_id=0, bucket_property=bucket_property,
+                                      first_row_id=next_row_id)
+                next_row_id += n
+                row = pa.StructArray.from_arrays(
+                    [data.column(c) for c in wanted] or [pa.nulls(n)],
+                    names=[to_table[c] for c in wanted] or ["_"])
+                batch = pa.RecordBatch.from_arrays(
+                    [keys[OTID], keys[BUCKET], keys[ROW_ID], keys[CURRENT], row],
+                    names=[OTID, BUCKET, ROW_ID, CURRENT, ROW])
+                keep = registry.keep_mask(batch) if len(registry) else None
+                if keep is not None:
+                    batch = batch.filter(pa.array(keep))
+                if batch.num_rows:
+                    yield batch
+
+    def _finish(self, batch: pa.RecordBatch, values: Mapping[str, str | None]) -> pa.RecordBatch:
+        """Event batch -> output rows: ROW__ID, flattened row fields, partition values."""
+        n = batch.num_rows
+        arrays: dict[str, pa.Array] = {}
+        if ROW in batch.schema.names:
+            row = batch[ROW]
+            for i, child in enumerate(row.flatten()):
+                arrays[row.type.field(i).name] = child
+        out: list[pa.Array] = []
+        if self.with_row_id:
+            out.append(row_id_array(batch[OTID], batch[BUCKET], batch[ROW_ID]))
+        out += conform(arrays, self.out_row_schema, n)
+        for c in self.partition_columns:
+            value = values.get(c)
+            out.append(pa.nulls(n, pa.string()) if value is None
+                       else pa.repeat(pa.scalar(value, pa.string()), n))
+        full = [pa.field(ROW_ID_COLUMN, ROW_ID_TYPE)] if self.with_row_id else []
+        full += list(self.out_row_schema) + [pa.field(c, pa.string())
+                                            for c in self.partition_columns]
+        result = pa.RecordBatch.from_arrays(out, schema=pa.schema(full))
+        if self.requested is not None:
+            result = result.select(self.schema.names)
+        return result
+
+
+def _rename_row(batch: pa.RecordBatch, to_table: dict[str, str]) -> pa.RecordBatch:
+    """`batch` with its row struct's fields named as the table names them."""
+    if ROW not in batch.schema.names:
+        return batch
+    row = batch[ROW]
+    names = [row.type.field(i).name for i in range(row.type.num_fields)]
+    renamed = [to_table.get(n, n) for n in names]
+    if renamed == names:
+        return batch
+    fixed = pa.StructArray.from_arrays([row.field(i) for i in range(len(names))], names=renamed,
+                                       mask=row.is_null() if row.null_count else None)
+    index = batch.schema.get_field_index(ROW)
+    return batch.set_column(index, ROW, fixed)
+
+
+def check_acid(schema: pa.Schema, f: DataFile) -> None:
+    if [n.lower() for n in schema.names] != [n.lower() for n in ACID_FIELD_NAMES]:
+        raise UnsupportedFormatError(
+            f"Cannot read {f.path}: its root columns are {schema.names}, not Hive's ACID event "
+            f"struct {list(ACID_FIELD_NAMES)}; raw files in {f.kind} directories (LOAD DATA "
+            "into a full-ACID table) are not supported",
+            hint="rewrite the data through `ingest` or compact it with Hive")
+
+
 __all__ = [
     "BUCKET",
     "CURRENT",
@@ -181,8 +510,13 @@ __all__ = [
     "ROW_ID",
     "ROW_ID_COLUMN",
     "ROW_ID_TYPE",
+    "DataFile",
     "DeleteRegistry",
+    "FileKind",
+    "Merger",
+    "check_acid",
     "conform",
+    "open_bounded",
     "row_id_array",
     "synthetic_keys",
     "valid_mask",

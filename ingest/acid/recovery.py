@@ -26,7 +26,8 @@ from ingest.acid.names import (
 from ingest.acid.side_file import read_flush_lengths
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CorruptFileError
-from ingest.orc import FileTail, read_tail
+from ingest.acid.events import ACID_FIELD_NAMES
+from ingest.orc import FileTail, open_orc, read_tail
 from ingest.orc.tail import MAGIC
 
 Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
@@ -36,6 +37,7 @@ LiveFiles = Callable[[str], bool]
 _SCAN_CHUNK = 4 * 1024 * 1024
 # A postscript ends with its magic (field 8000, the highest, so written last) and one length byte.
 _PS_TAIL = len(MAGIC) + 1
+_KEY_INDEX = "hive.acid.key.index"
 
 
 @dataclass(frozen=True)
@@ -216,14 +218,44 @@ def _relative(root: str, path: str) -> str:
     return path[len(root) + 1:] if path.startswith(root + "/") else path.lstrip("/")
 
 
-def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int) -> FileTail | None:
-    """The tail ending at `length`, or None when no complete one ends there."""
+def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
+                like: FileTail | None = None, *, decode: bool = False) -> FileTail | None:
+    """The tail ending at `length`, or None when no complete, consistent one ends there.
+
+    Beyond what `read_tail` checks (postscript, footer, metadata, every stripe below the
+    tail), pyarrow must open the file at `length` with the ACID struct as root, the ACID key
+    index must name every stripe, and, given `like` (the tail at an earlier flush), the types
+    must be the same and its stripes a prefix of these, and with `decode` the stripes added
+    since `like` must decode: a footer damaged in place must not pass for one (ORC has no
+    checksums).
+    """
     if length <= len(MAGIC):
         return None
     try:
-        return read_tail(fs, path, length)
-    except CorruptFileError:
+        tail = read_tail(fs, path, length)
+        stripes = tail.stripes
+        keys = tail.user_metadata.get(_KEY_INDEX)
+        if keys is not None and keys.count(b";") != len(stripes):
+            return None
+        if like is not None:
+            if [t.encode() for t in like.types] != [t.encode() for t in tail.types]:
+                return None
+            old = like.stripes
+            if [s.to_message().encode() for s in old] != [
+                    s.to_message().encode() for s in stripes[: len(old)]]:
+                return None
+        with open_orc(fs, path, length) as orc:
+            names = orc.schema.names
+            if decode:
+                # Decode the stripes this flush added: a damaged stripe offset or length in
+                # the footer shows here, and it costs one flush's bytes, not the file's.
+                for i in range(0 if like is None else len(like.stripes), len(stripes)):
+                    orc.read_stripe(i)
+    except Exception:  # noqa: BLE001 - any failure to decode means no usable tail here
         return None
+    if names != list(ACID_FIELD_NAMES):
+        return None
+    return tail
 
 
 def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
@@ -238,10 +270,12 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     if lengths is None:
         return _recover_without_side_file(path, size, ctx)
     skipped: list[int] = []
+    first = next((x for x in lengths if 0 < x <= size), None)
+    like = None if first is None else _valid_tail(fs, path, first, decode=True)
     for length in reversed(lengths):
         if length <= 0:
             continue
-        if length <= size and _valid_tail(fs, path, length) is not None:
+        if length <= size and _valid_tail(fs, path, length, like, decode=True) is not None:
             return _cut(path, size, length, entries, tuple(skipped), ctx)
         skipped.append(length)
     if skipped:
@@ -251,9 +285,10 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
             path, size, size, "unrecoverable",
             f"no recorded flush length {sorted(set(skipped))} ends in a complete ORC footer "
             f"(file has {size:,} bytes); left untouched", entries, None, tuple(skipped))
-    if int(fs.size(side_file_path(path))) % 8:
-        # A torn entry may be the first length of a reopened file, whose earlier rows are
-        # committed: keep the last complete footer rather than assume the file is empty.
+    if not lengths:
+        # No complete entry at all: BucketWriter starts every new side file with 0, so this is
+        # a reopened file (open_append) torn while writing its first entry, whose earlier rows
+        # are committed, or a Hive 2 file never flushed (no footer). Keep the last footer.
         end = size if _valid_tail(fs, path, size) else _last_complete_footer(fs, path, size)
         if end is not None:
             return _cut(path, size, end, entries, (), ctx)

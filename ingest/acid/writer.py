@@ -1,4 +1,4 @@
-"""The ACID bucket-file writer: Hive's OrcRecordUpdater (insert or delete events) on pyarrow stripes.
+"""The ACID bucket-file writer: Hive's OrcRecordUpdater (insert or delete events) on pyarrow.
 
 pyarrow encodes stripes; this module moves them into the bucket file and writes every tail
 itself, so each flush() leaves an intermediate footer that describes all stripes so far, with

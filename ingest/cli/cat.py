@@ -1,0 +1,100 @@
+"""`ingest cat PATH`: the rows a snapshot of an ACID table sees, as JSON lines."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import click
+
+from ingest.acid import ValidWriteIdList
+from ingest.acid.snapshot import read_batches
+from ingest.cli._output import dumps
+from ingest.errors import TableNotFoundError
+from ingest.txn import Metastore, TableDefinition, find_metastore_for
+
+
+@dataclass(frozen=True)
+class SnapshotChoice:
+    """The snapshot a command reads with and where it came from."""
+
+    snapshot: ValidWriteIdList | str | None
+    source: str  # "option", "metastore" or "directories"
+    table: TableDefinition | None = None
+
+
+@contextmanager
+def table_snapshot(path: str, option: str | None) -> Iterator[tuple[SnapshotChoice,
+                                                                    Metastore | None]]:
+    """--snapshot if given, else the metastore's current snapshot of the table holding `path`,
+    else None (every write id on disk counts as committed). Yields the open metastore too.
+
+    Raises:
+        MetastoreError: a metastore file exists but cannot be read.
+    """
+    store: Metastore | None = None
+    table: TableDefinition | None = None
+    try:
+        store, table = find_metastore_for(path)
+    except TableNotFoundError:
+        pass
+    try:
+        if option is not None:
+            yield SnapshotChoice(option, "option", table), store
+        elif store is not None and table is not None:
+            yield SnapshotChoice(store.snapshot(table.name), "metastore", table), store
+        else:
+            yield SnapshotChoice(None, "directories"), None
+    finally:
+        if store is not None:
+            store.close()
+
+
+@contextmanager
+def warnings_to_stderr() -> Iterator[None]:
+    """Show the reader's warnings (e.g. reading without a snapshot) as lines on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for w in caught:
+                click.echo(f"Warning: {w.message}", err=True)
+
+
+@click.command(
+    "cat",
+    epilog="""\b
+Examples:
+  ingest cat warehouse/events --limit 10
+  ingest cat warehouse/events/dt=2026-11-21 --row-id --snapshot "default.events:20:15:15,18:16\"""",
+)
+@click.argument("path")
+@click.option("--snapshot", metavar="DB.T:HWM:MINOPEN:OPEN:ABORTED",
+              help="Read as of this valid write-id list (Hive's string form). Default: the "
+                   "table's current snapshot from its metastore; without a metastore, every "
+                   "write id on disk counts as committed (with a warning).")
+@click.option("--columns", metavar="A,B", help="Only these row or partition columns, in order.")
+@click.option("--row-id", "row_id", is_flag=True,
+              help="Add Hive's ROW__ID as `row__id` {writeid, bucketid, rowid}.")
+@click.option("--limit", type=click.IntRange(min=0), metavar="N", help="Stop after N rows.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Errors as JSON on stderr (rows are always JSON lines).")
+def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
+            limit: int | None, as_json: bool) -> None:
+    """Print every row a snapshot of an ACID table sees, one JSON object per line.
+
+    Read-only. PATH is a table root, one partition directory, or an unpartitioned table
+    holding base_/delta_ directories. Partition columns come last, as strings. Rows of
+    aborted or open transactions, rows past a bucket file's last flush length and deleted
+    rows are left out, as Hive's readers do.
+    """
+    names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    with table_snapshot(path, snapshot) as (choice, _), warnings_to_stderr():
+        batches = read_batches(path, choice.snapshot, names, row_id, limit=limit,
+                               row_schema=choice.table.row_schema if choice.table else None)
+    for batch in batches:
+        for row in batch.to_pylist():
+            click.echo(dumps(row))

@@ -1,0 +1,58 @@
+"""`ingest load PATH --input FILE`: insert the rows of a file into a table, in one transaction."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ingest.cli._output import dumps, progress
+from ingest.txn.operations import load_file
+
+
+@click.command(
+    "load",
+    epilog="""\b
+Examples:
+  ingest load warehouse/events --input events.jsonl
+  ingest load warehouse/events --input export.csv.gz --format csv --json""",
+)
+@click.argument("path")
+@click.option("--input", "input_path", required=True, metavar="FILE",
+              help="Rows to insert: JSON Lines, CSV (with a header) or Parquet; .gz, .bz2, "
+                   ".zst, .lz4 are decompressed.")
+@click.option("--format", "format_", type=click.Choice(["jsonl", "csv", "parquet"]),
+              help="Input format  [default: from the file extension]")
+@click.option("--metastore", metavar="URL",
+              help="Metastore holding the table, sqlite:///abs/path.sqlite  [default: found "
+                   "beside the table or in $INGEST_METASTORE]")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (--json implies it).")
+def command(path: str, input_path: str, format_: str | None, metastore: str | None,
+            as_json: bool, quiet: bool) -> None:
+    """Insert every row of FILE into the table at PATH as one transaction.
+
+    Changes the disk: writes delta_W_W_0000 directories (one per partition) and commits
+    write id W in the metastore. All or nothing: if any row does not fit the table's
+    columns, nothing is written; on any failure the files written so far are removed and
+    the transaction is aborted.
+    """
+    progress(f"Loading {input_path} into {path}", quiet=quiet or as_json)
+    started = time.monotonic()
+    result = load_file(path, input_path, format=format_,  # type: ignore[arg-type]
+                       metastore=metastore)
+    seconds = time.monotonic() - started
+    if as_json:
+        click.echo(dumps({
+            "table": result.table, "location": result.location, "input": input_path,
+            "write_id": result.write_id, "rows": result.rows,
+            "partitions": list(result.partitions), "files": list(result.files),
+            "bytes": result.bytes_written, "seconds": round(seconds, 3),
+        }))
+    elif result.write_id is None:
+        click.echo(f"{input_path} has no rows; nothing written to {result.table}.")
+    else:
+        where = (f" in {len(result.partitions)} partitions" if any(result.partitions) else "")
+        click.echo(f"Loaded {result.rows:,} rows into {result.table} (write id "
+                   f"{result.write_id}): {len(result.files)} files{where}, "
+                   f"{result.bytes_written:,} bytes, {seconds:.1f} s.")

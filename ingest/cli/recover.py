@@ -1,0 +1,103 @@
+"""`ingest recover PATH`: truncate bucket files to their last complete footer after a crash."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from ingest.cli._output import dumps
+from ingest.txn.verify import DEFAULT_TXN_TIMEOUT_S, TableRecovery, recover_table_with_metastore
+
+
+def recovery_json(result: TableRecovery, seconds: float) -> dict[str, Any]:
+    """The --json document (snake_case keys, stable)."""
+    report = result.report
+    return {
+        "path": report.path,
+        "table": result.table,
+        "dry_run": report.dry_run,
+        "clean": result.clean,
+        "nothing_to_do": report.nothing_to_do,
+        "files": [asdict(f) for f in report.files],
+        "aborted_transactions": [{"txn_id": t, "write_id": w, "reason": r}
+                                 for t, w, r in result.aborted],
+        "aborted_directories": list(report.aborted_directories),
+        "warnings": list(report.warnings),
+        "seconds": round(seconds, 3),
+    }
+
+
+def render_text(result: TableRecovery) -> list[str]:
+    """One line per file (before / after length, action), then the aborted transactions."""
+    report = result.report
+    lines = [f"{'action':<18} {'before':>14} {'after':>14}  file"]
+    for f in report.files:
+        before = "-" if f.old_length < 0 else f"{f.old_length:,}"
+        lines.append(f"{f.action:<18} {before:>14} {f.new_length:>14,}  {f.path}")
+        if f.changed or f.action == "unrecoverable":
+            lines.append(f"{'':<18} {f.reason}")
+        if f.backup_path:
+            lines.append(f"{'':<18} backup: {f.backup_path}")
+    for txn_id, write_id, reason in result.aborted:
+        lines.append(f"aborted transaction {txn_id} (write id {write_id}): {reason}")
+    for d in report.aborted_directories:
+        lines.append(f"only aborted data (for the cleaner): {d}")
+    return lines
+
+
+@click.command(
+    "recover",
+    epilog="""\b
+Examples:
+  ingest recover warehouse/events
+  ingest recover warehouse/events --dry-run --json
+  ingest recover warehouse/events --backup-dir /tmp/ingest-backup""",
+)
+@click.argument("path")
+@click.option("--dry-run", is_flag=True, help="Report what would be done; change nothing.")
+@click.option("--backup-dir", metavar="DIR",
+              help="Keep cut bytes, removed files and side files here.")
+@click.option("--txn-timeout-s", type=click.FloatRange(min=0), default=DEFAULT_TXN_TIMEOUT_S,
+              show_default=True, help="Abort open transactions silent for this long.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+@click.pass_context
+def command(ctx: click.Context, path: str, dry_run: bool, backup_dir: str | None,
+            txn_timeout_s: float, as_json: bool, quiet: bool) -> None:
+    """Bring a table back to a clean state after writers died, losing no committed row.
+
+    Changes files (unless --dry-run): aborts timed-out transactions in the metastore, cuts
+    each bucket file back to its last recorded complete flush length (never below it), and
+    removes side files no live writer owns. Safe to run at any time and twice in a row.
+    Exit 0 when the table is clean afterwards, 1 when files are unrecoverable (or, with
+    --dry-run, when there is work to do).
+    """
+    started = time.monotonic()
+    result = recover_table_with_metastore(path, dry_run=dry_run, backup_dir=backup_dir,
+                                          txn_timeout_s=txn_timeout_s)
+    seconds = time.monotonic() - started
+    report = result.report
+    if as_json:
+        click.echo(dumps(recovery_json(result, seconds)))
+    else:
+        for line in render_text(result):
+            click.echo(line)
+    if not quiet:
+        for warning in report.warnings:
+            click.echo(f"Warning: {warning}", err=True)
+        verb = "would change" if dry_run else "changed"
+        click.echo(f"{len(report.files)} files, {verb} {len(report.changed)}, "
+                   f"{len(report.unrecoverable)} unrecoverable, {len(result.aborted)} "
+                   f"transactions aborted, in {seconds:.2f} s"
+                   + ("; nothing to do" if report.nothing_to_do else ""), err=True)
+    if report.unrecoverable:
+        click.echo(f"Error: {len(report.unrecoverable)} files cannot be recovered; they were "
+                   "left untouched. Hint: restore them from a backup.", err=True)
+        ctx.exit(1)
+    if not result.clean:
+        click.echo(f"Error: {len(report.changed)} files need recovery. Hint: rerun without "
+                   "--dry-run.", err=True)
+        ctx.exit(1)

@@ -1,0 +1,151 @@
+"""`ingest status PATH`: partitions, directories, bucket files and transactions of a table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ingest.acid.snapshot import DirectoryStatus, FileStatus, TableLayout, describe_table
+from ingest.cli._output import dumps
+from ingest.cli.cat import table_snapshot, warnings_to_stderr
+from ingest.txn import TransactionInfo
+
+
+def _file_json(f: FileStatus) -> dict[str, Any]:
+    return {
+        "path": f.path,
+        "bucket_id": f.bucket_id,
+        "file_length": f.file_length,
+        "readable_length": f.readable_length,
+        "side_file": f.flush_lengths is not None,
+        "flush_lengths": None if f.flush_lengths is None else list(f.flush_lengths),
+        "rows": f.rows,
+        "error": f.error,
+    }
+
+
+def _directory_json(d: DirectoryStatus) -> dict[str, Any]:
+    return {
+        "name": d.name,
+        "kind": d.kind,
+        "min_write_id": d.min_write_id,
+        "max_write_id": d.max_write_id,
+        "statement_id": d.statement_id,
+        "status": d.status,
+        "bytes": d.total_bytes,
+        "rows": d.rows,
+        "files": [_file_json(f) for f in d.files],
+    }
+
+
+def _txn_json(t: TransactionInfo) -> dict[str, Any]:
+    return {
+        "txn_id": t.txn_id, "write_id": t.write_id, "state": t.state, "agent": t.agent,
+        "opened_at": t.opened_at, "heartbeat_at": t.heartbeat_at,
+        "finished_at": t.finished_at, "reason": t.reason,
+    }
+
+
+def _totals(layout: TableLayout) -> dict[str, int]:
+    dirs = [d for p in layout.partitions for d in p.directories]
+    return {
+        "partitions": len(layout.partitions),
+        "directories": len(dirs),
+        "files": sum(len(d.files) for d in dirs),
+        "bytes": layout.total_bytes,
+        "rows": layout.total_rows,
+        "chosen_rows": layout.chosen_rows,
+    }
+
+
+def _write_ids(d: DirectoryStatus) -> str:
+    if d.min_write_id is None:
+        return "-"
+    text = str(d.min_write_id) if d.min_write_id == d.max_write_id else \
+        f"{d.min_write_id}..{d.max_write_id}"
+    return text if d.statement_id is None else f"{text} stmt {d.statement_id}"
+
+
+def _render_text(layout: TableLayout, table: str | None, source: str,
+                 txns: list[TransactionInfo]) -> None:
+    click.echo(f"Table     {layout.path}" + (f"  ({table})" if table else ""))
+    click.echo(f"Snapshot  {layout.snapshot}  (from {source})")
+    for p in layout.partitions:
+        label = "/".join(f"{k}={'<null>' if v is None else v}" for k, v in p.values)
+        click.echo("")
+        click.echo(f"Partition {label or '(unpartitioned)'}  {p.path}")
+        if not p.directories:
+            click.echo("  (no data)")
+            continue
+        click.echo(f"  {'STATUS':<12}{'DIRECTORY':<40}{'WRITE IDS':<16}{'FILES':>6}"
+                   f"{'BYTES':>14}{'ROWS':>12}")
+        for d in p.directories:
+            click.echo(f"  {d.status:<12}{d.name:<40}{_write_ids(d):<16}{len(d.files):>6}"
+                       f"{d.total_bytes:>14,}{d.rows:>12,}")
+            for f in d.files:
+                name = f.path.rsplit("/", 1)[-1]
+                side = ("no side file" if f.flush_lengths is None else
+                        f"side file {list(f.flush_lengths)}")
+                line = (f"      {name:<22} {f.file_length:>12,} bytes, readable "
+                        f"{f.readable_length:,}, {side}, {f.rows:,} rows")
+                click.echo(line + (f"  ERROR: {f.error}" if f.error else ""))
+    click.echo("")
+    for state in ("open", "aborted"):
+        rows = [t for t in txns if t.state == state]
+        if rows:
+            click.echo(f"{state.capitalize()} transactions:")
+            for t in rows:
+                extra = f", reason: {t.reason}" if t.reason else ""
+                click.echo(f"  txn {t.txn_id}  write id {t.write_id}  agent {t.agent or '-'}"
+                           f"{extra}")
+    totals = _totals(layout)
+    click.echo(f"Totals: {totals['partitions']} partitions, {totals['directories']} directories, "
+               f"{totals['files']} files, {totals['bytes']:,} bytes, {totals['rows']:,} events "
+               f"({totals['chosen_rows']:,} insert events in chosen directories)")
+
+
+@click.command(
+    "status",
+    epilog="""\b
+Examples:
+  ingest status warehouse/events
+  ingest status warehouse/events/dt=2026-11-21 --json""",
+)
+@click.argument("path")
+@click.option("--snapshot", metavar="DB.T:HWM:MINOPEN:OPEN:ABORTED",
+              help="Judge directories by this valid write-id list. Default: the table's "
+                   "snapshot from its metastore, else every write id on disk as committed.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+def command(path: str, snapshot: str | None, as_json: bool) -> None:
+    """Show what is on disk under an ACID table and what a snapshot reads of it.
+
+    Read-only; reads file tails and side files, never row data. Lists each partition's
+    base/delta directories with their write ids and whether the snapshot chooses them, or
+    they are obsolete or aborted; each bucket file's length, readable length (from its
+    `_flush_length` side file), side-file entries and rows; open and aborted transactions
+    from the metastore; and totals.
+    """
+    with table_snapshot(path, snapshot) as (choice, store):
+        with warnings_to_stderr():
+            layout = describe_table(path, choice.snapshot)
+        txns: list[TransactionInfo] = []
+        if store is not None and choice.table is not None:
+            txns = store.transactions(choice.table.name, states=("open", "aborted"))
+    table = choice.table.name if choice.table is not None else None
+    if not as_json:
+        _render_text(layout, table, choice.source, txns)
+        return
+    click.echo(dumps({
+        "path": layout.path,
+        "table": table,
+        "snapshot": str(layout.snapshot),
+        "snapshot_source": choice.source,
+        "partitions": [
+            {"path": p.path, "values": dict(p.values),
+             "directories": [_directory_json(d) for d in p.directories]}
+            for p in layout.partitions
+        ],
+        "transactions": [_txn_json(t) for t in txns],
+        "totals": _totals(layout),
+    }))

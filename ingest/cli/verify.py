@@ -1,0 +1,55 @@
+"""`ingest verify PATH`: read-only consistency check of a table's metastore and files."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+import click
+
+from ingest.cli._output import dumps
+from ingest.txn.verify import DEFAULT_TXN_TIMEOUT_S, verify_table
+
+
+@click.command(
+    "verify",
+    epilog="""\b
+Examples:
+  ingest verify warehouse/events
+  ingest verify warehouse/events --json --shallow""",
+)
+@click.argument("path")
+@click.option("--txn-timeout-s", type=click.FloatRange(min=0), default=DEFAULT_TXN_TIMEOUT_S,
+              show_default=True, help="Report open transactions silent for this long.")
+@click.option("--shallow", is_flag=True, help="Read file tails only, not every stripe.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+@click.pass_context
+def command(ctx: click.Context, path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
+            quiet: bool) -> None:
+    """Check that a table's metastore and files agree; exit 1 listing every problem.
+
+    Read-only. Checks: every committed write id has a directory; no directory holds a write
+    id the metastore never allocated; Kafka offset ranges per partition have no gaps or
+    overlaps; open transactions heartbeat; every bucket file is readable up to its flush
+    length and needs no recovery.
+    """
+    started = time.monotonic()
+    report = verify_table(path, txn_timeout_s=txn_timeout_s, deep=not shallow)
+    seconds = time.monotonic() - started
+    if as_json:
+        click.echo(dumps({"path": report.path, "table": report.table, "ok": report.ok,
+                          "problems": [asdict(p) for p in report.problems],
+                          "files_checked": report.files_checked,
+                          "write_ids_checked": report.write_ids_checked,
+                          "notes": list(report.notes), "seconds": round(seconds, 3)}))
+    else:
+        for p in report.problems:
+            click.echo(f"{p.kind}: {p.message}")
+    if not quiet:
+        for note in report.notes:
+            click.echo(f"Note: {note}", err=True)
+        click.echo(f"{report.files_checked} files, {report.write_ids_checked} write ids checked,"
+                   f" {len(report.problems)} problems, in {seconds:.2f} s", err=True)
+    if not report.ok:
+        ctx.exit(1)

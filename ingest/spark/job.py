@@ -1,0 +1,370 @@
+"""The streaming job: Kafka topic -> AcidSink -> Hive ACID table, with checks before it starts.
+
+`run_stream` checks the broker and topic, creates the table and its dead-letter table when
+missing (or checks an existing table's schema), then runs a Structured Streaming query whose
+foreachBatch is an `AcidSink`. `jobs/kafka_to_acid.py` and `ingest stream` call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid.schema import parse_schema, to_ddl
+from ingest.errors import ConfigError, IngestError, SchemaMismatchError
+from ingest.spark.deadletter import (
+    DEAD_LETTER_DDL,
+    dead_letter_location,
+    dead_letter_name,
+    dead_letter_schema,
+)
+from ingest.spark.kafka_source import KafkaSourceOptions, _KafkaClient, kafka_dataframe
+from ingest.spark.sink import AcidSink, BatchReport, OnBadRecord
+from ingest.txn import Metastore, TableDefinition, default_metastore_url, normalize_location
+from ingest.txn.operations import create_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+_IDENT = re.compile(r"`?([A-Za-z_][A-Za-z0-9_]*)`?")
+DEFAULT_PARTITION_COLUMN = "dt"
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """How `--schema` and `--partition-by` map onto the table.
+
+    Attributes:
+        row_schema: columns stored in the ORC files.
+        partition_column: the partition column, or None.
+        partition_expression: Spark SQL computing it, or None when it is a JSON field.
+    """
+
+    row_schema: pa.Schema
+    partition_column: str | None
+    partition_expression: str | None
+
+
+def table_layout(schema_ddl: str, partition_by: str | None) -> TableLayout:
+    """Split `--schema` and `--partition-by` into row columns and the partition column.
+
+    "dt" (a bare name) partitions by that JSON field, taken out of the row columns as Hive
+    keeps partition values in directory names only; anything else is a Spark SQL expression
+    over the row columns whose value goes to a `dt` column (e.g. "date_format(ts, 'yyyy-MM-dd')").
+
+    Raises:
+        ConfigError: the schema does not parse, or the expression's column clashes.
+    """
+    schema = parse_schema(schema_ddl)
+    if partition_by is None or not partition_by.strip():
+        return TableLayout(schema, None, None)
+    text = partition_by.strip()
+    bare = _IDENT.fullmatch(text)
+    if bare:
+        name = bare.group(1)
+        kept = [f for f in schema if f.name.lower() != name.lower()]
+        return TableLayout(pa.schema(kept, metadata=schema.metadata), name, None)
+    if DEFAULT_PARTITION_COLUMN in [n.lower() for n in schema.names]:
+        raise ConfigError(
+            f"Cannot partition by {text!r}: its value goes to column "
+            f"'{DEFAULT_PARTITION_COLUMN}', which is also in --schema",
+            hint=f"use --partition-by {DEFAULT_PARTITION_COLUMN} to partition by that column")
+    return TableLayout(schema, DEFAULT_PARTITION_COLUMN, text)
+
+
+def table_name_for(location: str) -> str:
+    """`default.<last path component>` (lower case, other characters as `_`)."""
+    base = normalize_location(location).rstrip("/").rsplit("/", 1)[-1]
+    return "default." + (re.sub(r"[^a-z0-9_]", "_", base.lower()) or "table")
+
+
+def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> int:
+    """Check the broker answers and the topic exists; returns its partition count.
+
+    Raises:
+        ConfigError: the topic does not exist.
+        IngestError: the broker cannot be reached within timeout_s.
+    """
+    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
+                                        "subscribe": topic,
+                                        "kafka.timeout.ms": str(int(timeout_s * 1000))})
+    client = _KafkaClient(options)
+    try:
+        return len(client.partitions())
+    finally:
+        client.close()
+
+
+def ensure_tables(location: str, layout: TableLayout, *,
+                  metastore_url: str | None = None) -> tuple[TableDefinition, TableDefinition]:
+    """Create the table and its dead-letter table when missing; check them when present.
+
+    Raises:
+        SchemaMismatchError: an existing table's columns or partitioning differ.
+        TableExistsError: another table already uses the name.
+        MetastoreError: the metastore failed.
+    """
+    url = metastore_url or default_metastore_url(location)
+    partitions = (layout.partition_column,) if layout.partition_column else ()
+    with Metastore.open(url) as store:
+        wanted = TableDefinition(table_name_for(location), location, layout.row_schema,
+                                 partition_columns=partitions)
+        table = store.find_table(location)
+        if table is None:
+            table = create_table(location, to_ddl(layout.row_schema), name=wanted.name,
+                                 partitioned_by=partitions, metastore=store)
+            log.info("Created table %s at %s (%s)%s", table.name, table.location,
+                     to_ddl(table.row_schema),
+                     f" partitioned by {partitions[0]}" if partitions else "")
+        else:
+            _check_existing(table, wanted)
+        dl_location = dead_letter_location(table.location)
+        dead = store.find_table(dl_location)
+        if dead is None:
+            dead = create_table(dl_location, DEAD_LETTER_DDL, name=dead_letter_name(table.name),
+                                metastore=store)
+        else:
+            _check_existing(dead, TableDefinition(dead.name, dl_location, dead_letter_schema()))
+    return table, dead
+
+
+def _check_existing(table: TableDefinition, wanted: TableDefinition) -> None:
+    found, expected = table.row_schema, wanted.row_schema
+    same = found.names == expected.names and all(
+        a.type == b.type for a, b in zip(found, expected, strict=True))
+    if not same:
+        raise SchemaMismatchError(
+            f"Cannot stream into table {table.name} at {table.location}: it has columns "
+            f"({to_ddl(found)}) but --schema gives ({to_ddl(expected)})",
+            hint="pass the table's own schema, or write to a new --table location")
+    if tuple(table.partition_columns) != tuple(wanted.partition_columns):
+        raise SchemaMismatchError(
+            f"Cannot stream into table {table.name} at {table.location}: it is partitioned by "
+            f"{list(table.partition_columns)} but --partition-by gives "
+            f"{list(wanted.partition_columns)}",
+            hint="use the table's partitioning, or write to a new --table location")
+
+
+def _checkpoint_is_new(checkpoint: str) -> bool:
+    fs, path = fsspec.core.url_to_fs(checkpoint)
+    offsets = f"{path.rstrip('/')}/offsets"
+    return not fs.exists(offsets) or not [p for p in fs.ls(offsets, detail=False)
+                                          if not p.rsplit("/", 1)[-1].startswith(".")]
+
+
+class _KafkaLag:
+    """Records between a batch's end offsets and each partition's end (for the log line)."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self._consumer: Any = None
+
+    def __call__(self, until: Mapping[tuple[str, int], int]) -> int | None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        try:
+            if self._consumer is None:
+                self._consumer = Consumer({"bootstrap.servers": self.bootstrap_servers,
+                                           "group.id": "ingest-stream-lag",
+                                           "enable.auto.commit": False})
+            lag = 0
+            for (topic, partition), offset in until.items():
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=2.0)
+                lag += max(high - offset, 0)
+            return lag
+        except KafkaException:  # the lag is informational; the batch is already committed
+            return None
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+@dataclass(frozen=True)
+class StreamSummary:
+    """What a finished (availableNow or stopped) run did."""
+
+    table: str
+    batches: int
+    skipped: int
+    rows: int
+    dead_letters: int
+    files: int
+    bytes: int
+    seconds: float
+    reports: tuple[BatchReport, ...]
+
+    def line(self) -> str:
+        return (f"Stream into {self.table} finished: {self.batches} micro-batches "
+                f"({self.skipped} replays skipped), {self.rows:,} rows, {self.dead_letters:,} "
+                f"dead letters, {self.files} files, {self.bytes:,} bytes in {self.seconds:.1f} s")
+
+
+class RunningStream:
+    """A started query and its sink; `stop()` stops both (unused write ids are aborted)."""
+
+    def __init__(self, query: StreamingQuery, sink: AcidSink, lag: _KafkaLag, table: str,
+                 started: float) -> None:
+        self.query, self.sink, self._lag, self.table, self._started = query, sink, lag, table, \
+            started
+
+    def await_termination(self, timeout_s: float | None = None) -> bool:
+        """Wait for the query to end; re-raises the sink's own error (e.g. BadRecordError)."""
+        from pyspark.errors import StreamingQueryException
+
+        try:
+            if timeout_s is None:
+                self.query.awaitTermination()
+                return True
+            return bool(self.query.awaitTermination(timeout_s))
+        except StreamingQueryException as e:
+            if self.sink.failure is not None:
+                raise self.sink.failure from e
+            raise IngestError(f"The stream into {self.table} failed: {e}") from e
+
+    def stop(self) -> StreamSummary:
+        try:
+            self.query.stop()
+        finally:
+            self.sink.close()
+            self._lag.close()
+        return self.summary()
+
+    def summary(self) -> StreamSummary:
+        reports = tuple(self.sink.reports)
+        done = [r for r in reports if not r.skipped]
+        return StreamSummary(self.table, len(reports), len(reports) - len(done),
+                             sum(r.rows for r in done), sum(r.dead_letters for r in done),
+                             sum(r.files for r in done), sum(r.bytes for r in done),
+                             time.monotonic() - self._started, reports)
+
+
+def run_stream(
+    spark: SparkSession,
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    table: str,
+    schema_ddl: str,
+    checkpoint: str,
+    trigger_interval_s: float = 60,
+    available_now: bool = False,
+    starting_offsets: str = "earliest",
+    partition_expression: str | None = None,
+    txns_per_delta: int = 1,
+    flush_rows: int = 100_000,
+    on_bad_record: OnBadRecord = "dead-letter",
+    max_offsets_per_trigger: int | None = None,
+    metastore_url: str | None = None,
+    kafka_timeout_s: float = 30.0,
+    wait: bool = True,
+) -> StreamSummary | RunningStream:
+    """Stream `topic` into the ACID table at `table`, one transaction per micro-batch.
+
+    Args:
+        spark: the session (its Python workers must run this interpreter).
+        bootstrap_servers, topic: where to read; checked before anything is written.
+        table: the table root (path or fsspec URL); created with `schema_ddl` when missing.
+        schema_ddl: Hive columns, e.g. "id BIGINT, value STRING, ts TIMESTAMP".
+        checkpoint: Spark's checkpoint directory (Kafka offsets live there).
+        trigger_interval_s: processing-time trigger; ignored with available_now.
+        available_now: process what the topic holds, then stop.
+        starting_offsets: "earliest" (default), "latest" or Spark's JSON offsets.
+        partition_expression: "dt" (a JSON field) or Spark SQL giving a `dt` column.
+        txns_per_delta: micro-batches per delta directory (K > 1: local/HDFS only).
+        flush_rows: rows per intermediate footer and side-file entry.
+        on_bad_record: "dead-letter" or "fail".
+        max_offsets_per_trigger: cap on records per micro-batch.
+        metastore_url: default: beside the table.
+        kafka_timeout_s: bound on the broker checks and on reads without progress.
+        wait: block until the query ends and return a StreamSummary (an interval trigger
+            runs until stopped); False returns the RunningStream at once.
+
+    Raises:
+        ConfigError: bad options, or the topic does not exist.
+        IngestError: the broker cannot be reached.
+        SchemaMismatchError: an existing table's schema differs from `schema_ddl`.
+        BadRecordError: on_bad_record="fail" and a record did not parse.
+    """
+    if on_bad_record not in ("dead-letter", "fail"):
+        raise ConfigError(f"--on-bad-record must be dead-letter or fail, got {on_bad_record!r}")
+    if trigger_interval_s <= 0 and not available_now:
+        raise ConfigError(f"--trigger must be a positive number of seconds, "
+                          f"got {trigger_interval_s}")
+    layout = table_layout(schema_ddl, partition_expression)
+    url = metastore_url or default_metastore_url(table)
+    if txns_per_delta > 1:
+        AcidSink(table, sink_id="check", txns_per_delta=txns_per_delta, metastore_url=url)
+    check_kafka(bootstrap_servers, topic, timeout_s=kafka_timeout_s)
+    target, _ = ensure_tables(table, layout, metastore_url=url)
+    sink_id = f"{target.name}@{normalize_location(checkpoint)}"
+    with Metastore.open(url) as store:
+        last = store.last_committed_batch(sink_id)
+    if last is not None and _checkpoint_is_new(checkpoint):
+        raise ConfigError(
+            f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
+            f"committed micro-batches up to {last} into {target.name}; starting over would "
+            "read the topic again under batch ids the table has seen",
+            hint="restore the checkpoint, or use a new --checkpoint path (and a new table "
+                 "if the topic must be read again)")
+    lag = _KafkaLag(bootstrap_servers)
+    sink = AcidSink(target.location, sink_id=sink_id, row_schema=layout.row_schema,
+                    partition_columns=target.partition_columns,
+                    partition_expression=layout.partition_expression, flush_rows=flush_rows,
+                    txns_per_delta=txns_per_delta, on_bad_record=on_bad_record,
+                    metastore_url=url, lag_fn=lag)
+    frame = kafka_dataframe(spark, bootstrap_servers=bootstrap_servers, topic=topic,
+                            starting_offsets=starting_offsets,
+                            max_offsets_per_trigger=max_offsets_per_trigger,
+                            timeout_s=kafka_timeout_s)
+    writer = (frame.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+              .queryName(f"ingest-{target.name}"))
+    writer = (writer.trigger(availableNow=True) if available_now
+              else writer.trigger(processingTime=f"{trigger_interval_s:g} seconds"))
+    started = time.monotonic()
+    query = writer.start()
+    running = RunningStream(query, sink, lag, target.name, started)
+    if not wait:
+        return running
+    try:
+        running.await_termination()
+    finally:
+        summary = running.stop()
+    log.info("%s", summary.line())
+    return summary
+
+
+def stream_trigger(value: str) -> tuple[float, bool]:
+    """Parse a trigger flag: seconds ("60", "60s", "2min") or "available-now"."""
+    text = value.strip().lower()
+    if text in ("available-now", "availablenow", "once"):
+        return 0.0, True
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?)?", text)
+    if not m:
+        raise ConfigError(f"Cannot parse trigger {value!r}: expected seconds like 60, 30s or 2min")
+    seconds = float(m.group(1)) * (60 if (m.group(2) or "s").startswith("m") else 1)
+    return seconds, False
+
+__all__ = [
+    "RunningStream",
+    "StreamSummary",
+    "TableLayout",
+    "check_kafka",
+    "ensure_tables",
+    "run_stream",
+    "stream_trigger",
+    "table_layout",
+    "table_name_for",
+]

@@ -1,0 +1,43 @@
+"""spark-submit entry for `ingest recover`: same options, same function, same exit codes.
+
+    spark-submit jobs/recover.py warehouse/events --backup-dir /tmp/ingest-backup
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+from ingest.txn.verify import DEFAULT_TXN_TIMEOUT_S, recover_table_with_metastore
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="recover.py", description=(
+        "Bring a table back to a clean state after writers died, losing no committed row."))
+    parser.add_argument("path")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--backup-dir")
+    parser.add_argument("--txn-timeout-s", type=float, default=DEFAULT_TXN_TIMEOUT_S)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = recover_table_with_metastore(args.path, dry_run=args.dry_run,
+                                          backup_dir=args.backup_dir,
+                                          txn_timeout_s=args.txn_timeout_s)
+    report = result.report
+    if args.json:
+        print(json.dumps({"path": report.path, "clean": result.clean,
+                          "files": [asdict(f) for f in report.files],
+                          "aborted_directories": list(report.aborted_directories)}))
+    else:
+        for f in report.files:
+            print(f"{f.action:<18} {f.old_length:>14,} {f.new_length:>14,}  {f.path}"
+                  + (f"  backup: {f.backup_path}" if f.backup_path else ""))
+    print(f"{len(report.files)} files, {len(report.changed)} changed, "
+          f"{len(report.unrecoverable)} unrecoverable", file=sys.stderr)
+    return 0 if result.clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
