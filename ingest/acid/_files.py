@@ -10,7 +10,9 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 
-def resolve(path: str, fs: fsspec.AbstractFileSystem | None) -> tuple[fsspec.AbstractFileSystem, str]:
+def resolve(
+    path: str, fs: fsspec.AbstractFileSystem | None,
+) -> tuple[fsspec.AbstractFileSystem, str]:
     """(filesystem, path within it) for a URL or a plain path."""
     if fs is not None:
         return fs, fs._strip_protocol(path)

@@ -58,7 +58,9 @@ def readable_length(fs: fsspec.AbstractFileSystem, path: str) -> tuple[int, int,
     return length, size, lengths
 
 
-def inspect_bucket_file(path: str, *, fs: fsspec.AbstractFileSystem | None = None) -> BucketFileInfo:
+def inspect_bucket_file(
+    path: str, *, fs: fsspec.AbstractFileSystem | None = None,
+) -> BucketFileInfo:
     """Find the readable length of a bucket file and parse the tail that ends there.
 
     Raises:

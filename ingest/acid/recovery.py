@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import fsspec
+import pyarrow.orc as po
 
 from ingest.acid import _files
+from ingest.acid.events import ACID_FIELD_NAMES
 from ingest.acid.names import (
     is_hidden,
     is_side_file,
@@ -26,8 +28,7 @@ from ingest.acid.names import (
 from ingest.acid.side_file import read_flush_lengths
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CorruptFileError
-from ingest.acid.events import ACID_FIELD_NAMES
-from ingest.orc import FileTail, open_orc, read_tail
+from ingest.orc import BoundedFile, FileTail, read_tail
 from ingest.orc.tail import MAGIC
 
 Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
@@ -219,7 +220,8 @@ def _relative(root: str, path: str) -> str:
 
 
 def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
-                like: FileTail | None = None, *, decode: bool = False) -> FileTail | None:
+                like: FileTail | None = None, *, decode: bool = False,
+                decode_from: int | None = None) -> FileTail | None:
     """The tail ending at `length`, or None when no complete, consistent one ends there.
 
     Beyond what `read_tail` checks (postscript, footer, metadata, every stripe below the
@@ -240,22 +242,43 @@ def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
         if like is not None:
             if [t.encode() for t in like.types] != [t.encode() for t in tail.types]:
                 return None
-            old = like.stripes
-            if [s.to_message().encode() for s in old] != [
-                    s.to_message().encode() for s in stripes[: len(old)]]:
+            old = [(s.offset, s.length, s.number_of_rows) for s in like.stripes]
+            if old != [(s.offset, s.length, s.number_of_rows) for s in stripes[: len(old)]]:
                 return None
-        with open_orc(fs, path, length) as orc:
+        bounded = BoundedFile(fs, path, length)
+        try:
+            orc = po.ORCFile(bounded)
             names = orc.schema.names
             if decode:
                 # Decode the stripes this flush added: a damaged stripe offset or length in
                 # the footer shows here, and it costs one flush's bytes, not the file's.
-                for i in range(0 if like is None else len(like.stripes), len(stripes)):
+                for i in range(decode_from or 0, len(stripes)):
                     orc.read_stripe(i)
+        finally:
+            bounded.close()
     except Exception:  # noqa: BLE001 - any failure to decode means no usable tail here
         return None
     if names != list(ACID_FIELD_NAMES):
         return None
     return tail
+
+
+def _complete_at(fs: fsspec.AbstractFileSystem, path: str, length: int) -> FileTail | None:
+    try:
+        return read_tail(fs, path, length)
+    except CorruptFileError:
+        return None
+
+
+def _stripes_at(fs: fsspec.AbstractFileSystem, path: str, earlier: list[int]) -> int:
+    """Stripes in the tail at the last readable earlier flush length (0 if none): those past
+    it are the ones the next flush added."""
+    for length in reversed(earlier):
+        try:
+            return len(read_tail(fs, path, length).stripes)
+        except Exception:  # noqa: BLE001 - an unreadable earlier tail: decode from the start
+            continue
+    return 0
 
 
 def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
@@ -272,10 +295,12 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     skipped: list[int] = []
     first = next((x for x in lengths if 0 < x <= size), None)
     like = None if first is None else _valid_tail(fs, path, first, decode=True)
-    for length in reversed(lengths):
-        if length <= 0:
-            continue
-        if length <= size and _valid_tail(fs, path, length, like, decode=True) is not None:
+    positive = [x for x in lengths if x > 0]
+    for i in range(len(positive) - 1, -1, -1):
+        length = positive[i]
+        if length <= size and _valid_tail(fs, path, length, like, decode=True,
+                                          decode_from=_stripes_at(fs, path, positive[:i]),
+                                          ) is not None:
             return _cut(path, size, length, entries, tuple(skipped), ctx)
         skipped.append(length)
     if skipped:
@@ -322,7 +347,7 @@ def _cut(path: str, size: int, length: int, entries: tuple[int, ...] | None,
     if not ctx.dry_run:
         backup = _backup_cut(path, size, length, ctx)
         _files.truncate(fs, path, length)
-        if _valid_tail(fs, path, length) is None or int(fs.size(path)) != length:
+        if int(fs.size(path)) != length or _complete_at(fs, path, length) is None:
             raise CorruptFileError(
                 f"Cannot recover {path}: after truncating to {length:,} bytes no complete ORC "
                 "footer ends there", path=path, offset=length,

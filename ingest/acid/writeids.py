@@ -56,7 +56,10 @@ class ValidWriteIdList:
         return write_id in self.aborted_write_ids
 
     def range_validity(self, min_write_id: int, max_write_id: int) -> RangeValidity:
-        """Hive's `isWriteIdRangeValid`: ALL, SOME or NONE of [min, max] valid (ids > HWM invalid)."""
+        """Hive's `isWriteIdRangeValid`: ALL, SOME or NONE of [min, max] are valid.
+
+        Ids above the high-water mark count as invalid.
+        """
         total = max_write_id - min_write_id + 1
         valid = self._count_valid(min_write_id, max_write_id)
         if valid == total:

@@ -10,8 +10,8 @@ operation 2, the deleted rows' keys, a null `row` (OrcRecordUpdater.delete, spli
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,7 +37,6 @@ from ingest.orc.tail import (
     FT_TYPES,
     MAGIC,
     MD_STRIPE_STATS,
-    STRIPE_STATS_COLUMNS,
     FileTail,
     parse_tail,
 )

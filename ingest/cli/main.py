@@ -20,8 +20,13 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_FAILED, EXIT_BUG, EXIT_INTERRUPTED = 0,
 # Command modules, each exposing `command` (a click.Command). Imported lazily by the group so
 # `ingest --help` stays fast and one broken command cannot break the others.
 COMMAND_MODULES = {
+    "cat": "ingest.cli.cat",
+    "create": "ingest.cli.create",
+    "delete": "ingest.cli.delete",
     "dump": "ingest.cli.dump",
+    "load": "ingest.cli.load",
     "produce": "ingest.cli.produce",
+    "status": "ingest.cli.status",
 }
 
 EPILOG = """\b
@@ -40,7 +45,8 @@ class _LazyGroup(click.Group):
         return importlib.import_module(module).command  # type: ignore[no-any-return]
 
 
-@click.group(cls=_LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_LazyGroup, epilog=EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:

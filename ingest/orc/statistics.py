@@ -26,7 +26,8 @@ def merge_statistics(left: Message, right: Message) -> Message:
     if left.has(HAS_NULL) or right.has(HAS_NULL):
         out.set_uint(HAS_NULL, int(bool(left.uint(HAS_NULL)) or bool(right.uint(HAS_NULL))))
     if left.has(BYTES_ON_DISK) and right.has(BYTES_ON_DISK):
-        out.set_uint(BYTES_ON_DISK, (left.uint(BYTES_ON_DISK) or 0) + (right.uint(BYTES_ON_DISK) or 0))
+        out.set_uint(BYTES_ON_DISK,
+                     (left.uint(BYTES_ON_DISK) or 0) + (right.uint(BYTES_ON_DISK) or 0))
     else:
         out.remove(BYTES_ON_DISK)
     for number, merge in _MERGERS.items():

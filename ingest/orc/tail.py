@@ -113,7 +113,8 @@ class FileTail:
 
     @property
     def user_metadata(self) -> dict[str, bytes]:
-        return {(m.string(1) or ""): (m.bytes_(2) or b"") for m in self.footer.messages(FT_METADATA)}
+        items = self.footer.messages(FT_METADATA)
+        return {(m.string(1) or ""): (m.bytes_(2) or b"") for m in items}
 
 
 def parse_tail(data: bytes, length: int) -> FileTail:

@@ -44,8 +44,8 @@ from ingest.spark._sink_tasks import (
     META_FIELDS,
     RESULT_DDL,
     TaskPlan,
-    rollback_file,
     parse_task,
+    rollback_file,
     write_task,
 )
 from ingest.spark.deadletter import dead_letter_location

@@ -15,6 +15,19 @@ from ingest.txn.model import (
     TransactionInfo,
     TxnState,
 )
+from ingest.txn.operations import (
+    DeleteResult,
+    InputFormat,
+    LoadResult,
+    MetastoreRef,
+    create_table,
+    delete,
+    load,
+    load_file,
+    partition_path,
+    read_input,
+    table_schema,
+)
 from ingest.txn.placement import (
     METASTORE_FILENAME,
     default_metastore_url,
@@ -35,7 +48,18 @@ __all__ = [
     "Transaction",
     "TransactionInfo",
     "TxnState",
+    "DeleteResult",
+    "InputFormat",
+    "LoadResult",
+    "MetastoreRef",
+    "create_table",
     "default_metastore_url",
+    "delete",
+    "load",
+    "load_file",
+    "partition_path",
+    "read_input",
+    "table_schema",
     "find_metastore_for",
     "normalize_location",
 ]

@@ -133,7 +133,9 @@ def create_table(
     defn = TableDefinition(
         name=name or _default_table_name(location), location=location, row_schema=row_schema,
         partition_columns=partition_columns, bucket_count=buckets,
-        bucket_columns=_split_names(bucketed_by), properties=dict(properties or {}))
+        bucket_columns=_split_names(bucketed_by),
+        # ZLIB by default: Hive 3 reads ORC with orc-core 1.5, which has no ZSTD.
+        properties={"orc.compress": "ZLIB", **(properties or {})})
     if buckets > 4096:
         raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most 4096 "
                           "are possible (Hive's bucket id has 12 bits)")
@@ -309,7 +311,7 @@ def load(
         data: row and partition columns, in any order; names match case-insensitively.
         metastore: as for `create_table`; default: found from the location.
         agent: recorded with the transaction; default host:pid:ingest-load.
-        compression: ORC codec; default the table's `orc.compress` property, else zstd.
+        compression: ORC codec; default the table's `orc.compress` property, else zlib.
 
     Returns:
         Counts, files and the write id (None for an empty input: nothing is committed).
@@ -372,7 +374,7 @@ def load_file(
 
 
 def _table_compression(defn: TableDefinition) -> Compression:
-    value = defn.properties.get("orc.compress", "zstd").lower()
+    value = defn.properties.get("orc.compress", "zlib").lower()
     if value not in ("none", "zlib", "snappy", "lz4", "zstd"):
         raise ConfigError(f"Cannot load into {defn.name}: table property orc.compress={value!r}"
                           " is not one of NONE, ZLIB, SNAPPY, LZ4, ZSTD")
