@@ -220,16 +220,15 @@ def _relative(root: str, path: str) -> str:
 
 
 def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
-                like: FileTail | None = None, *, decode: bool = False,
-                decode_from: int | None = None) -> FileTail | None:
+                like: FileTail | None = None, *, decode: bool = False) -> FileTail | None:
     """The tail ending at `length`, or None when no complete, consistent one ends there.
 
     Beyond what `read_tail` checks (postscript, footer, metadata, every stripe below the
     tail), pyarrow must open the file at `length` with the ACID struct as root, the ACID key
-    index must name every stripe, and, given `like` (the tail at an earlier flush), the types
-    must be the same and its stripes a prefix of these, and with `decode` the stripes added
-    since `like` must decode: a footer damaged in place must not pass for one (ORC has no
-    checksums).
+    index must name every stripe, and, given `like` (the tail at the previous flush), the
+    types must be the same and its stripes a prefix of these; with `decode` the stripes added
+    since `like` must decode. A footer damaged in place must not pass for one (ORC has no
+    checksums), at the cost of reading one flush's stripes, not the file.
     """
     if length <= len(MAGIC):
         return None
@@ -242,8 +241,8 @@ def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
         if like is not None:
             if [t.encode() for t in like.types] != [t.encode() for t in tail.types]:
                 return None
-            old = [(s.offset, s.length, s.number_of_rows) for s in like.stripes]
-            if old != [(s.offset, s.length, s.number_of_rows) for s in stripes[: len(old)]]:
+            old = [s.to_message().encode() for s in like.stripes]
+            if old != [s.to_message().encode() for s in stripes[: len(old)]]:
                 return None
         bounded = BoundedFile(fs, path, length)
         try:
@@ -252,7 +251,7 @@ def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
             if decode:
                 # Decode the stripes this flush added: a damaged stripe offset or length in
                 # the footer shows here, and it costs one flush's bytes, not the file's.
-                for i in range(decode_from or 0, len(stripes)):
+                for i in range(0 if like is None else len(like.stripes), len(stripes)):
                     orc.read_stripe(i)
         finally:
             bounded.close()
@@ -270,15 +269,16 @@ def _complete_at(fs: fsspec.AbstractFileSystem, path: str, length: int) -> FileT
         return None
 
 
-def _stripes_at(fs: fsspec.AbstractFileSystem, path: str, earlier: list[int]) -> int:
-    """Stripes in the tail at the last readable earlier flush length (0 if none): those past
-    it are the ones the next flush added."""
+def _previous_tail(fs: fsspec.AbstractFileSystem, path: str, earlier: list[int],
+                   size: int) -> FileTail | None:
+    """The tail at the last earlier flush length that reads, or None: a later tail must keep
+    its types and stripes, and only the stripes after it need decoding."""
     for length in reversed(earlier):
-        try:
-            return len(read_tail(fs, path, length).stripes)
-        except Exception:  # noqa: BLE001 - an unreadable earlier tail: decode from the start
-            continue
-    return 0
+        if length <= size:
+            tail = _complete_at(fs, path, length)
+            if tail is not None:
+                return tail
+    return None
 
 
 def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
@@ -293,14 +293,14 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     if lengths is None:
         return _recover_without_side_file(path, size, ctx)
     skipped: list[int] = []
-    first = next((x for x in lengths if 0 < x <= size), None)
-    like = None if first is None else _valid_tail(fs, path, first, decode=True)
     positive = [x for x in lengths if x > 0]
     for i in range(len(positive) - 1, -1, -1):
         length = positive[i]
-        if length <= size and _valid_tail(fs, path, length, like, decode=True,
-                                          decode_from=_stripes_at(fs, path, positive[:i]),
-                                          ) is not None:
+        if length > size:
+            skipped.append(length)
+            continue
+        previous = _previous_tail(fs, path, positive[:i], size)
+        if _valid_tail(fs, path, length, previous, decode=True) is not None:
             return _cut(path, size, length, entries, tuple(skipped), ctx)
         skipped.append(length)
     if skipped:

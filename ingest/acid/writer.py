@@ -23,8 +23,14 @@ import pyarrow.orc as po
 from ingest.acid import _files, _nested_nulls
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, acid_event_schema, row_schema_of
 from ingest.acid.names import decode_bucket_property, encode_bucket_property
+from ingest.acid.schema import to_orc_type_string
 from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
-from ingest.errors import CorruptFileError, SchemaMismatchError, UnsupportedFormatError
+from ingest.errors import (
+    ConfigError,
+    CorruptFileError,
+    SchemaMismatchError,
+    UnsupportedFormatError,
+)
 from ingest.faults import crash_point
 from ingest.orc import Message, StripeInfo, merge_statistics, open_orc, read_tail, serialize_tail
 from ingest.orc.tail import (
@@ -125,6 +131,7 @@ class BucketWriter:
                 "(use BucketWriter.open_append to add a transaction to it)")
         self._init_state(row_schema, write_id, encode_bucket_property(bucket_id, statement_id),
                          compression, options or WriterOptions())
+        self._template = self._encode_template()  # before creating files: it validates options
         parent = self.path.rsplit("/", 1)[0]
         self._fs.makedirs(parent, exist_ok=True)
         self._file = self._fs.open(self.path, "wb")
@@ -134,7 +141,6 @@ class BucketWriter:
         self._side = self._fs.open(side_file_path(self.path), "wb")
         self._side.write(encode_length(0))
         _files.durable_flush(self._side)
-        self._template = self._encode_template()
         self._statistics = self._template.statistics
 
     @classmethod
@@ -213,8 +219,16 @@ class BucketWriter:
         return data, parse_tail(data, len(data))
 
     def _encode_template(self) -> FileTail:
-        """An empty file's tail: the types, writer and postscript fields every tail reuses."""
-        _, tail = self._encode(self.event_schema.empty_table())
+        """An empty file's tail: the types, writer and postscript fields every tail reuses.
+
+        Raises:
+            ConfigError: the ORC encoder refuses the writer options.
+        """
+        try:
+            _, tail = self._encode(self.event_schema.empty_table())
+        except pa.ArrowException as e:
+            raise ConfigError(f"Cannot write ORC with {self.options}: {e}",
+                              hint="compression_block_size must be a multiple of 64 KiB") from e
         return tail
 
     # ------------------------------------------------------------------ appending
@@ -319,7 +333,7 @@ class BucketWriter:
         if self._is_delete:
             raise ValueError(f"BucketWriter for {self.path} writes delete events: use "
                              "write_deletes, or a BucketWriter of its own for inserts")
-        self._check_schema(data.schema)
+        data = self._conform(data)
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
         for batch in batches:
             if batch.num_rows == 0:
@@ -407,11 +421,27 @@ class BucketWriter:
             pa.nulls(n, self.event_schema.field("row").type),
         ], schema=self.event_schema)
 
-    def _check_schema(self, schema: pa.Schema) -> None:
+    def _conform(self, data: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
+        """The data with the row schema's exact Arrow types, or SchemaMismatchError.
+
+        Types that ORC stores the same way (timestamp units, string vs large_string) are
+        cast: a reopened file reports the types pyarrow reads back, not those written.
+        """
+        schema, expected = data.schema, self.row_schema
+        if schema.names == expected.names:
+            if all(a.type == b.type for a, b in zip(schema, expected, strict=True)):
+                return data
+            try:
+                same_in_orc = to_orc_type_string(schema) == to_orc_type_string(expected)
+            except UnsupportedFormatError:
+                same_in_orc = False
+            if same_in_orc:
+                return data.cast(expected)
+        self._raise_mismatch(schema)
+        raise AssertionError("unreachable")
+
+    def _raise_mismatch(self, schema: pa.Schema) -> None:
         expected = self.row_schema
-        if schema.names == expected.names and all(
-                a.type == b.type for a, b in zip(schema, expected, strict=True)):
-            return
         problems = []
         for f in expected:
             if f.name not in schema.names:

@@ -21,7 +21,7 @@ _CHUNK = 64 * 1024 * 1024
 
 
 def _flush_batch(rows: int, seed: int) -> pa.Table:
-    """Incompressible rows (random int64 + 24 random bytes): ~32 bytes each on disk."""
+    """Incompressible rows (random int64 + 24 random bytes): ~39 bytes each on disk."""
     rng = np.random.default_rng(seed)
     raw = rng.integers(0, 256, size=rows * 24, dtype=np.uint8).tobytes()
     offsets = pa.array(np.arange(0, rows * 24 + 1, 24, dtype=np.int32))
@@ -32,7 +32,7 @@ def _flush_batch(rows: int, seed: int) -> pa.Table:
 
 def build(path: str, *, size_mb: int, flushes: int) -> int:
     """Write a bucket file of about size_mb MiB in `flushes` flushes; returns its length."""
-    rows = max(1, size_mb * 1024 * 1024 // flushes // 32)
+    rows = max(1, size_mb * 1024 * 1024 // flushes // 39)
     batch = _flush_batch(rows, 0)
     fs = fsspec.filesystem("file")
     w = BucketWriter(path, batch.schema, write_id=1, compression="none", fs=fs)

@@ -48,6 +48,12 @@ def render_text(result: TableRecovery) -> list[str]:
     return lines
 
 
+class Problems(click.ClickException):
+    """The command ran and the table is not clean: exit 1, "Error: ..." on stderr."""
+
+    exit_code = 1
+
+
 @click.command(
     "recover",
     epilog="""\b
@@ -64,8 +70,7 @@ Examples:
               show_default=True, help="Abort open transactions silent for this long.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
-@click.pass_context
-def command(ctx: click.Context, path: str, dry_run: bool, backup_dir: str | None,
+def command(path: str, dry_run: bool, backup_dir: str | None,
             txn_timeout_s: float, as_json: bool, quiet: bool) -> None:
     """Bring a table back to a clean state after writers died, losing no committed row.
 
@@ -94,10 +99,8 @@ def command(ctx: click.Context, path: str, dry_run: bool, backup_dir: str | None
                    f"transactions aborted, in {seconds:.2f} s"
                    + ("; nothing to do" if report.nothing_to_do else ""), err=True)
     if report.unrecoverable:
-        click.echo(f"Error: {len(report.unrecoverable)} files cannot be recovered; they were "
-                   "left untouched. Hint: restore them from a backup.", err=True)
-        ctx.exit(1)
+        raise Problems(f"{len(report.unrecoverable)} files cannot be recovered; they were left "
+                       "untouched.\nHint: restore them from a backup.")
     if not result.clean:
-        click.echo(f"Error: {len(report.changed)} files need recovery. Hint: rerun without "
-                   "--dry-run.", err=True)
-        ctx.exit(1)
+        raise Problems(f"{len(report.changed)} files need recovery.\nHint: rerun without "
+                       "--dry-run.")

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import click
 
 from ingest.cli._output import dumps
+from ingest.cli.recover import Problems
 from ingest.txn.verify import DEFAULT_TXN_TIMEOUT_S, verify_table
 
 
@@ -24,8 +25,7 @@ Examples:
 @click.option("--shallow", is_flag=True, help="Read file tails only, not every stripe.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
-@click.pass_context
-def command(ctx: click.Context, path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
+def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
             quiet: bool) -> None:
     """Check that a table's metastore and files agree; exit 1 listing every problem.
 
@@ -52,4 +52,4 @@ def command(ctx: click.Context, path: str, txn_timeout_s: float, shallow: bool, 
         click.echo(f"{report.files_checked} files, {report.write_ids_checked} write ids checked,"
                    f" {len(report.problems)} problems, in {seconds:.2f} s", err=True)
     if not report.ok:
-        ctx.exit(1)
+        raise Problems(f"{len(report.problems)} problems found in {report.path}.")

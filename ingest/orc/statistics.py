@@ -7,7 +7,7 @@ convention for "sum unknown"). Fields we do not know are kept from the left-hand
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 from ingest.orc._protobuf import Message
 
@@ -16,6 +16,7 @@ NUMBER_OF_VALUES, INT, DOUBLE, STRING, BUCKET, DECIMAL, DATE, BINARY, TIMESTAMP 
 HAS_NULL, BYTES_ON_DISK, COLLECTION = 10, 11, 12
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+MAX_DECIMAL_DIGITS = 38
 
 
 def merge_statistics(left: Message, right: Message) -> Message:
@@ -130,8 +131,13 @@ def _merge_decimal(a: Message, b: Message) -> Message:
     sa, sb = _decimal(a, 3), _decimal(b, 3)
     if (sa is None and _has_values(a)) or (sb is None and _has_values(b)):
         out.remove(3)
+        return out
+    with localcontext(prec=200):  # exact: the default 28 digits would round the sum
+        total = (sa or Decimal(0)) + (sb or Decimal(0))
+    if len(total.as_tuple().digits) > MAX_DECIMAL_DIGITS:
+        out.remove(3)  # overflow: ORC marks the sum unknown
     else:
-        out.set_bytes(3, str((sa or Decimal(0)) + (sb or Decimal(0))).encode())
+        out.set_bytes(3, format(total, "f").encode())
     return out
 
 

@@ -263,7 +263,7 @@ def _acid_dirs(fs: fsspec.AbstractFileSystem, root: str) -> list[str]:
     if not fs.exists(root):
         return []
     found = []
-    for directory, subdirs, _files_ in fs.walk(root):
+    for directory, subdirs, _ in fs.walk(root):
         subdirs[:] = [d for d in subdirs if not d.startswith(("_", "."))]
         found += [f"{str(directory).rstrip('/')}/{d}" for d in subdirs
                   if parse_directory(d) is not None]

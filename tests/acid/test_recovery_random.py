@@ -10,7 +10,7 @@ can tell a flipped data byte from a real value.
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import fsspec
 import pytest
@@ -36,7 +36,7 @@ SETTINGS = settings(max_examples=300, deadline=None,
                     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target])
 
 
-@lru_cache(maxsize=None)
+@cache
 def original(compression: str) -> tuple[bytes, tuple[int, ...]]:
     """(file bytes with torn stripes after the last flush, side-file entries)."""
     fs = fsspec.filesystem("memory")

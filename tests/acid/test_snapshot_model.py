@@ -8,10 +8,10 @@ shown as still open) must read exactly the model's rows, keyed by ROW__ID.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import uuid
 from dataclasses import dataclass, field
 
+import fsspec
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +22,9 @@ from ingest.acid.names import encode_bucket_property, format_delta
 from ingest.acid.snapshot import read_table
 from ingest.bench.reader import write_delete_events
 
+# The memory filesystem: no fsync, so an example costs milliseconds; the fsspec (non-local)
+# read path is the one exercised here, test_snapshot.py covers the local one.
+FS = fsspec.filesystem("memory")
 STATES = st.sampled_from(["committed", "committed", "committed", "aborted", "open"])
 Key = tuple[int, int, int]  # (writeid, bucket property, rowid)
 
@@ -67,7 +70,7 @@ class Model:
             table = self.rows(n)
             path = f"{self.root}/{format_delta(wid, wid, stmt)}/bucket_{bucket:05d}"
             with BucketWriter(path, SIMPLE_SCHEMA, write_id=wid, bucket_id=bucket,
-                              statement_id=stmt) as w:
+                              statement_id=stmt, fs=FS) as w:
                 w.write(table)
             self.record(wid, encode_bucket_property(bucket, stmt), table)
 
@@ -79,9 +82,9 @@ class Model:
         for i, wid in enumerate(wids):
             table = self.rows(n)
             if i == 0:
-                w = BucketWriter(path, SIMPLE_SCHEMA, write_id=wid, bucket_id=bucket)
+                w = BucketWriter(path, SIMPLE_SCHEMA, write_id=wid, bucket_id=bucket, fs=FS)
             else:
-                w = BucketWriter.open_append(path, write_id=wid)
+                w = BucketWriter.open_append(path, write_id=wid, fs=FS)
             w.write(table)
             if last_unflushed and i == len(wids) - 1 and i > 0:
                 # Written past the last flush length: a reader must never see these rows.
@@ -108,7 +111,7 @@ class Model:
                 "rowId": pa.array([k[2] for k in bucket_keys], pa.int64()),
             })
             path = f"{self.root}/{format_delta(wid, wid, 0, delete=True)}/bucket_{bucket:05d}"
-            write_delete_events(path, table, write_id=wid, row_schema=SIMPLE_SCHEMA)
+            write_delete_events(path, table, write_id=wid, row_schema=SIMPLE_SCHEMA, fs=FS)
         self.deletes.extend((wid, k) for k in chosen)
 
     # -- expectations -----------------------------------------------------------------------
@@ -135,12 +138,12 @@ class Model:
         return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(OPS, st.integers(0, 5))
 def test_every_snapshot_matches_the_model(ops: list[tuple], hide: int) -> None:
-    tmp = tempfile.mkdtemp(prefix="snapshot-model-")
+    root = f"/snapshot-model-{uuid.uuid4().hex}"
     try:
-        model = Model(f"{tmp}/t")
+        model = Model(f"{root}/t")
         for op, a, b, c, d in ops:
             if op == "insert":
                 model.insert(a, b, c, d)
@@ -151,11 +154,13 @@ def test_every_snapshot_matches_the_model(ops: list[tuple], hide: int) -> None:
         for snapshot in model.snapshots(hide):
             if snapshot.high_watermark == 0 and not model.states:
                 continue
-            got = read_table(model.root, snapshot, with_row_id=True) if model.states else None
+            got = (read_table(model.root, snapshot, with_row_id=True, fs=FS)
+                   if model.states else None)
             expected = model.visible(snapshot)
             actual = {} if got is None else {
                 (r["row__id"]["writeid"], r["row__id"]["bucketid"], r["row__id"]["rowid"]):
                     r["id"] for r in got.to_pylist()}
             assert actual == expected, f"snapshot {snapshot}"
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if FS.exists(root):
+            FS.rm(root, recursive=True)

@@ -268,3 +268,27 @@ def test_small_stripes_make_several_stripes_per_flush(tmp_path: Path) -> None:
     keys = f.metadata[b"hive.acid.key.index"].decode().rstrip(";").split(";")
     assert len(keys) == f.nstripes and keys[-1] == "1,536870912,199999"
     assert read_bucket_file(path).schema == acid_event_schema(SIMPLE_SCHEMA)
+
+
+def test_reopened_file_accepts_the_arrow_types_it_was_created_with(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    schema = pa.schema([("ts", pa.timestamp("us")), ("s", pa.string())])
+    batch = pa.table({"ts": pa.array([1_700_000_000_000_000], pa.timestamp("us")),
+                      "s": ["a"]}, schema=schema)
+    w = BucketWriter(path, schema, write_id=1)
+    w.write(batch)
+    w.flush()
+    w.abandon()
+    w = BucketWriter.open_append(path, write_id=2)  # reads back timestamp[ns] from ORC
+    w.write(batch)
+    w.close()
+    assert read_bucket_file(path).num_rows == 2
+
+
+def test_bad_block_size_is_a_config_error(tmp_path: Path) -> None:
+    from ingest.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="compression_block_size"):
+        BucketWriter(bucket_path(tmp_path), SIMPLE_SCHEMA, write_id=1,
+                     options=WriterOptions(compression_block_size=4096))
+    assert not (tmp_path / "delta_0000001_0000003").exists(), "nothing is created"

@@ -279,6 +279,7 @@ def check_read(read: dict, row_schema: pa.Schema, events: list[dict], where: str
 # every codec, every flush length
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("codec", CODECS)
 def test_orc_java_opens_every_flush_length_with_exactly_its_rows(
         java_tools: None, tmp_path: Path, codec: str) -> None:

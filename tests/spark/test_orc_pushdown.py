@@ -153,6 +153,7 @@ def _filters() -> list[Filter]:
 FILTERS = _filters()
 
 
+@pytest.mark.slow
 def test_every_row_reads_back_in_spark(spark: Any, bucket_file: tuple[str, list]) -> None:
     path, expected = bucket_file
     df = spark.read.orc(path)
@@ -161,6 +162,7 @@ def test_every_row_reads_back_in_spark(spark: Any, bucket_file: tuple[str, list]
         (e["wid"], e["rid"], {n: e[n] for n in ROW_SCHEMA.names}) for e in expected]
 
 
+@pytest.mark.slow
 def test_filters_with_pushdown_return_exactly_the_matching_rows(
         spark: Any, bucket_file: tuple[str, list]) -> None:
     path, expected = bucket_file

@@ -1,0 +1,156 @@
+"""`ingest recover` and `ingest verify` through ingest.cli.main.main: exit codes, --json,
+every truncation printed, metastore time-outs, and each verify problem kind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import SIMPLE_SCHEMA, simple_table
+
+from ingest.acid import BucketWriter
+from ingest.acid.names import format_delta
+from ingest.cli import main as cli_main
+from ingest.txn import Metastore, OffsetRange, TableDefinition, default_metastore_url
+from ingest.txn.verify import verify_table
+
+
+@pytest.fixture(autouse=True)
+def _registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Until the lead registers the commands in COMMAND_MODULES.
+    monkeypatch.setitem(cli_main.COMMAND_MODULES, "recover", "ingest.cli.recover")
+    monkeypatch.setitem(cli_main.COMMAND_MODULES, "verify", "ingest.cli.verify")
+    monkeypatch.delenv("INGEST_METASTORE", raising=False)
+    monkeypatch.setenv("INGEST_HOME", str(tmp_path / "ingest-home"))
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        cli_main.main(args)
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "wh" / "events"
+
+
+@pytest.fixture
+def store(root: Path) -> Metastore:
+    s = Metastore.open(default_metastore_url(str(root)))
+    s.create_table(TableDefinition("default.events", str(root), SIMPLE_SCHEMA))
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def commit_batch(store: Metastore, root: Path, ids: range, offsets: tuple[int, int]) -> Path:
+    with store.transaction("default.events",
+                           offsets=[OffsetRange("t", 0, *offsets)]) as txn:
+        path = root / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
+        with BucketWriter(str(path), SIMPLE_SCHEMA, write_id=txn.write_id) as w:
+            w.write(simple_table(ids))
+    return path
+
+
+def crashed_writer(store: Metastore, root: Path) -> tuple[Path, int]:
+    """An open transaction whose writer flushed once, then died mid-stripe."""
+    (txn,) = store.allocate_write_ids("default.events", 1)
+    path = root / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
+    w = BucketWriter(str(path), SIMPLE_SCHEMA, write_id=txn.write_id)
+    w.write(simple_table(range(500, 510)))
+    flushed = w.flush()
+    w.write(simple_table(range(510, 520)))
+    w._write_pending()
+    w._file.flush()
+    w.abandon()
+    return path, flushed
+
+
+def test_clean_table(store: Metastore, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commit_batch(store, root, range(10), (0, 10))
+    code, out, err = run(["recover", str(root), "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["nothing_to_do"] and doc["clean"] and doc["table"] == "default.events"
+    code, out, err = run(["verify", str(root), "--json"], capsys)
+    assert code == 0 and json.loads(out)["ok"], out
+
+
+def test_live_writer_kept_then_timed_out(store: Metastore, root: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    commit_batch(store, root, range(10), (0, 10))
+    path, flushed = crashed_writer(store, root)
+    size = path.stat().st_size
+    code, out, err = run(["recover", str(root), "--json"], capsys)  # heartbeat is fresh
+    assert code == 0, err
+    assert {f["action"] for f in json.loads(out)["files"]} == {"ok", "skipped"}
+    assert path.stat().st_size == size
+    code, out, err = run(["recover", str(root), "--dry-run", "--txn-timeout-s", "0"], capsys)
+    assert code == 1 and "rerun without --dry-run" in err
+    assert path.stat().st_size == size
+    backup = tmp_path / "bk"
+    code, out, err = run(["recover", str(root), "--txn-timeout-s", "0", "--backup-dir",
+                          str(backup)], capsys)
+    assert code == 0, err
+    assert "truncated" in out and f"{size:,}" in out and f"{flushed:,}" in out
+    assert f"backup: {backup}" in out
+    assert "aborted transaction" in out
+    assert path.stat().st_size == flushed
+    code, out, err = run(["recover", str(root), "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["nothing_to_do"]
+    assert doc["aborted_directories"] == [path.parent.name]
+    code, out, err = run(["verify", str(root)], capsys)
+    assert code == 0, out
+
+
+def test_verify_reports_problems(store: Metastore, root: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    a = commit_batch(store, root, range(10), (0, 10))
+    commit_batch(store, root, range(10, 20), (15, 20))  # gap 10..15
+    commit_batch(store, root, range(20, 30), (18, 25))  # overlap 18..20
+    crashed_writer(store, root)
+    (root / "delta_0000099_0000099_0000").mkdir()
+    import shutil
+
+    shutil.rmtree(a.parent)
+    report = verify_table(str(root), store=store, table=store.get_table("default.events"),
+                          txn_timeout_s=0, now=store.transactions()[-1].heartbeat_at + 10)
+    kinds = sorted(p.kind for p in report.problems)
+    assert kinds == ["dead-transaction", "missing-directory", "offset-gap", "offset-overlap",
+                     "unknown-write-id"], report.problems
+    code, out, err = run(["verify", str(root), "--json", "--txn-timeout-s", "0"], capsys)
+    assert code == 1
+    doc = json.loads(out)
+    assert not doc["ok"] and {p["kind"] for p in doc["problems"]} >= {"offset-gap"}
+
+
+def test_verify_flags_file_needing_recovery(store: Metastore, root: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = commit_batch(store, root, range(10), (0, 10))
+    with open(path, "ab") as f:
+        f.write(b"torn stripe bytes")
+    code, out, err = run(["verify", str(root)], capsys)
+    assert code == 1 and "needs-recovery" in out and "ingest recover" in out
+
+
+def test_recover_without_metastore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "plain"
+    path = root / "delta_0000001_0000002" / "bucket_00000"
+    w = BucketWriter(str(path), SIMPLE_SCHEMA, write_id=1)
+    w.write(simple_table(range(5)))
+    good = w.flush()
+    w.abandon()
+    with open(path, "ab") as f:
+        f.write(b"x" * 10)
+    code, out, err = run(["recover", str(root), "--json"], capsys)
+    assert code == 0, err
+    (f,) = json.loads(out)["files"]
+    assert (f["action"], f["new_length"]) == ("truncated", good)
+
+
+def test_missing_path_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["recover", str(tmp_path / "nope")], capsys)
+    assert code == 3 and out == "" and "does not exist" in err
