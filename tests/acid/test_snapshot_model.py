@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import fsspec
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import SIMPLE_SCHEMA, simple_table
@@ -138,9 +139,7 @@ class Model:
         return out
 
 
-@settings(max_examples=60, deadline=None)
-@given(OPS, st.integers(0, 5))
-def test_every_snapshot_matches_the_model(ops: list[tuple], hide: int) -> None:
+def _check(ops: list[tuple], hide: int) -> None:
     root = f"/snapshot-model-{uuid.uuid4().hex}"
     try:
         model = Model(f"{root}/t")
@@ -164,3 +163,16 @@ def test_every_snapshot_matches_the_model(ops: list[tuple], hide: int) -> None:
     finally:
         if FS.exists(root):
             FS.rm(root, recursive=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(OPS, st.integers(0, 5))
+def test_every_snapshot_matches_the_model(ops: list[tuple], hide: int) -> None:
+    _check(ops, hide)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(OPS, st.integers(0, 5))
+def test_every_snapshot_matches_the_model_many(ops: list[tuple], hide: int) -> None:
+    _check(ops, hide)

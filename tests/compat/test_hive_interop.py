@@ -12,6 +12,7 @@ from pathlib import Path
 
 import fsspec
 import pyarrow as pa
+import pyarrow.orc as po
 import pytest
 from compat import javatools
 from conftest import require
@@ -126,7 +127,21 @@ def our_tables(tmp_path: Path) -> list[Path]:
     _streaming(b / format_delta(4, 6, None), range(4, 7))
     _write(b / format_delta(7, 7, 0), 7)
     _write(b / format_delta(10, 10, 0), 10)
-    return [a, b]
+
+    c = tmp_path / "t" / "p=c"  # converted from a plain ORC table: original files + deltas
+    c.mkdir(parents=True)
+    for name in ("000000_0", "000000_0_copy_1", "000001_0"):
+        po.write_table(simple_table(range(2)), str(c / name))
+    _write(c / format_delta(1, 1, 0), 1)
+    _write(c / format_delta(5, 5, 0), 5)
+    d = tmp_path / "t" / "p=d"  # ... and after a major compaction made base_2
+    d.mkdir(parents=True)
+    po.write_table(simple_table(range(2)), str(d / "000000_0"))
+    _write(d / format_delta(1, 1, 0), 1)
+    _write(d / format_base(2), 2)
+    write_compacted_marker(FS, str(d / format_base(2)))
+    _write(d / format_delta(3, 3, 0), 3)
+    return [a, b, c, d]
 
 
 SNAPSHOTS = [

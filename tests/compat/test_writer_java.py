@@ -522,10 +522,6 @@ def test_wide_decimal_sum_is_exact_after_merging_flushes(java_tools: None, tmp_p
     check_read(read, schema, expected_events(schema, chunks), "wide decimal")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "orc-core 2.3 returns negative TimestampColumnVector.nanos for pre-1970 timestamps with a "
-    "fraction as ORC C++ (pyarrow) encodes them; OrcReadTool.formatTimestamp recovers only "
-    "whole-millisecond fractions (and Spark fails on any such value, see tests/spark)"))
 def test_pre_1970_sub_millisecond_timestamps_read_back_in_orc_java(
         java_tools: None, tmp_path: Path) -> None:
     schema = pa.schema([("ts", pa.timestamp("ns"))])

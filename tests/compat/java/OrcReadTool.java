@@ -307,9 +307,13 @@ final class OrcReadTool {
    * returns e.g. time=-500, nanos=-500000000 for 1969-12-31T23:59:59.5 (negative nanos).
    */
   static String formatTimestamp(long millis, int nanos) {
-    long seconds = Math.floorDiv(millis, 1000L);
-    int nanosOfSecond = (int) (Math.floorMod(millis, 1000L) * 1_000_000L + Math.floorMod(nanos, 1_000_000));
-    return LocalDateTime.ofEpochSecond(seconds, nanosOfSecond, ZoneOffset.UTC).format(TS);
+    // millis also holds the whole milliseconds of nanos; orc-core can hand back a negative
+    // nanos for pre-1970 values written by ORC C++, so derive the seconds from both.
+    long seconds = (millis - nanos / 1_000_000) / 1000L;
+    long instantNanos = seconds * 1_000_000_000L + nanos;
+    long epochSecond = Math.floorDiv(instantNanos, 1_000_000_000L);
+    int nanosOfSecond = (int) Math.floorMod(instantNanos, 1_000_000_000L);
+    return LocalDateTime.ofEpochSecond(epochSecond, nanosOfSecond, ZoneOffset.UTC).format(TS);
   }
 
   static String formatTimestamp(Timestamp ts) {
