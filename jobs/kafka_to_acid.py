@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flush-rows", type=int, default=100_000)
     p.add_argument("--on-bad-record", choices=["dead-letter", "fail"], default="dead-letter")
     p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--kafka-timeout-s", type=float, default=30.0)
     p.add_argument("--master", default=None, help="default local[2] outside spark-submit")
     args = p.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             available_now=args.available_now or now, starting_offsets=args.starting_offsets,
             partition_expression=args.partition_by, txns_per_delta=args.txns_per_delta,
             flush_rows=args.flush_rows, on_bad_record=args.on_bad_record,
-            max_offsets_per_trigger=args.max_offsets_per_trigger)
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
+            kafka_timeout_s=args.kafka_timeout_s)
     except IngestError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 3

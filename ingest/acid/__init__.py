@@ -1,5 +1,6 @@
 """Hive ACID on ORC: directory and bucket names, the event struct, the bucket-file writer and
-reader, side files, snapshots. Knows nothing of Spark or Kafka (DESIGN.md layers)."""
+reader, side files, snapshots, recovery. Knows nothing of Spark, Kafka or the metastore
+(DESIGN.md layers): snapshots arrive as ValidWriteIdList values."""
 
 from ingest.acid.bucket_file import (
     BucketFileInfo,
@@ -8,24 +9,82 @@ from ingest.acid.bucket_file import (
     read_events,
 )
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
+from ingest.acid.names import (
+    ParsedDirectory,
+    bucket_file_name,
+    decode_bucket_property,
+    encode_bucket_property,
+    format_base,
+    format_delta,
+    parse_bucket_file,
+    parse_directory,
+    write_acid_version_file,
+)
+from ingest.acid.predicate import Predicate, parse_predicate, parse_where
+from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table
+from ingest.acid.schema import parse_schema, to_ddl
 from ingest.acid.side_file import last_flush_length, read_flush_lengths, side_file_path
+from ingest.acid.snapshot import (
+    DirectoryStatus,
+    FileStatus,
+    Partition,
+    PartitionStatus,
+    TableLayout,
+    UnverifiedSnapshotWarning,
+    describe_table,
+    list_partitions,
+    read_batches,
+    read_table,
+)
+from ingest.acid.state import AcidState, NotEnoughHistoryError, acid_state
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.acid.writer import BucketWriter, WriterOptions
+from ingest.acid.writer import KEY_COLUMNS, BucketWriter, WriterOptions
 
 __all__ = [
     "ACID_FIELD_NAMES",
     "DELETE",
     "INSERT",
+    "KEY_COLUMNS",
     "UPDATE",
+    "AcidState",
     "BucketFileInfo",
     "BucketWriter",
+    "DirectoryStatus",
+    "FileRecovery",
+    "FileStatus",
+    "NotEnoughHistoryError",
+    "ParsedDirectory",
+    "Partition",
+    "PartitionStatus",
+    "Predicate",
+    "RecoveryReport",
+    "TableLayout",
+    "UnverifiedSnapshotWarning",
     "ValidWriteIdList",
     "WriterOptions",
     "acid_event_schema",
+    "acid_state",
+    "bucket_file_name",
+    "decode_bucket_property",
+    "describe_table",
+    "encode_bucket_property",
+    "format_base",
+    "format_delta",
     "inspect_bucket_file",
     "last_flush_length",
+    "list_partitions",
+    "parse_bucket_file",
+    "parse_directory",
+    "parse_predicate",
+    "parse_schema",
+    "parse_where",
+    "read_batches",
     "read_bucket_file",
     "read_events",
     "read_flush_lengths",
+    "read_table",
+    "recover_table",
     "side_file_path",
+    "to_ddl",
+    "write_acid_version_file",
 ]

@@ -388,7 +388,7 @@ class Merger:
                 columns = [OPERATION]
             for i in range(orc.nstripes):
                 batch = orc.read_stripe(i, columns=columns)
-                mask: pa.Array | np.ndarray | None = None
+                mask: pa.Array | None = None
                 if need_op:
                     mask = pc.not_equal(batch[OPERATION], DELETE)
                 if need_valid:
@@ -396,10 +396,9 @@ class Merger:
                     mask = v if mask is None else pc.and_(mask, v)
                 keep = registry.keep_mask(batch) if len(registry) else None
                 if keep is not None:
-                    mask = keep if mask is None else np.logical_and(
-                        np.asarray(mask.to_numpy(zero_copy_only=False)), keep)
+                    mask = pa.array(keep) if mask is None else pc.and_(mask, pa.array(keep))
                 if mask is not None:
-                    batch = batch.filter(pa.array(mask) if isinstance(mask, np.ndarray) else mask)
+                    batch = batch.filter(mask)
                 if batch.num_rows:
                     yield _rename_row(batch, to_table)
 

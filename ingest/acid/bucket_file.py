@@ -7,13 +7,15 @@ is ignored, as OrcAcidUtils.getLastFlushLength does); without one, the whole fil
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import fsspec
 import pyarrow as pa
+import pyarrow.orc as po
 
 from ingest.acid import _files
-from ingest.acid.events import acid_event_schema
+from ingest.acid.events import ACID_FIELD_NAMES, acid_event_schema
 from ingest.acid.side_file import read_flush_lengths
 from ingest.errors import CorruptFileError
 from ingest.orc import FileTail, open_orc, read_tail
@@ -73,12 +75,53 @@ def inspect_bucket_file(
     return BucketFileInfo(path, size, None if lengths is None else tuple(lengths), length, tail)
 
 
+_ACID_TYPES = (pa.int32(), pa.int64(), pa.int32(), pa.int64(), pa.int64())
+
+
+@contextmanager
+def _open_events(fs: fsspec.AbstractFileSystem, path: str, length: int,
+                 row_schema: pa.Schema | None) -> Iterator[po.ORCFile]:
+    """Open a bucket file at `length`, check it is an ACID file, and turn decoding failures
+    into CorruptFileError (a damaged footer must never yield wrong rows silently)."""
+    try:
+        with open_orc(fs, path, length) as orc:
+            schema = orc.schema
+            problem = _acid_schema_problem(schema, row_schema)
+            if problem:
+                raise CorruptFileError(f"Cannot read bucket file {path} at length {length:,}: "
+                                       f"{problem}", path=path, offset=length)
+            yield orc
+    except (OSError, pa.ArrowException, ValueError) as e:  # pyarrow decoding a damaged file
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise CorruptFileError(f"Cannot read bucket file {path} at length {length:,}: {e}",
+                               path=path, offset=length,
+                               hint="run `ingest recover` on its table") from e
+
+
+def _acid_schema_problem(schema: pa.Schema, row_schema: pa.Schema | None) -> str | None:
+    names = tuple(n.lower() for n in schema.names)
+    if names != tuple(n.lower() for n in ACID_FIELD_NAMES):
+        return f"its root fields are {schema.names}, not Hive's ACID event struct"
+    types = tuple(f.type for f in schema)
+    if types[:5] != _ACID_TYPES or not pa.types.is_struct(types[5]):
+        return f"its ACID fields have types {[str(t) for t in types]}"
+    if row_schema is not None:
+        found = [(f.name, f.type) for f in types[5]]
+        expected = [(f.name, f.type) for f in row_schema]
+        if [n for n, _ in found] != [n for n, _ in expected]:
+            return f"its rows have columns {[n for n, _ in found]}, the table has " \
+                   f"{[n for n, _ in expected]}"
+    return None
+
+
 def read_events(
     path: str,
     *,
     fs: fsspec.AbstractFileSystem | None = None,
     length: int | None = None,
     columns: Sequence[str] | None = None,
+    row_schema: pa.Schema | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """ACID events of a bucket file, one record batch per stripe.
 
@@ -87,16 +130,19 @@ def read_events(
         fs: its filesystem (from the URL when None).
         length: read the file as if it were this long (default: its readable length).
         columns: top-level columns to read (default all six).
+        row_schema: when given, the file's row columns must have these names.
 
     Raises:
-        FileNotFoundError, CorruptFileError: as for `inspect_bucket_file`.
+        FileNotFoundError: no such file.
+        CorruptFileError: as for `inspect_bucket_file`, or the file is not an ACID file, or
+            its stripes cannot be decoded.
     """
     fs, path = _files.resolve(path, fs)
     if length is None:
         length = readable_length(fs, path)[0]
     if length == 0:
         return
-    with open_orc(fs, path, length) as orc:
+    with _open_events(fs, path, length, row_schema) as orc:
         for i in range(orc.nstripes):
             stripe = orc.read_stripe(i, columns=list(columns) if columns else None)
             if stripe.num_rows:
@@ -112,5 +158,5 @@ def read_bucket_file(
         length = readable_length(fs, path)[0]
     if length == 0:
         return acid_event_schema(pa.schema([])).empty_table()
-    with open_orc(fs, path, length) as orc:
+    with _open_events(fs, path, length, None) as orc:
         return orc.read()

@@ -6,6 +6,9 @@ import importlib
 import sys
 
 BENCHMARKS = {
+    "reader": "ingest.bench.reader",
+    "recover": "ingest.bench.recover",
+    "stream": "ingest.bench.stream",
     "writer": "ingest.bench.writer",
 }
 

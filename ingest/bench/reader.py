@@ -54,7 +54,7 @@ def write_delete_events(
     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
     with fs.open(path, "wb") as f:
         po.write_table(events, f, compression="zstd")
-    return n
+    return int(n)
 
 
 def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
@@ -112,13 +112,13 @@ def run(argv: list[str]) -> None:
         total = args.base_rows + args.deltas * args.delta_rows
 
         def baseline() -> int:
-            return sum(po.ORCFile(p).read().num_rows for p in files)
+            return sum(int(po.ORCFile(p).read().num_rows) for p in files)
 
         def ingest() -> int:
-            return read_table(root, snapshot, fs=fs).num_rows
+            return int(read_table(root, snapshot, fs=fs).num_rows)
 
         def ingest_with_row_id() -> int:
-            return read_table(root, snapshot, with_row_id=True, fs=fs).num_rows
+            return int(read_table(root, snapshot, with_row_id=True, fs=fs).num_rows)
 
         got = ingest()
         assert baseline() == total, "baseline read a different number of events"

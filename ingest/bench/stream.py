@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,7 +79,8 @@ def _parse_only(parse_schema: pa.Schema, out_schema: pa.Schema,
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
-def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str) -> float:
+def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
+              codec: str) -> float:
     """Same source, same parse, Spark's ORC writer; returns seconds until the query ended."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
@@ -92,7 +94,7 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str) -
     def write(batch_df: Any, batch_id: int) -> None:
         (batch_df.select("key", "value", "topic", "partition", "offset")
          .mapInArrow(partial(_parse_only, schema, arrow), spark_schema)
-         .write.mode("append").option("compression", "zstd").orc(out))
+         .write.mode("append").option("compression", codec).orc(out))
 
     started = time.perf_counter()
     query = (kafka_dataframe(spark, bootstrap_servers=servers, topic=topic).writeStream
@@ -103,9 +105,13 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str) -
 
 
 def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
-            flush_rows: int, txns_per_delta: int) -> tuple[float, Any]:
-    from ingest.spark.job import run_stream
+            flush_rows: int, txns_per_delta: int, codec: str) -> tuple[float, Any]:
+    from ingest.spark.job import ensure_tables, run_stream, table_layout
+    from ingest.txn.operations import create_table
 
+    # The table is made first only to pick its codec; run_stream finds it and checks it.
+    create_table(table, SCHEMA, properties={"orc.compress": codec.upper()})
+    ensure_tables(table, table_layout(SCHEMA, None))
     started = time.perf_counter()
     summary = run_stream(spark, bootstrap_servers=servers, topic=topic, table=table,
                          schema_ddl=SCHEMA, checkpoint=checkpoint, available_now=True,
@@ -120,6 +126,10 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--flush-rows", type=int, default=100_000)
     parser.add_argument("--txns-per-delta", type=int, default=1)
     parser.add_argument("--warmup-rows", type=int, default=20_000)
+    parser.add_argument("--compression", default="zlib",
+                        choices=["none", "zlib", "snappy", "lz4", "zstd"],
+                        help="ORC codec of both writers (tables default to zlib)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each, order alternated")
     args = parser.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -134,6 +144,7 @@ def run(argv: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-stream-"))
     broker, servers = _start_broker(tmp / "tansu.log")
     spark = None
+    summaries: list[Any] = []
     try:
         started = time.perf_counter()
         produce_events(servers, "bench", events=_events(args.rows), partitions=args.partitions)
@@ -147,30 +158,51 @@ def run(argv: list[str]) -> None:
         spark.sparkContext.setLogLevel("ERROR")
         # Warm-up: JVM JIT, Python workers, imports, for both paths.
         _ingest(spark, servers, "warmup", str(tmp / "warm_table"), str(tmp / "warm_ck1"),
-                args.flush_rows, 1)
-        _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck2"))
+                args.flush_rows, 1, args.compression)
+        _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck2"),
+                  args.compression)
 
-        ingest_s, summary = _ingest(spark, servers, "bench", str(tmp / "events"),
-                                    str(tmp / "ck_ingest"), args.flush_rows,
-                                    args.txns_per_delta)
-        assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows} rows"
-        base_s = _baseline(spark, servers, "bench", str(tmp / "plain_orc"), str(tmp / "ck_orc"))
-        written = spark.read.orc(str(tmp / "plain_orc")).count()
-        assert written == args.rows, f"baseline wrote {written} of {args.rows} rows"
+        ingest_runs: list[float] = []
+        base_runs: list[float] = []
+        for i in range(args.repeats):
+            def one_ingest(i: int = i) -> None:
+                seconds, summary = _ingest(spark, servers, "bench", str(tmp / f"events{i}"),
+                                           str(tmp / f"ck_ingest{i}"), args.flush_rows,
+                                           args.txns_per_delta, args.compression)
+                assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
+                ingest_runs.append(seconds)
+                summaries.append(summary)
+
+            def one_baseline(i: int = i) -> None:
+                out = str(tmp / f"plain_orc{i}")
+                base_runs.append(_baseline(spark, servers, "bench", out, str(tmp / f"ck_orc{i}"),
+                                           args.compression))
+                written = spark.read.orc(out).count()
+                assert written == args.rows, f"baseline wrote {written} of {args.rows} rows"
+
+            # Alternate the order so neither side always runs on a warmer broker and JVM.
+            for step in ((one_ingest, one_baseline) if i % 2 == 0
+                         else (one_baseline, one_ingest)):
+                step()
+        ingest_s, base_s = statistics.median(ingest_runs), statistics.median(base_runs)
+        summary = summaries[-1]
     finally:
         if spark is not None:
             spark.stop()
         broker.terminate()
         broker.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"rows={args.rows:,} topic partitions={args.partitions} flush_rows={args.flush_rows:,} "
+    print(f"rows={args.rows:,} codec={args.compression} topic partitions={args.partitions} "
+          f"flush_rows={args.flush_rows:,} "
           f"txns_per_delta={args.txns_per_delta} master=local[2]")
-    print(f"ingest (AcidSink, committed)   : {ingest_s:.2f} s  {args.rows / ingest_s:,.0f} rows/s "
-          f"({summary.batches} micro-batches, {summary.files} files, {summary.bytes:,} bytes)")
-    print(f"baseline (same source+parse, df.write.orc): {base_s:.2f} s  "
-          f"{args.rows / base_s:,.0f} rows/s")
-    report("stream", rows=args.rows, partitions=args.partitions, flush_rows=args.flush_rows,
-           txns_per_delta=args.txns_per_delta,
+    print(f"ingest (AcidSink, committed): median {ingest_s:.2f} s  "
+          f"{args.rows / ingest_s:,.0f} rows/s  runs {[round(t, 2) for t in ingest_runs]} "
+          f"({summary.batches} micro-batch, {summary.files} files, {summary.bytes:,} bytes)")
+    print(f"baseline (same source + parse, df.write.orc): median {base_s:.2f} s  "
+          f"{args.rows / base_s:,.0f} rows/s  runs {[round(t, 2) for t in base_runs]}")
+    report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
+           flush_rows=args.flush_rows,
+           txns_per_delta=args.txns_per_delta, repeats=args.repeats,
            ingest_seconds=round(ingest_s, 3), baseline_seconds=round(base_s, 3),
            ingest_rows_per_s=round(args.rows / ingest_s),
            baseline_rows_per_s=round(args.rows / base_s), ratio=round(base_s / ingest_s, 3))

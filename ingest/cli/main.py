@@ -26,7 +26,9 @@ COMMAND_MODULES = {
     "dump": "ingest.cli.dump",
     "load": "ingest.cli.load",
     "produce": "ingest.cli.produce",
+    "recover": "ingest.cli.recover",
     "status": "ingest.cli.status",
+    "verify": "ingest.cli.verify",
 }
 
 EPILOG = """\b
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
     as_json = "--json" in args
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="ingest", standalone_mode=False)
+        # Without standalone mode click returns ctx.exit(n)'s code instead of exiting.
+        code = cli.main(args=args, prog_name="ingest", standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(EXIT_INTERRUPTED)
     except KeyboardInterrupt:
@@ -108,4 +111,4 @@ def main(argv: list[str] | None = None) -> None:
             hint="this is a bug; rerun with --debug for the traceback",
         )
         sys.exit(EXIT_BUG)
-    sys.exit(EXIT_OK)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -46,13 +46,16 @@ Examples:
               help="Unparsable records: to <table>__dead_letter, or stop the query.")
 @click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None,
               help="Cap on records per micro-batch.")
+@click.option("--kafka-timeout-s", type=click.FloatRange(min=0, min_open=True), default=30.0,
+              show_default=True, help="Bound on reaching the broker and on reads.")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No per-batch lines on stderr.")
 def command(bootstrap_servers: str, topic: str, table: str, schema_ddl: str, checkpoint: str,
             trigger: str, available_now: bool, starting_offsets: str, partition_by: str | None,
             txns_per_delta: int, flush_rows: int, on_bad_record: str,
-            max_offsets_per_trigger: int | None, master: str, as_json: bool,
+            max_offsets_per_trigger: int | None, kafka_timeout_s: float, master: str,
+            as_json: bool,
             quiet: bool) -> None:
     """Stream a Kafka topic of JSON records into a Hive ACID table, exactly once.
 
@@ -60,11 +63,17 @@ def command(bootstrap_servers: str, topic: str, table: str, schema_ddl: str, che
     micro-batch. The broker, the topic and an existing table's schema are checked before
     anything is written.
     """
-    from ingest.spark.job import check_kafka, run_stream, stream_trigger, table_layout
+    from ingest.spark.job import (
+        StreamSummary,
+        check_kafka,
+        run_stream,
+        stream_trigger,
+        table_layout,
+    )
 
     interval, now = stream_trigger(trigger)
     table_layout(schema_ddl, partition_by)  # bad --schema / --partition-by: exit 2 at once
-    check_kafka(bootstrap_servers, topic)    # before paying for a SparkSession
+    check_kafka(bootstrap_servers, topic, timeout_s=kafka_timeout_s)  # before starting Spark
     if not quiet:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
@@ -83,12 +92,11 @@ def command(bootstrap_servers: str, topic: str, table: str, schema_ddl: str, che
         available_now=available_now or now, starting_offsets=starting_offsets,
         partition_expression=partition_by, txns_per_delta=txns_per_delta,
         flush_rows=flush_rows, on_bad_record=on_bad_record,  # type: ignore[arg-type]
-        max_offsets_per_trigger=max_offsets_per_trigger)
-    assert not isinstance(summary, type(None))
+        max_offsets_per_trigger=max_offsets_per_trigger, kafka_timeout_s=kafka_timeout_s)
+    assert isinstance(summary, StreamSummary)  # wait=True
     if as_json:
         click.echo(json.dumps({
-            "table": summary.table, "batches": summary.batches,  # type: ignore[union-attr]
-            "skipped": summary.skipped, "rows": summary.rows,  # type: ignore[union-attr]
-            "dead_letters": summary.dead_letters, "files": summary.files,  # type: ignore[union-attr]
-            "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}))  # type: ignore[union-attr]
-    progress(summary.line(), quiet=quiet)  # type: ignore[union-attr]
+            "table": summary.table, "batches": summary.batches, "skipped": summary.skipped,
+            "rows": summary.rows, "dead_letters": summary.dead_letters, "files": summary.files,
+            "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}))
+    progress(summary.line(), quiet=quiet)

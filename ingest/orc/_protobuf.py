@@ -115,28 +115,40 @@ class Message:
     def raw(self, number: int) -> list[int | bytes]:
         return [v for n, _, v in self.fields if n == number]
 
-    def uint(self, number: int, default: int | None = None) -> int | None:
+    def _typed(self, number: int, kind: type) -> list:  # type: ignore[type-arg]
+        """Values of a field, which must all have the wire type the schema gives it."""
         values = self.raw(number)
-        return int(values[-1]) if values else default  # type: ignore[arg-type]
+        for v in values:
+            if not isinstance(v, kind):
+                raise WireError(f"field {number} has the wrong wire type")
+        return values
+
+    def uint(self, number: int, default: int | None = None) -> int | None:
+        values = self._typed(number, int)
+        return int(values[-1]) if values else default
 
     def sint(self, number: int) -> int | None:
         value = self.uint(number)
         return None if value is None else zigzag_decode(value)
 
     def double(self, number: int) -> float | None:
-        values = self.raw(number)
-        return struct.unpack("<d", values[-1])[0] if values else None  # type: ignore[arg-type]
+        values = self._typed(number, bytes)
+        if not values:
+            return None
+        if len(values[-1]) != 8:
+            raise WireError(f"field {number} is not a double")
+        return float(struct.unpack("<d", values[-1])[0])
 
     def bytes_(self, number: int) -> bytes | None:
-        values = self.raw(number)
-        return values[-1] if values else None  # type: ignore[return-value]
+        values = self._typed(number, bytes)
+        return values[-1] if values else None
 
     def string(self, number: int) -> str | None:
         value = self.bytes_(number)
         return None if value is None else value.decode("utf-8")
 
     def messages(self, number: int) -> list[Message]:
-        return [Message.decode(v) for v in self.raw(number)]  # type: ignore[arg-type]
+        return [Message.decode(v) for v in self._typed(number, bytes)]
 
     def packed_uints(self, number: int) -> list[int]:
         out: list[int] = []

@@ -142,12 +142,19 @@ def parse_tail(data: bytes, length: int) -> FileTail:
         raise TailError(f"no ORC postscript ends at offset {length}: the bytes from "
                         f"{base + ps_start} are not one ({e}; not ORC, or cut)",
                         base + ps_start) from e
-    if ps.bytes_(PS_MAGIC) != MAGIC:
+    try:
+        magic = ps.bytes_(PS_MAGIC)
+        footer_len = ps.uint(PS_FOOTER_LENGTH, 0) or 0
+        metadata_len = ps.uint(PS_METADATA_LENGTH, 0) or 0
+        compression_code = ps.uint(PS_COMPRESSION, 0) or 0
+        block = ps.uint(PS_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+    except WireError as e:
+        raise TailError(f"no ORC postscript ends at offset {length}: {e} (not ORC, or cut)",
+                        base + ps_start) from e
+    if magic != MAGIC:
         raise TailError(f"no ORC postscript ends at offset {length}: magic 'ORC' missing "
                         "(not ORC, or cut)",
                         base + ps_start)
-    footer_len = ps.uint(PS_FOOTER_LENGTH, 0) or 0
-    metadata_len = ps.uint(PS_METADATA_LENGTH, 0) or 0
     footer_start = ps_start - footer_len
     metadata_start = footer_start - metadata_len
     if metadata_start < 0:
@@ -157,10 +164,9 @@ def parse_tail(data: bytes, length: int) -> FileTail:
     if base + metadata_start < len(MAGIC):
         raise TailError(f"footer of {footer_len} bytes does not fit in a {length}-byte file",
                         base + ps_start)
-    kind = KIND_BY_CODE.get(ps.uint(PS_COMPRESSION, 0) or 0)
+    kind = KIND_BY_CODE.get(compression_code)
     if kind is None:
-        raise TailError(f"unknown compression code {ps.uint(PS_COMPRESSION)}", base + ps_start)
-    block = ps.uint(PS_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+        raise TailError(f"unknown compression code {compression_code}", base + ps_start)
     try:
         footer = Message.decode(decompress_stream(kind, data[footer_start:ps_start], block))
         metadata = Message.decode(
@@ -169,7 +175,13 @@ def parse_tail(data: bytes, length: int) -> FileTail:
         raise TailError(f"footer or metadata ending at {base + ps_start} cannot be decoded: {e}",
                         base + metadata_start) from e
     tail = FileTail(ps, footer, metadata, length, base + metadata_start)
-    _check_stripes(tail)
+    try:
+        # Decode every nested message now, so damage shows here and not in a reader later.
+        tail.types, tail.user_metadata, tail.statistics, tail.stripe_statistics  # noqa: B018
+        _check_stripes(tail)
+    except (WireError, UnicodeDecodeError) as e:
+        raise TailError(f"footer ending at {base + ps_start} is malformed: {e}",
+                        base + metadata_start) from e
     return tail
 
 
@@ -182,9 +194,10 @@ def tail_bytes_needed(last_bytes: bytes) -> int | None:
         return None
     try:
         ps = Message.decode(last_bytes[-1 - ps_len:-1])
+        return ((ps.uint(PS_FOOTER_LENGTH, 0) or 0) + (ps.uint(PS_METADATA_LENGTH, 0) or 0)
+                + ps_len + 1)
     except WireError:
-        return None
-    return (ps.uint(PS_FOOTER_LENGTH, 0) or 0) + (ps.uint(PS_METADATA_LENGTH, 0) or 0) + ps_len + 1
+        return None  # parse_tail reports what is wrong
 
 
 def _check_stripes(tail: FileTail) -> None:

@@ -1,1 +1,23 @@
-"""(filled in as the layer grows)"""
+"""Spark: the Kafka source, the foreachBatch ACID sink and the streaming job.
+
+Knows Spark and Kafka; writes ORC only through `ingest.acid` and commits through `ingest.txn`.
+"""
+
+from ingest.spark.deadletter import dead_letter_location, dead_letter_name
+from ingest.spark.job import RunningStream, StreamSummary, check_kafka, ensure_tables, run_stream
+from ingest.spark.kafka_source import kafka_dataframe, register_kafka_source
+from ingest.spark.sink import AcidSink, BatchReport
+
+__all__ = [
+    "AcidSink",
+    "BatchReport",
+    "RunningStream",
+    "StreamSummary",
+    "check_kafka",
+    "dead_letter_location",
+    "dead_letter_name",
+    "ensure_tables",
+    "kafka_dataframe",
+    "register_kafka_source",
+    "run_stream",
+]

@@ -76,7 +76,7 @@ class TaskPlan:
         committed_lengths: append mode: file path -> flush length committed before this batch.
         flush_rows: rows per flush (intermediate footer + side-file entry).
         on_bad_record: "dead-letter" or "fail".
-        compression: ORC codec.
+        compression, dead_letter_compression: ORC codecs of the two tables.
         input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran before).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
     """
@@ -98,7 +98,8 @@ class TaskPlan:
     committed_lengths: dict[str, int] = field(default_factory=dict, hash=False)
     flush_rows: int = 100_000
     on_bad_record: Literal["dead-letter", "fail"] = "dead-letter"
-    compression: str = "zstd"
+    compression: str = "zlib"
+    dead_letter_compression: str = "zlib"
     input: Literal["kafka", "parsed"] = "kafka"
     parsed_arrow_schema: pa.Schema | None = None
 
@@ -310,7 +311,9 @@ class _TaskWriter:
             staging = f"{directory}/_tmp.{name}.{self.attempt_id}"
             writer = BucketWriter(staging, DEAD_LETTER_SCHEMA,
                                   write_id=self.plan.dead_letter_write_id,
-                                  bucket_id=self.task_index, fs=self.dl_fs)
+                                  bucket_id=self.task_index,
+                                  compression=self.plan.dead_letter_compression,  # type: ignore[arg-type]
+                                  fs=self.dl_fs)
             self.dead = _File(writer, f"{directory}/{name}", staging, 0)
         self._append(self.dead, rows)
 
@@ -359,6 +362,7 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
                     else pc.fill_null(pc.equal(split.partition, value), False))
             part_rows = rows.filter(mask)
             part_buckets = split.bucket.filter(mask) if split.bucket is not None else None
+            assert plan.partition_column is not None
             pdir = partition_path([plan.partition_column], [value]) + "/"
         if part_buckets is None:
             writer.write(pdir, writer.task_index, part_rows)

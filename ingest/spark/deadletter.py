@@ -12,7 +12,8 @@ import pyarrow as pa
 from ingest.spark._sink_tasks import DEAD_LETTER_SCHEMA
 
 SUFFIX = "__dead_letter"
-DEAD_LETTER_DDL = "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, error STRING"
+DEAD_LETTER_DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+                   "error STRING")
 
 
 def dead_letter_location(table_location: str) -> str:

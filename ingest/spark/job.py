@@ -32,7 +32,7 @@ from ingest.txn.operations import create_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ class RunningStream:
             if timeout_s is None:
                 self.query.awaitTermination()
                 return True
-            return bool(self.query.awaitTermination(timeout_s))
+            return bool(self.query.awaitTermination(int(max(1, round(timeout_s)))))
         except StreamingQueryException as e:
             if self.sink.failure is not None:
                 raise self.sink.failure from e

@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 OnBadRecord = Literal["dead-letter", "fail"]
 KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset"]
+CODECS = ("none", "zlib", "snappy", "lz4", "zstd")
 # Storage where a file can be reopened and appended to (acid._files.can_append's list).
 APPENDABLE_PROTOCOLS = frozenset({"file", "local", "memory", "hdfs"})
 
@@ -141,7 +142,7 @@ class AcidSink:
         txns_per_delta: int = 1,
         on_bad_record: OnBadRecord = "dead-letter",
         metastore_url: str | None = None,
-        compression: str = "zstd",
+        compression: str | None = None,
         lag_fn: Callable[[Mapping[tuple[str, int], int]], int | None] | None = None,
     ) -> None:
         """Check the options; nothing is opened until the first micro-batch.
@@ -159,7 +160,8 @@ class AcidSink:
             txns_per_delta: K micro-batches per delta directory (Hive Streaming batch size).
             on_bad_record: "dead-letter" (default) or "fail" (BadRecordError, batch aborted).
             metastore_url: `sqlite://` URL; default `default_metastore_url(table_location)`.
-            compression: ORC codec of the bucket files.
+            compression: ORC codec of the bucket files; default each table's
+                `orc.compress` property (zlib when unset, which Hive 3 reads).
             lag_fn: maps the batch's end offsets to the records still behind, for the log.
 
         Raises:
@@ -201,7 +203,7 @@ class AcidSink:
         self._table: TableDefinition | None = None
         self._dead_letter: TableDefinition | None = None
         self._run: _Run | None = None
-        self._started = False
+        self._codecs = ("zlib", "zlib")
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
 
@@ -214,6 +216,8 @@ class AcidSink:
             self._table = store.get_table(self.table_location)
             self._dead_letter = store.get_table(self.dead_letter_location)
             self._check_definition(self._table)
+            self._codecs = (_codec(self._table, self.compression),
+                            _codec(self._dead_letter, self.compression))
             if self.txns_per_delta > 1:
                 conf = batch_df.sparkSession.conf.get("spark.speculation", "false")
                 if str(conf).lower() == "true":
@@ -350,7 +354,8 @@ class AcidSink:
                                                txn.write_id_for(self._dead_letter), 0),
             append=self.txns_per_delta > 1, close_files=self.txns_per_delta > 1 and last,
             committed_lengths=committed, flush_rows=self.flush_rows,
-            on_bad_record=self.on_bad_record, compression=self.compression,
+            on_bad_record=self.on_bad_record, compression=self._codecs[0],
+            dead_letter_compression=self._codecs[1],
         )
 
     def _run_job(self, batch_df: DataFrame, plan: TaskPlan) -> list[dict[str, Any]]:
@@ -385,7 +390,8 @@ class AcidSink:
                 parsed = parsed.repartition(plan.bucket_count, *keys, META_BUCKET)
             out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
                                     RESULT_DDL)
-        return out.toArrow().to_pylist()
+        rows: list[dict[str, Any]] = out.toArrow().to_pylist()
+        return rows
 
     def _publish(self, results: list[dict[str, Any]], plan: TaskPlan,
                  batch_id: int) -> BatchReport:
@@ -527,6 +533,15 @@ def _remove_quietly(fs: fsspec.AbstractFileSystem, path: str) -> None:
         fs.rm_file(path)
     except FileNotFoundError:
         pass
+
+
+def _codec(table: TableDefinition, override: str | None) -> str:
+    value = (override or table.properties.get("orc.compress", "zlib")).lower()
+    if value not in CODECS:
+        raise ConfigError(f"Cannot write to {table.name}: ORC compression {value!r} is not one "
+                          f"of {', '.join(c.upper() for c in CODECS)}",
+                          hint="fix the table property orc.compress")
+    return value
 
 
 def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:

@@ -34,6 +34,13 @@ from ingest.txn.placement import (
     find_metastore_for,
 )
 from ingest.txn.store import MEMORY_URL, Metastore, TableRef
+from ingest.txn.verify import (
+    Problem,
+    TableRecovery,
+    VerifyReport,
+    recover_table_with_metastore,
+    verify_table,
+)
 
 __all__ = [
     "MEMORY_URL",
@@ -58,6 +65,11 @@ __all__ = [
     "load",
     "load_file",
     "partition_path",
+    "Problem",
+    "TableRecovery",
+    "VerifyReport",
+    "recover_table_with_metastore",
+    "verify_table",
     "read_input",
     "table_schema",
     "find_metastore_for",

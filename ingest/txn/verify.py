@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid import _files
 from ingest.acid.bucket_file import read_events
 from ingest.acid.names import parse_directory
 from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table
@@ -81,6 +80,14 @@ class TableRecovery:
     @property
     def clean(self) -> bool:
         return self.report.clean
+
+
+def _resolve(path: str, fs: fsspec.AbstractFileSystem | None,
+             ) -> tuple[fsspec.AbstractFileSystem, str]:
+    if fs is not None:
+        return fs, str(fs._strip_protocol(path))
+    found, stripped = fsspec.core.url_to_fs(str(path))
+    return found, str(stripped)
 
 
 def live_files_of(open_write_ids: set[int]) -> Callable[[str], bool]:
@@ -196,7 +203,7 @@ def verify_table(
         FileNotFoundError: `path` does not exist.
         MetastoreError: the metastore failed.
     """
-    fs, root = _files.resolve(path, fs)
+    fs, root = _resolve(path, fs)
     root = root.rstrip("/")
     store, table, close = _find(path, store, table)
     try:
@@ -212,7 +219,7 @@ def verify_table(
         report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids))
         problems += _file_problems(report, fs, deep)
         if table is not None:
-            table_fs, table_root = _files.resolve(table.location, None)
+            table_fs, table_root = _resolve(table.location, None)
             dirs = _acid_dirs(table_fs, table_root.rstrip("/"))
             problems += _write_id_problems(infos, dirs, ranges)
             problems += _offset_problems(ranges)

@@ -87,7 +87,8 @@ def test_create_load_delete_round_trip(warehouse: Path, tmp_path: Path,
     created = ok_json(["create", table, "--schema", DDL], capsys)
     assert created == {"table": "default.events", "location": f"file://{table}",
                        "columns": DDL, "partitioned_by": [], "buckets": 0, "bucketed_by": [],
-                       "properties": {"bucketing_version": "2", "transactional": "true"},
+                       "properties": {"bucketing_version": "2", "orc.compress": "ZLIB",
+                                      "transactional": "true"},
                        "metastore": f"sqlite://{warehouse}/{METASTORE_FILENAME}"}
     loaded = ok_json(["load", table, "--input", jsonl(tmp_path / "in.jsonl", range(10))], capsys)
     assert (loaded["write_id"], loaded["rows"], loaded["partitions"]) == (1, 10, [""])

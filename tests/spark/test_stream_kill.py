@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
 import pytest
 
 from ingest.acid.snapshot import read_table
@@ -44,7 +45,12 @@ def committed_ids(location: str) -> list[int]:
     return sorted(table.column("id").to_pylist()) if "id" in table.schema.names else []
 
 
-@pytest.mark.parametrize("txns_per_delta", [1, 3])
+@pytest.mark.parametrize("txns_per_delta", [
+    1,
+    # ~70 s more; CI (INGEST_REQUIRE_ALL=1) runs it, the dev loop keeps under its time budget.
+    pytest.param(3, marks=pytest.mark.skipif(os.environ.get("INGEST_REQUIRE_ALL") != "1",
+                                             reason="transaction-batch crash runs in CI only")),
+])
 def test_sigkill_before_commit_then_restart_is_exactly_once(
         kafka_broker: str, topic: str, warehouse: Path, txns_per_delta: int) -> None:
     produce_events(kafka_broker, topic, events=sample_events(150), partitions=2,

@@ -1,0 +1,61 @@
+"""`ingest stream`: options, the checks before Spark starts, and one real run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import free_port
+
+from ingest.cli.stream import command
+from ingest.errors import ConfigError, IngestError
+
+
+def test_help_names_every_option_and_an_example() -> None:
+    result = CliRunner().invoke(command, ["--help"])
+    assert result.exit_code == 0
+    for option in ("--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint",
+                   "--trigger", "--available-now", "--starting-offsets", "--partition-by",
+                   "--txns-per-delta", "--flush-rows", "--on-bad-record",
+                   "--max-offsets-per-trigger", "--kafka-timeout-s"):
+        assert option in result.output
+    assert "ingest stream --bootstrap-servers" in result.output
+
+
+def test_bad_trigger_is_a_config_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(command, [
+        "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--table", str(tmp_path / "t"),
+        "--schema", "id BIGINT", "--checkpoint", str(tmp_path / "ck"), "--trigger", "soon"])
+    assert isinstance(result.exception, ConfigError)
+    assert "Cannot parse trigger 'soon'" in str(result.exception)
+
+
+def test_unreachable_broker_fails_before_spark_starts(tmp_path: Path) -> None:
+    servers = f"127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(command, [
+        "--bootstrap-servers", servers, "--topic", "t", "--table", str(tmp_path / "t"),
+        "--schema", "id BIGINT", "--checkpoint", str(tmp_path / "ck"), "--kafka-timeout-s", "2"])
+    assert isinstance(result.exception, IngestError)
+    assert f"on Kafka at {servers}" in str(result.exception)
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
+def test_stream_available_now_prints_a_json_summary(spark: Any, kafka_broker: str, topic: str,
+                                                    tmp_path: Path) -> None:
+    from ingest.spark.produce import produce_events, sample_events
+
+    produce_events(kafka_broker, topic, events=sample_events(30), partitions=2)
+    result = CliRunner().invoke(command, [
+        "--bootstrap-servers", kafka_broker, "--topic", topic, "--table", str(tmp_path / "ev"),
+        "--schema", "id BIGINT, value STRING, ts TIMESTAMP", "--partition-by", "dt",
+        "--checkpoint", str(tmp_path / "ck"), "--available-now", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["rows"] == 30 and summary["table"] == "default.ev"
