@@ -28,6 +28,7 @@ COMMAND_MODULES = {
     "produce": "ingest.cli.produce",
     "recover": "ingest.cli.recover",
     "status": "ingest.cli.status",
+    "stream": "ingest.cli.stream",
     "verify": "ingest.cli.verify",
 }
 

@@ -27,8 +27,14 @@ from ingest.spark.deadletter import (
 )
 from ingest.spark.kafka_source import KafkaSourceOptions, _KafkaClient, kafka_dataframe
 from ingest.spark.sink import AcidSink, BatchReport, OnBadRecord
-from ingest.txn import Metastore, TableDefinition, default_metastore_url, normalize_location
-from ingest.txn.operations import create_table
+from ingest.txn import (
+    Metastore,
+    TableDefinition,
+    create_table,
+    default_metastore_url,
+    normalize_location,
+    recover_table_with_metastore,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -312,6 +318,12 @@ def run_stream(
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id)
+        # Repair what dead writers left (torn stripes, stale side files) before adding to it;
+        # files of transactions still open belong to live writers and are left alone.
+        recovery = recover_table_with_metastore(target.location, store=store, table=target)
+    for repaired in recovery.report.changed:
+        log.warning("recovered %s: %s (%s -> %s bytes)", repaired.path, repaired.action,
+                    repaired.old_length, repaired.new_length)
     if last is not None and _checkpoint_is_new(checkpoint):
         raise ConfigError(
             f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "

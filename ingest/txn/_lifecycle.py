@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from ingest.errors import CommitConflictError, ConfigError, IngestError
+from ingest.faults import crash_point
 from ingest.txn._db import SqliteStore, TableRef
 from ingest.txn.model import OffsetRange, SinkProgress, Transaction, TxnState
 
@@ -158,6 +159,7 @@ class TransactionStore(SqliteStore):
                 sink = SinkProgress(*sink)
                 self._check_sink_batch(c, txn, sink)
             self._swap_state(c, txn, "committed", None, "commit")
+            crash_point("metastore.during_commit")  # a kill here must roll the commit back
             if sink is not None:
                 c.execute(
                     "INSERT INTO sink_progress VALUES (?, ?, ?, ?, ?)",
