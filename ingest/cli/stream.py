@@ -85,7 +85,9 @@ def command(bootstrap_servers: str, topic: str, table: str, schema_ddl: str, che
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master(master).appName(f"ingest stream {topic}")
-             .config("spark.ui.enabled", "false").getOrCreate())
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
     summary = run_stream(
         spark, bootstrap_servers=bootstrap_servers, topic=topic, table=table,
         schema_ddl=schema_ddl, checkpoint=checkpoint, trigger_interval_s=interval,

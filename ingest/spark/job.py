@@ -354,7 +354,6 @@ def run_stream(
         running.await_termination()
     finally:
         summary = running.stop()
-    log.info("%s", summary.line())
     return summary
 
 
