@@ -2,7 +2,9 @@
 
 `crash_point("writer.after_stripes")` kills the current process with SIGKILL when the
 environment variable INGEST_CRASH_AT names that point (a comma-separated list may name
-several). Costs one dictionary lookup when unset; never set it outside tests.
+several). With INGEST_CRASH_SKIP=N and INGEST_CRASH_COUNTER=<file>, the first N hits of an
+armed point, counted across every process (Spark's Python workers included), pass; the next
+one kills. Costs one dictionary lookup when unset; never set it outside tests.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import os
 import signal
 
 ENV_VAR = "INGEST_CRASH_AT"
+SKIP_VAR = "INGEST_CRASH_SKIP"
+COUNTER_VAR = "INGEST_CRASH_COUNTER"
 
 # Every point a test may arm; crash_point refuses unknown names so typos cannot hide.
 CRASH_POINTS = frozenset({
@@ -30,5 +34,19 @@ def crash_point(name: str) -> None:
         return
     if name not in CRASH_POINTS:
         raise ValueError(f"unknown crash point {name!r}; known: {sorted(CRASH_POINTS)}")
-    if name in armed.split(","):
+    if name in armed.split(",") and _hits_exhausted():
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _hits_exhausted() -> bool:
+    skip = int(os.environ.get(SKIP_VAR, "0"))
+    if skip <= 0:
+        return True
+    counter = os.environ[COUNTER_VAR]
+    # O_APPEND of one byte is atomic, so concurrent processes count each hit once.
+    fd = os.open(counter, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+    return os.path.getsize(counter) > skip
