@@ -74,7 +74,8 @@ class WriterOptions:
     """
 
     stripe_size_bytes: int = 64 * 1024 * 1024
-    compression_block_size: int = 256 * 1024
+    # pyarrow's default: each stream holds a block, so smaller blocks mean less memory per file.
+    compression_block_size: int = 64 * 1024
     row_index_stride: int = 10_000
     encoder_threads: int = 2
 
@@ -197,7 +198,9 @@ class BucketWriter:
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._stripes: list[StripeInfo] = []
-        self._stripe_stats: list[Message] = []
+        # Encoded once: every footer repeats all stripes, so re-encoding would be quadratic.
+        self._stripe_messages: list[bytes] = []
+        self._stripe_stats: list[bytes] = []
         self._key_index: list[str] = []
         self._inserts = self._updates = self._deletes = 0
         self._other_metadata: list[Message] = []
@@ -216,7 +219,7 @@ class BucketWriter:
             row_index_stride=self.options.row_index_stride,
         )
         data = sink.getvalue().to_pybytes()
-        return data, parse_tail(data, len(data))
+        return data, parse_tail(data, len(data), check=False)  # our own bytes: skip re-checks
 
     def _encode_template(self) -> FileTail:
         """An empty file's tail: the types, writer and postscript fields every tail reuses.
@@ -309,7 +312,8 @@ class BucketWriter:
         self._template = tail
         self._statistics = tail.statistics
         self._stripes = tail.stripes
-        self._stripe_stats = tail.metadata.messages(MD_STRIPE_STATS)
+        self._stripe_messages = [s.to_message().encode() for s in self._stripes]
+        self._stripe_stats = [bytes(b) for b in tail.metadata.raw(MD_STRIPE_STATS)]
         self._key_index = [f"{w},{b},{r}" for w, b, r in keys]
         stats = tail.user_metadata.get(ACID_STATS, b"0,0,0").decode().split(",")
         self._inserts, self._updates, self._deletes = (int(x) for x in stats[:3])
@@ -498,13 +502,15 @@ class BucketWriter:
         shift = self._position - first
         rows = 0
         for stripe in stripes:
-            self._stripes.append(stripe.moved_to(stripe.offset + shift))
+            moved = stripe.moved_to(stripe.offset + shift)
+            self._stripes.append(moved)
+            self._stripe_messages.append(moved.to_message().encode())
             rows += stripe.number_of_rows
             # hive.acid.key.index: the last (originalTransaction, bucket, rowId) of each stripe.
             w, b, r = (table.column(n)[rows - 1].as_py() for n in KEY_COLUMNS)
             self._key_index.append(f"{w},{b},{r}")
         self._position += last - first
-        self._stripe_stats.extend(tail.metadata.messages(MD_STRIPE_STATS))
+        self._stripe_stats.extend(bytes(b) for b in tail.metadata.raw(MD_STRIPE_STATS))
         self._statistics = [merge_statistics(a, b)
                             for a, b in zip(self._statistics, tail.statistics, strict=True)]
         if self._is_delete:
@@ -534,7 +540,7 @@ class BucketWriter:
         footer = Message(list(self._template.footer.fields))
         footer.set_uint(FT_HEADER_LENGTH, len(MAGIC))
         footer.set_uint(FT_CONTENT_LENGTH, self._position - len(MAGIC))
-        footer.set_messages(FT_STRIPES, [s.to_message() for s in self._stripes])
+        footer.set_messages(FT_STRIPES, self._stripe_messages)
         footer.set_messages(FT_METADATA, self._other_metadata + [
             _metadata_item(KEY_INDEX, "".join(k + ";" for k in self._key_index)),
             _metadata_item(ACID_STATS, f"{self._inserts},{self._updates},{self._deletes}"),

@@ -117,13 +117,15 @@ class FileTail:
         return {(m.string(1) or ""): (m.bytes_(2) or b"") for m in items}
 
 
-def parse_tail(data: bytes, length: int) -> FileTail:
+def parse_tail(data: bytes, length: int, *, check: bool = True) -> FileTail:
     """Parse the tail of an ORC file from its last bytes.
 
     Args:
         data: the last len(data) bytes of the first `length` bytes of the file (at least the
             whole tail; `tail_bytes_needed` says how many).
         length: the file length the tail ends at.
+        check: decode every nested message and check the stripe bounds now (readers must;
+            a writer parsing the encoder's own output need not).
 
     Raises:
         TailError: not ORC, or the tail is cut or malformed (with the offending offset).
@@ -175,6 +177,8 @@ def parse_tail(data: bytes, length: int) -> FileTail:
         raise TailError(f"footer or metadata ending at {base + ps_start} cannot be decoded: {e}",
                         base + metadata_start) from e
     tail = FileTail(ps, footer, metadata, length, base + metadata_start)
+    if not check:
+        return tail
     try:
         # Decode every nested message now, so damage shows here and not in a reader later.
         tail.types, tail.user_metadata, tail.statistics, tail.stripe_statistics  # noqa: B018
