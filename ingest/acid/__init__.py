@@ -2,6 +2,7 @@
 reader, side files, snapshots, recovery. Knows nothing of Spark, Kafka or the metastore
 (DESIGN.md layers): snapshots arrive as ValidWriteIdList values."""
 
+from ingest.acid._files import can_append
 from ingest.acid.bucket_file import (
     BucketFileInfo,
     inspect_bucket_file,
@@ -65,6 +66,7 @@ __all__ = [
     "acid_event_schema",
     "acid_state",
     "bucket_file_name",
+    "can_append",
     "decode_bucket_property",
     "describe_table",
     "encode_bucket_property",

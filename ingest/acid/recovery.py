@@ -17,6 +17,7 @@ import fsspec
 import pyarrow.orc as po
 
 from ingest.acid import _files
+from ingest.acid._acid_footer import KEY_INDEX
 from ingest.acid.events import ACID_FIELD_NAMES
 from ingest.acid.names import (
     is_hidden,
@@ -38,7 +39,6 @@ LiveFiles = Callable[[str], bool]
 _SCAN_CHUNK = 4 * 1024 * 1024
 # A postscript ends with its magic (field 8000, the highest, so written last) and one length byte.
 _PS_TAIL = len(MAGIC) + 1
-_KEY_INDEX = "hive.acid.key.index"
 
 
 @dataclass(frozen=True)
@@ -235,7 +235,7 @@ def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
     try:
         tail = read_tail(fs, path, length)
         stripes = tail.stripes
-        keys = tail.user_metadata.get(_KEY_INDEX)
+        keys = tail.user_metadata.get(KEY_INDEX)
         if keys is not None and keys.count(b";") != len(stripes):
             return None
         if like is not None:

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import fsspec
-import numpy as np
 import pyarrow as pa
 import pyarrow.orc as po
 
-from ingest.acid import _files, _nested_nulls
-from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, acid_event_schema, row_schema_of
-from ingest.acid.names import decode_bucket_property, encode_bucket_property
-from ingest.acid.schema import to_orc_type_string
+from ingest.acid import _acid_footer, _event_batches, _files, _nested_nulls
+from ingest.acid._acid_footer import ACID_STATS, ACID_VERSION, KEY_INDEX
+from ingest.acid._event_batches import KEY_COLUMNS
+from ingest.acid.events import ACID_FIELD_NAMES, acid_event_schema, row_schema_of
+from ingest.acid.names import encode_bucket_property
 from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
 from ingest.errors import (
     ConfigError,
@@ -32,15 +32,9 @@ from ingest.errors import (
     UnsupportedFormatError,
 )
 from ingest.faults import crash_point
-from ingest.orc import Message, StripeInfo, merge_statistics, open_orc, read_tail, serialize_tail
+from ingest.orc import Message, StripeInfo, merge_statistics, open_orc, read_tail
 from ingest.orc.tail import (
-    FT_CONTENT_LENGTH,
-    FT_HEADER_LENGTH,
     FT_METADATA,
-    FT_NUMBER_OF_ROWS,
-    FT_STATISTICS,
-    FT_STRIPES,
-    FT_TYPES,
     MAGIC,
     MD_STRIPE_STATS,
     FileTail,
@@ -51,13 +45,7 @@ Compression = Literal["none", "zlib", "snappy", "lz4", "zstd"]
 _PYARROW_CODEC = {"none": "uncompressed", "zlib": "zlib", "snappy": "snappy", "lz4": "lz4",
                   "zstd": "zstd"}
 
-KEY_INDEX = "hive.acid.key.index"
-ACID_STATS = "hive.acid.stats"
-ACID_VERSION = "hive.acid.version"
 
-# The key of an ACID event, in Hive's sort order (RecordIdentifier: write id, bucket, row id).
-KEY_COLUMNS = ("originalTransaction", "bucket", "rowId")
-_KEY_TYPES = (pa.int64(), pa.int32(), pa.int64())
 
 
 @dataclass(frozen=True)
@@ -295,7 +283,7 @@ class BucketWriter:
         compression = tail.compression
         if compression == "lzo":
             raise UnsupportedFormatError(f"Cannot append to {self.path}: LZO is not supported")
-        keys = _parse_key_index(tail.user_metadata.get(KEY_INDEX, b""), self.path)
+        keys = _acid_footer.parse_key_index(tail.user_metadata.get(KEY_INDEX, b""), self.path)
         if len(keys) != len(tail.stripes):
             raise CorruptFileError(
                 f"Cannot append to {self.path}: {KEY_INDEX} has {len(keys)} entries for "
@@ -337,12 +325,16 @@ class BucketWriter:
         if self._is_delete:
             raise ValueError(f"BucketWriter for {self.path} writes delete events: use "
                              "write_deletes, or a BucketWriter of its own for inserts")
-        data = self._conform(data)
+        data = _event_batches.conform_rows(data, self.row_schema, path=self.path)
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            self._pending.append(self._to_events(batch))
+            self._pending.append(_event_batches.insert_events(
+                batch, row_schema=self.row_schema, event_schema=self.event_schema,
+                write_id=self.write_id, bucket_property=self.bucket_property,
+                first_row_id=self._next_row_id, fix_nested_nulls=self._fix_nested_nulls))
+            self._next_row_id += batch.num_rows
             self._pending_bytes += batch.nbytes
         if self._pending_bytes >= self.options.stripe_size_bytes:
             self._write_pending()
@@ -369,25 +361,11 @@ class BucketWriter:
         if not self._is_delete:
             raise ValueError(f"BucketWriter for {self.path} writes insert events: open a "
                              "delete_delta file with BucketWriter.for_deletes")
-        table = keys if isinstance(keys, pa.Table) else pa.Table.from_batches([keys])
-        columns = []
-        for name, type_ in zip(KEY_COLUMNS, _KEY_TYPES, strict=True):
-            if name not in table.column_names:
-                raise SchemaMismatchError(
-                    f"Cannot write delete events to {self.path}: key column {name!r} is "
-                    f"missing (columns: {table.column_names}, expected {list(KEY_COLUMNS)})")
-            column = table.column(name)
-            if not pa.types.is_integer(column.type) or column.null_count:
-                raise SchemaMismatchError(
-                    f"Cannot write delete events to {self.path}: key column {name!r} must be "
-                    f"an integer without nulls, found {column.type} with "
-                    f"{column.null_count} nulls")
-            columns.append(column.cast(type_))
-        table = pa.table(dict(zip(KEY_COLUMNS, columns, strict=True)))
+        table = _event_batches.sorted_delete_keys(keys, path=self.path)
         if table.num_rows == 0:
             return
-        table = table.sort_by([(name, "ascending") for name in KEY_COLUMNS])
-        self._check_delete_buckets(table.column("bucket").to_numpy())
+        _event_batches.check_delete_buckets(table.column("bucket").to_numpy(),
+                                            self.bucket_property, path=self.path)
         first = tuple(table.column(n)[0].as_py() for n in KEY_COLUMNS)
         if self._last_key is not None and first < self._last_key:
             raise ValueError(
@@ -396,86 +374,11 @@ class BucketWriter:
                 "(originalTransaction, bucket, rowId)")
         self._last_key = tuple(table.column(n)[-1].as_py() for n in KEY_COLUMNS)
         for batch in table.to_batches():
-            self._pending.append(self._to_delete_events(batch))
+            self._pending.append(_event_batches.delete_events(
+                batch, event_schema=self.event_schema, write_id=self.write_id))
             self._pending_bytes += batch.nbytes
         if self._pending_bytes >= self.options.stripe_size_bytes:
             self._write_pending()
-
-    def _check_delete_buckets(self, buckets: np.ndarray) -> None:
-        """Readers find delete events by the bucket id in the file name (facts §8)."""
-        _, own, _ = decode_bucket_property(self.bucket_property)
-        values = buckets.astype(np.int64) & 0xFFFFFFFF
-        ids = np.where((values >> 29) == 1, (values >> 16) & 0xFFF, values)
-        wrong = ids != own
-        if wrong.any():
-            bad = int(buckets[int(np.argmax(wrong))])
-            raise ValueError(
-                f"Cannot write delete events to {self.path}: bucket property {bad} decodes to "
-                f"bucket {decode_bucket_property(bad)[1]}, but this file is bucket {own}; "
-                "write each bucket's deletes to its own bucket_N file")
-
-    def _to_delete_events(self, keys: pa.RecordBatch) -> pa.RecordBatch:
-        n = keys.num_rows
-        return pa.RecordBatch.from_arrays([
-            pa.array(np.full(n, DELETE, dtype=np.int32)),
-            keys.column(0),
-            keys.column(1),
-            keys.column(2),
-            pa.array(np.full(n, self.write_id, dtype=np.int64)),
-            pa.nulls(n, self.event_schema.field("row").type),
-        ], schema=self.event_schema)
-
-    def _conform(self, data: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
-        """The data with the row schema's exact Arrow types, or SchemaMismatchError.
-
-        Types that ORC stores the same way (timestamp units, string vs large_string) are
-        cast: a reopened file reports the types pyarrow reads back, not those written.
-        """
-        schema, expected = data.schema, self.row_schema
-        if schema.names == expected.names:
-            if all(a.type == b.type for a, b in zip(schema, expected, strict=True)):
-                return data
-            try:
-                same_in_orc = to_orc_type_string(schema) == to_orc_type_string(expected)
-            except UnsupportedFormatError:
-                same_in_orc = False
-            if same_in_orc:
-                return data.cast(expected)
-        self._raise_mismatch(schema)
-        raise AssertionError("unreachable")
-
-    def _raise_mismatch(self, schema: pa.Schema) -> None:
-        expected = self.row_schema
-        problems = []
-        for f in expected:
-            if f.name not in schema.names:
-                problems.append(f"column {f.name!r} ({f.type}) is missing")
-            elif schema.field(f.name).type != f.type:
-                problems.append(
-                    f"column {f.name!r} is {schema.field(f.name).type}, expected {f.type}")
-        problems += [f"column {n!r} is not in the table" for n in schema.names
-                     if n not in expected.names]
-        if not problems:
-            problems.append(f"columns are in order {schema.names}, expected {expected.names}")
-        raise SchemaMismatchError(
-            f"Cannot write to {self.path}: the batch does not match the row schema: "
-            + "; ".join(problems))
-
-    def _to_events(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        n = batch.num_rows
-        row_ids = np.arange(self._next_row_id, self._next_row_id + n, dtype=np.int64)
-        self._next_row_id += n
-        row = pa.StructArray.from_arrays(batch.columns, fields=list(self.row_schema))
-        if self._fix_nested_nulls:
-            row = _nested_nulls.prepare(row)
-        return pa.RecordBatch.from_arrays([
-            pa.array(np.full(n, INSERT, dtype=np.int32)),
-            pa.array(np.full(n, self.write_id, dtype=np.int64)),
-            pa.array(np.full(n, self.bucket_property, dtype=np.int32)),
-            pa.array(row_ids),
-            pa.array(np.full(n, self.write_id, dtype=np.int64)),
-            row,
-        ], schema=self.event_schema)
 
     def _write_pending(self) -> None:
         """Encode buffered rows into stripes (in parallel slices) and append them in order."""
@@ -537,23 +440,13 @@ class BucketWriter:
         return self._last_flush_length
 
     def _write_tail(self) -> None:
-        footer = Message(list(self._template.footer.fields))
-        footer.set_uint(FT_HEADER_LENGTH, len(MAGIC))
-        footer.set_uint(FT_CONTENT_LENGTH, self._position - len(MAGIC))
-        footer.set_messages(FT_STRIPES, self._stripe_messages)
-        footer.set_messages(FT_METADATA, self._other_metadata + [
-            _metadata_item(KEY_INDEX, "".join(k + ";" for k in self._key_index)),
-            _metadata_item(ACID_STATS, f"{self._inserts},{self._updates},{self._deletes}"),
-            _metadata_item(ACID_VERSION, "2"),
-        ])
-        footer.set_uint(FT_NUMBER_OF_ROWS, sum(s.number_of_rows for s in self._stripes))
-        footer.set_messages(FT_STATISTICS, self._statistics)
-        assert footer.messages(FT_TYPES), "template footer must carry the types"
-        metadata = Message()
-        metadata.set_messages(MD_STRIPE_STATS, self._stripe_stats)
-        tail = serialize_tail(postscript=self._template.postscript, footer=footer,
-                              metadata=metadata, compression=self.compression,
-                              block_size=self.options.compression_block_size)
+        tail = _acid_footer.acid_tail(
+            self._template, content_end=self._position, stripe_messages=self._stripe_messages,
+            number_of_rows=sum(s.number_of_rows for s in self._stripes),
+            statistics=self._statistics, stripe_statistics=self._stripe_stats,
+            key_index=self._key_index, counts=(self._inserts, self._updates, self._deletes),
+            other_metadata=self._other_metadata, compression=self.compression,
+            block_size=self.options.compression_block_size)
         self._file.write(tail)
         self._position += len(tail)
         self._flushed_stripe_count = len(self._stripes)
@@ -609,24 +502,6 @@ class BucketWriter:
             self.close()
         else:
             self.abandon()
-
-
-def _metadata_item(name: str, value: str) -> Message:
-    return Message([(1, 2, name.encode()), (2, 2, value.encode())])
-
-
-def _parse_key_index(raw: bytes, path: str) -> list[tuple[int, int, int]]:
-    keys = []
-    for entry in raw.decode("utf-8", "replace").split(";"):
-        if not entry:
-            continue
-        try:
-            w, b, r = (int(x) for x in entry.split(","))
-        except ValueError as e:
-            raise CorruptFileError(f"Cannot parse {KEY_INDEX} entry {entry!r} in {path}",
-                                   path=path) from e
-        keys.append((w, b, r))
-    return keys
 
 
 __all__ = ["ACID_FIELD_NAMES", "KEY_COLUMNS", "BucketWriter", "Compression", "WriterOptions"]
