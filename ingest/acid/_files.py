@@ -30,10 +30,22 @@ def durable_flush(f: Any) -> None:
     os.fsync(fd)
 
 
-def can_append(fs: fsspec.AbstractFileSystem) -> bool:
-    """Whether files on fs can be reopened and appended to (local, memory; not object stores)."""
+# Storage where a file can be reopened and appended to; object stores (s3, gs, abfs) cannot.
+_APPENDABLE_PROTOCOLS = frozenset({"file", "local", "memory", "hdfs"})
+
+
+def can_append(fs: fsspec.AbstractFileSystem | str) -> bool:
+    """Whether files on fs can be reopened and appended to (local, memory, HDFS; not object stores).
+
+    Args:
+        fs: a filesystem, or a URL or plain path. A URL is judged by its protocol alone, so
+            no filesystem is created (s3:// is refused even where s3fs is not installed).
+    """
+    if isinstance(fs, str):
+        protocol = fs.split("://", 1)[0].lower() if "://" in fs else "file"
+        return protocol in _APPENDABLE_PROTOCOLS
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    return isinstance(fs, LocalFileSystem) or bool({"memory", "hdfs", "file"} & set(protocols))
+    return isinstance(fs, LocalFileSystem) or bool(_APPENDABLE_PROTOCOLS & set(protocols))
 
 
 def truncate(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:
@@ -44,6 +56,10 @@ def truncate(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:
             f.flush()
             os.fsync(f.fileno())
         return
+    # No truncate in fsspec: write the kept bytes to a temporary file, then rename it over the
+    # original, so a crash never leaves the file emptied (Hive's recoverFile does the same).
     data = fs.cat_file(path, start=0, end=length)
-    with fs.open(path, "wb") as f:
+    temporary = f"{path}.ingest-truncate.tmp"
+    with fs.open(temporary, "wb") as f:
         f.write(data)
+    fs.mv(temporary, path)

@@ -115,18 +115,12 @@ class DeleteRegistry:
     @staticmethod
     def delete_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
         """Registry entries for split-update delete events (already filtered for visibility)."""
-        return pa.table({
-            OTID: batch[OTID], BUCKET: batch[BUCKET], ROW_ID: batch[ROW_ID],
-            "supersedes": pa.array(np.full(batch.num_rows, _ALWAYS, dtype=np.int64)),
-        })
+        return _entries(batch, pa.array(np.full(batch.num_rows, _ALWAYS, dtype=np.int64)))
 
     @staticmethod
     def superseding_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
         """Registry entries for update/delete events of an insert delta (legacy ACID)."""
-        return pa.table({
-            OTID: batch[OTID], BUCKET: batch[BUCKET], ROW_ID: batch[ROW_ID],
-            "supersedes": batch[CURRENT],
-        })
+        return _entries(batch, batch[CURRENT])
 
     def __len__(self) -> int:
         return self._size
@@ -185,6 +179,12 @@ class DeleteRegistry:
         return keep
 
 
+def _entries(batch: pa.RecordBatch | pa.Table, supersedes: pa.Array) -> pa.Table:
+    """The key columns of `batch` and the write id each key supersedes rows below."""
+    return pa.table({OTID: batch[OTID], BUCKET: batch[BUCKET], ROW_ID: batch[ROW_ID],
+                     "supersedes": supersedes})
+
+
 def synthetic_keys(
     batch_rows: int, *, write_id: int, bucket_property: int, first_row_id: int,
 ) -> dict[str, pa.Array]:
@@ -224,7 +224,6 @@ def conform(columns: dict[str, pa.Array], schema: pa.Schema, n: int) -> list[pa.
         else:
             out.append(arr)
     return out
-
 
 
 @dataclass(frozen=True)
@@ -295,11 +294,16 @@ class Merger:
         return pa.schema([self.row_schema.field(n) for n in self.row_fields])
 
     @property
-    def schema(self) -> pa.Schema:
+    def _full_schema(self) -> pa.Schema:
+        """ROW__ID if asked for, the output row fields, then the partition columns."""
         fields = [pa.field(ROW_ID_COLUMN, ROW_ID_TYPE)] if self.with_row_id else []
         fields += list(self.out_row_schema)
         fields += [pa.field(c, pa.string()) for c in self.partition_columns]
-        schema = pa.schema(fields)
+        return pa.schema(fields)
+
+    @property
+    def schema(self) -> pa.Schema:
+        schema = self._full_schema
         if self.requested is not None:
             keep = ([ROW_ID_COLUMN] if self.with_row_id else []) + self.requested
             schema = pa.schema([schema.field(n) for n in keep])
@@ -466,10 +470,7 @@ class Merger:
             value = values.get(c)
             out.append(pa.nulls(n, pa.string()) if value is None
                        else pa.repeat(pa.scalar(value, pa.string()), n))
-        full = [pa.field(ROW_ID_COLUMN, ROW_ID_TYPE)] if self.with_row_id else []
-        full += list(self.out_row_schema) + [pa.field(c, pa.string())
-                                            for c in self.partition_columns]
-        result = pa.RecordBatch.from_arrays(out, schema=pa.schema(full))
+        result = pa.RecordBatch.from_arrays(out, schema=self._full_schema)
         if self.requested is not None:
             result = result.select(self.schema.names)
         return result

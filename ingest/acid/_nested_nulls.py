@@ -44,6 +44,8 @@ def _pyarrow_misplaces_nested_struct_children() -> bool:
 
 def prepare(arr: pa.Array) -> pa.Array:
     """`arr` with every struct's nulls also set in its children, recursively."""
+    if arr.offset:
+        arr = pa.concat_arrays([arr])  # rebuilding with a validity mask needs offset 0
     t = arr.type
     mask = arr.is_null() if arr.null_count else None
     if pa.types.is_struct(t):

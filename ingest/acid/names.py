@@ -1,8 +1,9 @@
-"""Every ACID directory, bucket-file and marker-file name: formatting, parsing, BucketCodec.
+"""Every ACID directory, partition, bucket-file and marker-file name: formatting, parsing.
 
 The only module that knows these strings. Mirrors Hive's `AcidUtils` (deltaSubdir, baseDir,
 `ParsedDeltaLight.parse`, `ParsedBaseLight.parseBase`, BUCKET_PATTERN), `AcidUtils.OrcAcidVersion`,
-`AcidUtils.MetaDataFile` / `AcidMetaDataFile`, `OrcAcidUtils.getSideFile` and `BucketCodec`.
+`AcidUtils.MetaDataFile` / `AcidMetaDataFile`, `OrcAcidUtils.getSideFile`, `BucketCodec` and
+`FileUtils.escapePathName` / `makePartName` for `col=value` partition directories.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import unquote
 
 import fsspec
 
@@ -24,6 +26,8 @@ BUCKET_PREFIX = "bucket_"
 SIDE_FILE_SUFFIX = "_flush_length"
 ACID_VERSION_FILE = "_orc_acid_version"
 METADATA_FILE = "_metadata_acid"
+# Hive's name for a null partition value (`ConfVars.DEFAULTPARTITIONNAME`).
+DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 # OrcAcidVersion.ORC_ACID_VERSION: "the version of Acid released in Hive 3.0".
 ORC_ACID_VERSION = 2
 
@@ -39,6 +43,9 @@ _DELTA_RE = re.compile(rf"(delete_delta|delta)_{_NUM}_{_NUM}(?:_{_NUM})?{_VIS}")
 _BASE_RE = re.compile(rf"base_{_NUM}{_VIS}")
 # AcidUtils.BUCKET_PATTERN = bucket_([0-9]+)(_[0-9]+)?$ ; the side file never matches (fullmatch).
 _BUCKET_RE = re.compile(r"bucket_(\d+)(?:_(\d+))?")
+
+# FileUtils.charToEscape: partition names and values escape these as %XX.
+_ESCAPED = frozenset([chr(c) for c in range(0x01, 0x20)] + list('"#%\'*/:=?\\\x7f{[]^'))
 
 _METADATA_VERSION = "0"
 _COMPACTED = "compacted"
@@ -259,6 +266,42 @@ def is_hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
+def format_partition(column: str, value: str | None) -> str:
+    """One ``col=value`` partition directory name (`FileUtils.makePartName` for one column).
+
+    Column and value are escaped as `FileUtils.escapePathName` does (``/`` -> ``%2F``,
+    ``=`` -> ``%3D``, ``%`` -> ``%25``); a null or empty value is `DEFAULT_PARTITION_NAME`.
+
+    Returns:
+        e.g. ``dt=2026-01-01`` or ``country=__HIVE_DEFAULT_PARTITION__``.
+    """
+    return f"{_escape(column)}={_escape(value) if value else DEFAULT_PARTITION_NAME}"
+
+
+def parse_partition(name: str) -> tuple[str, str | None] | None:
+    """The (column, value) of a ``col=value`` partition directory name, unescaped.
+
+    Args:
+        name: one path component. `DEFAULT_PARTITION_NAME` as the value parses as None.
+
+    Returns:
+        (column, value), or None when the name has no ``=``, an empty column, or is hidden.
+    """
+    if "=" not in name or is_hidden(name):
+        return None
+    key, _, value = name.partition("=")
+    if not key:
+        return None
+    # unquote also decodes UTF-8 %XX runs (%C3%A9 -> é), where Hive's unescapePathName makes
+    # one char per %XX; format_partition only writes %XX for ASCII, so both agree on ours.
+    value = unquote(value)
+    return unquote(key), (None if value == DEFAULT_PARTITION_NAME else value)
+
+
+def _escape(text: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
+
+
 def _check_bucket_id(bucket_id: int) -> None:
     if not 0 <= bucket_id <= MAX_BUCKET_ID:
         raise ValueError(f"Bucket id {bucket_id} is out of range: must be 0..{MAX_BUCKET_ID}")
@@ -398,6 +441,7 @@ def is_compacted_base(fs: fsspec.AbstractFileSystem, directory: str) -> bool:
 __all__ = [
     "ACID_VERSION_FILE",
     "BASE_PREFIX",
+    "DEFAULT_PARTITION_NAME",
     "DELETE_DELTA_PREFIX",
     "DELTA_PREFIX",
     "METADATA_FILE",
@@ -410,12 +454,14 @@ __all__ = [
     "format_base",
     "format_delta",
     "format_directory",
+    "format_partition",
     "is_acid_directory_prefix",
     "is_compacted_base",
     "is_hidden",
     "is_side_file",
     "parse_bucket_file",
     "parse_directory",
+    "parse_partition",
     "side_file_path",
     "write_acid_version_file",
 ]

@@ -12,7 +12,6 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import unquote
 
 import fsspec
 import pyarrow as pa
@@ -29,19 +28,18 @@ from ingest.acid._merge import (
 )
 from ingest.acid.bucket_file import readable_length
 from ingest.acid.names import (
+    DEFAULT_PARTITION_NAME,
     is_hidden,
     is_side_file,
     parse_bucket_file,
     parse_directory,
+    parse_partition,
 )
 from ingest.acid.side_file import read_flush_lengths
 from ingest.acid.state import AcidState, acid_state
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CorruptFileError, SchemaMismatchError
 from ingest.orc import read_tail
-
-# Hive's name for a null partition value (`ConfVars.DEFAULTPARTITIONNAME`).
-DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 
 
 class UnverifiedSnapshotWarning(UserWarning):
@@ -80,7 +78,7 @@ def list_partitions(
         raise FileNotFoundError(f"Cannot read table, directory does not exist: {root}")
     values: list[tuple[str, str | None]] = []
     for part in reversed(root.split("/")):
-        kv = _partition_value(part)
+        kv = parse_partition(part)
         if kv is None:
             break
         values.insert(0, kv)
@@ -89,26 +87,16 @@ def list_partitions(
     return sorted(found, key=lambda p: p.path)
 
 
-def _partition_value(name: str) -> tuple[str, str | None] | None:
-    if "=" not in name or is_hidden(name):
-        return None
-    key, _, value = name.partition("=")
-    if not key:
-        return None
-    value = unquote(value)
-    return unquote(key), (None if value == DEFAULT_PARTITION_NAME else value)
-
-
 def _walk(fs: fsspec.AbstractFileSystem, directory: str,
           values: tuple[tuple[str, str | None], ...], found: list[Partition]) -> None:
     infos = fs.ls(directory, detail=True)
     names = [str(i["name"]).rstrip("/").rsplit("/", 1)[-1] for i in infos]
     subdirs = [(n, str(i["name"]).rstrip("/")) for n, i in zip(names, infos, strict=True)
-               if i.get("type") == "directory" and _partition_value(n) is not None]
+               if i.get("type") == "directory" and parse_partition(n) is not None]
     visible = [n for n in names if not is_hidden(n)]
     if subdirs and len(subdirs) == len(visible):
         for name, full in sorted(subdirs):
-            kv = _partition_value(name)
+            kv = parse_partition(name)
             assert kv is not None
             _walk(fs, full, (*values, kv), found)
         return
@@ -144,6 +132,21 @@ def resolve_snapshot(
         "Hive's 'db.table:hwm:minOpen:open:aborted' string) to read only committed data."),
         stacklevel=stacklevel + 1)
     return ValidWriteIdList.all_committed(table or "unknown", hwm)
+
+
+def _open_read(
+    path: str, snapshot: ValidWriteIdList | str | None, fs: fsspec.AbstractFileSystem | None,
+    *, stacklevel: int,
+) -> tuple[fsspec.AbstractFileSystem, str, list[Partition], ValidWriteIdList]:
+    """(fs, root, partitions, snapshot) of a read of `path`; the table is named by its root.
+
+    `stacklevel` is as for `resolve_snapshot`, counted from this function's caller.
+    """
+    fs, root = _files.resolve(path, fs)
+    partitions = list_partitions(root, fs=fs)
+    table = root.rstrip("/").rsplit("/", 1)[-1]
+    snap = resolve_snapshot(snapshot, partitions, table=table, stacklevel=stacklevel + 1)
+    return fs, root, partitions, snap
 
 
 def plan_partition(
@@ -262,10 +265,7 @@ def _prepare(
     path: str, snapshot: ValidWriteIdList | str | None, columns: Sequence[str] | None,
     with_row_id: bool, *, fs: fsspec.AbstractFileSystem | None, row_schema: pa.Schema | None,
 ) -> tuple[Merger, list[tuple[Partition, list[DataFile]]]]:
-    fs, root = _files.resolve(path, fs)
-    partitions = list_partitions(root, fs=fs)
-    table = root.rstrip("/").rsplit("/", 1)[-1]
-    snap = resolve_snapshot(snapshot, partitions, table=table, stacklevel=3)
+    fs, root, partitions, snap = _open_read(path, snapshot, fs, stacklevel=3)
     keys = [tuple(k for k, _ in p.values) for p in partitions]
     if len(set(keys)) > 1:
         raise SchemaMismatchError(
@@ -408,9 +408,7 @@ def describe_table(
         ConfigError: a bad snapshot string.
         NotEnoughHistoryError, UnsupportedFormatError: see `acid_state`.
     """
-    fs, root = _files.resolve(path, fs)
-    partitions = list_partitions(root, fs=fs)
-    snap = resolve_snapshot(snapshot, partitions, table=root.rstrip("/").rsplit("/", 1)[-1])
+    fs, root, partitions, snap = _open_read(path, snapshot, fs, stacklevel=2)
     out = []
     for p in partitions:
         state = acid_state(fs, p.path, snap)

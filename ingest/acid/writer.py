@@ -26,6 +26,7 @@ from ingest.acid.events import ACID_FIELD_NAMES, acid_event_schema, row_schema_o
 from ingest.acid.names import encode_bucket_property
 from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
 from ingest.errors import (
+    CommitConflictError,
     ConfigError,
     CorruptFileError,
     SchemaMismatchError,
@@ -193,6 +194,7 @@ class BucketWriter:
         self._inserts = self._updates = self._deletes = 0
         self._other_metadata: list[Message] = []
         self._flushed_stripe_count = -1  # no tail written yet
+        self._appending = False
         self._last_flush_length = 0
         self._closed = False
         self._is_delete = False
@@ -269,9 +271,14 @@ class BucketWriter:
         self._restore(tail, row_schema, write_id, options or WriterOptions())
         if length < size:
             _files.truncate(fs, stripped, length)
+        side = side_file_path(stripped)
+        if lengths is not None and fs.size(side) != 8 * len(lengths):
+            # A torn last entry: cut it, or new entries would be misaligned by its bytes.
+            _files.truncate(fs, side, 8 * len(lengths))
         self._file = fs.open(stripped, "ab")
         self._position = length
-        self._side = fs.open(side_file_path(stripped), "ab")
+        self._appending = True
+        self._side = fs.open(side, "ab")
         if lengths is None:
             # A new side file must never hide what is already committed: start at the length.
             self._side.write(encode_length(length))
@@ -400,6 +407,7 @@ class BucketWriter:
         """Move the stripes of one encoded chunk into the file; fold in its statistics."""
         stripes = tail.stripes
         first, last = stripes[0].offset, stripes[-1].end
+        self._fence()
         self._file.write(memoryview(data)[first:last])
         crash_point("writer.after_stripes")
         shift = self._position - first
@@ -439,7 +447,26 @@ class BucketWriter:
             self._last_flush_length = self._position
         return self._last_flush_length
 
+    def _fence(self) -> None:
+        """An appending writer checks that nobody else changed the file since it opened it:
+        two writers appending (a zombie task attempt) would make footers point at the
+        wrong bytes.
+
+        Raises:
+            CommitConflictError: the file's length is not where this writer left it.
+        """
+        if not self._appending:
+            return
+        self._file.flush()
+        size = self._fs.size(self.path)
+        if size != self._position:
+            raise CommitConflictError(
+                f"Cannot append to {self.path}: it has {size:,} bytes but this writer left it "
+                f"at {self._position:,}; another writer changed it",
+                hint="abort this transaction: only one writer may append to a bucket file")
+
     def _write_tail(self) -> None:
+        self._fence()
         tail = _acid_footer.acid_tail(
             self._template, content_end=self._position, stripe_messages=self._stripe_messages,
             number_of_rows=sum(s.number_of_rows for s in self._stripes),

@@ -7,6 +7,7 @@ import time
 import click
 
 from ingest.cli._output import dumps, progress
+from ingest.cli.load import write_options
 from ingest.txn.operations import delete
 
 
@@ -24,11 +25,7 @@ Examples:
                    "DATE '2026-01-31', TIMESTAMP '2026-01-31 12:00:00'.")
 @click.option("--dry-run", is_flag=True,
               help="Only count the rows that would be deleted; write nothing.")
-@click.option("--metastore", metavar="URL",
-              help="Metastore holding the table, sqlite:///abs/path.sqlite  [default: found "
-                   "beside the table or in $INGEST_METASTORE]")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (--json implies it).")
+@write_options
 def command(path: str, where: str, dry_run: bool, metastore: str | None, as_json: bool,
             quiet: bool) -> None:
     """Delete the rows of the table at PATH that match --where, as one transaction.

@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from ingest.cli._output import dumps, progress
 from ingest.txn.operations import load_file
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+# Options of every command that writes to an existing table (load, delete), in --help order.
+_WRITE_OPTIONS = (
+    click.option("--metastore", metavar="URL",
+                 help="Metastore holding the table, sqlite:///abs/path.sqlite  [default: found "
+                      "beside the table or in $INGEST_METASTORE]"),
+    click.option("--json", "as_json", is_flag=True,
+                 help="Print the result as one JSON document."),
+    click.option("--quiet", "-q", is_flag=True,
+                 help="No progress on stderr (--json implies it)."),
+)
+
+
+def write_options(command: _F) -> _F:
+    """Add --metastore, --json and --quiet (parameters metastore, as_json, quiet)."""
+    for option in reversed(_WRITE_OPTIONS):
+        command = option(command)
+    return command
 
 
 @click.command(
@@ -23,11 +45,7 @@ Examples:
                    ".zst, .lz4 are decompressed.")
 @click.option("--format", "format_", type=click.Choice(["jsonl", "csv", "parquet"]),
               help="Input format  [default: from the file extension]")
-@click.option("--metastore", metavar="URL",
-              help="Metastore holding the table, sqlite:///abs/path.sqlite  [default: found "
-                   "beside the table or in $INGEST_METASTORE]")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (--json implies it).")
+@write_options
 def command(path: str, input_path: str, format_: str | None, metastore: str | None,
             as_json: bool, quiet: bool) -> None:
     """Insert every row of FILE into the table at PATH as one transaction.

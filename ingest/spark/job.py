@@ -25,7 +25,7 @@ from ingest.spark.deadletter import (
     dead_letter_name,
     dead_letter_schema,
 )
-from ingest.spark.kafka_source import KafkaSourceOptions, _KafkaClient, kafka_dataframe
+from ingest.spark.kafka_source import check_topic, kafka_dataframe
 from ingest.spark.sink import AcidSink, BatchReport, OnBadRecord
 from ingest.txn import (
     Metastore,
@@ -101,14 +101,7 @@ def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
         ConfigError: the topic does not exist.
         IngestError: the broker cannot be reached within timeout_s.
     """
-    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
-                                        "subscribe": topic,
-                                        "kafka.timeout.ms": str(int(timeout_s * 1000))})
-    client = _KafkaClient(options)
-    try:
-        return len(client.partitions())
-    finally:
-        client.close()
+    return check_topic(bootstrap_servers, topic, timeout_s=timeout_s)
 
 
 def ensure_tables(location: str, layout: TableLayout, *,
@@ -367,6 +360,7 @@ def stream_trigger(value: str) -> tuple[float, bool]:
         raise ConfigError(f"Cannot parse trigger {value!r}: expected seconds like 60, 30s or 2min")
     seconds = float(m.group(1)) * (60 if (m.group(2) or "s").startswith("m") else 1)
     return seconds, False
+
 
 __all__ = [
     "RunningStream",

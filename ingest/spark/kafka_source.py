@@ -3,15 +3,14 @@
 Short name "ingest-kafka"; the columns and the main options are those of Spark's own JVM "kafka"
 source (KafkaSourceProvider), read with confluent-kafka. Offsets are a JSON dict
 topic -> partition -> next offset and live in Spark's checkpoint; nothing is committed to Kafka.
-It knows Kafka and Spark's reader protocol, not ORC or ACID.
+It knows Kafka and Spark's reader protocol, not ORC or ACID; the confluent-kafka calls (metadata,
+watermarks, reading a range) are in `_kafka_read`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,9 +35,16 @@ from pyspark.sql.types import (
 )
 
 from ingest.errors import ConfigError, IngestError
+from ingest.spark._kafka_read import (
+    ARROW_SCHEMA,
+    KafkaClient,
+    Offsets,
+    describe,
+    rate_limit,
+    read_range,
+)
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
@@ -46,7 +52,6 @@ log = logging.getLogger(__name__)
 SOURCE_NAME = "ingest-kafka"
 JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 DEFAULT_TIMEOUT_MS = 30_000
-ROWS_PER_ARROW_BATCH = 10_000
 
 SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -60,17 +65,6 @@ SCHEMA = StructType([
         StructField("key", StringType()), StructField("value", BinaryType()),
     ]))),
 ])
-# What Spark's reader worker expects from read() (to_arrow_schema(SCHEMA, timezone="UTC")).
-ARROW_SCHEMA = pa.schema([
-    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-    ("partition", pa.int32()), ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ("headers", pa.list_(pa.field("element", pa.struct(
-        [("key", pa.string()), ("value", pa.binary())])))),
-])
-
-TopicPartitionKey = tuple[str, int]
-Offsets = dict[TopicPartitionKey, int]
 StartingOffsets = Literal["earliest", "latest"] | Offsets
 
 
@@ -178,10 +172,6 @@ def offsets_from_json(data: Mapping[str, Mapping[str, Any]]) -> Offsets:
     return {(str(topic), int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}
 
 
-def _describe(tp: TopicPartitionKey) -> str:
-    return f"{tp[0]}-{tp[1]}"
-
-
 class KafkaInputPartition(InputPartition):
     """Read offsets [from_offset, until_offset) of one Kafka partition."""
 
@@ -191,141 +181,12 @@ class KafkaInputPartition(InputPartition):
         self.from_offset, self.until_offset = from_offset, until_offset
 
 
-class _KafkaClient:
-    """Metadata and watermark look-ups for the driver, with bounded waits and our errors."""
-
-    def __init__(self, options: KafkaSourceOptions) -> None:
-        self.options = options
-        self.consumer = _make_consumer(options, probe=True)
-
-    def close(self) -> None:
-        self.consumer.close()
-
-    def _fail(self, what: str, error: Exception) -> IngestError:
-        o = self.options
-        return IngestError(
-            f"Cannot {what} on Kafka at {o.bootstrap_servers} within {o.timeout_s:g} s: {error}",
-            hint="check that the broker is running and reachable, or raise 'kafka.timeout.ms'")
-
-    def partitions(self) -> list[TopicPartitionKey]:
-        """Every partition of the subscribed topics.
-
-        Raises:
-            ConfigError: a topic does not exist.
-            IngestError: the broker cannot be reached in time.
-        """
-        from confluent_kafka import KafkaError, KafkaException
-
-        out: list[TopicPartitionKey] = []
-        for topic in self.options.topics:
-            try:
-                meta = self.consumer.list_topics(topic=topic, timeout=self.options.timeout_s)
-            except KafkaException as e:
-                raise self._fail(f"get metadata for topic '{topic}'", e) from e
-            tmeta = meta.topics.get(topic)
-            code = tmeta.error.code() if tmeta is not None and tmeta.error is not None else None
-            if tmeta is None or code == KafkaError.UNKNOWN_TOPIC_OR_PART or not tmeta.partitions:
-                raise ConfigError(
-                    f"Kafka topic '{topic}' does not exist on {self.options.bootstrap_servers}.",
-                    hint=f"create it (ingest produce --topic {topic} ...) or fix 'subscribe'")
-            if code is not None:
-                raise IngestError(f"Cannot get metadata for Kafka topic '{topic}' on "
-                                  f"{self.options.bootstrap_servers}: {tmeta.error}")
-            out.extend((topic, p) for p in sorted(tmeta.partitions))
-        return out
-
-    def watermarks(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, tuple[int, int]]:
-        """(earliest, next offset to be written) for each partition.
-
-        The high watermark from ListOffsets is confirmed with one fetch at that offset: the
-        fetch response carries the true high watermark. tansu 0.6 answers ListOffsets(latest)
-        with the base offset of the last record batch + 1, which would hide the rest of the batch.
-        """
-        from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-        marks: dict[TopicPartitionKey, tuple[int, int]] = {}
-        try:
-            for tp in tps:
-                low, high = self.consumer.get_watermark_offsets(
-                    TopicPartition(tp[0], tp[1]), timeout=self.options.timeout_s)
-                marks[tp] = (low, high)
-        except KafkaException as e:
-            raise self._fail("list offsets", e) from e
-        if not marks:
-            return marks
-        self.consumer.assign([TopicPartition(t, p, max(marks[(t, p)])) for t, p in marks])
-        pending = set(marks)
-        deadline = time.monotonic() + self.options.timeout_s
-        try:
-            while pending:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._fail(f"fetch the end offsets of {sorted(map(_describe, pending))}",
-                                     TimeoutError("no fetch response"))
-                msg = self.consumer.poll(min(remaining, 0.5))
-                if msg is not None:
-                    err = msg.error()
-                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                        raise self._fail("fetch the end offsets", KafkaException(err))
-                    tp = (msg.topic(), msg.partition())
-                    if tp in pending:
-                        pending.discard(tp)
-                        _, fetched_high = self.consumer.get_watermark_offsets(
-                            TopicPartition(tp[0], tp[1]), cached=True)
-                        marks[tp] = (marks[tp][0], max(marks[tp][1], fetched_high))
-        finally:
-            self.consumer.unassign()
-        return marks
-
-
-def _make_consumer(options: KafkaSourceOptions, *, probe: bool = False,
-                   fail_on_out_of_range: bool = True) -> Consumer:
-    from confluent_kafka import Consumer, KafkaException
-
-    config: dict[str, Any] = {
-        "bootstrap.servers": options.bootstrap_servers,
-        # A throw-away group: offsets live in Spark's checkpoint, nothing is committed.
-        "group.id": f"ingest-kafka-source-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "error" if fail_on_out_of_range else "earliest",
-        "socket.connection.setup.timeout.ms": int(options.timeout_s * 1000),
-        "logger": logging.getLogger(f"{__name__}.librdkafka"),
-    }
-    if probe:
-        config.update({"fetch.wait.max.ms": 10, "max.partition.fetch.bytes": 1024})
-    config.update(dict(options.client_config))
-    try:
-        return Consumer(config)
-    except KafkaException as e:
-        raise ConfigError(f"Cannot create a Kafka consumer for {options.bootstrap_servers}: {e}",
-                          hint="check the kafka.* options") from e
-
-
-def _rate_limit(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
-    """Cap end so that at most max_rows offsets are planned, shared in proportion to backlog."""
-    backlog = {tp: end[tp] - start[tp] for tp in sorted(end) if end[tp] > start[tp]}
-    total = sum(backlog.values())
-    if total <= max_rows:
-        return dict(end)
-    share = {tp: max_rows * n // total for tp, n in backlog.items()}
-    left = max_rows - sum(share.values())
-    for tp in sorted(backlog, key=lambda tp: (share[tp] - backlog[tp], tp)):
-        if left == 0:
-            break
-        if share[tp] < backlog[tp]:
-            share[tp] += 1
-            left -= 1
-    return {tp: start[tp] + share.get(tp, 0) for tp in end}
-
-
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from Kafka offsets (driver) and reads offset ranges (executors)."""
 
     def __init__(self, options: KafkaSourceOptions) -> None:
         self.options = options
-        self._client: _KafkaClient | None = None
+        self._client: KafkaClient | None = None
         self._target: Offsets | None = None  # Trigger.AvailableNow: never plan past this
         self._latest: Offsets | None = None
 
@@ -335,9 +196,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return state
 
     @property
-    def client(self) -> _KafkaClient:
+    def client(self) -> KafkaClient:
         if self._client is None:
-            self._client = _KafkaClient(self.options)
+            self._client = KafkaClient(self.options)
         return self._client
 
     def _fetch_latest(self) -> tuple[Offsets, Offsets]:
@@ -357,7 +218,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if missing:
             raise ConfigError(
                 f"Option 'startingOffsets' must give every partition of the subscribed topics; "
-                f"missing {[_describe(tp) for tp in missing]}.",
+                f"missing {[describe(tp) for tp in missing]}.",
                 hint="use -2 for earliest and -1 for latest")
         return offsets_to_json({tp: earliest[tp] if o == -2 else latest[tp] if o == -1 else o
                                 for tp, o in starting.items() if tp in latest})
@@ -375,17 +236,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         earliest, latest = self._fetch_latest()
         self._latest = dict(latest)
         if self._target is not None:
-            latest = {tp: min(o, self._target[tp]) for tp, o in latest.items() if tp in self._target}
+            latest = {tp: min(o, self._target[tp]) for tp, o in latest.items()
+                      if tp in self._target}
         # A partition added since the last batch is read from its earliest offset, as Spark does.
         begin_all = {tp: begin.get(tp, earliest.get(tp, 0)) for tp in latest}
         end: Offsets = {}
         for tp, high in latest.items():
             if high < begin_all[tp]:
-                self._data_loss(f"partition {_describe(tp)} ends at offset {high}, below offset "
+                self._data_loss(f"partition {describe(tp)} ends at offset {high}, below offset "
                                 f"{begin_all[tp]} already read (was the topic recreated?)")
             end[tp] = max(high, begin_all[tp])
         if isinstance(limit, ReadMaxRows):
-            end = _rate_limit(begin_all, end, limit.max_rows)
+            end = rate_limit(begin_all, end, limit.max_rows)
         elif not isinstance(limit, ReadAllAvailable):
             raise IngestError(f"The ingest-kafka source does not support read limit {limit!r}.")
         for tp, offset in begin.items():
@@ -425,7 +287,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
-        return _read_range(self.options, partition)
+        return read_range(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in a Kafka consumer group."""
@@ -434,92 +296,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._client is not None:
             self._client.close()
             self._client = None
-
-
-def _read_range(options: KafkaSourceOptions, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
-    """Yield the records of [from_offset, until_offset) as Arrow batches of ARROW_SCHEMA."""
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-    where = (f"Kafka partition {part.topic}-{part.partition} on {options.bootstrap_servers} "
-             f"(planned [{part.from_offset}, {part.until_offset}))")
-    consumer = _make_consumer(options, fail_on_out_of_range=options.fail_on_data_loss)
-    tp = TopicPartition(part.topic, part.partition, part.from_offset)
-    columns: dict[str, list[Any]] = {name: [] for name in ARROW_SCHEMA.names}
-    next_offset = part.from_offset
-    deadline = time.monotonic() + options.timeout_s
-    try:
-        consumer.assign([tp])
-        while next_offset < part.until_offset:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise IngestError(
-                    f"Timed out after {options.timeout_s:g} s without records reading {where} "
-                    f"at offset {next_offset}.",
-                    hint="check the broker, or raise option 'kafka.timeout.ms'")
-            want = min(ROWS_PER_ARROW_BATCH, part.until_offset - next_offset)
-            for msg in consumer.consume(num_messages=want, timeout=min(remaining, 1.0)):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF and msg.offset() < part.until_offset:
-                        _read_data_loss(options, f"{where} ends at offset {msg.offset()}")
-                        next_offset = part.until_offset
-                        break
-                    if err.code() in (KafkaError._AUTO_OFFSET_RESET,
-                                      KafkaError.OFFSET_OUT_OF_RANGE):
-                        _read_data_loss(options, f"offset {next_offset} of {where} is out of range")
-                        continue
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise IngestError(f"Cannot read {where}: {err.str()}") from KafkaException(err)
-                offset = msg.offset()
-                if offset >= part.until_offset:
-                    next_offset = part.until_offset
-                    break
-                # Gaps (compaction, transaction markers) are normal; offsets only go forward.
-                next_offset = offset + 1
-                deadline = time.monotonic() + options.timeout_s
-                _append(columns, msg)
-            else:
-                # Nothing at the end of the range but transaction markers: the position says so.
-                position = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
-                if position >= part.until_offset:
-                    next_offset = part.until_offset
-            if len(columns["offset"]) >= ROWS_PER_ARROW_BATCH:
-                yield _to_batch(columns)
-                columns = {name: [] for name in ARROW_SCHEMA.names}
-        if columns["offset"]:
-            yield _to_batch(columns)
-    finally:
-        consumer.close()
-
-
-def _read_data_loss(options: KafkaSourceOptions, what: str) -> None:
-    if options.fail_on_data_loss:
-        raise IngestError(f"Kafka data loss: {what}.",
-                          hint="set option failOnDataLoss=false to skip lost records with a warning")
-    log.warning("Kafka data loss, skipping: %s (failOnDataLoss=false)", what)
-
-
-def _append(columns: dict[str, list[Any]], msg: Any) -> None:
-    ts_type, ts_ms = msg.timestamp()
-    headers = msg.headers()
-    columns["key"].append(msg.key())
-    columns["value"].append(msg.value())
-    columns["topic"].append(msg.topic())
-    columns["partition"].append(msg.partition())
-    columns["offset"].append(msg.offset())
-    columns["timestamp"].append(ts_ms * 1000)
-    # Kafka's TimestampType ids as Spark reports them: -1 none, 0 CreateTime, 1 LogAppendTime;
-    # confluent-kafka counts from 0 = not available.
-    columns["timestampType"].append(ts_type - 1)
-    # Spark gives null, not an empty array, for a record without headers.
-    columns["headers"].append(None if not headers else
-                              [{"key": k, "value": v} for k, v in headers])
-
-
-def _to_batch(columns: dict[str, list[Any]]) -> pa.RecordBatch:
-    arrays = [pa.array(columns[f.name], type=f.type) for f in ARROW_SCHEMA]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
 class KafkaDataSource(DataSource):
@@ -534,6 +310,23 @@ class KafkaDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         return KafkaStreamReader(KafkaSourceOptions.parse(self.options))
+
+
+def check_topic(bootstrap_servers: str, topic: str, *, timeout_s: float) -> int:
+    """Check the broker answers and the topic exists; returns its partition count.
+
+    Raises:
+        ConfigError: the topic does not exist, or timeout_s is not a positive number of ms.
+        IngestError: the broker cannot be reached within timeout_s.
+    """
+    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
+                                        "subscribe": topic,
+                                        "kafka.timeout.ms": str(int(timeout_s * 1000))})
+    client = KafkaClient(options)
+    try:
+        return len(client.partitions())
+    finally:
+        client.close()
 
 
 def register_kafka_source(spark: SparkSession) -> None:
@@ -601,6 +394,7 @@ __all__ = [
     "KafkaInputPartition",
     "KafkaSourceOptions",
     "KafkaStreamReader",
+    "check_topic",
     "jvm_kafka_available",
     "kafka_dataframe",
     "offsets_from_json",

@@ -76,7 +76,8 @@ def ensure_topic(bootstrap_servers: str, topic: str, *, partitions: int = 1,
         IngestError: the broker cannot be reached or refuses to create the topic.
     """
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    # confluent-kafka's admin package re-exports NewTopic without marking it so for mypy.
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     if partitions < 1:
         raise ConfigError(f"A topic needs at least 1 partition, got {partitions}.")

@@ -2,10 +2,11 @@
 
 For micro-batch `batch_id` the driver opens a transaction (target + dead-letter table), the
 executors parse the Kafka values and write `delta_W_W_0000/bucket_N` files (mapInArrow, see
-`_sink_tasks`), and the driver commits with `SinkProgress(sink_id, batch_id)` and the batch's
-Kafka offset ranges in the same metastore transaction (DESIGN invariant 4; Hive's
-`commitTxnWithKeyValue`). With `txns_per_delta=K` a run of K micro-batches appends to one
-`delta_W_{W+K-1}` directory, as Hive Streaming's TransactionBatch does (hive-acid-facts §7).
+`_sink_batch` and `_sink_tasks`), and the driver commits with `SinkProgress(sink_id,
+batch_id)` and the batch's Kafka offset ranges in the same metastore transaction (DESIGN
+invariant 4; Hive's `commitTxnWithKeyValue`). With `txns_per_delta=K` a run of K
+micro-batches appends to one `delta_W_{W+K-1}` directory, as Hive Streaming's
+TransactionBatch does (hive-acid-facts §7).
 
 Task retries and speculative attempts (why no duplicate or torn rows can become visible):
 - K = 1: every task attempt writes hidden staging files `_tmp.bucket_N.<task attempt id>`
@@ -26,30 +27,27 @@ import logging
 import os
 import socket
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import side_file_path
-from ingest.acid.names import format_delta, write_acid_version_file
-from ingest.errors import BadRecordError, CommitConflictError, ConfigError, SchemaMismatchError
+from ingest.acid import can_append, side_file_path
+from ingest.acid.names import format_delta
+from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
-from ingest.spark._sink_tasks import (
-    META_BUCKET,
-    META_FIELDS,
-    RESULT_DDL,
-    TaskPlan,
-    parse_task,
-    rollback_file,
-    write_task,
+from ingest.spark._sink_batch import (
+    BatchReport,
+    publish_results,
+    remove_quietly,
+    remove_staging_leftovers,
+    run_tasks,
 )
+from ingest.spark._sink_tasks import TaskPlan, rollback_file
 from ingest.spark.deadletter import dead_letter_location
-from ingest.txn import Metastore, OffsetRange, SinkProgress, TableDefinition, Transaction
+from ingest.txn import Metastore, SinkProgress, TableDefinition, Transaction
 from ingest.txn import default_metastore_url as _default_metastore_url
 
 if TYPE_CHECKING:
@@ -58,48 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OnBadRecord = Literal["dead-letter", "fail"]
-KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset"]
 CODECS = ("none", "zlib", "snappy", "lz4", "zstd")
-# Storage where a file can be reopened and appended to (acid._files.can_append's list).
-APPENDABLE_PROTOCOLS = frozenset({"file", "local", "memory", "hdfs"})
-
-
-@dataclass(frozen=True)
-class BatchReport:
-    """What one micro-batch did (also the per-batch log line).
-
-    Attributes:
-        batch_id: Spark's micro-batch id.
-        write_id: the target's write id, or the committed one when skipped.
-        rows: rows written to the target.
-        dead_letters: records written to the dead-letter table.
-        files: bucket files written (both tables).
-        bytes: bytes added to bucket files.
-        seconds: wall time of the micro-batch in the sink.
-        offsets: the Kafka ranges the batch held.
-        lag: records behind the topic's end after this batch, when known.
-        skipped: the batch was already committed (a replay).
-    """
-
-    batch_id: int
-    write_id: int
-    rows: int = 0
-    dead_letters: int = 0
-    files: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-    offsets: tuple[OffsetRange, ...] = ()
-    lag: int | None = None
-    skipped: bool = False
-
-    def line(self) -> str:
-        if self.skipped:
-            return (f"batch {self.batch_id}: already committed as write id {self.write_id}, "
-                    "skipped (replay)")
-        lag = "" if self.lag is None else f", kafka lag {self.lag:,}"
-        return (f"batch {self.batch_id}: write id {self.write_id}, {self.rows:,} rows, "
-                f"{self.dead_letters:,} dead letters, {self.files} files, {self.bytes:,} bytes, "
-                f"{self.seconds:.2f} s{lag}")
 
 
 @dataclass
@@ -189,9 +146,9 @@ class AcidSink:
         self._expected_schema = row_schema
         self._expected_partitions = None if partition_columns is None else tuple(
             partition_columns)
-        protocol = table_location.split("://", 1)[0].lower() if "://" in table_location \
-            else "file"
-        if txns_per_delta > 1 and protocol not in APPENDABLE_PROTOCOLS:
+        if txns_per_delta > 1 and not can_append(table_location):
+            protocol = table_location.split("://", 1)[0].lower() if "://" in table_location \
+                else "file"
             raise ConfigError(
                 f"Cannot use --txns-per-delta {txns_per_delta} on {table_location}: "
                 f"{protocol}:// storage cannot append to files, and a transaction batch "
@@ -287,8 +244,9 @@ class AcidSink:
             return BatchReport(batch_id, done, skipped=True)
         txn, plan = self._begin(store)
         try:
-            results = self._run_job(batch_df, plan)
-            report = self._publish(results, plan, batch_id)
+            results = run_tasks(batch_df, plan, partition_expression=self.partition_expression)
+            report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
+                                     dl_fs=self.dl_fs)
             crash_point("sink.before_commit")
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=report.offsets)
         except CommitConflictError as e:
@@ -358,86 +316,9 @@ class AcidSink:
             dead_letter_compression=self._codecs[1],
         )
 
-    def _run_job(self, batch_df: DataFrame, plan: TaskPlan) -> list[dict[str, Any]]:
-        """Parse and write on the executors; the collected task results."""
-        with warnings.catch_warnings():
-            # pyspark 4.3 warns on every mapInArrow that pandas 3 is "not yet fully
-            # supported"; mapInArrow never touches pandas.
-            warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
-                                    category=FutureWarning)
-            return self._run_job_quietly(batch_df, plan)
-
-    def _run_job_quietly(self, batch_df: DataFrame, plan: TaskPlan) -> list[dict[str, Any]]:
-        kafka = batch_df.select(*KAFKA_COLUMNS)
-        two_stage = plan.partition_from == "column" or plan.bucket_count > 0
-        if not two_stage:
-            out = kafka.mapInArrow(partial(write_task, plan), RESULT_DDL)
-        else:
-            from pyspark.sql import functions as F
-            from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-
-            spark_schema = from_arrow_schema(pa.schema([*META_FIELDS, *plan.parse_schema]))
-            tz = batch_df.sparkSession.conf.get("spark.sql.session.timeZone")
-            parse_plan = replace(plan, parsed_arrow_schema=to_arrow_schema(spark_schema,
-                                                                           timezone=tz))
-            parsed = kafka.mapInArrow(partial(parse_task, parse_plan), spark_schema)
-            if plan.partition_from == "column":
-                assert plan.partition_column is not None and self.partition_expression
-                parsed = parsed.withColumn(plan.partition_column,
-                                           F.expr(self.partition_expression).cast("string"))
-            if plan.bucket_count:
-                keys = [plan.partition_column] if plan.partition_column else []
-                parsed = parsed.repartition(plan.bucket_count, *keys, META_BUCKET)
-            out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
-                                    RESULT_DDL)
-        rows: list[dict[str, Any]] = out.toArrow().to_pylist()
-        return rows
-
-    def _publish(self, results: list[dict[str, Any]], plan: TaskPlan,
-                 batch_id: int) -> BatchReport:
-        """Check the task results, put the winning attempts' files in place (before commit)."""
-        bad = [r for r in results if r["kind"] == "bad"]
-        if bad:
-            first = min(bad, key=lambda r: (r["topic"], r["kafka_partition"], r["min_offset"]))
-            raise BadRecordError(
-                f"Cannot parse Kafka record {first['topic']}-{first['kafka_partition']} offset "
-                f"{first['min_offset']} in micro-batch {batch_id}: {first['error']} (the "
-                f"micro-batch held at least {sum(r['rows'] for r in bad)} bad records; "
-                "nothing of it was committed)",
-                hint="fix the producer, or run with --on-bad-record dead-letter to keep such "
-                     "records in the dead-letter table")
-        files = [r for r in results if r["kind"] == "file"]
-        directories: set[tuple[str, str]] = set()
-        for r in files:
-            fs = self.fs if r["target"] == "table" else self.dl_fs
-            if r["staging"] is not None:
-                fs.mv(r["staging"], r["path"])
-            directories.add((r["target"], r["path"].rsplit("/", 1)[0]))
-        for target, directory in sorted(directories):
-            write_acid_version_file(self.fs if target == "table" else self.dl_fs, directory)
-        ranges: dict[tuple[str, int], list[int]] = {}
-        for r in results:
-            if r["kind"] != "offsets":
-                continue
-            key = (r["topic"], r["kafka_partition"])
-            cur = ranges.setdefault(key, [r["min_offset"], r["max_offset"]])
-            cur[0], cur[1] = min(cur[0], r["min_offset"]), max(cur[1], r["max_offset"])
-        offsets = tuple(OffsetRange(t, p, low, high + 1)
-                        for (t, p), (low, high) in sorted(ranges.items()))
-        return BatchReport(
-            batch_id, plan.write_id,
-            rows=sum(r["rows"] for r in files if r["target"] == "table"),
-            dead_letters=sum(r["rows"] for r in files if r["target"] == "dead_letter"),
-            files=len(files), bytes=sum(r["bytes"] for r in files), offsets=offsets)
-
     def _committed(self, plan: TaskPlan, results: list[dict[str, Any]]) -> None:
         """After the commit: staging leftovers go; a transaction batch moves on."""
-        dirs = {(r["target"], r["path"].rsplit("/", 1)[0]) for r in results
-                if r["kind"] == "file" and r["staging"] is not None}
-        for target, directory in dirs:
-            fs = self.fs if target == "table" else self.dl_fs
-            for leftover in fs.glob(f"{directory}/_tmp.bucket_*"):
-                _remove_quietly(fs, leftover)
+        remove_staging_leftovers(results, fs=self.fs, dl_fs=self.dl_fs)
         run = self._run
         if run is None:
             return
@@ -491,8 +372,8 @@ class AcidSink:
             if path.endswith("_flush_length"):
                 continue
             if path not in run.committed_lengths:  # created by the failed micro-batch only
-                _remove_quietly(self.fs, path)
-                _remove_quietly(self.fs, side_file_path(path))
+                remove_quietly(self.fs, path)
+                remove_quietly(self.fs, side_file_path(path))
 
     def close(self) -> None:
         """End an open transaction batch (abort its unused write ids) and the metastore."""
@@ -526,13 +407,6 @@ def _remove_deltas(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: s
     for path in found:
         fs.rm(path, recursive=True)
     return len(found)
-
-
-def _remove_quietly(fs: fsspec.AbstractFileSystem, path: str) -> None:
-    try:
-        fs.rm_file(path)
-    except FileNotFoundError:
-        pass
 
 
 def _codec(table: TableDefinition, override: str | None) -> str:

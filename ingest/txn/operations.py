@@ -8,55 +8,45 @@ before it is aborted, so a failed call leaves nothing behind. The CLI's create/l
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
 
 import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pcsv
-import pyarrow.json as pjson
-import pyarrow.parquet as pq
 
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import (
+    DEFAULT_PARTITION_NAME,
     bucket_file_name,
     decode_bucket_property,
     format_delta,
+    format_partition,
     write_acid_version_file,
 )
 from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.schema import parse_schema, to_ddl
-from ingest.acid.snapshot import DEFAULT_PARTITION_NAME, ROW_ID_COLUMN, list_partitions, read_table
+from ingest.acid.snapshot import ROW_ID_COLUMN, list_partitions, read_table
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.acid.writer import BucketWriter, Compression
 from ingest.errors import (
-    BadRecordError,
     CommitConflictError,
     ConfigError,
     IngestError,
     SchemaMismatchError,
 )
+from ingest.txn._input import InputFormat, read_input
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import TableDefinition, Transaction
 from ingest.txn.placement import default_metastore_url, find_metastore_for
 from ingest.txn.store import Metastore
 
-InputFormat = Literal["jsonl", "csv", "parquet"]
 MetastoreRef = str | Metastore | None
 """A metastore URL, an open Metastore (left open), or None for the table's default one."""
-
-# FileUtils.charToEscape: partition names and values escape these as %XX.
-_ESCAPED = frozenset([chr(c) for c in range(0x01, 0x20)] + list('"#%\'*/:=?\\\x7f{[]^'))
-_EXTENSIONS: dict[str, InputFormat] = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
-                                       ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
-_COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
 
 
 @dataclass(frozen=True)
@@ -216,78 +206,6 @@ def table_schema(defn: TableDefinition) -> pa.Schema:
                                               for c in defn.partition_columns])
 
 
-# ---------------------------------------------------------------------------- input
-
-def read_input(
-    path: str, *, format: InputFormat | None = None, schema: pa.Schema | None = None,
-) -> pa.Table:
-    """Read a JSON Lines, CSV or Parquet file (optionally .gz/.bz2/.zst/.lz4 compressed).
-
-    Args:
-        path: a path or fsspec URL.
-        format: jsonl, csv or parquet; default from the extension.
-        schema: expected columns; JSON and CSV values of these columns are parsed as these
-            types (so '007' stays a string); other columns are inferred.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ConfigError: the format is unknown and cannot be told from the extension.
-        BadRecordError: the file is not valid JSON Lines / CSV / Parquet.
-        SchemaMismatchError: a value cannot be parsed as its column's type.
-    """
-    fs, stripped = fsspec.core.url_to_fs(path)
-    name = str(stripped).lower()
-    ext = os.path.splitext(name)[1]
-    codec = _COMPRESSED.get(ext)
-    if codec:
-        ext = os.path.splitext(name[: -len(ext)])[1]
-    fmt = format or _EXTENSIONS.get(ext)
-    if fmt not in ("jsonl", "csv", "parquet"):
-        raise ConfigError(
-            f"Cannot read input {path}: " + (f"unknown format {format!r}" if format else
-                                             f"cannot tell the format from its extension {ext!r}"),
-            hint="give --format jsonl, csv or parquet")
-    if not fs.exists(stripped):
-        raise FileNotFoundError(f"Cannot open input file, does not exist: {path}")
-    data = fs.cat_file(stripped)
-    stream: Any = pa.BufferReader(data)
-    if codec:
-        stream = pa.CompressedInputStream(stream, codec)
-    try:
-        if fmt == "parquet":
-            return pq.read_table(io.BytesIO(stream.read()))
-        if fmt == "csv":
-            types = {f.name: f.type for f in schema or [] if _flat(f.type)}
-            return pcsv.read_csv(stream, convert_options=pcsv.ConvertOptions(column_types=types))
-        explicit = pa.schema([f for f in schema or [] if _json_native(f.type)])
-        return pjson.read_json(stream, parse_options=pjson.ParseOptions(
-            explicit_schema=explicit if len(explicit) else None,
-            unexpected_field_behavior="infer"))
-    except pa.ArrowInvalid as e:
-        message = f"Cannot read input {path} as {fmt}: {e}"
-        if "convert" in str(e) or "changed from" in str(e):
-            hint = None if schema is None else (
-                f"values must fit the columns {to_ddl(schema)}; in JSON, quote a number meant "
-                "for a STRING column")
-            raise SchemaMismatchError(message, hint=hint) from e
-        raise BadRecordError(message, hint=f"check that {path} is {_FORMAT_NAMES[fmt]}") from e
-
-
-_FORMAT_NAMES = {"jsonl": "JSON Lines (one JSON object per line)", "csv": "CSV with a header line",
-                 "parquet": "a Parquet file"}
-
-
-def _flat(t: pa.DataType) -> bool:
-    return not (pa.types.is_nested(t) or pa.types.is_dictionary(t))  # CSV has no nesting
-
-
-def _json_native(t: pa.DataType) -> bool:
-    # Types the JSON reader parses itself; strings must be explicit or ISO dates become
-    # timestamps. Dates, decimals and nested types are inferred and cast by `load`.
-    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-                or pa.types.is_string(t) or pa.types.is_timestamp(t))
-
-
 # ---------------------------------------------------------------------------- load
 
 def load(
@@ -328,27 +246,17 @@ def load(
         if rows.num_rows == 0:
             return LoadResult(defn.name, defn.location, None, 0, (), (), 0)
         fs, root = _table_fs(defn)
-        txn = store.open_transaction(defn, agent=agent or _agent("load"))
-        w = txn.write_id
-        written = _Written(fs)
         parts: list[str] = []
-        try:
+        with _writing(store, defn, fs, agent=agent or _agent("load")) as (txn, written):
+            w = txn.write_id
             for part, bucket, chunk in _split(rows, partitions, defn):
                 directory = _join(root, part, format_delta(w, w, 0))
                 if directory not in written.directories:
                     written.make_directory(_join(root, part), directory)
                     parts.append(part)
-                path = f"{directory}/{bucket_file_name(bucket)}"
-                writer = BucketWriter(path, defn.row_schema, write_id=w, bucket_id=bucket,
-                                      compression=codec, fs=fs)
-                written.files.append(path)
-                with writer:
-                    writer.write(chunk)
-                written.bytes += writer.bytes_written
+                written.write_bucket(directory, bucket, chunk, row_schema=defn.row_schema,
+                                     write_id=w, compression=codec)
                 store.heartbeat(txn)
-        except BaseException as e:
-            _fail(store, txn, written, e)
-            raise
         _commit(store, txn, written)
         return LoadResult(defn.name, defn.location, w, rows.num_rows,
                           tuple(fs.unstrip_protocol(p) for p in written.files), tuple(parts),
@@ -460,14 +368,9 @@ def partition_path(columns: Sequence[str], values: Sequence[str | None]) -> str:
     """Hive's partition directory, e.g. ``dt=2026-01-01/country=__HIVE_DEFAULT_PARTITION__``.
 
     Names and values are escaped as Hive's FileUtils.escapePathName does (``/`` → ``%2F``);
-    a null or empty value is the default partition.
+    a null or empty value is the default partition (`ingest.acid.names.format_partition`).
     """
-    return "/".join(f"{_escape(c)}={_escape(v) if v else DEFAULT_PARTITION_NAME}"
-                    for c, v in zip(columns, values, strict=True))
-
-
-def _escape(text: str) -> str:
-    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
+    return "/".join(format_partition(c, v) for c, v in zip(columns, values, strict=True))
 
 
 def _join(root: str, *parts: str) -> str:
@@ -496,6 +399,23 @@ class _Written:
         self.fs.makedirs(directory, exist_ok=True)
         write_acid_version_file(self.fs, directory)
 
+    def write_bucket(self, directory: str, bucket_id: int, data: pa.Table, *,
+                     row_schema: pa.Schema, write_id: int, compression: Compression,
+                     deletes: bool = False) -> None:
+        """Write `directory/bucket_N`: `data` as insert events, or (deletes=True) as the keys
+        of delete events (originalTransaction, bucket, rowId); count its files and bytes."""
+        path = f"{directory}/{bucket_file_name(bucket_id)}"
+        writer = (BucketWriter.for_deletes if deletes else BucketWriter)(
+            path, row_schema, write_id=write_id, bucket_id=bucket_id, compression=compression,
+            fs=self.fs)
+        self.files.append(path)
+        with writer:
+            if deletes:
+                writer.write_deletes(data)
+            else:
+                writer.write(data)
+        self.bytes += writer.bytes_written
+
     def remove(self) -> None:
         for directory in self.directories:
             if self.fs.exists(directory):
@@ -510,6 +430,21 @@ def _remove_empty_dirs(fs: fsspec.AbstractFileSystem, directories: Sequence[str]
                 fs.rmdir(directory)
         except (OSError, NotImplementedError):
             pass  # another writer is using it, or the store has no directories
+
+
+@contextmanager
+def _writing(store: Metastore, defn: TableDefinition, fs: fsspec.AbstractFileSystem, *,
+             agent: str) -> Iterator[tuple[Transaction, _Written]]:
+    """Open a transaction and track what it writes; an error inside the block removes the
+    files and aborts it (`_fail`). Committing (`_commit`) or aborting an empty write is the
+    caller's, after the block."""
+    txn = store.open_transaction(defn, agent=agent)
+    written = _Written(fs)
+    try:
+        yield txn, written
+    except BaseException as e:
+        _fail(store, txn, written, e)
+        raise
 
 
 def _fail(store: Metastore, txn: Transaction, written: _Written, error: BaseException) -> None:
@@ -588,12 +523,10 @@ def delete(
             snapshot = store.snapshot(defn)
             count = sum(k.num_rows for _, k in _matching_keys(fs, root, defn, predicate, snapshot))
             return DeleteResult(defn.name, defn.location, where, None, count, (), (), True)
-        txn = store.open_transaction(defn, agent=agent or _agent("delete"))
-        w = txn.write_id
-        written = _Written(fs)
         parts: list[str] = []
         count = 0
-        try:
+        with _writing(store, defn, fs, agent=agent or _agent("delete")) as (txn, written):
+            w = txn.write_id
             # Taken after opening: every transaction committed before ours is visible.
             snapshot = store.snapshot(defn)
             for part, keys in _matching_keys(fs, root, defn, predicate, snapshot):
@@ -602,17 +535,10 @@ def delete(
                 parts.append(part)
                 count += keys.num_rows
                 for bucket, bucket_keys in _by_bucket(keys):
-                    path = f"{directory}/{bucket_file_name(bucket)}"
-                    writer = BucketWriter.for_deletes(path, defn.row_schema, write_id=w,
-                                                      bucket_id=bucket, compression=codec, fs=fs)
-                    written.files.append(path)
-                    with writer:
-                        writer.write_deletes(bucket_keys)
-                    written.bytes += writer.bytes_written
+                    written.write_bucket(directory, bucket, bucket_keys,
+                                         row_schema=defn.row_schema, write_id=w,
+                                         compression=codec, deletes=True)
                 store.heartbeat(txn)
-        except BaseException as e:
-            _fail(store, txn, written, e)
-            raise
         if count == 0:
             store.abort(txn, reason=f"delete matched no rows: {where}")
             return DeleteResult(defn.name, defn.location, where, None, 0, (), (), False)

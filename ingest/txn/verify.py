@@ -90,13 +90,18 @@ def _resolve(path: str, fs: fsspec.AbstractFileSystem | None,
     return found, str(stripped)
 
 
-def live_files_of(open_write_ids: set[int]) -> Callable[[str], bool]:
+def live_files_of(open_write_ids: set[int],
+                  high_watermark: int | None = None) -> Callable[[str], bool]:
     """A `live_files` predicate: a bucket file is live when an open write id lies in the range
-    of its directory (an open transaction, or its batch, may still append to it)."""
+    of its directory (an open transaction, or its batch, may still append to it), or when the
+    range goes past `high_watermark`: it was allocated after the snapshot recovery works from,
+    so its writer may be alive."""
     def live(path: str) -> bool:
         parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
         if parsed is None or parsed.is_base:
             return False
+        if high_watermark is not None and parsed.max_write_id > high_watermark:
+            return True
         return any(parsed.min_write_id <= w <= parsed.max_write_id for w in open_write_ids)
     return live
 
@@ -161,15 +166,19 @@ def recover_table_with_metastore(
             done: list[Transaction] = store.abort_timed_out(txn_timeout_s)
             aborted = tuple((t.txn_id, t.write_ids[table.name], "no heartbeat within "
                              f"{txn_timeout_s:g} s") for t in done if table.name in t.write_ids)
-            open_ids = {t.write_id for t in store.transactions(table.name, states=("open",))}
+        # One snapshot decides which files are live: its open write ids, and anything
+        # allocated after it (above its high-water mark) while the scan below runs.
         snapshot = store.snapshot(table.name)
+        if not dry_run:
+            open_ids = set(snapshot.open_write_ids)
         if dry_run:
             extra = tuple(w for _, w, _ in aborted)
             snapshot = type(snapshot)(snapshot.table, snapshot.high_watermark,
                                       tuple(w for w in snapshot.open_write_ids if w not in extra),
                                       snapshot.aborted_write_ids + extra)
         report = recover_table(path, fs=fs, dry_run=dry_run, backup_dir=backup_dir,
-                               live_files=live_files_of(open_ids), valid_write_ids=snapshot)
+                               live_files=live_files_of(open_ids, snapshot.high_watermark),
+                               valid_write_ids=snapshot)
         return TableRecovery(report, table.name, aborted)
     finally:
         if close and store is not None:

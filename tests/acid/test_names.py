@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.acid.names import (
+    DEFAULT_PARTITION_NAME,
     ParsedDirectory,
     bucket_file_name,
     decode_bucket_property,
@@ -19,10 +20,12 @@ from ingest.acid.names import (
     format_base,
     format_delta,
     format_directory,
+    format_partition,
     is_compacted_base,
     is_side_file,
     parse_bucket_file,
     parse_directory,
+    parse_partition,
     side_file_path,
     write_acid_version_file,
     write_compacted_marker,
@@ -188,6 +191,48 @@ def test_bucket_codec_ranges() -> None:
 @given(st.integers(0, 4095), st.integers(0, 4095))
 def test_bucket_codec_round_trip(bucket: int, stmt: int) -> None:
     assert decode_bucket_property(encode_bucket_property(bucket, stmt)) == (1, bucket, stmt)
+
+
+def test_partition_names_escape_like_hive() -> None:
+    assert format_partition("dt", "2026-01-01") == "dt=2026-01-01"
+    # FileUtils.escapePathName: charToEscape as %XX (upper-case hex), the rest kept.
+    assert format_partition("k", "a/b:c=d%") == "k=a%2Fb%3Ac%3Dd%25"
+    assert format_partition("k", "x\x01\x7f{[]^#?*'\"\\") == (
+        "k=x%01%7F%7B%5B%5D%5E%23%3F%2A%27%22%5C")
+    assert format_partition("a=b", "é ü") == "a%3Db=é ü"
+    assert format_partition("c", None) == f"c={DEFAULT_PARTITION_NAME}"
+    assert format_partition("c", "") == "c=__HIVE_DEFAULT_PARTITION__"
+
+
+def test_parse_partition_examples() -> None:
+    assert parse_partition("dt=2026-01-01") == ("dt", "2026-01-01")
+    assert parse_partition("k=a%2Fb%3Ac%3Dd%25") == ("k", "a/b:c=d%")
+    assert parse_partition("k=a=b") == ("k", "a=b")
+    assert parse_partition("k=") == ("k", "")
+    assert parse_partition(f"c={DEFAULT_PARTITION_NAME}") == ("c", None)
+    assert parse_partition("a%3Db=x") == ("a=b", "x")
+
+
+@pytest.mark.parametrize(
+    "name", ["delta_0000001_0000001_0000", "bucket_00000", "=x", "_tmp=1", ".hidden=1", "x"])
+def test_parse_partition_rejects_other_names(name: str) -> None:
+    assert parse_partition(name) is None
+
+
+@settings(max_examples=300)
+@given(st.text(min_size=1).filter(lambda c: not c.startswith(("_", "."))),
+       st.none() | st.text())
+def test_partition_round_trip(column: str, value: str | None) -> None:
+    name = format_partition(column, value)
+    assert "/" not in name
+    expected = None if value in (None, "", DEFAULT_PARTITION_NAME) else value
+    assert parse_partition(name) == (column, expected)
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=30))
+def test_parse_partition_never_raises(name: str) -> None:
+    parse_partition(name)
 
 
 def test_acid_version_file(memfs: tuple[fsspec.AbstractFileSystem, str]) -> None:

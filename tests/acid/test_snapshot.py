@@ -17,6 +17,7 @@ from ingest.acid.names import encode_bucket_property, format_base, format_delta
 from ingest.acid.side_file import encode_length
 from ingest.acid.snapshot import (
     UnverifiedSnapshotWarning,
+    describe_table,
     list_partitions,
     read_batches,
     read_table,
@@ -108,6 +109,13 @@ def test_no_snapshot_warns_and_takes_every_named_write_id(table_dir: Path) -> No
     with pytest.warns(UnverifiedSnapshotWarning, match=r"without a snapshot.*1\.\.4"):
         got = read_table(str(table_dir))
     assert got.num_rows == 189
+
+
+@pytest.mark.parametrize("read", [read_table, read_batches, describe_table])
+def test_no_snapshot_warning_points_at_the_caller(table_dir: Path, read: object) -> None:
+    with pytest.warns(UnverifiedSnapshotWarning) as caught:
+        read(str(table_dir))  # type: ignore[operator]
+    assert [w.filename for w in caught] == [__file__]
 
 
 def test_multi_txn_delta_with_side_file(tmp_path: Path) -> None:

@@ -292,3 +292,51 @@ def test_bad_block_size_is_a_config_error(tmp_path: Path) -> None:
         BucketWriter(bucket_path(tmp_path), SIMPLE_SCHEMA, write_id=1,
                      options=WriterOptions(compression_block_size=4096))
     assert not (tmp_path / "delta_0000001_0000003").exists(), "nothing is created"
+
+
+def test_torn_side_file_entry_is_cut_before_appending(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w.write(simple_table(range(5)))
+    w.flush()
+    w.abandon()
+    with open(path + "_flush_length", "ab") as f:
+        f.write(b"\x00\x00\x01")
+    w = BucketWriter.open_append(path, write_id=2)
+    w.write(simple_table(range(5, 8)))
+    length = w.flush()
+    w.abandon()
+    assert read_flush_lengths(FS, path)[-1] == length
+    assert Path(path + "_flush_length").stat().st_size % 8 == 0
+    assert read_bucket_file(path).column("currentTransaction").to_pylist() == [1] * 5 + [2] * 3
+
+
+def test_a_second_writer_appending_to_the_same_file_is_fenced_off(tmp_path: Path) -> None:
+    from ingest.errors import CommitConflictError
+
+    path = bucket_path(tmp_path)
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w.write(simple_table(range(5)))
+    w.flush()
+    w.abandon()
+    first = BucketWriter.open_append(path, write_id=2)
+    zombie = BucketWriter.open_append(path, write_id=2)
+    first.write(simple_table(range(5, 7)))
+    first.flush()
+    zombie.write(simple_table(range(100, 102)))
+    with pytest.raises(CommitConflictError, match="another writer changed it"):
+        zombie.flush()
+    zombie.abandon()
+    first.close()
+    assert read_bucket_file(path).column("rowId").to_pylist() == [0, 1, 2, 3, 4, 0, 1]
+
+
+def test_sliced_batches_with_null_lists_and_a_struct_column(tmp_path: Path) -> None:
+    schema = pa.schema([("st", pa.struct([("x", pa.int32())])), ("l", pa.list_(pa.int32()))])
+    table = pa.table({"st": [{"x": 1}, None, {"x": 3}, {"x": 4}],
+                      "l": [[1], None, [], None]}, schema=schema)
+    path = bucket_path(tmp_path)
+    with BucketWriter(path, schema, write_id=1) as w:
+        w.write(table.slice(0, 1))
+        w.write(table.slice(1))
+    assert [r["row"] for r in read_bucket_file(path).to_pylist()] == table.to_pylist()

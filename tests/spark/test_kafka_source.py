@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from ingest.errors import ConfigError
+from ingest.spark._kafka_read import rate_limit
 from ingest.spark.kafka_source import (
     ARROW_SCHEMA,
     SCHEMA,
     KafkaSourceOptions,
-    _rate_limit,
     jvm_kafka_available,
     kafka_dataframe,
     register_kafka_source,
@@ -113,11 +113,11 @@ def test_bad_options_raise_config_error(options: dict[str, str], message: str) -
 def test_rate_limit_shares_in_proportion_and_exactly() -> None:
     start = {("t", 0): 0, ("t", 1): 10, ("t", 2): 5}
     end = {("t", 0): 30, ("t", 1): 20, ("t", 2): 5}
-    capped = _rate_limit(start, end, 8)
+    capped = rate_limit(start, end, 8)
     assert sum(capped[tp] - start[tp] for tp in start) == 8
     assert capped[("t", 0)] - 0 == 6 and capped[("t", 1)] - 10 == 2 and capped[("t", 2)] == 5
-    assert _rate_limit(start, end, 1000) == end
-    assert sum(_rate_limit(start, end, 1)[tp] - start[tp] for tp in start) == 1
+    assert rate_limit(start, end, 1000) == end
+    assert sum(rate_limit(start, end, 1)[tp] - start[tp] for tp in start) == 1
 
 
 # -- real broker and Spark -------------------------------------------------------------------

@@ -51,7 +51,8 @@ def test_encode_event() -> None:
 
 
 @pytest.mark.kafka
-def test_produce_events_creates_topic_and_delivers_everything(kafka_broker: str, topic: str) -> None:
+def test_produce_events_creates_topic_and_delivers_everything(
+        kafka_broker: str, topic: str) -> None:
     events: list[Any] = [*sample_events(20), "plain text", b"\xffbytes"]
     written = produce_events(kafka_broker, topic, events=events, partitions=3,
                              key_fn=lambda e: str(e["id"]) if isinstance(e, dict) else None)

@@ -1,0 +1,181 @@
+"""One micro-batch of the AcidSink on the executors and back (sink.py owns the transaction).
+
+`run_tasks` runs a `TaskPlan` as one or two mapInArrow stages over `_sink_tasks`;
+`publish_results` reads what the tasks report: it raises on bad records, puts the winning
+attempts' files in place before the commit, and sums them into a `BatchReport`;
+`remove_staging_leftovers` deletes the other attempts' staging files after the commit.
+It knows Spark, fsspec and the task results; it never calls the metastore.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid.names import write_acid_version_file
+from ingest.errors import BadRecordError
+from ingest.spark._sink_tasks import (
+    META_BUCKET,
+    META_FIELDS,
+    RESULT_DDL,
+    TaskPlan,
+    parse_task,
+    write_task,
+)
+from ingest.txn import OffsetRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset"]
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What one micro-batch did (also the per-batch log line).
+
+    Attributes:
+        batch_id: Spark's micro-batch id.
+        write_id: the target's write id, or the committed one when skipped.
+        rows: rows written to the target.
+        dead_letters: records written to the dead-letter table.
+        files: bucket files written (both tables).
+        bytes: bytes added to bucket files.
+        seconds: wall time of the micro-batch in the sink.
+        offsets: the Kafka ranges the batch held.
+        lag: records behind the topic's end after this batch, when known.
+        skipped: the batch was already committed (a replay).
+    """
+
+    batch_id: int
+    write_id: int
+    rows: int = 0
+    dead_letters: int = 0
+    files: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    offsets: tuple[OffsetRange, ...] = ()
+    lag: int | None = None
+    skipped: bool = False
+
+    def line(self) -> str:
+        if self.skipped:
+            return (f"batch {self.batch_id}: already committed as write id {self.write_id}, "
+                    "skipped (replay)")
+        lag = "" if self.lag is None else f", kafka lag {self.lag:,}"
+        return (f"batch {self.batch_id}: write id {self.write_id}, {self.rows:,} rows, "
+                f"{self.dead_letters:,} dead letters, {self.files} files, {self.bytes:,} bytes, "
+                f"{self.seconds:.2f} s{lag}")
+
+
+def run_tasks(batch_df: DataFrame, plan: TaskPlan, *,
+              partition_expression: str | None) -> list[dict[str, Any]]:
+    """Parse and write on the executors; the collected task results (RESULT_DDL rows)."""
+    with warnings.catch_warnings():
+        # pyspark 4.3 warns on every mapInArrow that pandas 3 is "not yet fully
+        # supported"; mapInArrow never touches pandas.
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
+                                category=FutureWarning)
+        return _run_tasks_quietly(batch_df, plan, partition_expression)
+
+
+def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
+                       partition_expression: str | None) -> list[dict[str, Any]]:
+    kafka = batch_df.select(*KAFKA_COLUMNS)
+    two_stage = plan.partition_from == "column" or plan.bucket_count > 0
+    if not two_stage:
+        out = kafka.mapInArrow(partial(write_task, plan), RESULT_DDL)
+    else:
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+        spark_schema = from_arrow_schema(pa.schema([*META_FIELDS, *plan.parse_schema]))
+        tz = batch_df.sparkSession.conf.get("spark.sql.session.timeZone")
+        parse_plan = replace(plan, parsed_arrow_schema=to_arrow_schema(spark_schema,
+                                                                       timezone=tz))
+        parsed = kafka.mapInArrow(partial(parse_task, parse_plan), spark_schema)
+        if plan.partition_from == "column":
+            assert plan.partition_column is not None and partition_expression
+            parsed = parsed.withColumn(plan.partition_column,
+                                       F.expr(partition_expression).cast("string"))
+        if plan.bucket_count:
+            keys = [plan.partition_column] if plan.partition_column else []
+            parsed = parsed.repartition(plan.bucket_count, *keys, META_BUCKET)
+        out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
+                                RESULT_DDL)
+    rows: list[dict[str, Any]] = out.toArrow().to_pylist()
+    return rows
+
+
+def publish_results(results: list[dict[str, Any]], *, plan: TaskPlan, batch_id: int,
+                    fs: fsspec.AbstractFileSystem,
+                    dl_fs: fsspec.AbstractFileSystem) -> BatchReport:
+    """Check the task results, put the winning attempts' files in place (before commit).
+
+    Args:
+        results: the rows `run_tasks` collected.
+        plan: the plan the tasks ran.
+        batch_id: Spark's micro-batch id (for the report and the error).
+        fs: the target table's filesystem.
+        dl_fs: the dead-letter table's filesystem.
+
+    Raises:
+        BadRecordError: a task reported records it could not parse (on_bad_record="fail").
+    """
+    bad = [r for r in results if r["kind"] == "bad"]
+    if bad:
+        first = min(bad, key=lambda r: (r["topic"], r["kafka_partition"], r["min_offset"]))
+        raise BadRecordError(
+            f"Cannot parse Kafka record {first['topic']}-{first['kafka_partition']} offset "
+            f"{first['min_offset']} in micro-batch {batch_id}: {first['error']} (the "
+            f"micro-batch held at least {sum(r['rows'] for r in bad)} bad records; "
+            "nothing of it was committed)",
+            hint="fix the producer, or run with --on-bad-record dead-letter to keep such "
+                 "records in the dead-letter table")
+    files = [r for r in results if r["kind"] == "file"]
+    directories: set[tuple[str, str]] = set()
+    for r in files:
+        target_fs = fs if r["target"] == "table" else dl_fs
+        if r["staging"] is not None:
+            target_fs.mv(r["staging"], r["path"])
+        directories.add((r["target"], r["path"].rsplit("/", 1)[0]))
+    for target, directory in sorted(directories):
+        write_acid_version_file(fs if target == "table" else dl_fs, directory)
+    ranges: dict[tuple[str, int], list[int]] = {}
+    for r in results:
+        if r["kind"] != "offsets":
+            continue
+        key = (r["topic"], r["kafka_partition"])
+        cur = ranges.setdefault(key, [r["min_offset"], r["max_offset"]])
+        cur[0], cur[1] = min(cur[0], r["min_offset"]), max(cur[1], r["max_offset"])
+    offsets = tuple(OffsetRange(t, p, low, high + 1)
+                    for (t, p), (low, high) in sorted(ranges.items()))
+    return BatchReport(
+        batch_id, plan.write_id,
+        rows=sum(r["rows"] for r in files if r["target"] == "table"),
+        dead_letters=sum(r["rows"] for r in files if r["target"] == "dead_letter"),
+        files=len(files), bytes=sum(r["bytes"] for r in files), offsets=offsets)
+
+
+def remove_staging_leftovers(results: list[dict[str, Any]], *, fs: fsspec.AbstractFileSystem,
+                             dl_fs: fsspec.AbstractFileSystem) -> None:
+    """After the commit: delete the staging files of attempts that did not win."""
+    dirs = {(r["target"], r["path"].rsplit("/", 1)[0]) for r in results
+            if r["kind"] == "file" and r["staging"] is not None}
+    for target, directory in dirs:
+        target_fs = fs if target == "table" else dl_fs
+        for leftover in target_fs.glob(f"{directory}/_tmp.bucket_*"):
+            remove_quietly(target_fs, leftover)
+
+
+def remove_quietly(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    """Delete a file that may already be gone."""
+    try:
+        fs.rm_file(path)
+    except FileNotFoundError:
+        pass
