@@ -26,7 +26,7 @@ from ingest.acid.bucket_file import readable_length
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE
 from ingest.acid.names import ParsedDirectory, encode_bucket_property
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.errors import ConfigError, UnsupportedFormatError
+from ingest.errors import ConfigError, CorruptFileError, UnsupportedFormatError
 from ingest.orc import FileTail, open_orc, read_tail
 
 OTID, BUCKET, ROW_ID, CURRENT, OPERATION, ROW = (
@@ -240,13 +240,26 @@ class DataFile:
 
 @contextmanager
 def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int) -> Iterator[po.ORCFile]:
-    """pyarrow's ORC reader on the first `length` bytes; native memory map for local files."""
-    if isinstance(fs, LocalFileSystem):
-        with pa.memory_map(path) as mm:
-            yield po.ORCFile(pa.BufferReader(mm.read_buffer(length)))
-        return
-    with open_orc(fs, path, length) as orc:
-        yield orc
+    """pyarrow's ORC reader on the first `length` bytes; native memory map for local files.
+
+    Raises:
+        CorruptFileError: no complete tail ends at `length`, or pyarrow cannot decode what
+            the tail describes (a damaged file must never pass for data).
+    """
+    try:
+        if isinstance(fs, LocalFileSystem):
+            read_tail(fs, path, length)
+            with pa.memory_map(path) as mm:
+                yield po.ORCFile(pa.BufferReader(mm.read_buffer(length)))
+            return
+        with open_orc(fs, path, length) as orc:
+            yield orc
+    except (OSError, pa.ArrowException, ValueError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise CorruptFileError(f"Cannot read bucket file {path} at length {length:,}: {e}",
+                               path=path, offset=length,
+                               hint="run `ingest recover` on its table") from e
 
 
 def _acid_stats(tail: FileTail) -> tuple[int, int, int] | None:

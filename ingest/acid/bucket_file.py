@@ -106,8 +106,9 @@ def _acid_schema_problem(schema: pa.Schema, row_schema: pa.Schema | None) -> str
     types = tuple(f.type for f in schema)
     if types[:5] != _ACID_TYPES or not pa.types.is_struct(types[5]):
         return f"its ACID fields have types {[str(t) for t in types]}"
+    names_in_row = [f.name for f in types[5]]  # decoding the names checks them too
     if row_schema is not None:
-        found = [(f.name, f.type) for f in types[5]]
+        found = list(zip(names_in_row, [f.type for f in types[5]], strict=True))
         expected = [(f.name, f.type) for f in row_schema]
         if [n for n, _ in found] != [n for n, _ in expected]:
             return f"its rows have columns {[n for n, _ in found]}, the table has " \

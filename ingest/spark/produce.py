@@ -76,6 +76,7 @@ def ensure_topic(bootstrap_servers: str, topic: str, *, partitions: int = 1,
         IngestError: the broker cannot be reached or refuses to create the topic.
     """
     from confluent_kafka import KafkaError, KafkaException
+
     # confluent-kafka's admin package re-exports NewTopic without marking it so for mypy.
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 

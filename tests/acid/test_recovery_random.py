@@ -67,7 +67,8 @@ def valid_prefixes(lengths: tuple[int, ...]) -> dict[int, list[int]]:
 
 
 def read_ids(fs: fsspec.AbstractFileSystem, path: str) -> list[int]:
-    return [r["id"] for b in read_events(path, fs=fs) for r in b.column("row").to_pylist()]
+    return [r["id"] for b in read_events(path, fs=fs, row_schema=SIMPLE_SCHEMA)
+            for r in b.column("row").to_pylist()]
 
 
 def setup(data: bytes, side: bytes | None) -> tuple[fsspec.AbstractFileSystem, str, str]:
