@@ -22,7 +22,7 @@ from ingest.acid.names import (
     write_acid_version_file,
 )
 from ingest.acid.predicate import Predicate, parse_predicate, parse_where
-from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table
+from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table, rollback_file
 from ingest.acid.schema import parse_schema, to_ddl
 from ingest.acid.side_file import last_flush_length, read_flush_lengths, side_file_path
 from ingest.acid.snapshot import (
@@ -86,6 +86,7 @@ __all__ = [
     "read_flush_lengths",
     "read_table",
     "recover_table",
+    "rollback_file",
     "side_file_path",
     "to_ddl",
     "write_acid_version_file",

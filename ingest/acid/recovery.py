@@ -26,7 +26,7 @@ from ingest.acid.names import (
     parse_directory,
     side_file_path,
 )
-from ingest.acid.side_file import read_flush_lengths
+from ingest.acid.side_file import encode_length, read_flush_lengths
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CorruptFileError
 from ingest.orc import BoundedFile, FileTail, read_tail
@@ -449,3 +449,28 @@ def _copy_to_backup(data: bytes, relative: str, ctx: _Ctx) -> str:
 
 __all__ = ["Action", "FileRecovery", "LiveFiles", "RecoveryReport", "recover_file",
            "recover_table"]
+
+
+def rollback_file(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:
+    """Cut a bucket file and its side file back to `length`, a committed flush length.
+
+    A retried attempt of a transaction-batch micro-batch would otherwise append its rows
+    after rows a failed attempt already flushed under the same write id (duplicates). The
+    side file is cut first: a crash between the two steps then leaves a file longer than
+    its last entry (readers stop at the entry), never an entry past the end of the file.
+    """
+    size = fs.size(path)
+    lengths = read_flush_lengths(fs, path)
+    if size == length and lengths and lengths[-1] == length:
+        return
+    kept = [x for x in (lengths or []) if x <= length] or [length]
+    if kept[-1] != length:
+        kept.append(length)
+    side = side_file_path(path)
+    temporary = side + ".tmp"
+    with fs.open(temporary, "wb") as f:
+        f.write(b"".join(encode_length(x) for x in kept))
+        _files.durable_flush(f)
+    fs.mv(temporary, side)
+    if size > length:
+        _files.truncate(fs, path, length)

@@ -12,7 +12,6 @@ It never talks to the metastore: the driver commits. Attempt safety (see sink.py
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
@@ -21,7 +20,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid import BucketWriter, read_flush_lengths, side_file_path
+from ingest.acid import BucketWriter, rollback_file, side_file_path
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import bucket_file_name
 from ingest.spark._sink_parse import parse_json_values
@@ -217,33 +216,6 @@ class _File:
         self.start_length = start_length
         self.rows = 0
         self.unflushed = 0
-
-
-def rollback_file(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:
-    """Cut a bucket file and its side file back to `length` (a committed flush length).
-
-    A retried attempt of a transaction-batch micro-batch would otherwise append its rows
-    after rows a failed attempt already flushed under the same write id (duplicates).
-    """
-    size = fs.size(path)
-    lengths = read_flush_lengths(fs, path)
-    if size == length and lengths is not None and lengths and lengths[-1] == length:
-        return
-    if size > length:
-        if fs.protocol in ("file", "local") or "file" in fs.protocol:
-            with open(path, "r+b") as f:  # noqa: PTH123 - local truncate, fsspec has none
-                f.truncate(length)
-        else:
-            data = fs.cat_file(path, start=0, end=length)
-            with fs.open(path, "wb") as f:
-                f.write(data)
-    kept = [x for x in (lengths or []) if x <= length] or [length]
-    if kept[-1] != length:
-        kept.append(length)
-    side = side_file_path(path)
-    with fs.open(side + ".tmp", "wb") as f:
-        f.write(b"".join(struct.pack(">q", x) for x in kept))
-    fs.mv(side + ".tmp", side)
 
 
 class _TaskWriter:

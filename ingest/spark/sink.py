@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import can_append, side_file_path
+from ingest.acid import can_append, rollback_file, side_file_path
 from ingest.acid.names import format_delta
 from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
+from ingest.spark._heartbeat import Heartbeat
 from ingest.spark._sink_batch import (
     BatchReport,
     publish_results,
@@ -45,9 +46,15 @@ from ingest.spark._sink_batch import (
     remove_staging_leftovers,
     run_tasks,
 )
-from ingest.spark._sink_tasks import TaskPlan, rollback_file
+from ingest.spark._sink_tasks import TaskPlan
 from ingest.spark.deadletter import dead_letter_location
-from ingest.txn import Metastore, SinkProgress, TableDefinition, Transaction
+from ingest.txn import (
+    Metastore,
+    SinkProgress,
+    TableDefinition,
+    Transaction,
+    recover_table_with_metastore,
+)
 from ingest.txn import default_metastore_url as _default_metastore_url
 
 if TYPE_CHECKING:
@@ -160,6 +167,7 @@ class AcidSink:
         self._table: TableDefinition | None = None
         self._dead_letter: TableDefinition | None = None
         self._run: _Run | None = None
+        self._heartbeat: Heartbeat | None = None
         self._codecs = ("zlib", "zlib")
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
@@ -188,6 +196,9 @@ class AcidSink:
             store.close()
             raise
         self._store = store
+        self._heartbeat = Heartbeat(self.metastore_url,
+                                    [self._table.name, self._dead_letter.name], self._agent_tag)
+        self._heartbeat.start()
         return store
 
     def _check_definition(self, table: TableDefinition) -> None:
@@ -213,9 +224,11 @@ class AcidSink:
         for table, fs, root in ((self._table, self.fs, self.root),
                                 (self._dead_letter, self.dl_fs, self.dl_root)):
             depth = len(table.partition_columns)
+            aborted = False
             for info in store.transactions(table, states=("open",)):
                 if not info.agent.endswith(self._agent_tag):
                     continue
+                aborted = True
                 txn = Transaction(info.txn_id, info.table, info.write_id, info.opened_at,
                                   info.agent)
                 store.abort(txn, reason="its stream was restarted before it committed")
@@ -224,6 +237,9 @@ class AcidSink:
                 log.warning("Aborted write id %d of %s left open by an earlier run of sink %r; "
                             "removed %d uncommitted delta directories", info.write_id,
                             info.table, self.sink_id, removed)
+            if aborted:
+                # Files of the earlier run's transaction batch were live until now: repair them.
+                recover_table_with_metastore(table.location, store=store, table=table)
 
     # ------------------------------------------------------------------ the micro-batch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -379,6 +395,9 @@ class AcidSink:
         """End an open transaction batch (abort its unused write ids) and the metastore."""
         store, run = self._store, self._run
         self._run = None
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         if store is None:
             return
         try:
