@@ -108,12 +108,39 @@ def _acid_schema_problem(schema: pa.Schema, row_schema: pa.Schema | None) -> str
         return f"its ACID fields have types {[str(t) for t in types]}"
     names_in_row = [f.name for f in types[5]]  # decoding the names checks them too
     if row_schema is not None:
-        found = list(zip(names_in_row, [f.type for f in types[5]], strict=True))
-        expected = [(f.name, f.type) for f in row_schema]
-        if [n for n, _ in found] != [n for n, _ in expected]:
-            return f"its rows have columns {[n for n, _ in found]}, the table has " \
-                   f"{[n for n, _ in expected]}"
+        expected = [f.name for f in row_schema]
+        if names_in_row != expected:
+            return f"its rows have columns {names_in_row}, the table has {expected}"
+        found_types = [_as_read_back(f.type) for f in types[5]]
+        expected_types = [_as_read_back(f.type) for f in row_schema]
+        if found_types != expected_types:
+            return (f"its row types are {[str(t) for t in found_types]}, the table's are "
+                    f"{[str(t) for t in expected_types]}")
     return None
+
+
+def _as_read_back(t: pa.DataType) -> pa.DataType:
+    """The Arrow type pyarrow's ORC reader returns for a column written as `t`."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("ns")
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _as_read_back(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_as_read_back(t.value_type))
+    if pa.types.is_map(t):
+        return pa.map_(_as_read_back(t.key_type), _as_read_back(t.item_type))
+    return t
+
+
+def _canonical_names(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Hive matches the ACID field names case-insensitively; give them one spelling."""
+    canonical = {n.lower(): n for n in ACID_FIELD_NAMES}
+    names = [canonical.get(n.lower(), n) for n in batch.schema.names]
+    return batch if names == batch.schema.names else batch.rename_columns(names)
 
 
 def read_events(
@@ -147,7 +174,7 @@ def read_events(
         for i in range(orc.nstripes):
             stripe = orc.read_stripe(i, columns=list(columns) if columns else None)
             if stripe.num_rows:
-                yield stripe
+                yield _canonical_names(stripe)
 
 
 def read_bucket_file(
