@@ -31,7 +31,6 @@ ROW_SCHEMA = pa.schema([
     ("f64", pa.float64()),
     ("s", pa.string()),
     ("d", pa.date32()),
-    # ns: open_append takes the row schema from the file, where pyarrow reads timestamps as ns
     ("ts", pa.timestamp("ns")),
     ("dec", pa.decimal128(12, 2)),
     ("b", pa.bool_()),
