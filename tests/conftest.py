@@ -110,6 +110,14 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
+@pytest.fixture(autouse=True)
+def _isolated_ingest_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never read the developer's INGEST_METASTORE or crash point, or write under ~/.cache."""
+    monkeypatch.delenv("INGEST_METASTORE", raising=False)
+    monkeypatch.delenv("INGEST_CRASH_AT", raising=False)
+    monkeypatch.setenv("INGEST_HOME", str(tmp_path / "ingest-home"))
+
+
 @pytest.fixture
 def topic() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"

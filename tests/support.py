@@ -7,6 +7,9 @@ import decimal
 import random
 
 import pyarrow as pa
+import pytest
+
+from ingest.cli import main as cli_main
 
 ALL_TYPES_SCHEMA = pa.schema([
     ("b", pa.bool_()),
@@ -55,6 +58,14 @@ def all_types_table(rows: int, *, seed: int = 0, start: int = 0) -> pa.Table:
         cols["st"].append(maybe({"x": rng.randint(0, 9), "y": f"y{rng.randint(0, 9)}"}))
     return pa.table({n: pa.array(cols[n], type=ALL_TYPES_SCHEMA.field(n).type)
                      for n in ALL_TYPES_SCHEMA.names})
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run `ingest ARGS` in-process through its real entry point: (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        cli_main.main(args)
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
 
 
 SIMPLE_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string())])

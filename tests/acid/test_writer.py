@@ -27,6 +27,15 @@ def bucket_path(tmp_path: Path, name: str = "delta_0000001_0000003") -> str:
     return str(tmp_path / name / "bucket_00000")
 
 
+def flushed_then_died(path: str, ids: range, *, write_id: int) -> int:
+    """A writer that flushed `ids` and died: no close, so the side file stays."""
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=write_id)
+    w.write(simple_table(ids))
+    length = w.flush()
+    w.abandon()
+    return length
+
+
 def rows_at(path: str, length: int) -> list[dict]:
     with open_orc(FS, path, length) as orc:
         return orc.read().to_pylist()
@@ -159,10 +168,7 @@ def test_torn_stripe_is_discarded_on_reopen_and_every_reader_sees_the_right_rows
 
 def test_same_write_id_continues_row_ids(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=5)
-    w.write(simple_table(range(3)))
-    w.flush()
-    w.abandon()
+    flushed_then_died(path, range(3), write_id=5)
     w = BucketWriter.open_append(path, write_id=5)
     w.write(simple_table(range(3, 5)))
     w.close()
@@ -195,10 +201,7 @@ def test_batch_with_wrong_schema_is_refused_and_flushed_rows_survive(tmp_path: P
 
 def test_side_file_pointing_past_the_end_is_a_clear_error(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
-    w.write(simple_table(range(5)))
-    w.flush()
-    w.abandon()
+    flushed_then_died(path, range(5), write_id=1)
     size = Path(path).stat().st_size
     with open(path + "_flush_length", "ab") as f:
         f.write(struct.pack(">q", size + 1000))
@@ -213,10 +216,7 @@ def test_side_file_pointing_past_the_end_is_a_clear_error(tmp_path: Path) -> Non
 
 def test_torn_side_file_entry_is_ignored(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
-    w.write(simple_table(range(5)))
-    w.flush()
-    w.abandon()
+    flushed_then_died(path, range(5), write_id=1)
     with open(path + "_flush_length", "ab") as f:
         f.write(b"\x00\x00\x01")  # a crash mid-way through writing the next entry
     assert read_bucket_file(path).num_rows == 5
@@ -296,10 +296,7 @@ def test_bad_block_size_is_a_config_error(tmp_path: Path) -> None:
 
 def test_torn_side_file_entry_is_cut_before_appending(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
-    w.write(simple_table(range(5)))
-    w.flush()
-    w.abandon()
+    flushed_then_died(path, range(5), write_id=1)
     with open(path + "_flush_length", "ab") as f:
         f.write(b"\x00\x00\x01")
     w = BucketWriter.open_append(path, write_id=2)
@@ -315,10 +312,7 @@ def test_a_second_writer_appending_to_the_same_file_is_fenced_off(tmp_path: Path
     from ingest.errors import CommitConflictError
 
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
-    w.write(simple_table(range(5)))
-    w.flush()
-    w.abandon()
+    flushed_then_died(path, range(5), write_id=1)
     first = BucketWriter.open_append(path, write_id=2)
     zombie = BucketWriter.open_append(path, write_id=2)
     first.write(simple_table(range(5, 7)))

@@ -8,28 +8,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from support import SIMPLE_SCHEMA, simple_table
+from support import run_cli as _run
 
 from ingest.acid import BucketWriter
 from ingest.acid.names import encode_bucket_property, format_delta
 from ingest.bench.reader import write_delete_events
-from ingest.cli import main as cli_main
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
-
-
-@pytest.fixture(autouse=True)
-def _registered(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # Until the lead registers the commands in COMMAND_MODULES.
-    monkeypatch.setitem(cli_main.COMMAND_MODULES, "cat", "ingest.cli.cat")
-    monkeypatch.setitem(cli_main.COMMAND_MODULES, "status", "ingest.cli.status")
-    monkeypatch.delenv("INGEST_METASTORE", raising=False)
-    monkeypatch.setenv("INGEST_HOME", str(tmp_path / "home"))
-
-
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        cli_main.main(args)
-    out, err = capsys.readouterr()
-    return int(info.value.code or 0), out, err
 
 
 def _write(directory: Path, write_id: int, ids: range) -> str:

@@ -10,23 +10,20 @@ import time
 from pathlib import Path
 
 import pytest
+from support import run_cli as run
 
 from ingest.acid import read_bucket_file
 from ingest.acid.names import decode_bucket_property, parse_bucket_file
 from ingest.acid.snapshot import read_table
-from ingest.cli import main as cli_main
 from ingest.txn import METASTORE_FILENAME, Metastore
 
-COMMANDS = {"create": "ingest.cli.create", "load": "ingest.cli.load",
-            "delete": "ingest.cli.delete"}
 DDL = "id BIGINT, value STRING, dt STRING"
 
-# Runs the CLI in a fresh interpreter, as `python -m ingest` does once the lead registers the
-# commands; optionally waits for a start signal so two processes really run at once.
-CHILD = f"""
+# Runs the CLI in a fresh interpreter, as `python -m ingest` does; optionally waits for a
+# start signal so two processes really run at once.
+CHILD = """
 import os, sys, time
 from ingest.cli import main as m
-m.COMMAND_MODULES.update({COMMANDS!r})
 go = os.environ.get("TEST_GO_FILE")
 if go:
     open(go + "." + str(os.getpid()), "w").close()
@@ -35,21 +32,6 @@ if go:
         time.sleep(0.005)
 m.main(sys.argv[1:])
 """
-
-
-@pytest.fixture(autouse=True)
-def _commands_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name, module in COMMANDS.items():  # until the lead registers them in COMMAND_MODULES
-        monkeypatch.setitem(cli_main.COMMAND_MODULES, name, module)
-    monkeypatch.delenv("INGEST_METASTORE", raising=False)
-    monkeypatch.setenv("INGEST_HOME", str(tmp_path / "ingest-home"))
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        cli_main.main(args)
-    out, err = capsys.readouterr()
-    return int(info.value.code or 0), out, err
 
 
 def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:

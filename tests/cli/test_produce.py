@@ -7,21 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-
-from ingest.cli import main as cli_main
-
-
-@pytest.fixture(autouse=True)
-def _produce_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Until the lead registers the command in COMMAND_MODULES.
-    monkeypatch.setitem(cli_main.COMMAND_MODULES, "produce", "ingest.cli.produce")
-
-
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        cli_main.main(args)
-    out, err = capsys.readouterr()
-    return int(info.value.code or 0), out, err
+from support import run_cli as _run
 
 
 @pytest.mark.kafka

@@ -8,25 +8,12 @@ from pathlib import Path
 
 import pytest
 from support import SIMPLE_SCHEMA, simple_table
+from support import run_cli as run
 
 from ingest.acid import BucketWriter
 from ingest.acid.names import format_delta
-from ingest.cli import main as cli_main
 from ingest.txn import Metastore, OffsetRange, TableDefinition, default_metastore_url
 from ingest.txn.verify import verify_table
-
-
-@pytest.fixture(autouse=True)
-def _registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("INGEST_METASTORE", raising=False)
-    monkeypatch.setenv("INGEST_HOME", str(tmp_path / "ingest-home"))
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        cli_main.main(args)
-    out, err = capsys.readouterr()
-    return int(info.value.code or 0), out, err
 
 
 @pytest.fixture

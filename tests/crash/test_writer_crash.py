@@ -13,25 +13,16 @@ from pathlib import Path
 import pyarrow.orc as po
 import pytest
 from conftest import require
+from support import run_cli as cli
 
 from ingest.acid import read_events
 from ingest.acid.names import is_side_file, parse_bucket_file
-from ingest.cli import main as cli_main
 from ingest.txn import find_metastore_for
 
 SCRIPT = Path(__file__).with_name("writer_script.py")
 WRITER_POINTS = ["writer.after_stripes", "writer.after_footer", "writer.after_side_file"]
 
 pytestmark = pytest.mark.crash
-
-
-@pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("INGEST_METASTORE", raising=False)
-    monkeypatch.delenv("INGEST_CRASH_AT", raising=False)
-    monkeypatch.setenv("INGEST_HOME", str(tmp_path / "ingest-home"))
-    monkeypatch.setitem(cli_main.COMMAND_MODULES, "recover", "ingest.cli.recover")
-    monkeypatch.setitem(cli_main.COMMAND_MODULES, "verify", "ingest.cli.verify")
 
 
 def run_writer(root: Path, mode: str, crash_txn: int, point: str | None) -> int:
@@ -44,13 +35,6 @@ def run_writer(root: Path, mode: str, crash_txn: int, point: str | None) -> int:
     if point is None:
         assert proc.returncode == 0, proc.stderr.decode()
     return proc.returncode
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        cli_main.main(args)
-    out, err = capsys.readouterr()
-    return int(info.value.code or 0), out, err
 
 
 def bucket_files(root: Path) -> list[Path]:

@@ -24,13 +24,6 @@ class FakeClock:
         self.now += seconds
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never read the developer's INGEST_METASTORE or write under ~/.cache."""
-    monkeypatch.delenv("INGEST_METASTORE", raising=False)
-    monkeypatch.setenv("INGEST_HOME", str(tmp_path / "ingest-home"))
-
-
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
