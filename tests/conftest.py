@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ingest.acid import _stripe_encoder
+
 REQUIRE_ALL = os.environ.get("INGEST_REQUIRE_ALL") == "1"
 
 
@@ -116,6 +118,13 @@ def _isolated_ingest_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("INGEST_METASTORE", raising=False)
     monkeypatch.delenv("INGEST_CRASH_AT", raising=False)
     monkeypatch.setenv("INGEST_HOME", str(tmp_path / "ingest-home"))
+
+
+@pytest.fixture
+def split_stripes_into_column_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test stripes are too small to be split into column groups for parallel encoding;
+    split them anyway, so readers check the stripes the writer assembles from groups."""
+    monkeypatch.setattr(_stripe_encoder, "_MIN_ROWS_TO_SPLIT", 1)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Arrow batches of ACID events: user rows become insert events, row keys delete events.
+"""Arrow batches for the writer: user rows checked against the row schema, row keys
+turned into delete events.
 
 What OrcRecordUpdater.insert/delete put in each event (facts §4): operation, the row's key
 (originalTransaction, bucket property, rowId), currentTransaction, and the row (null for a
@@ -10,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid import _nested_nulls
-from ingest.acid.events import DELETE, INSERT
+from ingest.acid.events import DELETE
 from ingest.acid.names import decode_bucket_property
 from ingest.acid.schema import to_orc_type_string
 from ingest.errors import SchemaMismatchError, UnsupportedFormatError
@@ -53,24 +53,6 @@ def conform_rows(data: pa.Table | pa.RecordBatch, row_schema: pa.Schema, *,
         problems.append(f"columns are in order {schema.names}, expected {row_schema.names}")
     raise SchemaMismatchError(
         f"Cannot write to {path}: the batch does not match the row schema: " + "; ".join(problems))
-
-
-def insert_events(batch: pa.RecordBatch, *, row_schema: pa.Schema, event_schema: pa.Schema,
-                  write_id: int, bucket_property: int, first_row_id: int,
-                  fix_nested_nulls: bool) -> pa.RecordBatch:
-    """Insert events for the rows of `batch`, row ids first_row_id, first_row_id + 1, ..."""
-    n = batch.num_rows
-    row = pa.StructArray.from_arrays(batch.columns, fields=list(row_schema))
-    if fix_nested_nulls:
-        row = _nested_nulls.prepare(row)
-    return pa.RecordBatch.from_arrays([
-        pa.array(np.full(n, INSERT, dtype=np.int32)),
-        pa.array(np.full(n, write_id, dtype=np.int64)),
-        pa.array(np.full(n, bucket_property, dtype=np.int32)),
-        pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64)),
-        pa.array(np.full(n, write_id, dtype=np.int64)),
-        row,
-    ], schema=event_schema)
 
 
 def sorted_delete_keys(keys: pa.Table | pa.RecordBatch, *, path: str) -> pa.Table:

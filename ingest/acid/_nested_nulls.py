@@ -1,4 +1,4 @@
-"""Work around pyarrow's ORC writer on null structs nested inside a struct.
+"""Work around pyarrow's ORC writer on null structs: nested inside a struct, or sliced.
 
 For a nested struct, pyarrow (checked on 26.0) writes a child's present stream only for slots
 where the parent struct is non-null, but the child's values for every slot where the child
@@ -6,6 +6,9 @@ itself is non-null; after a null nested struct, readers then get their neighbour
 The ACID `row` struct makes every user struct column nested, so before writing we push each
 struct's nulls down into its children (Arrow's `flatten`), which makes both streams agree.
 A probe at first use checks that pyarrow still behaves this way.
+
+pyarrow (26.0) also misplaces values of a struct column with nulls that is a slice (an Arrow
+array with an offset), so such columns are copied to offset 0 before encoding (`unsliced`).
 """
 
 from __future__ import annotations
@@ -58,3 +61,21 @@ def prepare(arr: pa.Array) -> pa.Array:
         return pa.MapArray.from_arrays(arr.offsets, prepare(arr.keys), prepare(arr.items),
                                        type=t, mask=mask)
     return arr
+
+
+def prepare_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` with `prepare` applied to every column."""
+    return pa.RecordBatch.from_arrays([prepare(c) for c in batch.columns], schema=batch.schema)
+
+
+def _has_struct(t: pa.DataType) -> bool:
+    return pa.types.is_struct(t) or _has_struct_below(t)
+
+
+def unsliced(table: pa.Table) -> pa.Table:
+    """`table` with every struct-holding column that is a slice copied to offset 0."""
+    columns = list(table.columns)
+    for i, column in enumerate(columns):
+        if _has_struct(column.type) and any(chunk.offset for chunk in column.chunks):
+            columns[i] = pa.chunked_array([pa.concat_arrays(column.chunks)], column.type)
+    return pa.Table.from_arrays(columns, schema=table.schema)

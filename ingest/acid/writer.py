@@ -11,23 +11,22 @@ operation 2, the deleted rows' keys, a null `row` (OrcRecordUpdater.delete, spli
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
 import fsspec
 import pyarrow as pa
-import pyarrow.orc as po
 
 from ingest.acid import _acid_footer, _event_batches, _files, _nested_nulls
 from ingest.acid._acid_footer import ACID_STATS, ACID_VERSION, KEY_INDEX
+from ingest.acid._acid_stripes import AcidStripe
 from ingest.acid._event_batches import KEY_COLUMNS
+from ingest.acid._stripe_encoder import WRITABLE_CODECS, StripeEncoder
 from ingest.acid.events import ACID_FIELD_NAMES, acid_event_schema, row_schema_of
 from ingest.acid.names import encode_bucket_property
 from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
 from ingest.errors import (
     CommitConflictError,
-    ConfigError,
     CorruptFileError,
     SchemaMismatchError,
     UnsupportedFormatError,
@@ -38,15 +37,11 @@ from ingest.orc.tail import (
     FT_METADATA,
     MAGIC,
     MD_STRIPE_STATS,
+    STRIPE_STATS_COLUMNS,
     FileTail,
-    parse_tail,
 )
 
 Compression = Literal["none", "zlib", "snappy", "lz4", "zstd"]
-_PYARROW_CODEC = {"none": "uncompressed", "zlib": "zlib", "snappy": "snappy", "lz4": "lz4",
-                  "zstd": "zstd"}
-
-
 
 
 @dataclass(frozen=True)
@@ -54,12 +49,13 @@ class WriterOptions:
     """How stripes are cut and encoded.
 
     Attributes:
-        stripe_size_bytes: target stripe size handed to the ORC encoder; rows are also buffered
-            up to about this many (uncompressed Arrow) bytes before being encoded.
+        stripe_size_bytes: rows are buffered up to about this many (uncompressed Arrow) bytes,
+            then encoded as one stripe; a flush also ends a stripe.
         compression_block_size: ORC compression chunk size (bytes).
         row_index_stride: rows per row-index entry.
-        encoder_threads: stripes of one flush are encoded by this many threads at once
-            (pyarrow releases the GIL while encoding); 1 encodes in the calling thread.
+        encoder_threads: each stripe's user columns are encoded as this many groups of
+            columns at once (pyarrow releases the GIL while encoding); 1 encodes in the calling
+            thread.
     """
 
     stripe_size_bytes: int = 64 * 1024 * 1024
@@ -67,18 +63,6 @@ class WriterOptions:
     compression_block_size: int = 64 * 1024
     row_index_stride: int = 10_000
     encoder_threads: int = 2
-
-
-# Below this many rows per thread, splitting costs more than it saves.
-_MIN_ROWS_PER_ENCODER = 32 * 1024
-_ENCODER_POOLS: dict[int, ThreadPoolExecutor] = {}
-
-
-def _encoder_pool(threads: int) -> ThreadPoolExecutor:
-    """One process-wide pool per size: encoders are stateless, threads are cheap to share."""
-    if threads not in _ENCODER_POOLS:
-        _ENCODER_POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="orc-encode")
-    return _ENCODER_POOLS[threads]
 
 
 class BucketWriter:
@@ -110,10 +94,10 @@ class BucketWriter:
             FileExistsError: the bucket file exists; use `open_append` to continue it.
             UnsupportedFormatError: unknown compression.
         """
-        if compression not in _PYARROW_CODEC:
+        if compression not in WRITABLE_CODECS:
             raise UnsupportedFormatError(
                 f"Cannot write ORC with compression {compression!r}: supported are "
-                f"{', '.join(_PYARROW_CODEC)}")
+                f"{', '.join(WRITABLE_CODECS)}")
         self._fs, self.path = _files.resolve(path, fs)
         if self._fs.exists(self.path):
             raise FileExistsError(
@@ -121,7 +105,10 @@ class BucketWriter:
                 "(use BucketWriter.open_append to add a transaction to it)")
         self._init_state(row_schema, write_id, encode_bucket_property(bucket_id, statement_id),
                          compression, options or WriterOptions())
-        self._template = self._encode_template()  # before creating files: it validates options
+        self._encoder = self._make_encoder()
+        # An empty file's tail: types, writer and postscript fields every tail reuses.
+        # Encoded before any file is created: it also checks the options.
+        _, self._template = self._encoder.encode_file(self.event_schema.empty_table())
         parent = self.path.rsplit("/", 1)[0]
         self._fs.makedirs(parent, exist_ok=True)
         self._file = self._fs.open(self.path, "wb")
@@ -200,29 +187,17 @@ class BucketWriter:
         self._is_delete = False
         self._last_key: tuple[int, ...] | None = None
 
-    def _encode(self, table: pa.Table) -> tuple[bytes, FileTail]:
-        sink = pa.BufferOutputStream()
-        po.write_table(
-            table, sink, compression=_PYARROW_CODEC[self.compression],
-            stripe_size=self.options.stripe_size_bytes,
-            compression_block_size=self.options.compression_block_size,
-            row_index_stride=self.options.row_index_stride,
-        )
-        data = sink.getvalue().to_pybytes()
-        return data, parse_tail(data, len(data), check=False)  # our own bytes: skip re-checks
-
-    def _encode_template(self) -> FileTail:
-        """An empty file's tail: the types, writer and postscript fields every tail reuses.
+    def _make_encoder(self) -> StripeEncoder:
+        """The stripe encoder for this file's codec and options.
 
         Raises:
             ConfigError: the ORC encoder refuses the writer options.
         """
-        try:
-            _, tail = self._encode(self.event_schema.empty_table())
-        except pa.ArrowException as e:
-            raise ConfigError(f"Cannot write ORC with {self.options}: {e}",
-                              hint="compression_block_size must be a multiple of 64 KiB") from e
-        return tail
+        return StripeEncoder(
+            self.compression, block_size=self.options.compression_block_size,
+            row_index_stride=self.options.row_index_stride,
+            stripe_size_bytes=self.options.stripe_size_bytes,
+            threads=self.options.encoder_threads)
 
     # ------------------------------------------------------------------ appending
     @classmethod
@@ -303,6 +278,7 @@ class BucketWriter:
         self._init_state(row_schema, write_id, bucket_property or encode_bucket_property(0, 0),
                          compression, options)
         self.options = dataclasses.replace(options, compression_block_size=tail.block_size)
+        self._encoder = self._make_encoder()
         self._next_row_id = last_row_id + 1 if write_id == last_write_id else 0
         self._template = tail
         self._statistics = tail.statistics
@@ -337,10 +313,9 @@ class BucketWriter:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            self._pending.append(_event_batches.insert_events(
-                batch, row_schema=self.row_schema, event_schema=self.event_schema,
-                write_id=self.write_id, bucket_property=self.bucket_property,
-                first_row_id=self._next_row_id, fix_nested_nulls=self._fix_nested_nulls))
+            if self._fix_nested_nulls:
+                batch = _nested_nulls.prepare_batch(batch)
+            self._pending.append(batch)
             self._next_row_id += batch.num_rows
             self._pending_bytes += batch.nbytes
         if self._pending_bytes >= self.options.stripe_size_bytes:
@@ -388,46 +363,43 @@ class BucketWriter:
             self._write_pending()
 
     def _write_pending(self) -> None:
-        """Encode buffered rows into stripes (in parallel slices) and append them in order."""
+        """Encode buffered rows into stripes and append them in order."""
         if not self._pending:
             return
-        table = pa.Table.from_batches(self._pending, schema=self.event_schema)
+        schema = self.event_schema if self._is_delete else self.row_schema
+        table = pa.Table.from_batches(self._pending, schema=schema)
         self._pending, self._pending_bytes = [], 0
-        threads = min(self.options.encoder_threads, table.num_rows // _MIN_ROWS_PER_ENCODER)
-        if threads <= 1:
-            self._append_encoded(table, *self._encode(table))
-            return
-        step = -(-table.num_rows // threads)
-        slices = [table.slice(i, step) for i in range(0, table.num_rows, step)]
-        for piece, (data, tail) in zip(
-                slices, _encoder_pool(threads).map(self._encode, slices), strict=True):
-            self._append_encoded(piece, data, tail)
+        first_row_id = self._next_row_id - table.num_rows  # of the pending inserts
+        for start, rows in self._encoder.stripe_slices(table):
+            piece = table.slice(start, rows)
+            if self._is_delete:
+                stripe = self._encoder.event_stripe(piece)
+            else:
+                stripe = self._encoder.insert_stripe(
+                    piece, write_id=self.write_id, bucket_property=self.bucket_property,
+                    first_row_id=first_row_id + start)
+            self._append_stripe(stripe)
 
-    def _append_encoded(self, table: pa.Table, data: bytes, tail: FileTail) -> None:
-        """Move the stripes of one encoded chunk into the file; fold in its statistics."""
-        stripes = tail.stripes
-        first, last = stripes[0].offset, stripes[-1].end
+    def _append_stripe(self, stripe: AcidStripe) -> None:
+        """Append one encoded stripe to the file; fold in its statistics and key."""
         self._fence()
-        self._file.write(memoryview(data)[first:last])
+        for piece in stripe.pieces:
+            self._file.write(piece)
         crash_point("writer.after_stripes")
-        shift = self._position - first
-        rows = 0
-        for stripe in stripes:
-            moved = stripe.moved_to(stripe.offset + shift)
-            self._stripes.append(moved)
-            self._stripe_messages.append(moved.to_message().encode())
-            rows += stripe.number_of_rows
-            # hive.acid.key.index: the last (originalTransaction, bucket, rowId) of each stripe.
-            w, b, r = (table.column(n)[rows - 1].as_py() for n in KEY_COLUMNS)
-            self._key_index.append(f"{w},{b},{r}")
-        self._position += last - first
-        self._stripe_stats.extend(bytes(b) for b in tail.metadata.raw(MD_STRIPE_STATS))
+        moved = stripe.info.moved_to(self._position)
+        self._stripes.append(moved)
+        self._stripe_messages.append(moved.to_message().encode())
+        self._position += moved.length
+        self._key_index.append("{},{},{}".format(*stripe.last_key))
+        stats = Message()
+        stats.set_messages(STRIPE_STATS_COLUMNS, stripe.statistics)
+        self._stripe_stats.append(stats.encode())
         self._statistics = [merge_statistics(a, b)
-                            for a, b in zip(self._statistics, tail.statistics, strict=True)]
+                            for a, b in zip(self._statistics, stripe.statistics, strict=True)]
         if self._is_delete:
-            self._deletes += table.num_rows
+            self._deletes += moved.number_of_rows
         else:
-            self._inserts += table.num_rows
+            self._inserts += moved.number_of_rows
 
     def flush(self) -> int:
         """Make every row written so far readable; returns the new flush length.

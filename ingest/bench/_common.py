@@ -28,12 +28,22 @@ def sample_rows(rows: int, *, seed: int = 0) -> pa.Table:
 
 
 def median_seconds(fn: Callable[[], Any], *, repeats: int) -> tuple[float, list[float]]:
-    times = []
+    """Median wall time of `repeats` calls, and every time."""
+    return median_seconds_interleaved({"": fn}, repeats=repeats)[""]
+
+
+def median_seconds_interleaved(
+    cases: dict[str, Callable[[], Any]], *, repeats: int,
+) -> dict[str, tuple[float, list[float]]]:
+    """Median wall time of each case over `repeats` rounds; each round runs every case once,
+    so a machine that speeds up or slows down during the run affects all cases alike."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), times
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(t), t) for name, t in times.items()}
 
 
 def report(name: str, **figures: Any) -> None:

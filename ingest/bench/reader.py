@@ -21,7 +21,7 @@ from ingest.acid import DELETE, BucketWriter, ValidWriteIdList, acid_event_schem
 from ingest.acid._files import resolve
 from ingest.acid.names import bucket_file_name, format_base, format_delta
 from ingest.acid.snapshot import read_table
-from ingest.bench._common import median_seconds, report, sample_rows
+from ingest.bench._common import median_seconds_interleaved, report, sample_rows
 
 
 def write_delete_events(
@@ -123,9 +123,10 @@ def run(argv: list[str]) -> None:
         got = ingest()
         assert baseline() == total, "baseline read a different number of events"
         assert got == expected, f"read_table returned {got} rows, expected {expected}"
-        base_s, base_all = median_seconds(baseline, repeats=args.repeats)
-        acid_s, acid_all = median_seconds(ingest, repeats=args.repeats)
-        rid_s, rid_all = median_seconds(ingest_with_row_id, repeats=args.repeats)
+        timed = median_seconds_interleaved(
+            {"baseline": baseline, "ingest": ingest, "row_id": ingest_with_row_id},
+            repeats=args.repeats)
+        (base_s, base_all), (acid_s, acid_all), (rid_s, rid_all) = timed.values()
         sample = read_table(root, snapshot, ["id"], fs=fs, limit=3)
         assert pc.sum(sample["id"]).as_py() is not None
     finally:

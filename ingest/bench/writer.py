@@ -1,21 +1,27 @@
 """Writer benchmark: ACID bucket writer vs plain pyarrow ORC on the same rows and codec,
 and the cost of an intermediate footer + side-file entry every 100k rows.
 
-The writer is measured with its default parallel stripe encoding and with one encoder
-thread, since the flush cost differs: a flush is a barrier for the encoder threads."""
+The writer is measured with its default encoder threads and with one. A flush ends a stripe,
+so some of its cost is fixed per flush whatever the writer does: pyarrow's set-up of an ORC
+writer for each stripe, and two fsyncs (invariant 1). Both are measured here too, and
+`flush_floor` says what they alone cost the single-threaded writer."""
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import shutil
+import statistics
 import tempfile
+import time
 
 import fsspec
+import pyarrow as pa
 import pyarrow.orc as po
 
 from ingest.acid import BucketWriter, WriterOptions
-from ingest.bench._common import median_seconds, report, sample_rows
+from ingest.bench._common import median_seconds_interleaved, report, sample_rows
 
 
 def run(argv: list[str]) -> None:
@@ -55,13 +61,16 @@ def run(argv: list[str]) -> None:
     try:
         for fn in cases.values():  # warm-up: page cache, allocator, thread pool
             fn()
-        medians = {}
-        for name, fn in cases.items():
-            medians[name], runs = median_seconds(fn, repeats=args.repeats)
-            print(f"{name:<32}: median {medians[name]:.3f} s  runs {[round(t, 3) for t in runs]}")
+        timed = median_seconds_interleaved(cases, repeats=args.repeats)
+        medians = {name: median for name, (median, _) in timed.items()}
+        for name, (median, runs) in timed.items():
+            print(f"{name:<32}: median {median:.3f} s  runs {[round(t, 3) for t in runs]}")
+        setup_s = _encoder_setup_seconds(table, args.compression)
+        fsync_s = _fsync_pair_seconds(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base, acid2, acid2f, acid1, acid1f = medians.values()
+    flushes = -(-args.rows // args.flush_every)
     print(f"rows={args.rows} columns={table.num_columns} codec={args.compression} "
           f"repeats={args.repeats}")
     report(
@@ -75,4 +84,35 @@ def run(argv: list[str]) -> None:
         single_thread_rows_per_s=round(args.rows / acid1),
         single_thread_ratio=round(base / acid1, 3),
         single_thread_flush_overhead=round(acid1f / acid1 - 1, 4),
+        encoder_setup_ms=round(setup_s * 1000, 3),
+        fsync_pair_ms=round(fsync_s * 1000, 3),
+        flush_floor=round(flushes * (setup_s + fsync_s) / acid1, 4),
     )
+
+
+def _encoder_setup_seconds(table: pa.Table, compression: str) -> float:
+    """pyarrow's fixed cost of one stripe: writing a one-row file of the same columns."""
+    row = table.slice(0, 1)
+    times = []
+    for _ in range(50):
+        start = time.perf_counter()
+        po.write_table(row, pa.BufferOutputStream(), compression=compression,
+                       compression_block_size=64 * 1024)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _fsync_pair_seconds(tmp: str) -> float:
+    """What a flush's two fsyncs (data file, then side file) cost beyond writing."""
+    times = []
+    with open(f"{tmp}/fsync-data", "ab") as data, open(f"{tmp}/fsync-side", "ab") as side:
+        for _ in range(50):
+            data.write(b"x" * 4096)
+            data.flush()
+            start = time.perf_counter()
+            os.fsync(data.fileno())
+            side.write(b"y" * 8)
+            side.flush()
+            os.fsync(side.fileno())
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)

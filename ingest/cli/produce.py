@@ -70,7 +70,7 @@ def command(bootstrap_servers: str, topic: str, sample: int | None, file_: Path 
 
     def key_fn(event: bytes | str | dict[str, object]) -> str | None:
         record = event if isinstance(event, dict) else json.loads(event)
-        value = record.get(key_field) if isinstance(record, dict) else None
+        value = record.get(key_field) if isinstance(record, dict) and key_field else None
         return None if value is None else str(value)
 
     def progress(records: int) -> None:

@@ -17,6 +17,8 @@ class WireError(ValueError):
 
 
 def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    if pos < len(buf) and buf[pos] < 0x80:  # one byte: most tags, lengths and counts
+        return buf[pos], pos + 1
     result = shift = 0
     while True:
         if pos >= len(buf):
@@ -32,6 +34,8 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 
 def encode_varint(value: int) -> bytes:
+    if 0 <= value < 0x80:  # most lengths, tags and counts: skip the loop
+        return _ONE_BYTE[value]
     if value < 0:
         value &= (1 << 64) - 1
     out = bytearray()
@@ -43,6 +47,19 @@ def encode_varint(value: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
+def varint_field(number: int, value: int) -> bytes:
+    """One encoded varint field: for building small messages without a Message."""
+    return encode_varint(number << 3) + encode_varint(value)
+
+
+def length_field(number: int, payload: bytes) -> bytes:
+    """One encoded length-delimited field (bytes, string or nested message)."""
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
 
 
 def zigzag_decode(n: int) -> int:
@@ -190,10 +207,13 @@ class Message:
 
     def _replace(self, number: int, new: list[tuple[int, int, int | bytes]]) -> None:
         """Replace every occurrence of a field, keeping its first position (stable output)."""
-        for i, f in enumerate(self.fields):
-            if f[0] == number:
-                self.fields = [g for g in self.fields[:i] if g[0] != number] + new + [
-                    g for g in self.fields[i:] if g[0] != number]
-                return
-        self.fields.extend(new)
-        self.fields.sort(key=lambda f: f[0])
+        positions = [i for i, f in enumerate(self.fields) if f[0] == number]
+        if not positions:
+            self.fields.extend(new)
+            self.fields.sort(key=lambda f: f[0])
+        elif len(positions) == 1 and len(new) == 1:
+            self.fields[positions[0]] = new[0]
+        else:
+            i = positions[0]
+            self.fields = [g for g in self.fields[:i] if g[0] != number] + new + [
+                g for g in self.fields[i:] if g[0] != number]

@@ -68,7 +68,7 @@ def compress_stream(kind: CompressionKind, data: bytes, block_size: int) -> byte
     return bytes(out)
 
 
-def decompress_stream(kind: CompressionKind, data: bytes, block_size: int) -> bytes:
+def decompress_stream(kind: CompressionKind, data: bytes | memoryview, block_size: int) -> bytes:
     """Inverse of compress_stream.
 
     Raises:
@@ -90,3 +90,21 @@ def decompress_stream(kind: CompressionKind, data: bytes, block_size: int) -> by
         pos += length
         out += chunk if header & 1 else _decompress_chunk(kind, chunk, block_size)
     return bytes(out)
+
+
+def compress_stream_with_positions(
+    kind: CompressionKind, data: bytes, block_size: int, offsets: list[int],
+) -> tuple[bytes, list[list[int]]]:
+    """Compress `data` as one stream and give the row-index position of each offset.
+
+    A position is [byte offset] in an uncompressed stream, and [offset of the compressed
+    chunk's header, offset inside the chunk's uncompressed bytes] otherwise, as readers seek.
+    """
+    if kind == "none":
+        return data, [[offset] for offset in offsets]
+    chunk_starts = []
+    out = bytearray()
+    for start in range(0, max(len(data), 1), block_size):
+        chunk_starts.append(len(out))
+        out += compress_stream(kind, data[start:start + block_size], block_size)
+    return bytes(out), [[chunk_starts[o // block_size], o % block_size] for o in offsets]

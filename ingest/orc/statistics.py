@@ -31,10 +31,10 @@ def merge_statistics(left: Message, right: Message) -> Message:
                      (left.uint(BYTES_ON_DISK) or 0) + (right.uint(BYTES_ON_DISK) or 0))
     else:
         out.remove(BYTES_ON_DISK)
-    for number, merge in _MERGERS.items():
+    # Only the kinds `right` has change anything (a column has one kind: decode just that).
+    for number in dict.fromkeys(n for n, _, _ in right.fields if n in _MERGERS):
+        merge = _MERGERS[number]
         a, b = left.messages(number), right.messages(number)
-        if not b:
-            continue
         if not a:
             out.set_messages(number, [b[0]])
             continue
@@ -85,11 +85,11 @@ def _merge_string(a: Message, b: Message) -> Message:
     for exact, bound, pick in ((1, 4, min), (2, 5, max)):
         candidates = []
         for side in (a, b):
-            value = side.bytes_(exact)
+            value, truncated = side.bytes_(exact), side.bytes_(bound)
             if value is not None:
                 candidates.append((value, True))
-            elif side.bytes_(bound) is not None:
-                candidates.append((side.bytes_(bound), False))
+            elif truncated is not None:
+                candidates.append((truncated, False))
         out.remove(exact)
         out.remove(bound)
         if not candidates:
@@ -159,7 +159,7 @@ def _merge_timestamp(a: Message, b: Message) -> Message:
     out = Message(list(a.fields))
     _merge_minmax(a, b, out, Message.sint, Message.set_sint)  # local-time millis (legacy)
     for utc, nanos, pick in ((3, 5, min), (4, 6, max)):
-        candidates = [(s.sint(utc), s.uint(nanos) or 0) for s in (a, b) if s.has(utc)]
+        candidates = [(s.sint(utc) or 0, s.uint(nanos) or 0) for s in (a, b) if s.has(utc)]
         if not candidates:
             continue
         best = pick(candidates, key=lambda c: (c[0], max(c[1] - 1, 0)))

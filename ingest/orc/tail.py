@@ -117,7 +117,7 @@ class FileTail:
         return {(m.string(1) or ""): (m.bytes_(2) or b"") for m in items}
 
 
-def parse_tail(data: bytes, length: int, *, check: bool = True) -> FileTail:
+def parse_tail(data: bytes | memoryview, length: int, *, check: bool = True) -> FileTail:
     """Parse the tail of an ORC file from its last bytes.
 
     Args:

@@ -334,3 +334,45 @@ def test_sliced_batches_with_null_lists_and_a_struct_column(tmp_path: Path) -> N
         w.write(table.slice(0, 1))
         w.write(table.slice(1))
     assert [r["row"] for r in read_bucket_file(path).to_pylist()] == table.to_pylist()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_stripes_cut_from_one_write_and_encoded_in_column_groups_keep_every_value(
+        tmp_path: Path, split_stripes_into_column_groups: None, threads: int) -> None:
+    # Stripe cuts slice the buffered rows (pyarrow misplaces values of sliced struct columns
+    # with nulls unless the writer copies them), and every stripe is split into column groups.
+    table = all_types_table(3000)
+    path = bucket_path(tmp_path)
+    options = WriterOptions(stripe_size_bytes=48 * 1024, row_index_stride=100,
+                            encoder_threads=threads)
+    with BucketWriter(path, ALL_TYPES_SCHEMA, write_id=4, options=options) as w:
+        w.write(table)
+        length = w.flush()
+        w.write(table.slice(5, 700))
+    assert po.ORCFile(path).nstripes > 3
+    events = read_bucket_file(path).to_pylist()
+    assert [e["row"] for e in events] == table.to_pylist() + table.slice(5, 700).to_pylist()
+    assert [e["rowId"] for e in events] == list(range(3700))
+    at_flush = pyorc_rows(path, length)
+    assert [r[3] for r in at_flush] == list(range(3000))
+    assert [r[5][0] for r in at_flush] == table.column(0).to_pylist()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_event_columns_hold_multi_byte_values_in_every_row_group(tmp_path: Path,
+                                                                 codec: str) -> None:
+    # The writer encodes the event columns itself: varints of 1..6 bytes, runs cut at row
+    # groups of an odd stride, a row id sequence that continues across a reopen.
+    write_id = (1 << 40) + 3
+    path = bucket_path(tmp_path)
+    options = WriterOptions(row_index_stride=777)
+    with BucketWriter(path, SIMPLE_SCHEMA, write_id=write_id, bucket_id=4095, statement_id=9,
+                      compression=codec, options=options) as w:
+        w.write(simple_table(range(20_000)))
+        w.flush()
+        w.write(simple_table(range(20_000, 20_003)))
+    expected = [(0, write_id, (1 << 29) | (4095 << 16) | 9, i, write_id) for i in range(20_003)]
+    events = read_bucket_file(path).to_pylist()
+    keys = ["operation", "originalTransaction", "bucket", "rowId", "currentTransaction"]
+    assert [tuple(e[k] for k in keys) for e in events] == expected
+    assert [r[:5] for r in pyorc_rows(path, Path(path).stat().st_size)] == expected

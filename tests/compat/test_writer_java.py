@@ -29,6 +29,7 @@ from ingest.acid.events import acid_event_schema
 
 pytestmark = pytest.mark.java
 
+pytestmark = pytest.mark.usefixtures("split_stripes_into_column_groups")
 CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
 BUCKET_0 = 536870912  # BucketCodec V1, bucket 0, statement 0
 # Small stripes so that every flush covers several stripes and write() puts stripes on disk

@@ -20,7 +20,7 @@ import pytest
 
 from ingest.acid import BucketWriter, WriterOptions
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("split_stripes_into_column_groups")]
 
 ROW_SCHEMA = pa.schema([
     ("i8", pa.int8()),

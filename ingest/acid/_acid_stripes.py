@@ -1,0 +1,194 @@
+"""ACID stripes: insert events built around stripes of the user's rows, or stripes of
+whole events (deletes) as pyarrow encoded them.
+
+pyarrow encodes only the user's columns, as a plain ORC file whose root struct becomes the
+ACID `row` column. This module turns each of its stripes into an ACID stripe: it adds the
+root struct and the five event columns, and rewrites the stripe footer with the user's
+column ids shifted by six (ORC numbers columns in pre-order: root 0, operation 1 ...
+currentTransaction 5, row 6). The event columns are encoded by `_event_columns`: encoded by
+pyarrow they cost as much as three user columns (`ingest.bench writer`). The encoded
+stripe's bytes are copied unchanged: stripes hold no absolute offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ingest.acid._event_batches import KEY_COLUMNS
+from ingest.acid._event_columns import event_column
+from ingest.acid.events import INSERT
+from ingest.orc import FileTail, Message, StripeInfo, compress_stream, decompress_stream
+
+# Columns in front of the user's: root, operation, originalTransaction, bucket, rowId,
+# currentTransaction; the encoded file's root becomes `row`, column 6.
+EVENT_COLUMNS = 6
+# Stream kinds and column encodings (orc_proto.proto).
+DATA, ROW_INDEX = 1, 6
+INDEX_KINDS = frozenset({ROW_INDEX, 7, 8})  # ROW_INDEX, BLOOM_FILTER, BLOOM_FILTER_UTF8
+DIRECT, DIRECT_V2 = 0, 2
+# StripeFooter and Stream fields.
+SF_STREAMS, SF_COLUMNS = 1, 2
+ST_KIND, ST_COLUMN, ST_LENGTH = 1, 2, 3
+
+
+@dataclass(frozen=True)
+class AcidStripe:
+    """One encoded ACID stripe, ready to be placed in a bucket file.
+
+    Attributes:
+        pieces: its bytes, in file order.
+        info: its StripeInformation, at offset 0 (the writer moves it).
+        statistics: its column statistics, in ACID column order.
+        last_key: (originalTransaction, bucket, rowId) of its last event (the key index).
+    """
+
+    pieces: list[bytes | memoryview]
+    info: StripeInfo
+    statistics: list[Message]
+    last_key: tuple[int, int, int]
+
+
+def event_stripe(encoded: bytes | memoryview, tail: FileTail, events: pa.Table) -> AcidStripe:
+    """The stripe of `encoded`, a file pyarrow wrote from whole ACID `events`, unchanged."""
+    (stripe,) = tail.stripes
+    w, b, r = (events.column(n)[-1].as_py() for n in KEY_COLUMNS)
+    return AcidStripe([memoryview(encoded)[stripe.offset:stripe.end]], stripe.moved_to(0),
+                      tail.stripe_statistics[0], (w, b, r))
+
+
+@dataclass(frozen=True)
+class _UserStripe:
+    """The one stripe of a file pyarrow wrote from a group of user columns, taken apart."""
+
+    view: memoryview
+    info: StripeInfo
+    streams: list[Message]  # index streams first, the root's row index (if any) first of all
+    encodings: list[Message]
+    statistics: list[Message]
+    footer: Message
+    root_index_length: int
+
+    @classmethod
+    def parse(cls, encoded: bytes | memoryview, tail: FileTail) -> _UserStripe:
+        (info,) = tail.stripes
+        view = memoryview(encoded)
+        footer_start = info.offset + info.index_length + info.data_length
+        footer = Message.decode(
+            decompress_stream(tail.compression, bytes(view[footer_start:info.end]),
+                              tail.block_size))
+        streams = footer.messages(SF_STREAMS)
+        kinds = [(s.uint(ST_KIND), s.uint(ST_COLUMN, 0)) for s in streams]
+        n_index = sum(1 for k, _ in kinds if k in INDEX_KINDS)
+        # Stripes are copied as [index area][data area]; only the root's row index is taken out.
+        if any(k in INDEX_KINDS for k, _ in kinds[n_index:]):
+            raise AssertionError("encoder wrote index streams after data streams")
+        root_streams = [i for i, (_, c) in enumerate(kinds) if c == 0]
+        if root_streams not in ([], [0]) or (root_streams and kinds[0][0] != ROW_INDEX):
+            raise AssertionError(f"unexpected root streams {kinds}")
+        root_index = (streams[0].uint(ST_LENGTH) or 0) if root_streams else 0
+        return cls(view, info, streams, footer.messages(SF_COLUMNS), tail.stripe_statistics[0],
+                   footer, root_index)
+
+    @property
+    def index_count(self) -> int:
+        return sum(1 for s in self.streams if s.uint(ST_KIND) in INDEX_KINDS)
+
+    def index_area(self, *, with_root: bool) -> memoryview:
+        start = self.info.offset + (0 if with_root else self.root_index_length)
+        return self.view[start:self.info.offset + self.info.index_length]
+
+    def data_area(self) -> memoryview:
+        start = self.info.offset + self.info.index_length
+        return self.view[start:start + self.info.data_length]
+
+
+def insert_stripe(
+    parts: Sequence[tuple[bytes | memoryview, FileTail]], *, write_id: int, bucket_property: int,
+    first_row_id: int, row_index_stride: int,
+) -> AcidStripe:
+    """One ACID stripe of insert events from the user's rows, encoded by pyarrow as one
+    stripe per group of consecutive columns (groups can be encoded in parallel).
+
+    Args:
+        parts: (file, parsed tail) per column group, in column order; each file holds one
+            stripe of the same rows.
+        write_id: originalTransaction and currentTransaction of every event.
+        bucket_property: the encoded bucket of every event.
+        first_row_id: rowId of the first row; later rows count up by one.
+        row_index_stride: rows per row-index entry the parts were written with.
+    """
+    kind, block = parts[0][1].compression, parts[0][1].block_size
+    users = [_UserStripe.parse(data, tail) for data, tail in parts]
+    rows = users[0].info.number_of_rows
+    if any(u.info.number_of_rows != rows for u in users):
+        raise AssertionError("column groups were encoded into stripes of different rows")
+    stride = row_index_stride
+    columns = [(INSERT, 0), (write_id, 0), (bucket_property, 0), (first_row_id, 1),
+               (write_id, 0)]
+
+    new_index, new_data, index_streams, data_streams, stats = [], [], [], [], []
+    for column, (first_value, delta) in enumerate(columns, start=1):
+        encoded = event_column(first_value, delta, rows, stride=stride, kind=kind, block=block)
+        new_data.append(encoded.data)
+        data_streams.append(_stream(DATA, column, len(encoded.data)))
+        stats.append(encoded.statistics)
+        if stride:
+            new_index.append(encoded.index)
+            index_streams.append(_stream(ROW_INDEX, column, len(encoded.index)))
+    if users[0].root_index_length:
+        # The root's row index (counts only, no positions) serves the new root as well.
+        new_index.insert(0, bytes(users[0].index_area(with_root=True)[
+            :users[0].root_index_length]))
+        index_streams.insert(0, _stream(ROW_INDEX, 0, users[0].root_index_length))
+
+    # The first group's root becomes `row` (column 6); a later group's root is dropped and
+    # its columns follow the previous group's.
+    encodings = [_encoding(DIRECT)] + [_encoding(DIRECT_V2)] * 5
+    user_index: list[bytes | memoryview] = []
+    user_data: list[bytes | memoryview] = []
+    user_index_streams: list[Message] = []
+    user_data_streams: list[Message] = []
+    next_column = EVENT_COLUMNS
+    for i, user in enumerate(users):
+        keep_root = i == 0
+        shift = next_column if keep_root else next_column - 1
+        kept = user.streams if keep_root else [
+            s for s in user.streams if (s.uint(ST_COLUMN, 0) or 0) != 0]
+        count = user.index_count - (0 if keep_root or not user.root_index_length else 1)
+        user_index_streams += [_shifted(s, shift) for s in kept[:count]]
+        user_data_streams += [_shifted(s, shift) for s in kept[count:]]
+        user_index.append(user.index_area(with_root=keep_root))
+        user_data.append(user.data_area())
+        encodings += user.encodings if keep_root else user.encodings[1:]
+        stats += user.statistics if keep_root else user.statistics[1:]
+        next_column = shift + len(user.encodings)
+
+    footer = Message([f for f in users[0].footer.fields if f[0] not in (SF_STREAMS, SF_COLUMNS)])
+    footer.set_messages(SF_STREAMS, [*index_streams, *user_index_streams,
+                                     *data_streams, *user_data_streams])
+    footer.set_messages(SF_COLUMNS, encodings)
+    footer_bytes = compress_stream(kind, footer.encode(), block)
+
+    pieces = [*new_index, *user_index, *new_data, *user_data, footer_bytes]
+    info = StripeInfo(0, sum(map(len, new_index)) + sum(map(len, user_index)),
+                      sum(map(len, new_data)) + sum(map(len, user_data)), len(footer_bytes),
+                      rows, list(users[0].info.extra))
+    return AcidStripe(pieces, info, [users[0].statistics[0], *stats],
+                      (write_id, bucket_property, first_row_id + rows - 1))
+
+
+def _stream(kind: int, column: int, length: int) -> Message:
+    return Message([(ST_KIND, 0, kind), (ST_COLUMN, 0, column), (ST_LENGTH, 0, length)])
+
+
+def _shifted(stream: Message, shift: int) -> Message:
+    out = Message(list(stream.fields))
+    out.set_uint(ST_COLUMN, (stream.uint(ST_COLUMN, 0) or 0) + shift)
+    return out
+
+
+def _encoding(kind: int) -> Message:
+    return Message([(1, 0, kind), (2, 0, 0)])
