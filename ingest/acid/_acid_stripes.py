@@ -65,7 +65,7 @@ class _UserStripe:
 
     view: memoryview
     info: StripeInfo
-    streams: list[Message]  # index streams first, the root's row index (if any) first of all
+    streams: list[Message]  # index streams first, the root's row index first of all
     encodings: list[Message]
     statistics: list[Message]
     footer: Message
@@ -85,12 +85,10 @@ class _UserStripe:
         # Stripes are copied as [index area][data area]; only the root's row index is taken out.
         if any(k in INDEX_KINDS for k, _ in kinds[n_index:]):
             raise AssertionError("encoder wrote index streams after data streams")
-        root_streams = [i for i, (_, c) in enumerate(kinds) if c == 0]
-        if root_streams not in ([], [0]) or (root_streams and kinds[0][0] != ROW_INDEX):
-            raise AssertionError(f"unexpected root streams {kinds}")
-        root_index = (streams[0].uint(ST_LENGTH) or 0) if root_streams else 0
+        if [i for i, (_, c) in enumerate(kinds) if c == 0] != [0] or kinds[0][0] != ROW_INDEX:
+            raise AssertionError(f"expected the root's row index as the only root stream: {kinds}")
         return cls(view, info, streams, footer.messages(SF_COLUMNS), tail.stripe_statistics[0],
-                   footer, root_index)
+                   footer, streams[0].uint(ST_LENGTH) or 0)
 
     @property
     def index_count(self) -> int:
@@ -125,24 +123,22 @@ def insert_stripe(
     rows = users[0].info.number_of_rows
     if any(u.info.number_of_rows != rows for u in users):
         raise AssertionError("column groups were encoded into stripes of different rows")
-    stride = row_index_stride
     columns = [(INSERT, 0), (write_id, 0), (bucket_property, 0), (first_row_id, 1),
                (write_id, 0)]
 
-    new_index, new_data, index_streams, data_streams, stats = [], [], [], [], []
+    # The root's row index (counts only, no positions) serves the new root as well.
+    root_index = users[0].index_area(with_root=True)[:users[0].root_index_length]
+    new_index: list[bytes | memoryview] = [root_index]
+    index_streams = [_stream(ROW_INDEX, 0, len(root_index))]
+    new_data, data_streams, stats = [], [], []
     for column, (first_value, delta) in enumerate(columns, start=1):
-        encoded = event_column(first_value, delta, rows, stride=stride, kind=kind, block=block)
+        encoded = event_column(first_value, delta, rows, stride=row_index_stride, kind=kind,
+                               block=block)
         new_data.append(encoded.data)
         data_streams.append(_stream(DATA, column, len(encoded.data)))
+        new_index.append(encoded.index)
+        index_streams.append(_stream(ROW_INDEX, column, len(encoded.index)))
         stats.append(encoded.statistics)
-        if stride:
-            new_index.append(encoded.index)
-            index_streams.append(_stream(ROW_INDEX, column, len(encoded.index)))
-    if users[0].root_index_length:
-        # The root's row index (counts only, no positions) serves the new root as well.
-        new_index.insert(0, bytes(users[0].index_area(with_root=True)[
-            :users[0].root_index_length]))
-        index_streams.insert(0, _stream(ROW_INDEX, 0, users[0].root_index_length))
 
     # The first group's root becomes `row` (column 6); a later group's root is dropped and
     # its columns follow the previous group's.
@@ -157,7 +153,7 @@ def insert_stripe(
         shift = next_column if keep_root else next_column - 1
         kept = user.streams if keep_root else [
             s for s in user.streams if (s.uint(ST_COLUMN, 0) or 0) != 0]
-        count = user.index_count - (0 if keep_root or not user.root_index_length else 1)
+        count = user.index_count - (0 if keep_root else 1)
         user_index_streams += [_shifted(s, shift) for s in kept[:count]]
         user_data_streams += [_shifted(s, shift) for s in kept[count:]]
         user_index.append(user.index_area(with_root=keep_root))

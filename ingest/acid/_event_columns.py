@@ -28,8 +28,7 @@ _VARINT_BYTES = 10
 
 @dataclass(frozen=True)
 class EventColumn:
-    """One encoded event column of a stripe: its DATA stream, ROW_INDEX stream (b"" without
-    a row index) and statistics."""
+    """One encoded event column of a stripe: its DATA and ROW_INDEX streams and statistics."""
 
     data: bytes
     index: bytes
@@ -41,7 +40,7 @@ def event_column(first: int, delta: int, rows: int, *, stride: int, kind: Compre
     """first, first + delta, ... (`rows` values) as an ORC integer column.
 
     Args:
-        stride: rows per row-index entry; 0 writes no row index.
+        stride: rows per row-index entry.
         kind, block: the file's codec and compression block size.
     """
     if delta == 0:  # the same stripe shapes repeat flush after flush
@@ -57,24 +56,22 @@ def _constant_column(value: int, rows: int, stride: int, kind: CompressionKind,
 
 def _column(first: int, delta: int, rows: int, stride: int, kind: CompressionKind,
             block: int) -> EventColumn:
-    group_starts = list(range(0, rows, stride or rows))
+    group_starts = list(range(0, rows, stride))
     raw, group_offsets = _delta_runs(first, delta, rows, group_starts)
     data, positions = compress_stream_with_positions(kind, raw, block, group_offsets)
-    index = b""
-    if stride:
-        entries = b"".join(
-            length_field(_RI_ENTRY, _index_entry(
-                [*position, 0],  # 0 values into the run
-                _int_statistics(first + delta * start, delta, min(stride, rows - start))))
-            for start, position in zip(group_starts, positions, strict=True))
-        index = compress_stream(kind, entries, block)
+    entries = b"".join(
+        length_field(_RI_ENTRY, _index_entry(
+            [*position, 0],  # 0 values into the run
+            _int_statistics(first + delta * start, delta, min(stride, rows - start))))
+        for start, position in zip(group_starts, positions, strict=True))
+    index = compress_stream(kind, entries, block)
     return EventColumn(data, index, Message.decode(_int_statistics(first, delta, rows)))
 
 
 def _delta_runs(first: int, delta: int, rows: int,
                 group_starts: list[int]) -> tuple[bytes, list[int]]:
     """The runs' bytes, and the byte offset where each row group's first run starts."""
-    lengths = []
+    lengths: list[int] = []
     first_runs = []
     for start, end in zip(group_starts, [*group_starts[1:], rows], strict=True):
         first_runs.append(len(lengths))

@@ -42,11 +42,11 @@ class StripeEncoder:
 
     def __init__(self, compression: CompressionKind, *, block_size: int, row_index_stride: int,
                  stripe_size_bytes: int, threads: int) -> None:
-        if stripe_size_bytes < 1 or threads < 1 or row_index_stride < 0:
+        if stripe_size_bytes < 1 or threads < 1 or row_index_stride < 1:
             raise ConfigError(
                 f"Cannot write ORC with stripe_size_bytes={stripe_size_bytes}, "
                 f"encoder_threads={threads}, row_index_stride={row_index_stride}",
-                hint="stripe size and threads must be at least 1, the stride at least 0")
+                hint="each must be at least 1 (ORC writers always write a row index)")
         self.compression = compression
         self.block_size = block_size
         self.row_index_stride = row_index_stride

@@ -285,12 +285,18 @@ def test_reopened_file_accepts_the_arrow_types_it_was_created_with(tmp_path: Pat
     assert read_bucket_file(path).num_rows == 2
 
 
-def test_bad_block_size_is_a_config_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("options", "message"), [
+    (WriterOptions(compression_block_size=4096), "compression_block_size"),
+    (WriterOptions(row_index_stride=0), "row_index_stride=0"),
+    (WriterOptions(encoder_threads=0), "encoder_threads=0"),
+    (WriterOptions(stripe_size_bytes=0), "stripe_size_bytes=0"),
+])
+def test_bad_writer_options_are_a_config_error(tmp_path: Path, options: WriterOptions,
+                                               message: str) -> None:
     from ingest.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="compression_block_size"):
-        BucketWriter(bucket_path(tmp_path), SIMPLE_SCHEMA, write_id=1,
-                     options=WriterOptions(compression_block_size=4096))
+    with pytest.raises(ConfigError, match=message):
+        BucketWriter(bucket_path(tmp_path), SIMPLE_SCHEMA, write_id=1, options=options)
     assert not (tmp_path / "delta_0000001_0000003").exists(), "nothing is created"
 
 
