@@ -13,7 +13,7 @@ stripe's bytes are copied unchanged: stripes hold no absolute offsets.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -21,6 +21,7 @@ from ingest.acid._event_batches import KEY_COLUMNS
 from ingest.acid._event_columns import event_column
 from ingest.acid.events import INSERT
 from ingest.orc import FileTail, Message, StripeInfo, compress_stream, decompress_stream
+from ingest.orc.compression import CompressionKind
 
 # Columns in front of the user's: root, operation, originalTransaction, bucket, rowId,
 # currentTransaction; the encoded file's root becomes `row`, column 6.
@@ -123,57 +124,79 @@ def insert_stripe(
     rows = users[0].info.number_of_rows
     if any(u.info.number_of_rows != rows for u in users):
         raise AssertionError("column groups were encoded into stripes of different rows")
-    columns = [(INSERT, 0), (write_id, 0), (bucket_property, 0), (first_row_id, 1),
-               (write_id, 0)]
+    events = _event_columns(users[0], rows, write_id=write_id, bucket_property=bucket_property,
+                            first_row_id=first_row_id, stride=row_index_stride, kind=kind,
+                            block=block)
+    user = _user_columns(users)
 
-    # The root's row index (counts only, no positions) serves the new root as well.
-    root_index = users[0].index_area(with_root=True)[:users[0].root_index_length]
-    new_index: list[bytes | memoryview] = [root_index]
-    index_streams = [_stream(ROW_INDEX, 0, len(root_index))]
-    new_data, data_streams, stats = [], [], []
-    for column, (first_value, delta) in enumerate(columns, start=1):
-        encoded = event_column(first_value, delta, rows, stride=row_index_stride, kind=kind,
-                               block=block)
-        new_data.append(encoded.data)
-        data_streams.append(_stream(DATA, column, len(encoded.data)))
-        new_index.append(encoded.index)
-        index_streams.append(_stream(ROW_INDEX, column, len(encoded.index)))
-        stats.append(encoded.statistics)
+    footer = Message([f for f in users[0].footer.fields if f[0] not in (SF_STREAMS, SF_COLUMNS)])
+    footer.set_messages(SF_STREAMS, [*events.index_streams, *user.index_streams,
+                                     *events.data_streams, *user.data_streams])
+    footer.set_messages(SF_COLUMNS, [*events.encodings, *user.encodings])
+    footer_bytes = compress_stream(kind, footer.encode(), block)
 
-    # The first group's root becomes `row` (column 6); a later group's root is dropped and
-    # its columns follow the previous group's.
-    encodings = [_encoding(DIRECT)] + [_encoding(DIRECT_V2)] * 5
-    user_index: list[bytes | memoryview] = []
-    user_data: list[bytes | memoryview] = []
-    user_index_streams: list[Message] = []
-    user_data_streams: list[Message] = []
+    pieces = [*events.index, *user.index, *events.data, *user.data, footer_bytes]
+    info = StripeInfo(0, sum(map(len, events.index)) + sum(map(len, user.index)),
+                      sum(map(len, events.data)) + sum(map(len, user.data)), len(footer_bytes),
+                      rows, list(users[0].info.extra))
+    return AcidStripe(pieces, info, [*events.statistics, *user.statistics],
+                      (write_id, bucket_property, first_row_id + rows - 1))
+
+
+@dataclass
+class _Columns:
+    """Consecutive columns of a stripe: their index and data streams (bytes, and Stream
+    entries for the stripe footer), column encodings and statistics."""
+
+    index: list[bytes | memoryview] = field(default_factory=list)
+    data: list[bytes | memoryview] = field(default_factory=list)
+    index_streams: list[Message] = field(default_factory=list)
+    data_streams: list[Message] = field(default_factory=list)
+    encodings: list[Message] = field(default_factory=list)
+    statistics: list[Message] = field(default_factory=list)
+
+
+def _event_columns(first_user: _UserStripe, rows: int, *, write_id: int, bucket_property: int,
+                   first_row_id: int, stride: int, kind: CompressionKind,
+                   block: int) -> _Columns:
+    """Columns 0-5: the root struct and the five event columns."""
+    out = _Columns()
+    # The user file's root row index (counts only, no positions) serves the new root too.
+    root_index = first_user.index_area(with_root=True)[:first_user.root_index_length]
+    out.index.append(root_index)
+    out.index_streams.append(_stream(ROW_INDEX, 0, len(root_index)))
+    out.encodings.append(_encoding(DIRECT))
+    out.statistics.append(first_user.statistics[0])
+    values = [(INSERT, 0), (write_id, 0), (bucket_property, 0), (first_row_id, 1), (write_id, 0)]
+    for column, (first, delta) in enumerate(values, start=1):
+        encoded = event_column(first, delta, rows, stride=stride, kind=kind, block=block)
+        out.index.append(encoded.index)
+        out.index_streams.append(_stream(ROW_INDEX, column, len(encoded.index)))
+        out.data.append(encoded.data)
+        out.data_streams.append(_stream(DATA, column, len(encoded.data)))
+        out.encodings.append(_encoding(DIRECT_V2))
+        out.statistics.append(encoded.statistics)
+    return out
+
+
+def _user_columns(users: list[_UserStripe]) -> _Columns:
+    """Columns 6 on: the first group's root becomes `row`; a later group's root is dropped
+    and its columns follow the previous group's."""
+    out = _Columns()
     next_column = EVENT_COLUMNS
     for i, user in enumerate(users):
         keep_root = i == 0
         shift = next_column if keep_root else next_column - 1
-        kept = user.streams if keep_root else [
-            s for s in user.streams if (s.uint(ST_COLUMN, 0) or 0) != 0]
-        count = user.index_count - (0 if keep_root else 1)
-        user_index_streams += [_shifted(s, shift) for s in kept[:count]]
-        user_data_streams += [_shifted(s, shift) for s in kept[count:]]
-        user_index.append(user.index_area(with_root=keep_root))
-        user_data.append(user.data_area())
-        encodings += user.encodings if keep_root else user.encodings[1:]
-        stats += user.statistics if keep_root else user.statistics[1:]
+        streams = user.streams if keep_root else user.streams[1:]  # [0]: the root's index
+        index_count = user.index_count - (0 if keep_root else 1)
+        out.index.append(user.index_area(with_root=keep_root))
+        out.index_streams += [_shifted(s, shift) for s in streams[:index_count]]
+        out.data.append(user.data_area())
+        out.data_streams += [_shifted(s, shift) for s in streams[index_count:]]
+        out.encodings += user.encodings if keep_root else user.encodings[1:]
+        out.statistics += user.statistics if keep_root else user.statistics[1:]
         next_column = shift + len(user.encodings)
-
-    footer = Message([f for f in users[0].footer.fields if f[0] not in (SF_STREAMS, SF_COLUMNS)])
-    footer.set_messages(SF_STREAMS, [*index_streams, *user_index_streams,
-                                     *data_streams, *user_data_streams])
-    footer.set_messages(SF_COLUMNS, encodings)
-    footer_bytes = compress_stream(kind, footer.encode(), block)
-
-    pieces = [*new_index, *user_index, *new_data, *user_data, footer_bytes]
-    info = StripeInfo(0, sum(map(len, new_index)) + sum(map(len, user_index)),
-                      sum(map(len, new_data)) + sum(map(len, user_data)), len(footer_bytes),
-                      rows, list(users[0].info.extra))
-    return AcidStripe(pieces, info, [users[0].statistics[0], *stats],
-                      (write_id, bucket_property, first_row_id + rows - 1))
+    return out
 
 
 def _stream(kind: int, column: int, length: int) -> Message:
