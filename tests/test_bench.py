@@ -1,0 +1,44 @@
+"""Benchmarks run end to end on small inputs and end with the JSON line the README promises.
+
+These check that the figures are produced, not what they are: timings are for the
+benchmarks themselves to print (medians and ratios), never for tests to assert.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+COMMON_KEYS = {"benchmark", "ingest_rows_per_s", "baseline_rows_per_s", "ratio"}
+
+
+def run_bench(*argv: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "ingest.bench", *argv], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("argv", "extra_keys"), [
+    (["writer", "--rows", "30000", "--flush-every", "10000", "--repeats", "1"],
+     {"flush_overhead", "single_thread_ratio", "fsync_ms_per_flush"}),
+    (["reader", "--base-rows", "20000", "--deltas", "2", "--delta-rows", "5000",
+      "--repeats", "1"], {"rows", "with_row_id_rows_per_s"}),
+])
+def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
+                                                          extra_keys: set[str]) -> None:
+    figures = run_bench(*argv)
+    assert figures["benchmark"] == argv[0]
+    assert COMMON_KEYS | extra_keys <= figures.keys()
+    assert figures["ingest_rows_per_s"] > 0 and figures["baseline_rows_per_s"] > 0
+    assert figures["ratio"] == pytest.approx(
+        figures["ingest_rows_per_s"] / figures["baseline_rows_per_s"], rel=0.01)
+
+
+def test_unknown_benchmark_is_a_usage_error() -> None:
+    done = subprocess.run([sys.executable, "-m", "ingest.bench", "nope"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "usage: python -m ingest.bench" in done.stderr
