@@ -22,6 +22,7 @@ from ingest.acid._event_columns import event_column
 from ingest.acid.events import INSERT
 from ingest.orc import FileTail, Message, StripeInfo, compress_stream, decompress_stream
 from ingest.orc.compression import CompressionKind
+from ingest.orc.tail import FT_ROW_INDEX_STRIDE
 
 # Columns in front of the user's: root, operation, originalTransaction, bucket, rowId,
 # currentTransaction; the encoded file's root becomes `row`, column 6.
@@ -71,6 +72,7 @@ class _UserStripe:
     statistics: list[Message]
     footer: Message
     root_index_length: int
+    row_index_stride: int
 
     @classmethod
     def parse(cls, encoded: bytes | memoryview, tail: FileTail) -> _UserStripe:
@@ -89,7 +91,8 @@ class _UserStripe:
         if [i for i, (_, c) in enumerate(kinds) if c == 0] != [0] or kinds[0][0] != ROW_INDEX:
             raise AssertionError(f"expected the root's row index as the only root stream: {kinds}")
         return cls(view, info, streams, footer.messages(SF_COLUMNS), tail.stripe_statistics[0],
-                   footer, streams[0].uint(ST_LENGTH) or 0)
+                   footer, streams[0].uint(ST_LENGTH) or 0,
+                   tail.footer.uint(FT_ROW_INDEX_STRIDE, 0) or 0)
 
     @property
     def index_count(self) -> int:
@@ -106,7 +109,7 @@ class _UserStripe:
 
 def insert_stripe(
     parts: Sequence[tuple[bytes | memoryview, FileTail]], *, write_id: int, bucket_property: int,
-    first_row_id: int, row_index_stride: int,
+    first_row_id: int,
 ) -> AcidStripe:
     """One ACID stripe of insert events from the user's rows, encoded by pyarrow as one
     stripe per group of consecutive columns (groups can be encoded in parallel).
@@ -117,7 +120,6 @@ def insert_stripe(
         write_id: originalTransaction and currentTransaction of every event.
         bucket_property: the encoded bucket of every event.
         first_row_id: rowId of the first row; later rows count up by one.
-        row_index_stride: rows per row-index entry the parts were written with.
     """
     kind, block = parts[0][1].compression, parts[0][1].block_size
     users = [_UserStripe.parse(data, tail) for data, tail in parts]
@@ -125,7 +127,7 @@ def insert_stripe(
     if any(u.info.number_of_rows != rows for u in users):
         raise AssertionError("column groups were encoded into stripes of different rows")
     events = _event_columns(users[0], rows, write_id=write_id, bucket_property=bucket_property,
-                            first_row_id=first_row_id, stride=row_index_stride, kind=kind,
+                            first_row_id=first_row_id, stride=users[0].row_index_stride, kind=kind,
                             block=block)
     user = _user_columns(users)
 

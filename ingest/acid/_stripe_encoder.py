@@ -8,6 +8,7 @@ into slices, this keeps every core busy however few rows a flush holds, and stri
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,13 +29,15 @@ _NO_STRIPE_LIMIT = 1 << 50
 # Below this many rows a stripe is encoded in one piece: a thread hand-off costs more.
 _MIN_ROWS_TO_SPLIT = 8 * 1024
 _POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
     """One process-wide pool per size: encoders are stateless, threads are cheap to share."""
-    if threads not in _POOLS:
-        _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="orc-encode")
-    return _POOLS[threads]
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="orc-encode")
+        return _POOLS[threads]
 
 
 class StripeEncoder:
@@ -90,7 +93,7 @@ class StripeEncoder:
             parts = list(_pool(len(tables)).map(self.encode_file, tables))
         return _acid_stripes.insert_stripe(
             parts, write_id=write_id, bucket_property=bucket_property,
-            first_row_id=first_row_id, row_index_stride=self.row_index_stride)
+            first_row_id=first_row_id)
 
     def event_stripe(self, events: pa.Table) -> AcidStripe:
         """One stripe of whole ACID events (delete events: their keys are not a sequence)."""
@@ -104,8 +107,9 @@ def _column_groups(rows: pa.Table, groups: int) -> list[tuple[int, int]]:
     before = [0]  # before[i]: bytes of columns 0 .. i-1
     for column in rows.columns:
         before.append(before[-1] + column.nbytes)
+    groups = min(groups, columns)
     cuts = [0]
-    for k in range(1, min(groups, columns)):
+    for k in range(1, groups):
         target = before[-1] * k / groups
         candidates = range(cuts[-1] + 1, columns)
         if not candidates:

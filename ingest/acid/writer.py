@@ -33,8 +33,10 @@ from ingest.errors import (
 )
 from ingest.faults import crash_point
 from ingest.orc import Message, StripeInfo, merge_statistics, open_orc, read_tail
+from ingest.orc.statistics import INT64_MAX
 from ingest.orc.tail import (
     FT_METADATA,
+    FT_ROW_INDEX_STRIDE,
     MAGIC,
     MD_STRIPE_STATS,
     STRIPE_STATS_COLUMNS,
@@ -161,8 +163,10 @@ class BucketWriter:
     # ------------------------------------------------------------------ construction helpers
     def _init_state(self, row_schema: pa.Schema, write_id: int, bucket_property: int,
                     compression: Compression, options: WriterOptions) -> None:
-        if write_id < 0:
-            raise ValueError(f"write_id must be >= 0, got {write_id}")
+        if not 0 <= write_id <= INT64_MAX:
+            raise ValueError(f"write_id must be in 0..{INT64_MAX}, got {write_id}")
+        if len(row_schema) == 0:
+            raise SchemaMismatchError("Cannot write an ACID bucket file of rows without columns")
         self.row_schema = pa.schema([f.with_nullable(True) for f in row_schema])
         self.event_schema = acid_event_schema(self.row_schema)
         self._fix_nested_nulls = _nested_nulls.needs_fix(self.event_schema.field("row").type)
@@ -277,7 +281,11 @@ class BucketWriter:
                 f"{last_write_id} and events must stay sorted by write id")
         self._init_state(row_schema, write_id, bucket_property or encode_bucket_property(0, 0),
                          compression, options)
-        self.options = dataclasses.replace(options, compression_block_size=tail.block_size)
+        # New stripes must use the file's block size and row-index stride: the footer kept
+        # states them for every stripe (a file without row index keeps the options' stride).
+        self.options = dataclasses.replace(
+            options, compression_block_size=tail.block_size,
+            row_index_stride=tail.footer.uint(FT_ROW_INDEX_STRIDE, 0) or options.row_index_stride)
         self._encoder = self._make_encoder()
         self._next_row_id = last_row_id + 1 if write_id == last_write_id else 0
         self._template = tail
@@ -313,6 +321,9 @@ class BucketWriter:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            if self._next_row_id + batch.num_rows - 1 > INT64_MAX:
+                raise ValueError(f"Cannot write to {self.path}: row ids of write id "
+                                 f"{self.write_id} would pass {INT64_MAX}")
             if self._fix_nested_nulls:
                 batch = _nested_nulls.prepare_batch(batch)
             self._pending.append(batch)

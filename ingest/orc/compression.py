@@ -106,5 +106,5 @@ def compress_stream_with_positions(
     out = bytearray()
     for start in range(0, max(len(data), 1), block_size):
         chunk_starts.append(len(out))
-        out += compress_stream(kind, data[start:start + block_size], block_size)
+        out += compress_stream(kind, data[start:start + block_size], block_size)  # one chunk
     return bytes(out), [[chunk_starts[o // block_size], o % block_size] for o in offsets]

@@ -382,3 +382,32 @@ def test_event_columns_hold_multi_byte_values_in_every_row_group(tmp_path: Path,
     keys = ["operation", "originalTransaction", "bucket", "rowId", "currentTransaction"]
     assert [tuple(e[k] for k in keys) for e in events] == expected
     assert [r[:5] for r in pyorc_rows(path, Path(path).stat().st_size)] == expected
+
+
+def test_appending_keeps_the_files_row_index_stride_so_seeks_land_right(tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1,
+                      options=WriterOptions(row_index_stride=100)) as w:
+        w.write(simple_table(range(1000)))
+    w = BucketWriter.open_append(path, write_id=2)  # default options: stride 10,000
+    w.write(simple_table(range(1000, 2000)))
+    w.close()
+    assert parse_tail(Path(path).read_bytes(), Path(path).stat().st_size).footer.uint(8) == 100
+    with open(path, "rb") as f:
+        reader = pyorc.Reader(f)
+        for row in (150, 1150, 1999):
+            reader.seek(row)
+            event = next(reader)
+            assert (event[1], event[3]) == (row // 1000 + 1, row % 1000), row
+
+
+@pytest.mark.parametrize(("schema", "write_id", "error"), [
+    (SIMPLE_SCHEMA, 1 << 63, ValueError),
+    (SIMPLE_SCHEMA, -1, ValueError),
+    (pa.schema([]), 1, SchemaMismatchError),
+])
+def test_impossible_write_ids_and_empty_schemas_are_refused_before_any_file(
+        tmp_path: Path, schema: pa.Schema, write_id: int, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        BucketWriter(bucket_path(tmp_path), schema, write_id=write_id)
+    assert not (tmp_path / "delta_0000001_0000003").exists()
