@@ -24,6 +24,7 @@ from ingest.orc.compression import CompressionKind
 _PYARROW_CODEC = {"none": "uncompressed", "zlib": "zlib", "snappy": "snappy", "lz4": "lz4",
                   "zstd": "zstd"}
 WRITABLE_CODECS = tuple(_PYARROW_CODEC)
+PYARROW_BLOCK_UNIT = 64 * 1024  # ORC C++ compression blocks are multiples of this
 # Handed to pyarrow so it never cuts a stripe itself: column groups must cut alike.
 _NO_STRIPE_LIMIT = 1 << 50
 # Below this many rows a stripe is encoded in one piece: a thread hand-off costs more.
@@ -71,7 +72,8 @@ class StripeEncoder:
         except pa.ArrowException as e:
             raise ConfigError(f"Cannot write ORC with block size {self.block_size} and row "
                               f"index stride {self.row_index_stride}: {e}",
-                              hint="compression_block_size must be a multiple of 64 KiB") from e
+                              hint=f"compression_block_size must be a multiple of "
+                                   f"{PYARROW_BLOCK_UNIT:,}") from e
         data = memoryview(sink.getvalue()).cast("B")  # pyarrow exports signed bytes
         return data, parse_tail(data, len(data), check=False)  # our own bytes: skip re-checks
 

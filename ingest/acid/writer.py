@@ -21,7 +21,7 @@ from ingest.acid import _acid_footer, _event_batches, _files, _nested_nulls
 from ingest.acid._acid_footer import ACID_STATS, ACID_VERSION, KEY_INDEX
 from ingest.acid._acid_stripes import AcidStripe
 from ingest.acid._event_batches import KEY_COLUMNS
-from ingest.acid._stripe_encoder import WRITABLE_CODECS, StripeEncoder
+from ingest.acid._stripe_encoder import PYARROW_BLOCK_UNIT, WRITABLE_CODECS, StripeEncoder
 from ingest.acid.events import ACID_FIELD_NAMES, acid_event_schema, row_schema_of
 from ingest.acid.names import encode_bucket_property
 from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
@@ -269,6 +269,11 @@ class BucketWriter:
         compression = tail.compression
         if compression == "lzo":
             raise UnsupportedFormatError(f"Cannot append to {self.path}: LZO is not supported")
+        if compression != "none" and tail.block_size % PYARROW_BLOCK_UNIT:
+            raise UnsupportedFormatError(
+                f"Cannot append to {self.path}: it was written with a compression block size "
+                f"of {tail.block_size:,} bytes, and the ORC encoder writes only multiples of "
+                f"{PYARROW_BLOCK_UNIT:,}", hint="write the new rows to a new delta instead")
         keys = _acid_footer.parse_key_index(tail.user_metadata.get(KEY_INDEX, b""), self.path)
         if len(keys) != len(tail.stripes):
             raise CorruptFileError(

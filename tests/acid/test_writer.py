@@ -411,3 +411,25 @@ def test_impossible_write_ids_and_empty_schemas_are_refused_before_any_file(
     with pytest.raises(error):
         BucketWriter(bucket_path(tmp_path), schema, write_id=write_id)
     assert not (tmp_path / "delta_0000001_0000003").exists()
+
+
+def test_appending_to_a_file_with_a_block_size_pyarrow_cannot_write_is_refused(
+        tmp_path: Path) -> None:
+    # ORC Java picks smaller compression blocks for wide schemas (e.g. 32 KiB); pyarrow
+    # writes only multiples of 64 KiB, so such a file cannot be continued.
+    from ingest.errors import UnsupportedFormatError
+    from ingest.orc import serialize_tail
+
+    path = bucket_path(tmp_path)
+    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1, compression="zlib") as w:
+        w.write(simple_table(range(10)))
+    data = Path(path).read_bytes()
+    tail = parse_tail(data, len(data))
+    rewritten = data[:tail.start] + serialize_tail(
+        postscript=tail.postscript, footer=tail.footer, metadata=tail.metadata,
+        compression="zlib", block_size=32 * 1024)
+    Path(path).write_bytes(rewritten)
+    with pytest.raises(UnsupportedFormatError, match="block size of 32,768 bytes"):
+        BucketWriter.open_append(path, write_id=2)
+    assert Path(path).read_bytes() == rewritten
+    assert read_bucket_file(path).num_rows == 10
