@@ -40,5 +40,5 @@ echo "== first rows of the committed snapshot"
 ingest cat "$table" --limit 5
 echo "== rows visible: $(ingest cat "$table" | wc -l) (3,000 produced)"
 echo "== one bucket file, as hive --orcfiledump -d prints it"
-first=$(find "$table" -name 'bucket_*' ! -name '*_flush_length' | sort | head -1)
-ingest dump "$first" | head -2
+first=$(find "$table" -name 'bucket_*' ! -name '*_flush_length' | sort | sed -n 1p)
+ingest dump "$first" | sed -n 1,2p  # sed reads it all: no broken pipe under pipefail
