@@ -1,9 +1,10 @@
 """Arrow batches for the writer: user rows checked against the row schema, row keys
 turned into delete events.
 
-What OrcRecordUpdater.insert/delete put in each event (facts §4): operation, the row's key
-(originalTransaction, bucket property, rowId), currentTransaction, and the row (null for a
-delete). The writer only encodes and places what this module builds.
+What OrcRecordUpdater.delete puts in each event (facts §4): operation 2, the row's key
+(originalTransaction, bucket property, rowId), currentTransaction, and a null row. Insert
+events are never built as Arrow batches: `_acid_stripes` adds their event columns to the
+encoded user rows.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The ACID bucket-file writer: Hive's OrcRecordUpdater (insert or delete events) on pyarrow.
 
-pyarrow encodes stripes; this module moves them into the bucket file and writes every tail
-itself, so each flush() leaves an intermediate footer that describes all stripes so far, with
+`_stripe_encoder` encodes stripes (pyarrow for the user's columns, the event columns
+directly); this module appends them to the bucket file and writes every tail itself, so
+each flush() ends a stripe and leaves an intermediate footer that describes all so far, with
 `hive.acid.key.index`, `hive.acid.stats` and `hive.acid.version`, then records the file length
 in the side file (DESIGN invariant 1). Stripes are relocatable: only the footer holds offsets.
 A writer made with `BucketWriter.for_deletes` writes a `delete_delta` bucket file instead:
