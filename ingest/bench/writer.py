@@ -105,7 +105,7 @@ def _encoder_setup_seconds(table: pa.Table, compression: str) -> float:
     for _ in range(50):
         start = time.perf_counter()
         po.write_table(row, pa.BufferOutputStream(), compression=compression,
-                       compression_block_size=64 * 1024)
+                       compression_block_size=WriterOptions().compression_block_size)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
