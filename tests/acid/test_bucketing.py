@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import math
 import random
-import shutil
 import struct
 import subprocess
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from compat import javatools as jt
 from conftest import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,7 +22,6 @@ from ingest.acid.bucketing import bucket_ids, bucket_number, hash_code_murmur, m
 from ingest.acid.schema import HIVE_TYPE_KEY
 from ingest.errors import ConfigError, SchemaMismatchError, UnsupportedFormatError
 
-JARS = Path(__file__).resolve().parents[2] / ".venv/lib/python3.11/site-packages/pyspark/jars"
 
 
 def test_standard_murmur3_vectors_with_seed_zero() -> None:
@@ -299,9 +298,12 @@ def _columns(rng: random.Random, n: int) -> dict[str, tuple[pa.Array, list[int |
 
 @pytest.mark.java
 def test_against_hive_java(tmp_path: Path) -> None:
-    require(shutil.which("javac") is not None and shutil.which("java") is not None, "javac/java")
-    storage_api = sorted(JARS.glob("hive-storage-api-*.jar"))
-    require(bool(storage_api), f"hive-storage-api jar in {JARS}")
+    ok, missing = jt.available()
+    require(ok, missing)
+    jars = jt.pyspark_jars_dir()
+    assert jars is not None
+    storage_api = sorted(jars.glob("hive-storage-api-*.jar"))
+    require(bool(storage_api), f"hive-storage-api jar in {jars}")
     classpath = f"{tmp_path}:{storage_api[0]}"
     (tmp_path / "HiveBucketRef.java").write_text(JAVA_SOURCE)
     subprocess.run(["javac", "-cp", classpath, "-d", str(tmp_path),

@@ -27,9 +27,7 @@ from support import ALL_TYPES_SCHEMA, SIMPLE_SCHEMA, all_types_table, simple_tab
 from ingest.acid import BucketWriter, WriterOptions
 from ingest.acid.events import acid_event_schema
 
-pytestmark = pytest.mark.java
-
-pytestmark = pytest.mark.usefixtures("split_stripes_into_column_groups")
+pytestmark = [pytest.mark.java, pytest.mark.usefixtures("split_stripes_into_column_groups")]
 CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
 BUCKET_0 = 536870912  # BucketCodec V1, bucket 0, statement 0
 # Small stripes so that every flush covers several stripes and write() puts stripes on disk
