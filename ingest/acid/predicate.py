@@ -17,43 +17,30 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.acid._sql_lexer import Dialect, Token, TokenCursor, syntax_error, tokenize
 from ingest.errors import ConfigError
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)
-  | (?P<string>'(?:[^']|'')*')
-  | (?P<unterminated>'(?:[^']|'')*$)
-  | (?P<quoted>`(?:[^`]|``)+`)
-  | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op><>|!=|<=|>=|=|<|>)
-  | (?P<punct>[(),+-])
-    """,
-    re.VERBOSE,
-)
+# SQL strings ('it''s'), not Hive's backslash escapes: a backslash in a value is itself.
+_DIALECT = Dialect(punctuation=("<>", "!=", "<=", ">=", "=", "<", ">", "(", ")", ",", "+", "-"))
 _KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "TRUE", "FALSE",
                        "DATE", "TIMESTAMP"})
 _COMPARE = {"=": pc.equal, "!=": pc.not_equal, "<>": pc.not_equal, "<": pc.less,
             "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
 _FLIPPED = {"=": "=", "!=": "!=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _INT_RANGES = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+_STRAY_HINT = ("quote strings with single quotes ('abc') and names with backquotes "
+               "(`my col`)")
 _EXAMPLE = "for example: id = 3 AND dt >= '2026-01-01' OR value IN ('a', 'b')"
 
 
-@dataclass(frozen=True)
-class _Tok:
-    kind: str  # number, string, quoted, word, op, punct, end
-    text: str
-    pos: int
+def _keyword(tok: Token) -> str | None:
+    """The keyword a token is (upper case), or None for anything else, e.g. a column name."""
+    upper = tok.text.upper()
+    return upper if tok.kind == "word" and upper in _KEYWORDS else None
 
-    @property
-    def keyword(self) -> str | None:
-        upper = self.text.upper()
-        return upper if self.kind == "word" and upper in _KEYWORDS else None
 
-    def describe(self) -> str:
-        return "the end of the text" if self.kind == "end" else repr(self.text)
+def _is_comparison(tok: Token) -> bool:
+    return tok.kind == "punct" and tok.text in _COMPARE
 
 
 @dataclass(frozen=True)
@@ -79,54 +66,16 @@ class Predicate:
     columns: tuple[str, ...]
 
 
-class _Parser:
+class _Parser(TokenCursor):
     def __init__(self, text: str, schema: pa.Schema, option: str) -> None:
         self.text = text
         self.schema = schema
         self.option = option
-        self.tokens = self._tokenize()
-        self.i = 0
+        super().__init__(tokenize(text, _DIALECT, subject=option, hint=_STRAY_HINT))
         self.columns: list[str] = []
 
-    # ------------------------------------------------------------------ errors
     def error(self, what: str, pos: int, hint: str | None = None) -> ConfigError:
-        return ConfigError(f"Cannot parse {self.option} {self.text!r}: {what} at position {pos}",
-                           hint=hint or _EXAMPLE)
-
-    def _tokenize(self) -> list[_Tok]:
-        tokens, pos = [], 0
-        while pos < len(self.text):
-            m = _TOKEN.match(self.text, pos)
-            if m is None:
-                raise self.error(f"unexpected character {self.text[pos]!r}", pos,
-                                 "quote strings with single quotes ('abc') and names with "
-                                 "backquotes (`my col`)")
-            kind = m.lastgroup or ""
-            if kind == "unterminated":
-                raise self.error("unterminated string", pos,
-                                 "close the string with ' (write '' for a quote inside it)")
-            if kind != "ws":
-                tokens.append(_Tok(kind, m.group(), pos))
-            pos = m.end()
-        tokens.append(_Tok("end", "", len(self.text)))
-        return tokens
-
-    # ------------------------------------------------------------------ token helpers
-    @property
-    def tok(self) -> _Tok:
-        return self.tokens[self.i]
-
-    def take_keyword(self, word: str) -> bool:
-        if self.tok.keyword == word:
-            self.i += 1
-            return True
-        return False
-
-    def take_punct(self, text: str) -> bool:
-        if self.tok.kind == "punct" and self.tok.text == text:
-            self.i += 1
-            return True
-        return False
+        return syntax_error(self.option, self.text, what, pos, hint or _EXAMPLE)
 
     def expect_punct(self, text: str, after: str) -> None:
         if not self.take_punct(text):
@@ -145,18 +94,18 @@ class _Parser:
 
     def or_expr(self) -> pc.Expression:
         expr = self.and_expr()
-        while self.take_keyword("OR"):
+        while self.take_word("OR"):
             expr = expr | self.and_expr()
         return expr
 
     def and_expr(self) -> pc.Expression:
         expr = self.not_expr()
-        while self.take_keyword("AND"):
+        while self.take_word("AND"):
             expr = expr & self.not_expr()
         return expr
 
     def not_expr(self) -> pc.Expression:
-        if self.take_keyword("NOT"):
+        if self.take_word("NOT"):
             return ~self.not_expr()
         return self.primary()
 
@@ -173,7 +122,7 @@ class _Parser:
             # `3 < id`: a literal on the left, flipped to `id > 3`.
             literal = self.literal(after=None)
             op = self.tok
-            if op.kind != "op":
+            if not _is_comparison(op):
                 raise self.error(f"expected a comparison (=, <>, <, <=, >, >=) after "
                                  f"{literal.text!r}, found {op.describe()}", op.pos)
             self.i += 1
@@ -185,8 +134,8 @@ class _Parser:
     def column(self) -> tuple[str, pa.Field]:
         tok = self.tok
         if tok.kind == "quoted":
-            wanted = tok.text[1:-1].replace("``", "`")
-        elif tok.kind == "word" and tok.keyword is None:
+            wanted = tok.value
+        elif tok.kind == "word" and _keyword(tok) is None:
             wanted = tok.text
         else:
             raise self.error(f"expected a column name, found {tok.describe()}", tok.pos,
@@ -208,24 +157,24 @@ class _Parser:
 
     def condition(self, name: str, field: pa.Field) -> pc.Expression:
         tok = self.tok
-        if tok.kind == "op":
+        if _is_comparison(tok):
             self.i += 1
             return self.compare(name, field, tok.text, self.literal(after=tok.text))
-        if self.take_keyword("IS"):
-            negate = self.take_keyword("NOT")
-            if not self.take_keyword("NULL"):
+        if self.take_word("IS"):
+            negate = self.take_word("NOT")
+            if not self.take_word("NULL"):
                 raise self.error(f"expected NULL after IS{' NOT' if negate else ''}, found "
                                  f"{self.tok.describe()}", self.tok.pos)
             return pc.field(name).is_valid() if negate else pc.field(name).is_null()
         if pa.types.is_boolean(field.type) and (
-                tok.kind == "end" or tok.keyword in ("AND", "OR") or tok.text == ")"):
+                tok.kind == "end" or _keyword(tok) in ("AND", "OR") or tok.text == ")"):
             return pc.field(name)  # a bare BOOLEAN column is a condition
-        negate = self.take_keyword("NOT")
-        if self.take_keyword("IN"):
+        negate = self.take_word("NOT")
+        if self.take_word("IN"):
             expr = self.in_list(name, field)
-        elif self.take_keyword("BETWEEN"):
+        elif self.take_word("BETWEEN"):
             low = self.literal(after="BETWEEN")
-            if not self.take_keyword("AND"):
+            if not self.take_word("AND"):
                 raise self.error(f"expected AND after BETWEEN {low.text}, found "
                                  f"{self.tok.describe()}", self.tok.pos,
                                  "write: x BETWEEN 1 AND 10")
@@ -259,9 +208,9 @@ class _Parser:
         tok = self.tok
         if tok.kind in ("number", "string"):
             return True
-        if tok.kind == "punct" and tok.text in "+-":
+        if tok.kind == "punct" and tok.text in ("+", "-"):
             return True
-        return tok.keyword in ("TRUE", "FALSE", "NULL", "DATE", "TIMESTAMP")
+        return _keyword(tok) in ("TRUE", "FALSE", "NULL", "DATE", "TIMESTAMP")
 
     def literal(self, *, after: str | None) -> _Literal:
         tok = self.tok
@@ -269,9 +218,9 @@ class _Parser:
         if not self.is_literal_start():
             found = tok.describe()
             hint = None
-            if tok.kind == "op":
+            if _is_comparison(tok):
                 hint = f"write the operator once, e.g. id {after} 3"
-            elif tok.kind in ("word", "quoted") and tok.keyword is None:
+            elif tok.kind in ("word", "quoted") and _keyword(tok) is None:
                 hint = (f"write strings in single quotes ('{tok.text.strip('`')}'); "
                         "a comparison must have a column on one side and a value on the other")
             raise self.error(f"expected a value{where}, found {found}"
@@ -287,8 +236,8 @@ class _Parser:
         if tok.kind == "number":
             return self.number(tok.text, tok.pos)
         if tok.kind == "string":
-            return _Literal("string", tok.text[1:-1].replace("''", "'"), tok.text, tok.pos)
-        keyword = tok.keyword
+            return _Literal("string", tok.value, tok.text, tok.pos)
+        keyword = _keyword(tok)
         if keyword in ("TRUE", "FALSE"):
             return _Literal("bool", keyword == "TRUE", tok.text, tok.pos)
         if keyword == "NULL":
@@ -301,7 +250,7 @@ class _Parser:
                              f"write {keyword} '2026-01-31'" if keyword == "DATE"
                              else f"write {keyword} '2026-01-31 12:00:00'")
         self.i += 1
-        text = value.text[1:-1]
+        text = value.value
         parsed = self.parse_temporal(keyword or "", text, value.pos)
         return _Literal(str(keyword).lower(), parsed, f"{tok.text} {value.text}", tok.pos)
 

@@ -8,10 +8,10 @@ the ACID root struct is orc-core `SchemaEvolution.createEventSchema` / Hive
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ingest.acid._sql_lexer import Dialect, TokenCursor, syntax_error, tokenize
 from ingest.errors import ConfigError, UnsupportedFormatError
 
 HIVE_TYPE_KEY = b"hive.type"
@@ -33,10 +33,10 @@ MAX_DECIMAL_PRECISION = 38
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ORC_UNQUOTED = re.compile(r"[A-Za-z0-9_]+")
-_TOKEN = re.compile(
-    r"\s*(?:(?P<ident>[A-Za-z_][A-Za-z0-9_]*)|(?P<num>\d+)|(?P<quoted>`(?:[^`]|``)*`)"
-    r"|(?P<string>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|(?P<punct>[<>(),:]))"
-)
+# Hive DDL strings take either quote and backslash escapes (what `to_ddl` writes for comments).
+_DIALECT = Dialect(punctuation=("<", ">", "(", ")", ",", ":"), quotes="'\"",
+                   backslash_escapes=True)
+_HINT = "columns look like 'id BIGINT, name STRING, tags ARRAY<STRING>'"
 
 _SIMPLE: dict[str, pa.DataType] = {
     "tinyint": pa.int8(),
@@ -72,126 +72,63 @@ _KEYWORDS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class _Tok:
-    kind: str
-    text: str
-    pos: int
-
-
-def _tokenize(text: str) -> list[_Tok]:
-    toks: list[_Tok] = []
-    pos = 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            where = len(text) - len(text[pos:].lstrip())
-            raise ConfigError(
-                f"Cannot parse schema {text!r}: unexpected character {text[where]!r} "
-                f"at position {where}",
-                hint="columns look like 'id BIGINT, name STRING, tags ARRAY<STRING>'",
-            )
-        kind = m.lastgroup
-        assert kind is not None
-        toks.append(_Tok(kind, m.group(kind), m.start(kind)))
-        pos = m.end()
-    return toks
-
-
-class _Parser:
+class _Parser(TokenCursor):
     def __init__(self, text: str) -> None:
         self.text = text
-        self.toks = _tokenize(text)
-        self.i = 0
+        super().__init__(tokenize(text, _DIALECT, subject="schema", hint=_HINT))
 
     def error(self, expected: str) -> ConfigError:
-        if self.i < len(self.toks):
-            tok = self.toks[self.i]
-            found = f"found {tok.text!r} at position {tok.pos}"
-        else:
-            found = f"found the end of the text at position {len(self.text)}"
-        return ConfigError(
-            f"Cannot parse schema {self.text!r}: expected {expected}, {found}",
-            hint="columns look like 'id BIGINT, name STRING, tags ARRAY<STRING>'",
-        )
-
-    def peek(self) -> _Tok | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def take_punct(self, p: str) -> bool:
-        tok = self.peek()
-        if tok is not None and tok.kind == "punct" and tok.text == p:
-            self.i += 1
-            return True
-        return False
+        return syntax_error("schema", self.text, f"expected {expected}, found "
+                            f"{self.tok.describe()}", self.tok.pos, _HINT)
 
     def expect_punct(self, p: str) -> None:
         if not self.take_punct(p):
             raise self.error(repr(p))
 
-    def take_keyword(self, word: str) -> bool:
-        tok = self.peek()
-        if tok is not None and tok.kind == "ident" and tok.text.lower() == word:
-            self.i += 1
-            return True
-        return False
-
     def number(self, what: str) -> int:
-        tok = self.peek()
-        if tok is None or tok.kind != "num":
+        if self.tok.kind != "number" or not self.tok.text.isdigit():
             raise self.error(what)
-        self.i += 1
-        return int(tok.text)
+        return int(self.advance().text)
 
     def name(self) -> str:
-        tok = self.peek()
-        if tok is not None and tok.kind == "ident":
-            self.i += 1
-            return tok.text
-        if tok is not None and tok.kind == "quoted":
-            self.i += 1
-            return tok.text[1:-1].replace("``", "`")
+        if self.tok.kind in ("word", "quoted"):
+            return self.advance().value
         raise self.error("a column name")
 
     def schema(self) -> pa.Schema:
         fields = [self.column()]
         while self.take_punct(","):
             fields.append(self.column())
-        if self.peek() is not None:
+        if self.tok.kind != "end":
             raise self.error("',' or the end of the schema")
         names = [f.name.lower() for f in fields]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(
                 f"Cannot parse schema {self.text!r}: duplicate column name(s) {', '.join(dupes)} "
-                "(Hive column names are case-insensitive)"
+                "(Hive column names are case-insensitive)",
+                hint="give each column a name that differs from the others in more than case",
             )
         return pa.schema(fields)
 
     def column(self) -> pa.Field:
         name = self.name()
         field = self.type_field(name)
-        if self.take_keyword("comment"):
-            tok = self.peek()
-            if tok is None or tok.kind != "string":
+        if self.take_word("comment"):
+            if self.tok.kind != "string":
                 raise self.error("a quoted comment")
-            self.i += 1
-            comment = re.sub(r"\\(.)", r"\1", tok.text[1:-1])
+            comment = self.advance().value
             field = field.with_metadata({**(field.metadata or {}), COMMENT_KEY: comment.encode()})
         return field
 
     def type_field(self, name: str) -> pa.Field:
         """Parse a type and return it as a nullable field (metadata for varchar/char)."""
-        tok = self.peek()
-        if tok is None or tok.kind != "ident":
+        if self.tok.kind != "word":
             raise self.error("a type")
-        word = tok.text.lower()
         start = self.i
-        self.i += 1
+        word = self.advance().text.lower()
         if word == "double":
-            self.take_keyword("precision")
+            self.take_word("precision")
         if word in _SIMPLE:
             return pa.field(name, _SIMPLE[word])
         if word in ("varchar", "char"):

@@ -155,3 +155,11 @@ def test_bad_input_names_the_position_and_a_hint(where: str, message: str,
 def test_the_option_name_is_configurable() -> None:
     with pytest.raises(ConfigError, match=r"^Cannot parse filter 'id =': expected a value"):
         parse_where("id =", SCHEMA, option="filter")
+
+
+def test_a_backslash_in_a_string_is_itself() -> None:
+    """SQL strings: only a doubled quote is special, so Windows paths need no escaping."""
+    table = pa.table({"value": ["C:\\dir", "C:dir", "it's"]})
+    schema = table.schema
+    assert table.filter(parse_where(r"value = 'C:\dir'", schema)).num_rows == 1
+    assert table.filter(parse_where("value = 'it''s'", schema)).column(0).to_pylist() == ["it's"]

@@ -160,3 +160,26 @@ def test_ddl_round_trip(columns: list[tuple[str, str]]) -> None:
     again = to_ddl(schema)
     assert parse_schema(again).equals(schema, check_metadata=True)
     assert to_ddl(parse_schema(again)) == again
+
+
+@pytest.mark.parametrize(
+    ("ddl", "message"),
+    [
+        ("d decimal(5.5,2)", "expected the DECIMAL precision, found '5.5' at position 10"),
+        ("v varchar(x)", "expected the VARCHAR length, found 'x' at position 10"),
+        ("a int COMMENT 3", "expected a quoted comment, found '3' at position 14"),
+        ("a int COMMENT 'x", "unterminated string at position 14"),
+    ],
+)
+def test_bad_ddl_names_the_token_and_its_position(ddl: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_schema(ddl)
+    assert info.value.message == f"Cannot parse schema {ddl!r}: {message}"
+    assert info.value.hint
+
+
+def test_comments_take_either_quote_and_backslash_escapes() -> None:
+    schema = parse_schema(r"""a INT COMMENT "say \"hi\"", b INT COMMENT 'back\\slash'""")
+    assert schema.field("a").metadata == {b"comment": b'say "hi"'}
+    assert schema.field("b").metadata == {b"comment": b"back\\slash"}
+    assert parse_schema(to_ddl(schema)).equals(schema, check_metadata=True)
