@@ -2,8 +2,8 @@
 
 Splits text into words, `backquoted` names, numbers, quoted strings and punctuation, each with
 its 0-based character position, so that every syntax error names where it is. The grammars stay
-in `schema.py` and `predicate.py`; they differ only in their punctuation and in how a quote is
-written inside a string (Hive DDL's backslash, Hive's lexer `HiveLexer.g`; SQL's doubled quote).
+in `schema.py` and `predicate.py` and differ here only in punctuation and string quoting: DDL
+escapes with a backslash as Hive's `HiveLexer.g` StringLiteral does, WHERE doubles the quote (SQL).
 """
 
 from __future__ import annotations
