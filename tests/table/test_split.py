@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -11,10 +13,10 @@ from hypothesis import strategies as st
 from ingest.table import partition_path, split_rows
 
 
-def groups(rows: pa.Table, partitions: pa.Table | None = None, **kwargs: object,
+def groups(rows: pa.Table, partitions: pa.Table | None = None, **kwargs: Any,
            ) -> list[tuple[str, int, list[int]]]:
     return [(part, bucket, chunk.column("id").to_pylist())
-            for part, bucket, chunk in split_rows(rows, partitions, **kwargs)]  # type: ignore[arg-type]
+            for part, bucket, chunk in split_rows(rows, partitions, **kwargs)]
 
 
 def ids(n: int) -> pa.Table:
