@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from ingest.txn.verify import DEFAULT_TXN_TIMEOUT_S, recover_table_with_metastore
+from ingest.table import DEFAULT_TXN_TIMEOUT_S, recover_table_with_metastore
 
 
 def main(argv: list[str] | None = None) -> int:

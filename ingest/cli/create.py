@@ -7,8 +7,8 @@ import click
 from ingest.acid.schema import to_ddl
 from ingest.cli._output import dumps
 from ingest.errors import ConfigError
+from ingest.table import create_table
 from ingest.txn import default_metastore_url
-from ingest.txn.operations import create_table
 
 
 def _properties(values: tuple[str, ...]) -> dict[str, str]:

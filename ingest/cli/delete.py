@@ -8,7 +8,7 @@ import click
 
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
-from ingest.txn.operations import delete
+from ingest.table import delete
 
 
 @click.command(

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from ingest.cli._output import dumps, progress
-from ingest.txn.operations import load_file
+from ingest.table import load_file
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ingest.cli._output import dumps
-from ingest.txn.verify import DEFAULT_TXN_TIMEOUT_S, TableRecovery, recover_table_with_metastore
+from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, recover_table_with_metastore
 
 
 def recovery_json(result: TableRecovery, seconds: float) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import click
 
 from ingest.cli._output import dumps
 from ingest.cli.recover import Problems
-from ingest.txn.verify import DEFAULT_TXN_TIMEOUT_S, verify_table
+from ingest.table import DEFAULT_TXN_TIMEOUT_S, verify_table
 
 
 @click.command(

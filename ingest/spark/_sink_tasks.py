@@ -24,7 +24,7 @@ from ingest.acid import BucketWriter, rollback_file, side_file_path
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import bucket_file_name
 from ingest.spark._sink_parse import parse_json_values
-from ingest.txn.operations import partition_path
+from ingest.table import split_rows
 
 log = logging.getLogger(__name__)
 
@@ -319,29 +319,14 @@ class _TaskWriter:
 
 def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
     rows = split.good.select(plan.row_schema.names).cast(plan.row_schema)
-    if split.partition is None and split.bucket is None:
-        writer.write("", writer.task_index, rows)
-        return
+    partitions = None
     if split.partition is not None:
-        groups = pc.unique(split.partition).to_pylist()
-    else:
-        groups = [None]
-    for value in groups:
-        if split.partition is None:
-            part_rows, part_buckets, pdir = rows, split.bucket, ""
-        else:
-            mask = (pc.is_null(split.partition) if value is None
-                    else pc.fill_null(pc.equal(split.partition, value), False))
-            part_rows = rows.filter(mask)
-            part_buckets = split.bucket.filter(mask) if split.bucket is not None else None
-            assert plan.partition_column is not None
-            pdir = partition_path([plan.partition_column], [value]) + "/"
-        if part_buckets is None:
-            writer.write(pdir, writer.task_index, part_rows)
-            continue
-        for bucket in pc.unique(part_buckets).to_pylist():
-            writer.write(pdir, int(bucket),
-                         part_rows.filter(pc.fill_null(pc.equal(part_buckets, bucket), False)))
+        assert plan.partition_column is not None
+        partitions = pa.table({plan.partition_column: split.partition})
+    # Unbucketed rows go to the bucket named after the task, so tasks never share a file.
+    for part, bucket, group in split_rows(rows, partitions, bucket_ids=split.bucket,
+                                          default_bucket_id=writer.task_index):
+        writer.write(f"{part}/" if part else "", bucket, group)
 
 
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -27,13 +27,12 @@ from ingest.spark.deadletter import (
 )
 from ingest.spark.kafka_source import check_topic, kafka_dataframe
 from ingest.spark.sink import AcidSink, BatchReport, OnBadRecord
+from ingest.table import create_table, default_table_name, recover_table_with_metastore
 from ingest.txn import (
     Metastore,
     TableDefinition,
-    create_table,
     default_metastore_url,
     normalize_location,
-    recover_table_with_metastore,
 )
 
 if TYPE_CHECKING:
@@ -88,12 +87,6 @@ def table_layout(schema_ddl: str, partition_by: str | None) -> TableLayout:
     return TableLayout(schema, DEFAULT_PARTITION_COLUMN, text)
 
 
-def table_name_for(location: str) -> str:
-    """`default.<last path component>` (lower case, other characters as `_`)."""
-    base = normalize_location(location).rstrip("/").rsplit("/", 1)[-1]
-    return "default." + (re.sub(r"[^a-z0-9_]", "_", base.lower()) or "table")
-
-
 def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> int:
     """Check the broker answers and the topic exists; returns its partition count.
 
@@ -116,7 +109,7 @@ def ensure_tables(location: str, layout: TableLayout, *,
     url = metastore_url or default_metastore_url(location)
     partitions = (layout.partition_column,) if layout.partition_column else ()
     with Metastore.open(url) as store:
-        wanted = TableDefinition(table_name_for(location), location, layout.row_schema,
+        wanted = TableDefinition(default_table_name(location), location, layout.row_schema,
                                  partition_columns=partitions)
         table = store.find_table(location)
         if table is None:
@@ -371,5 +364,4 @@ __all__ = [
     "run_stream",
     "stream_trigger",
     "table_layout",
-    "table_name_for",
 ]

@@ -48,12 +48,12 @@ from ingest.spark._sink_batch import (
 )
 from ingest.spark._sink_tasks import TaskPlan
 from ingest.spark.deadletter import dead_letter_location
+from ingest.table import recover_table_with_metastore
 from ingest.txn import (
     Metastore,
     SinkProgress,
     TableDefinition,
     Transaction,
-    recover_table_with_metastore,
 )
 from ingest.txn import default_metastore_url as _default_metastore_url
 

@@ -13,7 +13,7 @@ from support import run_cli as run
 from ingest.acid import BucketWriter
 from ingest.acid.names import format_delta
 from ingest.txn import Metastore, OffsetRange, TableDefinition, default_metastore_url
-from ingest.txn.verify import verify_table
+from ingest.table import verify_table
 
 
 @pytest.fixture

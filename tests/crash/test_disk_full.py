@@ -14,7 +14,7 @@ from support import SIMPLE_SCHEMA, simple_table
 from ingest.acid import BucketWriter, read_events
 from ingest.acid.names import format_delta
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
-from ingest.txn.verify import recover_table_with_metastore, verify_table
+from ingest.table import recover_table_with_metastore, verify_table
 
 
 class _Full:

@@ -26,7 +26,7 @@ from ingest.spark._sink_tasks import TaskPlan, write_task
 from ingest.spark.job import ensure_tables, stream_trigger, table_layout
 from ingest.spark.sink import AcidSink
 from ingest.txn import Metastore, default_metastore_url
-from ingest.txn.operations import create_table
+from ingest.table import create_table
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
 # pyspark 4.3 warns that pandas 3 is not fully supported whenever it checks pandas.

@@ -1,4 +1,4 @@
-"""Read a batch of rows for `load`: JSON Lines, CSV or Parquet, optionally compressed.
+"""Read a batch of rows for `ingest.table.load`: JSON Lines, CSV or Parquet, maybe compressed.
 
 Picks the format from the file extension (or is told it), decompresses .gz/.bz2/.zst/.lz4,
 and parses JSON/CSV values as the table's column types. Knows files, not tables or the

@@ -1,15 +1,13 @@
-"""create_table / load / delete / read_input: one transaction each, nothing left on failure."""
+"""create_table / load / delete: one transaction each, nothing left on failure."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import uuid
 from pathlib import Path
 
 import fsspec
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from ingest.acid import read_bucket_file
@@ -17,23 +15,21 @@ from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import decode_bucket_property, parse_bucket_file
 from ingest.acid.snapshot import read_table
 from ingest.errors import (
-    BadRecordError,
     CommitConflictError,
     ConfigError,
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
 )
-from ingest.txn import METASTORE_FILENAME, Metastore, MetastoreError, default_metastore_url
-from ingest.txn import operations as ops
-from ingest.txn.operations import (
+from ingest.table import (
     create_table,
     delete,
     load,
     load_file,
     partition_path,
-    read_input,
 )
+from ingest.table import _written as written_module
+from ingest.txn import METASTORE_FILENAME, Metastore, MetastoreError, default_metastore_url
 
 DDL = "id BIGINT, value STRING, dt STRING"
 
@@ -208,7 +204,7 @@ def test_empty_input_commits_nothing(table: str) -> None:
     assert states(table) == {}
 
 
-class _FailingWriter(ops.BucketWriter):
+class _FailingWriter(written_module.BucketWriter):
     """Fails closing the second bucket file a load writes."""
 
     closed = 0
@@ -224,7 +220,7 @@ def test_a_failure_mid_load_removes_every_file_and_aborts(
         parted: str, monkeypatch: pytest.MonkeyPatch) -> None:
     load(parted, rows(10, dts=("old",)))
     _FailingWriter.closed = 0
-    monkeypatch.setattr(ops, "BucketWriter", _FailingWriter)
+    monkeypatch.setattr(written_module, "BucketWriter", _FailingWriter)
     with pytest.raises(OSError, match="disk full"):
         load(parted, rows(100, start=10, dts=("new1", "new2")))
     assert [p.name for p in Path(parted).iterdir()] == ["dt=old"], "new partitions removed"
@@ -299,45 +295,6 @@ def test_memory_filesystem_table(tmp_path: Path) -> None:
         assert sorted(r["id"] for r in read_table(location, snap).to_pylist()) == [1, 3]
     finally:
         fsspec.filesystem("memory").rm(root, recursive=True)
-
-
-# ---------------------------------------------------------------------------- read_input
-
-def test_read_input_formats(tmp_path: Path) -> None:
-    schema = pa.schema([("id", pa.int64()), ("zip", pa.string()), ("dt", pa.string())])
-    (tmp_path / "a.jsonl").write_text('{"id": 1, "zip": "007", "dt": "2026-01-01"}\n'
-                                      '{"id": 2}\n')
-    got = read_input(str(tmp_path / "a.jsonl"), schema=schema)
-    assert got.select(["id", "zip", "dt"]).to_pylist() == [
-        {"id": 1, "zip": "007", "dt": "2026-01-01"}, {"id": 2, "zip": None, "dt": None}]
-    (tmp_path / "a.csv").write_text("id,zip,dt\n1,007,2026-01-01\n")
-    assert read_input(str(tmp_path / "a.csv"), schema=schema).to_pylist() == [
-        {"id": 1, "zip": "007", "dt": "2026-01-01"}]
-    pq.write_table(pa.table({"id": [5]}), tmp_path / "a.parquet")
-    assert read_input(str(tmp_path / "a.parquet")).to_pylist() == [{"id": 5}]
-    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(b'{"id": 9}\n'))
-    assert read_input(str(tmp_path / "b.jsonl.gz")).to_pylist() == [{"id": 9}]
-    (tmp_path / "data.txt").write_text("id\n3\n")
-    assert read_input(str(tmp_path / "data.txt"), format="csv").to_pylist() == [{"id": 3}]
-
-
-def test_read_input_errors(tmp_path: Path) -> None:
-    (tmp_path / "data.txt").write_text("x")
-    with pytest.raises(ConfigError, match="cannot tell the format from its extension '.txt'"):
-        read_input(str(tmp_path / "data.txt"))
-    with pytest.raises(FileNotFoundError, match="Cannot open input file, does not exist"):
-        read_input(str(tmp_path / "missing.jsonl"))
-    (tmp_path / "bad.jsonl").write_text('{"id": 1}\nnot json\n')
-    with pytest.raises(BadRecordError, match="as jsonl: JSON parse error") as info:
-        read_input(str(tmp_path / "bad.jsonl"))
-    assert info.value.hint == f"check that {tmp_path / 'bad.jsonl'} is JSON Lines (one JSON " \
-                              "object per line)"
-    (tmp_path / "typed.jsonl").write_text('{"id": "abc"}\n')
-    with pytest.raises(SchemaMismatchError,
-                       match="Column\\(/id\\) changed from number to string") as info:
-        read_input(str(tmp_path / "typed.jsonl"), schema=pa.schema([("id", pa.int64())]))
-    assert info.value.hint == ("values must fit the columns id BIGINT; in JSON, quote a number "
-                               "meant for a STRING column")
 
 
 def test_load_file_uses_the_table_types(table: str, tmp_path: Path) -> None:

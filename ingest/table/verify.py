@@ -1,10 +1,11 @@
-"""Check a table's metastore against its files, and recover a table with the metastore's help.
+"""Check a table's files against its metastore, and recover a table with the metastore's help.
 
-`verify_table` is read-only: committed write ids have directories with readable files, no
-directory holds a write id the metastore never handed out, Kafka ranges per topic-partition
-neither overlap nor leave gaps, open transactions heartbeat, every bucket file is readable up
-to its flush length. `recover_table_with_metastore` aborts timed-out transactions (Hive's
-performTimeOuts) and runs `ingest.acid.recovery` with the open transactions' files left alone.
+Reads files (`ingest.acid`) and the metastore (`ingest.txn`) alike. `verify_table` is
+read-only: committed write ids have files, readable up to their flush lengths; no directory
+holds an unknown write id; Kafka ranges neither overlap nor leave gaps; open transactions
+heartbeat.
+`recover_table_with_metastore` aborts timed-out transactions (Hive's performTimeOuts), then
+runs `ingest.acid.recovery`, leaving the open transactions' files alone.
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ from ingest.acid.bucket_file import read_events
 from ingest.acid.names import parse_directory
 from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table
 from ingest.errors import CorruptFileError, TableNotFoundError
-from ingest.txn.model import OffsetRange, TableDefinition, Transaction, TransactionInfo
-from ingest.txn.placement import find_metastore_for
-from ingest.txn.store import Metastore
+from ingest.txn import (
+    Metastore,
+    OffsetRange,
+    TableDefinition,
+    Transaction,
+    TransactionInfo,
+    find_metastore_for,
+)
 
 DEFAULT_TXN_TIMEOUT_S = 300.0
 

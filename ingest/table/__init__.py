@@ -1,0 +1,46 @@
+"""Table operations: a table as its users see it, on top of the metastore and the ACID files.
+
+Create, load, delete, verify and recover a table; read input files; split rows by partition
+and bucket (once, for the CLI and the streaming sink alike); clean up after a failed write.
+Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
+"""
+
+from ingest.table._definition import table_schema
+from ingest.table._open import MetastoreRef
+from ingest.table.create import create_table, default_table_name
+from ingest.table.delete import DeleteResult, delete
+from ingest.table.input import InputFormat, read_input
+from ingest.table.load import LoadResult, load, load_file
+from ingest.table.split import partition_path, split_rows
+from ingest.table.verify import (
+    DEFAULT_TXN_TIMEOUT_S,
+    Problem,
+    TableRecovery,
+    VerifyReport,
+    live_files_of,
+    recover_table_with_metastore,
+    verify_table,
+)
+
+__all__ = [
+    "DEFAULT_TXN_TIMEOUT_S",
+    "DeleteResult",
+    "InputFormat",
+    "LoadResult",
+    "MetastoreRef",
+    "Problem",
+    "TableRecovery",
+    "VerifyReport",
+    "create_table",
+    "default_table_name",
+    "delete",
+    "live_files_of",
+    "load",
+    "load_file",
+    "partition_path",
+    "read_input",
+    "recover_table_with_metastore",
+    "split_rows",
+    "table_schema",
+    "verify_table",
+]

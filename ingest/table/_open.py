@@ -1,0 +1,83 @@
+"""Find a table and the metastore that holds it, for the table operations.
+
+A caller names a table by its root location and, optionally, a metastore (a URL, an open
+`Metastore`, or None for the one `ingest.txn.find_metastore_for` finds). Knows the metastore's
+public interface, not ORC bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import fsspec
+
+from ingest.errors import ConfigError
+from ingest.txn import (
+    Metastore,
+    TableDefinition,
+    default_metastore_url,
+    find_metastore_for,
+    normalize_location,
+)
+
+MetastoreRef = str | Metastore | None
+"""A metastore URL, an open Metastore (left open), or None for the table's default one."""
+
+
+@contextmanager
+def open_store(metastore: MetastoreRef, location: str, *, create: bool) -> Iterator[Metastore]:
+    """The metastore `metastore` names (the table's default one when None); closed on exit
+    unless the caller passed it open."""
+    if isinstance(metastore, Metastore):
+        yield metastore
+        return
+    store = Metastore.open(metastore or default_metastore_url(location), create=create)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def open_table(
+    location: str, metastore: MetastoreRef,
+) -> Iterator[tuple[Metastore, TableDefinition]]:
+    """The metastore holding the table at `location` (its root) and the table's definition.
+
+    Raises:
+        TableNotFoundError: no metastore lists a table at `location`.
+        ConfigError: `location` lies inside a table instead of being its root.
+        MetastoreError: the metastore cannot be opened or read.
+    """
+    if metastore is None:
+        store, defn = find_metastore_for(location)
+        try:
+            _check_root(defn, location)
+            yield store, defn
+        finally:
+            store.close()
+        return
+    with open_store(metastore, location, create=False) as store:
+        defn = store.get_table(normalize_location(location))
+        yield store, defn
+
+
+def _check_root(defn: TableDefinition, location: str) -> None:
+    if defn.location != normalize_location(location):
+        raise ConfigError(
+            f"{location} is inside table {defn.name}, not its root {defn.location}",
+            hint=f"give the table root: {defn.location}")
+
+
+def table_fs(defn: TableDefinition) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The table's filesystem and its root path on it (no trailing slash)."""
+    fs, root = fsspec.core.url_to_fs(defn.location)
+    return fs, str(root).rstrip("/")
+
+
+def agent_name(what: str) -> str:
+    """The agent a transaction records by default: host:pid:ingest-<what>."""
+    return f"{socket.gethostname()}:{os.getpid()}:ingest-{what}"

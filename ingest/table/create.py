@@ -1,0 +1,102 @@
+"""Create a transactional table: its directory and its metastore entry (Hive's CREATE TABLE).
+
+Also names a table nobody named: `default_table_name` is the one rule the CLI and the
+streaming job share. Knows the metastore's public interface and schema DDL; writes no data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid.schema import parse_schema
+from ingest.errors import ConfigError
+from ingest.table._definition import ddl_type
+from ingest.table._open import MetastoreRef, open_store
+from ingest.table._written import remove_empty_dirs
+from ingest.txn import TableDefinition, normalize_location
+
+
+def create_table(
+    location: str,
+    schema_ddl: str,
+    *,
+    name: str | None = None,
+    partitioned_by: Sequence[str] = (),
+    buckets: int = 0,
+    bucketed_by: Sequence[str] = (),
+    properties: dict[str, str] | None = None,
+    metastore: MetastoreRef = None,
+) -> TableDefinition:
+    """Create a transactional table: its directory, and its entry in the metastore.
+
+    Args:
+        location: the table root, a path or fsspec URL.
+        schema_ddl: Hive columns, e.g. ``"id BIGINT, value STRING, dt STRING"``; partition
+            columns may be listed here (they must then be STRING) or left out.
+        name: `[db.]table`; default: `default_table_name(location)`.
+        partitioned_by: partition columns, outermost first (values are strings).
+        buckets: number of buckets (0: unbucketed); needs `bucketed_by`.
+        bucketed_by: columns hashed into buckets (Hive bucketing version 2).
+        properties: extra table properties (`orc.compress` picks the load compression).
+        metastore: where to register it; default `default_metastore_url(location)`.
+
+    Returns:
+        The stored definition.
+
+    Raises:
+        ConfigError: bad schema, partition or bucket options, or metastore URL.
+        TableExistsError: the metastore has a table of that name or location.
+        MetastoreError: the metastore cannot be opened or written.
+    """
+    schema = parse_schema(schema_ddl)
+    partition_columns = _split_names(partitioned_by)
+    for column in partition_columns:
+        if column in schema.names and not pa.types.is_string(schema.field(column).type):
+            raise ConfigError(
+                f"Cannot create table at {location}: partition column {column!r} is "
+                f"{ddl_type(schema.field(column))}, but partition values are strings",
+                hint=f"declare it as `{column} STRING`, or leave it out of --schema")
+    row_schema = pa.schema([f for f in schema if f.name not in partition_columns],
+                           metadata=schema.metadata)
+    defn = TableDefinition(
+        name=name or default_table_name(location), location=location, row_schema=row_schema,
+        partition_columns=partition_columns, bucket_count=buckets,
+        bucket_columns=_split_names(bucketed_by),
+        # ZLIB by default: Hive 3 reads ORC with orc-core 1.5, which has no ZSTD.
+        properties={"orc.compress": "ZLIB", **(properties or {})})
+    if buckets > 4096:
+        raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most 4096 "
+                          "are possible (Hive's bucket id has 12 bits)")
+    fs, root = fsspec.core.url_to_fs(defn.location)
+    created = not fs.exists(root)
+    fs.makedirs(root, exist_ok=True)
+    try:
+        with open_store(metastore, defn.location, create=True) as store:
+            return store.create_table(defn)
+    except BaseException:
+        if created:
+            remove_empty_dirs(fs, [root])
+        raise
+
+
+def default_table_name(location: str) -> str:
+    """The name of a table created at `location` without one: `default.<directory name>`.
+
+    The directory name is lower-cased, every character but ASCII letters, digits and `_`
+    becomes `_`, and `t_` goes in front unless it then starts with a letter (so SQL engines
+    need no quotes), e.g. ``/wh/2026-Events`` -> ``default.t_2026_events``.
+
+    Raises:
+        ValueError: `location` is empty.
+    """
+    base = normalize_location(location).rstrip("/").rsplit("/", 1)[-1].lower()
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in base)
+    return "default." + (cleaned if cleaned[:1].isalpha() else f"t_{cleaned}")
+
+
+def _split_names(names: Sequence[str] | str) -> tuple[str, ...]:
+    items = [names] if isinstance(names, str) else list(names)
+    return tuple(n.strip() for item in items for n in item.split(",") if n.strip())

@@ -1,0 +1,155 @@
+"""Load a batch of rows into a table in one transaction (Hive's INSERT INTO).
+
+Rows are cast to the table's columns, split by partition and bucket (`split`) and written as
+`<partition>/delta_W_W_0000/bucket_N` insert events; the files of a load that does not
+commit are removed (`_written`). Talks to the metastore through `ingest.txn`, writes ORC
+through `ingest.acid`; the CLI's `ingest load`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ingest.acid.bucketing import bucket_ids
+from ingest.acid.names import format_delta
+from ingest.acid.schema import to_ddl
+from ingest.acid.writer import Compression
+from ingest.errors import SchemaMismatchError
+from ingest.table._definition import ddl_type, table_compression, table_schema
+from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
+from ingest.table._written import commit, join_path, writing
+from ingest.table.input import InputFormat, read_input
+from ingest.table.split import split_rows
+from ingest.txn import TableDefinition
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What `load` committed. write_id is None when there were no rows (nothing committed)."""
+
+    table: str
+    location: str
+    write_id: int | None
+    rows: int
+    files: tuple[str, ...]
+    partitions: tuple[str, ...]
+    bytes_written: int
+
+
+def load(
+    location: str,
+    data: pa.Table,
+    *,
+    metastore: MetastoreRef = None,
+    agent: str = "",
+    compression: Compression | None = None,
+) -> LoadResult:
+    """Insert rows into a table in one transaction (Hive's INSERT INTO).
+
+    The data is checked and cast to the table's columns first (nothing is written if any
+    column does not fit), split by partition values (null or '' go to
+    `__HIVE_DEFAULT_PARTITION__`) and by bucket (bucketing v2; unbucketed tables use
+    bucket 0), and written as `<partition>/delta_W_W_0000/bucket_N` plus
+    `_orc_acid_version`; all files are closed before the commit.
+
+    Args:
+        location: the table root.
+        data: row and partition columns, in any order; names match case-insensitively.
+        metastore: as for `create_table`; default: found from the location.
+        agent: recorded with the transaction; default host:pid:ingest-load.
+        compression: ORC codec; default the table's `orc.compress` property, else zlib.
+
+    Returns:
+        Counts, files and the write id (None for an empty input: nothing is committed).
+
+    Raises:
+        TableNotFoundError: no table at `location`.
+        SchemaMismatchError: columns are missing or extra, or values do not fit their types.
+        CommitConflictError: the transaction was aborted meanwhile (e.g. timed out).
+        MetastoreError: the metastore failed.
+    """
+    with open_table(location, metastore) as (store, defn):
+        rows, partitions = _conform(data, defn)
+        codec = compression or table_compression(defn)
+        if rows.num_rows == 0:
+            return LoadResult(defn.name, defn.location, None, 0, (), (), 0)
+        fs, root = table_fs(defn)
+        buckets = (bucket_ids(rows, defn.bucket_columns, defn.bucket_count)
+                   if defn.bucket_count else None)
+        parts: list[str] = []
+        with writing(store, defn, fs, agent=agent or agent_name("load")) as (txn, written):
+            w = txn.write_id
+            for part, bucket, chunk in split_rows(rows, partitions, bucket_ids=buckets):
+                directory = join_path(root, part, format_delta(w, w, 0))
+                if directory not in written.directories:
+                    written.make_directory(join_path(root, part), directory)
+                    parts.append(part)
+                written.write_bucket(directory, bucket, chunk, row_schema=defn.row_schema,
+                                     write_id=w, compression=codec)
+                store.heartbeat(txn)
+        commit(store, txn, written)
+        return LoadResult(defn.name, defn.location, w, rows.num_rows,
+                          tuple(fs.unstrip_protocol(p) for p in written.files), tuple(parts),
+                          written.bytes)
+
+
+def load_file(
+    location: str,
+    input_path: str,
+    *,
+    format: InputFormat | None = None,
+    metastore: MetastoreRef = None,
+    agent: str = "",
+) -> LoadResult:
+    """`read_input` with the table's column types, then `load`.
+
+    Raises:
+        As `read_input` and `load`.
+    """
+    with open_table(location, metastore) as (store, defn):
+        data = read_input(input_path, format=format, schema=table_schema(defn))
+        return load(defn.location, data, metastore=store, agent=agent)
+
+
+def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]:
+    """(rows cast to the row schema, partition columns as strings), or SchemaMismatchError."""
+    target = table_schema(defn)
+    found: dict[str, str] = {}
+    problems: list[str] = []
+    for column in data.column_names:
+        exact = column if column in target.names else None
+        folded = [n for n in target.names if n.lower() == column.lower()]
+        match = exact or (folded[0] if len(folded) == 1 else None)
+        if match is None:
+            problems.append(f"column {column!r} is not in the table")
+        elif match in found:
+            problems.append(f"columns {found[match]!r} and {column!r} both name {match!r}")
+        else:
+            found[match] = column
+    problems += [f"column {f.name!r} ({ddl_type(f)}) is missing" for f in target
+                 if f.name not in found]
+    arrays: dict[str, pa.ChunkedArray] = {}
+    for field in target:
+        if field.name not in found:
+            continue
+        column = data.column(found[field.name])
+        try:
+            arrays[field.name] = column.cast(field.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            problems.append(f"column {field.name!r} is {column.type} and cannot be converted "
+                            f"to {ddl_type(field)}: {e}")
+    if problems:
+        raise SchemaMismatchError(
+            f"Cannot load {data.num_rows:,} rows into {defn.name}: " + "; ".join(problems),
+            hint=f"the table's columns are: {to_ddl(defn.row_schema)}"
+            + (f"; partitioned by {', '.join(defn.partition_columns)} (STRING)"
+               if defn.partition_columns else ""))
+    rows = pa.Table.from_arrays([arrays[f.name] for f in defn.row_schema],
+                                schema=defn.row_schema)
+    parts = pa.table({c: arrays[c] for c in defn.partition_columns})
+    return rows, parts
+
+
+__all__ = ["LoadResult", "load", "load_file"]
