@@ -107,7 +107,7 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
 def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
             flush_rows: int, txns_per_delta: int, codec: str) -> tuple[float, Any]:
     from ingest.spark.job import ensure_tables, run_stream, table_layout
-    from ingest.txn.operations import create_table
+    from ingest.table import create_table
 
     # The table is made first only to pick its codec; run_stream finds it and checks it.
     create_table(table, SCHEMA, properties={"orc.compress": codec.upper()})
