@@ -1,5 +1,4 @@
-"""The options of the "ingest-kafka" source and its offsets, shared by the Spark side
-(kafka_source.py) and the confluent-kafka side (_kafka_read.py).
+"""The "ingest-kafka" source's options and offsets, shared by kafka_source and _kafka_read.
 
 Offsets are {(topic, partition): next offset}; in Spark's checkpoint they are JSON
 {"topic": {"0": 23}}, as Spark's own kafka source writes them. Knows neither Spark nor Kafka.

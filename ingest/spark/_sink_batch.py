@@ -1,7 +1,7 @@
 """One micro-batch of the AcidSink on the executors and back (sink.py owns the transaction).
 
 `run_tasks` runs a `TaskPlan` as one or two mapInArrow stages over `_sink_tasks`;
-`publish_results` reads what the tasks report (`_task_results` records): it raises on bad
+`publish_results` reads what the tasks report (`_executor_results` records): it raises on bad
 records, puts the winning
 attempts' files in place before the commit, and sums them into a `BatchReport`;
 `remove_staging_leftovers` deletes the other attempts' staging files after the commit.
@@ -21,8 +21,7 @@ import pyarrow as pa
 
 from ingest.acid.names import write_acid_version_file
 from ingest.errors import BadRecordError
-from ingest.spark._sink_tasks import META_BUCKET, META_FIELDS, TaskPlan, parse_task, write_task
-from ingest.spark._task_results import (
+from ingest.spark._executor_results import (
     RESULT_DDL,
     BadRecords,
     FileWritten,
@@ -31,6 +30,7 @@ from ingest.spark._task_results import (
     from_arrow,
     merge_offsets,
 )
+from ingest.spark._sink_tasks import META_BUCKET, META_FIELDS, TaskPlan, parse_task, write_task
 from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:

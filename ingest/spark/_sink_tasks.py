@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import fsspec
 import pyarrow as pa
@@ -23,8 +23,7 @@ import pyarrow.compute as pc
 from ingest.acid import BucketWriter, rollback_file, side_file_path
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import bucket_file_name
-from ingest.spark._sink_parse import parse_json_values
-from ingest.spark._task_results import (
+from ingest.spark._executor_results import (
     BadRecords,
     FileWritten,
     OffsetsRead,
@@ -34,8 +33,11 @@ from ingest.spark._task_results import (
     offsets_read,
     to_arrow,
 )
-from ingest.spark.options import SinkOptions
+from ingest.spark._sink_parse import parse_json_values
 from ingest.txn.operations import partition_path
+
+if TYPE_CHECKING:
+    from ingest.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +347,7 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
 
 
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The write stage: yields one RESULT_SCHEMA batch of records (see _task_results)."""
+    """The write stage: yields one RESULT_SCHEMA batch of records (see _executor_results)."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()

@@ -4,7 +4,7 @@ Short name "ingest-kafka"; the columns and the main options are those of Spark's
 source (KafkaSourceProvider), read with confluent-kafka. Offsets are a JSON dict
 topic -> partition -> next offset and live in Spark's checkpoint; nothing is committed to Kafka.
 It knows Kafka and Spark's reader protocol, not ORC or ACID; the confluent-kafka calls (metadata,
-watermarks, reading a range) are in `_kafka_read`.
+watermarks, reading a range) are in `_kafka_read`, the options and offsets in `_kafka_options`.
 """
 
 from __future__ import annotations

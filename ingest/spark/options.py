@@ -19,7 +19,7 @@ from ingest.spark._kafka_options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOU
 OnBadRecord = Literal["dead-letter", "fail"]
 
 
-def _option(default: Any = MISSING, *, help: str, flag: str | None = None,  # noqa: A002
+def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
             metavar: str | None = None, minimum: float | None = None,
             minimum_open: bool = False) -> Any:
     """A dataclass field that is also a flag: `--<field name with dashes>` unless `flag` says."""

@@ -38,6 +38,7 @@ from ingest.acid import can_append, rollback_file, side_file_path
 from ingest.acid.names import format_delta
 from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
+from ingest.spark._executor_results import FileWritten, TaskResult
 from ingest.spark._heartbeat import Heartbeat
 from ingest.spark._sink_batch import (
     BatchReport,
@@ -47,7 +48,6 @@ from ingest.spark._sink_batch import (
     run_tasks,
 )
 from ingest.spark._sink_tasks import TaskPlan
-from ingest.spark._task_results import FileWritten, TaskResult
 from ingest.spark.deadletter import dead_letter_location
 from ingest.spark.options import OnBadRecord, SinkOptions
 from ingest.txn import (

@@ -21,9 +21,9 @@ from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import parse_bucket_file
 from ingest.acid.snapshot import read_table
 from ingest.errors import BadRecordError, ConfigError
+from ingest.spark._executor_results import FileWritten, from_arrow
 from ingest.spark._sink_parse import parse_json_values
 from ingest.spark._sink_tasks import TaskPlan, write_task
-from ingest.spark._task_results import FileWritten, from_arrow
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions, stream_trigger
 from ingest.spark.sink import AcidSink
