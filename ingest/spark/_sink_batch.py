@@ -1,9 +1,9 @@
 """One micro-batch of the AcidSink on the executors and back (sink.py owns the transaction).
 
 `run_tasks` runs a `TaskPlan` as one or two mapInArrow stages over `_sink_tasks`;
-`publish_results` reads what the tasks report (`_executor_results` records): it raises on bad
-records, puts the winning
-attempts' files in place before the commit, and sums them into a `BatchReport`;
+`publish_results` reads what the tasks report (`_executor_results` records): it raises on
+bad records, puts the winning attempts' files in place before the commit, and sums them into
+a `BatchReport`;
 `remove_staging_leftovers` deletes the other attempts' staging files after the commit.
 It knows Spark, fsspec and the task results; it never calls the metastore.
 """

@@ -27,7 +27,7 @@ from ingest.spark.deadletter import (
     dead_letter_schema,
 )
 from ingest.spark.kafka_source import check_topic, kafka_dataframe
-from ingest.spark.options import StreamOptions, stream_trigger
+from ingest.spark.options import StreamOptions
 from ingest.spark.sink import AcidSink, BatchReport
 from ingest.txn import (
     Metastore,
@@ -341,7 +341,6 @@ __all__ = [
     "check_kafka",
     "ensure_tables",
     "run_stream",
-    "stream_trigger",
     "table_layout",
     "table_name_for",
 ]

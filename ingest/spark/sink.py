@@ -49,7 +49,7 @@ from ingest.spark._sink_batch import (
 )
 from ingest.spark._sink_tasks import TaskPlan
 from ingest.spark.deadletter import dead_letter_location
-from ingest.spark.options import OnBadRecord, SinkOptions
+from ingest.spark.options import SinkOptions
 from ingest.txn import (
     Metastore,
     SinkProgress,
@@ -439,4 +439,4 @@ def _describe(schema: pa.Schema) -> str:
     return "(" + ", ".join(f"{f.name} {f.type}" for f in schema) + ")"
 
 
-__all__ = ["AcidSink", "BatchReport", "OnBadRecord"]
+__all__ = ["AcidSink", "BatchReport"]
