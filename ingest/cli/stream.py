@@ -1,4 +1,8 @@
-"""`ingest stream`: run the Kafka -> ACID streaming job in this process (ingest.spark.job)."""
+"""`ingest stream`: run the Kafka -> ACID streaming job in this process (ingest.spark.job).
+
+The stream's flags are generated from `ingest.spark.options.StreamOptions`, as are those of
+`jobs/kafka_to_acid.py`; only --master, --json and --quiet are this command's own.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,38 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from ingest.cli._output import progress
+from ingest.spark.options import OptionSpec, StreamOptions, option_specs
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _click_option(spec: OptionSpec) -> Callable[[F], F]:
+    if spec.type is bool:
+        return click.option(spec.flag, spec.name, is_flag=True, default=spec.default,
+                            help=spec.help)
+    kind: click.ParamType[Any] = click.STRING
+    if spec.choices:
+        kind = click.Choice(list(spec.choices))
+    elif spec.type is int:
+        kind = click.INT if spec.minimum is None else click.IntRange(min=int(spec.minimum))
+    elif spec.type is float:
+        kind = click.FLOAT if spec.minimum is None else click.FloatRange(
+            min=spec.minimum, min_open=spec.minimum_open)
+    return click.option(spec.flag, spec.name, type=kind, required=spec.required,
+                        default=spec.default, show_default=True, metavar=spec.metavar,
+                        help=spec.help)
+
+
+def _stream_options(command: F) -> F:
+    for spec in reversed(option_specs(StreamOptions)):
+        command = _click_option(spec)(command)
+    return command
 
 
 @click.command(
@@ -21,59 +53,23 @@ Examples:
       --checkpoint ./ck/events --available-now
   ingest stream ... --trigger 30s --txns-per-delta 10""",
 )
-@click.option("--bootstrap-servers", required=True, metavar="HOST:PORT",
-              help="Kafka brokers, comma-separated.")
-@click.option("--topic", required=True, help="Topic to read.")
-@click.option("--table", required=True, metavar="PATH", help="Table root (path or URL).")
-@click.option("--schema", "schema_ddl", required=True, metavar="DDL",
-              help='Hive columns of the JSON records, e.g. "id BIGINT, value STRING".')
-@click.option("--checkpoint", required=True, metavar="DIR",
-              help="Spark checkpoint directory (Kafka offsets live there).")
-@click.option("--trigger", default="60", show_default=True,
-              help="Seconds between micro-batches (60, 30s, 2min).")
-@click.option("--available-now", is_flag=True,
-              help="Process what the topic holds now, then stop.")
-@click.option("--starting-offsets", default="earliest", show_default=True,
-              help="earliest, latest, or Spark's JSON offsets.")
-@click.option("--partition-by", default=None, metavar="EXPR",
-              help="\"dt\" (a JSON field) or Spark SQL giving a dt column.")
-@click.option("--txns-per-delta", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Micro-batches per delta directory (>1: local/HDFS only).")
-@click.option("--flush-rows", type=click.IntRange(min=1), default=100_000, show_default=True,
-              help="Rows per intermediate footer and side-file entry.")
-@click.option("--on-bad-record", type=click.Choice(["dead-letter", "fail"]),
-              default="dead-letter", show_default=True,
-              help="Unparsable records: to <table>__dead_letter, or stop the query.")
-@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None,
-              help="Cap on records per micro-batch.")
-@click.option("--kafka-timeout-s", type=click.FloatRange(min=0, min_open=True), default=30.0,
-              show_default=True, help="Bound on reaching the broker and on reads.")
+@_stream_options
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No per-batch lines on stderr.")
-def command(bootstrap_servers: str, topic: str, table: str, schema_ddl: str, checkpoint: str,
-            trigger: str, available_now: bool, starting_offsets: str, partition_by: str | None,
-            txns_per_delta: int, flush_rows: int, on_bad_record: str,
-            max_offsets_per_trigger: int | None, kafka_timeout_s: float, master: str,
-            as_json: bool,
-            quiet: bool) -> None:
+def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     """Stream a Kafka topic of JSON records into a Hive ACID table, exactly once.
 
     Creates the table (and <table>__dead_letter) when missing and writes one transaction per
     micro-batch. The broker, the topic and an existing table's schema are checked before
     anything is written.
     """
-    from ingest.spark.job import (
-        StreamSummary,
-        check_kafka,
-        run_stream,
-        stream_trigger,
-        table_layout,
-    )
+    from ingest.spark.job import StreamSummary, check_kafka, run_stream, table_layout
 
-    interval, now = stream_trigger(trigger)
-    table_layout(schema_ddl, partition_by)  # bad --schema / --partition-by: exit 2 at once
-    check_kafka(bootstrap_servers, topic, timeout_s=kafka_timeout_s)  # before starting Spark
+    options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
+    table_layout(options.schema_ddl, options.partition_by)  # bad --schema / --partition-by too
+    check_kafka(options.bootstrap_servers, options.topic,
+                timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
@@ -84,17 +80,11 @@ def command(bootstrap_servers: str, topic: str, table: str, schema_ddl: str, che
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(master).appName(f"ingest stream {topic}")
+    spark = (SparkSession.builder.master(master).appName(f"ingest stream {options.topic}")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    summary = run_stream(
-        spark, bootstrap_servers=bootstrap_servers, topic=topic, table=table,
-        schema_ddl=schema_ddl, checkpoint=checkpoint, trigger_interval_s=interval,
-        available_now=available_now or now, starting_offsets=starting_offsets,
-        partition_expression=partition_by, txns_per_delta=txns_per_delta,
-        flush_rows=flush_rows, on_bad_record=on_bad_record,  # type: ignore[arg-type]
-        max_offsets_per_trigger=max_offsets_per_trigger, kafka_timeout_s=kafka_timeout_s)
+    summary = run_stream(spark, options)
     assert isinstance(summary, StreamSummary)  # wait=True
     if as_json:
         click.echo(json.dumps({

@@ -6,12 +6,15 @@ Knows Spark and Kafka; writes ORC only through `ingest.acid` and commits through
 from ingest.spark.deadletter import dead_letter_location, dead_letter_name
 from ingest.spark.job import RunningStream, StreamSummary, check_kafka, ensure_tables, run_stream
 from ingest.spark.kafka_source import kafka_dataframe, register_kafka_source
+from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink import AcidSink, BatchReport
 
 __all__ = [
     "AcidSink",
     "BatchReport",
     "RunningStream",
+    "SinkOptions",
+    "StreamOptions",
     "StreamSummary",
     "check_kafka",
     "dead_letter_location",

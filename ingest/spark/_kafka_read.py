@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 
 from ingest.errors import ConfigError, IngestError
+from ingest.spark._kafka_options import KafkaSourceOptions, Offsets, TopicPartitionKey, describe
+from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
-
-    from ingest.spark.kafka_source import KafkaInputPartition, KafkaSourceOptions
 
 # Logs under the source's name: the module split is not something log configuration sees.
 LOGGER_NAME = "ingest.spark.kafka_source"
@@ -36,14 +36,7 @@ ARROW_SCHEMA = pa.schema([
         [("key", pa.string()), ("value", pa.binary())])))),
 ])
 
-TopicPartitionKey = tuple[str, int]
-Offsets = dict[TopicPartitionKey, int]
 Watermarks = dict[TopicPartitionKey, tuple[int, int]]
-
-
-def describe(tp: TopicPartitionKey) -> str:
-    """"topic-partition", as Kafka's tools print a partition."""
-    return f"{tp[0]}-{tp[1]}"
 
 
 class KafkaClient:
@@ -183,8 +176,7 @@ def rate_limit(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
     return {tp: start[tp] + share.get(tp, 0) for tp in end}
 
 
-def read_range(options: KafkaSourceOptions,
-               part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
+def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the records of [from_offset, until_offset) as Arrow batches of ARROW_SCHEMA.
 
     Raises:

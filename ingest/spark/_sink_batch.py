@@ -1,8 +1,9 @@
 """One micro-batch of the AcidSink on the executors and back (sink.py owns the transaction).
 
 `run_tasks` runs a `TaskPlan` as one or two mapInArrow stages over `_sink_tasks`;
-`publish_results` reads what the tasks report: it raises on bad records, puts the winning
-attempts' files in place before the commit, and sums them into a `BatchReport`;
+`publish_results` reads what the tasks report (`_executor_results` records): it raises on
+bad records, puts the winning attempts' files in place before the commit, and sums them into
+a `BatchReport`;
 `remove_staging_leftovers` deletes the other attempts' staging files after the commit.
 It knows Spark, fsspec and the task results; it never calls the metastore.
 """
@@ -10,23 +11,26 @@ It knows Spark, fsspec and the task results; it never calls the metastore.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import fsspec
 import pyarrow as pa
 
 from ingest.acid.names import write_acid_version_file
 from ingest.errors import BadRecordError
-from ingest.spark._sink_tasks import (
-    META_BUCKET,
-    META_FIELDS,
+from ingest.spark._executor_results import (
     RESULT_DDL,
-    TaskPlan,
-    parse_task,
-    write_task,
+    BadRecords,
+    FileWritten,
+    OffsetsRead,
+    TaskResult,
+    from_arrow,
+    merge_offsets,
 )
+from ingest.spark._sink_tasks import META_BUCKET, META_FIELDS, TaskPlan, parse_task, write_task
 from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:
@@ -74,8 +78,8 @@ class BatchReport:
 
 
 def run_tasks(batch_df: DataFrame, plan: TaskPlan, *,
-              partition_expression: str | None) -> list[dict[str, Any]]:
-    """Parse and write on the executors; the collected task results (RESULT_DDL rows)."""
+              partition_expression: str | None) -> list[TaskResult]:
+    """Parse and write on the executors; what the tasks reported."""
     with warnings.catch_warnings():
         # pyspark 4.3 warns on every mapInArrow that pandas 3 is "not yet fully
         # supported"; mapInArrow never touches pandas.
@@ -85,7 +89,7 @@ def run_tasks(batch_df: DataFrame, plan: TaskPlan, *,
 
 
 def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
-                       partition_expression: str | None) -> list[dict[str, Any]]:
+                       partition_expression: str | None) -> list[TaskResult]:
     kafka = batch_df.select(*KAFKA_COLUMNS)
     two_stage = plan.partition_from == "column" or plan.bucket_count > 0
     if not two_stage:
@@ -108,11 +112,10 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
             parsed = parsed.repartition(plan.bucket_count, *keys, META_BUCKET)
         out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
                                 RESULT_DDL)
-    rows: list[dict[str, Any]] = out.toArrow().to_pylist()
-    return rows
+    return from_arrow(out.toArrow())
 
 
-def publish_results(results: list[dict[str, Any]], *, plan: TaskPlan, batch_id: int,
+def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: int,
                     fs: fsspec.AbstractFileSystem,
                     dl_fs: fsspec.AbstractFileSystem) -> BatchReport:
     """Check the task results, put the winning attempts' files in place (before commit).
@@ -127,46 +130,39 @@ def publish_results(results: list[dict[str, Any]], *, plan: TaskPlan, batch_id: 
     Raises:
         BadRecordError: a task reported records it could not parse (on_bad_record="fail").
     """
-    bad = [r for r in results if r["kind"] == "bad"]
+    bad = [r for r in results if isinstance(r, BadRecords)]
     if bad:
-        first = min(bad, key=lambda r: (r["topic"], r["kafka_partition"], r["min_offset"]))
+        first = min(bad, key=lambda r: (r.topic, r.partition, r.offset))
         raise BadRecordError(
-            f"Cannot parse Kafka record {first['topic']}-{first['kafka_partition']} offset "
-            f"{first['min_offset']} in micro-batch {batch_id}: {first['error']} (the "
-            f"micro-batch held at least {sum(r['rows'] for r in bad)} bad records; "
+            f"Cannot parse Kafka record {first.topic}-{first.partition} offset "
+            f"{first.offset} in micro-batch {batch_id}: {first.error} (the "
+            f"micro-batch held at least {sum(r.rows for r in bad)} bad records; "
             "nothing of it was committed)",
             hint="fix the producer, or run with --on-bad-record dead-letter to keep such "
                  "records in the dead-letter table")
-    files = [r for r in results if r["kind"] == "file"]
+    files = [r for r in results if isinstance(r, FileWritten)]
     directories: set[tuple[str, str]] = set()
-    for r in files:
-        target_fs = fs if r["target"] == "table" else dl_fs
-        if r["staging"] is not None:
-            target_fs.mv(r["staging"], r["path"])
-        directories.add((r["target"], r["path"].rsplit("/", 1)[0]))
+    for f in files:
+        target_fs = fs if f.target == "table" else dl_fs
+        if f.staging is not None:
+            target_fs.mv(f.staging, f.path)
+        directories.add((f.target, f.directory))
     for target, directory in sorted(directories):
         write_acid_version_file(fs if target == "table" else dl_fs, directory)
-    ranges: dict[tuple[str, int], list[int]] = {}
-    for r in results:
-        if r["kind"] != "offsets":
-            continue
-        key = (r["topic"], r["kafka_partition"])
-        cur = ranges.setdefault(key, [r["min_offset"], r["max_offset"]])
-        cur[0], cur[1] = min(cur[0], r["min_offset"]), max(cur[1], r["max_offset"])
-    offsets = tuple(OffsetRange(t, p, low, high + 1)
-                    for (t, p), (low, high) in sorted(ranges.items()))
+    offsets = tuple(r.as_range() for r in merge_offsets(
+        r for r in results if isinstance(r, OffsetsRead)))
     return BatchReport(
         batch_id, plan.write_id,
-        rows=sum(r["rows"] for r in files if r["target"] == "table"),
-        dead_letters=sum(r["rows"] for r in files if r["target"] == "dead_letter"),
-        files=len(files), bytes=sum(r["bytes"] for r in files), offsets=offsets)
+        rows=sum(f.rows for f in files if f.target == "table"),
+        dead_letters=sum(f.rows for f in files if f.target == "dead_letter"),
+        files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets)
 
 
-def remove_staging_leftovers(results: list[dict[str, Any]], *, fs: fsspec.AbstractFileSystem,
+def remove_staging_leftovers(results: Sequence[TaskResult], *, fs: fsspec.AbstractFileSystem,
                              dl_fs: fsspec.AbstractFileSystem) -> None:
     """After the commit: delete the staging files of attempts that did not win."""
-    dirs = {(r["target"], r["path"].rsplit("/", 1)[0]) for r in results
-            if r["kind"] == "file" and r["staging"] is not None}
+    dirs = {(r.target, r.directory) for r in results
+            if isinstance(r, FileWritten) and r.staging is not None}
     for target, directory in dirs:
         target_fs = fs if target == "table" else dl_fs
         for leftover in target_fs.glob(f"{directory}/_tmp.bucket_*"):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import fsspec
 import pyarrow as pa
@@ -23,8 +23,21 @@ import pyarrow.compute as pc
 from ingest.acid import BucketWriter, rollback_file, side_file_path
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import bucket_file_name
+from ingest.spark._executor_results import (
+    BadRecords,
+    FileWritten,
+    OffsetsRead,
+    Target,
+    TaskResult,
+    merge_offsets,
+    offsets_read,
+    to_arrow,
+)
 from ingest.spark._sink_parse import parse_json_values
 from ingest.table import split_rows
+
+if TYPE_CHECKING:
+    from ingest.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +51,6 @@ META_FIELDS = [
     pa.field(META_OFFSET, pa.int64()), pa.field(META_ERROR, pa.string()),
     pa.field(META_BUCKET, pa.int32()),
 ]
-
-# What every write task yields (the driver collects it).
-RESULT_DDL = ("kind string, target string, path string, staging string, rows long, "
-              "bytes long, length long, topic string, kafka_partition int, "
-              "min_offset long, max_offset long, error string")
-RESULT_SCHEMA = pa.schema([
-    ("kind", pa.string()), ("target", pa.string()), ("path", pa.string()),
-    ("staging", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
-    ("length", pa.int64()), ("topic", pa.string()), ("kafka_partition", pa.int32()),
-    ("min_offset", pa.int64()), ("max_offset", pa.int64()), ("error", pa.string()),
-])
 
 DEAD_LETTER_SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
@@ -72,9 +74,8 @@ class TaskPlan:
         append: transaction batches: append to bucket files shared by the run.
         close_files: append mode, last micro-batch of the run: close (final footer, side
             file removed) instead of leaving the files open.
+        options: the sink's options (flush_rows, on_bad_record).
         committed_lengths: append mode: file path -> flush length committed before this batch.
-        flush_rows: rows per flush (intermediate footer + side-file entry).
-        on_bad_record: "dead-letter" or "fail".
         compression, dead_letter_compression: ORC codecs of the two tables.
         input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran before).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
@@ -94,9 +95,8 @@ class TaskPlan:
     dead_letter_delta_dir: str
     append: bool
     close_files: bool
+    options: SinkOptions
     committed_lengths: dict[str, int] = field(default_factory=dict, hash=False)
-    flush_rows: int = 100_000
-    on_bad_record: Literal["dead-letter", "fail"] = "dead-letter"
     compression: str = "zlib"
     dead_letter_compression: str = "zlib"
     input: Literal["kafka", "parsed"] = "kafka"
@@ -262,7 +262,7 @@ class _TaskWriter:
         self._append(f, rows)
 
     def _append(self, f: _File, rows: pa.Table) -> None:
-        step = self.plan.flush_rows
+        step = self.plan.options.flush_rows
         offset = 0
         while offset < rows.num_rows:
             chunk = rows.slice(offset, step - f.unflushed)
@@ -289,18 +289,20 @@ class _TaskWriter:
             self.dead = _File(writer, f"{directory}/{name}", staging, 0)
         self._append(self.dead, rows)
 
-    def finish(self) -> list[dict[str, object]]:
-        """Flush (and close) every file; one result row per file."""
-        out: list[dict[str, object]] = []
-        for target, f in [*(("table", f) for f in self.files.values()),
-                          *([("dead_letter", self.dead)] if self.dead else [])]:
+    def finish(self) -> list[TaskResult]:
+        """Flush (and close) every file; one record per file."""
+        out: list[TaskResult] = []
+        targets: list[tuple[Target, _File]] = [("table", f) for f in self.files.values()]
+        if self.dead is not None:
+            targets.append(("dead_letter", self.dead))
+        for target, f in targets:
             length = f.writer.flush()
             if f.staging is not None or self.plan.close_files:
                 f.writer.close()
             else:
                 f.writer.abandon()
-            out.append({"kind": "file", "target": target, "path": f.path, "staging": f.staging,
-                        "rows": f.rows, "bytes": length - f.start_length, "length": length})
+            out.append(FileWritten(target, f.path, f.staging, f.rows, length - f.start_length,
+                                   length))
         return out
 
     def abandon(self) -> None:
@@ -330,29 +332,26 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
 
 
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The write stage: yields one RESULT_SCHEMA batch (files, offsets, bad records)."""
+    """The write stage: yields one RESULT_SCHEMA batch of records (see _executor_results)."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     task_index = ctx.partitionId() if ctx is not None else 0
     attempt_id = ctx.taskAttemptId() if ctx is not None else 0
     writer = _TaskWriter(plan, task_index, attempt_id)
-    ranges: dict[tuple[str, int], list[int]] = {}
-    results: list[dict[str, object]] = []
+    read: list[OffsetsRead] = []
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             split = (_split_kafka(plan, batch) if plan.input == "kafka"
                      else _split_parsed(plan, batch))
-            _track_offsets(ranges, split)
-            if split.bad.num_rows and plan.on_bad_record == "fail":
+            read += offsets_read(split.topics, split.partitions, split.offsets)
+            if split.bad.num_rows and plan.options.on_bad_record == "fail":
                 first = split.bad.slice(0, 1).to_pylist()[0]
                 writer.abandon()
-                yield _result_batch([{"kind": "bad", "topic": first["topic"],
-                                      "kafka_partition": first["partition"],
-                                      "min_offset": first["offset"], "error": first["error"],
-                                      "rows": split.bad.num_rows}])
+                yield to_arrow([BadRecords(first["topic"], first["partition"], first["offset"],
+                                           first["error"], split.bad.num_rows)])
                 return
             _route(plan, writer, split)
             writer.write_dead(split.bad)
@@ -360,34 +359,12 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     except BaseException:
         writer.abandon()
         raise
-    for (topic, partition), (low, high, count) in sorted(ranges.items()):
-        results.append({"kind": "offsets", "topic": topic, "kafka_partition": partition,
-                        "min_offset": low, "max_offset": high, "rows": count})
-    yield _result_batch(results)
-
-
-def _track_offsets(ranges: dict[tuple[str, int], list[int]], split: _Split) -> None:
-    table = pa.table({"t": split.topics, "p": split.partitions, "o": split.offsets})
-    grouped = table.group_by(["t", "p"]).aggregate([("o", "min"), ("o", "max"), ("o", "count")])
-    for row in grouped.to_pylist():
-        key = (row["t"], row["p"])
-        low, high, count = row["o_min"], row["o_max"], row["o_count"]
-        if key in ranges:
-            cur = ranges[key]
-            ranges[key] = [min(cur[0], low), max(cur[1], high), cur[2] + count]
-        else:
-            ranges[key] = [low, high, count]
-
-
-def _result_batch(rows: list[dict[str, object]]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+    yield to_arrow([*results, *merge_offsets(read)])
 
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
     "META_FIELDS",
-    "RESULT_DDL",
-    "RESULT_SCHEMA",
     "TaskPlan",
     "parse_task",
     "write_task",

@@ -1,7 +1,7 @@
 """The dead-letter table next to a streaming target: where records that do not parse go.
 
 `<table>__dead_letter` at `<table location>__dead_letter`, an unpartitioned ACID table with the
-raw record and the reason (DESIGN invariant 6). Its rows commit in the same transaction as the
+raw record and the reason (docs/invariants.md, 6). Its rows commit in the same transaction as the
 good rows of their micro-batch. Knows table names and the schema; the sink writes the rows.
 """
 

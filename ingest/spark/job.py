@@ -2,7 +2,8 @@
 
 `run_stream` checks the broker and topic, creates the table and its dead-letter table when
 missing (or checks an existing table's schema), then runs a Structured Streaming query whose
-foreachBatch is an `AcidSink`. `jobs/kafka_to_acid.py` and `ingest stream` call it.
+foreachBatch is an `AcidSink`. `jobs/kafka_to_acid.py` and `ingest stream` call it with a
+`StreamOptions` (options.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from ingest.spark.deadletter import (
     dead_letter_schema,
 )
 from ingest.spark.kafka_source import check_topic, kafka_dataframe
-from ingest.spark.sink import AcidSink, BatchReport, OnBadRecord
+from ingest.spark.options import StreamOptions
+from ingest.spark.sink import AcidSink, BatchReport
 from ingest.table import create_table, default_table_name, recover_table_with_metastore
 from ingest.txn import (
     Metastore,
@@ -245,62 +247,45 @@ class RunningStream:
 
 def run_stream(
     spark: SparkSession,
+    options: StreamOptions | None = None,
     *,
-    bootstrap_servers: str,
-    topic: str,
-    table: str,
-    schema_ddl: str,
-    checkpoint: str,
-    trigger_interval_s: float = 60,
-    available_now: bool = False,
-    starting_offsets: str = "earliest",
-    partition_expression: str | None = None,
-    txns_per_delta: int = 1,
-    flush_rows: int = 100_000,
-    on_bad_record: OnBadRecord = "dead-letter",
-    max_offsets_per_trigger: int | None = None,
     metastore_url: str | None = None,
-    kafka_timeout_s: float = 30.0,
     wait: bool = True,
+    **flags: Any,
 ) -> StreamSummary | RunningStream:
-    """Stream `topic` into the ACID table at `table`, one transaction per micro-batch.
+    """Stream a Kafka topic into an ACID table, one transaction per micro-batch.
 
     Args:
         spark: the session (its Python workers must run this interpreter).
-        bootstrap_servers, topic: where to read; checked before anything is written.
-        table: the table root (path or fsspec URL); created with `schema_ddl` when missing.
-        schema_ddl: Hive columns, e.g. "id BIGINT, value STRING, ts TIMESTAMP".
-        checkpoint: Spark's checkpoint directory (Kafka offsets live there).
-        trigger_interval_s: processing-time trigger; ignored with available_now.
-        available_now: process what the topic holds, then stop.
-        starting_offsets: "earliest" (default), "latest" or Spark's JSON offsets.
-        partition_expression: "dt" (a JSON field) or Spark SQL giving a `dt` column.
-        txns_per_delta: micro-batches per delta directory (K > 1: local/HDFS only).
-        flush_rows: rows per intermediate footer and side-file entry.
-        on_bad_record: "dead-letter" or "fail".
-        max_offsets_per_trigger: cap on records per micro-batch.
+        options: what to read, where to write and how (see StreamOptions); the broker and
+            topic are checked before anything is written, and the table is created with
+            `options.schema_ddl` when missing.
         metastore_url: default: beside the table.
-        kafka_timeout_s: bound on the broker checks and on reads without progress.
         wait: block until the query ends and return a StreamSummary (an interval trigger
             runs until stopped); False returns the RunningStream at once.
+        **flags: instead of `options`: its fields by name, the sink's included
+            (`StreamOptions.from_flags`), e.g. `topic="events", flush_rows=1000`.
 
     Raises:
         ConfigError: bad options, or the topic does not exist.
         IngestError: the broker cannot be reached.
         SchemaMismatchError: an existing table's schema differs from `schema_ddl`.
         BadRecordError: on_bad_record="fail" and a record did not parse.
+        TypeError: both `options` and `flags`, or a flag that is not an option.
     """
-    if on_bad_record not in ("dead-letter", "fail"):
-        raise ConfigError(f"--on-bad-record must be dead-letter or fail, got {on_bad_record!r}")
-    if trigger_interval_s <= 0 and not available_now:
-        raise ConfigError(f"--trigger must be a positive number of seconds, "
-                          f"got {trigger_interval_s}")
-    layout = table_layout(schema_ddl, partition_expression)
+    if options is None:
+        options = StreamOptions.from_flags(flags)
+    elif flags:
+        raise TypeError(f"run_stream takes options or flags, not both: {sorted(flags)}")
+    interval_s, available_now = options.schedule
+    table = options.table
+    layout = table_layout(options.schema_ddl, options.partition_by)
     url = metastore_url or default_metastore_url(table)
-    if txns_per_delta > 1:
-        AcidSink(table, sink_id="check", txns_per_delta=txns_per_delta, metastore_url=url)
-    check_kafka(bootstrap_servers, topic, timeout_s=kafka_timeout_s)
+    if options.sink.txns_per_delta > 1:
+        AcidSink(table, sink_id="check", options=options.sink, metastore_url=url)
+    check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)
     target, _ = ensure_tables(table, layout, metastore_url=url)
+    checkpoint = options.checkpoint
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id)
@@ -317,20 +302,19 @@ def run_stream(
             "read the topic again under batch ids the table has seen",
             hint="restore the checkpoint, or use a new --checkpoint path (and a new table "
                  "if the topic must be read again)")
-    lag = _KafkaLag(bootstrap_servers)
-    sink = AcidSink(target.location, sink_id=sink_id, row_schema=layout.row_schema,
-                    partition_columns=target.partition_columns,
-                    partition_expression=layout.partition_expression, flush_rows=flush_rows,
-                    txns_per_delta=txns_per_delta, on_bad_record=on_bad_record,
-                    metastore_url=url, lag_fn=lag)
-    frame = kafka_dataframe(spark, bootstrap_servers=bootstrap_servers, topic=topic,
-                            starting_offsets=starting_offsets,
-                            max_offsets_per_trigger=max_offsets_per_trigger,
-                            timeout_s=kafka_timeout_s)
+    lag = _KafkaLag(options.bootstrap_servers)
+    sink = AcidSink(target.location, sink_id=sink_id, options=options.sink,
+                    row_schema=layout.row_schema, partition_columns=target.partition_columns,
+                    partition_expression=layout.partition_expression, metastore_url=url,
+                    lag_fn=lag)
+    frame = kafka_dataframe(spark, bootstrap_servers=options.bootstrap_servers,
+                            topic=options.topic, starting_offsets=options.starting_offsets,
+                            max_offsets_per_trigger=options.max_offsets_per_trigger,
+                            timeout_s=options.kafka_timeout_s)
     writer = (frame.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
               .queryName(f"ingest-{target.name}"))
     writer = (writer.trigger(availableNow=True) if available_now
-              else writer.trigger(processingTime=f"{trigger_interval_s:g} seconds"))
+              else writer.trigger(processingTime=f"{interval_s:g} seconds"))
     started = time.monotonic()
     query = writer.start()
     running = RunningStream(query, sink, lag, target.name, started)
@@ -343,18 +327,6 @@ def run_stream(
     return summary
 
 
-def stream_trigger(value: str) -> tuple[float, bool]:
-    """Parse a trigger flag: seconds ("60", "60s", "2min") or "available-now"."""
-    text = value.strip().lower()
-    if text in ("available-now", "availablenow", "once"):
-        return 0.0, True
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?)?", text)
-    if not m:
-        raise ConfigError(f"Cannot parse trigger {value!r}: expected seconds like 60, 30s or 2min")
-    seconds = float(m.group(1)) * (60 if (m.group(2) or "s").startswith("m") else 1)
-    return seconds, False
-
-
 __all__ = [
     "RunningStream",
     "StreamSummary",
@@ -362,6 +334,5 @@ __all__ = [
     "check_kafka",
     "ensure_tables",
     "run_stream",
-    "stream_trigger",
     "table_layout",
 ]

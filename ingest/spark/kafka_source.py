@@ -4,15 +4,14 @@ Short name "ingest-kafka"; the columns and the main options are those of Spark's
 source (KafkaSourceProvider), read with confluent-kafka. Offsets are a JSON dict
 topic -> partition -> next offset and live in Spark's checkpoint; nothing is committed to Kafka.
 It knows Kafka and Spark's reader protocol, not ORC or ACID; the confluent-kafka calls (metadata,
-watermarks, reading a range) are in `_kafka_read`.
+watermarks, reading a range) are in `_kafka_read`, the options and offsets in `_kafka_options`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -35,14 +34,17 @@ from pyspark.sql.types import (
 )
 
 from ingest.errors import ConfigError, IngestError
-from ingest.spark._kafka_read import (
-    ARROW_SCHEMA,
-    KafkaClient,
+from ingest.spark._kafka_options import (
+    DEFAULT_STARTING_OFFSETS,
+    DEFAULT_TIMEOUT_MS,
+    KafkaSourceOptions,
     Offsets,
     describe,
-    rate_limit,
-    read_range,
+    offsets_from_json,
+    offsets_to_json,
 )
+from ingest.spark._kafka_read import ARROW_SCHEMA, KafkaClient, rate_limit, read_range
+from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -51,7 +53,6 @@ log = logging.getLogger(__name__)
 
 SOURCE_NAME = "ingest-kafka"
 JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-DEFAULT_TIMEOUT_MS = 30_000
 
 SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -65,111 +66,6 @@ SCHEMA = StructType([
         StructField("key", StringType()), StructField("value", BinaryType()),
     ]))),
 ])
-StartingOffsets = Literal["earliest", "latest"] | Offsets
-
-
-@dataclass(frozen=True)
-class KafkaSourceOptions:
-    """The parsed options of one "ingest-kafka" source.
-
-    Attributes:
-        bootstrap_servers: `kafka.bootstrap.servers`.
-        topics: `subscribe`, split on commas.
-        starting_offsets: `startingOffsets`: "earliest", "latest" or explicit offsets
-            (-2 = earliest, -1 = latest for one partition).
-        max_offsets_per_trigger: `maxOffsetsPerTrigger`, or None for no limit.
-        fail_on_data_loss: `failOnDataLoss`.
-        timeout_s: `kafka.timeout.ms` / 1000: metadata calls and reads without progress.
-        client_config: every other `kafka.*` option, handed to librdkafka without the prefix.
-    """
-
-    bootstrap_servers: str
-    topics: tuple[str, ...]
-    starting_offsets: StartingOffsets
-    max_offsets_per_trigger: int | None
-    fail_on_data_loss: bool
-    timeout_s: float
-    client_config: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> KafkaSourceOptions:
-        """Parse Spark reader options (keys are case-insensitive).
-
-        Raises:
-            ConfigError: an option is missing or malformed.
-        """
-        opts = {k.lower(): str(v) for k, v in options.items()}
-        servers = opts.get("kafka.bootstrap.servers", "").strip()
-        if not servers:
-            raise ConfigError("The ingest-kafka source needs option 'kafka.bootstrap.servers'.",
-                              hint='add .option("kafka.bootstrap.servers", "host:9092")')
-        for unsupported in ("assign", "subscribepattern"):
-            if unsupported in opts:
-                raise ConfigError(f"The ingest-kafka source does not support option "
-                                  f"'{unsupported}'; only 'subscribe' is supported.")
-        topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
-        if not topics:
-            raise ConfigError("The ingest-kafka source needs option 'subscribe' "
-                              "(comma-separated topic names).")
-        timeout_ms = _positive_int(opts, "kafka.timeout.ms", DEFAULT_TIMEOUT_MS)
-        max_offsets = opts.get("maxoffsetspertrigger")
-        fail = opts.get("failondataloss", "true").strip().lower()
-        if fail not in ("true", "false"):
-            raise ConfigError(f"Option 'failOnDataLoss' must be true or false, got {fail!r}.")
-        own = {"kafka.bootstrap.servers", "kafka.timeout.ms"}
-        client = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items()
-                              if k.startswith("kafka.") and k not in own))
-        return cls(
-            bootstrap_servers=servers, topics=topics,
-            starting_offsets=_parse_starting(opts.get("startingoffsets", "earliest"), topics),
-            max_offsets_per_trigger=None if max_offsets is None
-            else _positive_int(opts, "maxoffsetspertrigger", 0),
-            fail_on_data_loss=fail == "true", timeout_s=timeout_ms / 1000.0,
-            client_config=client,
-        )
-
-
-def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
-    raw = opts.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(f"Option '{name}' must be a positive integer, got {raw!r}.")
-    return value
-
-
-def _parse_starting(raw: str, topics: Sequence[str]) -> StartingOffsets:
-    text = raw.strip()
-    if text.lower() in ("earliest", "latest"):
-        return "earliest" if text.lower() == "earliest" else "latest"
-    try:
-        parsed = offsets_from_json(json.loads(text))
-    except (ValueError, TypeError, AttributeError) as e:
-        raise ConfigError(
-            f"Option 'startingOffsets' must be \"earliest\", \"latest\" or JSON like "
-            f'{{"topic":{{"0":23}}}}, got {raw!r}: {e}') from e
-    unknown = sorted({t for t, _ in parsed} - set(topics))
-    if unknown:
-        raise ConfigError(f"Option 'startingOffsets' names topics {unknown} that are not in "
-                          f"'subscribe' ({', '.join(topics)}).")
-    return parsed
-
-
-def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
-    """Offsets in Spark's kafka JSON shape: {"topic": {"0": 23}}, sorted for stable checkpoints."""
-    out: dict[str, dict[str, int]] = {}
-    for (topic, partition), offset in sorted(offsets.items()):
-        out.setdefault(topic, {})[str(partition)] = int(offset)
-    return out
-
-
-def offsets_from_json(data: Mapping[str, Mapping[str, Any]]) -> Offsets:
-    """The inverse of offsets_to_json."""
-    return {(str(topic), int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}
 
 
 class KafkaInputPartition(InputPartition):
@@ -179,6 +75,10 @@ class KafkaInputPartition(InputPartition):
         super().__init__((topic, partition, from_offset, until_offset))
         self.topic, self.partition = topic, partition
         self.from_offset, self.until_offset = from_offset, until_offset
+
+    @property
+    def offsets(self) -> OffsetRange:
+        return OffsetRange(self.topic, self.partition, self.from_offset, self.until_offset)
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -287,7 +187,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
-        return read_range(self.options, partition)
+        return read_range(self.options, partition.offsets)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in a Kafka consumer group."""
@@ -352,7 +252,7 @@ def kafka_dataframe(
     *,
     bootstrap_servers: str,
     topic: str,
-    starting_offsets: str | Mapping[str, Mapping[str, int]] = "earliest",
+    starting_offsets: str | Mapping[str, Mapping[str, int]] = DEFAULT_STARTING_OFFSETS,
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,

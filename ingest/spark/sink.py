@@ -3,10 +3,10 @@
 For micro-batch `batch_id` the driver opens a transaction (target + dead-letter table), the
 executors parse the Kafka values and write `delta_W_W_0000/bucket_N` files (mapInArrow, see
 `_sink_batch` and `_sink_tasks`), and the driver commits with `SinkProgress(sink_id,
-batch_id)` and the batch's Kafka offset ranges in the same metastore transaction (DESIGN
-invariant 4; Hive's `commitTxnWithKeyValue`). With `txns_per_delta=K` a run of K
+batch_id)` and the batch's Kafka offset ranges in the same metastore transaction
+(docs/invariants.md, 4; Hive's `commitTxnWithKeyValue`). With `txns_per_delta=K` a run of K
 micro-batches appends to one `delta_W_{W+K-1}` directory, as Hive Streaming's
-TransactionBatch does (hive-acid-facts §7).
+TransactionBatch does (docs/format.md, Hive Streaming transaction batches).
 
 Task retries and speculative attempts (why no duplicate or torn rows can become visible):
 - K = 1: every task attempt writes hidden staging files `_tmp.bucket_N.<task attempt id>`
@@ -29,7 +29,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import fsspec
 import pyarrow as pa
@@ -38,6 +38,7 @@ from ingest.acid import can_append, rollback_file, side_file_path
 from ingest.acid.names import format_delta
 from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
+from ingest.spark._executor_results import FileWritten, TaskResult
 from ingest.spark._heartbeat import Heartbeat
 from ingest.spark._sink_batch import (
     BatchReport,
@@ -48,6 +49,7 @@ from ingest.spark._sink_batch import (
 )
 from ingest.spark._sink_tasks import TaskPlan
 from ingest.spark.deadletter import dead_letter_location
+from ingest.spark.options import SinkOptions
 from ingest.table import recover_table_with_metastore
 from ingest.txn import (
     Metastore,
@@ -62,7 +64,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OnBadRecord = Literal["dead-letter", "fail"]
 CODECS = ("none", "zlib", "snappy", "lz4", "zstd")
 
 
@@ -85,7 +86,8 @@ class AcidSink:
 
     Usage::
 
-        sink = AcidSink("/wh/events", sink_id="events@/ckpt/events")
+        sink = AcidSink("/wh/events", sink_id="events@/ckpt/events",
+                        options=SinkOptions(flush_rows=10_000))
         query = df.writeStream.foreachBatch(sink).option("checkpointLocation", ...).start()
         ...
         sink.close()   # aborts the unused write ids of an open transaction batch
@@ -99,12 +101,10 @@ class AcidSink:
         table_location: str,
         *,
         sink_id: str,
+        options: SinkOptions | None = None,
         row_schema: pa.Schema | None = None,
         partition_columns: Sequence[str] | None = None,
         partition_expression: str | None = None,
-        flush_rows: int = 100_000,
-        txns_per_delta: int = 1,
-        on_bad_record: OnBadRecord = "dead-letter",
         metastore_url: str | None = None,
         compression: str | None = None,
         lag_fn: Callable[[Mapping[tuple[str, int], int]], int | None] | None = None,
@@ -115,35 +115,28 @@ class AcidSink:
             table_location: the target table's root (path or fsspec URL).
             sink_id: names this query in the metastore's sink progress; a restarted query
                 must use the same id (batch ids come from its checkpoint).
+            options: txns_per_delta (K micro-batches per delta directory, as a Hive
+                Streaming transaction batch), flush_rows (rows per intermediate footer and
+                side-file entry in each bucket file) and on_bad_record ("dead-letter", or
+                "fail": BadRecordError and the batch aborted); default `SinkOptions()`.
             row_schema: if given, must equal the table's row schema.
             partition_columns: if given, must equal the table's partition columns.
             partition_expression: Spark SQL computing the (single) partition column from
                 the parsed columns, e.g. "date_format(ts, 'yyyy-MM-dd')". None: the
                 partition column is a JSON field of the record.
-            flush_rows: rows per intermediate footer + side-file entry in each bucket file.
-            txns_per_delta: K micro-batches per delta directory (Hive Streaming batch size).
-            on_bad_record: "dead-letter" (default) or "fail" (BadRecordError, batch aborted).
             metastore_url: `sqlite://` URL; default `default_metastore_url(table_location)`.
             compression: ORC codec of the bucket files; default each table's
                 `orc.compress` property (zlib when unset, which Hive 3 reads).
             lag_fn: maps the batch's end offsets to the records still behind, for the log.
 
         Raises:
-            ConfigError: a bad option, or K > 1 on a filesystem that cannot append.
+            ConfigError: K > 1 on a filesystem that cannot append.
         """
-        if flush_rows < 1:
-            raise ConfigError(f"flush_rows must be at least 1, got {flush_rows}")
-        if txns_per_delta < 1:
-            raise ConfigError(f"txns_per_delta must be at least 1, got {txns_per_delta}")
-        if on_bad_record not in ("dead-letter", "fail"):
-            raise ConfigError(f"on_bad_record must be 'dead-letter' or 'fail', "
-                              f"got {on_bad_record!r}")
+        self.options = options if options is not None else SinkOptions()
+        txns_per_delta = self.options.txns_per_delta
         self.table_location = table_location
         self.dead_letter_location = dead_letter_location(table_location)
         self.sink_id = sink_id
-        self.flush_rows = flush_rows
-        self.txns_per_delta = txns_per_delta
-        self.on_bad_record: OnBadRecord = on_bad_record
         self.metastore_url = metastore_url or _default_metastore_url(table_location)
         self.compression = compression
         self.partition_expression = partition_expression
@@ -183,11 +176,11 @@ class AcidSink:
             self._check_definition(self._table)
             self._codecs = (_codec(self._table, self.compression),
                             _codec(self._dead_letter, self.compression))
-            if self.txns_per_delta > 1:
+            if self.options.txns_per_delta > 1:
                 conf = batch_df.sparkSession.conf.get("spark.speculation", "false")
                 if str(conf).lower() == "true":
                     raise ConfigError(
-                        f"Cannot use txns_per_delta={self.txns_per_delta} with "
+                        f"Cannot use txns_per_delta={self.options.txns_per_delta} with "
                         "spark.speculation=true: two attempts of a task would append to the "
                         "same bucket file at once",
                         hint="set spark.speculation=false or use txns_per_delta=1")
@@ -283,7 +276,7 @@ class AcidSink:
 
     def _begin(self, store: Metastore) -> tuple[Transaction, TaskPlan]:
         assert self._table is not None and self._dead_letter is not None
-        if self.txns_per_delta == 1:
+        if self.options.txns_per_delta == 1:
             txn = store.open_transaction(self._table, agent=self.agent,
                                          also=[self._dead_letter])
             delta_dir = format_delta(txn.write_id, txn.write_id, 0)
@@ -291,7 +284,7 @@ class AcidSink:
             last = True
         else:
             if self._run is None:
-                txns = store.allocate_write_ids(self._table, self.txns_per_delta,
+                txns = store.allocate_write_ids(self._table, self.options.txns_per_delta,
                                                 agent=self.agent)
                 self._run = _Run(txns, format_delta(txns[0].write_id, txns[-1].write_id, None))
             run = self._run
@@ -326,24 +319,25 @@ class AcidSink:
             delta_dir=delta_dir,
             dead_letter_delta_dir=format_delta(txn.write_id_for(self._dead_letter),
                                                txn.write_id_for(self._dead_letter), 0),
-            append=self.txns_per_delta > 1, close_files=self.txns_per_delta > 1 and last,
-            committed_lengths=committed, flush_rows=self.flush_rows,
-            on_bad_record=self.on_bad_record, compression=self._codecs[0],
+            append=self.options.txns_per_delta > 1,
+            close_files=self.options.txns_per_delta > 1 and last, options=self.options,
+            committed_lengths=committed, compression=self._codecs[0],
             dead_letter_compression=self._codecs[1],
         )
 
-    def _committed(self, plan: TaskPlan, results: list[dict[str, Any]]) -> None:
+    def _committed(self, plan: TaskPlan, results: list[TaskResult]) -> None:
         """After the commit: staging leftovers go; a transaction batch moves on."""
         remove_staging_leftovers(results, fs=self.fs, dl_fs=self.dl_fs)
         run = self._run
         if run is None:
             return
-        for r in results:
-            if r["kind"] == "file" and r["target"] == "table":
-                run.committed_lengths[r["path"]] = r["length"]
+        files = [r for r in results if isinstance(r, FileWritten)]
+        for f in files:
+            if f.target == "table":
+                run.committed_lengths[f.path] = f.length
         run.next_index += 1
         if run.next_index == len(run.txns):
-            touched = {r["path"] for r in results if r["kind"] == "file"}
+            touched = {f.path for f in files}
             self._close_run_files(run, skip=touched)
             self._run = None
 
@@ -445,4 +439,4 @@ def _describe(schema: pa.Schema) -> str:
     return "(" + ", ".join(f"{f.name} {f.type}" for f in schema) + ")"
 
 
-__all__ = ["AcidSink", "BatchReport", "OnBadRecord"]
+__all__ = ["AcidSink", "BatchReport"]

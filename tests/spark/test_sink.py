@@ -21,9 +21,11 @@ from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import parse_bucket_file
 from ingest.acid.snapshot import read_table
 from ingest.errors import BadRecordError, ConfigError
+from ingest.spark._executor_results import FileWritten, from_arrow
 from ingest.spark._sink_parse import parse_json_values
 from ingest.spark._sink_tasks import TaskPlan, write_task
-from ingest.spark.job import ensure_tables, stream_trigger, table_layout
+from ingest.spark.job import ensure_tables, table_layout
+from ingest.spark.options import SinkOptions, stream_trigger
 from ingest.spark.sink import AcidSink
 from ingest.txn import Metastore, default_metastore_url
 from ingest.table import create_table
@@ -69,8 +71,8 @@ def make_sink(warehouse: Path, *, partition_by: str | None = "dt", **options: An
     location = str(warehouse / "events")
     layout = table_layout(SCHEMA + (", dt STRING" if partition_by == "dt" else ""), partition_by)
     table, _ = ensure_tables(location, layout)
-    return AcidSink(table.location, sink_id="test-sink", partition_expression=(
-        layout.partition_expression), **options)
+    return AcidSink(table.location, sink_id="test-sink", options=SinkOptions(**options),
+                    partition_expression=layout.partition_expression)
 
 
 # -- no Spark --------------------------------------------------------------------------------
@@ -108,7 +110,8 @@ def test_table_layout_and_trigger() -> None:
 
 def test_txns_per_delta_refused_on_object_stores() -> None:
     with pytest.raises(ConfigError, match="cannot append") as info:
-        AcidSink("s3://bucket/events", sink_id="s", txns_per_delta=3, metastore_url="sqlite://:memory:")
+        AcidSink("s3://bucket/events", sink_id="s", options=SinkOptions(txns_per_delta=3),
+                 metastore_url="sqlite://:memory:")
     assert info.value.hint is not None and "--txns-per-delta 1" in info.value.hint
 
 
@@ -123,7 +126,7 @@ def test_retried_append_attempt_does_not_duplicate_rows(tmp_path: Path) -> None:
                 partition_from="none", bucket_columns=(), bucket_count=0,
                 dead_letter_write_id=1, delta_dir="delta_0000001_0000003",
                 dead_letter_delta_dir="delta_0000001_0000001_0000", append=True,
-                close_files=False, flush_rows=10)
+                close_files=False, options=SinkOptions(flush_rows=10))
 
     def batch(lo: int, hi: int) -> pa.RecordBatch:
         n = hi - lo
@@ -133,9 +136,9 @@ def test_retried_append_attempt_does_not_duplicate_rows(tmp_path: Path) -> None:
             "topic": pa.array(["t"] * n), "partition": pa.array([0] * n, pa.int32()),
             "offset": pa.array(range(lo, hi), pa.int64())})
 
-    first = list(write_task(TaskPlan(write_id=1, **base), iter([batch(0, 25)])))
-    length = first[0].to_pylist()[0]["length"]
-    path = first[0].to_pylist()[0]["path"]
+    first = from_arrow(list(write_task(TaskPlan(write_id=1, **base), iter([batch(0, 25)])))[0])
+    assert isinstance(first[0], FileWritten)
+    length, path = first[0].length, first[0].path
     plan2 = TaskPlan(write_id=2, committed_lengths={path: length}, **base)
     list(write_task(plan2, iter([batch(25, 40)])))          # attempt 1: flushed, then "lost"
     list(write_task(plan2, iter([batch(25, 40)])))          # attempt 2 (the retry)

@@ -44,7 +44,7 @@ def stream(spark: Any, servers: str, topic: str, warehouse: Path, **options: Any
 def test_every_record_exactly_once_across_batches_and_a_restart(
         spark: Any, kafka_broker: str, topic: str, warehouse: Path) -> None:
     produce(kafka_broker, topic, 300)
-    first = stream(spark, kafka_broker, topic, warehouse, partition_expression="dt",
+    first = stream(spark, kafka_broker, topic, warehouse, partition_by="dt",
                    max_offsets_per_trigger=120, flush_rows=25)
     assert first.batches == 3 and first.rows == 300 and first.dead_letters == 0
     location = str(warehouse / "events")
@@ -52,7 +52,7 @@ def test_every_record_exactly_once_across_batches_and_a_restart(
     assert sorted(table.column("id").to_pylist()) == list(range(300))
 
     produce(kafka_broker, topic, 200, start_id=300)
-    second = stream(spark, kafka_broker, topic, warehouse, partition_expression="dt",
+    second = stream(spark, kafka_broker, topic, warehouse, partition_by="dt",
                     max_offsets_per_trigger=120, flush_rows=25)
     assert second.rows == 200 and second.skipped == 0
     table = committed(location)

@@ -1,0 +1,181 @@
+"""What the sink's write tasks report to the driver: typed records, carried as Arrow rows.
+
+A mapInArrow task can hand the driver only rows of one declared schema, so every record
+travels as one RESULT_SCHEMA row whose `kind` names its type; `to_arrow` and `from_arrow` are
+the only code that knows that encoding. `merge_offsets` is the one place Kafka offset ranges
+of a topic partition are combined (across a task's input batches and across tasks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+import pyarrow as pa
+
+from ingest.txn import OffsetRange
+
+Target = Literal["table", "dead_letter"]
+
+
+class ResultKind(StrEnum):
+    """The `kind` column of a result row."""
+
+    FILE_WRITTEN = "file"
+    OFFSETS_READ = "offsets"
+    BAD_RECORDS = "bad"
+
+
+@dataclass(frozen=True)
+class FileWritten:
+    """A bucket file a task wrote (still at its staging path when `staging` is set).
+
+    Attributes:
+        target: which table the file belongs to.
+        path: the file's final path.
+        staging: the hidden path the attempt wrote, renamed to `path` by the driver; None
+            when the task wrote `path` itself (transaction batches).
+        rows: rows the task wrote to it.
+        bytes: bytes the task added to it.
+        length: the file's length after the task's last flush.
+    """
+
+    target: Target
+    path: str
+    staging: str | None
+    rows: int
+    bytes: int
+    length: int
+
+    @property
+    def directory(self) -> str:
+        return self.path.rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class OffsetsRead:
+    """Kafka offsets min_offset..max_offset (inclusive) of one partition that a task consumed.
+
+    Attributes:
+        topic, partition: the Kafka topic partition.
+        min_offset, max_offset: the lowest and highest offset seen.
+        rows: how many records (fewer than the span when the log has gaps).
+    """
+
+    topic: str
+    partition: int
+    min_offset: int
+    max_offset: int
+    rows: int
+
+    def as_range(self) -> OffsetRange:
+        """The metastore's [from_offset, until_offset) form."""
+        return OffsetRange(self.topic, self.partition, self.min_offset, self.max_offset + 1)
+
+
+@dataclass(frozen=True)
+class BadRecords:
+    """Records a task could not parse with on_bad_record="fail" (the task wrote nothing).
+
+    Attributes:
+        topic, partition, offset: where the first of them is.
+        error: why it did not parse.
+        rows: how many bad records the task's failing input batch held.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    error: str
+    rows: int
+
+
+TaskResult = FileWritten | OffsetsRead | BadRecords
+
+RESULT_DDL = ("kind string, target string, path string, staging string, rows long, "
+              "bytes long, length long, topic string, kafka_partition int, "
+              "min_offset long, max_offset long, error string")
+RESULT_SCHEMA = pa.schema([
+    ("kind", pa.string()), ("target", pa.string()), ("path", pa.string()),
+    ("staging", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
+    ("length", pa.int64()), ("topic", pa.string()), ("kafka_partition", pa.int32()),
+    ("min_offset", pa.int64()), ("max_offset", pa.int64()), ("error", pa.string()),
+])
+
+
+def to_arrow(results: Sequence[TaskResult]) -> pa.RecordBatch:
+    """One RESULT_SCHEMA row per record (columns a record does not have are null)."""
+    rows: list[dict[str, object]] = []
+    for r in results:
+        match r:
+            case FileWritten():
+                rows.append({"kind": ResultKind.FILE_WRITTEN.value, "target": r.target,
+                             "path": r.path, "staging": r.staging, "rows": r.rows,
+                             "bytes": r.bytes, "length": r.length})
+            case OffsetsRead():
+                rows.append({"kind": ResultKind.OFFSETS_READ.value, "topic": r.topic,
+                             "kafka_partition": r.partition, "min_offset": r.min_offset,
+                             "max_offset": r.max_offset, "rows": r.rows})
+            case BadRecords():
+                rows.append({"kind": ResultKind.BAD_RECORDS.value, "topic": r.topic,
+                             "kafka_partition": r.partition, "min_offset": r.offset,
+                             "error": r.error, "rows": r.rows})
+    return pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def from_arrow(data: pa.Table | pa.RecordBatch) -> list[TaskResult]:
+    """The records of RESULT_SCHEMA rows (the inverse of `to_arrow`).
+
+    Raises:
+        ValueError: a row's kind is not a ResultKind.
+    """
+    out: list[TaskResult] = []
+    for row in data.to_pylist():
+        kind = ResultKind(row["kind"])
+        if kind is ResultKind.FILE_WRITTEN:
+            out.append(FileWritten(row["target"], row["path"], row["staging"], row["rows"],
+                                   row["bytes"], row["length"]))
+        elif kind is ResultKind.OFFSETS_READ:
+            out.append(OffsetsRead(row["topic"], row["kafka_partition"], row["min_offset"],
+                                   row["max_offset"], row["rows"]))
+        else:
+            out.append(BadRecords(row["topic"], row["kafka_partition"], row["min_offset"],
+                                  row["error"], row["rows"]))
+    return out
+
+
+def offsets_read(topics: pa.Array, partitions: pa.Array, offsets: pa.Array) -> list[OffsetsRead]:
+    """The offset range of each topic partition among the given records (one input batch)."""
+    table = pa.table({"t": topics, "p": partitions, "o": offsets})
+    grouped = table.group_by(["t", "p"]).aggregate([("o", "min"), ("o", "max"), ("o", "count")])
+    return [OffsetsRead(r["t"], r["p"], r["o_min"], r["o_max"], r["o_count"])
+            for r in grouped.to_pylist()]
+
+
+def merge_offsets(reads: Iterable[OffsetsRead]) -> list[OffsetsRead]:
+    """One range per topic partition: lowest min, highest max, rows summed; sorted."""
+    merged: dict[tuple[str, int], OffsetsRead] = {}
+    for r in reads:
+        key = (r.topic, r.partition)
+        cur = merged.get(key)
+        merged[key] = r if cur is None else OffsetsRead(
+            r.topic, r.partition, min(cur.min_offset, r.min_offset),
+            max(cur.max_offset, r.max_offset), cur.rows + r.rows)
+    return [merged[key] for key in sorted(merged)]
+
+
+__all__ = [
+    "RESULT_DDL",
+    "RESULT_SCHEMA",
+    "BadRecords",
+    "FileWritten",
+    "OffsetsRead",
+    "ResultKind",
+    "TaskResult",
+    "from_arrow",
+    "merge_offsets",
+    "offsets_read",
+    "to_arrow",
+]

@@ -1,0 +1,144 @@
+"""The "ingest-kafka" source's options and offsets, shared by kafka_source and _kafka_read.
+
+Offsets are {(topic, partition): next offset}; in Spark's checkpoint they are JSON
+{"topic": {"0": 23}}, as Spark's own kafka source writes them. Knows neither Spark nor Kafka.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ingest.errors import ConfigError
+
+DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_STARTING_OFFSETS = "earliest"
+
+TopicPartitionKey = tuple[str, int]
+Offsets = dict[TopicPartitionKey, int]
+StartingOffsets = Literal["earliest", "latest"] | Offsets
+
+
+def describe(tp: TopicPartitionKey) -> str:
+    """"topic-partition", as Kafka's tools print a partition."""
+    return f"{tp[0]}-{tp[1]}"
+
+
+@dataclass(frozen=True)
+class KafkaSourceOptions:
+    """The parsed options of one "ingest-kafka" source.
+
+    Attributes:
+        bootstrap_servers: `kafka.bootstrap.servers`.
+        topics: `subscribe`, split on commas.
+        starting_offsets: `startingOffsets`: "earliest", "latest" or explicit offsets
+            (-2 = earliest, -1 = latest for one partition).
+        max_offsets_per_trigger: `maxOffsetsPerTrigger`, or None for no limit.
+        fail_on_data_loss: `failOnDataLoss`.
+        timeout_s: `kafka.timeout.ms` / 1000: metadata calls and reads without progress.
+        client_config: every other `kafka.*` option, handed to librdkafka without the prefix.
+    """
+
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    starting_offsets: StartingOffsets
+    max_offsets_per_trigger: int | None
+    fail_on_data_loss: bool
+    timeout_s: float
+    client_config: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> KafkaSourceOptions:
+        """Parse Spark reader options (keys are case-insensitive).
+
+        Raises:
+            ConfigError: an option is missing or malformed.
+        """
+        opts = {k.lower(): str(v) for k, v in options.items()}
+        servers = opts.get("kafka.bootstrap.servers", "").strip()
+        if not servers:
+            raise ConfigError("The ingest-kafka source needs option 'kafka.bootstrap.servers'.",
+                              hint='add .option("kafka.bootstrap.servers", "host:9092")')
+        for unsupported in ("assign", "subscribepattern"):
+            if unsupported in opts:
+                raise ConfigError(f"The ingest-kafka source does not support option "
+                                  f"'{unsupported}'; only 'subscribe' is supported.")
+        topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
+        if not topics:
+            raise ConfigError("The ingest-kafka source needs option 'subscribe' "
+                              "(comma-separated topic names).")
+        timeout_ms = _positive_int(opts, "kafka.timeout.ms", DEFAULT_TIMEOUT_MS)
+        max_offsets = opts.get("maxoffsetspertrigger")
+        fail = opts.get("failondataloss", "true").strip().lower()
+        if fail not in ("true", "false"):
+            raise ConfigError(f"Option 'failOnDataLoss' must be true or false, got {fail!r}.")
+        own = {"kafka.bootstrap.servers", "kafka.timeout.ms"}
+        client = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items()
+                              if k.startswith("kafka.") and k not in own))
+        return cls(
+            bootstrap_servers=servers, topics=topics,
+            starting_offsets=_parse_starting(
+                opts.get("startingoffsets", DEFAULT_STARTING_OFFSETS), topics),
+            max_offsets_per_trigger=None if max_offsets is None
+            else _positive_int(opts, "maxoffsetspertrigger", 0),
+            fail_on_data_loss=fail == "true", timeout_s=timeout_ms / 1000.0,
+            client_config=client,
+        )
+
+
+def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"Option '{name}' must be a positive integer, got {raw!r}.")
+    return value
+
+
+def _parse_starting(raw: str, topics: Sequence[str]) -> StartingOffsets:
+    text = raw.strip()
+    if text.lower() in ("earliest", "latest"):
+        return "earliest" if text.lower() == "earliest" else "latest"
+    try:
+        parsed = offsets_from_json(json.loads(text))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ConfigError(
+            f"Option 'startingOffsets' must be \"earliest\", \"latest\" or JSON like "
+            f'{{"topic":{{"0":23}}}}, got {raw!r}: {e}') from e
+    unknown = sorted({t for t, _ in parsed} - set(topics))
+    if unknown:
+        raise ConfigError(f"Option 'startingOffsets' names topics {unknown} that are not in "
+                          f"'subscribe' ({', '.join(topics)}).")
+    return parsed
+
+
+def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
+    """Offsets in Spark's kafka JSON shape: {"topic": {"0": 23}}, sorted for stable checkpoints."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(data: Mapping[str, Mapping[str, Any]]) -> Offsets:
+    """The inverse of offsets_to_json."""
+    return {(str(topic), int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}
+
+
+__all__ = [
+    "DEFAULT_STARTING_OFFSETS",
+    "DEFAULT_TIMEOUT_MS",
+    "KafkaSourceOptions",
+    "Offsets",
+    "StartingOffsets",
+    "TopicPartitionKey",
+    "describe",
+    "offsets_from_json",
+    "offsets_to_json",
+]

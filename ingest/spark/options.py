@@ -1,0 +1,249 @@
+"""The streaming job's options, declared once: each field's name, type, default, help and bounds.
+
+`run_stream` takes a `StreamOptions`, `AcidSink` its `SinkOptions` part. `ingest stream` (click)
+and `jobs/kafka_to_acid.py` (argparse) build their flags from `option_specs`, so a flag's name,
+default and help text exist only here. Knows neither Spark nor click.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from ingest.errors import ConfigError
+from ingest.spark._kafka_options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
+
+OnBadRecord = Literal["dead-letter", "fail"]
+
+
+def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
+            metavar: str | None = None, minimum: float | None = None,
+            minimum_open: bool = False) -> Any:
+    """A dataclass field that is also a flag: `--<field name with dashes>` unless `flag` says."""
+    return field(default=default, metadata={
+        "help": help, "flag": flag, "metavar": metavar, "minimum": minimum,
+        "minimum_open": minimum_open})
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One flag, as the command-line front ends declare it.
+
+    Attributes:
+        name: the field name (nested option groups flattened): the keyword argument of
+            `run_stream` and the parameter name of the click option.
+        flag: e.g. "--bootstrap-servers".
+        type: str, int, float or bool (bool: a switch, off unless given).
+        required: no default; the flag must be given.
+        default: the default value (None when required or when there is none).
+        choices: the allowed values of a Literal field, else ().
+        minimum: lower bound of a number, or None.
+        minimum_open: the bound itself is not allowed (x > minimum).
+        help: one sentence.
+        metavar: the value's placeholder in help output, or None for the type's.
+    """
+
+    name: str
+    flag: str
+    type: type
+    required: bool
+    default: Any
+    choices: tuple[str, ...]
+    minimum: float | None
+    minimum_open: bool
+    help: str
+    metavar: str | None
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """The AcidSink's options (the sink's part of `StreamOptions`)."""
+
+    txns_per_delta: int = _option(
+        1, minimum=1, help="Micro-batches per delta directory (>1: local/HDFS only).")
+    flush_rows: int = _option(
+        100_000, minimum=1, help="Rows per intermediate footer and side-file entry.")
+    on_bad_record: OnBadRecord = _option(
+        "dead-letter", help="Unparsable records: to <table>__dead_letter, or stop the query.")
+
+    def __post_init__(self) -> None:
+        """Raises: ConfigError: a value is out of its bounds or not one of its choices."""
+        _check(self)
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """Everything `ingest stream` and `jobs/kafka_to_acid.py` take (besides the Spark master).
+
+    Build one with `StreamOptions(...)` (the sink's options as `sink=SinkOptions(...)`) or
+    from flat flag values with `StreamOptions.from_flags`.
+    """
+
+    bootstrap_servers: str = _option(metavar="HOST:PORT", help="Kafka brokers, comma-separated.")
+    topic: str = _option(help="Topic to read.")
+    table: str = _option(metavar="PATH", help="Table root (path or URL).")
+    schema_ddl: str = _option(flag="--schema", metavar="DDL", help=(
+        'Hive columns of the JSON records, e.g. "id BIGINT, value STRING".'))
+    checkpoint: str = _option(metavar="DIR", help=(
+        "Spark checkpoint directory (Kafka offsets live there)."))
+    trigger: str = _option("60", help="Seconds between micro-batches (60, 30s, 2min).")
+    available_now: bool = _option(False, help="Process what the topic holds now, then stop.")
+    starting_offsets: str = _option(DEFAULT_STARTING_OFFSETS, help=(
+        "earliest, latest, or Spark's JSON offsets."))
+    partition_by: str | None = _option(None, metavar="EXPR", help=(
+        '"dt" (a JSON field) or Spark SQL giving a dt column.'))
+    sink: SinkOptions = field(default_factory=SinkOptions)
+    max_offsets_per_trigger: int | None = _option(
+        None, minimum=1, help="Cap on records per micro-batch.")
+    kafka_timeout_s: float = _option(
+        DEFAULT_TIMEOUT_MS / 1000, minimum=0, minimum_open=True,
+        help="Bound on reaching the broker and on reads.")
+
+    def __post_init__(self) -> None:
+        """Raises: ConfigError: a bad trigger, or a value out of its bounds."""
+        _check(self)
+        interval_s, available_now = self.schedule
+        if interval_s <= 0 and not available_now:
+            raise ConfigError(f"--trigger must be a positive number of seconds, got {interval_s:g}")
+
+    @property
+    def schedule(self) -> tuple[float, bool]:
+        """(seconds between micro-batches, available-now): `--trigger available-now` is too."""
+        interval_s, now = stream_trigger(self.trigger)
+        return interval_s, self.available_now or now
+
+    @classmethod
+    def from_flags(cls, values: Mapping[str, Any]) -> StreamOptions:
+        """Build from flat values keyed by `OptionSpec.name`; missing ones take the default.
+
+        Raises:
+            ConfigError: a value is out of its bounds, or the trigger does not parse.
+            TypeError: a name is not an option.
+        """
+        used: set[str] = set()
+        options = _build(cls, values, used)
+        unknown = sorted(set(values) - used)
+        if unknown:
+            raise TypeError(f"Not stream options: {', '.join(unknown)}")
+        assert isinstance(options, StreamOptions)
+        return options
+
+
+def stream_trigger(value: str) -> tuple[float, bool]:
+    """Parse a trigger flag: seconds ("60", "60s", "2min") or "available-now".
+
+    Raises:
+        ConfigError: the value is neither.
+    """
+    text = value.strip().lower()
+    if text in ("available-now", "availablenow", "once"):
+        return 0.0, True
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?)?", text)
+    if not m:
+        raise ConfigError(f"Cannot parse trigger {value!r}: expected seconds like 60, 30s or 2min")
+    seconds = float(m.group(1)) * (60 if (m.group(2) or "s").startswith("m") else 1)
+    return seconds, False
+
+
+def option_specs(cls: type = StreamOptions) -> list[OptionSpec]:
+    """The flags of an options dataclass, in declaration order (option groups flattened)."""
+    hints = get_type_hints(cls)
+    out: list[OptionSpec] = []
+    for f in fields(cls):
+        kind = hints[f.name]
+        if is_dataclass(kind):
+            out += option_specs(kind)  # type: ignore[arg-type]
+            continue
+        base, choices = _base_type(kind)
+        meta = f.metadata
+        required = f.default is MISSING
+        out.append(OptionSpec(
+            name=f.name, flag=meta["flag"] or "--" + f.name.replace("_", "-"), type=base,
+            required=required, default=None if required else f.default, choices=choices,
+            minimum=meta["minimum"], minimum_open=meta["minimum_open"], help=meta["help"],
+            metavar=meta["metavar"]))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type = StreamOptions) -> None:
+    """Add the options of `cls` to an argparse parser (dest = `OptionSpec.name`)."""
+    for spec in option_specs(cls):
+        shown = spec.required or spec.default is None or spec.type is bool
+        text = (spec.help if shown else f"{spec.help} (default: {spec.default})").replace(
+            "%", "%%")
+        if spec.type is bool:
+            parser.add_argument(spec.flag, dest=spec.name, action="store_true", help=text)
+            continue
+        parser.add_argument(spec.flag, dest=spec.name, type=_argparse_type(spec),
+                            required=spec.required, default=spec.default,
+                            choices=spec.choices or None, metavar=spec.metavar, help=text)
+
+
+def _argparse_type(spec: OptionSpec) -> Callable[[str], Any]:
+    convert = spec.type
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        if not _within(spec, value):
+            raise argparse.ArgumentTypeError(f"must be {_bound(spec)}, got {text}")
+        return value
+
+    parse.__name__ = convert.__name__  # argparse names the type in "invalid int value"
+    return parse
+
+
+def _base_type(kind: Any) -> tuple[type, tuple[str, ...]]:
+    if get_origin(kind) is Literal:
+        return str, tuple(get_args(kind))
+    args = [a for a in get_args(kind) if a is not type(None)]
+    if args:  # X | None
+        return _base_type(args[0])
+    return kind, ()
+
+
+def _within(spec: OptionSpec, value: Any) -> bool:
+    if spec.minimum is None or value is None:
+        return True
+    return bool(value > spec.minimum if spec.minimum_open else value >= spec.minimum)
+
+
+def _bound(spec: OptionSpec) -> str:
+    return f"{'greater than' if spec.minimum_open else 'at least'} {spec.minimum:g}"
+
+
+def _check(options: object) -> None:
+    by_name = {f.name: f for f in fields(options)}  # type: ignore[arg-type]
+    for spec in option_specs(type(options)):
+        if spec.name not in by_name:  # a nested group checks itself
+            continue
+        value = getattr(options, spec.name)
+        if spec.choices and value not in spec.choices:
+            raise ConfigError(f"{spec.flag} must be {' or '.join(spec.choices)}, got {value!r}")
+        if not _within(spec, value):
+            raise ConfigError(f"{spec.flag} must be {_bound(spec)}, got {value}")
+
+
+def _build(cls: type, values: Mapping[str, Any], used: set[str]) -> Any:
+    hints = get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if is_dataclass(hints[f.name]):
+            kwargs[f.name] = _build(hints[f.name], values, used)
+        elif f.name in values:
+            kwargs[f.name] = values[f.name]
+            used.add(f.name)
+    return cls(**kwargs)
+
+
+__all__ = [
+    "OnBadRecord",
+    "OptionSpec",
+    "SinkOptions",
+    "StreamOptions",
+    "add_arguments",
+    "option_specs",
+    "stream_trigger",
+]

@@ -1,0 +1,96 @@
+"""StreamOptions: one declaration behind `ingest stream`, `jobs/kafka_to_acid.py` and the sink."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ingest.cli.stream import command
+from ingest.errors import ConfigError
+from ingest.spark.options import (
+    SinkOptions,
+    StreamOptions,
+    add_arguments,
+    option_specs,
+    stream_trigger,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUIRED = dict(bootstrap_servers="h:1", topic="t", table="/wh/t", schema_ddl="id BIGINT",
+                checkpoint="/ck")
+
+
+def test_flags_and_defaults() -> None:
+    specs = {s.flag: s for s in option_specs()}
+    assert list(specs) == [
+        "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint", "--trigger",
+        "--available-now", "--starting-offsets", "--partition-by", "--txns-per-delta",
+        "--flush-rows", "--on-bad-record", "--max-offsets-per-trigger", "--kafka-timeout-s"]
+    assert [f for f, s in specs.items() if s.required] == [
+        "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint"]
+    defaults = {f: s.default for f, s in specs.items() if not s.required}
+    assert defaults == {
+        "--trigger": "60", "--available-now": False, "--starting-offsets": "earliest",
+        "--partition-by": None, "--txns-per-delta": 1, "--flush-rows": 100_000,
+        "--on-bad-record": "dead-letter", "--max-offsets-per-trigger": None,
+        "--kafka-timeout-s": 30.0}
+    assert specs["--on-bad-record"].choices == ("dead-letter", "fail")
+    options = StreamOptions(**REQUIRED)
+    assert options.sink == SinkOptions() and options.schedule == (60.0, False)
+
+
+def test_cli_and_job_take_the_same_flags_with_the_same_defaults() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    job_flags = {a.option_strings[0]: a.default for a in parser._actions if a.option_strings
+                 and a.dest != "help"}
+    cli_flags = {p.opts[0]: p.default for p in command.params
+                 if p.name not in ("master", "as_json", "quiet")}
+    assert job_flags == cli_flags
+    assert job_flags == {s.flag: s.default for s in option_specs()}
+    parsed = vars(parser.parse_args(["--bootstrap-servers", "h:1", "--topic", "t", "--table",
+                                     "/wh/t", "--schema", "id BIGINT", "--checkpoint", "/ck",
+                                     "--flush-rows", "10", "--trigger", "available-now"]))
+    options = StreamOptions.from_flags(parsed)
+    assert options.sink.flush_rows == 10 and options.schedule == (0.0, True)
+    assert options == StreamOptions(**REQUIRED, trigger="available-now",
+                                    sink=SinkOptions(flush_rows=10))
+
+
+def test_bad_values_are_config_errors_in_one_place() -> None:
+    with pytest.raises(ConfigError, match="--flush-rows must be at least 1, got 0"):
+        SinkOptions(flush_rows=0)
+    with pytest.raises(ConfigError, match="--on-bad-record must be dead-letter or fail"):
+        StreamOptions.from_flags({**REQUIRED, "on_bad_record": "drop"})
+    with pytest.raises(ConfigError, match="--kafka-timeout-s must be greater than 0"):
+        StreamOptions(**REQUIRED, kafka_timeout_s=0)
+    with pytest.raises(ConfigError, match="--trigger must be a positive number of seconds"):
+        StreamOptions(**REQUIRED, trigger="0")
+    with pytest.raises(ConfigError, match="Cannot parse trigger 'soon'"):
+        StreamOptions(**REQUIRED, trigger="soon")
+    with pytest.raises(TypeError, match="partition_expression"):
+        StreamOptions.from_flags({**REQUIRED, "partition_expression": "dt"})
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["--txns-per-delta", "0"])
+    assert info.value.code == 2
+    result = CliRunner().invoke(command, ["--txns-per-delta", "0"])
+    assert result.exit_code == 2
+
+
+def test_trigger() -> None:
+    assert stream_trigger("2min") == (120.0, False)
+    assert stream_trigger("30s") == (30.0, False)
+    assert stream_trigger("available-now") == (0.0, True)
+
+
+def test_kafka_modules_import_no_cycle() -> None:
+    """_kafka_read (confluent-kafka) sits below kafka_source (Spark's reader protocol)."""
+    tree = ast.parse((ROOT / "ingest/spark/_kafka_read.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "ingest.spark.kafka_source" not in imported
