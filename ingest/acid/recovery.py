@@ -36,6 +36,8 @@ from ingest.orc.tail import MAGIC
 Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
 LiveFiles = Callable[[str], bool]
 
+# The ACID columns but `row`: what the cheap check decodes of the stripes a flush added.
+_EVENT_COLUMNS = [name for name in ACID_FIELD_NAMES if name != "row"]
 # Bytes read per step when scanning backwards for a postscript (files without a side file).
 _SCAN_CHUNK = 4 * 1024 * 1024
 # A postscript ends with its magic (field 8000, the highest, so written last) and one length byte.
@@ -256,23 +258,27 @@ def _extended_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
     """The tail ending at `length` when it extends `earlier` (`check_extends`) and the stripes
     added since `earlier` decode; None otherwise (the caller then checks it in full).
 
-    Costs a comparison of the two footers and decoding one flush's stripes and statistics,
-    whatever the number of flushes before.
+    Costs a comparison of the two footers and decoding the event columns and statistics of
+    the stripes one flush added, whatever the number of flushes before.
     """
     try:
         tail = read_tail(fs, path, length, check=False)
         check_extends(tail, earlier)
     except Exception:  # noqa: BLE001 - the full check decides what is wrong
         return None
-    return tail if _acid_readable(fs, path, tail, len(earlier.footer.encoded_messages(
-        Footer.STRIPES))) else None
+    first_new = len(earlier.footer.encoded_messages(Footer.STRIPES))
+    # The event columns are enough to show a wrong stripe offset or length (the stripe footer
+    # and their streams would be read from other bytes); decoding `row` too would make the
+    # cost grow with the size of a flush, and no tail check can see damage inside its data.
+    return tail if _acid_readable(fs, path, tail, first_new, columns=_EVENT_COLUMNS) else None
 
 
 def _acid_readable(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail,
-                   first_new: int | None) -> bool:
+                   first_new: int | None, *, columns: list[str] | None = None) -> bool:
     """pyarrow opens the file at the tail's length with the ACID struct as root, the ACID key
     index names every stripe and, unless `first_new` is None, stripes from `first_new` on
-    decode (a damaged stripe offset or length in the footer shows there)."""
+    decode (`columns` of them, all when None): a damaged stripe offset or length in the
+    footer shows there."""
     try:
         stripes = len(tail.footer.encoded_messages(Footer.STRIPES))
         keys = tail.user_metadata.get(KEY_INDEX)
@@ -284,7 +290,7 @@ def _acid_readable(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail,
             names = orc.schema.names
             if first_new is not None:
                 for i in range(first_new, stripes):
-                    orc.read_stripe(i)
+                    orc.read_stripe(i, columns=columns)
         finally:
             bounded.close()
     except Exception:  # noqa: BLE001 - any failure to decode means no usable tail here
