@@ -29,7 +29,7 @@ from ingest.acid.names import (
 from ingest.acid.side_file import encode_length, read_flush_lengths
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CorruptFileError
-from ingest.orc import BoundedFile, FileTail, check_extends, read_tail
+from ingest.orc import BoundedFile, FileTail, Message, StripeInfo, check_extends, read_tail
 from ingest.orc.proto_fields import Footer
 from ingest.orc.tail import MAGIC
 
@@ -38,6 +38,9 @@ LiveFiles = Callable[[str], bool]
 
 # The ACID columns but `row`: what the cheap check decodes of the stripes a flush added.
 _EVENT_COLUMNS = [name for name in ACID_FIELD_NAMES if name != "row"]
+# Stripes of the last flush looked through for the footer before them (files without a side
+# file); a file whose last flush added more is checked in full.
+_MAX_STRIPES_PER_FLUSH = 64
 # Bytes read per step when scanning backwards for a postscript (files without a side file).
 _SCAN_CHUNK = 4 * 1024 * 1024
 # A postscript ends with its magic (field 8000, the highest, so written last) and one length byte.
@@ -336,6 +339,35 @@ def _tail_at_flush(fs: fsspec.AbstractFileSystem, path: str, length: int, earlie
     return _valid_tail(fs, path, length, _previous_tail(fs, path, earlier, size), decode=True)
 
 
+def _tail_at_end(fs: fsspec.AbstractFileSystem, path: str, size: int) -> FileTail | None:
+    """The tail that ends the file, if complete and consistent.
+
+    A file whose writer flushed before closing holds the footer of that flush in the gap
+    before the stripes written after it: found from the last gap between stripes, it lets
+    `_extended_tail` check the final tail cheaply. Without one (a file written in one go,
+    padding between stripes, a damaged tail) the tail is checked in full.
+    """
+    earlier = _footer_before_last_flush(fs, path, size)
+    extended = None if earlier is None else _extended_tail(fs, path, size, earlier)
+    return extended or _valid_tail(fs, path, size)
+
+
+def _footer_before_last_flush(fs: fsspec.AbstractFileSystem, path: str,
+                              size: int) -> FileTail | None:
+    """The tail that ends where the stripes after the last gap between stripes begin."""
+    try:
+        entries = read_tail(fs, path, size, check=False).footer.encoded_messages(Footer.STRIPES)
+        later = None
+        for raw in reversed(entries[-_MAX_STRIPES_PER_FLUSH:]):
+            stripe = StripeInfo.from_message(Message.decode(raw))
+            if later is not None and stripe.end < later.offset:
+                return read_tail(fs, path, later.offset, check=False)
+            later = stripe
+    except Exception:  # noqa: BLE001 - no usable earlier footer: the caller checks in full
+        return None
+    return None
+
+
 def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     """Recover one bucket file; see `recover_table`."""
     fs = ctx.fs
@@ -370,7 +402,7 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
         # No complete entry at all: BucketWriter starts every new side file with 0, so this is
         # a reopened file (open_append) torn while writing its first entry, whose earlier rows
         # are committed, or a Hive 2 file never flushed (no footer). Keep the last footer.
-        last = _valid_tail(fs, path, size) or _last_complete_footer(fs, path, size)
+        last = _tail_at_end(fs, path, size) or _last_complete_footer(fs, path, size)
         if last is not None:
             return _cut(path, size, last, entries, (), ctx)
     # Only 0 entries: never flushed, so it holds no row of any committed transaction.
@@ -426,7 +458,7 @@ def _same_tail(a: FileTail, b: FileTail) -> bool:
 
 
 def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
-    if _valid_tail(ctx.fs, path, size) is not None:
+    if _tail_at_end(ctx.fs, path, size) is not None:
         return FileRecovery(path, size, size, "ok", "complete ORC file")
     last = _last_complete_footer(ctx.fs, path, size)
     if last is not None:

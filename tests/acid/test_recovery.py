@@ -316,3 +316,21 @@ def test_last_footer_with_a_moved_earlier_stripe_goes_back(table: Path, torn: bo
     (f,) = recover_table(str(table)).files
     assert (f.new_length, f.skipped_lengths) == (lengths[-2], (lengths[-1],))
     assert ids_of(path) == list(range(20))
+
+
+def test_closed_file_is_checked_against_its_last_flush(
+        table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a side file the footer before the last flush is found in the gap before the
+    stripes written after it, so a healthy closed file is not checked in full either."""
+    path = bucket(table)
+    with flushed_writer(path, flushes=30):
+        pass
+    before = snapshot_bytes(table)
+
+    def full_check(*_args: object, **_kw: object) -> None:
+        raise AssertionError("a healthy file needed the full check")
+
+    monkeypatch.setattr(recovery, "_valid_tail", full_check)
+    report = recover_table(str(table))
+    assert [f.action for f in report.files] == ["ok"] and report.nothing_to_do
+    assert snapshot_bytes(table) == before
