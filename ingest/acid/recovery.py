@@ -9,16 +9,19 @@ metastore: the caller says which files a live writer still owns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import fsspec
-import pyarrow.orc as po
 
 from ingest.acid import _files
-from ingest.acid._acid_footer import KEY_INDEX
-from ingest.acid.events import ACID_FIELD_NAMES
+from ingest.acid._recovery_tails import (
+    last_complete_footer,
+    parsed_at,
+    tail_at_end,
+    tail_at_flush,
+)
 from ingest.acid.names import (
     is_hidden,
     is_side_file,
@@ -29,22 +32,10 @@ from ingest.acid.names import (
 from ingest.acid.side_file import encode_length, read_flush_lengths
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CorruptFileError
-from ingest.orc import BoundedFile, FileTail, Message, StripeInfo, check_extends, read_tail
-from ingest.orc.proto_fields import Footer
-from ingest.orc.tail import MAGIC
+from ingest.orc import FileTail
 
 Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
 LiveFiles = Callable[[str], bool]
-
-# The ACID columns but `row`: what the cheap check decodes of the stripes a flush added.
-_EVENT_COLUMNS = [name for name in ACID_FIELD_NAMES if name != "row"]
-# Stripes of the last flush looked through for the footer before them (files without a side
-# file); a file whose last flush added more is checked in full.
-_MAX_STRIPES_PER_FLUSH = 64
-# Bytes read per step when scanning backwards for a postscript (files without a side file).
-_SCAN_CHUNK = 4 * 1024 * 1024
-# A postscript ends with its magic (field 8000, the highest, so written last) and one length byte.
-_PS_TAIL = len(MAGIC) + 1
 
 
 @dataclass(frozen=True)
@@ -228,146 +219,6 @@ def _relative(root: str, path: str) -> str:
     return path[len(root) + 1:] if path.startswith(root + "/") else path.lstrip("/")
 
 
-def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
-                like: FileTail | None = None, *, decode: bool = False) -> FileTail | None:
-    """The tail ending at `length`, checked in full, or None when no complete, consistent one
-    ends there.
-
-    Beyond what `read_tail` checks (postscript, footer, metadata, every stripe below the
-    tail), given `like` (the tail at the previous flush) the types must be the same and its
-    stripes a prefix of these, and `_acid_readable` must pass with `decode` from the stripes
-    added since `like`. A footer damaged in place must not pass for one (ORC has no
-    checksums), at the cost of reading one flush's stripes, not the file.
-    """
-    if length <= len(MAGIC):
-        return None
-    try:
-        tail = read_tail(fs, path, length)
-        stripes = tail.stripes
-        if like is not None:
-            if [t.encode() for t in like.types] != [t.encode() for t in tail.types]:
-                return None
-            old = [s.to_message().encode() for s in like.stripes]
-            if old != [s.to_message().encode() for s in stripes[: len(old)]]:
-                return None
-    except Exception:  # noqa: BLE001 - any failure to decode means no usable tail here
-        return None
-    first_new = (0 if like is None else len(like.stripes)) if decode else None
-    return tail if _acid_readable(fs, path, tail, first_new) else None
-
-
-def _extended_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
-                   earlier: FileTail) -> FileTail | None:
-    """The tail ending at `length` when it extends `earlier` (`check_extends`) and the stripes
-    added since `earlier` decode; None otherwise (the caller then checks it in full).
-
-    Costs a comparison of the two footers and decoding the event columns and statistics of
-    the stripes one flush added, whatever the number of flushes before.
-    """
-    try:
-        tail = read_tail(fs, path, length, check=False)
-        check_extends(tail, earlier)
-    except Exception:  # noqa: BLE001 - the full check decides what is wrong
-        return None
-    first_new = len(earlier.footer.encoded_messages(Footer.STRIPES))
-    # The event columns are enough to show a wrong stripe offset or length (the stripe footer
-    # and their streams would be read from other bytes); decoding `row` too would make the
-    # cost grow with the size of a flush, and no tail check can see damage inside its data.
-    return tail if _acid_readable(fs, path, tail, first_new, columns=_EVENT_COLUMNS) else None
-
-
-def _acid_readable(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail,
-                   first_new: int | None, *, columns: list[str] | None = None) -> bool:
-    """pyarrow opens the file at the tail's length with the ACID struct as root, the ACID key
-    index names every stripe and, unless `first_new` is None, stripes from `first_new` on
-    decode (`columns` of them, all when None): a damaged stripe offset or length in the
-    footer shows there."""
-    try:
-        stripes = len(tail.footer.encoded_messages(Footer.STRIPES))
-        keys = tail.user_metadata.get(KEY_INDEX)
-        if keys is not None and keys.count(b";") != stripes:
-            return False
-        bounded = BoundedFile(fs, path, tail.length)
-        try:
-            orc = po.ORCFile(bounded)
-            names = orc.schema.names
-            if first_new is not None:
-                for i in range(first_new, stripes):
-                    orc.read_stripe(i, columns=columns)
-        finally:
-            bounded.close()
-    except Exception:  # noqa: BLE001 - any failure to decode means no usable tail here
-        return False
-    return names == list(ACID_FIELD_NAMES)
-
-
-def _parsed_at(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
-               check: bool = True) -> FileTail | None:
-    try:
-        return read_tail(fs, path, length, check=check)
-    except CorruptFileError:
-        return None
-
-
-def _previous_tail(fs: fsspec.AbstractFileSystem, path: str, earlier: list[int],
-                   size: int, *, check: bool = True) -> FileTail | None:
-    """The tail at the last earlier flush length that reads, or None: a later tail must keep
-    its types and stripes, and only the stripes after it need decoding."""
-    for length in reversed(earlier):
-        if length <= size:
-            tail = _parsed_at(fs, path, length, check=check)
-            if tail is not None:
-                return tail
-    return None
-
-
-def _tail_at_flush(fs: fsspec.AbstractFileSystem, path: str, length: int, earlier: list[int],
-                   size: int) -> FileTail | None:
-    """The tail at recorded flush length `length` if it is complete and consistent.
-
-    Cheap first: parsed without decoding nested messages and checked against the tail at the
-    flush before (`_extended_tail`). Only when that fails (a damaged or foreign tail, or no
-    earlier flush) is it checked in full against the last earlier tail that passes a full
-    check, which is what makes a suspicious file slow, never a healthy one.
-    """
-    before = [x for x in earlier if x < length]
-    previous = _previous_tail(fs, path, before, size, check=False)
-    if previous is not None:
-        tail = _extended_tail(fs, path, length, previous)
-        if tail is not None:
-            return tail
-    return _valid_tail(fs, path, length, _previous_tail(fs, path, earlier, size), decode=True)
-
-
-def _tail_at_end(fs: fsspec.AbstractFileSystem, path: str, size: int) -> FileTail | None:
-    """The tail that ends the file, if complete and consistent.
-
-    A file whose writer flushed before closing holds the footer of that flush in the gap
-    before the stripes written after it: found from the last gap between stripes, it lets
-    `_extended_tail` check the final tail cheaply. Without one (a file written in one go,
-    padding between stripes, a damaged tail) the tail is checked in full.
-    """
-    earlier = _footer_before_last_flush(fs, path, size)
-    extended = None if earlier is None else _extended_tail(fs, path, size, earlier)
-    return extended or _valid_tail(fs, path, size)
-
-
-def _footer_before_last_flush(fs: fsspec.AbstractFileSystem, path: str,
-                              size: int) -> FileTail | None:
-    """The tail that ends where the stripes after the last gap between stripes begin."""
-    try:
-        entries = read_tail(fs, path, size, check=False).footer.encoded_messages(Footer.STRIPES)
-        later = None
-        for raw in reversed(entries[-_MAX_STRIPES_PER_FLUSH:]):
-            stripe = StripeInfo.from_message(Message.decode(raw))
-            if later is not None and stripe.end < later.offset:
-                return read_tail(fs, path, later.offset, check=False)
-            later = stripe
-    except Exception:  # noqa: BLE001 - no usable earlier footer: the caller checks in full
-        return None
-    return None
-
-
 def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     """Recover one bucket file; see `recover_table`."""
     fs = ctx.fs
@@ -386,7 +237,7 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
         if length > size:
             skipped.append(length)
             continue
-        tail = _tail_at_flush(fs, path, length, positive[:i], size)
+        tail = tail_at_flush(fs, path, length, positive[:i], size)
         if tail is not None:
             return _cut(path, size, tail, entries, tuple(skipped), ctx)
         skipped.append(length)
@@ -402,7 +253,7 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
         # No complete entry at all: BucketWriter starts every new side file with 0, so this is
         # a reopened file (open_append) torn while writing its first entry, whose earlier rows
         # are committed, or a Hive 2 file never flushed (no footer). Keep the last footer.
-        last = _tail_at_end(fs, path, size) or _last_complete_footer(fs, path, size)
+        last = tail_at_end(fs, path, size) or last_complete_footer(fs, path, size)
         if last is not None:
             return _cut(path, size, last, entries, (), ctx)
     # Only 0 entries: never flushed, so it holds no row of any committed transaction.
@@ -438,7 +289,7 @@ def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
         backup = _backup_cut(path, size, length, ctx)
         _files.truncate(fs, path, length)
         # The tail was checked before the cut: after it, the same tail must end the file.
-        after = _parsed_at(fs, path, length, check=False)
+        after = parsed_at(fs, path, length, check=False)
         if int(fs.size(path)) != length or after is None or not _same_tail(after, tail):
             raise CorruptFileError(
                 f"Cannot recover {path}: after truncating to {length:,} bytes no complete ORC "
@@ -458,9 +309,9 @@ def _same_tail(a: FileTail, b: FileTail) -> bool:
 
 
 def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
-    if _tail_at_end(ctx.fs, path, size) is not None:
+    if tail_at_end(ctx.fs, path, size) is not None:
         return FileRecovery(path, size, size, "ok", "complete ORC file")
-    last = _last_complete_footer(ctx.fs, path, size)
+    last = last_complete_footer(ctx.fs, path, size)
     if last is not None:
         return _cut(path, size, last, None, (), ctx)
     backup = None if ctx.dry_run else _backup_whole(path, ctx)
@@ -469,38 +320,6 @@ def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
     return FileRecovery(path, size, 0, "removed",
                         "no side file and no complete ORC footer anywhere: nothing readable",
                         None, backup)
-
-
-def _last_complete_footer(fs: fsspec.AbstractFileSystem, path: str,
-                          size: int) -> FileTail | None:
-    """The tail with the largest end e < size that is complete (FileDump's magic scan,
-    backwards), checked in full: a file without a usable side file is suspicious.
-
-    Candidates are the ends of every "ORC" followed by one byte: the postscript's magic is its
-    last field, then comes the postscript length byte.
-    """
-    for end in _candidate_ends(fs, path, size):
-        tail = _valid_tail(fs, path, end)
-        if tail is not None:
-            return tail
-    return None
-
-
-def _candidate_ends(fs: fsspec.AbstractFileSystem, path: str, size: int) -> Iterator[int]:
-    """Ends of every "ORC" + 1 byte below `size`, last first, reading chunks backwards."""
-    hi = size
-    while hi > 0:
-        lo = max(0, hi - _SCAN_CHUNK)
-        # Overlap by the magic length so a magic across two chunks is not missed.
-        data = fs.cat_file(path, start=lo, end=min(size, hi + len(MAGIC)))
-        bound = len(data)
-        while (pos := data.rfind(MAGIC, 0, bound)) >= 0:
-            bound = pos + len(MAGIC) - 1
-            start = lo + pos
-            # Matches at or past `hi` were seen in the previous chunk; offset 0 is the header.
-            if 0 < start < hi and start + _PS_TAIL < size:
-                yield start + _PS_TAIL
-        hi = lo
 
 
 def _orphan_side_file(side: str, ctx: _Ctx) -> FileRecovery:

@@ -10,6 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ingest.orc._protobuf import VARINT, Message, WireError
+from ingest.orc.compression import (
+    CODE_BY_KIND,
+    KIND_BY_CODE,
+    CompressionKind,
+    compress_stream,
+    decompress_stream,
+)
 from ingest.orc.proto_fields import (
     Footer,
     Metadata,
@@ -17,13 +24,6 @@ from ingest.orc.proto_fields import (
     StripeInformation,
     StripeStatistics,
     UserMetadataItem,
-)
-from ingest.orc.compression import (
-    CODE_BY_KIND,
-    KIND_BY_CODE,
-    CompressionKind,
-    compress_stream,
-    decompress_stream,
 )
 
 MAGIC = b"ORC"

@@ -10,7 +10,7 @@ import pyarrow.orc as po
 import pytest
 from support import SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import BucketWriter, ValidWriteIdList, read_events, recovery
+from ingest.acid import BucketWriter, ValidWriteIdList, _recovery_tails, read_events
 from ingest.acid.recovery import recover_table
 from ingest.acid.side_file import encode_length, read_flush_lengths
 from ingest.orc import read_tail
@@ -285,7 +285,7 @@ def test_crashed_file_is_recovered_without_the_full_check(
     def full_check(*_args: object, **_kw: object) -> None:
         raise AssertionError("a healthy file needed the full check")
 
-    monkeypatch.setattr(recovery, "_valid_tail", full_check)
+    monkeypatch.setattr(_recovery_tails, "full_check", full_check)
     (f,) = recover_table(str(table)).files
     assert (f.action, f.new_length) == ("truncated", flushed)
     assert ids_of(path) == list(range(300))
@@ -330,7 +330,7 @@ def test_closed_file_is_checked_against_its_last_flush(
     def full_check(*_args: object, **_kw: object) -> None:
         raise AssertionError("a healthy file needed the full check")
 
-    monkeypatch.setattr(recovery, "_valid_tail", full_check)
+    monkeypatch.setattr(_recovery_tails, "full_check", full_check)
     report = recover_table(str(table))
     assert [f.action for f in report.files] == ["ok"] and report.nothing_to_do
     assert snapshot_bytes(table) == before
