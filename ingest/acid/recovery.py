@@ -1,24 +1,27 @@
 """Bring the bucket files of a table back to their last complete footer after a writer died.
 
 Mirrors Hive's `orcfiledump --recover` (FileDump.recoverFiles / recoverFile) and does more: the
-`_flush_length` side file is consulted first, so only tails are read (DESIGN invariants 1, 5);
-files without one are scanned back from the end for the last complete postscript, as Hive
-scans for "ORC". Knows files and write-id lists, never the metastore: the caller says which
-files a live writer still owns.
+`_flush_length` side file is consulted first, so only tails are read (docs/invariants.md, 1
+and 5; docs/recovery.md); files without one are scanned back from the end for the last
+complete postscript, as Hive scans for "ORC". Knows files and write-id lists, never the
+metastore: the caller says which files a live writer still owns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import fsspec
-import pyarrow.orc as po
 
 from ingest.acid import _files
-from ingest.acid._acid_footer import KEY_INDEX
-from ingest.acid.events import ACID_FIELD_NAMES
+from ingest.acid._recovery_tails import (
+    last_complete_footer,
+    parsed_at,
+    tail_at_end,
+    tail_at_flush,
+)
 from ingest.acid.names import (
     is_hidden,
     is_side_file,
@@ -29,16 +32,10 @@ from ingest.acid.names import (
 from ingest.acid.side_file import encode_length, read_flush_lengths
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CorruptFileError
-from ingest.orc import BoundedFile, FileTail, read_tail
-from ingest.orc.tail import MAGIC
+from ingest.orc import FileTail
 
 Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
 LiveFiles = Callable[[str], bool]
-
-# Bytes read per step when scanning backwards for a postscript (files without a side file).
-_SCAN_CHUNK = 4 * 1024 * 1024
-# A postscript ends with its magic (field 8000, the highest, so written last) and one length byte.
-_PS_TAIL = len(MAGIC) + 1
 
 
 @dataclass(frozen=True)
@@ -142,11 +139,14 @@ def recover_table(
     With a side file, its entries are tried from last to first; the first length L that is at
     most the file size and at which a complete ORC tail ends (postscript, footer, metadata and
     every stripe below the tail) wins, and bytes past L are cut. Never cuts below that L
-    (invariant 5). The side file is removed unless `live_files(path)` says a writer still owns
-    the file; live files are not touched at all. A file whose side file holds no usable entry
-    and no flushed length (never flushed) holds no committed row and is removed. A file without
-    side file is scanned back for the last complete postscript. Running it twice changes
-    nothing the second time; on a healthy table it changes nothing.
+    (docs/invariants.md, 5). A tail that repeats the previous flush's tail and adds to it is
+    checked for what it adds only, so a healthy file costs the same however many flushes it
+    holds; any other is checked in full. The side file is removed unless `live_files(path)`
+    says a writer still owns the file; live files are not touched at all. A file whose side
+    file holds no usable entry and no flushed length (never flushed) holds no committed row
+    and is removed. A file without side file is scanned back for the last complete
+    postscript. Running it twice changes nothing the second time; on a healthy table it
+    changes nothing.
 
     Args:
         path: the table or partition directory (path or fsspec URL).
@@ -219,68 +219,6 @@ def _relative(root: str, path: str) -> str:
     return path[len(root) + 1:] if path.startswith(root + "/") else path.lstrip("/")
 
 
-def _valid_tail(fs: fsspec.AbstractFileSystem, path: str, length: int,
-                like: FileTail | None = None, *, decode: bool = False) -> FileTail | None:
-    """The tail ending at `length`, or None when no complete, consistent one ends there.
-
-    Beyond what `read_tail` checks (postscript, footer, metadata, every stripe below the
-    tail), pyarrow must open the file at `length` with the ACID struct as root, the ACID key
-    index must name every stripe, and, given `like` (the tail at the previous flush), the
-    types must be the same and its stripes a prefix of these; with `decode` the stripes added
-    since `like` must decode. A footer damaged in place must not pass for one (ORC has no
-    checksums), at the cost of reading one flush's stripes, not the file.
-    """
-    if length <= len(MAGIC):
-        return None
-    try:
-        tail = read_tail(fs, path, length)
-        stripes = tail.stripes
-        keys = tail.user_metadata.get(KEY_INDEX)
-        if keys is not None and keys.count(b";") != len(stripes):
-            return None
-        if like is not None:
-            if [t.encode() for t in like.types] != [t.encode() for t in tail.types]:
-                return None
-            old = [s.to_message().encode() for s in like.stripes]
-            if old != [s.to_message().encode() for s in stripes[: len(old)]]:
-                return None
-        bounded = BoundedFile(fs, path, length)
-        try:
-            orc = po.ORCFile(bounded)
-            names = orc.schema.names
-            if decode:
-                # Decode the stripes this flush added: a damaged stripe offset or length in
-                # the footer shows here, and it costs one flush's bytes, not the file's.
-                for i in range(0 if like is None else len(like.stripes), len(stripes)):
-                    orc.read_stripe(i)
-        finally:
-            bounded.close()
-    except Exception:  # noqa: BLE001 - any failure to decode means no usable tail here
-        return None
-    if names != list(ACID_FIELD_NAMES):
-        return None
-    return tail
-
-
-def _complete_at(fs: fsspec.AbstractFileSystem, path: str, length: int) -> FileTail | None:
-    try:
-        return read_tail(fs, path, length)
-    except CorruptFileError:
-        return None
-
-
-def _previous_tail(fs: fsspec.AbstractFileSystem, path: str, earlier: list[int],
-                   size: int) -> FileTail | None:
-    """The tail at the last earlier flush length that reads, or None: a later tail must keep
-    its types and stripes, and only the stripes after it need decoding."""
-    for length in reversed(earlier):
-        if length <= size:
-            tail = _complete_at(fs, path, length)
-            if tail is not None:
-                return tail
-    return None
-
-
 def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     """Recover one bucket file; see `recover_table`."""
     fs = ctx.fs
@@ -299,13 +237,14 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
         if length > size:
             skipped.append(length)
             continue
-        previous = _previous_tail(fs, path, positive[:i], size)
-        if _valid_tail(fs, path, length, previous, decode=True) is not None:
-            return _cut(path, size, length, entries, tuple(skipped), ctx)
+        tail = tail_at_flush(fs, path, length, positive[:i], size)
+        if tail is not None:
+            return _cut(path, size, tail, entries, tuple(skipped), ctx)
         skipped.append(length)
     if skipped:
         # Lengths were recorded (so transactions may have committed) but none is readable:
-        # cutting anywhere could destroy what is left; a person must look (invariant 5).
+        # cutting anywhere could destroy what is left; a person must look
+        # (docs/invariants.md, 5).
         return FileRecovery(
             path, size, size, "unrecoverable",
             f"no recorded flush length {sorted(set(skipped))} ends in a complete ORC footer "
@@ -314,9 +253,9 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
         # No complete entry at all: BucketWriter starts every new side file with 0, so this is
         # a reopened file (open_append) torn while writing its first entry, whose earlier rows
         # are committed, or a Hive 2 file never flushed (no footer). Keep the last footer.
-        end = size if _valid_tail(fs, path, size) else _last_complete_footer(fs, path, size)
-        if end is not None:
-            return _cut(path, size, end, entries, (), ctx)
+        last = tail_at_end(fs, path, size) or last_complete_footer(fs, path, size)
+        if last is not None:
+            return _cut(path, size, last, entries, (), ctx)
     # Only 0 entries: never flushed, so it holds no row of any committed transaction.
     backup = None if ctx.dry_run else _backup_whole(path, ctx)
     if not ctx.dry_run:
@@ -327,10 +266,12 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
                         entries, backup)
 
 
-def _cut(path: str, size: int, length: int, entries: tuple[int, ...] | None,
+def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
          skipped: tuple[int, ...], ctx: _Ctx) -> FileRecovery:
-    """Truncate to `length` (if longer) and remove the side file."""
+    """Truncate to the end of `tail`, a checked tail (if the file is longer), and remove the
+    side file."""
     fs = ctx.fs
+    length = tail.length
     note = ""
     if skipped:
         note = (f"; recorded lengths {list(skipped)} end in no complete footer, "
@@ -347,7 +288,9 @@ def _cut(path: str, size: int, length: int, entries: tuple[int, ...] | None,
     if not ctx.dry_run:
         backup = _backup_cut(path, size, length, ctx)
         _files.truncate(fs, path, length)
-        if int(fs.size(path)) != length or _complete_at(fs, path, length) is None:
+        # The tail was checked before the cut: after it, the same tail must end the file.
+        after = parsed_at(fs, path, length, check=False)
+        if int(fs.size(path)) != length or after is None or not _same_tail(after, tail):
             raise CorruptFileError(
                 f"Cannot recover {path}: after truncating to {length:,} bytes no complete ORC "
                 "footer ends there", path=path, offset=length,
@@ -360,47 +303,23 @@ def _cut(path: str, size: int, length: int, entries: tuple[int, ...] | None,
                         entries, backup, skipped)
 
 
+def _same_tail(a: FileTail, b: FileTail) -> bool:
+    return (a.start, a.postscript.fields, a.footer.fields, a.metadata.fields) == (
+        b.start, b.postscript.fields, b.footer.fields, b.metadata.fields)
+
+
 def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
-    if _valid_tail(ctx.fs, path, size) is not None:
+    if tail_at_end(ctx.fs, path, size) is not None:
         return FileRecovery(path, size, size, "ok", "complete ORC file")
-    end = _last_complete_footer(ctx.fs, path, size)
-    if end is not None:
-        return _cut(path, size, end, None, (), ctx)
+    last = last_complete_footer(ctx.fs, path, size)
+    if last is not None:
+        return _cut(path, size, last, None, (), ctx)
     backup = None if ctx.dry_run else _backup_whole(path, ctx)
     if not ctx.dry_run:
         ctx.fs.rm_file(path)
     return FileRecovery(path, size, 0, "removed",
                         "no side file and no complete ORC footer anywhere: nothing readable",
                         None, backup)
-
-
-def _last_complete_footer(fs: fsspec.AbstractFileSystem, path: str, size: int) -> int | None:
-    """The largest e < size at which a complete ORC tail ends (FileDump's magic scan, backwards).
-
-    Candidates are the ends of every "ORC" followed by one byte: the postscript's magic is its
-    last field, then comes the postscript length byte.
-    """
-    for end in _candidate_ends(fs, path, size):
-        if _valid_tail(fs, path, end) is not None:
-            return end
-    return None
-
-
-def _candidate_ends(fs: fsspec.AbstractFileSystem, path: str, size: int) -> Iterator[int]:
-    """Ends of every "ORC" + 1 byte below `size`, last first, reading chunks backwards."""
-    hi = size
-    while hi > 0:
-        lo = max(0, hi - _SCAN_CHUNK)
-        # Overlap by the magic length so a magic across two chunks is not missed.
-        data = fs.cat_file(path, start=lo, end=min(size, hi + len(MAGIC)))
-        bound = len(data)
-        while (pos := data.rfind(MAGIC, 0, bound)) >= 0:
-            bound = pos + len(MAGIC) - 1
-            start = lo + pos
-            # Matches at or past `hi` were seen in the previous chunk; offset 0 is the header.
-            if 0 < start < hi and start + _PS_TAIL < size:
-                yield start + _PS_TAIL
-        hi = lo
 
 
 def _orphan_side_file(side: str, ctx: _Ctx) -> FileRecovery:

@@ -8,7 +8,14 @@ from ingest.orc._protobuf import Message
 from ingest.orc.compression import CompressionKind, compress_stream, decompress_stream
 from ingest.orc.reader import BoundedFile, open_orc, read_tail
 from ingest.orc.statistics import merge_statistics
-from ingest.orc.tail import FileTail, StripeInfo, TailError, parse_tail, serialize_tail
+from ingest.orc.tail import (
+    FileTail,
+    StripeInfo,
+    TailError,
+    check_extends,
+    parse_tail,
+    serialize_tail,
+)
 
 __all__ = [
     "BoundedFile",
@@ -17,6 +24,7 @@ __all__ = [
     "Message",
     "StripeInfo",
     "TailError",
+    "check_extends",
     "compress_stream",
     "decompress_stream",
     "merge_statistics",

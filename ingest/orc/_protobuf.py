@@ -167,6 +167,10 @@ class Message:
     def messages(self, number: int) -> list[Message]:
         return [Message.decode(v) for v in self._typed(number, bytes)]
 
+    def encoded_messages(self, number: int) -> list[bytes]:
+        """The values of a repeated message field, undecoded: to compare them cheaply."""
+        return self._typed(number, bytes)
+
     def packed_uints(self, number: int) -> list[int]:
         out: list[int] = []
         for n, wire, value in self.fields:

@@ -1,7 +1,7 @@
 """Open the first N bytes of an ORC file: the tail at N, and a pyarrow reader limited to N.
 
 A writer that adds intermediate footers leaves several valid tails in one file; which one a
-reader sees is decided by the length it opens the file at (DESIGN invariant 2).
+reader sees is decided by the length it opens the file at (docs/invariants.md, 2).
 """
 
 from __future__ import annotations
@@ -19,8 +19,15 @@ from ingest.orc.tail import FileTail, TailError, parse_tail, tail_bytes_needed
 _FIRST_READ = 16 * 1024
 
 
-def read_tail(fs: fsspec.AbstractFileSystem, path: str, length: int) -> FileTail:
+def read_tail(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
+              check: bool = True) -> FileTail:
     """Parse the ORC tail that ends at byte `length` of the file.
+
+    Args:
+        fs: the file's filesystem.
+        path: the file.
+        length: where the tail ends (a flush length, or the file size).
+        check: decode every nested message and check the stripe bounds (see `parse_tail`).
 
     Raises:
         CorruptFileError: no complete ORC tail ends at `length` (not ORC, or cut).
@@ -39,7 +46,7 @@ def read_tail(fs: fsspec.AbstractFileSystem, path: str, length: int) -> FileTail
         start = length - needed
         data = fs.cat_file(path, start=start, end=length)
     try:
-        return parse_tail(data, length)
+        return parse_tail(data, length, check=check)
     except TailError as e:
         raise CorruptFileError(f"Cannot read ORC file {path} at length {length}: {e}", path=path,
                                offset=e.offset) from e

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ingest.orc._protobuf import Message, WireError
+from ingest.orc._protobuf import VARINT, Message, WireError
 from ingest.orc.compression import (
     CODE_BY_KIND,
     KIND_BY_CODE,
@@ -17,17 +17,24 @@ from ingest.orc.compression import (
     compress_stream,
     decompress_stream,
 )
+from ingest.orc.proto_fields import (
+    Footer,
+    Metadata,
+    PostScript,
+    StripeInformation,
+    StripeStatistics,
+    UserMetadataItem,
+)
 
 MAGIC = b"ORC"
-# PostScript fields.
-PS_FOOTER_LENGTH, PS_COMPRESSION, PS_BLOCK_SIZE, PS_VERSION = 1, 2, 3, 4
-PS_METADATA_LENGTH, PS_WRITER_VERSION, PS_STRIPE_STATS_LENGTH, PS_MAGIC = 5, 6, 7, 8000
-# Footer fields.
-FT_HEADER_LENGTH, FT_CONTENT_LENGTH, FT_STRIPES, FT_TYPES, FT_METADATA = 1, 2, 3, 4, 5
-FT_NUMBER_OF_ROWS, FT_STATISTICS, FT_ROW_INDEX_STRIDE = 6, 7, 8
-# Metadata fields.
-MD_STRIPE_STATS = 1
-STRIPE_STATS_COLUMNS = 1
+# Names the modules of ingest.acid import; ingest.orc.proto_fields is their one home.
+FT_HEADER_LENGTH, FT_CONTENT_LENGTH = Footer.HEADER_LENGTH, Footer.CONTENT_LENGTH
+FT_STRIPES, FT_TYPES, FT_METADATA = Footer.STRIPES, Footer.TYPES, Footer.METADATA
+FT_NUMBER_OF_ROWS, FT_STATISTICS = Footer.NUMBER_OF_ROWS, Footer.STATISTICS
+FT_ROW_INDEX_STRIDE = Footer.ROW_INDEX_STRIDE
+MD_STRIPE_STATS = Metadata.STRIPE_STATS
+STRIPE_STATS_COLUMNS = StripeStatistics.COL_STATS
+_DEFAULT_BLOCK_SIZE = 256 * 1024
 
 
 class TailError(ValueError):
@@ -59,12 +66,19 @@ class StripeInfo:
 
     @classmethod
     def from_message(cls, m: Message) -> StripeInfo:
-        return cls(m.uint(1, 0) or 0, m.uint(2, 0) or 0, m.uint(3, 0) or 0, m.uint(4, 0) or 0,
-                   m.uint(5, 0) or 0, [f for f in m.fields if f[0] > 5])
+        return cls(m.uint(StripeInformation.OFFSET, 0) or 0,
+                   m.uint(StripeInformation.INDEX_LENGTH, 0) or 0,
+                   m.uint(StripeInformation.DATA_LENGTH, 0) or 0,
+                   m.uint(StripeInformation.FOOTER_LENGTH, 0) or 0,
+                   m.uint(StripeInformation.NUMBER_OF_ROWS, 0) or 0,
+                   [f for f in m.fields if f[0] > StripeInformation.NUMBER_OF_ROWS])
 
     def to_message(self) -> Message:
-        m = Message([(1, 0, self.offset), (2, 0, self.index_length), (3, 0, self.data_length),
-                     (4, 0, self.footer_length), (5, 0, self.number_of_rows)])
+        m = Message([(StripeInformation.OFFSET, VARINT, self.offset),
+                     (StripeInformation.INDEX_LENGTH, VARINT, self.index_length),
+                     (StripeInformation.DATA_LENGTH, VARINT, self.data_length),
+                     (StripeInformation.FOOTER_LENGTH, VARINT, self.footer_length),
+                     (StripeInformation.NUMBER_OF_ROWS, VARINT, self.number_of_rows)])
         m.fields.extend(self.extra)
         return m
 
@@ -85,36 +99,39 @@ class FileTail:
 
     @property
     def compression(self) -> CompressionKind:
-        return KIND_BY_CODE.get(self.postscript.uint(PS_COMPRESSION, 0) or 0, "none")
+        return KIND_BY_CODE.get(self.postscript.uint(PostScript.COMPRESSION, 0) or 0, "none")
 
     @property
     def block_size(self) -> int:
-        return self.postscript.uint(PS_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+        return (self.postscript.uint(PostScript.COMPRESSION_BLOCK_SIZE, _DEFAULT_BLOCK_SIZE)
+                or _DEFAULT_BLOCK_SIZE)
 
     @property
     def stripes(self) -> list[StripeInfo]:
-        return [StripeInfo.from_message(m) for m in self.footer.messages(FT_STRIPES)]
+        return [StripeInfo.from_message(m) for m in self.footer.messages(Footer.STRIPES)]
 
     @property
     def number_of_rows(self) -> int:
-        return self.footer.uint(FT_NUMBER_OF_ROWS, 0) or 0
+        return self.footer.uint(Footer.NUMBER_OF_ROWS, 0) or 0
 
     @property
     def types(self) -> list[Message]:
-        return self.footer.messages(FT_TYPES)
+        return self.footer.messages(Footer.TYPES)
 
     @property
     def statistics(self) -> list[Message]:
-        return self.footer.messages(FT_STATISTICS)
+        return self.footer.messages(Footer.STATISTICS)
 
     @property
     def stripe_statistics(self) -> list[list[Message]]:
-        return [s.messages(STRIPE_STATS_COLUMNS) for s in self.metadata.messages(MD_STRIPE_STATS)]
+        return [s.messages(StripeStatistics.COL_STATS)
+                for s in self.metadata.messages(Metadata.STRIPE_STATS)]
 
     @property
     def user_metadata(self) -> dict[str, bytes]:
-        items = self.footer.messages(FT_METADATA)
-        return {(m.string(1) or ""): (m.bytes_(2) or b"") for m in items}
+        items = self.footer.messages(Footer.METADATA)
+        return {(m.string(UserMetadataItem.NAME) or ""): (m.bytes_(UserMetadataItem.VALUE) or b"")
+                for m in items}
 
 
 def parse_tail(data: bytes | memoryview, length: int, *, check: bool = True) -> FileTail:
@@ -125,7 +142,8 @@ def parse_tail(data: bytes | memoryview, length: int, *, check: bool = True) -> 
             whole tail; `tail_bytes_needed` says how many).
         length: the file length the tail ends at.
         check: decode every nested message and check the stripe bounds now (readers must;
-            a writer parsing the encoder's own output need not).
+            a writer parsing the encoder's own output need not, and `check_extends` checks
+            a later tail of a file against an earlier one for less).
 
     Raises:
         TailError: not ORC, or the tail is cut or malformed (with the offending offset).
@@ -145,11 +163,12 @@ def parse_tail(data: bytes | memoryview, length: int, *, check: bool = True) -> 
                         f"{base + ps_start} are not one ({e}; not ORC, or cut)",
                         base + ps_start) from e
     try:
-        magic = ps.bytes_(PS_MAGIC)
-        footer_len = ps.uint(PS_FOOTER_LENGTH, 0) or 0
-        metadata_len = ps.uint(PS_METADATA_LENGTH, 0) or 0
-        compression_code = ps.uint(PS_COMPRESSION, 0) or 0
-        block = ps.uint(PS_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+        magic = ps.bytes_(PostScript.MAGIC)
+        footer_len = ps.uint(PostScript.FOOTER_LENGTH, 0) or 0
+        metadata_len = ps.uint(PostScript.METADATA_LENGTH, 0) or 0
+        compression_code = ps.uint(PostScript.COMPRESSION, 0) or 0
+        block = (ps.uint(PostScript.COMPRESSION_BLOCK_SIZE, _DEFAULT_BLOCK_SIZE)
+                 or _DEFAULT_BLOCK_SIZE)
     except WireError as e:
         raise TailError(f"no ORC postscript ends at offset {length}: {e} (not ORC, or cut)",
                         base + ps_start) from e
@@ -198,23 +217,76 @@ def tail_bytes_needed(last_bytes: bytes) -> int | None:
         return None
     try:
         ps = Message.decode(last_bytes[-1 - ps_len:-1])
-        return ((ps.uint(PS_FOOTER_LENGTH, 0) or 0) + (ps.uint(PS_METADATA_LENGTH, 0) or 0)
-                + ps_len + 1)
+        return ((ps.uint(PostScript.FOOTER_LENGTH, 0) or 0)
+                + (ps.uint(PostScript.METADATA_LENGTH, 0) or 0) + ps_len + 1)
     except WireError:
         return None  # parse_tail reports what is wrong
+
+
+def check_extends(tail: FileTail, earlier: FileTail) -> None:
+    """Check `tail`, a later intermediate footer than `earlier` in the same file, decoding only
+    what the flushes since `earlier` added.
+
+    A writer that flushes again (Hive's OrcRecordUpdater, the ACID bucket writer) writes its
+    new stripes and tail after the previous tail, repeating that tail's stripe entries and
+    stripe statistics byte for byte. Entries of `tail` that equal `earlier`'s are as the writer
+    wrote them (damage does not make two copies written at different times agree), so only
+    the entries after them are decoded and bounds-checked. On a `tail` parsed with
+    `check=False`, passing here means passing `parse_tail`'s full check, at the cost of
+    comparing bytes where that check decodes every stripe's statistics.
+
+    Raises:
+        TailError: `tail` does not extend `earlier` (other types, stripes or stripe
+            statistics changed or missing, rows that do not add up), or what it added is
+            malformed or out of bounds. A damaged `earlier` fails here too: the caller can
+            still check `tail` in full.
+    """
+    if earlier.length > tail.start:
+        raise TailError(f"the tail ending at {earlier.length} does not come before the tail "
+                        f"starting at {tail.start}", tail.start)
+    try:
+        if tail.footer.encoded_messages(Footer.TYPES) != earlier.footer.encoded_messages(
+                Footer.TYPES):
+            raise TailError(f"the types of the tail ending at {tail.length} differ from those "
+                            f"of the tail ending at {earlier.length}", tail.start)
+        old = earlier.footer.encoded_messages(Footer.STRIPES)
+        new = tail.footer.encoded_messages(Footer.STRIPES)
+        old_stats = earlier.metadata.encoded_messages(Metadata.STRIPE_STATS)
+        new_stats = tail.metadata.encoded_messages(Metadata.STRIPE_STATS)
+        if new[:len(old)] != old or new_stats[:len(old_stats)] != old_stats:
+            raise TailError(f"the tail ending at {tail.length} does not repeat the stripes of "
+                            f"the tail ending at {earlier.length}", tail.start)
+        added = [StripeInfo.from_message(Message.decode(m)) for m in new[len(old):]]
+        rows = earlier.number_of_rows
+        for i, stripe in enumerate(added, start=len(old)):
+            _check_bounds(i, stripe, tail)
+            rows += stripe.number_of_rows
+        if rows != tail.number_of_rows:
+            raise TailError(f"stripes hold {rows} rows but the footer says "
+                            f"{tail.number_of_rows}", tail.start)
+        for m in new_stats[len(old_stats):]:
+            Message.decode(m).messages(StripeStatistics.COL_STATS)
+        # The rest grows with the columns, not the stripes: decode it as the full check does.
+        tail.types, tail.user_metadata, tail.statistics  # noqa: B018
+    except (WireError, UnicodeDecodeError) as e:
+        raise TailError(f"footer ending at {tail.length} is malformed: {e}", tail.start) from e
 
 
 def _check_stripes(tail: FileTail) -> None:
     rows = 0
     for i, s in enumerate(tail.stripes):
-        if s.offset < len(MAGIC) or s.end > tail.start:
-            raise TailError(
-                f"stripe {i} spans bytes {s.offset}..{s.end} but the stripe area ends at "
-                f"{tail.start}", s.offset)
+        _check_bounds(i, s, tail)
         rows += s.number_of_rows
     if rows != tail.number_of_rows:
         raise TailError(f"stripes hold {rows} rows but the footer says {tail.number_of_rows}",
                         tail.start)
+
+
+def _check_bounds(i: int, stripe: StripeInfo, tail: FileTail) -> None:
+    if stripe.offset < len(MAGIC) or stripe.end > tail.start:
+        raise TailError(
+            f"stripe {i} spans bytes {stripe.offset}..{stripe.end} but the stripe area ends at "
+            f"{tail.start}", stripe.offset)
 
 
 def serialize_tail(
@@ -225,11 +297,11 @@ def serialize_tail(
     metadata_bytes = compress_stream(compression, metadata.encode(), block_size)
     footer_bytes = compress_stream(compression, footer.encode(), block_size)
     ps = Message(list(postscript.fields))
-    ps.set_uint(PS_FOOTER_LENGTH, len(footer_bytes))
-    ps.set_uint(PS_COMPRESSION, CODE_BY_KIND[compression])
-    ps.set_uint(PS_BLOCK_SIZE, block_size)
-    ps.set_uint(PS_METADATA_LENGTH, len(metadata_bytes))
-    ps.set_bytes(PS_MAGIC, MAGIC)
+    ps.set_uint(PostScript.FOOTER_LENGTH, len(footer_bytes))
+    ps.set_uint(PostScript.COMPRESSION, CODE_BY_KIND[compression])
+    ps.set_uint(PostScript.COMPRESSION_BLOCK_SIZE, block_size)
+    ps.set_uint(PostScript.METADATA_LENGTH, len(metadata_bytes))
+    ps.set_bytes(PostScript.MAGIC, MAGIC)
     ps_bytes = ps.encode()
     if len(ps_bytes) > 255:
         raise ValueError(f"postscript of {len(ps_bytes)} bytes does not fit ORC's 1-byte length")

@@ -1,5 +1,5 @@
 """`recover_table`: every crash shape of a bucket file, dry runs, backups, live writers,
-idempotence and the never-below-a-flush-length rule (DESIGN invariant 5)."""
+idempotence and the never-below-a-flush-length rule (docs/invariants.md, 5)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import pyarrow.orc as po
 import pytest
 from support import SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import BucketWriter, ValidWriteIdList, read_events
+from ingest.acid import BucketWriter, ValidWriteIdList, _recovery_tails, read_events
 from ingest.acid.recovery import recover_table
-from ingest.acid.side_file import encode_length
+from ingest.acid.side_file import encode_length, read_flush_lengths
+from ingest.orc import read_tail
+from ingest.orc.proto_fields import Footer
 
 DELTA = "delta_0000001_0000003"
 
@@ -269,3 +271,66 @@ def test_memory_filesystem(tmp_path: Path) -> None:
 def test_missing_table_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         recover_table(str(tmp_path / "nope"))
+
+
+def test_crashed_file_is_recovered_without_the_full_check(
+        table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A healthy last flush is checked against the flush before it, never in full: the cost
+    stays one flush's worth however many flushes the file holds."""
+    path = bucket(table)
+    w = flushed_writer(path, flushes=30)
+    flushed = w.flush()
+    torn_stripes(w, range(1000, 1010))
+
+    def full_check(*_args: object, **_kw: object) -> None:
+        raise AssertionError("a healthy file needed the full check")
+
+    monkeypatch.setattr(_recovery_tails, "full_check", full_check)
+    (f,) = recover_table(str(table)).files
+    assert (f.action, f.new_length) == ("truncated", flushed)
+    assert ids_of(path) == list(range(300))
+
+
+@pytest.mark.parametrize("torn", [False, True])
+def test_last_footer_with_a_moved_earlier_stripe_goes_back(table: Path, torn: bool) -> None:
+    """The last footer points an earlier stripe one byte off: it still parses, its stripes
+    are in bounds and its own flush's stripes decode, but it disagrees with the footer before
+    it, so recovery goes back to that one."""
+    path = bucket(table)
+    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1, compression="none")
+    for i in range(3):
+        w.write(simple_table(range(10 * i, 10 * i + 10)))
+        w.flush()
+    lengths = [x for x in (read_flush_lengths(fsspec.filesystem("file"), path) or []) if x]
+    if torn:
+        torn_stripes(w, range(1000, 1010))
+    else:
+        w.abandon()
+    last = read_tail(fsspec.filesystem("file"), path, lengths[-1], check=False)
+    entry = last.footer.encoded_messages(Footer.STRIPES)[0]
+    assert entry[:2] == b"\x08\x03"  # offset 3: right after the "ORC" header
+    data = bytearray(Path(path).read_bytes())
+    at = data.index(entry, last.start, lengths[-1])
+    data[at + 1] = 4
+    Path(path).write_bytes(bytes(data))
+    (f,) = recover_table(str(table)).files
+    assert (f.new_length, f.skipped_lengths) == (lengths[-2], (lengths[-1],))
+    assert ids_of(path) == list(range(20))
+
+
+def test_closed_file_is_checked_against_its_last_flush(
+        table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a side file the footer before the last flush is found in the gap before the
+    stripes written after it, so a healthy closed file is not checked in full either."""
+    path = bucket(table)
+    with flushed_writer(path, flushes=30):
+        pass
+    before = snapshot_bytes(table)
+
+    def full_check(*_args: object, **_kw: object) -> None:
+        raise AssertionError("a healthy file needed the full check")
+
+    monkeypatch.setattr(_recovery_tails, "full_check", full_check)
+    report = recover_table(str(table))
+    assert [f.action for f in report.files] == ["ok"] and report.nothing_to_do
+    assert snapshot_bytes(table) == before

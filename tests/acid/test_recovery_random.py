@@ -1,7 +1,7 @@
 """Random truncation and corruption of bucket files and side files, in memory.
 
 Readers must return the rows of a recorded flush exactly or raise CorruptFileError, never
-other rows (DESIGN invariant 2); `recover_table` never cuts below the last recorded flush
+other rows (docs/invariants.md, 2); `recover_table` never cuts below the last recorded flush
 length at which a complete footer ends, and a second run has nothing to do (invariant 5).
 Stripe bytes below a flush length are not corrupted here: ORC has no checksums, so no reader
 can tell a flipped data byte from a real value.

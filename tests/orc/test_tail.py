@@ -1,4 +1,5 @@
-"""ORC tail: protobuf wire round trips, every codec, and clear errors on cut or foreign bytes."""
+"""ORC tail: protobuf wire round trips, every codec, clear errors on cut or foreign bytes, and
+the cheap check of a later tail against an earlier one."""
 
 from __future__ import annotations
 
@@ -10,8 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.orc import Message, compress_stream, decompress_stream, parse_tail, serialize_tail
+from ingest.orc import (
+    Message,
+    StripeInfo,
+    check_extends,
+    compress_stream,
+    decompress_stream,
+    parse_tail,
+    serialize_tail,
+)
 from ingest.orc._protobuf import FIXED32, FIXED64, LENGTH, VARINT
+from ingest.orc.proto_fields import Footer, Metadata
 from ingest.orc.tail import TailError
 
 CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
@@ -75,3 +85,79 @@ def test_cut_file_is_rejected_with_offset(cut: int) -> None:
 def test_foreign_bytes_are_not_orc() -> None:
     with pytest.raises(TailError, match="no ORC postscript ends at offset 35"):
         parse_tail(b"PAR1 this is some parquet-ish text\n", 35)
+
+
+def _flushed_twice(codec: str) -> tuple[bytes, int]:
+    """An ORC file as a writer that flushed after all but its last stripe leaves it: the
+    earlier tail, then the last stripe, then a tail repeating the earlier entries and adding
+    the last stripe's. Returns (bytes, where the earlier tail ends)."""
+    rows = 50000
+    table = pa.table({"a": pa.array(range(rows), pa.int64()),
+                      "s": pa.array([f"x{i}" for i in range(rows)])})
+    sink = io.BytesIO()
+    po.write_table(table, sink, compression=PYARROW_NAME.get(codec, codec), stripe_size=4096)
+    data = sink.getvalue()
+    tail = parse_tail(data, len(data))
+    stripes, stats = tail.stripes, tail.metadata.encoded_messages(Metadata.STRIPE_STATS)
+    assert len(stripes) >= 2
+
+    def serialized(kept: list[StripeInfo], kept_stats: list[bytes]) -> bytes:
+        footer = Message(list(tail.footer.fields))
+        footer.set_messages(Footer.STRIPES, [s.to_message() for s in kept])
+        footer.set_uint(Footer.NUMBER_OF_ROWS, sum(s.number_of_rows for s in kept))
+        metadata = Message()
+        metadata.set_messages(Metadata.STRIPE_STATS, kept_stats)
+        return serialize_tail(postscript=tail.postscript, footer=footer, metadata=metadata,
+                              compression=codec, block_size=tail.block_size)
+
+    last = stripes[-1]
+    head = data[:last.offset] + serialized(stripes[:-1], stats[:-1])
+    later = serialized([*stripes[:-1], last.moved_to(len(head))], stats)
+    return head + data[last.offset:last.end] + later, len(head)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_later_tail_extends_earlier(codec: str) -> None:
+    data, earlier_end = _flushed_twice(codec)
+    earlier = parse_tail(data[:earlier_end], earlier_end)
+    later = parse_tail(data, len(data), check=False)
+    check_extends(later, earlier)
+    parse_tail(data, len(data))  # the full check agrees
+    assert po.ORCFile(io.BytesIO(data)).read().num_rows == 50000
+    with pytest.raises(TailError, match="does not come before"):
+        check_extends(earlier, later)
+
+
+def test_later_tail_with_a_changed_earlier_stripe_does_not_extend() -> None:
+    data, earlier_end = _flushed_twice("none")
+    earlier = parse_tail(data[:earlier_end], earlier_end)
+    later = parse_tail(data, len(data))
+    moved = later.stripes
+    moved[0] = moved[0].moved_to(moved[0].offset + 1)  # still in bounds: only the copy tells
+    later.footer.set_messages(Footer.STRIPES, [s.to_message() for s in moved])
+    with pytest.raises(TailError, match="does not repeat the stripes"):
+        check_extends(later, earlier)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+@given(data=st.data())
+def test_damaged_later_tail_passes_the_cheap_check_only_if_it_passes_the_full_one(
+        codec: str, data: st.DataObject) -> None:
+    """What `check_extends` lets through, the full check lets through too, with the earlier
+    stripes as the writer wrote them: a flipped byte never redirects a reader to other bytes
+    of earlier flushes (the added stripes are the caller's to decode)."""
+    raw, earlier_end = _flushed_twice(codec)
+    earlier = parse_tail(raw[:earlier_end], earlier_end)
+    good = parse_tail(raw, len(raw))
+    buf = bytearray(raw)
+    at = data.draw(st.integers(good.start, len(raw) - 1), label="at")
+    buf[at] ^= data.draw(st.integers(1, 255), label="xor")
+    try:
+        later = parse_tail(bytes(buf), len(buf), check=False)
+        check_extends(later, earlier)
+    except TailError:
+        return
+    full = parse_tail(bytes(buf), len(buf))
+    kept = len(earlier.stripes)
+    assert [s.to_message().encode() for s in full.stripes[:kept]] == [
+        s.to_message().encode() for s in good.stripes[:kept]]
