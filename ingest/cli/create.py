@@ -46,18 +46,23 @@ Examples:
 @click.option("--metastore", metavar="URL",
               help="Metastore to register in, sqlite:///abs/path.sqlite  [default: "
                    "$INGEST_METASTORE, else _ingest_metastore.sqlite beside the table]")
+@click.option("--adopt", is_flag=True,
+              help="PATH already holds ACID data (base_/delta_ directories) that no metastore "
+                   "lists: make it the new table's committed rows; write ids continue above "
+                   "the highest one on disk. Without it such a PATH is refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as one JSON document.")
 def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets: int,
             bucketed_by: tuple[str, ...], name: str | None, properties: tuple[str, ...],
-            metastore: str | None, as_json: bool) -> None:
+            metastore: str | None, adopt: bool, as_json: bool) -> None:
     """Create an empty Hive ACID (transactional ORC) table at PATH.
 
     Changes the disk: creates the PATH directory and records the table in the metastore
-    (creating the metastore file if needed). Writes no data files.
+    (creating the metastore file if needed). Writes no data files. Refuses a PATH that
+    already holds ACID data unless --adopt is given.
     """
     defn = create_table(path, schema_ddl, name=name, partitioned_by=partitioned_by,
                         buckets=buckets, bucketed_by=bucketed_by,
-                        properties=_properties(properties), metastore=metastore)
+                        properties=_properties(properties), metastore=metastore, adopt=adopt)
     metastore_url = metastore or default_metastore_url(defn.location)
     if as_json:
         click.echo(dumps({

@@ -12,6 +12,10 @@ from ingest.acid.writer import Compression
 from ingest.errors import ConfigError
 from ingest.txn import TableDefinition
 
+# Set by `create_table(adopt=True)`: the highest write id found on disk when the table took
+# over existing ACID data. Write ids up to it are committed without a metastore record.
+ADOPTED_PROPERTY = "ingest.adopted_max_write_id"
+
 
 def table_schema(defn: TableDefinition) -> pa.Schema:
     """Row columns followed by partition columns (strings): what a load's input holds."""
@@ -30,6 +34,12 @@ def table_compression(defn: TableDefinition) -> Compression:
         raise ConfigError(f"Cannot load into {defn.name}: table property orc.compress={value!r}"
                           " is not one of NONE, ZLIB, SNAPPY, LZ4, ZSTD")
     return value  # type: ignore[return-value]
+
+
+def adopted_max_write_id(defn: TableDefinition) -> int:
+    """The highest write id the table adopted from disk at create (0: none)."""
+    value = defn.properties.get(ADOPTED_PROPERTY, "0")
+    return int(value) if value.isdigit() else 0
 
 
 def ddl_type(field: pa.Field) -> str:

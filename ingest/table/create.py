@@ -6,17 +6,20 @@ streaming job share. Knows the metastore's public interface and schema DDL; writ
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import replace
 
 import fsspec
 import pyarrow as pa
 
 from ingest.acid.schema import parse_schema
-from ingest.errors import ConfigError
-from ingest.table._definition import ddl_type
+from ingest.errors import ConfigError, IngestError, TableExistsError
+from ingest.table._definition import ADOPTED_PROPERTY, ddl_type
+from ingest.table._layout import AcidLayout, scan_layout
 from ingest.table._open import MetastoreRef, open_store
 from ingest.table._written import remove_empty_dirs
-from ingest.txn import TableDefinition, normalize_location
+from ingest.txn import Metastore, TableDefinition, default_metastore_url, normalize_location
 
 
 def create_table(
@@ -29,6 +32,7 @@ def create_table(
     bucketed_by: Sequence[str] = (),
     properties: dict[str, str] | None = None,
     metastore: MetastoreRef = None,
+    adopt: bool = False,
 ) -> TableDefinition:
     """Create a transactional table: its directory, and its entry in the metastore.
 
@@ -42,13 +46,17 @@ def create_table(
         bucketed_by: columns hashed into buckets (Hive bucketing version 2).
         properties: extra table properties (`orc.compress` picks the load compression).
         metastore: where to register it; default `default_metastore_url(location)`.
+        adopt: take over ACID data already under `location`: its rows count as committed
+            and new write ids continue above every write id on disk. Without it such a
+            location is refused, since the new table's writes would reuse those write ids.
 
     Returns:
         The stored definition.
 
     Raises:
         ConfigError: bad schema, partition or bucket options, or metastore URL.
-        TableExistsError: the metastore has a table of that name or location.
+        TableExistsError: the metastore has a table of that name or location, or the
+            location holds ACID data and `adopt` is False.
         MetastoreError: the metastore cannot be opened or written.
     """
     schema = parse_schema(schema_ddl)
@@ -71,15 +79,60 @@ def create_table(
         raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most 4096 "
                           "are possible (Hive's bucket id has 12 bits)")
     fs, root = fsspec.core.url_to_fs(defn.location)
+    layout = scan_layout(fs, root)
+    next_write_id = 1
+    if layout.directories:
+        if not adopt:
+            raise _holds_acid_data(defn, layout, metastore)
+        next_write_id = layout.max_write_id + 1
+        defn = replace(defn, properties={**defn.properties,
+                                         ADOPTED_PROPERTY: str(layout.max_write_id)})
     created = not fs.exists(root)
     fs.makedirs(root, exist_ok=True)
     try:
         with open_store(metastore, defn.location, create=True) as store:
-            return store.create_table(defn)
+            return store.create_table(defn, next_write_id=next_write_id)
     except BaseException:
         if created:
             remove_empty_dirs(fs, [root])
         raise
+
+
+def _holds_acid_data(defn: TableDefinition, layout: AcidLayout,
+                     metastore: MetastoreRef) -> TableExistsError:
+    """The error for creating a table over ACID data without adopting it: the metastore's
+    own TableExistsError when it already lists the table, else one naming the data."""
+    known = _registered(metastore, defn.location)
+    if known is not None:
+        return TableExistsError(
+            f"Cannot create table {defn.name} at {defn.location}: table {known.name} already "
+            f"exists at {known.location}", table=known.name,
+            hint=f"load into it with `ingest load {defn.location} --input FILE`")
+    first = layout.directories[0][0]
+    return TableExistsError(
+        f"Cannot create table {defn.name} at {defn.location}: the directory already holds "
+        f"ACID data ({len(layout.directories)} directories with write ids up to "
+        f"{layout.max_write_id}, e.g. {first}) that the metastore does not list; a new table "
+        "would hand out those write ids again", table=defn.name,
+        hint="if another metastore lists this table, use it (--metastore or INGEST_METASTORE);"
+        " to make the data on disk the new table's committed rows, rerun this `ingest create` "
+        "with --adopt (write ids then continue above "
+        f"{layout.max_write_id})")
+
+
+def _registered(metastore: MetastoreRef, location: str) -> TableDefinition | None:
+    """The table `metastore` lists at `location`, opened read-only; None when it has none
+    or cannot be read (creating the table reports that)."""
+    if isinstance(metastore, Metastore):
+        return metastore.find_table(location)
+    url = metastore or default_metastore_url(location)
+    if url.startswith("sqlite:///") and not os.path.isfile(url[len("sqlite://"):]):
+        return None
+    try:
+        with Metastore.open(url, read_only=True) as store:
+            return store.find_table(location)
+    except IngestError:
+        return None
 
 
 def default_table_name(location: str) -> str:

@@ -1,0 +1,179 @@
+"""Issue 11: a careless operator's commands never destroy committed data, and misuse gets a
+clear error before anything is written (items 1, 12 and 13), through the real entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import run_cli as run
+
+from ingest.table import create_table, load
+from ingest.table._written import Written
+from ingest.txn import METASTORE_FILENAME, Metastore
+
+DDL = "id BIGINT, v STRING"
+
+
+def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    code, out, err = run([*args, "--json"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def error_json(args: list[str], capsys: pytest.CaptureFixture[str], code: int) -> dict:
+    got, out, err = run([*args, "--json"], capsys)
+    assert (got, out) == (code, ""), err
+    return json.loads(err)["error"]
+
+
+def rows_file(path: Path, ids: range) -> str:
+    path.write_text("".join(json.dumps({"id": i, "v": "x"}) + "\n" for i in ids))
+    return str(path)
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every file and directory under root: its bytes (None for a directory)."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(root.rglob("*"))}
+
+
+def cat_ids(table: str, capsys: pytest.CaptureFixture[str], *extra: str) -> list[int]:
+    code, out, err = run(["cat", table, *extra], capsys)
+    assert code == 0, err
+    return sorted(json.loads(line)["id"] for line in out.splitlines())
+
+
+@pytest.fixture
+def table_3000(warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """The issue's table: 3,000 committed rows in delta_0000001_0000001_0000."""
+    table = str(warehouse / "T")
+    ok_json(["create", table, "--schema", DDL], capsys)
+    ok_json(["load", table, "--input", rows_file(tmp_path / "a.jsonl", range(3000))], capsys)
+    return table
+
+
+# -- item 1: a failed write never deletes another write's files --------------------------
+
+
+def test_create_over_acid_data_with_another_metastore_is_refused(
+        table_3000: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = f"sqlite://{tmp_path}/other.sqlite"
+    before = tree(Path(table_3000))
+    error = error_json(["create", table_3000, "--schema", DDL, "--metastore", other], capsys, 3)
+    assert error["type"] == "TableExistsError"
+    assert "already holds ACID data" in error["message"]
+    assert f"{table_3000}/delta_0000001_0000001_0000" in error["message"]
+    assert "--adopt" in error["hint"]
+    assert not (tmp_path / "other.sqlite").exists()  # nothing created
+    # The issue's next step: a load against the other metastore has no table to write.
+    error = error_json(["load", table_3000, "--input", rows_file(tmp_path / "b.jsonl",
+                                                                 range(3000, 4000)),
+                        "--metastore", other], capsys, 3)
+    assert tree(Path(table_3000)) == before
+    assert cat_ids(table_3000, capsys) == list(range(3000))
+
+
+def test_adopt_continues_write_ids_above_every_id_on_disk(
+        table_3000: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = f"sqlite://{tmp_path}/other.sqlite"
+    # A higher write id in a partition-less delete delta and a compacted-looking base.
+    (Path(table_3000) / "base_0000005").mkdir()
+    (Path(table_3000) / "delete_delta_0000007_0000007_0000").mkdir()
+    created = ok_json(["create", table_3000, "--schema", DDL, "--metastore", other, "--adopt"],
+                      capsys)
+    assert created["properties"]["ingest.adopted_max_write_id"] == "7"
+    loaded = ok_json(["load", table_3000, "--input", rows_file(tmp_path / "b.jsonl",
+                                                               range(3000, 3500)),
+                      "--metastore", other], capsys)
+    assert loaded["write_id"] == 8
+    (Path(table_3000) / "base_0000005").rmdir()
+    (Path(table_3000) / "delete_delta_0000007_0000007_0000").rmdir()
+    with Metastore.open(other, read_only=True) as store:
+        assert store.snapshot(table_3000).high_watermark == 8
+    # The original metastore still reads its own 3,000 rows; the adopting one reads both.
+    assert cat_ids(table_3000, capsys) == list(range(3000))
+    assert len(cat_ids(table_3000, capsys, "--snapshot", "default.t:8:" + str(2**63 - 1)
+                       + "::")) == 3500
+
+
+def test_adopt_refused_when_the_metastore_already_lists_the_table(
+        table_3000: str, capsys: pytest.CaptureFixture[str]) -> None:
+    error = error_json(["create", table_3000, "--schema", DDL], capsys, 3)
+    assert error["type"] == "TableExistsError"
+    assert "table default.t already exists" in error["message"]
+
+
+def test_emptied_metastore_is_not_rebuilt_and_create_needs_adopt(
+        table_3000: str, warehouse: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    metastore = warehouse / METASTORE_FILENAME
+    metastore.write_bytes(b"")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{metastore}{suffix}").unlink(missing_ok=True)
+    more = rows_file(tmp_path / "b.jsonl", range(3000, 4000))
+    error = error_json(["load", table_3000, "--input", more], capsys, 3)
+    assert error["type"] == "MetastoreError"
+    assert f"{metastore}: the file is empty (0 bytes)" in error["message"]
+    assert "--adopt" in error["hint"]
+    assert metastore.stat().st_size == 0
+    # Following the hint without --adopt is refused; with it, ids continue above 1.
+    error = error_json(["create", table_3000, "--schema", DDL], capsys, 3)
+    assert "already holds ACID data" in error["message"]
+    ok_json(["create", table_3000, "--schema", DDL, "--adopt"], capsys)
+    assert ok_json(["load", table_3000, "--input", more], capsys)["write_id"] == 2
+    assert cat_ids(table_3000, capsys) == list(range(4000))
+    code, out, err = run(["verify", table_3000], capsys)
+    assert code == 0, out + err
+
+
+def test_a_write_into_an_existing_directory_fails_before_writing_and_keeps_it(
+        table_3000: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The metastore of the issue: it knows the table but not the data (no --adopt).
+    other = f"sqlite://{tmp_path}/other.sqlite"
+    with Metastore.open(other) as store, Metastore.open(
+            f"sqlite://{Path(table_3000).parent}/{METASTORE_FILENAME}") as mine:
+        store.create_table(mine.get_table(table_3000))
+    before = tree(Path(table_3000))
+    error = error_json(["load", table_3000, "--input", rows_file(tmp_path / "b.jsonl",
+                                                                 range(3000, 4000)),
+                        "--metastore", other], capsys, 3)
+    assert error["type"] == "IngestError"
+    assert error["message"].startswith(
+        f"Cannot write {table_3000}/delta_0000001_0000001_0000: the directory already exists")
+    assert "--adopt" in error["hint"]
+    assert tree(Path(table_3000)) == before
+    assert cat_ids(table_3000, capsys) == list(range(3000))
+    with Metastore.open(other, read_only=True) as store:
+        assert store.write_id_states(table_3000) == {1: "aborted"}
+
+
+def test_written_removes_only_what_it_created(tmp_path: Path) -> None:
+    import fsspec
+    fs = fsspec.filesystem("file")
+    existing = tmp_path / "t" / "p=1" / "delta_0000001_0000001_0000"
+    existing.mkdir(parents=True)
+    (existing / "bucket_00000").write_bytes(b"committed")
+    written = Written(fs)
+    written.make_directory(str(tmp_path / "t" / "p=2"),
+                           str(tmp_path / "t" / "p=2" / "delta_0000001_0000001_0000"))
+    with pytest.raises(Exception, match="already exists"):
+        written.make_directory(str(existing.parent), str(existing))
+    written.remove()
+    assert (existing / "bucket_00000").read_bytes() == b"committed"
+    assert not (tmp_path / "t" / "p=2").exists()
+
+
+def test_create_table_api_adopts_partitioned_data(tmp_path: Path) -> None:
+    location = str(tmp_path / "wh" / "p")
+    create_table(location, "id BIGINT, v STRING, dt STRING", partitioned_by=["dt"])
+    import pyarrow as pa
+    data = pa.table({"id": [1, 2], "v": ["a", "b"], "dt": ["x", "y"]})
+    load(location, data)
+    load(location, data)
+    other = f"sqlite://{tmp_path}/o.sqlite"
+    defn = create_table(location, "id BIGINT, v STRING, dt STRING", partitioned_by=["dt"],
+                        metastore=other, adopt=True)
+    assert defn.properties["ingest.adopted_max_write_id"] == "2"
+    assert load(location, data, metastore=other).write_id == 3
