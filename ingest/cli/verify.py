@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 import click
 
+from ingest.cli._options import SECONDS
 from ingest.cli._output import dumps
 from ingest.cli.recover import Problems
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, verify_table
@@ -20,7 +21,7 @@ Examples:
   ingest verify warehouse/events --json --shallow""",
 )
 @click.argument("path")
-@click.option("--txn-timeout-s", type=click.FloatRange(min=0), default=DEFAULT_TXN_TIMEOUT_S,
+@click.option("--txn-timeout-s", type=SECONDS, default=DEFAULT_TXN_TIMEOUT_S,
               show_default=True, help="Report open transactions silent for this long.")
 @click.option("--shallow", is_flag=True, help="Read file tails only, not every stripe.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ingest.acid.schema import parse_schema
 from ingest.errors import ConfigError, IngestError, TableExistsError
-from ingest.table._definition import ADOPTED_PROPERTY, ddl_type
+from ingest.table._definition import ADOPTED_PROPERTY, check_properties, ddl_type
 from ingest.table._layout import AcidLayout, scan_layout
 from ingest.table._open import MetastoreRef, open_store
 from ingest.table._written import remove_empty_dirs
@@ -44,7 +44,8 @@ def create_table(
         partitioned_by: partition columns, outermost first (values are strings).
         buckets: number of buckets (0: unbucketed); needs `bucketed_by`.
         bucketed_by: columns hashed into buckets (Hive bucketing version 2).
-        properties: extra table properties (`orc.compress` picks the load compression).
+        properties: extra table properties (`orc.compress` picks the load compression);
+            known ones are checked (`check_properties`).
         metastore: where to register it; default `default_metastore_url(location)`.
         adopt: take over ACID data already under `location`: its rows count as committed
             and new write ids continue above every write id on disk. Without it such a
@@ -54,7 +55,8 @@ def create_table(
         The stored definition.
 
     Raises:
-        ConfigError: bad schema, partition or bucket options, or metastore URL.
+        ConfigError: bad schema (no data column), partition, bucket or property options, or
+            metastore URL.
         TableExistsError: the metastore has a table of that name or location, or the
             location holds ACID data and `adopt` is False.
         MetastoreError: the metastore cannot be opened or written.
@@ -69,12 +71,23 @@ def create_table(
                 hint=f"declare it as `{column} STRING`, or leave it out of --schema")
     row_schema = pa.schema([f for f in schema if f.name not in partition_columns],
                            metadata=schema.metadata)
+    table_name = name or default_table_name(location)
+    if not len(row_schema):
+        # Hive refuses it too ("at least one column must be specified"): the rows would
+        # have no data column to hold them.
+        raise ConfigError(
+            f"Cannot create table {table_name} at {normalize_location(location)}: every column "
+            "is a partition "
+            f"column ({', '.join(partition_columns)}); a table needs at least one data column",
+            hint="add a data column to --schema, e.g. --schema 'id BIGINT, "
+            + ", ".join(f"{c} STRING" for c in partition_columns) + "'")
     defn = TableDefinition(
-        name=name or default_table_name(location), location=location, row_schema=row_schema,
+        name=table_name, location=location, row_schema=row_schema,
         partition_columns=partition_columns, bucket_count=buckets,
         bucket_columns=_split_names(bucketed_by),
         # ZLIB by default: Hive 3 reads ORC with orc-core 1.5, which has no ZSTD.
-        properties={"orc.compress": "ZLIB", **(properties or {})})
+        properties={"orc.compress": "ZLIB",
+                    **check_properties(properties or {}, table=table_name)})
     if buckets > 4096:
         raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most 4096 "
                           "are possible (Hive's bucket id has 12 bits)")

@@ -177,3 +177,92 @@ def test_create_table_api_adopts_partitioned_data(tmp_path: Path) -> None:
                         metastore=other, adopt=True)
     assert defn.properties["ingest.adopted_max_write_id"] == "2"
     assert load(location, data, metastore=other).write_id == 3
+
+
+# -- item 12: a table that cannot hold rows, or cannot be written, is refused at create ----
+
+
+def test_create_with_only_partition_columns_is_refused(
+        warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = warehouse / "T"
+    error = error_json(["create", str(table), "--schema", "dt STRING", "--partitioned-by",
+                        "dt"], capsys, 2)
+    assert error["type"] == "ConfigError"
+    assert error["message"] == (f"Cannot create table default.t at file://{table}: every "
+                                "column is a partition column (dt); a table needs at least "
+                                "one data column")
+    assert error["hint"] == "add a data column to --schema, e.g. --schema 'id BIGINT, dt STRING'"
+    error = error_json(["create", str(table), "--schema", "a STRING, b STRING",
+                        "--partitioned-by", "a,b"], capsys, 2)
+    assert "every column is a partition column (a, b)" in error["message"]
+    assert list(warehouse.iterdir()) == []
+
+
+@pytest.mark.parametrize(("prop", "found"), [
+    ("orc.compress=BOGUS", "names no ORC codec: expected one of NONE, ZLIB, SNAPPY, LZ4, ZSTD"),
+    ("transactional=false", "is not supported: ingest writes full-ACID tables"),
+    ("transactional_properties=insert_only", "is not supported"),
+    ("bucketing_version=1", "is not supported"),
+    ("ingest.adopted_max_write_id=9", "is reserved"),
+])
+def test_create_refuses_bad_properties_and_writes_nothing(
+        warehouse: Path, prop: str, found: str, capsys: pytest.CaptureFixture[str]) -> None:
+    error = error_json(["create", str(warehouse / "T"), "--schema", DDL, "--property", prop],
+                       capsys, 2)
+    assert error["type"] == "ConfigError"
+    assert f"Cannot create table default.t: table property {prop.split('=')[0]}=" in \
+        error["message"]
+    assert found in error["message"]
+    assert list(warehouse.iterdir()) == []
+
+
+def test_known_properties_are_normalised_and_others_kept(
+        warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    created = ok_json(["create", str(warehouse / "T"), "--schema", DDL, "--property",
+                       "orc.compress=snappy", "--property", "comment=raw events",
+                       "--property", "transactional=TRUE"], capsys)
+    assert created["properties"] == {"orc.compress": "SNAPPY", "comment": "raw events",
+                                     "transactional": "true", "bucketing_version": "2"}
+
+
+def test_alter_changes_a_property_validated_as_create_does(
+        warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = str(warehouse / "T")
+    ok_json(["create", table, "--schema", DDL], capsys)
+    # A table stored with a bad codec (by an older ingest) fails every load ...
+    metastore = f"sqlite://{warehouse}/{METASTORE_FILENAME}"
+    with Metastore.open(metastore) as store:
+        store.set_properties(table, {"orc.compress": "BOGUS"})
+    rows = rows_file(tmp_path / "a.jsonl", range(5))
+    error = error_json(["load", table, "--input", rows], capsys, 2)
+    assert f"`ingest alter file://{table} --property orc.compress=ZLIB`" in error["hint"]
+    # ... until `ingest alter` fixes it; a bad value is refused the same way as at create.
+    error = error_json(["alter", table, "--property", "orc.compress=BOGUS"], capsys, 2)
+    assert error["message"] == ("Cannot alter table default.t: table property "
+                                "orc.compress='BOGUS' names no ORC codec: expected one of "
+                                "NONE, ZLIB, SNAPPY, LZ4, ZSTD")
+    altered = ok_json(["alter", table, "--property", "orc.compress=lz4"], capsys)
+    assert altered["changed"] == [{"key": "orc.compress", "old": "BOGUS", "new": "LZ4"}]
+    assert altered["properties"]["orc.compress"] == "LZ4"
+    assert ok_json(["alter", table, "--property", "orc.compress=LZ4"], capsys)["changed"] == []
+    loaded = ok_json(["load", table, "--input", rows], capsys)
+    from ingest.acid import inspect_bucket_file
+    tail = inspect_bucket_file(loaded["files"][0]).tail
+    assert tail is not None and tail.compression.upper() == "LZ4"
+    code, out, err = run(["alter", table, "--property", "comment=x"], capsys)
+    assert code == 0 and out == "Altered table default.t: comment (unset) -> x\n", err
+
+
+def test_alter_usage_and_missing_table(warehouse: Path, capsys: pytest.CaptureFixture[str],
+                                       ) -> None:
+    code, out, err = run(["alter", str(warehouse / "T")], capsys)
+    assert code == 2 and "Missing option '--property'" in err
+    error = error_json(["alter", str(warehouse / "T"), "--property", "a=b"], capsys, 3)
+    assert error["type"] == "TableNotFoundError"
+    error = error_json(["alter", str(warehouse / "T"), "--property", "novalue"], capsys, 2)
+    assert error["message"] == "Cannot use --property 'novalue': expected KEY=VALUE"
+    code, out, err = run(["alter", "--help"], capsys)
+    assert code == 0 and "Changes the metastore only, never a data file" in out
+    assert "ingest alter warehouse/events --property orc.compress=SNAPPY" in out
+    code, out, err = run(["--help"], capsys)
+    assert "alter" in out
