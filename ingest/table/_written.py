@@ -83,7 +83,8 @@ def _not_ours(directory: str) -> IngestError:
     return IngestError(
         f"Cannot write {directory}: the directory already exists, so a writer the metastore "
         f"does not know wrote {name} (the table was written with another metastore, or its "
-        "metastore was re-created). Nothing was written and the directory was left as it is",
+        "metastore was re-created). The write stopped before writing into it, removed what "
+        "it had written and left the directory as it is",
         hint="use the metastore that lists this data (--metastore or INGEST_METASTORE); "
         "`ingest verify` on the table lists every such directory; to make them the table's "
         "committed rows, register the table in a new metastore with `ingest create PATH "

@@ -6,6 +6,7 @@ streaming job share. Knows the metastore's public interface and schema DDL; writ
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 from dataclasses import replace
@@ -55,14 +56,23 @@ def create_table(
         The stored definition.
 
     Raises:
-        ConfigError: bad schema (no data column), partition, bucket or property options, or
-            metastore URL.
+        ConfigError: bad schema (no data column, a column named ROW__ID), partition, bucket
+            or property options, a location that is a file or too long, or metastore URL.
         TableExistsError: the metastore has a table of that name or location, or the
             location holds ACID data and `adopt` is False.
         MetastoreError: the metastore cannot be opened or written.
     """
     schema = parse_schema(schema_ddl)
     partition_columns = _split_names(partitioned_by)
+    table_name = name or default_table_name(location)
+    for column in [*schema.names, *partition_columns]:
+        if column.lower() == "row__id":
+            # `ingest cat --row-id` and Hive's readers add ROW__ID themselves; a column of
+            # that name would shadow the real one.
+            raise ConfigError(
+                f"Cannot create table {table_name}: column {column!r} is reserved by Hive: "
+                "ROW__ID is the virtual column holding each row's (writeid, bucketid, rowid)",
+                hint="rename the column, e.g. to row_id")
     for column in partition_columns:
         if column in schema.names and not pa.types.is_string(schema.field(column).type):
             raise ConfigError(
@@ -71,7 +81,6 @@ def create_table(
                 hint=f"declare it as `{column} STRING`, or leave it out of --schema")
     row_schema = pa.schema([f for f in schema if f.name not in partition_columns],
                            metadata=schema.metadata)
-    table_name = name or default_table_name(location)
     if not len(row_schema):
         # Hive refuses it too ("at least one column must be specified"): the rows would
         # have no data column to hold them.
@@ -92,6 +101,7 @@ def create_table(
         raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most 4096 "
                           "are possible (Hive's bucket id has 12 bits)")
     fs, root = fsspec.core.url_to_fs(defn.location)
+    _check_location(fs, root, defn)
     layout = scan_layout(fs, root)
     next_write_id = 1
     if layout.directories:
@@ -100,15 +110,49 @@ def create_table(
         next_write_id = layout.max_write_id + 1
         defn = replace(defn, properties={**defn.properties,
                                          ADOPTED_PROPERTY: str(layout.max_write_id)})
-    created = not fs.exists(root)
-    fs.makedirs(root, exist_ok=True)
+    made = _make_root(fs, root, defn)
     try:
         with open_store(metastore, defn.location, create=True) as store:
             return store.create_table(defn, next_write_id=next_write_id)
     except BaseException:
-        if created:
-            remove_empty_dirs(fs, [root])
+        remove_empty_dirs(fs, made)
         raise
+
+
+def _check_location(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition) -> None:
+    if fs.exists(root) and not fs.isdir(root):
+        raise ConfigError(
+            f"Cannot create table {defn.name} at {defn.location}: it is a file, not a "
+            "directory", hint="give the path of a new or empty directory for the table")
+
+
+def _make_root(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition) -> list[str]:
+    """Create the table root and its missing parents; return those created, deepest first.
+    On failure remove them again, so a refused path leaves nothing behind.
+
+    Raises:
+        ConfigError: the path cannot be a directory (a file on the way, a name too long).
+        OSError: any other storage failure.
+    """
+    missing, p = [], root.rstrip("/")
+    while p and not fs.exists(p):
+        missing.append(p)
+        p = p.rsplit("/", 1)[0] if "/" in p else ""
+    try:
+        fs.makedirs(root, exist_ok=True)
+    except OSError as e:
+        remove_empty_dirs(fs, [m for m in missing if fs.exists(m)])
+        if e.errno not in (errno.ENAMETOOLONG, errno.ENOTDIR, errno.EEXIST):
+            raise
+        longest = max(root.split("/"), key=len)
+        found = (f" (its longest name has {len(longest.encode())} bytes)"
+                 if e.errno == errno.ENAMETOOLONG else "")
+        raise ConfigError(
+            f"Cannot create table {defn.name} at {defn.location}: the path cannot be a "
+            f"directory: {e.strerror}{found}",
+            hint="give a shorter path of a new or empty directory, whose parents are "
+            "directories") from e
+    return missing
 
 
 def _holds_acid_data(defn: TableDefinition, layout: AcidLayout,

@@ -269,7 +269,8 @@ def verify_table(
                              "only")
         else:
             table_fs, table_root = _resolve(table.location, None)
-            dirs = scan_layout(table_fs, table_root).directories
+            dirs = (layout if table_root.rstrip("/") == root
+                    else scan_layout(table_fs, table_root)).directories
             problems += _write_id_problems(infos, dirs, ranges, adopted_max_write_id(table))
             problems += _offset_problems(ranges)
             for t in _timed_out(infos, now, txn_timeout_s):

@@ -266,3 +266,103 @@ def test_alter_usage_and_missing_table(warehouse: Path, capsys: pytest.CaptureFi
     assert "ingest alter warehouse/events --property orc.compress=SNAPPY" in out
     code, out, err = run(["--help"], capsys)
     assert "alter" in out
+
+
+# -- item 13: misuse gets a clear error, and nothing is left behind ------------------------
+
+
+def test_create_on_a_regular_file_is_a_clear_error_leaving_nothing(
+        warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    afile = warehouse / "afile.txt"
+    afile.write_text("not a table\n")
+    error = error_json(["create", str(afile), "--schema", DDL], capsys, 2)
+    assert error["type"] == "ConfigError"
+    assert error["message"] == (f"Cannot create table default.afile_txt at file://{afile}: it "
+                                "is a file, not a directory")
+    error = error_json(["create", str(afile / "T"), "--schema", DDL], capsys, 2)
+    assert "the path cannot be a directory: Not a directory" in error["message"]
+    assert sorted(p.name for p in warehouse.iterdir()) == ["afile.txt"]
+    assert afile.read_text() == "not a table\n"
+
+
+def test_create_with_a_300_character_name_is_a_clear_error_leaving_nothing(
+        warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    long = warehouse / "a" / "b" / ("x" * 300)
+    error = error_json(["create", str(long), "--schema", DDL], capsys, 2)
+    assert error["type"] == "ConfigError"
+    assert error["message"].endswith(
+        "the path cannot be a directory: File name too long (its longest name has 300 bytes)")
+    assert list(warehouse.iterdir()) == []  # neither a/b nor a metastore
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "soon"])
+@pytest.mark.parametrize("command", ["verify", "recover"])
+def test_txn_timeout_must_be_finite_and_not_negative(
+        table_3000: str, command: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    before = tree(Path(table_3000).parent)
+    code, out, err = run([command, table_3000, "--txn-timeout-s", value], capsys)
+    assert (code, out) == (2, "")
+    assert f"Invalid value for '--txn-timeout-s': '{value}'" in err
+    assert tree(Path(table_3000).parent) == before
+
+
+def test_txn_timeout_is_checked_by_the_table_layer_too(table_3000: str) -> None:
+    from ingest.errors import ConfigError
+    from ingest.table import recover_table_with_metastore, verify_table
+    for call in (verify_table, recover_table_with_metastore):
+        with pytest.raises(ConfigError, match="must be a finite number of seconds"):
+            call(table_3000, txn_timeout_s=float("nan"))
+
+
+@pytest.mark.parametrize(("snapshot", "field"), [
+    ("default.t:1:garbage::", "field minOpenWriteId 'garbage' is not a non-negative integer"),
+    ("default.t:x::", "field highWatermark 'x' is not a non-negative integer"),
+    ("default.t:-1::", "field highWatermark '-1' is not a non-negative integer"),
+    ("default.t:5:2:2,x:", "field open write ids '2,x' holds 'x'"),
+    ("default.t:5::: 3;4", "field aborted write ids ' 3;4' holds ' 3;4'"),
+    ("default.t:5:2:2:2", "field aborted write ids '2' also lists open write ids [2]"),
+    ("default.t:5:::9", "field aborted write ids '9' holds [9] above the highWatermark 5"),
+    ("default.t:5:3:2:", "field minOpenWriteId '3' is not the smallest open write id 2"),
+    ("default.t:5:1::", "field minOpenWriteId '1' names an open write id but none is listed"),
+    (":5::", "field table '' is empty"),
+    ("default.t:5::::extra", "expected 5 fields"),
+])
+def test_garbage_in_a_snapshot_field_is_refused_naming_it(
+        table_3000: str, snapshot: str, field: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("cat", "status"):
+        error = error_json([command, table_3000, "--snapshot", snapshot], capsys, 2)
+        assert error["type"] == "ConfigError"
+        assert error["message"].startswith(f"Cannot parse write-id list {snapshot!r}: ")
+        assert field in error["message"], error["message"]
+
+
+def test_valid_snapshot_strings_still_read(table_3000: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert len(cat_ids(table_3000, capsys, "--snapshot", "default.t:1::")) == 3000
+    assert len(cat_ids(table_3000, capsys, "--snapshot",
+                       f"default.t:1:{2**63 - 1}::")) == 3000
+    assert cat_ids(table_3000, capsys, "--snapshot", "default.t:1:1:1:") == []
+    assert cat_ids(table_3000, capsys, "--snapshot", "default.t:1:::1") == []
+
+
+@pytest.mark.parametrize("args", [
+    ["--schema", "id BIGINT, row__id STRING"],
+    ["--schema", "id BIGINT, ROW__ID STRING"],
+    ["--schema", "id BIGINT, Row__Id BIGINT"],
+    ["--schema", "id BIGINT", "--partitioned-by", "row__id"],
+])
+def test_a_column_named_row_id_is_refused(warehouse: Path, args: list[str],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    error = error_json(["create", str(warehouse / "T"), *args], capsys, 2)
+    assert error["type"] == "ConfigError"
+    assert "is reserved by Hive: ROW__ID" in error["message"]
+    assert error["hint"] == "rename the column, e.g. to row_id"
+    assert list(warehouse.iterdir()) == []
+
+
+def test_cat_row_id_is_the_real_one(table_3000: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["cat", table_3000, "--row-id", "--limit", "2"], capsys)
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["row__id"] for r in rows] == [{"writeid": 1, "bucketid": 536870912, "rowid": 0},
+                                            {"writeid": 1, "bucketid": 536870912, "rowid": 1}]
