@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 from support import run_cli as run
 
-from ingest.table import create_table, load
-from ingest.table._written import Written
 from ingest.txn import METASTORE_FILENAME, Metastore
 
 DDL = "id BIGINT, v STRING"
@@ -148,35 +146,6 @@ def test_a_write_into_an_existing_directory_fails_before_writing_and_keeps_it(
     with Metastore.open(other, read_only=True) as store:
         assert store.write_id_states(table_3000) == {1: "aborted"}
 
-
-def test_written_removes_only_what_it_created(tmp_path: Path) -> None:
-    import fsspec
-    fs = fsspec.filesystem("file")
-    existing = tmp_path / "t" / "p=1" / "delta_0000001_0000001_0000"
-    existing.mkdir(parents=True)
-    (existing / "bucket_00000").write_bytes(b"committed")
-    written = Written(fs)
-    written.make_directory(str(tmp_path / "t" / "p=2"),
-                           str(tmp_path / "t" / "p=2" / "delta_0000001_0000001_0000"))
-    with pytest.raises(Exception, match="already exists"):
-        written.make_directory(str(existing.parent), str(existing))
-    written.remove()
-    assert (existing / "bucket_00000").read_bytes() == b"committed"
-    assert not (tmp_path / "t" / "p=2").exists()
-
-
-def test_create_table_api_adopts_partitioned_data(tmp_path: Path) -> None:
-    location = str(tmp_path / "wh" / "p")
-    create_table(location, "id BIGINT, v STRING, dt STRING", partitioned_by=["dt"])
-    import pyarrow as pa
-    data = pa.table({"id": [1, 2], "v": ["a", "b"], "dt": ["x", "y"]})
-    load(location, data)
-    load(location, data)
-    other = f"sqlite://{tmp_path}/o.sqlite"
-    defn = create_table(location, "id BIGINT, v STRING, dt STRING", partitioned_by=["dt"],
-                        metastore=other, adopt=True)
-    assert defn.properties["ingest.adopted_max_write_id"] == "2"
-    assert load(location, data, metastore=other).write_id == 3
 
 
 # -- item 12: a table that cannot hold rows, or cannot be written, is refused at create ----

@@ -172,15 +172,3 @@ def test_verify_checks_files_of_open_transactions_with_the_default_timeout(
     assert [(p["kind"], p["path"]) for p in problems] == [("unreadable-file", str(path))]
     assert "of an open transaction" in problems[0]["message"]
 
-
-def test_read_only_open_refuses_writes_and_missing_files(tmp_path: Path) -> None:
-    from ingest.txn import MetastoreError
-    url = f"sqlite://{tmp_path}/m.sqlite"
-    with pytest.raises(MetastoreError, match="file does not exist"):
-        Metastore.open(url, read_only=True)
-    assert not (tmp_path / "m.sqlite").exists()
-    with Metastore.open(url) as s:
-        s.create_table(TableDefinition("default.t", str(tmp_path / "t"), SIMPLE_SCHEMA))
-    with Metastore.open(url, read_only=True) as s, pytest.raises(MetastoreError,
-                                                                match="readonly"):
-        s.open_transaction("default.t")
