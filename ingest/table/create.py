@@ -85,9 +85,9 @@ def create_table(
         # Hive refuses it too ("at least one column must be specified"): the rows would
         # have no data column to hold them.
         raise ConfigError(
-            f"Cannot create table {table_name} at {normalize_location(location)}: every column "
-            "is a partition "
-            f"column ({', '.join(partition_columns)}); a table needs at least one data column",
+            f"Cannot create table {table_name} at {normalize_location(location)}: every "
+            f"column is a partition column ({', '.join(partition_columns)}); a table needs at "
+            "least one data column",
             hint="add a data column to --schema, e.g. --schema 'id BIGINT, "
             + ", ".join(f"{c} STRING" for c in partition_columns) + "'")
     defn = TableDefinition(

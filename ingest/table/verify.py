@@ -1,9 +1,10 @@
 """Check a table's files against its metastore, and recover a table with the metastore's help.
 
-Reads files (`ingest.acid`) and the metastore (`ingest.txn`) alike. `verify_table` is
-read-only: committed write ids have files, readable up to their flush lengths; no directory
-holds an unknown write id; Kafka ranges neither overlap nor leave gaps; open transactions
-heartbeat.
+Reads files (`ingest.acid`) and the metastore (`ingest.txn`, opened read-only) alike.
+`verify_table` writes nothing: a metastore lists the ACID data; committed write ids have
+files, readable up to their flush lengths (open transactions' files too); no directory holds
+an unknown write id or is a stray; Kafka ranges neither overlap nor leave gaps; open
+transactions heartbeat.
 `recover_table_with_metastore` aborts timed-out transactions (Hive's performTimeOuts), then
 runs `ingest.acid.recovery`, leaving the open transactions' files alone.
 """
