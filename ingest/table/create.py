@@ -82,8 +82,9 @@ def create_table(
     row_schema = pa.schema([f for f in schema if f.name not in partition_columns],
                            metadata=schema.metadata)
     if not len(row_schema):
-        # Hive refuses it too ("at least one column must be specified"): the rows would
-        # have no data column to hold them.
+        # Hive refuses a table whose only columns are partition columns too (error 10043,
+        # "Either list of columns or a custom serializer should be specified"): the rows
+        # would have no data column to hold them.
         raise ConfigError(
             f"Cannot create table {table_name} at {normalize_location(location)}: every "
             f"column is a partition column ({', '.join(partition_columns)}); a table needs at "
