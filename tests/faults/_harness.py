@@ -261,7 +261,10 @@ def region_of(f: BucketFile, offset: int) -> str:
 
 
 def _pick(rng: random.Random, pool: list[int], count: int) -> list[int]:
-    return rng.sample(pool, count) if count <= len(pool) else pool + rng.choices(pool, k=count - len(pool))
+    """`count` offsets of `pool`: distinct while it has room, then repeats (other masks)."""
+    if count <= len(pool):
+        return rng.sample(pool, count)
+    return pool + rng.choices(pool, k=count - len(pool))
 
 
 def bucket_cases(f: BucketFile, rng: random.Random) -> list[Case]:
@@ -299,7 +302,7 @@ def bucket_cases(f: BucketFile, rng: random.Random) -> list[Case]:
     return cases
 
 
-def side_cases(f: BucketFile, files: tuple[BucketFile, ...], rng: random.Random) -> list[Case]:
+def side_cases(f: BucketFile, rng: random.Random) -> list[Case]:
     """Faults of a side file: short, flipped, long, garbage and missing; for a bucket file
     without one, a stray side file appearing beside it."""
     enc = lambda *xs: b"".join(struct.pack(">q", x) for x in xs)  # noqa: E731
@@ -329,7 +332,6 @@ def side_cases(f: BucketFile, files: tuple[BucketFile, ...], rng: random.Random)
               b"\x00" * len(side), enc(0, mid), enc(0, f.size + 8), b""):
         cases.append(Case(f.rel, f.role, "side-write", data=d))
     cases.append(Case(f.rel, f.role, "side-missing"))
-    del files
     return cases
 
 
@@ -346,18 +348,13 @@ def generate_cases(files: tuple[BucketFile, ...], seed: int = SEED) -> list[Case
     for i, f in enumerate(files):
         rng = random.Random(f"{seed}:{i}:{f.rel}")
         cases += bucket_cases(f, rng)
-        cases += side_cases(f, files, rng)
+        cases += side_cases(f, rng)
     cases += table_cases()
-    ids = [c.id for c in cases]
-    unique = list(dict.fromkeys(ids))
-    if len(unique) != len(ids):  # a repeated id would be one test: keep the first
-        keep, out = set(), []
-        for c in cases:
-            if c.id not in keep:
-                keep.add(c.id)
-                out.append(c)
-        cases = out
-    return cases
+    # Two faults with one id (e.g. the same garbage twice) would be one test: keep the first.
+    first: dict[str, Case] = {}
+    for c in cases:
+        first.setdefault(c.id, c)
+    return list(first.values())
 
 
 def smoke_ids(cases: list[Case], seed: int = SEED) -> set[str]:
@@ -526,8 +523,10 @@ def run_case(pristine: Pristine, case: Case) -> Outcome:
     before = tree_bytes(pristine.work)
     recover = ingest("recover", t, "--json", "--txn-timeout-s", "0", "--backup-dir", str(backup))
     unbacked = _backed_up(pristine.work, backup, before)
+    digest = tree_digest(pristine.work)
     verify2 = ingest("verify", t, "--json", "--txn-timeout-s", VERIFY_TIMEOUT)
     cat1 = ingest("cat", t, "--row-id", "--json")
+    readonly_wrote = readonly_wrote or tree_digest(pristine.work) != digest
     runs = {"cat": cat0, "verify": verify1, "recover": recover, "verify2": verify2, "cat2": cat1}
 
     exact0 = cat0.code == 0 and rows_of(cat0) == expected
