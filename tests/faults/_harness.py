@@ -406,7 +406,7 @@ def apply(case: Case, root: Path) -> None:
         raise ValueError(f"unknown fault kind {case.kind}")
 
 
-def shell_commands(case: Case, root: str = "T") -> list[str]:
+def shell_commands(case: Case, root: str = "$T") -> list[str]:
     """The fault as shell commands on a table at `root` (for reproductions)."""
     p = f"{root}/{case.target}"
     s = f"{p}_flush_length"
@@ -432,6 +432,19 @@ def shell_commands(case: Case, root: str = "T") -> list[str]:
     if case.kind == "table-stray-directory":
         return [f"mkdir {p}"]
     raise ValueError(case.kind)
+
+
+def repro_script(case: Case) -> str:
+    """Shell lines that rebuild the pristine table, apply `case` and run the five commands."""
+    return "\n".join([
+        "export PYTHONPATH=$PWD:$PWD/tests  # in the repository root",
+        "rm -rf /tmp/repro && python tests/faults/conftest.py /tmp/repro",
+        "T=/tmp/repro/work/events",
+        *shell_commands(case),
+        "ingest cat $T --row-id | wc -l; ingest verify $T",
+        "ingest recover $T --txn-timeout-s 0 --backup-dir /tmp/repro/backup",
+        "ingest verify $T; ingest cat $T --row-id | wc -l",
+    ])
 
 
 # ---------------------------------------------------------------------------------- outcome

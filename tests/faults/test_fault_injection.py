@@ -8,8 +8,8 @@ loses readable rows or removes bytes it did not back up.
 
 Cases are seeded (INGEST_FAULT_SEED) and listed as data: each id names the file, the fault
 and its offset. The dev loop runs a sample; `-m slow` runs the rest (INGEST_FAULT_CASES
-raises the flips per file above 200). Reproduce one case in a shell with the commands
-`shell_commands` prints in its failure message.
+raises the flips per file above 200). A failing case's message holds the shell lines that
+reproduce it (`repro_script`); `python tests/faults/conftest.py DIR` builds the table.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from faults._harness import (
     KnownViolation,
     Pristine,
     generate_cases,
+    repro_script,
     run_case,
-    shell_commands,
 )
 from faults._known import explain, explaining_rules, known_classes
 
@@ -76,8 +76,8 @@ def test_fault(pristine: Pristine, case: Case, request: pytest.FixtureRequest) -
     if not outcome.violations:
         return
     unknown = [v for v in outcome.violations if v not in reasons]
-    message = (f"{case.id}: {outcome.describe()}\nreproduce on a copy of the table T:\n  "
-               + "\n  ".join(shell_commands(case)) + f"\n({seconds:.2f} s)")
+    message = (f"{case.id} ({seconds:.2f} s): {outcome.describe()}\nreproduce:\n  "
+               + repro_script(case).replace("\n", "\n  "))
     if unknown:
         pytest.fail(f"new violation {unknown}\n{message}")
     if request.node.get_closest_marker("xfail") is not None:
