@@ -4,8 +4,9 @@ remove the rule (or the class in ALWAYS_FAILING) and the cases it covered must p
 
 Two kinds of entries:
 - ALWAYS_FAILING: (role, fault kind) classes in which every case is a violation today; their
-  cases carry `xfail(strict=True)`, so a fix that repairs one turns it into a failure
-  (XPASS) until the class is removed here.
+  cases carry `xfail(strict=True, raises=KnownViolation)`, so a fix that repairs one turns
+  it into a failure (XPASS) until the class is removed here. Their violations must still be
+  explained by RULES, or the case fails as a new violation.
 - RULES: causes that explain a violation only in some cases of a class (whether a flipped
   byte breaks a decoder or garbles a value depends on the byte); a case whose violations are
   all explained is an imperative xfail, any other violation fails the test, and
@@ -21,8 +22,7 @@ from faults._harness import Case
 
 CLOSED = ("base", "delta", "delete-delta")
 
-# Short reasons (pytest prints one per expected failure); the report in the module docstring
-# of test_fault_injection.py and issue 11 give the long form.
+# Short reasons: pytest prints one per expected failure; issue 11 has the long form.
 ITEM = {
     "2": "issue 11 item 2: recover removes/cuts a committed file it cannot read, exit 0",
     "3": "issue 11 item 3: a short, lying or stray side file hides committed rows, exit 0",
@@ -32,6 +32,10 @@ ITEM = {
     "6": "issue 11 item 6: no checksums: a flipped data byte reads as a wrong value, exit 0",
     "new-empty": "new, beside item 2: a committed bucket file cut to 0 bytes reads as no "
                  "rows, exit 0",
+    "new-footer-silent": "new, beyond item 6: a flipped footer byte that still inflates and "
+                         "parses changes what is read (e.g. a column all null), exit 0",
+    "new-stricter-recovery": "new, beside item 2: recover's tail check rejects a file the "
+                             "reader reads exactly and removes it, exit 0",
     "new-older-footer": "new, beside items 2-3: a damaged older footer of a batch file makes "
                         "recover reject the intact last one and cut a committed transaction",
 }
@@ -56,6 +60,9 @@ class Rule:
     item: str
     applies: Callable[[Case, frozenset[str]], bool]
     covers: frozenset[str]
+    # False for a cause the default seed does not hit (found with another INGEST_FAULT_SEED):
+    # the strictness check cannot expect it.
+    at_default_seed: bool = True
 
     @property
     def key(self) -> str:
@@ -66,11 +73,18 @@ RULES: tuple[Rule, ...] = (
     Rule("table-4", lambda c, v: c.kind.startswith("table-"), _ALL),
     Rule("6", lambda c, v: c.kind == "flip" and c.region == "stripes"
          and "cat-exit-0-wrong-rows" in v, _ALL),
+    Rule("new-footer-silent", lambda c, v: c.kind == "flip"
+         and c.region in ("footer", "metadata", "postscript") and "cat-exit-0-wrong-rows" in v,
+         _ALL, at_default_seed=False),  # INGEST_FAULT_SEED=7: delta_0000004 flip@970^0xf4
     Rule("new-empty", lambda c, v: c.kind == "truncate" and c.offset == 0
          and "cat-exit-0-wrong-rows" in v, frozenset({"cat-exit-0-wrong-rows"}) | _AFTER_RECOVER),
     Rule("new-older-footer", lambda c, v: c.role == "open-batch" and c.kind == "flip"
          and "recover-lowered-readable-rows" in v,
          frozenset({"recover-lowered-readable-rows"}) | _AFTER_RECOVER),
+    Rule("new-stricter-recovery", lambda c, v: c.role in CLOSED
+         and "recover-lowered-readable-rows" in v,
+         frozenset({"recover-lowered-readable-rows"}) | _AFTER_RECOVER,
+         at_default_seed=False),  # INGEST_FAULT_SEED=7: delta_0000003 flip@1016^0x89
     Rule("3", lambda c, v: c.kind.startswith("side-"),
          frozenset({"cat-exit-0-wrong-rows"}) | _AFTER_RECOVER),
     Rule("4", lambda c, v: c.role == "open-batch" and "verify-exit-0-on-damaged-table" in v,
@@ -127,5 +141,5 @@ def explaining_rules(case: Case, violations: list[str]) -> list[str]:
 
 
 def known_classes() -> list[str]:
-    """Every rule key: each must still explain a case in a full run."""
-    return sorted({r.key for r in RULES})
+    """The rule keys a full run at the default seed must still hit."""
+    return sorted({r.key for r in RULES if r.at_default_seed})

@@ -33,8 +33,9 @@ from faults._harness import (
 from faults._known import explain, explaining_rules, known_classes
 
 
-def test_pristine_table_is_healthy_and_recover_changes_nothing(pristine: Pristine) -> None:
-    """The control case: no fault, every command succeeds and the rows are exact."""
+def test_pristine_table_reads_exactly_through_every_command(pristine: Pristine) -> None:
+    """The control case: no fault, every command exits 0 and the rows are exact (recover
+    only aborts the batch's open transaction and drops its side file)."""
     outcome = run_case(pristine, Case("-", "control", "none"))
     assert outcome.verdict == "OK-exact", outcome.describe()
     assert all(r.code == 0 for r in outcome.runs.values()), outcome.describe()
@@ -67,6 +68,7 @@ def test_cases_cover_every_file_at_the_required_size(pristine: Pristine) -> None
 
 
 def test_fault(pristine: Pristine, case: Case, request: pytest.FixtureRequest) -> None:
+    """One fault: no violation, or only violations faults/_known.py explains (xfail)."""
     start = time.monotonic()
     outcome = run_case(pristine, case)
     seconds = time.monotonic() - start
@@ -86,17 +88,12 @@ def test_fault(pristine: Pristine, case: Case, request: pytest.FixtureRequest) -
 
 
 @pytest.mark.slow
-def test_every_known_failure_class_still_occurs(request: pytest.FixtureRequest) -> None:
+def test_every_known_failure_class_still_occurs(pristine: Pristine) -> None:
     """Strictness for the rules in faults/_known.py: once a fix removes a cause, this fails
-    until the rule goes. Only after the full run at the default seed and size."""
-    ran = [r for r in RESULTS]
+    until the rule goes. Only after every case ran, at the default seed and size."""
     default = SEED == DEFAULT_SEED and FLIPS_PER_FILE == 200
-    if not default or len(ran) < len(generate_cases(pristine_files(request))):
-        pytest.skip("only after the full fault run (-m slow) at the default seed and size")
-    hit = {cause for r in ran for cause in r[3]}
+    if not default or len(RESULTS) < len(generate_cases(pristine.files)):
+        pytest.skip("only after every fault case ran (tests/faults without -m), default seed")
+    hit = {cause for r in RESULTS for cause in r[3]}
     gone = [k for k in known_classes() if k not in hit]
     assert not gone, f"known causes no longer seen (fixed? remove them from _known.py): {gone}"
-
-
-def pristine_files(request: pytest.FixtureRequest) -> tuple[object, ...]:
-    return request.getfixturevalue("pristine").files  # type: ignore[no-any-return]
