@@ -197,10 +197,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Verdicts of the fault cases that ran, and the known causes they hit."""
-    if RESULTS:
-        for line in summary_lines(RESULTS):
-            terminalreporter.write_line(line)
+    """Verdicts of the fault cases that ran, and the known causes they hit; with
+    INGEST_FAULT_REPORT=FILE, one JSON line per case there too."""
+    if not RESULTS:
+        return
+    for line in summary_lines(RESULTS):
+        terminalreporter.write_line(line)
+    target = os.environ.get("INGEST_FAULT_REPORT")
+    if target:
+        with open(target, "w") as f:
+            for case_id, verdict, violations, causes, seconds in RESULTS:
+                f.write(json.dumps({"case": case_id, "verdict": verdict, "violations": violations,
+                                    "known_causes": causes, "seconds": round(seconds, 4)}) + "\n")
 
 
 if __name__ == "__main__":
