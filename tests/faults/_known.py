@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from faults._harness import Case
+from faults._cases import Case
 
 CLOSED = ("base", "delta", "delete-delta")
 

@@ -15,17 +15,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from faults._harness import (
-    RESULTS,
-    KnownViolation,
-    Pristine,
-    describe_files,
-    generate_cases,
-    ingest,
-    rows_of,
-    smoke_ids,
-    summary_lines,
-)
+from faults._cases import describe_files, generate_cases, smoke_ids
+from faults._harness import RESULTS, KnownViolation, Pristine, ingest, rows_of, summary_lines
 from faults._known import always_failing
 
 SCHEMA = "id BIGINT, value STRING"

@@ -17,19 +17,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from faults._harness import (
+from faults._cases import (
     DEFAULT_SEED,
     FLIPS_PER_FILE,
-    RESULTS,
     SEED,
     TRUNCATIONS_PER_FILE,
     Case,
-    KnownViolation,
-    Pristine,
     generate_cases,
     repro_script,
-    run_case,
 )
+from faults._harness import RESULTS, KnownViolation, Pristine, run_case
 from faults._known import explain, explaining_rules, known_classes
 
 
