@@ -111,8 +111,15 @@ class Pristine:
 
 # ---------------------------------------------------------------------------------- outcome
 def tree_bytes(work: Path) -> dict[str, bytes]:
+    """Every file's bytes, except SQLite's lock index (`-shm`) and an empty write-ahead log: a
+    read-only connection may leave those, they hold no data, and the next writer removes them."""
     return {p.relative_to(work).as_posix(): p.read_bytes()
-            for p in sorted(work.rglob("*")) if p.is_file()}
+            for p in sorted(work.rglob("*")) if p.is_file() and not _sqlite_transient(p)}
+
+
+def _sqlite_transient(path: Path) -> bool:
+    return path.name.endswith("-shm") or (path.name.endswith("-wal")
+                                          and path.stat().st_size == 0)
 
 
 def tree_digest(work: Path) -> str:

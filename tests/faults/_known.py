@@ -105,9 +105,6 @@ ALWAYS_FAILING: dict[tuple[str, str], str] = {
     ("base", "truncate"): "2",
     ("delta", "truncate"): "2",
     ("delete-delta", "truncate"): "2",
-    ("open-batch", "truncate"): "2",
-    ("open-batch", "side-write"): "3",
-    ("metastore", "table-empty-metastore"): "4",
     ("directory", "table-stray-directory"): "4",
 }
 
