@@ -1,8 +1,6 @@
 """Snapshot reader benchmark: `read_table` over a base, 10 deltas and 2 delete deltas vs plain
-pyarrow ORC reading the same bucket files (no merge, no delete filtering).
-
-Also holds `write_delete_events`, a stand-in delete-delta writer (plain pyarrow ORC with the
-ACID event schema, no key index) used here and by the snapshot tests.
+pyarrow ORC reading the same bucket files (no merge, no delete filtering). The delete deltas
+are written by the product's own writer (`BucketWriter.for_deletes`).
 """
 
 from __future__ import annotations
@@ -17,44 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.orc as po
 
-from ingest.acid import DELETE, BucketWriter, ValidWriteIdList, acid_event_schema
-from ingest.acid._files import resolve
+from ingest.acid import BucketWriter, ValidWriteIdList
 from ingest.acid.names import bucket_file_name, format_base, format_delta
 from ingest.acid.snapshot import read_table
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
-
-
-def write_delete_events(
-    path: str,
-    keys: pa.Table,
-    *,
-    write_id: int,
-    row_schema: pa.Schema,
-    fs: fsspec.AbstractFileSystem | None = None,
-) -> int:
-    """Write one delete-delta bucket file deleting `keys` (originalTransaction, bucket, rowId).
-
-    Events are sorted by key as Hive requires; `row` is null, currentTransaction = write_id.
-    Returns the number of events written.
-    """
-    fs, path = resolve(path, fs)
-    keys = keys.select(["originalTransaction", "bucket", "rowId"]).sort_by(
-        [("originalTransaction", "ascending"), ("bucket", "ascending"), ("rowId", "ascending")])
-    n = keys.num_rows
-    schema = acid_event_schema(row_schema)
-    row_type = schema.field("row").type
-    events = pa.table([
-        pa.array(np.full(n, DELETE, dtype=np.int32)),
-        keys["originalTransaction"].cast(pa.int64()),
-        keys["bucket"].cast(pa.int32()),
-        keys["rowId"].cast(pa.int64()),
-        pa.array(np.full(n, write_id, dtype=np.int64)),
-        pa.nulls(n, row_type),
-    ], schema=schema)
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    with fs.open(path, "wb") as f:
-        po.write_table(events, f, compression="zstd")
-    return int(n)
 
 
 def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
@@ -88,7 +52,9 @@ def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
         })
         keys = keys.group_by(["originalTransaction", "bucket", "rowId"]).aggregate([])
         path = f"{root}/{format_delta(wid, wid, delete=True)}/{bucket_file_name(0)}"
-        deleted += write_delete_events(path, keys, write_id=wid, row_schema=rows.schema, fs=fs)
+        with BucketWriter.for_deletes(path, rows.schema, write_id=wid, bucket_id=0, fs=fs) as w:
+            w.write_deletes(keys)
+        deleted += w.deletes_written
     return files, total - deleted
 
 

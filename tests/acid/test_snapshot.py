@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.orc as po
 import pytest
-from support import SIMPLE_SCHEMA, all_types_table, simple_table
+from support import SIMPLE_SCHEMA, all_types_table, simple_table, write_deletes
 
 from ingest.acid import BucketWriter, ValidWriteIdList, acid_event_schema
 from ingest.acid.names import encode_bucket_property, format_base, format_delta
@@ -22,7 +22,6 @@ from ingest.acid.snapshot import (
     read_batches,
     read_table,
 )
-from ingest.bench.reader import write_delete_events
 from ingest.errors import ConfigError, CorruptFileError
 
 FS = fsspec.filesystem("file")
@@ -49,8 +48,8 @@ def delete(directory: Path | str, keys: list[tuple[int, int, int]], *, write_id:
         "bucket": pa.array([k[1] for k in keys], pa.int32()),
         "rowId": pa.array([k[2] for k in keys], pa.int64()),
     })
-    write_delete_events(f"{directory}/bucket_{bucket_id:05d}", table, write_id=write_id,
-                        row_schema=SIMPLE_SCHEMA)
+    write_deletes(f"{directory}/bucket_{bucket_id:05d}", table, write_id=write_id,
+                  bucket_id=bucket_id)
 
 
 def ids(table: pa.Table) -> list[int]:

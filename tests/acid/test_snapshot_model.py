@@ -16,12 +16,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import SIMPLE_SCHEMA, simple_table
+from support import SIMPLE_SCHEMA, simple_table, write_deletes
 
 from ingest.acid import BucketWriter, ValidWriteIdList
 from ingest.acid.names import encode_bucket_property, format_delta
 from ingest.acid.snapshot import read_table
-from ingest.bench.reader import write_delete_events
 
 # The memory filesystem: no fsync, so an example costs milliseconds; the fsspec (non-local)
 # read path is the one exercised here, test_snapshot.py covers the local one.
@@ -112,7 +111,7 @@ class Model:
                 "rowId": pa.array([k[2] for k in bucket_keys], pa.int64()),
             })
             path = f"{self.root}/{format_delta(wid, wid, 0, delete=True)}/bucket_{bucket:05d}"
-            write_delete_events(path, table, write_id=wid, row_schema=SIMPLE_SCHEMA, fs=FS)
+            write_deletes(path, table, write_id=wid, bucket_id=bucket, fs=FS)
         self.deletes.extend((wid, k) for k in chosen)
 
     # -- expectations -----------------------------------------------------------------------

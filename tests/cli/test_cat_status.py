@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from support import SIMPLE_SCHEMA, simple_table
+from support import SIMPLE_SCHEMA, simple_table, write_deletes
 from support import run_cli as _run
 
 from ingest.acid import BucketWriter
 from ingest.acid.names import encode_bucket_property, format_delta
-from ingest.bench.reader import write_delete_events
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 
 
@@ -39,9 +38,9 @@ def table(warehouse: Path) -> Path:
             keys = pa.table({"originalTransaction": pa.array([1], pa.int64()),
                              "bucket": pa.array([encode_bucket_property(0, 0)], pa.int32()),
                              "rowId": pa.array([1], pa.int64())})
-            write_delete_events(
+            write_deletes(
                 str(part / format_delta(txn.write_id, txn.write_id, delete=True) /
-                    "bucket_00000"), keys, write_id=txn.write_id, row_schema=SIMPLE_SCHEMA)
+                    "bucket_00000"), keys, write_id=txn.write_id)
         aborted = store.open_transaction("events", agent="test:aborted")
         _write(part / format_delta(aborted.write_id, aborted.write_id), aborted.write_id,
                range(10, 12))

@@ -16,7 +16,7 @@ import pyarrow.orc as po
 import pytest
 from compat import javatools
 from conftest import require
-from support import SIMPLE_SCHEMA, simple_table
+from support import SIMPLE_SCHEMA, simple_table, write_deletes
 
 from ingest.acid import BucketWriter, ValidWriteIdList
 from ingest.acid.names import (
@@ -27,7 +27,6 @@ from ingest.acid.names import (
 )
 from ingest.acid.snapshot import read_table
 from ingest.acid.state import NotEnoughHistoryError, acid_state
-from ingest.bench.reader import write_delete_events
 
 pytestmark = pytest.mark.java
 
@@ -109,11 +108,11 @@ def our_tables(tmp_path: Path) -> list[Path]:
     write_compacted_marker(FS, str(base))
     _write(a / format_delta(4, 4, 0), 4)
     _streaming(a / format_delta(5, 8, None), range(5, 9))
-    write_delete_events(
+    write_deletes(
         str(a / format_delta(9, 9, 0, delete=True) / "bucket_00000"),
         pa.table({"originalTransaction": [3], "bucket": [encode_bucket_property(0, 0)],
                   "rowId": [1]}),
-        write_id=9, row_schema=SIMPLE_SCHEMA)
+        write_id=9)
     _write(a / format_delta(9, 9, 0), 9)
     _write(a / format_delta(10, 10, 0), 10)
     _write(a / format_delta(11, 11, 0), 11)
