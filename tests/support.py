@@ -10,7 +10,7 @@ import fsspec
 import pyarrow as pa
 import pytest
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.cli import main as cli_main
 
 ALL_TYPES_SCHEMA = pa.schema([
@@ -83,7 +83,8 @@ def write_deletes(path: str, keys: pa.Table, *, write_id: int, bucket_id: int = 
                   fs: fsspec.AbstractFileSystem | None = None) -> int:
     """Write a delete-delta bucket file deleting `keys` (originalTransaction, bucket, rowId)
     with the product's writer; returns the number of delete events."""
-    with BucketWriter.for_deletes(path, row_schema, write_id=write_id, bucket_id=bucket_id,
-                                  fs=fs) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=write_id, row_schema=row_schema,
+                                                     bucket_id=bucket_id,
+                                                     kind="delete"), fs=fs) as w:
         w.write_deletes(keys)
     return w.deletes_written

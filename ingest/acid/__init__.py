@@ -39,7 +39,7 @@ from ingest.acid.snapshot import (
 )
 from ingest.acid.state import AcidState, NotEnoughHistoryError, acid_state
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.acid.writer import KEY_COLUMNS, BucketWriter, WriterOptions
+from ingest.acid.writer import KEY_COLUMNS, BucketFileOptions, BucketWriter, WriterOptions
 
 __all__ = [
     "ACID_FIELD_NAMES",
@@ -49,6 +49,7 @@ __all__ = [
     "UPDATE",
     "AcidState",
     "BucketFileInfo",
+    "BucketFileOptions",
     "BucketWriter",
     "DirectoryStatus",
     "FileRecovery",

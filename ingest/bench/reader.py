@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.orc as po
 
-from ingest.acid import BucketWriter, ValidWriteIdList
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.names import bucket_file_name, format_base, format_delta
 from ingest.acid.snapshot import read_table
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
@@ -27,13 +27,15 @@ def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
     files = []
     path = f"{root}/{format_base(1)}/{bucket_file_name(0)}"
     rows = sample_rows(base_rows)
-    with BucketWriter(path, rows.schema, write_id=1, fs=fs) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1,
+                                                     row_schema=rows.schema), fs=fs) as w:
         w.write(rows)
     files.append(path)
     for k in range(deltas):
         wid = k + 2
         path = f"{root}/{format_delta(wid, wid)}/{bucket_file_name(0)}"
-        with BucketWriter(path, rows.schema, write_id=wid, fs=fs) as w:
+        with BucketWriter.create(path, BucketFileOptions(write_id=wid,
+                                                         row_schema=rows.schema), fs=fs) as w:
             w.write(sample_rows(delta_rows, seed=wid))
         files.append(path)
     rng = np.random.default_rng(7)
@@ -52,7 +54,8 @@ def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
         })
         keys = keys.group_by(["originalTransaction", "bucket", "rowId"]).aggregate([])
         path = f"{root}/{format_delta(wid, wid, delete=True)}/{bucket_file_name(0)}"
-        with BucketWriter.for_deletes(path, rows.schema, write_id=wid, bucket_id=0, fs=fs) as w:
+        with BucketWriter.create(path, BucketFileOptions(write_id=wid, row_schema=rows.schema,
+                                                         bucket_id=0, kind="delete"), fs=fs) as w:
             w.write_deletes(keys)
         deleted += w.deletes_written
     return files, total - deleted

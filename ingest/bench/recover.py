@@ -13,7 +13,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.recovery import recover_table
 from ingest.bench._common import median_seconds, report
 
@@ -35,7 +35,8 @@ def build(path: str, *, size_mb: int, flushes: int) -> int:
     rows = max(1, size_mb * 1024 * 1024 // flushes // 39)
     batch = _flush_batch(rows, 0)
     fs = fsspec.filesystem("file")
-    w = BucketWriter(path, batch.schema, write_id=1, compression="none", fs=fs)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=batch.schema,
+                                                    compression="none"), fs=fs)
     for _ in range(flushes):
         w.write(batch)
         w.flush()

@@ -23,7 +23,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 
-from ingest.acid import BucketWriter, WriterOptions, _files
+from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions, _files
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
 
 
@@ -47,8 +47,9 @@ def run(argv: list[str]) -> None:
     def acid(flush_each_batch: bool, threads: int) -> None:
         path = f"{tmp}/delta_{next(counter)}/bucket_00000"
         options = WriterOptions(encoder_threads=threads)
-        with BucketWriter(path, table.schema, write_id=1, compression=args.compression, fs=fs,
-                          options=options) as w:
+        with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=table.schema,
+                                                         compression=args.compression,
+                                                         tuning=options), fs=fs) as w:
             for batch in batches:
                 w.write(batch)
                 if flush_each_batch:

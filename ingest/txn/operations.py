@@ -32,7 +32,7 @@ from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.schema import parse_schema, to_ddl
 from ingest.acid.snapshot import ROW_ID_COLUMN, list_partitions, read_table
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.acid.writer import BucketWriter, Compression
+from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import (
     CommitConflictError,
     ConfigError,
@@ -405,9 +405,9 @@ class _Written:
         """Write `directory/bucket_N`: `data` as insert events, or (deletes=True) as the keys
         of delete events (originalTransaction, bucket, rowId); count its files and bytes."""
         path = f"{directory}/{bucket_file_name(bucket_id)}"
-        writer = (BucketWriter.for_deletes if deletes else BucketWriter)(
-            path, row_schema, write_id=write_id, bucket_id=bucket_id, compression=compression,
-            fs=self.fs)
+        writer = BucketWriter.create(path, BucketFileOptions(
+            write_id=write_id, row_schema=row_schema, bucket_id=bucket_id,
+            kind="delete" if deletes else "insert", compression=compression), fs=self.fs)
         self.files.append(path)
         with writer:
             if deletes:

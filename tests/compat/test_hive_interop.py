@@ -18,7 +18,7 @@ from compat import javatools
 from conftest import require
 from support import SIMPLE_SCHEMA, simple_table, write_deletes
 
-from ingest.acid import BucketWriter, ValidWriteIdList
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.names import (
     encode_bucket_property,
     format_base,
@@ -80,16 +80,18 @@ def test_read_table_written_by_hive(tmp_path: Path, scenario: str,
 
 
 def _write(directory: Path, write_id: int, n: int = 2, *, statement_id: int = 0) -> None:
-    with BucketWriter(str(directory / "bucket_00000"), SIMPLE_SCHEMA, write_id=write_id,
-                      statement_id=statement_id) as w:
+    with BucketWriter.create(str(directory / "bucket_00000"),
+                             BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA,
+                                               statement_id=statement_id)) as w:
         w.write(simple_table(range(write_id * 100, write_id * 100 + n)))
 
 
 def _streaming(directory: Path, write_ids: range) -> None:
     path = str(directory / "bucket_00000")
     for i, wid in enumerate(write_ids):
-        w = (BucketWriter(path, SIMPLE_SCHEMA, write_id=wid) if i == 0
-             else BucketWriter.open_append(path, write_id=wid))
+        w = (BucketWriter.create(path, BucketFileOptions(write_id=wid,
+                                                         row_schema=SIMPLE_SCHEMA)) if i == 0
+             else BucketWriter.open_append(path, BucketFileOptions(write_id=wid)))
         w.write(simple_table(range(wid * 100, wid * 100 + 2)))
         w.flush()
         w.abandon()
