@@ -9,6 +9,7 @@ from ingest.acid.bucket_file import (
     read_bucket_file,
     read_events,
 )
+from ingest.acid.file_options import CODECS, parse_codec
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
 from ingest.acid.names import (
     ParsedDirectory,
@@ -17,6 +18,7 @@ from ingest.acid.names import (
     encode_bucket_property,
     format_base,
     format_delta,
+    is_side_file,
     parse_bucket_file,
     parse_directory,
     write_acid_version_file,
@@ -43,6 +45,7 @@ from ingest.acid.writer import KEY_COLUMNS, BucketFileOptions, BucketWriter, Wri
 
 __all__ = [
     "ACID_FIELD_NAMES",
+    "CODECS",
     "DELETE",
     "INSERT",
     "KEY_COLUMNS",
@@ -74,9 +77,11 @@ __all__ = [
     "format_base",
     "format_delta",
     "inspect_bucket_file",
+    "is_side_file",
     "last_flush_length",
     "list_partitions",
     "parse_bucket_file",
+    "parse_codec",
     "parse_directory",
     "parse_predicate",
     "parse_schema",

@@ -1,6 +1,6 @@
 """The ACID parts of an ORC footer: `hive.acid.key.index`, `hive.acid.stats`,
-`hive.acid.version` (OrcRecordUpdater.KeyIndexBuilder; facts §4), and the whole tail the
-bucket writer appends at each flush."""
+`hive.acid.version` (OrcRecordUpdater.KeyIndexBuilder; docs/format.md), their parsing and
+formatting, and the whole tail the bucket writer appends at each flush."""
 
 from __future__ import annotations
 
@@ -24,6 +24,30 @@ from ingest.orc.tail import (
 KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
 ACID_VERSION = "hive.acid.version"
+ACID_KEYS = (KEY_INDEX, ACID_STATS, ACID_VERSION)
+ACID_VERSION_VALUE = "2"  # Hive 3's ACID version (split-update)
+
+
+def format_key(write_id: int, bucket_property: int, row_id: int) -> str:
+    """One key index entry, without its `;`."""
+    return f"{write_id},{bucket_property},{row_id}"
+
+
+def format_acid_stats(inserts: int, updates: int, deletes: int) -> str:
+    """The `hive.acid.stats` value: "inserts,updates,deletes"."""
+    return f"{inserts},{updates},{deletes}"
+
+
+def parse_acid_stats(raw: bytes | None) -> tuple[int, int, int] | None:
+    """(inserts, updates, deletes) of a `hive.acid.stats` value; None when missing or not
+    three integers."""
+    if raw is None:
+        return None
+    try:
+        inserts, updates, deletes = (int(x) for x in raw.decode("ascii").split(",")[:3])
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return inserts, updates, deletes
 
 
 def metadata_item(name: str, value: str) -> Message:
@@ -76,8 +100,8 @@ def acid_tail(
     footer.set_messages(FT_STRIPES, list(stripe_messages))
     footer.set_messages(FT_METADATA, [*other_metadata,
         metadata_item(KEY_INDEX, "".join(k + ";" for k in key_index)),
-        metadata_item(ACID_STATS, ",".join(map(str, counts))),
-        metadata_item(ACID_VERSION, "2"),
+        metadata_item(ACID_STATS, format_acid_stats(*counts)),
+        metadata_item(ACID_VERSION, ACID_VERSION_VALUE),
     ])
     footer.set_uint(FT_NUMBER_OF_ROWS, number_of_rows)
     footer.set_messages(FT_STATISTICS, list(statistics))

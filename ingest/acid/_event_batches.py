@@ -12,13 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid.events import DELETE
+from ingest.acid.events import BUCKET, DELETE, KEY_COLUMNS, ROW
 from ingest.acid.names import decode_bucket_property
 from ingest.acid.schema import to_orc_type_string
 from ingest.errors import SchemaMismatchError, UnsupportedFormatError
 
-# The key of an ACID event, in Hive's sort order (RecordIdentifier: write id, bucket, row id).
-KEY_COLUMNS = ("originalTransaction", "bucket", "rowId")
 _KEY_TYPES = (pa.int64(), pa.int32(), pa.int64())
 
 
@@ -109,5 +107,5 @@ def delete_events(keys: pa.RecordBatch, *, event_schema: pa.Schema,
         keys.column(1),
         keys.column(2),
         pa.array(np.full(n, write_id, dtype=np.int64)),
-        pa.nulls(n, event_schema.field("row").type),
+        pa.nulls(n, event_schema.field(ROW).type),
     ], schema=event_schema)

@@ -14,9 +14,10 @@ from typing import Literal
 import pyarrow as pa
 
 from ingest.acid.names import MAX_BUCKET_ID, MAX_STATEMENT_ID
+from ingest.orc.compression import CODECS, parse_codec
+from ingest.orc.compression import Codec as Compression
 from ingest.orc.statistics import INT64_MAX
 
-Compression = Literal["none", "zlib", "snappy", "lz4", "zstd"]
 EventKind = Literal["insert", "delete"]
 
 
@@ -55,7 +56,7 @@ class BucketFileOptions:
         bucket_id: N of `bucket_N` (default 0).
         statement_id: the statement id in the bucket property (default 0).
         kind: "insert" events, or "delete" events for a `delete_delta` (default "insert").
-        compression: the ORC codec (default "zstd").
+        compression: the ORC codec, one of CODECS in any case (default "zstd").
         tuning: how stripes are cut and encoded.
     """
 
@@ -70,7 +71,11 @@ class BucketFileOptions:
     def __post_init__(self) -> None:
         """Raises:
             ValueError: an id out of range, or an unknown kind.
+            ConfigError: an unknown codec.
         """
+        if self.compression is not None:
+            object.__setattr__(self, "compression", parse_codec(
+                self.compression, where="Cannot write ORC with compression "))
         if not 0 <= self.write_id <= INT64_MAX:
             raise ValueError(f"write_id must be in 0..{INT64_MAX}, got {self.write_id}")
         if self.bucket_id is not None and not 0 <= self.bucket_id <= MAX_BUCKET_ID:
@@ -92,4 +97,5 @@ class BucketFileOptions:
             compression=self.compression or "zstd")
 
 
-__all__ = ["BucketFileOptions", "Compression", "EventKind", "WriterOptions"]
+__all__ = ["CODECS", "BucketFileOptions", "Compression", "EventKind", "WriterOptions",
+           "parse_codec"]

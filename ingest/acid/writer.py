@@ -19,15 +19,27 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import _acid_footer, _event_batches, _files, _nested_nulls
-from ingest.acid._acid_footer import ACID_STATS, ACID_VERSION, KEY_INDEX
+from ingest.acid._acid_footer import (
+    ACID_KEYS,
+    ACID_STATS,
+    KEY_INDEX,
+    format_key,
+    parse_acid_stats,
+)
 from ingest.acid._acid_stripes import AcidStripe
-from ingest.acid._event_batches import KEY_COLUMNS
-from ingest.acid._stripe_encoder import PYARROW_BLOCK_UNIT, WRITABLE_CODECS, StripeEncoder
-from ingest.acid.bucket_file import as_read_back
-from ingest.acid.events import ACID_FIELD_NAMES, acid_event_schema, row_schema_of
+from ingest.acid._stripe_encoder import PYARROW_BLOCK_UNIT, StripeEncoder
+from ingest.acid.bucket_file import as_read_back, readable_length
+from ingest.acid.events import (
+    ACID_FIELD_NAMES,
+    BUCKET,
+    KEY_COLUMNS,
+    ROW,
+    acid_event_schema,
+    row_schema_of,
+)
 from ingest.acid.file_options import BucketFileOptions, Compression, WriterOptions
 from ingest.acid.names import decode_bucket_property, encode_bucket_property
-from ingest.acid.side_file import encode_length, read_flush_lengths, side_file_path
+from ingest.acid.side_file import encode_length, side_file_path
 from ingest.errors import (
     CommitConflictError,
     CorruptFileError,
@@ -100,7 +112,7 @@ class BucketWriter:
         self.options = options
         self.row_schema = options.row_schema
         self.event_schema = acid_event_schema(self.row_schema)
-        self._fix_nested_nulls = _nested_nulls.needs_fix(self.event_schema.field("row").type)
+        self._fix_nested_nulls = _nested_nulls.needs_fix(self.event_schema.field(ROW).type)
         self.write_id = options.write_id
         self.bucket_property = (encode_bucket_property(options.bucket_id, options.statement_id)
                                 if state.bucket_property is None else state.bucket_property)
@@ -139,7 +151,6 @@ class BucketWriter:
 
         Raises:
             FileExistsError: the bucket file exists; use `open_append` to continue it.
-            UnsupportedFormatError: unknown compression.
             SchemaMismatchError: the row schema has no columns.
             ConfigError: the ORC encoder refuses the writer tuning.
             ValueError: no row schema.
@@ -147,11 +158,6 @@ class BucketWriter:
         if options.row_schema is None:
             raise ValueError("Cannot create a bucket file without BucketFileOptions.row_schema")
         options = options.with_defaults()
-        assert options.compression is not None
-        if options.compression not in WRITABLE_CODECS:
-            raise UnsupportedFormatError(
-                f"Cannot write ORC with compression {options.compression!r}: supported are "
-                f"{', '.join(WRITABLE_CODECS)}")
         options = dataclasses.replace(options, row_schema=_row_schema(options.row_schema))
         fs, path = _files.resolve(path, fs)
         if fs.exists(path):
@@ -200,14 +206,7 @@ class BucketWriter:
             ValueError: the options' bucket, statement, kind or codec differ from the file's.
         """
         fs, stripped = _files.resolve(path, fs)
-        size = fs.size(stripped)
-        lengths = read_flush_lengths(fs, stripped)
-        length = (lengths[-1] if lengths else 0) if lengths is not None else size
-        if length > size:
-            raise CorruptFileError(
-                f"Cannot append to {stripped}: its side file records a flush length of "
-                f"{length:,} bytes but the file has only {size:,}", path=stripped, offset=size,
-                hint=f"run `ingest recover` on the table holding {stripped}")
+        length, size, lengths = readable_length(fs, stripped)
         if length == 0:
             raise CorruptFileError(
                 f"Cannot append to {stripped}: no transaction was ever flushed to it",
@@ -287,7 +286,7 @@ class BucketWriter:
         table = _event_batches.sorted_delete_keys(keys, path=self.path)
         if table.num_rows == 0:
             return
-        _event_batches.check_delete_buckets(table.column("bucket").to_numpy(),
+        _event_batches.check_delete_buckets(table.column(BUCKET).to_numpy(),
                                             self.bucket_property, path=self.path)
         first = tuple(table.column(n)[0].as_py() for n in KEY_COLUMNS)
         if self._last_key is not None and first < self._last_key:
@@ -331,7 +330,7 @@ class BucketWriter:
         self._stripes.append(moved)
         self._stripe_messages.append(moved.to_message().encode())
         self._position += moved.length
-        self._key_index.append("{},{},{}".format(*stripe.last_key))
+        self._key_index.append(format_key(*stripe.last_key))
         stats = Message()
         stats.set_messages(STRIPE_STATS_COLUMNS, stripe.statistics)
         self._stripe_stats.append(stats.encode())
@@ -498,8 +497,12 @@ def _restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
         raise SchemaMismatchError(
             f"Cannot append write id {write_id} to {path}: it already holds write id "
             f"{last_write_id} and events must stay sorted by write id")
-    stats = tail.user_metadata.get(ACID_STATS, b"0,0,0").decode().split(",")
-    inserts, updates, deletes = (int(x) for x in stats[:3])
+    raw_stats = tail.user_metadata.get(ACID_STATS, b"0,0,0")
+    counts = parse_acid_stats(raw_stats)
+    if counts is None:
+        raise CorruptFileError(f"Cannot append to {path}: {ACID_STATS} is {raw_stats!r}, not "
+                               "three integers", path=path)
+    inserts, updates, deletes = counts
     if keys:
         _, bucket_id, statement_id = decode_bucket_property(keys[-1][1])
     else:  # no stripe yet: nothing fixes the bucket
@@ -533,10 +536,10 @@ def _restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
         template=tail, position=tail.length, stripes=tail.stripes,
         stripe_messages=[s.to_message().encode() for s in tail.stripes],
         stripe_stats=[bytes(b) for b in tail.metadata.raw(MD_STRIPE_STATS)],
-        key_index=[f"{w},{b},{r}" for w, b, r in keys],
+        key_index=[format_key(*k) for k in keys],
         counts=(inserts, updates, deletes),
         other_metadata=[m for m in tail.footer.messages(FT_METADATA)
-                        if m.string(1) not in (KEY_INDEX, ACID_STATS, ACID_VERSION)],
+                        if m.string(1) not in ACID_KEYS],
         flushed_stripe_count=len(tail.stripes), last_flush_length=tail.length,
         next_row_id=last_row_id + 1 if write_id == last_write_id else 0,
         last_key=keys[-1] if keys else None, appending=True,

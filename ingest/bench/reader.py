@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid.names import bucket_file_name, format_base, format_delta
+from ingest.acid.events import BUCKET, KEY_COLUMNS, ORIGINAL_TRANSACTION, ROW_ID
+from ingest.acid.names import bucket_file_name, encode_bucket_property, format_base, format_delta
 from ingest.acid.snapshot import read_table
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
 
@@ -48,11 +49,11 @@ def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
         owids = rng.integers(2, deltas + 2, int(deltas * delta_rows * delete_fraction / 2))
         delta_ids = rng.integers(0, delta_rows // 2, len(owids)) * 2 + j
         keys = pa.table({
-            "originalTransaction": np.concatenate([np.ones(len(base_ids), np.int64), owids]),
-            "bucket": np.full(len(base_ids) + len(owids), 536870912, np.int32),
-            "rowId": np.concatenate([base_ids, delta_ids]).astype(np.int64),
+            ORIGINAL_TRANSACTION: np.concatenate([np.ones(len(base_ids), np.int64), owids]),
+            BUCKET: np.full(len(base_ids) + len(owids), encode_bucket_property(0, 0), np.int32),
+            ROW_ID: np.concatenate([base_ids, delta_ids]).astype(np.int64),
         })
-        keys = keys.group_by(["originalTransaction", "bucket", "rowId"]).aggregate([])
+        keys = keys.group_by(list(KEY_COLUMNS)).aggregate([])
         path = f"{root}/{format_delta(wid, wid, delete=True)}/{bucket_file_name(0)}"
         with BucketWriter.create(path, BucketFileOptions(write_id=wid, row_schema=rows.schema,
                                                          bucket_id=0, kind="delete"), fs=fs) as w:

@@ -13,7 +13,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid import BucketFileOptions, BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter, side_file_path
 from ingest.acid.recovery import recover_table
 from ingest.bench._common import median_seconds, report
 
@@ -61,11 +61,11 @@ def run(argv: list[str]) -> None:
         started = time.perf_counter()
         length = build(path, size_mb=args.size_mb, flushes=args.flushes)
         build_s = time.perf_counter() - started
-        side = open(f"{path}_flush_length", "rb").read()  # noqa: SIM115
+        side = open(side_file_path(path), "rb").read()  # noqa: SIM115
         garbage = os.urandom(args.garbage_kb * 1024)
 
         def crash() -> None:
-            with open(f"{path}_flush_length", "wb") as f:
+            with open(side_file_path(path), "wb") as f:
                 f.write(side)
             with open(path, "ab") as f:
                 f.write(garbage)

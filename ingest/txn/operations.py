@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import (
+    MAX_BUCKET_COUNT,
     DEFAULT_PARTITION_NAME,
     bucket_file_name,
     decode_bucket_property,
@@ -32,6 +33,8 @@ from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.schema import parse_schema, to_ddl
 from ingest.acid.snapshot import ROW_ID_COLUMN, list_partitions, read_table
 from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.events import BUCKET, ORIGINAL_TRANSACTION, ROW_ID
+from ingest.acid.file_options import parse_codec
 from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import (
     CommitConflictError,
@@ -126,9 +129,9 @@ def create_table(
         bucket_columns=_split_names(bucketed_by),
         # ZLIB by default: Hive 3 reads ORC with orc-core 1.5, which has no ZSTD.
         properties={"orc.compress": "ZLIB", **(properties or {})})
-    if buckets > 4096:
-        raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most 4096 "
-                          "are possible (Hive's bucket id has 12 bits)")
+    if buckets > MAX_BUCKET_COUNT:
+        raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most "
+                          f"{MAX_BUCKET_COUNT} are possible (Hive's bucket id has 12 bits)")
     fs, root = fsspec.core.url_to_fs(defn.location)
     created = not fs.exists(root)
     fs.makedirs(root, exist_ok=True)
@@ -282,11 +285,8 @@ def load_file(
 
 
 def _table_compression(defn: TableDefinition) -> Compression:
-    value = defn.properties.get("orc.compress", "zlib").lower()
-    if value not in ("none", "zlib", "snappy", "lz4", "zstd"):
-        raise ConfigError(f"Cannot load into {defn.name}: table property orc.compress={value!r}"
-                          " is not one of NONE, ZLIB, SNAPPY, LZ4, ZSTD")
-    return value  # type: ignore[return-value]
+    return parse_codec(defn.properties.get("orc.compress", "zlib"),
+                       where=f"Cannot load into {defn.name}: table property orc.compress=")
 
 
 def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]:
@@ -355,13 +355,14 @@ def _split(rows: pa.Table, partitions: pa.Table,
             zero_copy_only=False).astype(np.int64)
     else:
         buckets = np.zeros(n, dtype=np.int64)
-    key = part_of_row * 4096 + buckets
+    key = part_of_row * MAX_BUCKET_COUNT + buckets
     order = np.argsort(key, kind="stable")
     ordered = key[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     for start, end in zip(starts, np.r_[starts[1:], n], strict=True):
         k = int(ordered[start])
-        yield names[k // 4096], k % 4096, rows.take(pa.array(order[start:end]))
+        part, bucket = divmod(k, MAX_BUCKET_COUNT)
+        yield names[part], bucket, rows.take(pa.array(order[start:end]))
 
 
 def partition_path(columns: Sequence[str], values: Sequence[str | None]) -> str:
@@ -562,13 +563,13 @@ def _matching_keys(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefiniti
             continue
         row_id = matched.column(ROW_ID_COLUMN).combine_chunks()
         part = partition.path[len(root):].strip("/")
-        yield part, pa.table({"originalTransaction": row_id.field("writeid"),
-                              "bucket": row_id.field("bucketid"),
-                              "rowId": row_id.field("rowid")})
+        yield part, pa.table({ORIGINAL_TRANSACTION: row_id.field("writeid"),
+                              BUCKET: row_id.field("bucketid"),
+                              ROW_ID: row_id.field("rowid")})
 
 
 def _by_bucket(keys: pa.Table) -> Iterator[tuple[int, pa.Table]]:
-    properties = keys.column("bucket").to_numpy()
+    properties = keys.column(BUCKET).to_numpy()
     ids = np.array([decode_bucket_property(int(v))[1] for v in properties], dtype=np.int64)
     for bucket in np.unique(ids):
         yield int(bucket), keys.filter(pa.array(ids == bucket))

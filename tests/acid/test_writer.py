@@ -23,9 +23,9 @@ from ingest.acid import (
 from ingest.acid.events import acid_event_schema
 from ingest.errors import CorruptFileError, SchemaMismatchError
 from ingest.orc import open_orc, parse_tail, read_tail
+from ingest.orc.compression import CODECS
 from ingest.orc.statistics import BYTES_ON_DISK, DOUBLE
 
-CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
 FS = fsspec.filesystem("file")
 
 

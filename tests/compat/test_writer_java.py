@@ -26,9 +26,9 @@ from support import ALL_TYPES_SCHEMA, SIMPLE_SCHEMA, all_types_table, simple_tab
 
 from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions
 from ingest.acid.events import acid_event_schema
+from ingest.orc.compression import CODECS
 
 pytestmark = [pytest.mark.java, pytest.mark.usefixtures("split_stripes_into_column_groups")]
-CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
 BUCKET_0 = 536870912  # BucketCodec V1, bucket 0, statement 0
 # Small stripes so that every flush covers several stripes and write() puts stripes on disk
 # before the next flush (bytes past the last flush length that readers must not see).

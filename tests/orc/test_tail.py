@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from ingest.orc import Message, compress_stream, decompress_stream, parse_tail, serialize_tail
 from ingest.orc._protobuf import FIXED32, FIXED64, LENGTH, VARINT
+from ingest.orc.compression import CODECS
 from ingest.orc.tail import TailError
 
-CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
 PYARROW_NAME = {"none": "uncompressed"}
 
 fields = st.lists(st.one_of(
