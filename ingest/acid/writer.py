@@ -23,7 +23,8 @@ from ingest.acid._acid_footer import (
     ACID_KEYS,
     ACID_STATS,
     KEY_INDEX,
-    format_key,
+    UM_NAME,
+    AcidTail,
     parse_acid_stats,
 )
 from ingest.acid._acid_stripes import AcidStripe
@@ -66,10 +67,9 @@ class _FileState:
     template: FileTail  # a tail of this schema and writer: types and postscript are reused
     position: int  # bytes written (or kept) so far
     stripes: list[StripeInfo] = field(default_factory=list)
-    # Encoded once: every footer repeats all stripes, so re-encoding would be quadratic.
-    stripe_messages: list[bytes] = field(default_factory=list)
-    stripe_stats: list[bytes] = field(default_factory=list)
-    key_index: list[str] = field(default_factory=list)
+    stripe_messages: list[bytes] = field(default_factory=list)  # encoded StripeInformation
+    stripe_stats: list[bytes] = field(default_factory=list)  # encoded StripeStatistics
+    keys: list[tuple[int, int, int]] = field(default_factory=list)  # last key of each stripe
     counts: tuple[int, int, int] = (0, 0, 0)  # inserts, updates, deletes (hive.acid.stats)
     other_metadata: list[Message] = field(default_factory=list)
     flushed_stripe_count: int = -1  # no tail written yet
@@ -119,15 +119,17 @@ class BucketWriter:
         self.compression: Compression = options.compression
         self._is_delete = options.kind == "delete"
         self._encoder = _encoder(options)
-        self._template = state.template
         self._statistics = state.template.statistics
         self._position = state.position
-        self._stripes = state.stripes
-        self._stripe_messages = state.stripe_messages
-        self._stripe_stats = state.stripe_stats
-        self._key_index = state.key_index
+        self._stripe_count = len(state.stripes)
+        self._number_of_rows = sum(s.number_of_rows for s in state.stripes)
+        self._tail = AcidTail(state.template, other_metadata=state.other_metadata,
+                              compression=self.compression,
+                              block_size=options.tuning.compression_block_size)
+        for stripe, statistics, key in zip(state.stripe_messages, state.stripe_stats,
+                                           state.keys, strict=True):
+            self._tail.add_stripe(stripe, statistics, key)
         self._inserts, self._updates, self._deletes = state.counts
-        self._other_metadata = state.other_metadata
         self._flushed_stripe_count = state.flushed_stripe_count
         self._last_flush_length = state.last_flush_length
         self._next_row_id = state.next_row_id
@@ -327,13 +329,12 @@ class BucketWriter:
             self._file.write(piece)
         crash_point("writer.after_stripes")
         moved = stripe.info.moved_to(self._position)
-        self._stripes.append(moved)
-        self._stripe_messages.append(moved.to_message().encode())
         self._position += moved.length
-        self._key_index.append(format_key(*stripe.last_key))
+        self._stripe_count += 1
+        self._number_of_rows += moved.number_of_rows
         stats = Message()
         stats.set_messages(STRIPE_STATS_COLUMNS, stripe.statistics)
-        self._stripe_stats.append(stats.encode())
+        self._tail.add_stripe(moved.to_message().encode(), stats.encode(), stripe.last_key)
         self._statistics = [merge_statistics(a, b)
                             for a, b in zip(self._statistics, stripe.statistics, strict=True)]
         if self._is_delete:
@@ -349,7 +350,7 @@ class BucketWriter:
         """
         self._check_open()
         self._write_pending()
-        if self._flushed_stripe_count != len(self._stripes):
+        if self._flushed_stripe_count != self._stripe_count:
             self._write_tail()
             _files.durable_flush(self._file)
             crash_point("writer.after_footer")
@@ -379,23 +380,19 @@ class BucketWriter:
 
     def _write_tail(self) -> None:
         self._fence()
-        tail = _acid_footer.acid_tail(
-            self._template, content_end=self._position, stripe_messages=self._stripe_messages,
-            number_of_rows=sum(s.number_of_rows for s in self._stripes),
-            statistics=self._statistics, stripe_statistics=self._stripe_stats,
-            key_index=self._key_index, counts=(self._inserts, self._updates, self._deletes),
-            other_metadata=self._other_metadata, compression=self.compression,
-            block_size=self.options.tuning.compression_block_size)
+        tail = self._tail.encode(
+            content_end=self._position, number_of_rows=self._number_of_rows,
+            statistics=self._statistics, counts=(self._inserts, self._updates, self._deletes))
         self._file.write(tail)
         self._position += len(tail)
-        self._flushed_stripe_count = len(self._stripes)
+        self._flushed_stripe_count = self._stripe_count
 
     def close(self) -> None:
         """Write the final footer, close the file and remove the side file."""
         if self._closed:
             return
         self._write_pending()
-        if self._flushed_stripe_count != len(self._stripes):
+        if self._flushed_stripe_count != self._stripe_count:
             self._write_tail()
         _files.durable_flush(self._file)
         self._file.close()
@@ -536,10 +533,10 @@ def _restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
         template=tail, position=tail.length, stripes=tail.stripes,
         stripe_messages=[s.to_message().encode() for s in tail.stripes],
         stripe_stats=[bytes(b) for b in tail.metadata.raw(MD_STRIPE_STATS)],
-        key_index=[format_key(*k) for k in keys],
+        keys=keys,
         counts=(inserts, updates, deletes),
         other_metadata=[m for m in tail.footer.messages(FT_METADATA)
-                        if m.string(1) not in ACID_KEYS],
+                        if m.string(UM_NAME) not in ACID_KEYS],
         flushed_stripe_count=len(tail.stripes), last_flush_length=tail.length,
         next_row_id=last_row_id + 1 if write_id == last_write_id else 0,
         last_key=keys[-1] if keys else None, appending=True,
