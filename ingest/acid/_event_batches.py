@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid.events import BUCKET, DELETE, KEY_COLUMNS, ROW
+from ingest.acid.events import DELETE, KEY_COLUMNS, ROW
 from ingest.acid.names import decode_bucket_property
 from ingest.acid.schema import to_orc_type_string
 from ingest.errors import SchemaMismatchError, UnsupportedFormatError

@@ -12,24 +12,17 @@ operation 2, the deleted rows' keys, a null `row` (OrcRecordUpdater.delete, spli
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import _acid_footer, _event_batches, _files, _nested_nulls
-from ingest.acid._acid_footer import (
-    ACID_KEYS,
-    ACID_STATS,
-    KEY_INDEX,
-    UM_NAME,
-    AcidTail,
-    parse_acid_stats,
-)
+from ingest.acid import _event_batches, _files, _nested_nulls
+from ingest.acid._acid_footer import AcidTail
 from ingest.acid._acid_stripes import AcidStripe
-from ingest.acid._stripe_encoder import PYARROW_BLOCK_UNIT, StripeEncoder
-from ingest.acid.bucket_file import as_read_back, readable_length
+from ingest.acid._file_state import FileState, restore, writable_row_schema
+from ingest.acid._stripe_encoder import StripeEncoder
+from ingest.acid.bucket_file import readable_length
 from ingest.acid.events import (
     ACID_FIELD_NAMES,
     BUCKET,
@@ -39,7 +32,7 @@ from ingest.acid.events import (
     row_schema_of,
 )
 from ingest.acid.file_options import BucketFileOptions, Compression, WriterOptions
-from ingest.acid.names import decode_bucket_property, encode_bucket_property
+from ingest.acid.names import encode_bucket_property
 from ingest.acid.side_file import encode_length, side_file_path
 from ingest.errors import (
     CommitConflictError,
@@ -48,36 +41,9 @@ from ingest.errors import (
     UnsupportedFormatError,
 )
 from ingest.faults import crash_point
-from ingest.orc import Message, StripeInfo, merge_statistics, open_orc, read_tail
+from ingest.orc import Message, merge_statistics, open_orc, read_tail
 from ingest.orc.statistics import INT64_MAX
-from ingest.orc.tail import (
-    FT_METADATA,
-    FT_ROW_INDEX_STRIDE,
-    MAGIC,
-    MD_STRIPE_STATS,
-    STRIPE_STATS_COLUMNS,
-    FileTail,
-)
-
-@dataclass
-class _FileState:
-    """Where a bucket file stands: what its next tail must describe. A new file starts empty;
-    `open_append` restores it from the file's last complete tail."""
-
-    template: FileTail  # a tail of this schema and writer: types and postscript are reused
-    position: int  # bytes written (or kept) so far
-    stripes: list[StripeInfo] = field(default_factory=list)
-    stripe_messages: list[bytes] = field(default_factory=list)  # encoded StripeInformation
-    stripe_stats: list[bytes] = field(default_factory=list)  # encoded StripeStatistics
-    keys: list[tuple[int, int, int]] = field(default_factory=list)  # last key of each stripe
-    counts: tuple[int, int, int] = (0, 0, 0)  # inserts, updates, deletes (hive.acid.stats)
-    other_metadata: list[Message] = field(default_factory=list)
-    flushed_stripe_count: int = -1  # no tail written yet
-    last_flush_length: int = 0
-    next_row_id: int = 0
-    last_key: tuple[int, ...] | None = None
-    appending: bool = False
-    bucket_property: int | None = None  # as the file has it (a Hive 2 file's is version 0)
+from ingest.orc.tail import MAGIC, STRIPE_STATS_COLUMNS
 
 
 class BucketWriter:
@@ -95,7 +61,7 @@ class BucketWriter:
     """
 
     def __init__(self, path: str, options: BucketFileOptions, *,
-                 fs: fsspec.AbstractFileSystem, state: _FileState, file: Any, side: Any) -> None:
+                 fs: fsspec.AbstractFileSystem, state: FileState, file: Any, side: Any) -> None:
         """Use `create` or `open_append`: they check the options against the file and open it.
 
         Args:
@@ -160,7 +126,7 @@ class BucketWriter:
         if options.row_schema is None:
             raise ValueError("Cannot create a bucket file without BucketFileOptions.row_schema")
         options = options.with_defaults()
-        options = dataclasses.replace(options, row_schema=_row_schema(options.row_schema))
+        options = dataclasses.replace(options, row_schema=writable_row_schema(options.row_schema))
         fs, path = _files.resolve(path, fs)
         if fs.exists(path):
             raise FileExistsError(
@@ -178,7 +144,7 @@ class BucketWriter:
         side = fs.open(side_file_path(path), "wb")
         side.write(encode_length(0))
         _files.durable_flush(side)
-        return cls(path, options, fs=fs, state=_FileState(template, len(MAGIC)),
+        return cls(path, options, fs=fs, state=FileState(template, len(MAGIC)),
                    file=file, side=side)
 
     # ------------------------------------------------------------------ appending
@@ -220,7 +186,7 @@ class BucketWriter:
             file_row_schema = row_schema_of(schema)
         except UnsupportedFormatError as e:
             raise SchemaMismatchError(f"Cannot append to {stripped}: {e}") from e
-        options, state = _restore(stripped, tail, file_row_schema, options)
+        options, state = restore(stripped, tail, file_row_schema, options)
         if length < size:
             _files.truncate(fs, stripped, length)
         side_path = side_file_path(stripped)
@@ -440,17 +406,6 @@ class BucketWriter:
             self.abandon()
 
 
-def _row_schema(row_schema: pa.Schema) -> pa.Schema:
-    """The row schema as written: every column nullable, as ORC readers report them.
-
-    Raises:
-        SchemaMismatchError: no columns.
-    """
-    if len(row_schema) == 0:
-        raise SchemaMismatchError("Cannot write an ACID bucket file of rows without columns")
-    return pa.schema([f.with_nullable(True) for f in row_schema])
-
-
 def _encoder(options: BucketFileOptions) -> StripeEncoder:
     """The stripe encoder for a file's codec and tuning.
 
@@ -463,85 +418,6 @@ def _encoder(options: BucketFileOptions) -> StripeEncoder:
         options.compression, block_size=tuning.compression_block_size,
         row_index_stride=tuning.row_index_stride, stripe_size_bytes=tuning.stripe_size_bytes,
         threads=tuning.encoder_threads)
-
-
-def _restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
-             options: BucketFileOptions) -> tuple[BucketFileOptions, _FileState]:
-    """The options (completed from the file) and state of a file to append to.
-
-    Raises:
-        CorruptFileError: the key index does not match the stripes.
-        SchemaMismatchError: rows of another schema, or an older write id.
-        UnsupportedFormatError: a codec or block size the encoder cannot write.
-        ValueError: the options' bucket, statement, kind or codec differ from the file's.
-    """
-    compression = tail.compression
-    if compression == "lzo":
-        raise UnsupportedFormatError(f"Cannot append to {path}: LZO is not supported")
-    if compression != "none" and tail.block_size % PYARROW_BLOCK_UNIT:
-        raise UnsupportedFormatError(
-            f"Cannot append to {path}: it was written with a compression block size "
-            f"of {tail.block_size:,} bytes, and the ORC encoder writes only multiples of "
-            f"{PYARROW_BLOCK_UNIT:,}", hint="write the new rows to a new delta instead")
-    keys = _acid_footer.parse_key_index(tail.user_metadata.get(KEY_INDEX, b""), path)
-    if len(keys) != len(tail.stripes):
-        raise CorruptFileError(
-            f"Cannot append to {path}: {KEY_INDEX} has {len(keys)} entries for "
-            f"{len(tail.stripes)} stripes", path=path)
-    last_write_id, last_row_id = (keys[-1][0], keys[-1][2]) if keys else (-1, -1)
-    write_id = options.write_id
-    if write_id < last_write_id:
-        raise SchemaMismatchError(
-            f"Cannot append write id {write_id} to {path}: it already holds write id "
-            f"{last_write_id} and events must stay sorted by write id")
-    raw_stats = tail.user_metadata.get(ACID_STATS, b"0,0,0")
-    counts = parse_acid_stats(raw_stats)
-    if counts is None:
-        raise CorruptFileError(f"Cannot append to {path}: {ACID_STATS} is {raw_stats!r}, not "
-                               "three integers", path=path)
-    inserts, updates, deletes = counts
-    if keys:
-        _, bucket_id, statement_id = decode_bucket_property(keys[-1][1])
-    else:  # no stripe yet: nothing fixes the bucket
-        bucket_id, statement_id = options.bucket_id or 0, options.statement_id or 0
-    # A delete-delta file (only delete events) continues as one, still sorted by key.
-    kind = "delete" if deletes > 0 and inserts == 0 else "insert"
-    row_schema = _row_schema(file_row_schema)
-    if options.row_schema is not None:
-        given = _row_schema(options.row_schema)
-        if ([(f.name, as_read_back(f.type)) for f in given]
-                != [(f.name, as_read_back(f.type)) for f in row_schema]):
-            raise SchemaMismatchError(
-                f"Cannot append to {path}: its rows are {row_schema}, the options' {given}")
-        row_schema = given
-    for name, found in (("bucket_id", bucket_id), ("statement_id", statement_id),
-                        ("kind", kind), ("compression", compression)):
-        wanted = getattr(options, name)
-        if wanted is not None and wanted != found:
-            raise ValueError(f"Cannot append to {path}: the options' {name} is {wanted!r} "
-                             f"but the file's is {found!r}")
-    # New stripes must use the file's block size and row-index stride: the footer kept
-    # states them for every stripe (a file without row index keeps the options' stride).
-    tuning = dataclasses.replace(
-        options.tuning, compression_block_size=tail.block_size,
-        row_index_stride=tail.footer.uint(FT_ROW_INDEX_STRIDE, 0)
-        or options.tuning.row_index_stride)
-    options = dataclasses.replace(
-        options, row_schema=row_schema, bucket_id=bucket_id, statement_id=statement_id,
-        kind=kind, compression=compression, tuning=tuning)  # type: ignore[arg-type]
-    state = _FileState(
-        template=tail, position=tail.length, stripes=tail.stripes,
-        stripe_messages=[s.to_message().encode() for s in tail.stripes],
-        stripe_stats=[bytes(b) for b in tail.metadata.raw(MD_STRIPE_STATS)],
-        keys=keys,
-        counts=(inserts, updates, deletes),
-        other_metadata=[m for m in tail.footer.messages(FT_METADATA)
-                        if m.string(UM_NAME) not in ACID_KEYS],
-        flushed_stripe_count=len(tail.stripes), last_flush_length=tail.length,
-        next_row_id=last_row_id + 1 if write_id == last_write_id else 0,
-        last_key=keys[-1] if keys else None, appending=True,
-        bucket_property=keys[-1][1] if keys else None)
-    return options, state
 
 
 __all__ = ["ACID_FIELD_NAMES", "KEY_COLUMNS", "BucketFileOptions", "BucketWriter",
