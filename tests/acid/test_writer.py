@@ -21,7 +21,7 @@ from ingest.acid import (
     read_flush_lengths,
 )
 from ingest.acid.events import acid_event_schema
-from ingest.errors import CorruptFileError, SchemaMismatchError
+from ingest.errors import ConfigError, CorruptFileError, SchemaMismatchError
 from ingest.orc import open_orc, parse_tail, read_tail
 from ingest.orc.compression import CODECS
 from ingest.orc.statistics import BYTES_ON_DISK, DOUBLE
@@ -477,3 +477,11 @@ def test_open_append_takes_unset_options_from_the_file_and_refuses_disagreeing_o
 def test_create_needs_a_row_schema(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="row_schema"):
         BucketWriter.create(bucket_path(tmp_path), BucketFileOptions(write_id=1))
+
+
+def test_options_take_a_codec_in_any_case_and_refuse_an_unknown_one() -> None:
+    assert BucketFileOptions(write_id=1, compression="ZSTD").compression == "zstd"  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'gzip' is not one of NONE, ZLIB, SNAPPY, LZ4, ZSTD"):
+        BucketFileOptions(write_id=1, compression="gzip")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="Bucket id 4096 is out of range"):
+        BucketFileOptions(write_id=1, bucket_id=4096)
