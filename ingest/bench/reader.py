@@ -1,6 +1,6 @@
 """Snapshot reader benchmark: `read_table` over a base, 10 deltas and 2 delete deltas vs plain
 pyarrow ORC reading the same bucket files (no merge, no delete filtering). The delete deltas
-are written by the product's own writer (`BucketWriter.for_deletes`).
+are written by the product's own writer (`BucketWriter.create` with `kind="delete"`).
 """
 
 from __future__ import annotations

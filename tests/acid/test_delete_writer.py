@@ -1,4 +1,4 @@
-"""Delete events: BucketWriter.for_deletes writes Hive's delete_delta bucket files."""
+"""Delete events: a BucketWriter for kind="delete" writes Hive's delete_delta bucket files."""
 
 from __future__ import annotations
 
