@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ingest.acid.names import MAX_BUCKET_COUNT
 from ingest.acid.schema import to_ddl
 from ingest.cli._options import parse_properties
 from ingest.cli._output import dumps
@@ -24,7 +25,7 @@ Examples:
 @click.option("--partitioned-by", multiple=True, metavar="COLUMN",
               help="Partition column, outermost first (repeat or comma-separate); values are "
                    "strings.")
-@click.option("--buckets", type=click.IntRange(0, 4096), default=0, show_default=True,
+@click.option("--buckets", type=click.IntRange(0, MAX_BUCKET_COUNT), default=0, show_default=True,
               help="Number of buckets (0: unbucketed); needs --bucketed-by.")
 @click.option("--bucketed-by", multiple=True, metavar="COLUMN",
               help="Column hashed into buckets (repeat or comma-separate).")

@@ -9,11 +9,10 @@ checked are the ones Hive's full-ACID ORC tables rely on (`orc.compress`, `trans
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import get_args
-
 import pyarrow as pa
 
 from ingest.acid.schema import to_ddl
+from ingest.acid import CODECS, parse_codec
 from ingest.acid.writer import Compression
 from ingest.errors import ConfigError
 from ingest.txn import TableDefinition
@@ -22,8 +21,8 @@ from ingest.txn import TableDefinition
 # over existing ACID data. Write ids up to it are committed without a metastore record.
 ADOPTED_PROPERTY = "ingest.adopted_max_write_id"
 
-# The codecs `orc.compress` may name: exactly those the bucket-file writer has.
-ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in get_args(Compression))
+# The codecs `orc.compress` may name, as Hive spells them: exactly those the writer has.
+ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in CODECS)
 
 # Properties every full-ACID table has, with the one value this format allows.
 _FIXED = {"transactional": "true", "transactional_properties": "default",
@@ -80,13 +79,10 @@ def table_compression(defn: TableDefinition) -> Compression:
     Raises:
         ConfigError: the property names no codec the writer has.
     """
-    value = defn.properties.get("orc.compress", "zlib")
-    if value.upper() not in ORC_CODECS:
-        raise ConfigError(f"Cannot load into {defn.name}: table property orc.compress={value!r}"
-                          f" is not one of {', '.join(ORC_CODECS)}",
-                          hint=f"change it with `ingest alter {defn.location} --property "
-                          "orc.compress=ZLIB`")
-    return value.lower()  # type: ignore[return-value]
+    return parse_codec(defn.properties.get("orc.compress", "zlib"),
+                       where=f"Cannot load into {defn.name}: table property orc.compress=",
+                       hint=f"change it with `ingest alter {defn.location} --property "
+                       "orc.compress=ZLIB`")
 
 
 def adopted_max_write_id(defn: TableDefinition) -> int:

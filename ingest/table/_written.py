@@ -15,7 +15,7 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid.names import bucket_file_name, write_acid_version_file
-from ingest.acid.writer import BucketWriter, Compression
+from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
 from ingest.txn import Metastore, TableDefinition, Transaction
 
@@ -59,9 +59,9 @@ class Written:
         """Write `directory/bucket_N`: `data` as insert events, or (deletes=True) as the keys
         of delete events (originalTransaction, bucket, rowId); count its files and bytes."""
         path = f"{directory}/{bucket_file_name(bucket_id)}"
-        writer = (BucketWriter.for_deletes if deletes else BucketWriter)(
-            path, row_schema, write_id=write_id, bucket_id=bucket_id, compression=compression,
-            fs=self.fs)
+        writer = BucketWriter.create(path, BucketFileOptions(
+            write_id=write_id, row_schema=row_schema, bucket_id=bucket_id,
+            kind="delete" if deletes else "insert", compression=compression), fs=self.fs)
         self.files.append(path)
         with writer:
             if deletes:

@@ -14,6 +14,7 @@ from dataclasses import replace
 import fsspec
 import pyarrow as pa
 
+from ingest.acid.names import MAX_BUCKET_COUNT
 from ingest.acid.schema import parse_schema
 from ingest.errors import ConfigError, IngestError, TableExistsError
 from ingest.table._definition import ADOPTED_PROPERTY, check_properties, ddl_type
@@ -98,9 +99,9 @@ def create_table(
         # ZLIB by default: Hive 3 reads ORC with orc-core 1.5, which has no ZSTD.
         properties={"orc.compress": "ZLIB",
                     **check_properties(properties or {}, table=table_name)})
-    if buckets > 4096:
-        raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most 4096 "
-                          "are possible (Hive's bucket id has 12 bits)")
+    if buckets > MAX_BUCKET_COUNT:
+        raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most "
+                          f"{MAX_BUCKET_COUNT} are possible (Hive's bucket id has 12 bits)")
     fs, root = fsspec.core.url_to_fs(defn.location)
     _check_location(fs, root, defn)
     layout = scan_layout(fs, root)
