@@ -10,7 +10,13 @@ import pyarrow.orc as po
 import pytest
 from support import SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, _recovery_tails, read_events
+from ingest.acid import (
+    BucketFileOptions,
+    BucketWriter,
+    ValidWriteIdList,
+    _recovery_tails,
+    read_events,
+)
 from ingest.acid.recovery import recover_table
 from ingest.acid.side_file import encode_length, read_flush_lengths
 from ingest.orc import read_tail
@@ -299,7 +305,8 @@ def test_last_footer_with_a_moved_earlier_stripe_goes_back(table: Path, torn: bo
     are in bounds and its own flush's stripes decode, but it disagrees with the footer before
     it, so recovery goes back to that one."""
     path = bucket(table)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1, compression="none")
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                                    compression="none"))
     for i in range(3):
         w.write(simple_table(range(10 * i, 10 * i + 10)))
         w.flush()

@@ -12,7 +12,7 @@ import pytest
 from support import SIMPLE_SCHEMA, simple_table
 from support import run_cli as run
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import format_delta
 from ingest.txn import METASTORE_FILENAME, Metastore, TableDefinition, default_metastore_url
 
@@ -35,7 +35,8 @@ def store(root: Path) -> Metastore:
 def commit(store: Metastore, root: Path, ids: range) -> Path:
     with store.transaction("default.events") as txn:
         path = root / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
-        with BucketWriter(str(path), SIMPLE_SCHEMA, write_id=txn.write_id) as w:
+        with BucketWriter.create(str(path), BucketFileOptions(
+                write_id=txn.write_id, row_schema=SIMPLE_SCHEMA)) as w:
             w.write(simple_table(ids))
     return path
 
@@ -45,7 +46,8 @@ def open_batch(store: Metastore, root: Path) -> Path:
     twice), the third not started; the file keeps its side file."""
     txns = store.allocate_write_ids("default.events", 3)
     path = root / format_delta(txns[0].write_id, txns[-1].write_id) / "bucket_00000"
-    w = BucketWriter(str(path), SIMPLE_SCHEMA, write_id=txns[0].write_id)
+    w = BucketWriter.create(str(path), BucketFileOptions(write_id=txns[0].write_id,
+                                                         row_schema=SIMPLE_SCHEMA))
     w.write(simple_table(range(100, 200)))
     w.flush()
     store.commit(txns[0])

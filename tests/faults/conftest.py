@@ -43,7 +43,13 @@ def _write_base_and_open_batch(root: Path, compacted: dict[int, range],
     """
     import fsspec
 
-    from ingest.acid import BucketWriter, format_base, format_delta, write_acid_version_file
+    from ingest.acid import (
+        BucketFileOptions,
+        BucketWriter,
+        format_base,
+        format_delta,
+        write_acid_version_file,
+    )
     from ingest.acid.names import write_compacted_marker
     from ingest.txn import Metastore, default_metastore_url
 
@@ -57,12 +63,15 @@ def _write_base_and_open_batch(root: Path, compacted: dict[int, range],
         writer = None
         for write_id, ids in sorted(compacted.items()):
             rows = _arrow(ids)
-            writer = (BucketWriter(path, rows.schema, write_id=write_id, compression="zlib")
-                      if writer is None else BucketWriter.open_append(path, write_id=write_id))
+            options = BucketFileOptions(write_id=write_id, row_schema=rows.schema,
+                                        compression="zlib")
+            writer = (BucketWriter.create(path, options) if writer is None
+                      else BucketWriter.open_append(path, options))
             writer.write(rows)
             writer.flush()
             writer.abandon()
-        BucketWriter.open_append(path, write_id=max(compacted)).close()  # final footer
+        # The final footer.
+        BucketWriter.open_append(path, BucketFileOptions(write_id=max(compacted))).close()
         write_acid_version_file(fs, f"{fs_root}/{base}")
         write_compacted_marker(fs, f"{fs_root}/{base}")
         for write_id in compacted:
@@ -76,10 +85,10 @@ def _write_base_and_open_batch(root: Path, compacted: dict[int, range],
         for txn in txns:
             for ids in batch[txn.write_id]:
                 rows = _arrow(ids)
-                writer = (BucketWriter.open_append(path, write_id=txn.write_id)
-                          if Path(path).exists() else
-                          BucketWriter(path, rows.schema, write_id=txn.write_id,
-                                       compression="zlib"))
+                options = BucketFileOptions(write_id=txn.write_id, row_schema=rows.schema,
+                                            compression="zlib")
+                writer = (BucketWriter.open_append(path, options) if Path(path).exists()
+                          else BucketWriter.create(path, options))
                 writer.write(rows)
                 writer.flush()
                 writer.abandon()
