@@ -18,15 +18,6 @@ HIVE_TYPE_KEY = b"hive.type"
 """Field-metadata key holding the Hive type where Arrow cannot say it (varchar(n), char(n))."""
 COMMENT_KEY = b"comment"
 
-ACID_FIELD_NAMES = (
-    "operation",
-    "originalTransaction",
-    "bucket",
-    "rowId",
-    "currentTransaction",
-    "row",
-)
-
 MAX_VARCHAR_LENGTH = 65535
 MAX_CHAR_LENGTH = 255
 MAX_DECIMAL_PRECISION = 38
@@ -296,57 +287,10 @@ def to_orc_type_string(schema: pa.Schema) -> str:
     return f"struct<{members}>"
 
 
-def acid_event_schema(row_schema: pa.Schema) -> pa.Schema:
-    """The root struct of every ACID ORC data file, wrapping the table's columns.
-
-    Fields in order: operation int32, originalTransaction int64, bucket int32, rowId int64,
-    currentTransaction int64, row struct<table columns> (null for delete events). All fields,
-    and the row struct's members, are nullable, as ORC readers report them.
-
-    Args:
-        row_schema: the table's columns.
-
-    Returns:
-        The six-field ACID event schema.
-    """
-    members = [f.with_nullable(True) for f in row_schema]
-    return pa.schema(
-        [
-            pa.field("operation", pa.int32()),
-            pa.field("originalTransaction", pa.int64()),
-            pa.field("bucket", pa.int32()),
-            pa.field("rowId", pa.int64()),
-            pa.field("currentTransaction", pa.int64()),
-            pa.field("row", pa.struct(members), nullable=True),
-        ]
-    )
-
-
-def row_schema_of(event_schema: pa.Schema) -> pa.Schema:
-    """The table columns inside an ACID event schema (orc-core `checkAcidSchema` rules).
-
-    Raises:
-        UnsupportedFormatError: the schema is not the six-field ACID struct.
-    """
-    names = [n.lower() for n in event_schema.names]
-    if names != [n.lower() for n in ACID_FIELD_NAMES] or not pa.types.is_struct(
-        event_schema.field(5).type
-    ):
-        raise UnsupportedFormatError(
-            f"Not an ACID event schema: root fields are {event_schema.names}, expected "
-            f"{list(ACID_FIELD_NAMES)} with 'row' a struct"
-        )
-    row_type = event_schema.field(5).type
-    return pa.schema([row_type.field(i) for i in range(row_type.num_fields)])
-
-
 __all__ = [
-    "ACID_FIELD_NAMES",
     "COMMENT_KEY",
     "HIVE_TYPE_KEY",
-    "acid_event_schema",
     "parse_schema",
-    "row_schema_of",
     "to_ddl",
     "to_orc_type_string",
 ]

@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ingest.acid import CODECS
 from ingest.bench._common import report
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
@@ -127,7 +128,7 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--txns-per-delta", type=int, default=1)
     parser.add_argument("--warmup-rows", type=int, default=20_000)
     parser.add_argument("--compression", default="zlib",
-                        choices=["none", "zlib", "snappy", "lz4", "zstd"],
+                        choices=CODECS,
                         help="ORC codec of both writers (tables default to zlib)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each, order alternated")
     args = parser.parse_args(argv)
