@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import random
 
 import fsspec
@@ -68,6 +69,20 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         cli_main.main(args)
     out, err = capsys.readouterr()
     return int(info.value.code or 0), out, err
+
+
+def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    """`ingest ARGS --json` that must succeed: its one JSON document."""
+    code, out, err = run_cli([*args, "--json"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def error_json(args: list[str], capsys: pytest.CaptureFixture[str], code: int) -> dict:
+    """`ingest ARGS --json` that must fail with `code`: stdout empty, the error from stderr."""
+    got, out, err = run_cli([*args, "--json"], capsys)
+    assert (got, out) == (code, ""), err
+    return json.loads(err)["error"]
 
 
 SIMPLE_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string())])

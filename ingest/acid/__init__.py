@@ -9,8 +9,8 @@ from ingest.acid.bucket_file import (
     read_bucket_file,
     read_events,
 )
-from ingest.acid.file_options import CODECS, parse_codec
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
+from ingest.acid.file_options import CODECS, parse_codec
 from ingest.acid.names import (
     ParsedDirectory,
     bucket_file_name,

@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 from fsspec.implementations.local import LocalFileSystem
 
-from ingest.acid.bucket_file import readable_length
 from ingest.acid._acid_footer import ACID_STATS, parse_acid_stats
+from ingest.acid.bucket_file import readable_length
 from ingest.acid.events import (
     ACID_FIELD_NAMES,
     BUCKET,
@@ -40,7 +40,6 @@ from ingest.acid.names import ParsedDirectory, encode_bucket_property
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, UnsupportedFormatError
 from ingest.orc import FileTail, open_orc, read_tail
-
 
 # Hive 3 `RecordIdentifier.StructInfo`: ROW__ID is struct<writeid:bigint,bucketid:int,rowid:bigint>.
 ROW_ID_COLUMN = "row__id"

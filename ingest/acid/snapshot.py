@@ -3,7 +3,8 @@
 Finds partitions (`col=value/` directories), runs `acid_state` on each and hands the chosen
 files to `_merge.Merger`, which drops rows of invalid write ids and rows delete events name
 (`AcidUtils.getAcidState` + `VectorizedOrcAcidRowBatchReader`, docs/format.md §10, §11).
-Also describes a table's layout for `ingest status`. Takes the snapshot as a plain `ValidWriteIdList`.
+Also describes a table's layout for `ingest status`. Takes the snapshot as a plain
+`ValidWriteIdList`.
 """
 
 from __future__ import annotations

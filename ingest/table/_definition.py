@@ -9,10 +9,11 @@ checked are the ones Hive's full-ACID ORC tables rely on (`orc.compress`, `trans
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import pyarrow as pa
 
-from ingest.acid.schema import to_ddl
 from ingest.acid import CODECS, parse_codec
+from ingest.acid.schema import to_ddl
 from ingest.acid.writer import Compression
 from ingest.errors import ConfigError
 from ingest.txn import TableDefinition

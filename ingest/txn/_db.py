@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import urllib.parse
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Self

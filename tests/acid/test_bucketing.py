@@ -23,7 +23,6 @@ from ingest.acid.schema import HIVE_TYPE_KEY
 from ingest.errors import ConfigError, SchemaMismatchError, UnsupportedFormatError
 
 
-
 def test_standard_murmur3_vectors_with_seed_zero() -> None:
     # Published MurmurHash3_x86_32 vectors (seed 0); ASCII tails, so Hive's sign quirk is moot.
     assert murmur3_hash32(b"", 0) == 0

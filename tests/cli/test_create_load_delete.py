@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import error_json, ok_json
 from support import run_cli as run
 
 from ingest.acid import read_bucket_file
@@ -32,18 +33,6 @@ if go:
         time.sleep(0.005)
 m.main(sys.argv[1:])
 """
-
-
-def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
-    code, out, err = run([*args, "--json"], capsys)
-    assert code == 0, err
-    return json.loads(out)
-
-
-def error_json(args: list[str], capsys: pytest.CaptureFixture[str], code: int) -> dict:
-    got, out, err = run([*args, "--json"], capsys)
-    assert (got, out) == (code, ""), err
-    return json.loads(err)["error"]
 
 
 def visible(location: str) -> list[dict]:

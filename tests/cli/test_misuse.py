@@ -7,23 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from support import error_json, ok_json
 from support import run_cli as run
 
 from ingest.txn import METASTORE_FILENAME, Metastore
 
 DDL = "id BIGINT, v STRING"
-
-
-def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
-    code, out, err = run([*args, "--json"], capsys)
-    assert code == 0, err
-    return json.loads(out)
-
-
-def error_json(args: list[str], capsys: pytest.CaptureFixture[str], code: int) -> dict:
-    got, out, err = run([*args, "--json"], capsys)
-    assert (got, out) == (code, ""), err
-    return json.loads(err)["error"]
 
 
 def rows_file(path: Path, ids: range) -> str:

@@ -14,22 +14,9 @@ from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import format_delta
-from ingest.txn import METASTORE_FILENAME, Metastore, TableDefinition, default_metastore_url
+from ingest.txn import METASTORE_FILENAME, Metastore
 
 READ_ONLY = ("cat", "status", "verify")
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return tmp_path / "wh" / "events"
-
-
-@pytest.fixture
-def store(root: Path) -> Metastore:
-    s = Metastore.open(default_metastore_url(str(root)))
-    s.create_table(TableDefinition("default.events", str(root), SIMPLE_SCHEMA))
-    yield s  # type: ignore[misc]
-    s.close()
 
 
 def commit(store: Metastore, root: Path, ids: range) -> Path:

@@ -12,21 +12,8 @@ from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import format_delta
-from ingest.txn import Metastore, OffsetRange, TableDefinition, default_metastore_url
 from ingest.table import verify_table
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return tmp_path / "wh" / "events"
-
-
-@pytest.fixture
-def store(root: Path) -> Metastore:
-    s = Metastore.open(default_metastore_url(str(root)))
-    s.create_table(TableDefinition("default.events", str(root), SIMPLE_SCHEMA))
-    yield s  # type: ignore[misc]
-    s.close()
+from ingest.txn import Metastore, OffsetRange
 
 
 def commit_batch(store: Metastore, root: Path, ids: range, offsets: tuple[int, int]) -> Path:

@@ -13,8 +13,8 @@ from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, read_events
 from ingest.acid.names import format_delta
-from ingest.txn import Metastore, TableDefinition, default_metastore_url
 from ingest.table import recover_table_with_metastore, verify_table
+from ingest.txn import Metastore, TableDefinition, default_metastore_url
 
 
 class _Full:

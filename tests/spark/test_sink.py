@@ -27,8 +27,8 @@ from ingest.spark._sink_tasks import TaskPlan, write_task
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions, stream_trigger
 from ingest.spark.sink import AcidSink
-from ingest.txn import Metastore, default_metastore_url
 from ingest.table import create_table
+from ingest.txn import Metastore, default_metastore_url
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
 # pyspark 4.3 warns that pandas 3 is not fully supported whenever it checks pandas.

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from support import run_cli
 
-from ingest.spark.job import ensure_tables, table_layout
 from ingest.errors import IngestError
+from ingest.spark.job import ensure_tables, table_layout
 from ingest.table import create_table, default_table_name, load
 from ingest.table._written import Written
 

@@ -21,6 +21,7 @@ from ingest.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from ingest.table import _written as written_module
 from ingest.table import (
     create_table,
     delete,
@@ -28,7 +29,6 @@ from ingest.table import (
     load_file,
     partition_path,
 )
-from ingest.table import _written as written_module
 from ingest.txn import METASTORE_FILENAME, Metastore, MetastoreError, default_metastore_url
 
 DDL = "id BIGINT, value STRING, dt STRING"
