@@ -47,8 +47,12 @@ def describe_decimal_error(value: object, target: pa.DataType) -> str:
             raise decimal.InvalidOperation
     except decimal.InvalidOperation:
         return f"{value!r} is not a decimal number"
-    return (f"{number} has more than {target.precision - target.scale} digits before the "
-            f"point, which DECIMAL({target.precision},{target.scale}) cannot hold")
+    rounded = number.quantize(decimal.Decimal(1).scaleb(-target.scale),
+                              rounding=decimal.ROUND_HALF_UP, context=decimal.Context(prec=100))
+    shown = format(number.normalize(), "f")
+    also = "" if rounded == number else f" (rounded to {rounded})"
+    return (f"{shown}{also} has more than {target.precision - target.scale} digits before "
+            f"the point, which DECIMAL({target.precision},{target.scale}) cannot hold")
 
 
 def _widen(array: pa.Array) -> tuple[pa.Array, pa.Array]:
