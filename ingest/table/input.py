@@ -152,14 +152,22 @@ def _json_schema(schema: pa.Schema | None) -> pa.Schema | None:
             # rounds them to the column's scale (ingest/table/values.py).
             fields.append(pa.field(f.name, WIDE_DECIMAL))
         elif _json_native(f.type):
-            fields.append(f)
+            fields.append(pa.field(f.name, _wide_timestamp(f.type)))
     return pa.schema(fields) if fields else None
 
 
 def _csv_types(schema: pa.Schema | None) -> dict[str, pa.DataType]:
     # Decimals stay text here: `load` converts them with Hive's rounding.
-    return {f.name: pa.string() if pa.types.is_decimal(f.type) else f.type
+    return {f.name: pa.string() if pa.types.is_decimal(f.type) else _wide_timestamp(f.type)
             for f in schema or [] if _flat(f.type)}
+
+
+def _wide_timestamp(t: pa.DataType) -> pa.DataType:
+    # Microseconds reach years 1-9999 as Hive's do; `load` names a value its column's
+    # nanoseconds cannot hold instead of pyarrow's "couldn't parse".
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", t.tz)
+    return t
 
 
 def _with_maps(path: str, data: bytes, table: pa.Table, schema: pa.Schema | None) -> pa.Table:
