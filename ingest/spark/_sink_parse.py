@@ -42,6 +42,8 @@ class ParsedValues:
 
 
 TOMBSTONE_REASON = "the record value is null"
+# Blank, or a JSON value that is not an object; other text is left to the parser's reason.
+_NOT_AN_OBJECT = r"^\s*$|^\s*(null|true|false|[\[\"0-9-])"
 
 
 def parse_json_values(values: pa.Array, schema: pa.Schema, *,
@@ -57,7 +59,8 @@ def parse_json_values(values: pa.Array, schema: pa.Schema, *,
     values = values.cast(pa.binary())
     n = len(values)
     # Not an object: blank, `null`, `[]`, a number or string; also a tombstone (null value).
-    blank = pc.fill_null(pc.invert(pc.match_substring_regex(values, r"^\s*\{")), True)
+    # (pyarrow makes `null` an all-null row, and crashes on a batch that starts with one.)
+    blank = pc.fill_null(pc.match_substring_regex(values, _NOT_AN_OBJECT), True)
     bad: list[tuple[int, str]] = []
     skipped: list[int] = []
     if pc.any(blank).as_py():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from typing import Any, Literal
 
 import fsspec
@@ -74,6 +75,7 @@ def read_input(
                 pa.BufferReader(data), read_options=options,
                 convert_options=pcsv.ConvertOptions(column_types=_csv_types(schema))),
                 pcsv.ReadOptions)
+        _check_objects(path, data)
         table = _with_block_size(data, lambda options: pjson.read_json(
             pa.BufferReader(data), read_options=options,
             parse_options=pjson.ParseOptions(explicit_schema=_json_schema(schema),
@@ -115,6 +117,26 @@ def _check_utf8(path: str, data: bytes) -> None:
             f"({bytes(data)[e.start:e.end]!r} at column {e.start - start + 1}); nothing was "
             "loaded", hint="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8), or fix "
             "that line") from None
+
+
+_NULL_LINE = re.compile(rb"(?m)^[ \t\r]*(null)[ \t\r]*$")
+
+
+def _check_objects(path: str, data: bytes) -> None:
+    """A JSON Lines record `null` is not an object (docs/invariants.md, 6).
+
+    pyarrow's reader turns a `null` line into an all-null row (and crashes the process when
+    the first line is `null`), where it refuses `[]` and `5`; refuse it too, naming the line.
+    """
+    m = _NULL_LINE.search(data)
+    if m is None:
+        return
+    line = data.count(b"\n", 0, m.start()) + 1
+    text = m.group(1)
+    raise BadRecordError(
+        f"Cannot read input {path}: line {line:,} is not a JSON object "
+        f"({text.decode('utf-8', 'backslashreplace')!r}); nothing was loaded",
+        hint=f"check that {path} is {_FORMAT_NAMES['jsonl']}")
 
 
 _MIN_BLOCK_BYTES = 1 << 20

@@ -208,3 +208,22 @@ def test_timestamps_hive_accepts_outside_1677_2262_are_refused_naming_the_row(
             "1677-09-21 00:12:43.145225 .. 2262-04-11 23:47:16.854775") in error["message"]
     assert "couldn't parse" not in error["message"]
     assert deltas(Path(table)) == []
+
+
+@pytest.mark.parametrize(("text", "line", "shown"), [
+    ('{"id":1,"v":"a"}\nnull\n', 2, "'null'"),
+    ('null\n{"id":1,"v":"a"}\n', 1, "'null'"),  # pyarrow's reader crashed on this one
+    ('{"id":1,"v":"a"}\n\n  null \r\n', 3, "'null'"),
+])
+def test_load_refuses_a_json_null_line_instead_of_loading_an_all_null_row(
+        warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        text: str, line: int, shown: str) -> None:
+    table = str(warehouse / "t")
+    ok_json(["create", table, "--schema", "id BIGINT, v STRING"], capsys)
+    path = tmp_path / "rows.jsonl"
+    path.write_text(text)
+    error = error_json(["load", table, "--input", str(path)], capsys, 3)
+    assert error["type"] == "BadRecordError"
+    assert error["message"] == (f"Cannot read input {path}: line {line} is not a JSON object "
+                                f"({shown}); nothing was loaded")
+    assert deltas(Path(table)) == []
