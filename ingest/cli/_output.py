@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import click
+import pyarrow as pa
 
 
 def json_default(value: Any) -> Any:
@@ -22,6 +23,43 @@ def json_default(value: Any) -> Any:
     if isinstance(value, dt.timedelta):
         return value.total_seconds()
     raise TypeError(f"cannot render {type(value).__name__} as JSON")
+
+
+def rows(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
+    """`batch.to_pylist()`, with strings that are not UTF-8 shown backslash-escaped.
+
+    Hive and other writers can store such bytes in a STRING column; one of them must not make
+    a whole table unreadable, so it is rendered as e.g. "\\xff\\xfe" instead of failing.
+    """
+    try:
+        return batch.to_pylist()  # type: ignore[no-any-return]
+    except UnicodeDecodeError:
+        columns = [_escaped(batch.column(i)) for i in range(batch.num_columns)]
+        return pa.table(columns, names=batch.schema.names).to_pylist()  # type: ignore[no-any-return]
+
+
+def _escaped(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    t = array.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        try:
+            array.validate(full=True)
+            return array
+        except pa.ArrowInvalid:
+            raw = array.view(pa.binary() if pa.types.is_string(t) else pa.large_binary())
+            return pa.array([None if v is None else v.decode("utf-8", "backslashreplace")
+                             for v in raw.to_pylist()], t)
+    if pa.types.is_struct(t):
+        children = [_escaped(array.field(i)) for i in range(t.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(t), mask=array.is_null())
+    if pa.types.is_map(t):
+        return pa.MapArray.from_arrays(array.offsets, _escaped(array.keys),
+                                       _escaped(array.items), type=t, mask=array.is_null())
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        cls = pa.ListArray if pa.types.is_list(t) else pa.LargeListArray
+        return cls.from_arrays(array.offsets, _escaped(array.flatten()), type=t,
+                               mask=array.is_null())
+    return array
 
 
 def dumps(value: Any) -> str:

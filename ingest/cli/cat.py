@@ -11,7 +11,7 @@ import click
 
 from ingest.acid import ValidWriteIdList
 from ingest.acid.snapshot import read_batches
-from ingest.cli._output import dumps
+from ingest.cli._output import dumps, rows
 from ingest.errors import TableNotFoundError
 from ingest.txn import Metastore, TableDefinition, find_metastore_for
 
@@ -97,5 +97,5 @@ def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
         batches = read_batches(path, choice.snapshot, names, row_id, limit=limit,
                                row_schema=choice.table.row_schema if choice.table else None)
     for batch in batches:
-        for row in batch.to_pylist():
+        for row in rows(batch):
             click.echo(dumps(row))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ingest.acid import inspect_bucket_file, read_events
-from ingest.cli._output import dumps
+from ingest.cli._output import dumps, rows
 
 
 @click.command("dump")
@@ -44,5 +44,5 @@ def command(file: str, meta: bool, as_json: bool) -> None:
         }))
         return
     for batch in read_events(info.path, length=info.readable_length):
-        for row in batch.to_pylist():
+        for row in rows(batch):
             click.echo(dumps(row))

@@ -89,6 +89,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     if as_json:
         click.echo(json.dumps({
             "table": summary.table, "batches": summary.batches, "skipped": summary.skipped,
-            "rows": summary.rows, "dead_letters": summary.dead_letters, "files": summary.files,
+            "rows": summary.rows, "dead_letters": summary.dead_letters,
+            "tombstones": summary.tombstones, "files": summary.files,
             "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}))
     progress(summary.line(), quiet=quiet)

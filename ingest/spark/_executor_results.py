@@ -26,6 +26,7 @@ class ResultKind(StrEnum):
     FILE_WRITTEN = "file"
     OFFSETS_READ = "offsets"
     BAD_RECORDS = "bad"
+    TOMBSTONES = "tombstones"
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,18 @@ class BadRecords:
     rows: int
 
 
-TaskResult = FileWritten | OffsetsRead | BadRecords
+@dataclass(frozen=True)
+class Tombstones:
+    """How many records without a value (tombstones) a task read, skipped or dead-lettered.
+
+    Attributes:
+        rows: the count.
+    """
+
+    rows: int
+
+
+TaskResult = FileWritten | OffsetsRead | BadRecords | Tombstones
 
 RESULT_DDL = ("kind string, target string, path string, staging string, rows long, "
               "bytes long, length long, topic string, kafka_partition int, "
@@ -122,6 +134,8 @@ def to_arrow(results: Sequence[TaskResult]) -> pa.RecordBatch:
                 rows.append({"kind": ResultKind.BAD_RECORDS.value, "topic": r.topic,
                              "kafka_partition": r.partition, "min_offset": r.offset,
                              "error": r.error, "rows": r.rows})
+            case Tombstones():
+                rows.append({"kind": ResultKind.TOMBSTONES.value, "rows": r.rows})
     return pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
 
@@ -140,6 +154,8 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> list[TaskResult]:
         elif kind is ResultKind.OFFSETS_READ:
             out.append(OffsetsRead(row["topic"], row["kafka_partition"], row["min_offset"],
                                    row["max_offset"], row["rows"]))
+        elif kind is ResultKind.TOMBSTONES:
+            out.append(Tombstones(row["rows"]))
         else:
             out.append(BadRecords(row["topic"], row["kafka_partition"], row["min_offset"],
                                   row["error"], row["rows"]))
@@ -174,6 +190,7 @@ __all__ = [
     "OffsetsRead",
     "ResultKind",
     "TaskResult",
+    "Tombstones",
     "from_arrow",
     "merge_offsets",
     "offsets_read",

@@ -27,6 +27,7 @@ from ingest.spark._executor_results import (
     FileWritten,
     OffsetsRead,
     TaskResult,
+    Tombstones,
     from_arrow,
     merge_offsets,
 )
@@ -54,6 +55,8 @@ class BatchReport:
         offsets: the Kafka ranges the batch held.
         lag: records behind the topic's end after this batch, when known.
         skipped: the batch was already committed (a replay).
+        tombstones: records without a value, skipped or dead-lettered (on_tombstone).
+        on_tombstone: which of the two.
     """
 
     batch_id: int
@@ -66,6 +69,8 @@ class BatchReport:
     offsets: tuple[OffsetRange, ...] = ()
     lag: int | None = None
     skipped: bool = False
+    tombstones: int = 0
+    on_tombstone: str = "skip"
 
     def line(self) -> str:
         if self.skipped:
@@ -73,7 +78,9 @@ class BatchReport:
                     "skipped (replay)")
         lag = "" if self.lag is None else f", kafka lag {self.lag:,}"
         return (f"batch {self.batch_id}: write id {self.write_id}, {self.rows:,} rows, "
-                f"{self.dead_letters:,} dead letters, {self.files} files, {self.bytes:,} bytes, "
+                f"{self.dead_letters:,} dead letters, {self.tombstones:,} tombstones "
+                f"({'skipped' if self.on_tombstone == 'skip' else 'dead-lettered'}), "
+                f"{self.files} files, {self.bytes:,} bytes, "
                 f"{self.seconds:.2f} s{lag}")
 
 
@@ -155,7 +162,9 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
         batch_id, plan.write_id,
         rows=sum(f.rows for f in files if f.target == "table"),
         dead_letters=sum(f.rows for f in files if f.target == "dead_letter"),
-        files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets)
+        files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets,
+        tombstones=sum(r.rows for r in results if isinstance(r, Tombstones)),
+        on_tombstone=plan.options.on_tombstone)
 
 
 def remove_staging_leftovers(results: Sequence[TaskResult], *, fs: fsspec.AbstractFileSystem,

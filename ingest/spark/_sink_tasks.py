@@ -29,6 +29,7 @@ from ingest.spark._executor_results import (
     OffsetsRead,
     Target,
     TaskResult,
+    Tombstones,
     merge_offsets,
     offsets_read,
     to_arrow,
@@ -44,12 +45,12 @@ log = logging.getLogger(__name__)
 # Columns the parse stage adds next to the parsed row columns (two-stage plans only).
 META_KEY, META_VALUE = "__kafka_key", "__kafka_value"
 META_TOPIC, META_PARTITION, META_OFFSET = "__kafka_topic", "__kafka_partition", "__kafka_offset"
-META_ERROR, META_BUCKET = "__error", "__bucket"
+META_ERROR, META_BUCKET, META_TOMBSTONE = "__error", "__bucket", "__tombstone"
 META_FIELDS = [
     pa.field(META_KEY, pa.binary()), pa.field(META_VALUE, pa.binary()),
     pa.field(META_TOPIC, pa.string()), pa.field(META_PARTITION, pa.int32()),
     pa.field(META_OFFSET, pa.int64()), pa.field(META_ERROR, pa.string()),
-    pa.field(META_BUCKET, pa.int32()),
+    pa.field(META_BUCKET, pa.int32()), pa.field(META_TOMBSTONE, pa.bool_()),
 ]
 
 DEAD_LETTER_SCHEMA = pa.schema([
@@ -114,11 +115,13 @@ class _Split:
     topics: pa.Array
     partitions: pa.Array
     offsets: pa.Array
+    tombstones: int = 0
 
 
 def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch) -> tuple[pa.Table, pa.Table]:
     """Parse raw Kafka rows: (parsed good rows with their input index, dead-letter rows)."""
-    parsed = parse_json_values(batch.column("value"), plan.parse_schema)
+    parsed = parse_json_values(batch.column("value"), plan.parse_schema,
+                               skip_tombstones=_skip_tombstones(plan))
     bad_idx = pa.array([i for i, _ in parsed.bad], pa.int64())
     source = pa.Table.from_batches([batch])
     bad = pa.table({
@@ -143,20 +146,26 @@ def _split_kafka(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
     if plan.bucket_count:
         bucket = bucket_ids(good, plan.bucket_columns, plan.bucket_count)
     return _Split(good, partition, bucket, bad, batch.column("topic"),
-                  batch.column("partition"), batch.column("offset"))
+                  batch.column("partition"), batch.column("offset"),
+                  batch.column("value").null_count)
+
+
+def _skip_tombstones(plan: TaskPlan) -> bool:
+    return plan.options.on_tombstone == "skip"
 
 
 def _split_parsed(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
     table = pa.Table.from_batches([batch])
     error = table.column(META_ERROR)
     is_bad = pc.is_valid(error)
+    tombstone = pc.fill_null(table.column(META_TOMBSTONE), False)
     bad_rows = table.filter(is_bad)
     bad = pa.table({
         "key": bad_rows.column(META_KEY), "value": bad_rows.column(META_VALUE),
         "topic": bad_rows.column(META_TOPIC), "partition": bad_rows.column(META_PARTITION),
         "offset": bad_rows.column(META_OFFSET), "error": bad_rows.column(META_ERROR),
     }, schema=DEAD_LETTER_SCHEMA)
-    good_rows = table.filter(pc.invert(is_bad))
+    good_rows = table.filter(pc.and_(pc.invert(is_bad), pc.invert(tombstone)))
     good = pa.table({f.name: pc.cast(good_rows.column(f.name), f.type, safe=False)
                      for f in plan.parse_schema}, schema=plan.parse_schema)
     partition = None
@@ -164,7 +173,8 @@ def _split_parsed(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
         partition = pc.cast(good_rows.column(plan.partition_column), pa.string()).combine_chunks()
     bucket = good_rows.column(META_BUCKET).combine_chunks() if plan.bucket_count else None
     return _Split(good, partition, bucket, bad, batch.column(META_TOPIC),
-                  batch.column(META_PARTITION), batch.column(META_OFFSET))
+                  batch.column(META_PARTITION), batch.column(META_OFFSET),
+                  pc.sum(pc.cast(tombstone, pa.int64())).as_py() or 0)
 
 
 def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -173,12 +183,16 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     out_schema = plan.parsed_arrow_schema
     for batch in batches:
         n = batch.num_rows
-        parsed = parse_json_values(batch.column("value"), plan.parse_schema)
+        parsed = parse_json_values(batch.column("value"), plan.parse_schema,
+                                   skip_tombstones=_skip_tombstones(plan))
         errors: list[str | None] = [None] * n
         for i, reason in parsed.bad:
             errors[i] = reason
         error = pa.array(errors, pa.string())
         is_bad = pc.is_valid(error)
+        # A skipped tombstone is neither good nor bad: the write stage counts and drops it.
+        is_bad_or_skipped = pc.or_(is_bad, pc.fill_null(pc.is_null(batch.column("value")),
+                                                         False))
         # Good rows never need their raw bytes again: only dead letters carry them on.
         null_bin = pa.nulls(n, pa.binary())
         columns: dict[str, pa.Array] = {
@@ -186,11 +200,12 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
             META_VALUE: pc.if_else(is_bad, batch.column("value"), null_bin),
             META_TOPIC: batch.column("topic"), META_PARTITION: batch.column("partition"),
             META_OFFSET: batch.column("offset"), META_ERROR: error,
+            META_TOMBSTONE: pc.is_null(batch.column("value")),
         }
         # Scatter the good rows back to input positions (bad positions stay null).
         positions = pa.array(pc.fill_null(pc.cumulative_sum(
-            pc.cast(pc.invert(is_bad), pa.int64())), 0).to_numpy() - 1)
-        take = pc.if_else(is_bad, pa.nulls(n, pa.int64()), positions)
+            pc.cast(pc.invert(is_bad_or_skipped), pa.int64())), 0).to_numpy() - 1)
+        take = pc.if_else(is_bad_or_skipped, pa.nulls(n, pa.int64()), positions)
         rows = parsed.rows.combine_chunks()
         for f in plan.parse_schema:
             columns[f.name] = rows.column(f.name).take(take)
@@ -340,6 +355,7 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     attempt_id = ctx.taskAttemptId() if ctx is not None else 0
     writer = _TaskWriter(plan, task_index, attempt_id)
     read: list[OffsetsRead] = []
+    tombstones = 0
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -347,6 +363,7 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
             split = (_split_kafka(plan, batch) if plan.input == "kafka"
                      else _split_parsed(plan, batch))
             read += offsets_read(split.topics, split.partitions, split.offsets)
+            tombstones += split.tombstones
             if split.bad.num_rows and plan.options.on_bad_record == "fail":
                 first = split.bad.slice(0, 1).to_pylist()[0]
                 writer.abandon()
@@ -359,7 +376,8 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     except BaseException:
         writer.abandon()
         raise
-    yield to_arrow([*results, *merge_offsets(read)])
+    yield to_arrow([*results, *merge_offsets(read),
+                    *([Tombstones(tombstones)] if tombstones else [])])
 
 
 __all__ = [

@@ -76,6 +76,7 @@ def table_layout(schema_ddl: str, partition_by: str | None) -> TableLayout:
     if partition_by is None or not partition_by.strip():
         return TableLayout(schema, None, None)
     text = partition_by.strip()
+    _check_expression_shape(text)
     bare = _IDENT.fullmatch(text)
     if bare:
         name = bare.group(1)
@@ -87,6 +88,63 @@ def table_layout(schema_ddl: str, partition_by: str | None) -> TableLayout:
             f"'{DEFAULT_PARTITION_COLUMN}', which is also in --schema",
             hint=f"use --partition-by {DEFAULT_PARTITION_COLUMN} to partition by that column")
     return TableLayout(schema, DEFAULT_PARTITION_COLUMN, text)
+
+
+def _check_expression_shape(text: str) -> None:
+    """Refuse unbalanced brackets or quotes at once (Spark's parser, later, gives the rest).
+
+    Raises:
+        ConfigError: naming the first character that does not pair up.
+    """
+    closing = {")": "(", "]": "[", "}": "{"}
+    stack: list[tuple[str, int]] = []
+    quote: tuple[str, int] | None = None
+    for i, ch in enumerate(text):
+        if quote is not None:
+            if ch == quote[0]:
+                quote = None
+        elif ch in "'\"`":
+            quote = (ch, i)
+        elif ch in "([{":
+            stack.append((ch, i))
+        elif ch in closing:
+            if not stack or stack[-1][0] != closing[ch]:
+                raise _bad_expression(text, f"{ch!r} at position {i + 1} closes nothing")
+            stack.pop()
+    if quote is not None:
+        raise _bad_expression(text, f"the quote {quote[0]} at position {quote[1] + 1} is not "
+                                    "closed")
+    if stack:
+        raise _bad_expression(text, f"{stack[-1][0]!r} at position {stack[-1][1] + 1} is not "
+                                    "closed")
+
+
+def _bad_expression(text: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"Cannot use --partition-by {text!r}: it is not a Spark SQL expression: {why}",
+        hint="give a JSON field name (e.g. dt) or an expression over the --schema columns, "
+             "e.g. \"date_format(ts, 'yyyy-MM-dd')\"")
+
+
+def check_partition_expression(spark: SparkSession, layout: TableLayout) -> None:
+    """Parse and analyse the --partition-by expression against the schema, writing nothing.
+
+    Raises:
+        ConfigError: Spark cannot parse it, or it names a column that is not in --schema.
+    """
+    text = layout.partition_expression
+    if text is None:
+        return
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    empty = spark.createDataFrame([], from_arrow_schema(layout.row_schema))
+    try:
+        empty.select(F.expr(text).cast("string")).schema  # noqa: B018 (analysis is the check)
+    except AnalysisException as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise _bad_expression(text, first) from None
 
 
 def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> int:
@@ -199,11 +257,12 @@ class StreamSummary:
     bytes: int
     seconds: float
     reports: tuple[BatchReport, ...]
+    tombstones: int = 0
 
     def line(self) -> str:
         return (f"Stream into {self.table} finished: {self.batches} micro-batches "
                 f"({self.skipped} replays skipped), {self.rows:,} rows, {self.dead_letters:,} "
-                f"dead letters, {self.files} files, {self.bytes:,} bytes in {self.seconds:.1f} s")
+                f"dead letters, {self.tombstones:,} tombstones, {self.files} files, {self.bytes:,} bytes in {self.seconds:.1f} s")
 
 
 class RunningStream:
@@ -242,7 +301,8 @@ class RunningStream:
         return StreamSummary(self.table, len(reports), len(reports) - len(done),
                              sum(r.rows for r in done), sum(r.dead_letters for r in done),
                              sum(r.files for r in done), sum(r.bytes for r in done),
-                             time.monotonic() - self._started, reports)
+                             time.monotonic() - self._started, reports,
+                             sum(r.tombstones for r in done))
 
 
 def run_stream(
@@ -280,6 +340,8 @@ def run_stream(
     interval_s, available_now = options.schedule
     table = options.table
     layout = table_layout(options.schema_ddl, options.partition_by)
+    # Every option is checked before anything is created (docs/invariants.md, 6).
+    check_partition_expression(spark, layout)
     url = metastore_url or default_metastore_url(table)
     if options.sink.txns_per_delta > 1:
         AcidSink(table, sink_id="check", options=options.sink, metastore_url=url)
@@ -332,6 +394,7 @@ __all__ = [
     "StreamSummary",
     "TableLayout",
     "check_kafka",
+    "check_partition_expression",
     "ensure_tables",
     "run_stream",
     "table_layout",

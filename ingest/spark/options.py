@@ -17,6 +17,7 @@ from ingest.errors import ConfigError
 from ingest.spark._kafka_options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
 
 OnBadRecord = Literal["dead-letter", "fail"]
+OnTombstone = Literal["skip", "dead-letter"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -68,6 +69,9 @@ class SinkOptions:
         100_000, minimum=1, help="Rows per intermediate footer and side-file entry.")
     on_bad_record: OnBadRecord = _option(
         "dead-letter", help="Unparsable records: to <table>__dead_letter, or stop the query.")
+    on_tombstone: OnTombstone = _option(
+        "skip", help="Records with no value (tombstones of compacted topics): skip them or "
+                     "dead-letter them; counted either way.")
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a value is out of its bounds or not one of its choices."""
@@ -103,8 +107,18 @@ class StreamOptions:
         help="Bound on reaching the broker and on reads.")
 
     def __post_init__(self) -> None:
-        """Raises: ConfigError: a bad trigger, or a value out of its bounds."""
+        """Raises: ConfigError: a bad trigger, topic or broker list, or a value out of bounds."""
         _check(self)
+        if not _TOPIC.fullmatch(self.topic):
+            raise ConfigError(
+                f"--topic {self.topic!r} is not a Kafka topic name",
+                hint="a topic name is 1-249 characters of letters, digits, '.', '_' and '-'")
+        for server in self.bootstrap_servers.split(","):
+            m = _SERVER.fullmatch(server.strip())
+            if not m or not 0 < int(m.group(1)) < 65536:
+                raise ConfigError(
+                    f"--bootstrap-servers {self.bootstrap_servers!r}: {server.strip()!r} is "
+                    "not HOST:PORT", hint="e.g. --bootstrap-servers broker1:9092,broker2:9092")
         interval_s, available_now = self.schedule
         if interval_s <= 0 and not available_now:
             raise ConfigError(f"--trigger must be a positive number of seconds, got {interval_s:g}")
@@ -130,6 +144,10 @@ class StreamOptions:
             raise TypeError(f"Not stream options: {', '.join(unknown)}")
         assert isinstance(options, StreamOptions)
         return options
+
+
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_SERVER = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})")
 
 
 def stream_trigger(value: str) -> tuple[float, bool]:
@@ -240,6 +258,7 @@ def _build(cls: type, values: Mapping[str, Any], used: set[str]) -> Any:
 
 __all__ = [
     "OnBadRecord",
+    "OnTombstone",
     "OptionSpec",
     "SinkOptions",
     "StreamOptions",

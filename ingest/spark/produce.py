@@ -16,7 +16,7 @@ from typing import Any
 
 from ingest.errors import ConfigError, IngestError
 
-Event = bytes | str | dict[str, Any]
+Event = bytes | str | dict[str, Any] | None
 KeyFn = Callable[[Event], bytes | str | None]
 
 SAMPLE_EPOCH = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
@@ -47,8 +47,10 @@ def sample_events(count: int, *, start_id: int = 0, seed: int = 0) -> Iterator[d
         }
 
 
-def encode_event(event: Event) -> bytes:
-    """bytes as they are, str as UTF-8, dict as compact JSON (UTF-8)."""
+def encode_event(event: Event) -> bytes | None:
+    """bytes as they are, str as UTF-8, dict as compact JSON (UTF-8), None as no value."""
+    if event is None:  # a tombstone: a record without a value
+        return None
     if isinstance(event, bytes):
         return event
     if isinstance(event, str):
@@ -116,7 +118,7 @@ def produce_events(
     Args:
         bootstrap_servers: "host:port[,host:port]".
         topic: the topic; created with `partitions` partitions first if `create_topic`.
-        events: bytes, str (UTF-8) or dict (compact JSON) values.
+        events: bytes, str (UTF-8) or dict (compact JSON) values; None: a tombstone.
         key_fn: the record key for an event (str as UTF-8), or None for no key.
         create_topic: create the topic if it does not exist.
         partitions: partitions of a topic created here (an existing topic is left as it is).

@@ -8,10 +8,13 @@ metastore. The input half of the CLI's `ingest load`.
 from __future__ import annotations
 
 import io
+import json
 import os
+import re
 from typing import Any, Literal
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
@@ -19,6 +22,7 @@ import pyarrow.parquet as pq
 
 from ingest.acid.schema import to_ddl
 from ingest.errors import BadRecordError, ConfigError, SchemaMismatchError
+from ingest.table.values import WIDE_DECIMAL
 
 InputFormat = Literal["jsonl", "csv", "parquet"]
 
@@ -41,7 +45,8 @@ def read_input(
     Raises:
         FileNotFoundError: no such file.
         ConfigError: the format is unknown and cannot be told from the extension.
-        BadRecordError: the file is not valid JSON Lines / CSV / Parquet.
+        BadRecordError: the file is not valid JSON Lines / CSV / Parquet, or JSON / CSV
+            text is not UTF-8 (the line is named).
         SchemaMismatchError: a value cannot be parsed as its column's type.
     """
     fs, stripped = fsspec.core.url_to_fs(path)
@@ -59,19 +64,24 @@ def read_input(
     if not fs.exists(stripped):
         raise FileNotFoundError(f"Cannot open input file, does not exist: {path}")
     data = fs.cat_file(stripped)
-    stream: Any = pa.BufferReader(data)
     if codec:
-        stream = pa.CompressedInputStream(stream, codec)
+        data = pa.CompressedInputStream(pa.BufferReader(data), codec).read()
     try:
         if fmt == "parquet":
-            return pq.read_table(io.BytesIO(stream.read()))
+            return pq.read_table(io.BytesIO(data))
+        _check_utf8(path, data)
         if fmt == "csv":
-            types = {f.name: f.type for f in schema or [] if _flat(f.type)}
-            return pcsv.read_csv(stream, convert_options=pcsv.ConvertOptions(column_types=types))
-        explicit = pa.schema([f for f in schema or [] if _json_native(f.type)])
-        return pjson.read_json(stream, parse_options=pjson.ParseOptions(
-            explicit_schema=explicit if len(explicit) else None,
-            unexpected_field_behavior="infer"))
+            return _with_block_size(data, lambda options: pcsv.read_csv(
+                pa.BufferReader(data), read_options=options,
+                convert_options=pcsv.ConvertOptions(column_types=_csv_types(schema))),
+                pcsv.ReadOptions)
+        _check_objects(path, data)
+        table = _with_block_size(data, lambda options: pjson.read_json(
+            pa.BufferReader(data), read_options=options,
+            parse_options=pjson.ParseOptions(explicit_schema=_json_schema(schema),
+                                             unexpected_field_behavior="infer")),
+            pjson.ReadOptions)
+        return _with_maps(path, data, table, schema)
     except pa.ArrowInvalid as e:
         message = f"Cannot read input {path} as {fmt}: {e}"
         if "convert" in str(e) or "changed from" in str(e):
@@ -80,6 +90,128 @@ def read_input(
                 "for a STRING column")
             raise SchemaMismatchError(message, hint=hint) from e
         raise BadRecordError(message, hint=f"check that {path} is {_FORMAT_NAMES[fmt]}") from e
+
+
+def _check_utf8(path: str, data: bytes) -> None:
+    """JSON and CSV text must be UTF-8: refuse other bytes, naming the line (docs/invariants.md, 6).
+
+    pyarrow's readers copy invalid bytes into string columns unchecked, and such a string
+    would then fail every reader of the table.
+    """
+    if not data:
+        return
+    text = pa.StringArray.from_buffers(1, pa.py_buffer(np.array([0, len(data)], np.int32)),
+                                       pa.py_buffer(data))
+    try:
+        text.validate(full=True)
+        return
+    except pa.ArrowInvalid:
+        pass
+    try:
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = bytes(data).count(b"\n", 0, e.start) + 1
+        start = bytes(data).rfind(b"\n", 0, e.start) + 1
+        raise BadRecordError(
+            f"Cannot read input {path}: line {line:,} holds bytes that are not UTF-8 "
+            f"({bytes(data)[e.start:e.end]!r} at column {e.start - start + 1}); nothing was "
+            "loaded", hint="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8), or fix "
+            "that line") from None
+
+
+_NULL_LINE = re.compile(rb"(?m)^[ \t\r]*(null)[ \t\r]*$")
+
+
+def _check_objects(path: str, data: bytes) -> None:
+    """A JSON Lines record `null` is not an object (docs/invariants.md, 6).
+
+    pyarrow's reader turns a `null` line into an all-null row (and crashes the process when
+    the first line is `null`), where it refuses `[]` and `5`; refuse it too, naming the line.
+    """
+    m = _NULL_LINE.search(data)
+    if m is None:
+        return
+    line = data.count(b"\n", 0, m.start()) + 1
+    text = m.group(1)
+    raise BadRecordError(
+        f"Cannot read input {path}: line {line:,} is not a JSON object "
+        f"({text.decode('utf-8', 'backslashreplace')!r}); nothing was loaded",
+        hint=f"check that {path} is {_FORMAT_NAMES['jsonl']}")
+
+
+_MIN_BLOCK_BYTES = 1 << 20
+
+
+def _with_block_size(data: bytes, read: Any, options_type: Any) -> pa.Table:
+    """Read with a block size above the longest line, so that no record straddles blocks.
+
+    pyarrow refuses a record longer than its block ("straddling object ... increase block
+    size"); a CSV record with quoted newlines can span lines, so retry with doubled blocks.
+    """
+    size = max(_MIN_BLOCK_BYTES, 2 * _longest_line(data) + 1024)
+    while True:
+        try:
+            return read(options_type(block_size=size))  # type: ignore[no-any-return]
+        except pa.ArrowInvalid as e:
+            if "straddling" not in str(e) or size > len(data):
+                raise
+            size *= 2
+
+
+def _longest_line(data: bytes) -> int:
+    if not data:
+        return 0
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+    bounds = np.concatenate(([-1], ends, [len(data)]))
+    return int(np.diff(bounds).max())
+
+
+def _json_schema(schema: pa.Schema | None) -> pa.Schema | None:
+    fields = []
+    for f in schema or []:
+        if pa.types.is_decimal(f.type):
+            # JSON numbers and strings as exact decimal text, never through float64; `load`
+            # rounds them to the column's scale (ingest/table/values.py).
+            fields.append(pa.field(f.name, WIDE_DECIMAL))
+        elif _json_native(f.type):
+            fields.append(pa.field(f.name, _wide_timestamp(f.type)))
+    return pa.schema(fields) if fields else None
+
+
+def _csv_types(schema: pa.Schema | None) -> dict[str, pa.DataType]:
+    # Decimals stay text here: `load` converts them with Hive's rounding.
+    return {f.name: pa.string() if pa.types.is_decimal(f.type) else _wide_timestamp(f.type)
+            for f in schema or [] if _flat(f.type)}
+
+
+def _wide_timestamp(t: pa.DataType) -> pa.DataType:
+    # Microseconds reach years 1-9999 as Hive's do; `load` names a value its column's
+    # nanoseconds cannot hold instead of pyarrow's "couldn't parse".
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", t.tz)
+    return t
+
+
+def _with_maps(path: str, data: bytes, table: pa.Table, schema: pa.Schema | None) -> pa.Table:
+    """JSON objects of MAP columns, as maps (pyarrow's reader makes them structs)."""
+    maps = [f for f in schema or [] if pa.types.is_map(f.type) and f.name in table.column_names]
+    if not maps:
+        return table
+    records = [json.loads(line) for line in bytes(data).splitlines() if line.strip()]
+    for f in maps:
+        values = [_map_items(r.get(f.name)) if isinstance(r, dict) else None for r in records]
+        try:
+            array = pa.array(values, f.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+            raise SchemaMismatchError(
+                f"Cannot read input {path}: column {f.name!r} holds a value that is not a "
+                f"JSON object of {f.type}: {e}") from e
+        table = table.set_column(table.column_names.index(f.name), f.name, array)
+    return table
+
+
+def _map_items(value: Any) -> Any:
+    return list(value.items()) if isinstance(value, dict) else value
 
 
 _FORMAT_NAMES = {"jsonl": "JSON Lines (one JSON object per line)", "csv": "CSV with a header line",

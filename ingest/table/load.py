@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import format_delta
@@ -22,6 +23,7 @@ from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
 from ingest.table._written import commit, join_path, writing
 from ingest.table.input import InputFormat, read_input
 from ingest.table.split import split_rows
+from ingest.table.values import describe_decimal_error, to_decimal
 from ingest.txn import TableDefinition
 
 
@@ -136,6 +138,12 @@ def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]
             continue
         column = data.column(found[field.name])
         try:
+            if pa.types.is_decimal(field.type):
+                arrays[field.name] = _decimal(column, field, problems)
+                continue
+            if (pa.types.is_timestamp(field.type) and pa.types.is_timestamp(column.type)
+                    and not _timestamp_in_range(column, field, problems)):
+                continue
             arrays[field.name] = column.cast(field.type, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             problems.append(f"column {field.name!r} is {column.type} and cannot be converted "
@@ -150,6 +158,39 @@ def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]
                                 schema=defn.row_schema)
     parts = pa.table({c: arrays[c] for c in defn.partition_columns})
     return rows, parts
+
+
+_NS_PER_UNIT = {"s": 10**9, "ms": 10**6, "us": 10**3}
+
+
+def _timestamp_in_range(column: pa.ChunkedArray, field: pa.Field, problems: list[str]) -> bool:
+    """False, naming the first value, if a nanosecond column cannot hold one (1677-2262)."""
+    if field.type.unit != "ns" or column.type.unit == "ns" or len(column) == 0:
+        return True
+    limit = (2**63 - 1) // _NS_PER_UNIT[column.type.unit]
+    low, high = pa.scalar(-limit, column.type), pa.scalar(limit, column.type)
+    outside = pc.fill_null(pc.or_(pc.less(column, low), pc.greater(column, high)), False)
+    if not pc.any(outside).as_py():
+        return True
+    first = pc.indices_nonzero(outside.combine_chunks())[0].as_py()
+    problems.append(
+        f"column {field.name!r} ({ddl_type(field)}) cannot hold the value of row {first + 1:,}: "
+        f"{column[first].as_py()} is outside {low.as_py()} .. {high.as_py()}, the range of "
+        "the nanosecond timestamps this table's files are read as")
+    return False
+
+
+def _decimal(column: pa.ChunkedArray, field: pa.Field, problems: list[str]) -> pa.Array:
+    """Hive's rule for every input form: round half up to the scale, refuse an overflow."""
+    converted, bad = to_decimal(column, field.type)
+    if pc.any(bad).as_py():
+        rows = pc.indices_nonzero(bad)
+        first = rows[0].as_py()
+        problems.append(
+            f"column {field.name!r} ({ddl_type(field)}) cannot hold the value of row "
+            f"{first + 1:,}: {describe_decimal_error(column[first].as_py(), field.type)}"
+            + (f" ({len(rows):,} such rows)" if len(rows) > 1 else ""))
+    return converted
 
 
 __all__ = ["LoadResult", "load", "load_file"]

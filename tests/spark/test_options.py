@@ -29,16 +29,19 @@ def test_flags_and_defaults() -> None:
     assert list(specs) == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint", "--trigger",
         "--available-now", "--starting-offsets", "--partition-by", "--txns-per-delta",
-        "--flush-rows", "--on-bad-record", "--max-offsets-per-trigger", "--kafka-timeout-s"]
+        "--flush-rows", "--on-bad-record", "--on-tombstone", "--max-offsets-per-trigger",
+        "--kafka-timeout-s"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
     assert defaults == {
         "--trigger": "60", "--available-now": False, "--starting-offsets": "earliest",
         "--partition-by": None, "--txns-per-delta": 1, "--flush-rows": 100_000,
-        "--on-bad-record": "dead-letter", "--max-offsets-per-trigger": None,
+        "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
+        "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0}
     assert specs["--on-bad-record"].choices == ("dead-letter", "fail")
+    assert specs["--on-tombstone"].choices == ("skip", "dead-letter")
     options = StreamOptions(**REQUIRED)
     assert options.sink == SinkOptions() and options.schedule == (60.0, False)
 

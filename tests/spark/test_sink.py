@@ -182,7 +182,8 @@ def test_batches_commit_once_and_a_replayed_batch_is_skipped(spark: Any, warehou
 @pytest.mark.slow
 def test_bad_records_go_to_the_dead_letter_table_with_raw_bytes(spark: Any,
                                                                  warehouse: Path) -> None:
-    sink = make_sink(warehouse, partition_by="date_format(ts, 'yyyy-MM-dd')")
+    sink = make_sink(warehouse, partition_by="date_format(ts, 'yyyy-MM-dd')",
+                     on_tombstone="dead-letter")
     values: list[bytes | None] = [event(i) for i in range(10)]
     values[3] = b"not json"
     values[7] = b'{"id": "seven"}'
