@@ -262,7 +262,8 @@ class StreamSummary:
     def line(self) -> str:
         return (f"Stream into {self.table} finished: {self.batches} micro-batches "
                 f"({self.skipped} replays skipped), {self.rows:,} rows, {self.dead_letters:,} "
-                f"dead letters, {self.tombstones:,} tombstones, {self.files} files, {self.bytes:,} bytes in {self.seconds:.1f} s")
+                f"dead letters, {self.tombstones:,} tombstones, {self.files} files, "
+                f"{self.bytes:,} bytes in {self.seconds:.1f} s")
 
 
 class RunningStream:

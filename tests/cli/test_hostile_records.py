@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from support import run_cli as run
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import format_delta, write_acid_version_file
 from ingest.acid.snapshot import read_table
 from ingest.txn import METASTORE_FILENAME, Metastore
@@ -77,8 +77,8 @@ def _table_with_foreign_bytes(root: Path) -> Path:
         directory = root / format_delta(write_id, write_id, 0)
         directory.mkdir(parents=True)
         write_acid_version_file(fsspec.filesystem("file"), str(directory))
-        with BucketWriter(str(directory / "bucket_00000"), schema, write_id=write_id,
-                          bucket_id=0) as writer:
+        options = BucketFileOptions(write_id=write_id, row_schema=schema, bucket_id=0)
+        with BucketWriter.create(str(directory / "bucket_00000"), options) as writer:
             writer.write(data)
     return root / format_delta(2, 2, 0) / "bucket_00000"
 

@@ -19,7 +19,7 @@ def test_help_names_every_option_and_an_example() -> None:
     assert result.exit_code == 0
     for option in ("--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint",
                    "--trigger", "--available-now", "--starting-offsets", "--partition-by",
-                   "--txns-per-delta", "--flush-rows", "--on-bad-record",
+                   "--txns-per-delta", "--flush-rows", "--on-bad-record", "--on-tombstone",
                    "--max-offsets-per-trigger", "--kafka-timeout-s"):
         assert option in result.output
     assert "ingest stream --bootstrap-servers" in result.output
