@@ -8,13 +8,15 @@ struct and key index; nothing here changes a file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import fsspec
 import pyarrow.orc as po
 
-from ingest.acid._acid_footer import KEY_INDEX
+from ingest.acid._acid_footer import KEY_INDEX, parse_key_index
+from ingest.acid.bucket_file import read_events, readable_length
 from ingest.acid.events import ACID_FIELD_NAMES
+from ingest.acid.names import parse_directory
 from ingest.errors import CorruptFileError
 from ingest.orc import BoundedFile, FileTail, Message, StripeInfo, check_extends, read_tail
 from ingest.orc.proto_fields import Footer
@@ -202,3 +204,94 @@ def _candidate_ends(fs: fsspec.AbstractFileSystem, path: str, size: int) -> Iter
             if 0 < start < hi and start + _PS_TAIL < size:
                 yield start + _PS_TAIL
         hi = lo
+
+
+def max_write_id(tail: FileTail) -> int | None:
+    """The highest originalTransaction in the tail's ACID key index (the last key of every
+    stripe), or None without a usable one."""
+    ids = _key_write_ids(tail)
+    return max(ids) if ids else None
+
+
+def _key_write_ids(tail: FileTail) -> list[int]:
+    raw = tail.user_metadata.get(KEY_INDEX)
+    if raw is None:
+        return []
+    try:
+        return [w for w, _, _ in parse_key_index(raw, "")]
+    except CorruptFileError:
+        return []
+
+
+def committed_footer_past(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail | None,
+                          size: int, committed: Callable[[int], bool] | None
+                          ) -> FileTail | None:
+    """The last complete footer past `tail` (the side file's last readable length) that
+    extends it, whose stripes hold rows of committed write ids only, checked in full: the
+    file's own record of flushes a side file cut short lost. None when there is none.
+    `tail` None: the side file records no flush; any complete footer may serve."""
+    if committed is None:
+        return None
+    start = 0 if tail is None else tail.length
+    ends = [size, *(e for e in _candidate_ends(fs, path, size) if e > start)]
+    for end in ends:
+        found = full_check(fs, path, end, tail, decode=True)
+        if found is None:
+            continue
+        ids = _key_write_ids(found)
+        if ids and all(committed(w) for w in ids):
+            return found
+    return None
+
+
+def data_problem(fs: fsspec.AbstractFileSystem, path: str, length: int) -> str | None:
+    """Why the stripes of the file up to `length` do not decode, or None when they do."""
+    try:
+        for _ in read_events(path, fs=fs, length=length):
+            pass
+    except (CorruptFileError, OSError, ValueError) as e:
+        return f"its stripes up to {length:,} bytes do not decode ({e})"
+    return None
+
+
+class SideFileWarning(UserWarning):
+    """A side file stops below rows of committed write ids that the file's own footers hold:
+    the reader read up to those footers instead (run `ingest recover` to rebuild it)."""
+
+
+def committed_read_length(fs: fsspec.AbstractFileSystem, path: str,
+                          committed: Callable[[int], bool]) -> tuple[int, str | None]:
+    """(length to read, warning or None) for a bucket file under a snapshot.
+
+    The side file's last entry, unless the directory holds a committed write id above every
+    write id at that length and a complete footer past it holds rows of committed write ids
+    only: a side file cut short must not hide committed rows (docs/recovery.md, 5). Costs
+    nothing more when the side file covers the highest committed write id (or there is none).
+
+    Raises:
+        FileNotFoundError: no such file.
+        CorruptFileError: the side file points past the end of the file.
+    """
+    length, size, lengths = readable_length(fs, path)
+    if lengths is None or length >= size:
+        return length, None
+    parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+    if parsed is None or parsed.is_base:
+        return length, None
+    top = next((w for w in range(parsed.max_write_id, parsed.min_write_id - 1, -1)
+                if committed(w)), None)
+    if top is None:
+        return length, None
+    tail = parsed_at(fs, path, length, check=False) if length > 0 else None
+    if length > 0 and tail is None:
+        return length, None  # the reader reports the damaged tail itself
+    seen = None if tail is None else max_write_id(tail)
+    if seen is not None and seen >= top:
+        return length, None
+    later = committed_footer_past(fs, path, tail, size, committed)
+    if later is None:
+        return length, None
+    return later.length, (
+        f"{path}: its side file stops at {length:,} bytes, but the file's own footers hold "
+        f"rows of committed write ids up to {max_write_id(later)} to {later.length:,} bytes; "
+        f"read up to there. Hint: run `ingest recover` to rebuild the side file.")

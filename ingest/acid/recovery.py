@@ -9,6 +9,7 @@ metastore: the caller says which files a live writer still owns.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -17,7 +18,10 @@ import fsspec
 
 from ingest.acid import _files
 from ingest.acid._recovery_tails import (
+    committed_footer_past,
+    data_problem,
     last_complete_footer,
+    max_write_id,
     parsed_at,
     tail_at_end,
     tail_at_flush,
@@ -36,6 +40,16 @@ from ingest.orc import FileTail
 
 Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
 LiveFiles = Callable[[str], bool]
+Committed = Callable[[int], bool]
+# Default backup directory below the table: hidden from Hive and from our scans by the "_".
+BACKUP_DIR_NAME = "_ingest_recovery_backup"
+
+
+def default_backup_dir(table_path: str) -> str:
+    """`<table>/_ingest_recovery_backup/<UTC timestamp>/`: where recovery keeps what it
+    removes unless told otherwise (created only when something is removed)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{str(table_path).rstrip('/')}/{BACKUP_DIR_NAME}/{stamp}"
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,11 @@ class FileRecovery:
         backup_path: where the cut bytes or the removed file were copied, if anywhere.
         skipped_lengths: recorded flush lengths above `new_length` at which no complete footer
             ends; rows of the transactions that recorded them are lost (storage lost data).
+        readable_rows: rows readable at `new_length` (for an unrecoverable file: at its last
+            complete footer, 0 when there is none); None when not counted.
+        unrecovered_bytes: bytes cut past the kept footer that may have held rows of
+            committed write ids (none could be read); such a file counts as unrecoverable
+            in the report although it was cut back to a readable state.
     """
 
     path: str
@@ -63,6 +82,8 @@ class FileRecovery:
     flush_lengths: tuple[int, ...] | None = None
     backup_path: str | None = None
     skipped_lengths: tuple[int, ...] = ()
+    readable_rows: int | None = None
+    unrecovered_bytes: int = 0
 
     @property
     def changed(self) -> bool:
@@ -93,7 +114,10 @@ class RecoveryReport:
 
     @property
     def unrecoverable(self) -> tuple[FileRecovery, ...]:
-        return tuple(f for f in self.files if f.action == "unrecoverable")
+        """Files left untouched as unrecoverable, and files cut back past bytes that may have
+        held committed rows (`unrecovered_bytes`)."""
+        return tuple(f for f in self.files
+                     if f.action == "unrecoverable" or f.unrecovered_bytes)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -122,7 +146,33 @@ class _Ctx:
     backup_dir: str | None
     backup_fs: fsspec.AbstractFileSystem | None
     live_files: LiveFiles
+    committed: Committed | None = None
+    valid_write_ids: ValidWriteIdList | None = None
+    check_data: bool = False
     removed_bytes: list[int] = field(default_factory=list)
+
+    def holds_committed(self, path: str) -> bool:
+        """The file's directory holds a write id known (or, without a metastore, assumed) to
+        be committed: its bytes may hold committed rows (docs/invariants.md, 7)."""
+        if self.committed is None:
+            return False
+        parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+        if parsed is None:
+            return True
+        if parsed.is_base:
+            return self.committed(parsed.max_write_id)
+        return any(self.committed(w) for w in range(parsed.min_write_id, parsed.max_write_id + 1))
+
+    def max_committed(self, path: str) -> int | None:
+        """The highest committed write id of the file's delta range, if known."""
+        if self.committed is None:
+            return None
+        parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+        if parsed is None or parsed.is_base:
+            return None
+        found = [w for w in range(parsed.min_write_id, parsed.max_write_id + 1)
+                 if self.committed(w)]
+        return max(found) if found else None
 
 
 def recover_table(
@@ -133,6 +183,8 @@ def recover_table(
     backup_dir: str | None = None,
     live_files: LiveFiles | None = None,
     valid_write_ids: ValidWriteIdList | None = None,
+    committed: Committed | None = None,
+    check_data: bool = False,
 ) -> RecoveryReport:
     """Truncate every bucket file under `path` to its last complete footer; drop dead side files.
 
@@ -158,7 +210,15 @@ def recover_table(
         live_files: True for files an open transaction still writes; None means no writer is
             live (the CLI decides with the metastore).
         valid_write_ids: when given, directories whose write ids are all aborted are listed in
-            the report for the cleaner.
+            the report for the cleaner, and its valid write ids count as committed unless
+            `committed` is given.
+        committed: True for write ids whose rows are committed. Bytes that may hold them
+            are never cut or removed: a file of a committed write id whose tail is damaged
+            is `unrecoverable`, and footers past a short side file are kept when a committed
+            write id is not below it (docs/recovery.md, 5). None (and no `valid_write_ids`):
+            nothing is known committed, only the side files decide.
+        check_data: also decode every stripe of the files left as they are; a file whose
+            tail is sound but whose stripes do not decode is `unrecoverable`.
 
     Returns:
         The per-file report.
@@ -174,7 +234,10 @@ def recover_table(
     if backup_dir is not None:
         backup_fs, backup_root = _files.resolve(backup_dir, None)
         backup_root = backup_root.rstrip("/")
-    ctx = _Ctx(fs, root, dry_run, backup_root, backup_fs, live_files or (lambda _p: False))
+    if committed is None and valid_write_ids is not None:
+        committed = valid_write_ids.is_valid
+    ctx = _Ctx(fs, root, dry_run, backup_root, backup_fs, live_files or (lambda _p: False),
+               committed, valid_write_ids, check_data)
     results = []
     bucket_files, orphan_sides, acid_dirs = _scan(fs, root)
     for file in bucket_files:
@@ -221,6 +284,18 @@ def _relative(root: str, path: str) -> str:
 
 def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     """Recover one bucket file; see `recover_table`."""
+    result = _recover_file(path, ctx)
+    if ctx.check_data and result.action in ("ok", "side-file-removed"):
+        problem = data_problem(ctx.fs, path, result.new_length)
+        if problem is not None:
+            return FileRecovery(
+                path, result.old_length, result.old_length, "unrecoverable",
+                f"its tail is complete but {problem}; recovery cannot repair damaged stripe "
+                "data, left untouched", result.flush_lengths)
+    return result
+
+
+def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     fs = ctx.fs
     size = int(fs.size(path))
     lengths = read_flush_lengths(fs, path)
@@ -239,23 +314,33 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
             continue
         tail = tail_at_flush(fs, path, length, positive[:i], size)
         if tail is not None:
-            return _cut(path, size, tail, entries, tuple(skipped), ctx)
+            later, note = _past_side_file(path, size, tail, ctx)
+            return _cut(path, size, later or tail, entries, tuple(skipped), ctx, note)
         skipped.append(length)
     if skipped:
         # Lengths were recorded (so transactions may have committed) but none is readable:
         # cutting anywhere could destroy what is left; a person must look
         # (docs/invariants.md, 5).
+        last = last_complete_footer(fs, path, size)
+        rows = 0 if last is None else last.number_of_rows
         return FileRecovery(
             path, size, size, "unrecoverable",
             f"no recorded flush length {sorted(set(skipped))} ends in a complete ORC footer "
-            f"(file has {size:,} bytes); left untouched", entries, None, tuple(skipped))
-    if not lengths:
+            f"(file has {size:,} bytes, {rows:,} rows readable at its last complete footer); "
+            "left untouched", entries, None, tuple(skipped), rows)
+    if not lengths or ctx.holds_committed(path):
         # No complete entry at all: BucketWriter starts every new side file with 0, so this is
         # a reopened file (open_append) torn while writing its first entry, whose earlier rows
-        # are committed, or a Hive 2 file never flushed (no footer). Keep the last footer.
+        # are committed, or a Hive 2 file never flushed (no footer). Or a side file holding
+        # only 0 beside a file whose directory holds committed write ids (a side file cut
+        # short): footers in the file decide. Keep the last footer.
         last = tail_at_end(fs, path, size) or last_complete_footer(fs, path, size)
         if last is not None:
-            return _cut(path, size, last, entries, (), ctx)
+            note = "" if not lengths else (
+                f"; the side file records no flush but the file's own footers go to "
+                f"{last.length:,} bytes ({last.number_of_rows:,} rows) and its directory "
+                "holds committed write ids: kept")
+            return _cut(path, size, last, entries, (), ctx, note)
     # Only 0 entries: never flushed, so it holds no row of any committed transaction.
     backup = None if ctx.dry_run else _backup_whole(path, ctx)
     if not ctx.dry_run:
@@ -263,27 +348,53 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
         _remove_side_file(path, ctx)
     return FileRecovery(path, size, 0, "removed",
                         "the side file records no flush: no transaction committed rows here",
-                        entries, backup)
+                        entries, backup, (), 0)
+
+
+def _past_side_file(path: str, size: int, tail: FileTail, ctx: _Ctx
+                    ) -> tuple[FileTail | None, str]:
+    """A complete footer past the side file's last readable length that a committed write id
+    needs, with a note for the report; (None, "") when the side file covers them.
+
+    A side file cut short (or an entry lost) would make recovery cut committed rows: when
+    the directory holds a committed write id above every write id at `tail` (its key index),
+    the file's own footers past it are looked for, and the last one whose rows are all of
+    committed write ids is kept (docs/recovery.md, 5).
+    """
+    top = ctx.max_committed(path)
+    if top is None or tail.length >= size:
+        return None, ""
+    seen = max_write_id(tail)
+    if seen is not None and seen >= top:
+        return None, ""
+    later = committed_footer_past(ctx.fs, path, tail, size, ctx.committed)
+    if later is None:
+        return None, ""
+    return later, (f"; the side file stops at {tail.length:,} bytes but the file's own "
+                   f"footers go to {later.length:,} ({later.number_of_rows:,} rows, committed "
+                   f"write ids up to {max_write_id(later)}): side file rebuilt from them")
 
 
 def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
-         skipped: tuple[int, ...], ctx: _Ctx) -> FileRecovery:
+         skipped: tuple[int, ...], ctx: _Ctx, note: str = "",
+         unrecovered: int = 0) -> FileRecovery:
     """Truncate to the end of `tail`, a checked tail (if the file is longer), and remove the
     side file."""
     fs = ctx.fs
     length = tail.length
-    note = ""
+    rows = tail.number_of_rows
     if skipped:
-        note = (f"; recorded lengths {list(skipped)} end in no complete footer, "
-                f"went back to {length:,}")
+        note += (f"; recorded lengths {list(skipped)} end in no complete footer, "
+                 f"went back to {length:,}")
     if length == size:
         if entries is not None:
             if not ctx.dry_run:
                 _remove_side_file(path, ctx)
             return FileRecovery(path, size, size, "side-file-removed",
                                 "complete at its last flush length; no live writer" + note,
-                                entries, None, skipped)
-        return FileRecovery(path, size, size, "ok", "complete ORC file", entries)
+                                entries, None, skipped, rows)
+        return FileRecovery(path, size, size, "ok", "complete ORC file", entries, None, (),
+                            rows)
     backup = None
     if not ctx.dry_run:
         backup = _backup_cut(path, size, length, ctx)
@@ -297,10 +408,11 @@ def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
                 hint=f"restore it from {backup}" if backup else None)
         if entries is not None:
             _remove_side_file(path, ctx)
-    where = "last flush length" if entries is not None else "last complete footer"
+    where = ("last flush length" if entries is not None and not note.startswith("; the")
+             else "last complete footer")
     return FileRecovery(path, size, length, "truncated",
                         f"{size - length:,} bytes past the {where} {length:,}" + note,
-                        entries, backup, skipped)
+                        entries, backup, skipped, rows, unrecovered)
 
 
 def _same_tail(a: FileTail, b: FileTail) -> bool:
@@ -309,9 +421,27 @@ def _same_tail(a: FileTail, b: FileTail) -> bool:
 
 
 def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
-    if tail_at_end(ctx.fs, path, size) is not None:
-        return FileRecovery(path, size, size, "ok", "complete ORC file")
+    end = tail_at_end(ctx.fs, path, size)
+    if end is not None:
+        return FileRecovery(path, size, size, "ok", "complete ORC file", None, None, (),
+                            end.number_of_rows)
     last = last_complete_footer(ctx.fs, path, size)
+    if ctx.holds_committed(path):
+        # Every row of a file without side file belongs to its directory's write ids: when
+        # one committed, the bytes past the last good footer may hold committed rows. With
+        # no good footer nothing is cut or removed; with one, the file is cut back to it as
+        # Hive's `orcfiledump --recover` does (nothing readable is lost, the cut bytes go to
+        # the backup), and the file is still reported (docs/invariants.md, 7).
+        if last is None:
+            return FileRecovery(
+                path, size, size, "unrecoverable",
+                f"a file of committed write ids whose tail is damaged or cut ({size:,} "
+                "bytes) and which holds no complete ORC footer anywhere; left untouched",
+                None, None, (), 0)
+        return _cut(path, size, last, None, (), ctx,
+                    f"; its directory holds committed write ids: rows in the "
+                    f"{size - last.length:,} bytes past that footer cannot be read",
+                    unrecovered=size - last.length)
     if last is not None:
         return _cut(path, size, last, None, (), ctx)
     backup = None if ctx.dry_run else _backup_whole(path, ctx)
@@ -319,7 +449,7 @@ def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
         ctx.fs.rm_file(path)
     return FileRecovery(path, size, 0, "removed",
                         "no side file and no complete ORC footer anywhere: nothing readable",
-                        None, backup)
+                        None, backup, (), 0)
 
 
 def _orphan_side_file(side: str, ctx: _Ctx) -> FileRecovery:
@@ -366,8 +496,8 @@ def _copy_to_backup(data: bytes, relative: str, ctx: _Ctx) -> str:
     return target
 
 
-__all__ = ["Action", "FileRecovery", "LiveFiles", "RecoveryReport", "recover_file",
-           "recover_table"]
+__all__ = ["BACKUP_DIR_NAME", "Action", "Committed", "FileRecovery", "LiveFiles",
+           "RecoveryReport", "default_backup_dir", "recover_file", "recover_table"]
 
 
 def rollback_file(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:

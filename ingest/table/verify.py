@@ -19,7 +19,12 @@ import fsspec
 
 from ingest.acid.bucket_file import read_events
 from ingest.acid.names import parse_directory
-from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table
+from ingest.acid.recovery import (
+    FileRecovery,
+    RecoveryReport,
+    default_backup_dir,
+    recover_table,
+)
 from ingest.errors import CorruptFileError, TableNotFoundError
 from ingest.txn import (
     Metastore,
@@ -136,31 +141,47 @@ def recover_table_with_metastore(
     fs: fsspec.AbstractFileSystem | None = None,
     dry_run: bool = False,
     backup_dir: str | None = None,
+    backup: bool = True,
     txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
     store: Metastore | None = None,
     table: TableDefinition | None = None,
+    check_data: bool = False,
 ) -> TableRecovery:
     """Abort timed-out transactions, then recover every bucket file no open transaction owns.
 
-    Without a metastore listing the table, every file is recovered as if no writer were live.
+    Bytes that may hold rows of committed write ids are never cut or removed (files of
+    committed write ids with a damaged tail are reported unrecoverable). Without a metastore
+    listing the table, every file is recovered as if no writer were live, and every write id
+    counts as committed.
 
     Args:
         path: the table root or a partition directory.
         fs: its filesystem (from the URL when None).
         dry_run: change nothing, neither files nor the metastore.
-        backup_dir: where cut bytes and removed files are kept (see `recover_table`).
+        backup_dir: where cut bytes and removed files are kept (see `recover_table`); None
+            means `<path>/_ingest_recovery_backup/<UTC timestamp>`, created only when
+            something is removed.
+        backup: False keeps nothing (`backup_dir` is ignored).
         txn_timeout_s: an open transaction without heartbeat for this long is aborted.
         store, table: an open metastore and the table (found from `path` when None).
+        check_data: also decode the stripes of every file recovery leaves as it is (a file
+            whose stripes do not decode is reported unrecoverable).
 
     Raises:
         FileNotFoundError: `path` does not exist.
         MetastoreError: the metastore failed.
     """
+    if not backup:
+        backup_dir = None
+    elif backup_dir is None:
+        backup_dir = default_backup_dir(path)
     store, table, close = _find(path, store, table)
     try:
         if store is None or table is None:
             return TableRecovery(recover_table(path, fs=fs, dry_run=dry_run,
-                                               backup_dir=backup_dir), None)
+                                               backup_dir=backup_dir,
+                                               committed=lambda _w: True,
+                                               check_data=check_data), None)
         if dry_run:
             now = time.time()
             infos = store.transactions(table.name, states=("open",))
@@ -184,7 +205,7 @@ def recover_table_with_metastore(
                                       snapshot.aborted_write_ids + extra)
         report = recover_table(path, fs=fs, dry_run=dry_run, backup_dir=backup_dir,
                                live_files=live_files_of(open_ids, snapshot.high_watermark),
-                               valid_write_ids=snapshot)
+                               valid_write_ids=snapshot, check_data=check_data)
         return TableRecovery(report, table.name, aborted)
     finally:
         if close and store is not None:
@@ -231,7 +252,13 @@ def verify_table(
         now = time.time() if now is None else now
         open_ids = {t.write_id for t in infos if t.state == "open"}
         # Files: exactly what recovery would change is a problem (dry run, open writers kept).
-        report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids))
+        # What recovery may not cut is judged as recovery judges it: committed write ids
+        # (all of them without a metastore), so the two never disagree on a file.
+        committed = ({t.write_id for t in infos if t.state == "committed"}
+                     if table is not None else None)
+        report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids),
+                               committed=(lambda _w: True) if committed is None
+                               else committed.__contains__)
         problems += _file_problems(report, fs, deep)
         if table is not None:
             table_fs, table_root = _resolve(table.location, None)

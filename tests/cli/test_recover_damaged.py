@@ -1,0 +1,215 @@
+"""Issue 11, items 2, 3 and 5, reproduced as written: `recover` never removes or cuts bytes
+that hold committed rows, keeps a backup of what it removes by default, and exits 1 naming
+what it cannot repair; a side file cut short hides no committed row; verify, cat and recover
+give one diagnosis."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pytest
+from support import run_cli as run
+
+from ingest.acid import BucketWriter, format_delta, write_acid_version_file
+from ingest.acid.recovery import BACKUP_DIR_NAME
+from ingest.txn import Metastore, default_metastore_url
+
+Capsys = pytest.CaptureFixture[str]
+LOCAL = fsspec.filesystem("file")
+
+
+def make_table(tmp_path: Path, capsys: Capsys, loads: int, rows: int = 1000) -> Path:
+    """`ingest create` and `loads` times `ingest load` of `rows` rows each."""
+    table = tmp_path / "T"
+    code, _, err = run(["create", str(table), "--schema", "id BIGINT, value STRING"], capsys)
+    assert code == 0, err
+    for k in range(loads):
+        data = tmp_path / f"in{k}.jsonl"
+        data.write_text("".join(json.dumps({"id": k * rows + i, "value": f"value-{i}"}) + "\n"
+                                for i in range(rows)))
+        code, _, err = run(["load", str(table), "--input", str(data), "-q"], capsys)
+        assert code == 0, err
+    return table
+
+
+def bucket(table: Path, write_id: int) -> Path:
+    return table / format_delta(write_id, write_id, 0) / "bucket_00000"
+
+
+def cat_rows(table: Path, capsys: Capsys) -> tuple[int, int, str]:
+    code, out, err = run(["cat", str(table)], capsys)
+    return code, len(out.splitlines()), err
+
+
+def backups(table: Path) -> list[Path]:
+    return sorted(p for p in (table / BACKUP_DIR_NAME).rglob("*") if p.is_file())
+
+
+# ---- item 2: recover never deletes or cuts a committed file -------------------------------
+
+def check_untouched_and_named(table: Path, path: Path, before: bytes, capsys: Capsys) -> None:
+    code, out, _ = run(["verify", str(table)], capsys)
+    assert code == 1 and "unrecoverable-file" in out and str(path) in out
+    assert "run `ingest recover" not in out  # recover cannot repair it: not sent there
+    for _ in range(2):  # and the same again: nothing changes
+        code, out, err = run(["recover", str(table)], capsys)
+        assert code == 1, (out, err)
+        assert "unrecoverable" in out and str(path) in err and "left untouched" in err
+        assert path.read_bytes() == before
+    assert not (table / BACKUP_DIR_NAME).exists()  # nothing removed, nothing to keep
+    code, rows, err = cat_rows(table, capsys)
+    assert code != 0 and str(path) in err
+
+
+def test_truncated_committed_file_is_kept_and_named(tmp_path: Path, capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 3)
+    path = bucket(table, 2)
+    os.truncate(path, 2700)  # truncate -s 2700 T/delta_0000002_0000002_0000/bucket_00000
+    check_untouched_and_named(table, path, path.read_bytes(), capsys)
+
+
+def test_committed_file_with_a_damaged_footer_is_kept_and_named(tmp_path: Path,
+                                                                capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 3)
+    path = bucket(table, 2)
+    data = bytearray(path.read_bytes())
+    footer_end = len(data) - 1 - data[-1]  # before the postscript
+    for offset in (footer_end - 30, footer_end - 31, footer_end - 32):
+        data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+    check_untouched_and_named(table, path, bytes(data), capsys)
+
+
+def closed_batch_file(table: Path, flushes: int, rows: int) -> tuple[Path, list[int]]:
+    """A committed file written in `flushes` flushes, then closed (no side file left): its
+    intermediate footers lie between its stripes. Returns it and the flush lengths."""
+    with Metastore.open(default_metastore_url(str(table)), create=False) as store:
+        (txn,) = store.allocate_write_ids("default.t", 1)
+        path = table / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
+        schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
+        w = BucketWriter(str(path), schema, write_id=txn.write_id)
+        lengths = []
+        for k in range(flushes):
+            ids = range(k * rows, (k + 1) * rows)
+            w.write(pa.table({"id": list(ids), "value": [f"v{i}" for i in ids]}, schema=schema))
+            lengths.append(w.flush())
+        w.close()
+        write_acid_version_file(LOCAL, str(path.parent))
+        store.commit(txn)
+    return path, lengths
+
+
+def test_cut_committed_file_goes_back_to_its_last_footer_with_backup(
+        tmp_path: Path, capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 1)
+    path, lengths = closed_batch_file(table, 3, 300)
+    size = path.stat().st_size
+    original = path.read_bytes()
+    os.truncate(path, size - 10)  # the final tail is gone, the stripes before it are intact
+    code, out, _ = run(["verify", str(table)], capsys)
+    assert code == 1 and "needs-recovery" in out and str(path) in out
+    code, rows, _ = cat_rows(table, capsys)
+    assert code != 0
+    code, out, err = run(["recover", str(table)], capsys)
+    # The last good footer is kept (as `orcfiledump --recover` does); what lay past it may
+    # have held committed rows: the file is named, exit 1, and the cut bytes are kept.
+    assert code == 1, (out, err)
+    assert str(path) in err and "cut back to its last complete footer" in err
+    assert path.read_bytes() == original[: lengths[-2]]
+    (kept,) = [p for p in backups(table) if p.name.endswith(".cut")]
+    assert kept.read_bytes() == original[lengths[-2]: size - 10]
+    code, rows, err = cat_rows(table, capsys)
+    assert code == 0 and rows == 1000 + 600, err
+    code, _, err = run(["recover", str(table)], capsys)
+    assert code == 0, err  # healthy now, nothing more to do
+
+
+def test_no_backup_keeps_nothing(tmp_path: Path, capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 1)
+    path, lengths = closed_batch_file(table, 2, 300)
+    os.truncate(path, path.stat().st_size - 10)
+    code, _, err = run(["recover", str(table), "--no-backup"], capsys)
+    assert code == 1 and str(path) in err
+    assert path.stat().st_size == lengths[0] and not (table / BACKUP_DIR_NAME).exists()
+    code, _, err = run(["recover", str(table), "--no-backup", "--backup-dir", "x"], capsys)
+    assert code == 2 and "exclude each other" in err
+
+
+# ---- item 3: a short side file hides no committed row, and recover cuts none ---------------
+
+def open_batch(table: Path, committed: int, rows: int) -> Path:
+    """A transaction batch of committed + 1 write ids, each flushing `rows` rows into one
+    bucket file; all but the last committed, the last left open with its side file."""
+    with Metastore.open(default_metastore_url(str(table)), create=False) as store:
+        txns = store.allocate_write_ids("default.t", committed + 1, agent="test")
+        directory = table / format_delta(txns[0].write_id, txns[-1].write_id, None)
+        path = directory / "bucket_00000"
+        schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
+        for k, txn in enumerate(txns):
+            ids = range(k * rows, (k + 1) * rows)
+            data = pa.table({"id": list(ids), "value": [f"v{i}" for i in ids]}, schema=schema)
+            w = (BucketWriter.open_append(str(path), write_id=txn.write_id) if path.exists()
+                 else BucketWriter(str(path), schema, write_id=txn.write_id))
+            w.write(data)
+            w.flush()
+            w.abandon()
+            if k < committed:
+                store.commit(txn)
+        write_acid_version_file(LOCAL, str(directory))
+    return path
+
+
+def test_short_side_file_hides_no_committed_row(tmp_path: Path, capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 0)
+    path = open_batch(table, 5, 200)
+    side = Path(f"{path}_flush_length")
+    os.truncate(side, 24)  # truncate -s 24 bucket_00000_flush_length
+    code, rows, err = cat_rows(table, capsys)
+    assert code == 0 and rows == 1000, err
+    assert "Warning:" in err and str(path) in err and "side file" in err
+    code, out, err = run(["recover", str(table), "--txn-timeout-s", "0"], capsys)
+    assert code == 0, (out, err)
+    assert "side file rebuilt" in out
+    code, rows, err = cat_rows(table, capsys)
+    assert code == 0 and rows == 1000 and "Warning" not in err, err
+    code, out, err = run(["verify", str(table)], capsys)
+    assert code == 0, out
+    # What was cut (the aborted write id's flush) and the side file are in the backup.
+    names = sorted(p.name for p in backups(table))
+    assert names[0].startswith("bucket_00000.") and names[0].endswith(".cut")
+    assert names[1] == "bucket_00000_flush_length"
+
+
+def test_side_file_holding_only_zero_keeps_committed_footers(tmp_path: Path,
+                                                            capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 0)
+    path = open_batch(table, 3, 100)
+    os.truncate(f"{path}_flush_length", 8)
+    code, out, err = run(["recover", str(table), "--txn-timeout-s", "0"], capsys)
+    assert code == 0, (out, err)
+    assert path.exists()
+    code, rows, err = cat_rows(table, capsys)
+    assert code == 0 and rows == 300, err
+
+
+# ---- item 5: one diagnosis ----------------------------------------------------------------
+
+def test_damaged_stripe_is_named_the_same_way_everywhere(tmp_path: Path,
+                                                         capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 1, rows=2100)
+    path = bucket(table, 1)
+    data = bytearray(path.read_bytes())
+    data[4500] ^= 0xFF  # inside a stripe: its footer is sound
+    path.write_bytes(bytes(data))
+    code, rows, err = cat_rows(table, capsys)
+    assert code != 0 and str(path) in err
+    assert "run `ingest recover" not in err and "damaged inside its stripes" in err
+    code, out, _ = run(["verify", str(table)], capsys)
+    assert code == 1 and str(path) in out and "run `ingest recover" not in out
+    code, out, err = run(["recover", str(table)], capsys)
+    assert code == 1 and str(path) in err and "unrecoverable" in out
+    assert path.read_bytes() == bytes(data)
