@@ -16,7 +16,7 @@ import pyarrow.orc as po
 from ingest.acid._acid_footer import KEY_INDEX, parse_key_index
 from ingest.acid.bucket_file import read_events, readable_length
 from ingest.acid.events import ACID_FIELD_NAMES
-from ingest.acid.names import parse_directory
+from ingest.acid.names import ParsedDirectory, parse_directory, side_file_path
 from ingest.errors import CorruptFileError
 from ingest.orc import BoundedFile, FileTail, Message, StripeInfo, check_extends, read_tail
 from ingest.orc.proto_fields import Footer
@@ -254,6 +254,13 @@ def data_problem(fs: fsspec.AbstractFileSystem, path: str, length: int) -> str |
     return None
 
 
+def may_hold_side_file(parsed: ParsedDirectory) -> bool:
+    """Hive's `mayContainSideFile`: an insert delta of more than one write id, not a
+    compactor's output (`_v`)."""
+    return (parsed.kind == "delta" and parsed.min_write_id != parsed.max_write_id
+            and not parsed.visibility_txn_id)
+
+
 class SideFileWarning(UserWarning):
     """A side file stops below rows of committed write ids that the file's own footers hold:
     the reader read up to those footers instead (run `ingest recover` to rebuild it)."""
@@ -272,10 +279,22 @@ def committed_read_length(fs: fsspec.AbstractFileSystem, path: str,
         FileNotFoundError: no such file.
         CorruptFileError: the side file points past the end of the file.
     """
+    parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+    if (parsed is not None and not may_hold_side_file(parsed)
+            and (parsed.is_base or all(committed(w) for w in
+                                       range(parsed.min_write_id, parsed.max_write_id + 1)))
+            and fs.exists(side_file_path(path))):
+        # Only an insert delta of several write ids keeps a side file once committed (Hive's
+        # mayContainSideFile; our writer removes it before the commit): anywhere else it is
+        # stray and Hive ignores it; so do we (an open write id's file keeps it: its writer
+        # may be mid-stripe).
+        size = int(fs.size(path))
+        return size, (f"{path}: ignored its side file, which only a delta of several write "
+                      f"ids may have; read all {size:,} bytes. Hint: run `ingest recover` "
+                      "to remove it.")
     length, size, lengths = readable_length(fs, path)
     if lengths is None or length >= size:
         return length, None
-    parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
     if parsed is None or parsed.is_base:
         return length, None
     top = next((w for w in range(parsed.max_write_id, parsed.min_write_id - 1, -1)

@@ -69,9 +69,6 @@ class FileRecovery:
             ends; rows of the transactions that recorded them are lost (storage lost data).
         readable_rows: rows readable at `new_length` (for an unrecoverable file: at its last
             complete footer, 0 when there is none); None when not counted.
-        unrecovered_bytes: bytes cut past the kept footer that may have held rows of
-            committed write ids (none could be read); such a file counts as unrecoverable
-            in the report although it was cut back to a readable state.
     """
 
     path: str
@@ -83,7 +80,6 @@ class FileRecovery:
     backup_path: str | None = None
     skipped_lengths: tuple[int, ...] = ()
     readable_rows: int | None = None
-    unrecovered_bytes: int = 0
 
     @property
     def changed(self) -> bool:
@@ -114,10 +110,7 @@ class RecoveryReport:
 
     @property
     def unrecoverable(self) -> tuple[FileRecovery, ...]:
-        """Files left untouched as unrecoverable, and files cut back past bytes that may have
-        held committed rows (`unrecovered_bytes`)."""
-        return tuple(f for f in self.files
-                     if f.action == "unrecoverable" or f.unrecovered_bytes)
+        return tuple(f for f in self.files if f.action == "unrecoverable")
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -376,8 +369,7 @@ def _past_side_file(path: str, size: int, tail: FileTail, ctx: _Ctx
 
 
 def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
-         skipped: tuple[int, ...], ctx: _Ctx, note: str = "",
-         unrecovered: int = 0) -> FileRecovery:
+         skipped: tuple[int, ...], ctx: _Ctx, note: str = "") -> FileRecovery:
     """Truncate to the end of `tail`, a checked tail (if the file is longer), and remove the
     side file."""
     fs = ctx.fs
@@ -412,7 +404,7 @@ def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
              else "last complete footer")
     return FileRecovery(path, size, length, "truncated",
                         f"{size - length:,} bytes past the {where} {length:,}" + note,
-                        entries, backup, skipped, rows, unrecovered)
+                        entries, backup, skipped, rows)
 
 
 def _same_tail(a: FileTail, b: FileTail) -> bool:
@@ -428,20 +420,18 @@ def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
     last = last_complete_footer(ctx.fs, path, size)
     if ctx.holds_committed(path):
         # Every row of a file without side file belongs to its directory's write ids: when
-        # one committed, the bytes past the last good footer may hold committed rows. With
-        # no good footer nothing is cut or removed; with one, the file is cut back to it as
-        # Hive's `orcfiledump --recover` does (nothing readable is lost, the cut bytes go to
-        # the backup), and the file is still reported (docs/invariants.md, 7).
-        if last is None:
-            return FileRecovery(
-                path, size, size, "unrecoverable",
-                f"a file of committed write ids whose tail is damaged or cut ({size:,} "
-                "bytes) and which holds no complete ORC footer anywhere; left untouched",
-                None, None, (), 0)
-        return _cut(path, size, last, None, (), ctx,
-                    f"; its directory holds committed write ids: rows in the "
-                    f"{size - last.length:,} bytes past that footer cannot be read",
-                    unrecovered=size - last.length)
+        # one committed, the bytes past the last good footer may hold committed rows. Cutting
+        # back to that footer (as Hive's `orcfiledump --recover` would) makes the file read
+        # with those rows missing and no error ever again, so the file is left as it is and
+        # named (docs/invariants.md, 7; docs/recovery.md, 4).
+        rows = 0 if last is None else last.number_of_rows
+        where = ("it holds no complete ORC footer anywhere" if last is None else
+                 f"its last complete footer ends at {last.length:,} bytes ({rows:,} rows), "
+                 f"the {size - last.length:,} bytes past it may hold committed rows")
+        return FileRecovery(
+            path, size, size, "unrecoverable",
+            f"a file of committed write ids whose tail is damaged or cut ({size:,} bytes): "
+            f"{where}; left untouched", None, None, (), rows)
     if last is not None:
         return _cut(path, size, last, None, (), ctx)
     backup = None if ctx.dry_run else _backup_whole(path, ctx)

@@ -50,13 +50,10 @@ def render_text(result: TableRecovery) -> list[str]:
 
 
 def _unrecoverable_line(f: FileRecovery) -> str:
-    """The file, what is left readable in it, and what could not be recovered."""
-    rows = "" if f.readable_rows is None else f", {f.readable_rows:,} rows readable"
-    if f.action == "unrecoverable":
-        return f"{f.path}: left untouched ({f.old_length:,} bytes{rows})"
-    kept = f"; the cut bytes are in {f.backup_path}" if f.backup_path else ""
-    return (f"{f.path}: cut back to its last complete footer at {f.new_length:,} bytes{rows};"
-            f" {f.unrecovered_bytes:,} bytes past it may have held committed rows{kept}")
+    """The file, its length and the rows readable at its last complete footer."""
+    rows = "" if f.readable_rows is None else (
+        f", {f.readable_rows:,} rows readable at its last complete footer")
+    return f"{f.path}: left untouched ({f.old_length:,} bytes{rows})"
 
 
 class Problems(click.ClickException):
@@ -118,7 +115,7 @@ def command(path: str, dry_run: bool, backup_dir: str | None, no_backup: bool,
                    + ("; nothing to do" if report.nothing_to_do else ""), err=True)
     if report.unrecoverable:
         lines = "\n".join(f"  {_unrecoverable_line(f)}" for f in report.unrecoverable)
-        raise Problems(f"{len(report.unrecoverable)} files cannot be fully recovered:\n{lines}"
+        raise Problems(f"{len(report.unrecoverable)} files cannot be recovered:\n{lines}"
                        "\nHint: restore them from a backup.")
     if not result.clean:
         raise Problems(f"{len(report.changed)} files need recovery.\nHint: rerun without "

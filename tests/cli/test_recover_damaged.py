@@ -103,40 +103,53 @@ def closed_batch_file(table: Path, flushes: int, rows: int) -> tuple[Path, list[
     return path, lengths
 
 
-def test_cut_committed_file_goes_back_to_its_last_footer_with_backup(
+def test_cut_committed_file_with_earlier_footers_is_kept_and_named(
         tmp_path: Path, capsys: Capsys) -> None:
+    """Cutting back to the last intermediate footer (as `orcfiledump --recover` does) would
+    make the file read without the rows past it, exit 0, for ever: it is left and named."""
     table = make_table(tmp_path, capsys, 1)
     path, lengths = closed_batch_file(table, 3, 300)
-    size = path.stat().st_size
-    original = path.read_bytes()
-    os.truncate(path, size - 10)  # the final tail is gone, the stripes before it are intact
-    code, out, _ = run(["verify", str(table)], capsys)
-    assert code == 1 and "needs-recovery" in out and str(path) in out
-    code, rows, _ = cat_rows(table, capsys)
-    assert code != 0
+    os.truncate(path, path.stat().st_size - 10)  # the final tail is gone, stripes intact
     code, out, err = run(["recover", str(table)], capsys)
-    # The last good footer is kept (as `orcfiledump --recover` does); what lay past it may
-    # have held committed rows: the file is named, exit 1, and the cut bytes are kept.
     assert code == 1, (out, err)
-    assert str(path) in err and "cut back to its last complete footer" in err
-    assert path.read_bytes() == original[: lengths[-2]]
-    (kept,) = [p for p in backups(table) if p.name.endswith(".cut")]
-    assert kept.read_bytes() == original[lengths[-2]: size - 10]
-    code, rows, err = cat_rows(table, capsys)
-    assert code == 0 and rows == 1000 + 600, err
-    code, _, err = run(["recover", str(table)], capsys)
-    assert code == 0, err  # healthy now, nothing more to do
+    assert f"{path}: left untouched" in err
+    assert f"{600:,} rows readable at its last complete footer" in err
+    check_untouched_and_named(table, path, path.read_bytes(), capsys)
+
+
+def test_junk_after_a_committed_file_is_not_cut(tmp_path: Path, capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 1)
+    path = bucket(table, 1)
+    with open(path, "ab") as f:
+        f.write(b"torn stripe bytes")
+    check_untouched_and_named(table, path, path.read_bytes(), capsys)
 
 
 def test_no_backup_keeps_nothing(tmp_path: Path, capsys: Capsys) -> None:
-    table = make_table(tmp_path, capsys, 1)
-    path, lengths = closed_batch_file(table, 2, 300)
-    os.truncate(path, path.stat().st_size - 10)
-    code, _, err = run(["recover", str(table), "--no-backup"], capsys)
-    assert code == 1 and str(path) in err
-    assert path.stat().st_size == lengths[0] and not (table / BACKUP_DIR_NAME).exists()
+    table = make_table(tmp_path, capsys, 0)
+    open_batch(table, 2, 100)
+    code, _, err = run(["recover", str(table), "--no-backup", "--txn-timeout-s", "0"], capsys)
+    assert code == 0, err
+    assert not (table / BACKUP_DIR_NAME).exists()
     code, _, err = run(["recover", str(table), "--no-backup", "--backup-dir", "x"], capsys)
     assert code == 2 and "exclude each other" in err
+
+
+def test_backup_by_default(tmp_path: Path, capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 0)
+    path = open_batch(table, 2, 100)
+    with open(path, "ab") as f:
+        f.write(b"torn stripe of the open write id")
+    before = path.read_bytes()
+    side = Path(f"{path}_flush_length").read_bytes()
+    code, _, err = run(["recover", str(table), "--txn-timeout-s", "0"], capsys)
+    assert code == 0, err
+    kept = {p.name: p.read_bytes() for p in backups(table)}
+    (cut,) = [name for name in kept if name.endswith(".cut")]
+    length = path.stat().st_size
+    assert cut == f"bucket_00000.{len(before)}-{length}.cut"
+    assert before[:length] + kept[cut] == before
+    assert kept["bucket_00000_flush_length"] == side
 
 
 # ---- item 3: a short side file hides no committed row, and recover cuts none ---------------
