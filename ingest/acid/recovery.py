@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import fsspec
@@ -22,6 +22,7 @@ from ingest.acid._recovery_tails import (
     data_problem,
     last_complete_footer,
     max_write_id,
+    may_hold_side_file,
     parsed_at,
     tail_at_end,
     tail_at_flush,
@@ -155,6 +156,18 @@ class _Ctx:
         if parsed.is_base:
             return self.committed(parsed.max_write_id)
         return any(self.committed(w) for w in range(parsed.min_write_id, parsed.max_write_id + 1))
+
+    def stray_side_file(self, path: str) -> bool:
+        """A side file here cannot be a writer's: the directory is a base, or a delta of one
+        write id (or a delete delta), and all its write ids committed (docs/recovery.md, 9)."""
+        if self.committed is None:
+            return False
+        parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+        if parsed is None or may_hold_side_file(parsed):
+            return False
+        if parsed.is_base:
+            return self.committed(parsed.max_write_id)
+        return all(self.committed(w) for w in range(parsed.min_write_id, parsed.max_write_id + 1))
 
     def max_committed(self, path: str) -> int | None:
         """The highest committed write id of the file's delta range, if known."""
@@ -298,6 +311,16 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
                             "a live writer owns the file; left alone", entries)
     if lengths is None:
         return _recover_without_side_file(path, size, ctx)
+    if ctx.stray_side_file(path):
+        # Readers ignore it (as Hive does): the file is judged as one without side file.
+        result = _recover_without_side_file(path, size, ctx)
+        if result.action != "ok":
+            return replace(result, flush_lengths=entries)
+        if not ctx.dry_run:
+            _remove_side_file(path, ctx)
+        return replace(result, action="side-file-removed", flush_lengths=entries,
+                       reason="a stray side file beside a complete file of committed write "
+                              "ids (only a delta of several write ids may have one)")
     skipped: list[int] = []
     positive = [x for x in lengths if x > 0]
     for i in range(len(positive) - 1, -1, -1):

@@ -226,3 +226,20 @@ def test_damaged_stripe_is_named_the_same_way_everywhere(tmp_path: Path,
     code, out, err = run(["recover", str(table)], capsys)
     assert code == 1 and str(path) in err and "unrecoverable" in out
     assert path.read_bytes() == bytes(data)
+
+
+def test_stray_side_file_beside_a_committed_file_is_ignored(tmp_path: Path,
+                                                            capsys: Capsys) -> None:
+    """Only a delta of several write ids may have a side file: one beside a committed
+    single-write-id delta hides nothing from readers, and recover cuts nothing for it."""
+    table = make_table(tmp_path, capsys, 2)
+    path = bucket(table, 2)
+    before = path.read_bytes()
+    Path(f"{path}_flush_length").write_bytes((0).to_bytes(8, "big") + (100).to_bytes(8, "big"))
+    code, rows, err = cat_rows(table, capsys)
+    assert code == 0 and rows == 2000 and "ignored its side file" in err and str(path) in err
+    code, out, err = run(["recover", str(table)], capsys)
+    assert code == 0 and "side-file-removed" in out, (out, err)
+    assert path.read_bytes() == before and not Path(f"{path}_flush_length").exists()
+    code, rows, err = cat_rows(table, capsys)
+    assert code == 0 and rows == 2000 and "Warning" not in err
