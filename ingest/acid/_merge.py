@@ -365,7 +365,10 @@ class Merger:
         """The side file's length, or the file's own footers' when the side file stops below
         committed rows (with a warning naming the file), once per file and read."""
         if f.path not in self._lengths:
-            length, warning = committed_read_length(self.fs, f.path, self.snapshot.is_valid)
+            snapshot = self.snapshot
+            length, warning = committed_read_length(
+                self.fs, f.path, snapshot.is_valid,
+                lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
             if warning is not None:
                 warnings.warn(SideFileWarning(warning), stacklevel=2)
             self._lengths[f.path] = length

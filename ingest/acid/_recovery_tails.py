@@ -16,7 +16,7 @@ import pyarrow.orc as po
 from ingest.acid._acid_footer import KEY_INDEX, parse_key_index
 from ingest.acid.bucket_file import read_events, readable_length
 from ingest.acid.events import ACID_FIELD_NAMES
-from ingest.acid.names import ParsedDirectory, parse_directory, side_file_path
+from ingest.acid.names import parse_directory, side_file_path
 from ingest.errors import CorruptFileError
 from ingest.orc import BoundedFile, FileTail, Message, StripeInfo, check_extends, read_tail
 from ingest.orc.proto_fields import Footer
@@ -224,13 +224,14 @@ def _key_write_ids(tail: FileTail) -> list[int]:
 
 
 def committed_footer_past(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail | None,
-                          size: int, committed: Callable[[int], bool] | None
+                          size: int, settled: Callable[[int], bool] | None
                           ) -> FileTail | None:
     """The last complete footer past `tail` (the side file's last readable length) that
-    extends it, whose stripes hold rows of committed write ids only, checked in full: the
-    file's own record of flushes a side file cut short lost. None when there is none.
-    `tail` None: the side file records no flush; any complete footer may serve."""
-    if committed is None:
+    extends it and whose added stripes hold no row of an open write id (`settled`: committed
+    or aborted), checked in full: the file's own record of flushes a side file cut short
+    lost. None when there is none. `tail` None: the side file records no flush; any complete
+    footer may serve."""
+    if settled is None:
         return None
     start = 0 if tail is None else tail.length
     ends = [size, *(e for e in _candidate_ends(fs, path, size) if e > start)]
@@ -238,8 +239,8 @@ def committed_footer_past(fs: fsspec.AbstractFileSystem, path: str, tail: FileTa
         found = full_check(fs, path, end, tail, decode=True)
         if found is None:
             continue
-        ids = _key_write_ids(found)
-        if ids and all(committed(w) for w in ids):
+        ids = _key_write_ids(found)[0 if tail is None else len(tail.stripes):]
+        if ids and all(settled(w) for w in ids):
             return found
     return None
 
@@ -254,44 +255,35 @@ def data_problem(fs: fsspec.AbstractFileSystem, path: str, length: int) -> str |
     return None
 
 
-def may_hold_side_file(parsed: ParsedDirectory) -> bool:
-    """Hive's `mayContainSideFile`: an insert delta of more than one write id, not a
-    compactor's output (`_v`)."""
-    return (parsed.kind == "delta" and parsed.min_write_id != parsed.max_write_id
-            and not parsed.visibility_txn_id)
-
-
 class SideFileWarning(UserWarning):
     """A side file stops below rows of committed write ids that the file's own footers hold:
     the reader read up to those footers instead (run `ingest recover` to rebuild it)."""
 
 
 def committed_read_length(fs: fsspec.AbstractFileSystem, path: str,
-                          committed: Callable[[int], bool]) -> tuple[int, str | None]:
+                          committed: Callable[[int], bool],
+                          settled: Callable[[int], bool] | None = None,
+                          ) -> tuple[int, str | None]:
     """(length to read, warning or None) for a bucket file under a snapshot.
 
-    The side file's last entry, unless the directory holds a committed write id above every
-    write id at that length and a complete footer past it holds rows of committed write ids
-    only: a side file cut short must not hide committed rows (docs/recovery.md, 5). Costs
-    nothing more when the side file covers the highest committed write id (or there is none).
+    The side file's last entry, unless the file is longer, its directory holds a committed
+    write id, and a complete footer past that length extends the tail there with stripes
+    of no open write id (`settled`, committed or aborted; `committed` when None): a side
+    file cut short must not hide committed rows (docs/recovery.md, 9). Costs nothing more
+    when the file ends at its last entry; otherwise a scan of the bytes past it.
 
     Raises:
         FileNotFoundError: no such file.
         CorruptFileError: the side file points past the end of the file.
     """
     parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
-    if (parsed is not None and not may_hold_side_file(parsed)
-            and (parsed.is_base or all(committed(w) for w in
-                                       range(parsed.min_write_id, parsed.max_write_id + 1)))
+    if (parsed is not None and parsed.is_base and committed(parsed.max_write_id)
             and fs.exists(side_file_path(path))):
-        # Only an insert delta of several write ids keeps a side file once committed (Hive's
-        # mayContainSideFile; our writer removes it before the commit): anywhere else it is
-        # stray and Hive ignores it; so do we (an open write id's file keeps it: its writer
-        # may be mid-stripe).
+        # A base never keeps a side file (Hive's mayContainSideFile; our writer closes it
+        # before it is committed): it is stray, and Hive ignores it; so do we.
         size = int(fs.size(path))
-        return size, (f"{path}: ignored its side file, which only a delta of several write "
-                      f"ids may have; read all {size:,} bytes. Hint: run `ingest recover` "
-                      "to remove it.")
+        return size, (f"{path}: ignored its side file, which a base never has; read all "
+                      f"{size:,} bytes. Hint: run `ingest recover` to remove it.")
     length, size, lengths = readable_length(fs, path)
     if lengths is None or length >= size:
         return length, None
@@ -304,13 +296,10 @@ def committed_read_length(fs: fsspec.AbstractFileSystem, path: str,
     tail = parsed_at(fs, path, length, check=False) if length > 0 else None
     if length > 0 and tail is None:
         return length, None  # the reader reports the damaged tail itself
-    seen = None if tail is None else max_write_id(tail)
-    if seen is not None and seen >= top:
-        return length, None
-    later = committed_footer_past(fs, path, tail, size, committed)
+    later = committed_footer_past(fs, path, tail, size, settled or committed)
     if later is None:
         return length, None
     return later.length, (
-        f"{path}: its side file stops at {length:,} bytes, but the file's own footers hold "
-        f"rows of committed write ids up to {max_write_id(later)} to {later.length:,} bytes; "
+        f"{path}: its side file stops at {length:,} bytes, but the file's own footers go on "
+        f"to {later.length:,} bytes (write ids up to {max_write_id(later)}, none open); "
         f"read up to there. Hint: run `ingest recover` to rebuild the side file.")

@@ -22,7 +22,6 @@ from ingest.acid._recovery_tails import (
     data_problem,
     last_complete_footer,
     max_write_id,
-    may_hold_side_file,
     parsed_at,
     tail_at_end,
     tail_at_flush,
@@ -157,17 +156,19 @@ class _Ctx:
             return self.committed(parsed.max_write_id)
         return any(self.committed(w) for w in range(parsed.min_write_id, parsed.max_write_id + 1))
 
+    def settled(self, write_id: int) -> bool:
+        """Committed or aborted: no writer will add rows of it (open ones are not)."""
+        if self.valid_write_ids is not None and self.valid_write_ids.is_aborted(write_id):
+            return True
+        return self.committed is not None and self.committed(write_id)
+
     def stray_side_file(self, path: str) -> bool:
-        """A side file here cannot be a writer's: the directory is a base, or a delta of one
-        write id (or a delete delta), and all its write ids committed (docs/recovery.md, 9)."""
+        """A side file here cannot be a writer's: the directory is a committed base, which
+        never keeps one (docs/recovery.md, 9)."""
         if self.committed is None:
             return False
         parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
-        if parsed is None or may_hold_side_file(parsed):
-            return False
-        if parsed.is_base:
-            return self.committed(parsed.max_write_id)
-        return all(self.committed(w) for w in range(parsed.min_write_id, parsed.max_write_id + 1))
+        return parsed is not None and parsed.is_base and self.committed(parsed.max_write_id)
 
     def max_committed(self, path: str) -> int | None:
         """The highest committed write id of the file's delta range, if known."""
@@ -319,8 +320,8 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
         if not ctx.dry_run:
             _remove_side_file(path, ctx)
         return replace(result, action="side-file-removed", flush_lengths=entries,
-                       reason="a stray side file beside a complete file of committed write "
-                              "ids (only a delta of several write ids may have one)")
+                       reason="a stray side file beside a complete base (a base never has "
+                              "one)")
     skipped: list[int] = []
     positive = [x for x in lengths if x > 0]
     for i in range(len(positive) - 1, -1, -1):
@@ -333,6 +334,18 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
             later, note = _past_side_file(path, size, tail, ctx)
             return _cut(path, size, later or tail, entries, tuple(skipped), ctx, note)
         skipped.append(length)
+    if skipped and ctx.holds_committed(path):
+        end = tail_at_end(fs, path, size)
+        if end is not None:
+            # No recorded length reads, but the whole file does: the side file is what is
+            # damaged. Nothing is cut; it goes (to the backup).
+            if not ctx.dry_run:
+                _remove_side_file(path, ctx)
+            return FileRecovery(
+                path, size, size, "side-file-removed",
+                f"no recorded flush length {sorted(set(skipped))} ends in a complete ORC "
+                f"footer, but the whole file is complete ({end.number_of_rows:,} rows): the "
+                "side file was damaged", entries, None, tuple(skipped), end.number_of_rows)
     if skipped:
         # Lengths were recorded (so transactions may have committed) but none is readable:
         # cutting anywhere could destroy what is left; a person must look
@@ -369,26 +382,25 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
 
 def _past_side_file(path: str, size: int, tail: FileTail, ctx: _Ctx
                     ) -> tuple[FileTail | None, str]:
-    """A complete footer past the side file's last readable length that a committed write id
-    needs, with a note for the report; (None, "") when the side file covers them.
+    """A complete footer past the side file's last readable length, with a note for the
+    report; (None, "") when there is none.
 
     A side file cut short (or an entry lost) would make recovery cut committed rows: when
-    the directory holds a committed write id above every write id at `tail` (its key index),
-    the file's own footers past it are looked for, and the last one whose rows are all of
-    committed write ids is kept (docs/recovery.md, 5).
+    the directory holds a committed write id, the file's own footers past `tail` are looked
+    for, and the last one that extends it with stripes of no open write id is kept
+    (docs/recovery.md, 5). A flush whose length never reached the side file (its writer
+    died in between) holds rows of an uncommitted write id only; keeping it is harmless,
+    readers drop them.
     """
     top = ctx.max_committed(path)
     if top is None or tail.length >= size:
         return None, ""
-    seen = max_write_id(tail)
-    if seen is not None and seen >= top:
-        return None, ""
-    later = committed_footer_past(ctx.fs, path, tail, size, ctx.committed)
+    later = committed_footer_past(ctx.fs, path, tail, size, ctx.settled)
     if later is None:
         return None, ""
     return later, (f"; the side file stops at {tail.length:,} bytes but the file's own "
-                   f"footers go to {later.length:,} ({later.number_of_rows:,} rows, committed "
-                   f"write ids up to {max_write_id(later)}): side file rebuilt from them")
+                   f"footers go to {later.length:,} ({later.number_of_rows:,} rows, write ids up "
+                   f"to {max_write_id(later)}): side file rebuilt from them")
 
 
 def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,

@@ -180,6 +180,7 @@ def test_short_side_file_hides_no_committed_row(tmp_path: Path, capsys: Capsys) 
     table = make_table(tmp_path, capsys, 0)
     path = open_batch(table, 5, 200)
     side = Path(f"{path}_flush_length")
+    before = path.read_bytes()
     os.truncate(side, 24)  # truncate -s 24 bucket_00000_flush_length
     code, rows, err = cat_rows(table, capsys)
     assert code == 0 and rows == 1000, err
@@ -191,10 +192,10 @@ def test_short_side_file_hides_no_committed_row(tmp_path: Path, capsys: Capsys) 
     assert code == 0 and rows == 1000 and "Warning" not in err, err
     code, out, err = run(["verify", str(table)], capsys)
     assert code == 0, out
-    # What was cut (the aborted write id's flush) and the side file are in the backup.
-    names = sorted(p.name for p in backups(table))
-    assert names[0].startswith("bucket_00000.") and names[0].endswith(".cut")
-    assert names[1] == "bucket_00000_flush_length"
+    # Nothing was cut (the aborted write id's complete flush stays; readers drop its rows);
+    # the side file went to the backup.
+    assert path.read_bytes() == before
+    assert [p.name for p in backups(table)] == ["bucket_00000_flush_length"]
 
 
 def test_side_file_holding_only_zero_keeps_committed_footers(tmp_path: Path,
@@ -228,16 +229,17 @@ def test_damaged_stripe_is_named_the_same_way_everywhere(tmp_path: Path,
     assert path.read_bytes() == bytes(data)
 
 
-def test_stray_side_file_beside_a_committed_file_is_ignored(tmp_path: Path,
-                                                            capsys: Capsys) -> None:
-    """Only a delta of several write ids may have a side file: one beside a committed
-    single-write-id delta hides nothing from readers, and recover cuts nothing for it."""
+def test_garbage_side_file_beside_a_committed_file(tmp_path: Path, capsys: Capsys) -> None:
+    """A side file whose lengths end in no footer, beside a complete committed file: readers
+    name the file and send the user to recover, which removes the side file only."""
     table = make_table(tmp_path, capsys, 2)
     path = bucket(table, 2)
     before = path.read_bytes()
     Path(f"{path}_flush_length").write_bytes((0).to_bytes(8, "big") + (100).to_bytes(8, "big"))
     code, rows, err = cat_rows(table, capsys)
-    assert code == 0 and rows == 2000 and "ignored its side file" in err and str(path) in err
+    assert code != 0 and str(path) in err
+    code, out, _ = run(["verify", str(table)], capsys)
+    assert code == 1 and "needs-recovery" in out and str(path) in out
     code, out, err = run(["recover", str(table)], capsys)
     assert code == 0 and "side-file-removed" in out, (out, err)
     assert path.read_bytes() == before and not Path(f"{path}_flush_length").exists()
