@@ -6,9 +6,11 @@ import datetime as dt
 import decimal
 import random
 
+import fsspec
 import pyarrow as pa
 import pytest
 
+from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.cli import main as cli_main
 
 ALL_TYPES_SCHEMA = pa.schema([
@@ -74,3 +76,15 @@ SIMPLE_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string())])
 def simple_table(ids: range) -> pa.Table:
     return pa.table({"id": pa.array(list(ids), pa.int64()),
                      "value": pa.array([f"v{i}" for i in ids])}, schema=SIMPLE_SCHEMA)
+
+
+def write_deletes(path: str, keys: pa.Table, *, write_id: int, bucket_id: int = 0,
+                  row_schema: pa.Schema = SIMPLE_SCHEMA,
+                  fs: fsspec.AbstractFileSystem | None = None) -> int:
+    """Write a delete-delta bucket file deleting `keys` (originalTransaction, bucket, rowId)
+    with the product's writer; returns the number of delete events."""
+    with BucketWriter.create(path, BucketFileOptions(write_id=write_id, row_schema=row_schema,
+                                                     bucket_id=bucket_id,
+                                                     kind="delete"), fs=fs) as w:
+        w.write_deletes(keys)
+    return w.deletes_written

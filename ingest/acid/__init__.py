@@ -1,6 +1,6 @@
 """Hive ACID on ORC: directory and bucket names, the event struct, the bucket-file writer and
 reader, side files, snapshots, recovery. Knows nothing of Spark, Kafka or the metastore
-(DESIGN.md layers): snapshots arrive as ValidWriteIdList values."""
+(docs/architecture.md): snapshots arrive as ValidWriteIdList values."""
 
 from ingest.acid._files import can_append
 from ingest.acid.bucket_file import (
@@ -9,6 +9,7 @@ from ingest.acid.bucket_file import (
     read_bucket_file,
     read_events,
 )
+from ingest.acid.file_options import CODECS, parse_codec
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
 from ingest.acid.names import (
     ParsedDirectory,
@@ -17,6 +18,7 @@ from ingest.acid.names import (
     encode_bucket_property,
     format_base,
     format_delta,
+    is_side_file,
     parse_bucket_file,
     parse_directory,
     write_acid_version_file,
@@ -39,16 +41,18 @@ from ingest.acid.snapshot import (
 )
 from ingest.acid.state import AcidState, NotEnoughHistoryError, acid_state
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.acid.writer import KEY_COLUMNS, BucketWriter, WriterOptions
+from ingest.acid.writer import KEY_COLUMNS, BucketFileOptions, BucketWriter, WriterOptions
 
 __all__ = [
     "ACID_FIELD_NAMES",
+    "CODECS",
     "DELETE",
     "INSERT",
     "KEY_COLUMNS",
     "UPDATE",
     "AcidState",
     "BucketFileInfo",
+    "BucketFileOptions",
     "BucketWriter",
     "DirectoryStatus",
     "FileRecovery",
@@ -73,9 +77,11 @@ __all__ = [
     "format_base",
     "format_delta",
     "inspect_bucket_file",
+    "is_side_file",
     "last_flush_length",
     "list_partitions",
     "parse_bucket_file",
+    "parse_codec",
     "parse_directory",
     "parse_predicate",
     "parse_schema",

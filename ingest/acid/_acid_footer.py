@@ -1,6 +1,6 @@
 """The ACID parts of an ORC footer: `hive.acid.key.index`, `hive.acid.stats`,
-`hive.acid.version` (OrcRecordUpdater.KeyIndexBuilder; facts §4), and the whole tail the
-bucket writer appends at each flush."""
+`hive.acid.version` (OrcRecordUpdater.KeyIndexBuilder; docs/format.md), their parsing and
+formatting, and the whole tail the bucket writer appends at each flush."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ingest.errors import CorruptFileError
 from ingest.orc import FileTail, Message, serialize_tail
+from ingest.orc._protobuf import length_field, varint_field
 from ingest.orc.compression import CompressionKind
 from ingest.orc.tail import (
     FT_CONTENT_LENGTH,
@@ -24,11 +25,31 @@ from ingest.orc.tail import (
 KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
 ACID_VERSION = "hive.acid.version"
+ACID_KEYS = (KEY_INDEX, ACID_STATS, ACID_VERSION)
+UM_NAME, UM_VALUE = 1, 2  # UserMetadataItem fields
+ACID_VERSION_VALUE = "2"  # Hive 3's ACID version (split-update)
 
 
-def metadata_item(name: str, value: str) -> Message:
-    """One UserMetadataItem (name, UTF-8 value)."""
-    return Message([(1, 2, name.encode()), (2, 2, value.encode())])
+def format_key(write_id: int, bucket_property: int, row_id: int) -> str:
+    """One key index entry, without its `;`."""
+    return f"{write_id},{bucket_property},{row_id}"
+
+
+def format_acid_stats(inserts: int, updates: int, deletes: int) -> str:
+    """The `hive.acid.stats` value: "inserts,updates,deletes"."""
+    return f"{inserts},{updates},{deletes}"
+
+
+def parse_acid_stats(raw: bytes | None) -> tuple[int, int, int] | None:
+    """(inserts, updates, deletes) of a `hive.acid.stats` value; None when missing or not
+    three integers."""
+    if raw is None:
+        return None
+    try:
+        inserts, updates, deletes = (int(x) for x in raw.decode("ascii").split(",")[:3])
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return inserts, updates, deletes
 
 
 def parse_key_index(raw: bytes, path: str) -> list[tuple[int, int, int]]:
@@ -50,39 +71,87 @@ def parse_key_index(raw: bytes, path: str) -> list[tuple[int, int, int]]:
     return keys
 
 
-def acid_tail(
-    template: FileTail, *, content_end: int, stripe_messages: Sequence[bytes],
-    number_of_rows: int, statistics: Sequence[Message], stripe_statistics: Sequence[bytes],
-    key_index: Sequence[str], counts: tuple[int, int, int], other_metadata: Sequence[Message],
-    compression: CompressionKind, block_size: int,
-) -> bytes:
-    """Bytes of a complete tail describing every stripe written so far.
+class AcidTail:
+    """The tail of an ACID bucket file, rewritten at every flush: the entries of earlier
+    stripes (StripeInformation, stripe statistics, key index) are encoded once, when their
+    stripe is added, so a flush encodes only the few fields that change; re-encoding every
+    stripe's entries would make each flush cost more than the last."""
 
-    Args:
-        template: a tail of the same schema and writer; its types and postscript are reused.
-        content_end: file offset where this tail starts.
-        stripe_messages: encoded StripeInformation of every stripe, in file order.
-        number_of_rows: rows in all stripes.
-        statistics: file-level column statistics.
-        stripe_statistics: encoded StripeStatistics, one per stripe.
-        key_index: "originalTransaction,bucket,rowId" of the last event of each stripe.
-        counts: (inserts, updates, deletes) in the file, for `hive.acid.stats`.
-        other_metadata: user metadata items to keep (not the three ACID keys).
-        compression, block_size: the file's codec and compression block size.
-    """
-    footer = Message(list(template.footer.fields))
-    footer.set_uint(FT_HEADER_LENGTH, len(MAGIC))
-    footer.set_uint(FT_CONTENT_LENGTH, content_end - len(MAGIC))
-    footer.set_messages(FT_STRIPES, list(stripe_messages))
-    footer.set_messages(FT_METADATA, [*other_metadata,
-        metadata_item(KEY_INDEX, "".join(k + ";" for k in key_index)),
-        metadata_item(ACID_STATS, ",".join(map(str, counts))),
-        metadata_item(ACID_VERSION, "2"),
-    ])
-    footer.set_uint(FT_NUMBER_OF_ROWS, number_of_rows)
-    footer.set_messages(FT_STATISTICS, list(statistics))
-    assert footer.messages(FT_TYPES), "template footer must carry the types"
-    metadata = Message()
-    metadata.set_messages(MD_STRIPE_STATS, list(stripe_statistics))
-    return serialize_tail(postscript=template.postscript, footer=footer, metadata=metadata,
-                          compression=compression, block_size=block_size)
+    def __init__(self, template: FileTail, *, other_metadata: Sequence[Message],
+                 compression: CompressionKind, block_size: int) -> None:
+        """Args:
+            template: a tail of the same schema and writer; its types and postscript are
+                reused.
+            other_metadata: user metadata items to keep (not the three ACID keys).
+            compression, block_size: the file's codec and compression block size.
+        """
+        assert template.footer.has(FT_TYPES), "template footer must carry the types"
+        self._postscript = template.postscript
+        self._compression: CompressionKind = compression
+        self._block_size = block_size
+        self._stripes = bytearray()  # encoded footer fields FT_STRIPES, one per stripe
+        self._stripe_statistics = bytearray()  # encoded metadata fields MD_STRIPE_STATS
+        self._key_index = bytearray()  # the hive.acid.key.index value, "w,b,r;" per stripe
+        self._other_metadata = b"".join(length_field(FT_METADATA, m.encode())
+                                        for m in other_metadata)
+        # The footer's fields in the order a Message rewrite of the template would give them
+        # (each rewritten field where it first was); the rest of the template kept encoded.
+        footer = Message(list(template.footer.fields))
+        for number in _CHANGING:
+            footer.set_uint(number, 0)
+        self._order = list(dict.fromkeys(number for number, _, _ in footer.fields))
+        self._kept = {number: Message([f for f in template.footer.fields if f[0] == number])
+                      .encode() for number in self._order if number not in _CHANGING}
+
+    def add_stripe(self, stripe: bytes, statistics: bytes, key: tuple[int, int, int]) -> None:
+        """Describe one more stripe.
+
+        Args:
+            stripe: its encoded StripeInformation (offsets as placed in the file).
+            statistics: its encoded StripeStatistics.
+            key: (originalTransaction, bucket property, rowId) of its last event.
+        """
+        self._stripes += length_field(FT_STRIPES, stripe)
+        self._stripe_statistics += length_field(MD_STRIPE_STATS, statistics)
+        self._key_index += (format_key(*key) + ";").encode()
+
+    def encode(self, *, content_end: int, number_of_rows: int,
+               statistics: Sequence[Message], counts: tuple[int, int, int]) -> bytes:
+        """Bytes of a complete tail describing every stripe added so far.
+
+        Args:
+            content_end: file offset where this tail starts.
+            number_of_rows: rows in all stripes.
+            statistics: file-level column statistics.
+            counts: (inserts, updates, deletes) in the file, for `hive.acid.stats`.
+        """
+        changing = {
+            FT_HEADER_LENGTH: varint_field(FT_HEADER_LENGTH, len(MAGIC)),
+            FT_CONTENT_LENGTH: varint_field(FT_CONTENT_LENGTH, content_end - len(MAGIC)),
+            FT_STRIPES: self._stripes,
+            FT_METADATA: b"".join([
+                self._other_metadata,
+                length_field(FT_METADATA, _metadata_item(KEY_INDEX, self._key_index)),
+                length_field(FT_METADATA, _metadata_item(
+                    ACID_STATS, format_acid_stats(*counts).encode())),
+                length_field(FT_METADATA, _ACID_VERSION_ITEM)]),
+            FT_NUMBER_OF_ROWS: varint_field(FT_NUMBER_OF_ROWS, number_of_rows),
+            FT_STATISTICS: b"".join(length_field(FT_STATISTICS, m.encode()) for m in statistics),
+        }
+        footer = b"".join(changing[n] if n in changing else self._kept[n] for n in self._order)
+        return serialize_tail(postscript=self._postscript, footer=footer,
+                              metadata=bytes(self._stripe_statistics),
+                              compression=self._compression, block_size=self._block_size)
+
+
+# The footer fields every flush rewrites.
+_CHANGING = (FT_HEADER_LENGTH, FT_CONTENT_LENGTH, FT_STRIPES, FT_METADATA, FT_NUMBER_OF_ROWS,
+             FT_STATISTICS)
+
+
+def _metadata_item(name: str, value: bytes) -> bytes:
+    """One encoded UserMetadataItem (name, value)."""
+    return length_field(UM_NAME, name.encode()) + length_field(UM_VALUE, value)
+
+
+_ACID_VERSION_ITEM = _metadata_item(ACID_VERSION, ACID_VERSION_VALUE.encode())

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ingest.acid._event_batches import KEY_COLUMNS
 from ingest.acid._event_columns import event_column
-from ingest.acid.events import INSERT
+from ingest.acid.events import INSERT, KEY_COLUMNS
 from ingest.orc import FileTail, Message, StripeInfo, compress_stream, decompress_stream
 from ingest.orc.compression import CompressionKind
 from ingest.orc.tail import FT_ROW_INDEX_STRIDE

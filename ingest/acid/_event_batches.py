@@ -1,7 +1,7 @@
 """Arrow batches for the writer: user rows checked against the row schema, row keys
 turned into delete events.
 
-What OrcRecordUpdater.delete puts in each event (facts §4): operation 2, the row's key
+What OrcRecordUpdater.delete puts in each event (docs/format.md §5): operation 2, the row's key
 (originalTransaction, bucket property, rowId), currentTransaction, and a null row. Insert
 events are never built as Arrow batches: `_acid_stripes` adds their event columns to the
 encoded user rows.
@@ -12,13 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid.events import DELETE
+from ingest.acid.events import DELETE, KEY_COLUMNS, ROW
 from ingest.acid.names import decode_bucket_property
 from ingest.acid.schema import to_orc_type_string
 from ingest.errors import SchemaMismatchError, UnsupportedFormatError
 
-# The key of an ACID event, in Hive's sort order (RecordIdentifier: write id, bucket, row id).
-KEY_COLUMNS = ("originalTransaction", "bucket", "rowId")
 _KEY_TYPES = (pa.int64(), pa.int32(), pa.int64())
 
 
@@ -82,7 +80,7 @@ def sorted_delete_keys(keys: pa.Table | pa.RecordBatch, *, path: str) -> pa.Tabl
 
 def check_delete_buckets(buckets: np.ndarray, bucket_property: int, *, path: str) -> None:
     """Every key must name this file's bucket: readers find delete events by the bucket id
-    in the file name (facts §8).
+    in the file name (docs/format.md §7).
 
     Raises:
         ValueError: a key's bucket property decodes to another bucket id.
@@ -109,5 +107,5 @@ def delete_events(keys: pa.RecordBatch, *, event_schema: pa.Schema,
         keys.column(1),
         keys.column(2),
         pa.array(np.full(n, write_id, dtype=np.int64)),
-        pa.nulls(n, event_schema.field("row").type),
+        pa.nulls(n, event_schema.field(ROW).type),
     ], schema=event_schema)

@@ -21,7 +21,7 @@ def resolve(
 
 
 def durable_flush(f: Any) -> None:
-    """Flush Python buffers and, where the file has a descriptor, fsync (invariant 1)."""
+    """Flush Python buffers and, where the file has a descriptor, fsync (docs/invariants.md, 1)."""
     f.flush()
     try:
         fd = f.fileno()

@@ -23,24 +23,32 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 from fsspec.implementations.local import LocalFileSystem
 
+from ingest.acid._acid_footer import ACID_STATS, parse_acid_stats
 from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
 from ingest.acid.bucket_file import damage_hint
-from ingest.acid.events import ACID_FIELD_NAMES, DELETE
+from ingest.acid.events import (
+    ACID_FIELD_NAMES,
+    BUCKET,
+    DELETE,
+    KEY_COLUMNS,
+    OPERATION,
+    ROW,
+    ROW_ID,
+    ROW_POSITION,
+)
+from ingest.acid.events import CURRENT_TRANSACTION as CURRENT
+from ingest.acid.events import ORIGINAL_TRANSACTION as OTID
 from ingest.acid.names import ParsedDirectory, encode_bucket_property
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, UnsupportedFormatError
 from ingest.orc import FileTail, open_orc, read_tail
 
-OTID, BUCKET, ROW_ID, CURRENT, OPERATION, ROW = (
-    "originalTransaction", "bucket", "rowId", "currentTransaction", "operation", "row")
-KEY_COLUMNS = (OTID, BUCKET, ROW_ID)
 
 # Hive 3 `RecordIdentifier.StructInfo`: ROW__ID is struct<writeid:bigint,bucketid:int,rowid:bigint>.
 ROW_ID_COLUMN = "row__id"
 ROW_ID_TYPE = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
 
 FileKind = Literal["original", "base", "delta", "delete_delta"]
-_ACID_STATS = "hive.acid.stats"
 _POSITIONAL = re.compile(r"_col\d+")
 
 # A delete event drops every row with its key whatever that row's write id (Hive 3); stored as
@@ -69,7 +77,7 @@ def _np(arr: pa.Array | pa.ChunkedArray, dtype: type[np.generic]) -> np.ndarray:
 
 
 def valid_mask(current: pa.Array, snapshot: ValidWriteIdList) -> pa.BooleanArray:
-    """Which events' currentTransaction is valid in `snapshot` (invariant 2)."""
+    """Which events' currentTransaction is valid in `snapshot` (docs/invariants.md, 2)."""
     mask = pc.less_equal(current, pa.scalar(snapshot.high_watermark, pa.int64()))
     exceptions = snapshot.open_write_ids + snapshot.aborted_write_ids
     if exceptions:
@@ -265,14 +273,7 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int) -> Itera
 
 
 def _acid_stats(tail: FileTail) -> tuple[int, int, int] | None:
-    raw = tail.user_metadata.get(_ACID_STATS)
-    if raw is None:
-        return None
-    try:
-        a, b, c = (int(x) for x in raw.decode("ascii").split(",")[:3])
-    except ValueError:
-        return None
-    return a, b, c
+    return parse_acid_stats(tail.user_metadata.get(ACID_STATS))
 
 
 class Merger:
@@ -406,7 +407,7 @@ class Merger:
         with open_bounded(self.fs, f.path, length) as orc:
             schema = orc.schema
             check_acid(schema, f)
-            row_type = schema.field(5).type
+            row_type = schema.field(ROW_POSITION).type
             to_file, to_table = self._field_names(
                 [row_type.field(i).name for i in range(row_type.num_fields)])
             columns = [OPERATION] if need_op else []

@@ -23,7 +23,6 @@ from ingest.orc.compression import CompressionKind
 
 _PYARROW_CODEC = {"none": "uncompressed", "zlib": "zlib", "snappy": "snappy", "lz4": "lz4",
                   "zstd": "zstd"}
-WRITABLE_CODECS = tuple(_PYARROW_CODEC)
 PYARROW_BLOCK_UNIT = 64 * 1024  # ORC C++ compression blocks are multiples of this
 # Handed to pyarrow so it never cuts a stripe itself: column groups must cut alike.
 _NO_STRIPE_LIMIT = 1 << 50

@@ -123,15 +123,15 @@ def _acid_schema_problem(schema: pa.Schema, row_schema: pa.Schema | None) -> str
         expected = [f.name for f in row_schema]
         if names_in_row != expected:
             return f"its rows have columns {names_in_row}, the table has {expected}"
-        found_types = [_as_read_back(f.type) for f in types[5]]
-        expected_types = [_as_read_back(f.type) for f in row_schema]
+        found_types = [as_read_back(f.type) for f in types[5]]
+        expected_types = [as_read_back(f.type) for f in row_schema]
         if found_types != expected_types:
             return (f"its row types are {[str(t) for t in found_types]}, the table's are "
                     f"{[str(t) for t in expected_types]}")
     return None
 
 
-def _as_read_back(t: pa.DataType) -> pa.DataType:
+def as_read_back(t: pa.DataType) -> pa.DataType:
     """The Arrow type pyarrow's ORC reader returns for a column written as `t`."""
     if pa.types.is_timestamp(t):
         return pa.timestamp("ns")
@@ -140,11 +140,11 @@ def _as_read_back(t: pa.DataType) -> pa.DataType:
     if pa.types.is_large_binary(t):
         return pa.binary()
     if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _as_read_back(f.type)) for f in t])
+        return pa.struct([pa.field(f.name, as_read_back(f.type)) for f in t])
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(_as_read_back(t.value_type))
+        return pa.list_(as_read_back(t.value_type))
     if pa.types.is_map(t):
-        return pa.map_(_as_read_back(t.key_type), _as_read_back(t.item_type))
+        return pa.map_(as_read_back(t.key_type), as_read_back(t.item_type))
     return t
 
 

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.acid.names import MAX_BUCKET_COUNT
 from ingest.acid.schema import HIVE_TYPE_KEY
 from ingest.errors import ConfigError, SchemaMismatchError, UnsupportedFormatError
 
 DEFAULT_SEED = 104729
-MAX_BUCKET_COUNT = 4096  # BucketCodec.MAX_BUCKET_ID + 1
 
 _M32 = 0xFFFFFFFF
 _C1 = 0xCC9E2D51

@@ -32,7 +32,8 @@ DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 ORC_ACID_VERSION = 2
 
 MAX_STATEMENTS_PER_TXN = 10000
-MAX_BUCKET_ID = 4095
+MAX_BUCKET_ID = 4095  # BucketCodec V1 keeps 12 bits for the bucket id
+MAX_BUCKET_COUNT = MAX_BUCKET_ID + 1
 MAX_STATEMENT_ID = 4095
 
 DirectoryKind = Literal["base", "delta", "delete_delta"]

@@ -27,6 +27,7 @@ from ingest.acid._recovery_tails import (
     tail_at_flush,
 )
 from ingest.acid.names import (
+    SIDE_FILE_SUFFIX,
     is_hidden,
     is_side_file,
     parse_bucket_file,
@@ -278,7 +279,7 @@ def _scan(fs: fsspec.AbstractFileSystem, root: str) -> tuple[list[str], list[str
         names = set(files)
         for name in sorted(names):
             if is_side_file(name):
-                if name[: -len("_flush_length")] not in names:
+                if name[: -len(SIDE_FILE_SUFFIX)] not in names:
                     sides.append(f"{directory}/{name}")
             elif parse_bucket_file(name) is not None:
                 buckets.append(f"{directory}/{name}")
@@ -478,7 +479,7 @@ def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
 
 
 def _orphan_side_file(side: str, ctx: _Ctx) -> FileRecovery:
-    data_file = side[: -len("_flush_length")]
+    data_file = side[: -len(SIDE_FILE_SUFFIX)]
     if ctx.live_files(data_file):
         return FileRecovery(data_file, -1, -1, "skipped",
                             "side file of a live writer whose bucket file is not there yet")

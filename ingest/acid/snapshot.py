@@ -2,8 +2,8 @@
 
 Finds partitions (`col=value/` directories), runs `acid_state` on each and hands the chosen
 files to `_merge.Merger`, which drops rows of invalid write ids and rows delete events name
-(`AcidUtils.getAcidState` + `VectorizedOrcAcidRowBatchReader`, facts §1.7, §5). Also describes
-a table's layout for `ingest status`. Takes the snapshot as a plain `ValidWriteIdList`.
+(`AcidUtils.getAcidState` + `VectorizedOrcAcidRowBatchReader`, docs/format.md §10, §11).
+Also describes a table's layout for `ingest status`. Takes the snapshot as a plain `ValidWriteIdList`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ingest.acid._merge import (
     open_bounded,
 )
 from ingest.acid.bucket_file import readable_length
+from ingest.acid.events import ROW_POSITION
 from ingest.acid.names import (
     DEFAULT_PARTITION_NAME,
     is_hidden,
@@ -217,7 +218,7 @@ def _row_schema(fs: fsspec.AbstractFileSystem, files: Sequence[DataFile]) -> pa.
         if f.kind == "original":
             return schema
         check_acid(schema, f)
-        return pa.schema(list(schema.field(5).type))
+        return pa.schema(list(schema.field(ROW_POSITION).type))
     return None
 
 

@@ -97,26 +97,75 @@ class ValidWriteIdList:
 
     @classmethod
     def from_hive_string(cls, text: str) -> ValidWriteIdList:
-        """Parse Hive's string form.
+        """Parse Hive's string form, refusing any field that is not what Hive writes.
+
+        `minOpenWriteId` may be left empty (it follows from the open ids); otherwise it must
+        be the smallest open id, or above the high-water mark when none is open (Hive writes
+        Long.MAX_VALUE there).
 
         Raises:
-            ConfigError: the string is not `table:hwm:minOpen:open:aborted`.
+            ConfigError: the string is not `table:hwm:minOpen:open:aborted`, naming the field
+                that is wrong: not a non-negative integer, an id above the high-water mark,
+                an id both open and aborted, or a minOpenWriteId that disagrees.
         """
         parts = text.strip().split(":")
-        if len(parts) < 3:
+        if not 3 <= len(parts) <= 5:
             raise ConfigError(
-                f"Cannot parse write-id list {text!r}: expected "
-                "'<db.table>:<highWatermark>:<minOpenWriteId>:<open ids>:<aborted ids>'",
-                hint="for example 'default.events:20:15:15,18:16'",
-            )
+                f"Cannot parse write-id list {text!r}: expected 5 fields "
+                "'<db.table>:<highWatermark>:<minOpenWriteId>:<open ids>:<aborted ids>', found "
+                f"{len(parts)}", hint=_EXAMPLE)
         parts += [""] * (5 - len(parts))
-        try:
-            hwm = int(parts[1])
-            open_ids = tuple(int(x) for x in parts[3].split(",") if x)
-            aborted = tuple(int(x) for x in parts[4].split(",") if x)
-        except ValueError as e:
-            raise ConfigError(f"Cannot parse write-id list {text!r}: {e}") from e
-        return cls(parts[0], hwm, open_ids, aborted)
+        if not parts[0].strip():
+            raise _field_error(text, "table", parts[0], "is empty")
+        hwm = _number(text, "highWatermark", parts[1])
+        open_ids = _numbers(text, "open write ids", parts[3], hwm)
+        aborted = _numbers(text, "aborted write ids", parts[4], hwm)
+        both = sorted(set(open_ids) & set(aborted))
+        if both:
+            raise _field_error(text, "aborted write ids", parts[4],
+                               f"also lists open write ids {both}")
+        if parts[2].strip():
+            low = _number(text, "minOpenWriteId", parts[2])
+            if open_ids and low != min(open_ids):
+                raise _field_error(text, "minOpenWriteId", parts[2],
+                                   f"is not the smallest open write id {min(open_ids)}")
+            if not open_ids and low <= hwm:
+                raise _field_error(text, "minOpenWriteId", parts[2],
+                                   f"names an open write id but none is listed (with none "
+                                   f"open Hive writes {NO_OPEN_WRITE_ID}, or leave it empty)")
+        return cls(parts[0].strip(), hwm, open_ids, aborted)
 
     def __str__(self) -> str:
         return self.to_hive_string()
+
+
+_EXAMPLE = "for example 'default.events:20:15:15,18:16'"
+
+
+def _field_error(text: str, field: str, value: str, problem: str) -> ConfigError:
+    return ConfigError(f"Cannot parse write-id list {text!r}: field {field} {value!r} {problem}",
+                       hint=f"fields are <db.table>:<highWatermark>:<minOpenWriteId>:<open ids>:"
+                       f"<aborted ids>; {_EXAMPLE}")
+
+
+def _number(text: str, field: str, value: str) -> int:
+    digits = value.strip()
+    if not digits.isascii() or not digits.isdigit():
+        raise _field_error(text, field, value, "is not a non-negative integer")
+    return int(digits)
+
+
+def _numbers(text: str, field: str, value: str, hwm: int) -> tuple[int, ...]:
+    if not value.strip():
+        return ()
+    out = []
+    for item in value.split(","):
+        if not item.strip().isascii() or not item.strip().isdigit():
+            raise _field_error(text, field, value,
+                               f"holds {item!r}, not a comma-separated list of non-negative "
+                               "integers")
+        out.append(int(item))
+    above = [w for w in out if w > hwm]
+    if above:
+        raise _field_error(text, field, value, f"holds {above} above the highWatermark {hwm}")
+    return tuple(out)

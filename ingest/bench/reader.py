@@ -1,8 +1,6 @@
 """Snapshot reader benchmark: `read_table` over a base, 10 deltas and 2 delete deltas vs plain
-pyarrow ORC reading the same bucket files (no merge, no delete filtering).
-
-Also holds `write_delete_events`, a stand-in delete-delta writer (plain pyarrow ORC with the
-ACID event schema, no key index) used here and by the snapshot tests.
+pyarrow ORC reading the same bucket files (no merge, no delete filtering). The delete deltas
+are written by the product's own writer (`BucketWriter.create` with `kind="delete"`).
 """
 
 from __future__ import annotations
@@ -17,44 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.orc as po
 
-from ingest.acid import DELETE, BucketWriter, ValidWriteIdList, acid_event_schema
-from ingest.acid._files import resolve
-from ingest.acid.names import bucket_file_name, format_base, format_delta
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
+from ingest.acid.events import BUCKET, KEY_COLUMNS, ORIGINAL_TRANSACTION, ROW_ID
+from ingest.acid.names import bucket_file_name, encode_bucket_property, format_base, format_delta
 from ingest.acid.snapshot import read_table
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
-
-
-def write_delete_events(
-    path: str,
-    keys: pa.Table,
-    *,
-    write_id: int,
-    row_schema: pa.Schema,
-    fs: fsspec.AbstractFileSystem | None = None,
-) -> int:
-    """Write one delete-delta bucket file deleting `keys` (originalTransaction, bucket, rowId).
-
-    Events are sorted by key as Hive requires; `row` is null, currentTransaction = write_id.
-    Returns the number of events written.
-    """
-    fs, path = resolve(path, fs)
-    keys = keys.select(["originalTransaction", "bucket", "rowId"]).sort_by(
-        [("originalTransaction", "ascending"), ("bucket", "ascending"), ("rowId", "ascending")])
-    n = keys.num_rows
-    schema = acid_event_schema(row_schema)
-    row_type = schema.field("row").type
-    events = pa.table([
-        pa.array(np.full(n, DELETE, dtype=np.int32)),
-        keys["originalTransaction"].cast(pa.int64()),
-        keys["bucket"].cast(pa.int32()),
-        keys["rowId"].cast(pa.int64()),
-        pa.array(np.full(n, write_id, dtype=np.int64)),
-        pa.nulls(n, row_type),
-    ], schema=schema)
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    with fs.open(path, "wb") as f:
-        po.write_table(events, f, compression="zstd")
-    return int(n)
 
 
 def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
@@ -63,13 +28,15 @@ def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
     files = []
     path = f"{root}/{format_base(1)}/{bucket_file_name(0)}"
     rows = sample_rows(base_rows)
-    with BucketWriter(path, rows.schema, write_id=1, fs=fs) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1,
+                                                     row_schema=rows.schema), fs=fs) as w:
         w.write(rows)
     files.append(path)
     for k in range(deltas):
         wid = k + 2
         path = f"{root}/{format_delta(wid, wid)}/{bucket_file_name(0)}"
-        with BucketWriter(path, rows.schema, write_id=wid, fs=fs) as w:
+        with BucketWriter.create(path, BucketFileOptions(write_id=wid,
+                                                         row_schema=rows.schema), fs=fs) as w:
             w.write(sample_rows(delta_rows, seed=wid))
         files.append(path)
     rng = np.random.default_rng(7)
@@ -82,13 +49,16 @@ def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
         owids = rng.integers(2, deltas + 2, int(deltas * delta_rows * delete_fraction / 2))
         delta_ids = rng.integers(0, delta_rows // 2, len(owids)) * 2 + j
         keys = pa.table({
-            "originalTransaction": np.concatenate([np.ones(len(base_ids), np.int64), owids]),
-            "bucket": np.full(len(base_ids) + len(owids), 536870912, np.int32),
-            "rowId": np.concatenate([base_ids, delta_ids]).astype(np.int64),
+            ORIGINAL_TRANSACTION: np.concatenate([np.ones(len(base_ids), np.int64), owids]),
+            BUCKET: np.full(len(base_ids) + len(owids), encode_bucket_property(0, 0), np.int32),
+            ROW_ID: np.concatenate([base_ids, delta_ids]).astype(np.int64),
         })
-        keys = keys.group_by(["originalTransaction", "bucket", "rowId"]).aggregate([])
+        keys = keys.group_by(list(KEY_COLUMNS)).aggregate([])
         path = f"{root}/{format_delta(wid, wid, delete=True)}/{bucket_file_name(0)}"
-        deleted += write_delete_events(path, keys, write_id=wid, row_schema=rows.schema, fs=fs)
+        with BucketWriter.create(path, BucketFileOptions(write_id=wid, row_schema=rows.schema,
+                                                         bucket_id=0, kind="delete"), fs=fs) as w:
+            w.write_deletes(keys)
+        deleted += w.deletes_written
     return files, total - deleted
 
 

@@ -15,7 +15,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter, side_file_path
 from ingest.acid.recovery import recover_table
 from ingest.bench._common import median_seconds, report
 
@@ -37,7 +37,8 @@ def build(path: str, *, size_mb: int, flushes: int) -> int:
     rows = max(1, size_mb * 1024 * 1024 // flushes // 39)
     batch = _flush_batch(rows, 0)
     fs = fsspec.filesystem("file")
-    w = BucketWriter(path, batch.schema, write_id=1, compression="none", fs=fs)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=batch.schema,
+                                                    compression="none"), fs=fs)
     for _ in range(flushes):
         w.write(batch)
         w.flush()
@@ -62,11 +63,11 @@ def run(argv: list[str]) -> None:
         started = time.perf_counter()
         length = build(path, size_mb=args.size_mb, flushes=args.flushes)
         build_s = time.perf_counter() - started
-        side = open(f"{path}_flush_length", "rb").read()  # noqa: SIM115
+        side = open(side_file_path(path), "rb").read()  # noqa: SIM115
         garbage = os.urandom(args.garbage_kb * 1024)
 
         def crash() -> None:
-            with open(f"{path}_flush_length", "wb") as f:
+            with open(side_file_path(path), "wb") as f:
                 f.write(side)
             with open(path, "ab") as f:
                 f.write(garbage)

@@ -3,7 +3,7 @@ and the cost of an intermediate footer + side-file entry every 100k rows.
 
 The writer is measured with its default encoder threads and with one. A flush ends a stripe
 and makes it durable, so part of its cost is fixed per flush whatever the writer does:
-pyarrow's set-up of an ORC writer for each stripe, and two fsyncs (invariant 1). To show
+pyarrow's set-up of an ORC writer for each stripe, and two fsyncs (docs/invariants.md, 1). To show
 what the fsyncs cost in place, one diagnostic case runs the single-threaded flushing writer
 with fsync turned off (`fsync_ms_per_flush`); no other code path ever turns it off.
 """
@@ -17,13 +17,13 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 
-from ingest.acid import BucketWriter, WriterOptions, _files
+from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions, _files
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
 
 
@@ -47,8 +47,9 @@ def run(argv: list[str]) -> None:
     def acid(flush_each_batch: bool, threads: int) -> None:
         path = f"{tmp}/delta_{next(counter)}/bucket_00000"
         options = WriterOptions(encoder_threads=threads)
-        with BucketWriter(path, table.schema, write_id=1, compression=args.compression, fs=fs,
-                          options=options) as w:
+        with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=table.schema,
+                                                         compression=args.compression,
+                                                         tuning=options), fs=fs) as w:
             for batch in batches:
                 w.write(batch)
                 if flush_each_batch:
@@ -66,10 +67,22 @@ def run(argv: list[str]) -> None:
         f"ACID, 1 thread, flush/{args.flush_every}": lambda: acid(True, 1),
         "  same, fsync off (diagnostic)": acid_without_fsync,
     }
+    # CPU time too: on a busy machine, waiting for a core (or for others' I/O) swamps the
+    # difference of two wall times that the per-flush figures are.
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
+
+    def with_cpu(name: str, fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            start = time.process_time()
+            fn()
+            cpu[name].append(time.process_time() - start)
+        return run
+
     try:
         for fn in cases.values():  # warm-up: page cache, allocator, thread pool
             fn()
-        timed = median_seconds_interleaved(cases, repeats=args.repeats)
+        timed = median_seconds_interleaved(
+            {name: with_cpu(name, fn) for name, fn in cases.items()}, repeats=args.repeats)
         medians = {name: median for name, (median, _) in timed.items()}
         for name, (median, runs) in timed.items():
             print(f"{name:<32}: median {median:.3f} s  runs {[round(t, 3) for t in runs]}")
@@ -77,6 +90,7 @@ def run(argv: list[str]) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base, acid2, acid2f, acid1, acid1f, acid1f_nosync = medians.values()
+    *_, cpu1, _, cpu1f_nosync = (statistics.median(t) for t in cpu.values())
     flushes = -(-args.rows // args.flush_every)
     print(f"rows={args.rows} columns={table.num_columns} codec={args.compression} "
           f"repeats={args.repeats}")
@@ -94,6 +108,8 @@ def run(argv: list[str]) -> None:
         single_thread_ms_per_flush=round((acid1f - acid1) / flushes * 1000, 3),
         fsync_ms_per_flush=round((acid1f - acid1f_nosync) / flushes * 1000, 3),
         single_thread_flush_overhead_without_fsync=round(acid1f_nosync / acid1 - 1, 4),
+        # What a flush costs beyond its fsyncs, in CPU time (fsync off vs one flush).
+        cpu_ms_per_flush_without_fsync=round((cpu1f_nosync - cpu1) / flushes * 1000, 3),
         encoder_setup_ms=round(setup_s * 1000, 3),
     )
 

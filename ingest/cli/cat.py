@@ -29,15 +29,16 @@ class SnapshotChoice:
 def table_snapshot(path: str, option: str | None) -> Iterator[tuple[SnapshotChoice,
                                                                     Metastore | None]]:
     """--snapshot if given, else the metastore's current snapshot of the table holding `path`,
-    else None (every write id on disk counts as committed). Yields the open metastore too.
+    else None (every write id on disk counts as committed). Yields the open metastore too,
+    opened read-only: reading commands never create or change one (docs/invariants.md, 7).
 
     Raises:
-        MetastoreError: a metastore file exists but cannot be read.
+        MetastoreError: a metastore file exists but cannot be read, or is empty.
     """
     store: Metastore | None = None
     table: TableDefinition | None = None
     try:
-        store, table = find_metastore_for(path)
+        store, table = find_metastore_for(path, read_only=True)
     except TableNotFoundError:
         pass
     try:

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import click
 
+from ingest.acid.names import MAX_BUCKET_COUNT
 from ingest.acid.schema import to_ddl
+from ingest.cli._options import parse_properties
 from ingest.cli._output import dumps
-from ingest.errors import ConfigError
 from ingest.table import create_table
 from ingest.txn import default_metastore_url
-
-
-def _properties(values: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for item in values:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ConfigError(f"Cannot use --property {item!r}: expected KEY=VALUE",
-                              hint="for example --property orc.compress=ZLIB")
-        out[key.strip()] = value.strip()
-    return out
 
 
 @click.command(
@@ -35,29 +25,35 @@ Examples:
 @click.option("--partitioned-by", multiple=True, metavar="COLUMN",
               help="Partition column, outermost first (repeat or comma-separate); values are "
                    "strings.")
-@click.option("--buckets", type=click.IntRange(0, 4096), default=0, show_default=True,
+@click.option("--buckets", type=click.IntRange(0, MAX_BUCKET_COUNT), default=0, show_default=True,
               help="Number of buckets (0: unbucketed); needs --bucketed-by.")
 @click.option("--bucketed-by", multiple=True, metavar="COLUMN",
               help="Column hashed into buckets (repeat or comma-separate).")
 @click.option("--name", metavar="[DB.]TABLE",
               help="Table name  [default: the directory name, in database default]")
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
-              help="Table property, e.g. orc.compress=ZLIB (repeatable).")
+              help="Table property, e.g. orc.compress=ZLIB (repeatable); change it later "
+                   "with `ingest alter`.")
 @click.option("--metastore", metavar="URL",
               help="Metastore to register in, sqlite:///abs/path.sqlite  [default: "
                    "$INGEST_METASTORE, else _ingest_metastore.sqlite beside the table]")
+@click.option("--adopt", is_flag=True,
+              help="PATH already holds ACID data (base_/delta_ directories) that no metastore "
+                   "lists: make it the new table's committed rows; write ids continue above "
+                   "the highest one on disk. Without it such a PATH is refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as one JSON document.")
 def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets: int,
             bucketed_by: tuple[str, ...], name: str | None, properties: tuple[str, ...],
-            metastore: str | None, as_json: bool) -> None:
+            metastore: str | None, adopt: bool, as_json: bool) -> None:
     """Create an empty Hive ACID (transactional ORC) table at PATH.
 
     Changes the disk: creates the PATH directory and records the table in the metastore
-    (creating the metastore file if needed). Writes no data files.
+    (creating the metastore file if needed). Writes no data files. Refuses a PATH that
+    already holds ACID data unless --adopt is given.
     """
     defn = create_table(path, schema_ddl, name=name, partitioned_by=partitioned_by,
                         buckets=buckets, bucketed_by=bucketed_by,
-                        properties=_properties(properties), metastore=metastore)
+                        properties=parse_properties(properties), metastore=metastore, adopt=adopt)
     metastore_url = metastore or default_metastore_url(defn.location)
     if as_json:
         click.echo(dumps({

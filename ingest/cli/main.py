@@ -20,6 +20,7 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_FAILED, EXIT_BUG, EXIT_INTERRUPTED = 0,
 # Command modules, each exposing `command` (a click.Command). Imported lazily by the group so
 # `ingest --help` stays fast and one broken command cannot break the others.
 COMMAND_MODULES = {
+    "alter": "ingest.cli.alter",
     "cat": "ingest.cli.cat",
     "create": "ingest.cli.create",
     "delete": "ingest.cli.delete",

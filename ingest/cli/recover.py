@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ingest.acid.recovery import FileRecovery
+from ingest.cli._options import SECONDS
 from ingest.cli._output import dumps
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, recover_table_with_metastore
 
@@ -76,7 +77,7 @@ Examples:
               help="Keep cut bytes, removed files and side files here.  [default: "
                    "PATH/_ingest_recovery_backup/<UTC timestamp>, created only when needed]")
 @click.option("--no-backup", is_flag=True, help="Keep nothing that is cut or removed.")
-@click.option("--txn-timeout-s", type=click.FloatRange(min=0), default=DEFAULT_TXN_TIMEOUT_S,
+@click.option("--txn-timeout-s", type=SECONDS, default=DEFAULT_TXN_TIMEOUT_S,
               show_default=True, help="Abort open transactions silent for this long.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")

@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 import click
 
+from ingest.cli._options import SECONDS
 from ingest.cli._output import dumps
 from ingest.cli.recover import Problems
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, verify_table
@@ -20,7 +21,7 @@ Examples:
   ingest verify warehouse/events --json --shallow""",
 )
 @click.argument("path")
-@click.option("--txn-timeout-s", type=click.FloatRange(min=0), default=DEFAULT_TXN_TIMEOUT_S,
+@click.option("--txn-timeout-s", type=SECONDS, default=DEFAULT_TXN_TIMEOUT_S,
               show_default=True, help="Report open transactions silent for this long.")
 @click.option("--shallow", is_flag=True, help="Read file tails only, not every stripe.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
@@ -29,10 +30,12 @@ def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
             quiet: bool) -> None:
     """Check that a table's metastore and files agree; exit 1 listing every problem.
 
-    Read-only. Checks: every committed write id has a directory; no directory holds a write
-    id the metastore never allocated; Kafka offset ranges per partition have no gaps or
-    overlaps; open transactions heartbeat; every bucket file is readable up to its flush
-    length and needs no recovery.
+    Read-only, metastore included (opened with SQLite's mode=ro). Checks: a metastore lists
+    the ACID data under PATH and can be read; every committed write id has a directory; no
+    directory holds a write id the metastore never allocated; no directory is named like an
+    ACID one without being one; Kafka offset ranges per partition have no gaps or overlaps;
+    open transactions heartbeat; every bucket file is readable up to its flush length and
+    needs no recovery, files of open transactions included.
     """
     started = time.monotonic()
     report = verify_table(path, txn_timeout_s=txn_timeout_s, deep=not shallow)

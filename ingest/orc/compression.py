@@ -7,17 +7,39 @@ raw (no framing) deflate, snappy and LZ4 blocks, and zstd frames, as ORC C++ and
 from __future__ import annotations
 
 import zlib
-from typing import Literal
+from typing import Literal, get_args
 
 import cramjam
 
-from ingest.errors import UnsupportedFormatError
+from ingest.errors import ConfigError, UnsupportedFormatError
 
 # PostScript.compression enum values.
 CompressionKind = Literal["none", "zlib", "snappy", "lzo", "lz4", "zstd"]
 KIND_BY_CODE: dict[int, CompressionKind] = {
     0: "none", 1: "zlib", 2: "snappy", 3: "lzo", 4: "lz4", 5: "zstd"}
 CODE_BY_KIND: dict[str, int] = {v: k for k, v in KIND_BY_CODE.items()}
+# The codecs files are written with (LZO is read only).
+Codec = Literal["none", "zlib", "snappy", "lz4", "zstd"]
+CODECS: tuple[Codec, ...] = get_args(Codec)
+
+
+def parse_codec(value: str, *, where: str, hint: str | None = None) -> Codec:
+    """A codec named in a table property, an option or a flag, in any case (`ZLIB`).
+
+    Args:
+        value: the name given.
+        where: the start of the message, naming what gave it (e.g. "Cannot load into
+            default.t: table property orc.compress=").
+        hint: what to do about a wrong one.
+
+    Raises:
+        ConfigError: not one of CODECS.
+    """
+    codec = value.lower()
+    if codec not in CODECS:
+        raise ConfigError(f"{where}{codec!r} is not one of "
+                          f"{', '.join(c.upper() for c in CODECS)}", hint=hint)
+    return codec  # type: ignore[return-value]
 
 
 def _compress_chunk(kind: CompressionKind, data: bytes) -> bytes:
@@ -31,7 +53,7 @@ def _compress_chunk(kind: CompressionKind, data: bytes) -> bytes:
     if kind == "zstd":
         return bytes(cramjam.zstd.compress(data, level=3))
     raise UnsupportedFormatError(
-        f"Cannot compress ORC streams with {kind!r}: supported are none, zlib, snappy, lz4, zstd")
+        f"Cannot compress ORC streams with {kind!r}: supported are {', '.join(CODECS)}")
 
 
 def _decompress_chunk(kind: CompressionKind, data: bytes, block_size: int) -> bytes:
@@ -47,8 +69,7 @@ def _decompress_chunk(kind: CompressionKind, data: bytes, block_size: int) -> by
     if kind == "zstd":
         return bytes(cramjam.zstd.decompress(data))
     raise UnsupportedFormatError(
-        f"Cannot read ORC streams compressed with {kind!r}: supported are none, zlib, snappy, "
-        "lz4, zstd")
+        f"Cannot read ORC streams compressed with {kind!r}: supported are {', '.join(CODECS)}")
 
 
 def compress_stream(kind: CompressionKind, data: bytes, block_size: int) -> bytes:

@@ -290,12 +290,17 @@ def _check_bounds(i: int, stripe: StripeInfo, tail: FileTail) -> None:
 
 
 def serialize_tail(
-    *, postscript: Message, footer: Message, metadata: Message, compression: CompressionKind,
-    block_size: int,
+    *, postscript: Message, footer: Message | bytes, metadata: Message | bytes,
+    compression: CompressionKind, block_size: int,
 ) -> bytes:
-    """Bytes of [metadata][footer][postscript][ps length]; lengths in the postscript are set."""
-    metadata_bytes = compress_stream(compression, metadata.encode(), block_size)
-    footer_bytes = compress_stream(compression, footer.encode(), block_size)
+    """Bytes of [metadata][footer][postscript][ps length]; lengths in the postscript are set.
+    Footer and metadata may come encoded already (a writer that keeps their parts)."""
+    if isinstance(metadata, Message):
+        metadata = metadata.encode()
+    if isinstance(footer, Message):
+        footer = footer.encode()
+    metadata_bytes = compress_stream(compression, metadata, block_size)
+    footer_bytes = compress_stream(compression, footer, block_size)
     ps = Message(list(postscript.fields))
     ps.set_uint(PostScript.FOOTER_LENGTH, len(footer_bytes))
     ps.set_uint(PostScript.COMPRESSION, CODE_BY_KIND[compression])

@@ -20,7 +20,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid import BucketWriter, rollback_file, side_file_path
+from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import bucket_file_name
 from ingest.spark._executor_results import (
@@ -233,23 +233,23 @@ class _TaskWriter:
         plan = self.plan
         directory = f"{self.root}/{partition_dir}{plan.delta_dir}"
         path = f"{directory}/{bucket_file_name(bucket_id)}"
+        options = BucketFileOptions(write_id=plan.write_id, row_schema=plan.row_schema,
+                                    bucket_id=bucket_id, compression=plan.compression)  # type: ignore[arg-type]
         if not plan.append:
             staging = f"{directory}/_tmp.{bucket_file_name(bucket_id)}.{self.attempt_id}"
-            writer = BucketWriter(staging, plan.row_schema, write_id=plan.write_id,
-                                  bucket_id=bucket_id, compression=plan.compression,  # type: ignore[arg-type]
-                                  fs=self.fs)
+            writer = BucketWriter.create(staging, options, fs=self.fs)
             return _File(writer, path, staging, 0)
         committed = plan.committed_lengths.get(path)
         if committed is not None:
             rollback_file(self.fs, path, committed)
-            writer = BucketWriter.open_append(path, write_id=plan.write_id, fs=self.fs)
+            writer = BucketWriter.open_append(
+                path, BucketFileOptions(write_id=plan.write_id), fs=self.fs)
             return _File(writer, path, None, committed)
         if self.fs.exists(path):  # left by a failed attempt of this micro-batch: not committed
             self.fs.rm_file(path)
         if self.fs.exists(side_file_path(path)):
             self.fs.rm_file(side_file_path(path))
-        writer = BucketWriter(path, plan.row_schema, write_id=plan.write_id, bucket_id=bucket_id,
-                              compression=plan.compression, fs=self.fs)  # type: ignore[arg-type]
+        writer = BucketWriter.create(path, options, fs=self.fs)
         return _File(writer, path, None, 0)
 
     def write(self, partition_dir: str, bucket_id: int, rows: pa.Table) -> None:
@@ -281,11 +281,11 @@ class _TaskWriter:
             directory = f"{self.dl_root}/{self.plan.dead_letter_delta_dir}"
             name = bucket_file_name(self.task_index)
             staging = f"{directory}/_tmp.{name}.{self.attempt_id}"
-            writer = BucketWriter(staging, DEAD_LETTER_SCHEMA,
-                                  write_id=self.plan.dead_letter_write_id,
-                                  bucket_id=self.task_index,
-                                  compression=self.plan.dead_letter_compression,  # type: ignore[arg-type]
-                                  fs=self.dl_fs)
+            options = BucketFileOptions(
+                write_id=self.plan.dead_letter_write_id, row_schema=DEAD_LETTER_SCHEMA,
+                bucket_id=self.task_index,
+                compression=self.plan.dead_letter_compression)  # type: ignore[arg-type]
+            writer = BucketWriter.create(staging, options, fs=self.dl_fs)
             self.dead = _File(writer, f"{directory}/{name}", staging, 0)
         self._append(self.dead, rows)
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import can_append, rollback_file, side_file_path
+from ingest.acid import can_append, is_side_file, parse_codec, rollback_file, side_file_path
 from ingest.acid.names import format_delta
 from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
@@ -64,7 +64,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CODECS = ("none", "zlib", "snappy", "lz4", "zstd")
 
 
 @dataclass
@@ -379,7 +378,7 @@ class AcidSink:
         depth = len(self._table.partition_columns)
         pattern = "/".join([self.root, *["*"] * depth, run.delta_dir, "bucket_*"])
         for path in self.fs.glob(pattern):
-            if path.endswith("_flush_length"):
+            if is_side_file(path):
                 continue
             if path not in run.committed_lengths:  # created by the failed micro-batch only
                 remove_quietly(self.fs, path)
@@ -423,12 +422,9 @@ def _remove_deltas(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: s
 
 
 def _codec(table: TableDefinition, override: str | None) -> str:
-    value = (override or table.properties.get("orc.compress", "zlib")).lower()
-    if value not in CODECS:
-        raise ConfigError(f"Cannot write to {table.name}: ORC compression {value!r} is not one "
-                          f"of {', '.join(c.upper() for c in CODECS)}",
-                          hint="fix the table property orc.compress")
-    return value
+    return parse_codec(override or table.properties.get("orc.compress", "zlib"),
+                       where=f"Cannot write to {table.name}: ORC compression ",
+                       hint="fix the table property orc.compress")
 
 
 def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:

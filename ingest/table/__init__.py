@@ -1,12 +1,13 @@
 """Table operations: a table as its users see it, on top of the metastore and the ACID files.
 
-Create, load, delete, verify and recover a table; read input files; split rows by partition
+Create, alter, load, delete, verify and recover a table; read input files; split rows by partition
 and bucket (once, for the CLI and the streaming sink alike); clean up after a failed write.
 Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
 """
 
 from ingest.table._definition import table_schema
 from ingest.table._open import MetastoreRef
+from ingest.table.alter import AlterResult, alter_table
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.input import InputFormat, read_input
@@ -24,6 +25,7 @@ from ingest.table.verify import (
 
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
+    "AlterResult",
     "DeleteResult",
     "InputFormat",
     "LoadResult",
@@ -31,6 +33,7 @@ __all__ = [
     "Problem",
     "TableRecovery",
     "VerifyReport",
+    "alter_table",
     "create_table",
     "default_table_name",
     "delete",

@@ -1,16 +1,70 @@
-"""What a table definition says to the operations: its input columns, its load codec.
+"""What a table definition says to the operations: its input columns, its load codec, and
+which table properties it may carry.
 
-Plain functions of an `ingest.txn.TableDefinition`; no files, no metastore.
+Plain functions of an `ingest.txn.TableDefinition`; no files, no metastore. The properties
+checked are the ones Hive's full-ACID ORC tables rely on (`orc.compress`, `transactional`,
+`transactional_properties`, `bucketing_version`) and our own `ingest.*` keys.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import pyarrow as pa
 
 from ingest.acid.schema import to_ddl
+from ingest.acid import CODECS, parse_codec
 from ingest.acid.writer import Compression
 from ingest.errors import ConfigError
 from ingest.txn import TableDefinition
+
+# Set by `create_table(adopt=True)`: the highest write id found on disk when the table took
+# over existing ACID data. Write ids up to it are committed without a metastore record.
+ADOPTED_PROPERTY = "ingest.adopted_max_write_id"
+
+# The codecs `orc.compress` may name, as Hive spells them: exactly those the writer has.
+ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in CODECS)
+
+# Properties every full-ACID table has, with the one value this format allows.
+_FIXED = {"transactional": "true", "transactional_properties": "default",
+          "bucketing_version": "2"}
+
+
+def check_properties(properties: Mapping[str, str], *, table: str,
+                     action: str = "create") -> dict[str, str]:
+    """`properties` with known values normalised (`orc.compress` upper case), or an error.
+
+    Args:
+        properties: table properties a user gives (`--property KEY=VALUE`).
+        table: the table's name, for the message.
+        action: "create" or "alter", for the message.
+
+    Returns:
+        The properties to store.
+
+    Raises:
+        ConfigError: a known property has a value this table cannot have, or a key is ours
+            (`ingest.*`, set by ingest itself).
+    """
+    out = dict(properties)
+    for key, value in properties.items():
+        where = f"Cannot {action} table {table}: table property {key}={value!r}"
+        if key.lower().startswith("ingest."):
+            raise ConfigError(f"{where} is reserved: ingest sets ingest.* properties itself",
+                              hint="leave it out")
+        if key == "orc.compress":
+            if value.upper() not in ORC_CODECS:
+                raise ConfigError(f"{where} names no ORC codec: expected one of "
+                                  f"{', '.join(ORC_CODECS)}",
+                                  hint="for example --property orc.compress=ZLIB (Hive 3 "
+                                  "reads ZLIB, SNAPPY, LZ4 and NONE; ZSTD needs ORC 1.6)")
+            out[key] = value.upper()
+        elif key in _FIXED and value.lower() != _FIXED[key]:
+            raise ConfigError(f"{where} is not supported: ingest writes full-ACID tables, "
+                              f"which have {key}={_FIXED[key]}", hint="leave it out")
+        elif key in _FIXED:
+            out[key] = _FIXED[key]
+    return out
+
 
 
 def table_schema(defn: TableDefinition) -> pa.Schema:
@@ -25,11 +79,16 @@ def table_compression(defn: TableDefinition) -> Compression:
     Raises:
         ConfigError: the property names no codec the writer has.
     """
-    value = defn.properties.get("orc.compress", "zlib").lower()
-    if value not in ("none", "zlib", "snappy", "lz4", "zstd"):
-        raise ConfigError(f"Cannot load into {defn.name}: table property orc.compress={value!r}"
-                          " is not one of NONE, ZLIB, SNAPPY, LZ4, ZSTD")
-    return value  # type: ignore[return-value]
+    return parse_codec(defn.properties.get("orc.compress", "zlib"),
+                       where=f"Cannot load into {defn.name}: table property orc.compress=",
+                       hint=f"change it with `ingest alter {defn.location} --property "
+                       "orc.compress=ZLIB`")
+
+
+def adopted_max_write_id(defn: TableDefinition) -> int:
+    """The highest write id the table adopted from disk at create (0: none)."""
+    value = defn.properties.get(ADOPTED_PROPERTY, "0")
+    return int(value) if value.isdigit() else 0
 
 
 def ddl_type(field: pa.Field) -> str:

@@ -15,7 +15,7 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid.names import bucket_file_name, write_acid_version_file
-from ingest.acid.writer import BucketWriter, Compression
+from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
 from ingest.txn import Metastore, TableDefinition, Transaction
 
@@ -31,14 +31,26 @@ class Written:
         self.bytes = 0
 
     def make_directory(self, parent: str, directory: str) -> None:
-        """Create `directory` (and its missing parents) with its `_orc_acid_version` file."""
+        """Create `directory` (and its missing parents) with its `_orc_acid_version` file.
+
+        Raises:
+            IngestError: `directory` already exists: some writer this metastore does not
+                know wrote it. It is left as it is, and never removed by `remove`.
+        """
         missing, p = [], parent
         while p and not self.fs.exists(p):
             missing.append(p)
             p = p.rsplit("/", 1)[0]
+        try:
+            if self.fs.exists(directory):
+                raise FileExistsError(directory)
+            self.fs.makedirs(directory, exist_ok=False)
+        except FileExistsError as e:
+            raise _not_ours(directory) from e
+        finally:
+            # Parents made before the failure are ours to remove (only if empty).
+            self.parents.extend(m for m in missing if self.fs.exists(m))  # deepest first
         self.directories.append(directory)
-        self.parents.extend(missing)  # deepest first
-        self.fs.makedirs(directory, exist_ok=True)
         write_acid_version_file(self.fs, directory)
 
     def write_bucket(self, directory: str, bucket_id: int, data: pa.Table, *,
@@ -47,9 +59,9 @@ class Written:
         """Write `directory/bucket_N`: `data` as insert events, or (deletes=True) as the keys
         of delete events (originalTransaction, bucket, rowId); count its files and bytes."""
         path = f"{directory}/{bucket_file_name(bucket_id)}"
-        writer = (BucketWriter.for_deletes if deletes else BucketWriter)(
-            path, row_schema, write_id=write_id, bucket_id=bucket_id, compression=compression,
-            fs=self.fs)
+        writer = BucketWriter.create(path, BucketFileOptions(
+            write_id=write_id, row_schema=row_schema, bucket_id=bucket_id,
+            kind="delete" if deletes else "insert", compression=compression), fs=self.fs)
         self.files.append(path)
         with writer:
             if deletes:
@@ -64,6 +76,19 @@ class Written:
             if self.fs.exists(directory):
                 self.fs.rm(directory, recursive=True)
         remove_empty_dirs(self.fs, self.parents)
+
+
+def _not_ours(directory: str) -> IngestError:
+    name = directory.rsplit("/", 1)[-1]
+    return IngestError(
+        f"Cannot write {directory}: the directory already exists, so a writer the metastore "
+        f"does not know wrote {name} (the table was written with another metastore, or its "
+        "metastore was re-created). The write stopped before writing into it, removed what "
+        "it had written and left the directory as it is",
+        hint="use the metastore that lists this data (--metastore or INGEST_METASTORE); "
+        "`ingest verify` on the table lists every such directory; to make them the table's "
+        "committed rows, register the table in a new metastore with `ingest create PATH "
+        "--schema ... --adopt`")
 
 
 def join_path(root: str, *parts: str) -> str:

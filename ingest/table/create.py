@@ -6,17 +6,22 @@ streaming job share. Knows the metastore's public interface and schema DDL; writ
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Sequence
+from dataclasses import replace
 
 import fsspec
 import pyarrow as pa
 
+from ingest.acid.names import MAX_BUCKET_COUNT
 from ingest.acid.schema import parse_schema
-from ingest.errors import ConfigError
-from ingest.table._definition import ddl_type
+from ingest.errors import ConfigError, IngestError, TableExistsError
+from ingest.table._definition import ADOPTED_PROPERTY, check_properties, ddl_type
+from ingest.table._layout import AcidLayout, scan_layout
 from ingest.table._open import MetastoreRef, open_store
 from ingest.table._written import remove_empty_dirs
-from ingest.txn import TableDefinition, normalize_location
+from ingest.txn import Metastore, TableDefinition, default_metastore_url, normalize_location
 
 
 def create_table(
@@ -29,6 +34,7 @@ def create_table(
     bucketed_by: Sequence[str] = (),
     properties: dict[str, str] | None = None,
     metastore: MetastoreRef = None,
+    adopt: bool = False,
 ) -> TableDefinition:
     """Create a transactional table: its directory, and its entry in the metastore.
 
@@ -40,19 +46,34 @@ def create_table(
         partitioned_by: partition columns, outermost first (values are strings).
         buckets: number of buckets (0: unbucketed); needs `bucketed_by`.
         bucketed_by: columns hashed into buckets (Hive bucketing version 2).
-        properties: extra table properties (`orc.compress` picks the load compression).
+        properties: extra table properties (`orc.compress` picks the load compression);
+            known ones are checked (`check_properties`).
         metastore: where to register it; default `default_metastore_url(location)`.
+        adopt: take over ACID data already under `location`: its rows count as committed
+            and new write ids continue above every write id on disk. Without it such a
+            location is refused, since the new table's writes would reuse those write ids.
 
     Returns:
         The stored definition.
 
     Raises:
-        ConfigError: bad schema, partition or bucket options, or metastore URL.
-        TableExistsError: the metastore has a table of that name or location.
+        ConfigError: bad schema (no data column, a column named ROW__ID), partition, bucket
+            or property options, a location that is a file or too long, or metastore URL.
+        TableExistsError: the metastore has a table of that name or location, or the
+            location holds ACID data and `adopt` is False.
         MetastoreError: the metastore cannot be opened or written.
     """
     schema = parse_schema(schema_ddl)
     partition_columns = _split_names(partitioned_by)
+    table_name = name or default_table_name(location)
+    for column in [*schema.names, *partition_columns]:
+        if column.lower() == "row__id":
+            # `ingest cat --row-id` and Hive's readers add ROW__ID themselves; a column of
+            # that name would shadow the real one.
+            raise ConfigError(
+                f"Cannot create table {table_name}: column {column!r} is reserved by Hive: "
+                "ROW__ID is the virtual column holding each row's (writeid, bucketid, rowid)",
+                hint="rename the column, e.g. to row_id")
     for column in partition_columns:
         if column in schema.names and not pa.types.is_string(schema.field(column).type):
             raise ConfigError(
@@ -61,25 +82,116 @@ def create_table(
                 hint=f"declare it as `{column} STRING`, or leave it out of --schema")
     row_schema = pa.schema([f for f in schema if f.name not in partition_columns],
                            metadata=schema.metadata)
+    if not len(row_schema):
+        # Hive refuses a table whose only columns are partition columns too (error 10043,
+        # "Either list of columns or a custom serializer should be specified"): the rows
+        # would have no data column to hold them.
+        raise ConfigError(
+            f"Cannot create table {table_name} at {normalize_location(location)}: every "
+            f"column is a partition column ({', '.join(partition_columns)}); a table needs at "
+            "least one data column",
+            hint="add a data column to --schema, e.g. --schema 'id BIGINT, "
+            + ", ".join(f"{c} STRING" for c in partition_columns) + "'")
     defn = TableDefinition(
-        name=name or default_table_name(location), location=location, row_schema=row_schema,
+        name=table_name, location=location, row_schema=row_schema,
         partition_columns=partition_columns, bucket_count=buckets,
         bucket_columns=_split_names(bucketed_by),
         # ZLIB by default: Hive 3 reads ORC with orc-core 1.5, which has no ZSTD.
-        properties={"orc.compress": "ZLIB", **(properties or {})})
-    if buckets > 4096:
-        raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most 4096 "
-                          "are possible (Hive's bucket id has 12 bits)")
+        properties={"orc.compress": "ZLIB",
+                    **check_properties(properties or {}, table=table_name)})
+    if buckets > MAX_BUCKET_COUNT:
+        raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most "
+                          f"{MAX_BUCKET_COUNT} are possible (Hive's bucket id has 12 bits)")
     fs, root = fsspec.core.url_to_fs(defn.location)
-    created = not fs.exists(root)
-    fs.makedirs(root, exist_ok=True)
+    _check_location(fs, root, defn)
+    layout = scan_layout(fs, root)
+    next_write_id = 1
+    if layout.directories:
+        if not adopt:
+            raise _holds_acid_data(defn, layout, metastore)
+        next_write_id = layout.max_write_id + 1
+        defn = replace(defn, properties={**defn.properties,
+                                         ADOPTED_PROPERTY: str(layout.max_write_id)})
+    made = _make_root(fs, root, defn)
     try:
         with open_store(metastore, defn.location, create=True) as store:
-            return store.create_table(defn)
+            return store.create_table(defn, next_write_id=next_write_id)
     except BaseException:
-        if created:
-            remove_empty_dirs(fs, [root])
+        remove_empty_dirs(fs, made)
         raise
+
+
+def _check_location(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition) -> None:
+    if fs.exists(root) and not fs.isdir(root):
+        raise ConfigError(
+            f"Cannot create table {defn.name} at {defn.location}: it is a file, not a "
+            "directory", hint="give the path of a new or empty directory for the table")
+
+
+def _make_root(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition) -> list[str]:
+    """Create the table root and its missing parents; return those created, deepest first.
+    On failure remove them again, so a refused path leaves nothing behind.
+
+    Raises:
+        ConfigError: the path cannot be a directory (a file on the way, a name too long).
+        OSError: any other storage failure.
+    """
+    missing, p = [], root.rstrip("/")
+    while p and not fs.exists(p):
+        missing.append(p)
+        p = p.rsplit("/", 1)[0] if "/" in p else ""
+    try:
+        fs.makedirs(root, exist_ok=True)
+    except OSError as e:
+        remove_empty_dirs(fs, [m for m in missing if fs.exists(m)])
+        if e.errno not in (errno.ENAMETOOLONG, errno.ENOTDIR, errno.EEXIST):
+            raise
+        longest = max(root.split("/"), key=len)
+        found = (f" (its longest name has {len(longest.encode())} bytes)"
+                 if e.errno == errno.ENAMETOOLONG else "")
+        raise ConfigError(
+            f"Cannot create table {defn.name} at {defn.location}: the path cannot be a "
+            f"directory: {e.strerror}{found}",
+            hint="give a shorter path of a new or empty directory, whose parents are "
+            "directories") from e
+    return missing
+
+
+def _holds_acid_data(defn: TableDefinition, layout: AcidLayout,
+                     metastore: MetastoreRef) -> TableExistsError:
+    """The error for creating a table over ACID data without adopting it: the metastore's
+    own TableExistsError when it already lists the table, else one naming the data."""
+    known = _registered(metastore, defn.location)
+    if known is not None:
+        return TableExistsError(
+            f"Cannot create table {defn.name} at {defn.location}: table {known.name} already "
+            f"exists at {known.location}", table=known.name,
+            hint=f"load into it with `ingest load {defn.location} --input FILE`")
+    first = layout.directories[0][0]
+    return TableExistsError(
+        f"Cannot create table {defn.name} at {defn.location}: the directory already holds "
+        f"ACID data ({len(layout.directories)} directories with write ids up to "
+        f"{layout.max_write_id}, e.g. {first}) that the metastore does not list; a new table "
+        "would hand out those write ids again", table=defn.name,
+        hint="if another metastore lists this table, use it (--metastore or INGEST_METASTORE);"
+        " to make the data on disk the new table's committed rows, rerun this `ingest create` "
+        "with --adopt (write ids then continue above "
+        f"{layout.max_write_id})")
+
+
+def _registered(metastore: MetastoreRef, location: str) -> TableDefinition | None:
+    """The table `metastore` lists at `location`, opened read-only; None when it has none
+    or cannot be read (creating the table reports that)."""
+    if isinstance(metastore, Metastore):
+        return metastore.find_table(location)
+    url = metastore or default_metastore_url(location)
+    if url.startswith("sqlite:///") and not os.path.isfile(url[len("sqlite://"):]):
+        return None
+    try:
+        with Metastore.open(url, read_only=True) as store:
+            return store.find_table(location)
+    except IngestError:
+        return None
 
 
 def default_table_name(location: str) -> str:

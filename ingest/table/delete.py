@@ -15,6 +15,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
+from ingest.acid.events import BUCKET, ORIGINAL_TRANSACTION, ROW_ID
 from ingest.acid.names import decode_bucket_property, format_delta
 from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.snapshot import ROW_ID_COLUMN, list_partitions, read_table
@@ -123,14 +124,14 @@ def _matching_keys(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefiniti
             continue
         row_id = matched.column(ROW_ID_COLUMN).combine_chunks()
         part = partition.path[len(root):].strip("/")
-        yield part, pa.table({"originalTransaction": row_id.field("writeid"),
-                              "bucket": row_id.field("bucketid"),
-                              "rowId": row_id.field("rowid")})
+        yield part, pa.table({ORIGINAL_TRANSACTION: row_id.field("writeid"),
+                              BUCKET: row_id.field("bucketid"),
+                              ROW_ID: row_id.field("rowid")})
 
 
 def _bucket_ids(keys: pa.Table) -> np.ndarray:
     """The bucket id each key's bucket property encodes (decoded once per distinct value)."""
-    properties, of_row = np.unique(keys.column("bucket").to_numpy(), return_inverse=True)
+    properties, of_row = np.unique(keys.column(BUCKET).to_numpy(), return_inverse=True)
     ids = np.array([decode_bucket_property(int(v))[1] for v in properties], dtype=np.int64)
     return ids[of_row.reshape(-1)]
 

@@ -1,15 +1,17 @@
 """Check a table's files against its metastore, and recover a table with the metastore's help.
 
-Reads files (`ingest.acid`) and the metastore (`ingest.txn`) alike. `verify_table` is
-read-only: committed write ids have files, readable up to their flush lengths; no directory
-holds an unknown write id; Kafka ranges neither overlap nor leave gaps; open transactions
-heartbeat.
+Reads files (`ingest.acid`) and the metastore (`ingest.txn`, opened read-only) alike.
+`verify_table` writes nothing: a metastore lists the ACID data; committed write ids have
+files, readable up to their flush lengths (open transactions' files too); no directory holds
+an unknown write id or is a stray; Kafka ranges neither overlap nor leave gaps; open
+transactions heartbeat.
 `recover_table_with_metastore` aborts timed-out transactions (Hive's performTimeOuts), then
 runs `ingest.acid.recovery`, leaving the open transactions' files alone.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -17,17 +19,20 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid.bucket_file import read_events
-from ingest.acid.names import parse_directory
+from ingest.acid.bucket_file import inspect_bucket_file, read_events
+from ingest.acid.names import ParsedDirectory, parse_directory
 from ingest.acid.recovery import (
     FileRecovery,
     RecoveryReport,
     default_backup_dir,
     recover_table,
 )
-from ingest.errors import CorruptFileError, TableNotFoundError
+from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
+from ingest.table._definition import adopted_max_write_id
+from ingest.table._layout import AcidLayout, scan_layout
 from ingest.txn import (
     Metastore,
+    MetastoreError,
     OffsetRange,
     TableDefinition,
     Transaction,
@@ -45,7 +50,7 @@ class Problem:
     Attributes:
         kind: a stable kebab-case name (missing-directory, unknown-write-id, offset-gap,
             offset-overlap, dead-transaction, needs-recovery, unrecoverable-file,
-            unreadable-file).
+            unreadable-file, stray-directory, unregistered-data, unreadable-metastore).
         message: the full sentence, with a hint where one helps.
         path: the file or directory concerned, if any.
         write_id: the write id concerned, if any.
@@ -117,18 +122,32 @@ def live_files_of(open_write_ids: set[int],
     return live
 
 
-def _find(path: str, store: Metastore | None, table: TableDefinition | None,
-          ) -> tuple[Metastore | None, TableDefinition | None, bool]:
+def _find(path: str, store: Metastore | None, table: TableDefinition | None, *,
+          read_only: bool = False) -> tuple[Metastore | None, TableDefinition | None, bool]:
     """(metastore, table, whether we opened the store and must close it)."""
     if store is not None:
         if table is None:
             table = store.get_table(path)
         return store, table, False
     try:
-        found_store, found_table = find_metastore_for(path)
+        found_store, found_table = find_metastore_for(path, read_only=read_only)
     except TableNotFoundError:
         return None, None, False
     return found_store, found_table, True
+
+
+def check_txn_timeout(txn_timeout_s: float) -> float:
+    """`txn_timeout_s` if it is a finite number of seconds >= 0.
+
+    Raises:
+        ConfigError: it is NaN, infinite or negative.
+    """
+    if not math.isfinite(txn_timeout_s) or txn_timeout_s < 0:
+        raise ConfigError(
+            f"Cannot use a transaction timeout of {txn_timeout_s!r} s: it must be a finite "
+            "number of seconds, at least 0",
+            hint=f"for example --txn-timeout-s {DEFAULT_TXN_TIMEOUT_S:g} (the default)")
+    return txn_timeout_s
 
 
 def _timed_out(infos: list[TransactionInfo], now: float, timeout_s: float) -> list[TransactionInfo]:
@@ -168,9 +187,11 @@ def recover_table_with_metastore(
             whose stripes do not decode is reported unrecoverable).
 
     Raises:
+        ConfigError: txn_timeout_s is NaN, infinite or negative.
         FileNotFoundError: `path` does not exist.
         MetastoreError: the metastore failed.
     """
+    check_txn_timeout(txn_timeout_s)
     if not backup:
         backup_dir = None
     elif backup_dir is None:
@@ -236,34 +257,48 @@ def verify_table(
         The report; `ok` when nothing is wrong.
 
     Raises:
+        ConfigError: txn_timeout_s is NaN, infinite or negative.
         FileNotFoundError: `path` does not exist.
-        MetastoreError: the metastore failed.
+        MetastoreError: the metastore failed after it was opened.
     """
+    check_txn_timeout(txn_timeout_s)
     fs, root = _resolve(path, fs)
     root = root.rstrip("/")
-    store, table, close = _find(path, store, table)
+    if not fs.exists(root):
+        raise FileNotFoundError(2, "No such file or directory", root)
+    problems: list[Problem] = []
+    notes: list[str] = []
     try:
-        problems: list[Problem] = []
-        notes: list[str] = []
+        store, table, close = _find(path, store, table, read_only=True)
+    except MetastoreError as e:
+        # Reported, never repaired: a read-only command does not rebuild a metastore.
+        problems.append(Problem("unreadable-metastore", str(e), e.location))
+        store, table, close = None, None, False
+    try:
         infos = [] if store is None or table is None else store.transactions(table.name)
         ranges = [] if store is None or table is None else store.offset_ranges(table.name)
-        if store is None:
-            notes.append(f"no metastore lists a table at or above {path}: files checked only")
         now = time.time() if now is None else now
         open_ids = {t.write_id for t in infos if t.state == "open"}
         # Files: exactly what recovery would change is a problem (dry run, open writers kept).
         # What recovery may not cut is judged as recovery judges it: committed write ids
         # (all of them without a metastore), so the two never disagree on a file.
-        committed = ({t.write_id for t in infos if t.state == "committed"}
-                     if table is not None else None)
+        committed = (store.snapshot(table.name).is_valid
+                     if store is not None and table is not None else (lambda _w: True))
         report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids),
-                               committed=(lambda _w: True) if committed is None
-                               else committed.__contains__)
+                               committed=committed)
         problems += _file_problems(report, fs, deep)
-        if table is not None:
+        layout = scan_layout(fs, root)
+        problems += _stray_problems(layout)
+        if table is None:
+            problems += _unregistered_problems(layout, path, problems)
+            if not layout.directories:
+                notes.append(f"no metastore lists a table at or above {path}: files checked "
+                             "only")
+        else:
             table_fs, table_root = _resolve(table.location, None)
-            dirs = _acid_dirs(table_fs, table_root.rstrip("/"))
-            problems += _write_id_problems(infos, dirs, ranges)
+            dirs = (layout if table_root.rstrip("/") == root
+                    else scan_layout(table_fs, table_root)).directories
+            problems += _write_id_problems(infos, dirs, ranges, adopted_max_write_id(table))
             problems += _offset_problems(ranges)
             for t in _timed_out(infos, now, txn_timeout_s):
                 problems.append(Problem(
@@ -279,12 +314,42 @@ def verify_table(
             store.close()
 
 
+def _stray_problems(layout: AcidLayout) -> list[Problem]:
+    # The readers refuse these names too (Hive would skip them): one diagnosis for both.
+    return [Problem("stray-directory",
+                    f"Directory {d} starts like an ACID directory but is not "
+                    "base_<writeId>[_v<txn>] or [delete_]delta_<min>_<max>[_<stmt>][_v<txn>]; "
+                    "readers refuse the partition holding it. Hint: move it out of the table "
+                    "or rename it to start with '_'.", d) for d in layout.stray]
+
+
+def _unregistered_problems(layout: AcidLayout, path: str,
+                           problems: list[Problem]) -> list[Problem]:
+    if not layout.directories:
+        return []
+    unreadable = any(p.kind == "unreadable-metastore" for p in problems)
+    why = ("the metastore beside it cannot be read" if unreadable
+           else "no metastore lists a table at or above it")
+    first = layout.directories[0][0]
+    return [Problem(
+        "unregistered-data",
+        f"{path} holds ACID data ({len(layout.directories)} directories with write ids up to "
+        f"{layout.max_write_id}, e.g. {first}) but {why}, so nothing says which of its "
+        "transactions committed. Hint: point INGEST_METASTORE at the metastore that lists the "
+        "table, restore it from a backup, or register the data again with `ingest create "
+        f"{path} --schema ... --adopt`.", first)]
+
+
 def _file_problems(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
                    deep: bool) -> list[Problem]:
     out = []
     hint = f"Hint: run `ingest recover {report.path}`."
     for f in report.files:
-        if f.action == "unrecoverable":
+        if f.action == "skipped":
+            problem = _check_live_file(fs, f, deep)
+            if problem is not None:
+                out.append(problem)
+        elif f.action == "unrecoverable":
             out.append(Problem("unrecoverable-file", f"Cannot read bucket file {f.path}: "
                                f"{f.reason}. Hint: restore it from a backup.", f.path))
         elif f.changed:
@@ -308,28 +373,38 @@ def _read_fully(fs: fsspec.AbstractFileSystem, f: FileRecovery) -> Problem | Non
     return None
 
 
-def _acid_dirs(fs: fsspec.AbstractFileSystem, root: str) -> list[str]:
-    if not fs.exists(root):
-        return []
-    found = []
-    for directory, subdirs, _ in fs.walk(root):
-        subdirs[:] = [d for d in subdirs if not d.startswith(("_", "."))]
-        found += [f"{str(directory).rstrip('/')}/{d}" for d in subdirs
-                  if parse_directory(d) is not None]
-    return found
+def _check_live_file(fs: fsspec.AbstractFileSystem, f: FileRecovery,
+                     deep: bool) -> Problem | None:
+    """An open transaction's file must hold all it flushed: its side file may not point past
+    its end, and it must read up to its last flush length (docs/invariants.md, 1)."""
+    try:
+        info = inspect_bucket_file(f.path, fs=fs)
+        if deep and info.readable_length:
+            for _ in read_events(f.path, fs=fs, length=info.readable_length):
+                pass
+    except (CorruptFileError, OSError, ValueError) as e:
+        return Problem("unreadable-file", f"Cannot read bucket file {f.path} of an open "
+                       f"transaction up to its flushed data: {e}", f.path)
+    return None
 
 
-def _write_id_problems(infos: list[TransactionInfo], dirs: list[str],
-                       ranges: list[tuple[int, OffsetRange]]) -> list[Problem]:
+def _write_id_problems(infos: list[TransactionInfo],
+                       parsed: tuple[tuple[str, ParsedDirectory], ...],
+                       ranges: list[tuple[int, OffsetRange]],
+                       adopted: int = 0) -> list[Problem]:
     out = []
     states = {t.write_id: t.state for t in infos}
-    parsed = [(d, p) for d in dirs if (p := parse_directory(d.rsplit("/", 1)[-1])) is not None]
+
+    def known(w: int) -> bool:
+        # Write ids up to `adopted` were on disk when the table adopted them: committed.
+        return w in states or w <= adopted
+
     for d, p in parsed:
         if p.is_base:
             # A base holds every write id up to its own; only its own must be known.
-            unknown = [] if p.max_write_id in states else [p.max_write_id]
+            unknown = [] if known(p.max_write_id) else [p.max_write_id]
         else:
-            unknown = [w for w in range(p.min_write_id, p.max_write_id + 1) if w not in states]
+            unknown = [w for w in range(p.min_write_id, p.max_write_id + 1) if not known(w)]
         if unknown:
             out.append(Problem(
                 "unknown-write-id",

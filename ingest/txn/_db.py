@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import urllib.parse
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -103,6 +104,7 @@ class SqliteStore:
         url: str,
         *,
         create: bool = True,
+        read_only: bool = False,
         busy_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.time,
     ) -> Self:
@@ -110,7 +112,10 @@ class SqliteStore:
 
         Args:
             url: `sqlite:///abs/path.sqlite` or `sqlite://:memory:` (private to this object).
-            create: create the file and its parent directories when missing.
+            create: create the file and its parent directories when missing, and its tables
+                when the file is empty. Without it an empty file is an error, never rebuilt.
+            read_only: open with SQLite's `mode=ro`: nothing is created or changed, and any
+                write fails (read-only commands, docs/invariants.md, 7). Implies create=False.
             busy_timeout_s: how long a write waits for another process's lock.
             clock: seconds since the epoch, for open/heartbeat times (tests pass a fake one).
 
@@ -119,11 +124,13 @@ class SqliteStore:
 
         Raises:
             ConfigError: the URL is not a supported sqlite URL.
-            MetastoreError: the file is missing (create=False), unreadable or not a metastore.
+            MetastoreError: the file is missing (create=False), empty (create=False),
+                unreadable or not a metastore.
             UnsupportedFormatError: the file was written by a newer ingest.
         """
         path = sqlite_path(url)
         location = url if path == ":memory:" else path
+        create = create and not read_only
         if path != ":memory:":
             if not os.path.exists(path):
                 if not create:
@@ -131,9 +138,22 @@ class SqliteStore:
                         f"Cannot open metastore {path}: file does not exist", location=path
                     )
                 os.makedirs(os.path.dirname(path), exist_ok=True)
+            elif not os.path.isfile(path):
+                raise MetastoreError(
+                    f"Cannot open metastore {path}: it is a directory, not a file",
+                    location=path,
+                    hint="point --metastore or INGEST_METASTORE at a .sqlite file",
+                )
+        target = path
+        if read_only and path != ":memory:":
+            target = "file:" + urllib.parse.quote(path) + "?mode=ro"
         try:
             conn = sqlite3.connect(
-                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                target,
+                timeout=busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=target != path,
             )
         except sqlite3.Error as e:
             raise MetastoreError(f"Cannot open metastore {location}: {e}", location=location) from e
@@ -141,10 +161,16 @@ class SqliteStore:
         try:
             with store._translate("open"):
                 conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA foreign_keys = ON")
-                with store._write() as c:
-                    ensure_schema(c, location)
+                fresh = path == ":memory:"  # a private in-memory database is always new
+                if read_only or not create:
+                    # Checked before any pragma: setting WAL on an empty file writes to it.
+                    with store._read() as c:
+                        ensure_schema(c, location, create=fresh)
+                if not read_only:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute("PRAGMA foreign_keys = ON")
+                    with store._write() as c:
+                        ensure_schema(c, location, create=create or fresh)
         except BaseException:
             conn.close()
             raise

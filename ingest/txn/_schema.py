@@ -7,6 +7,7 @@ that Hive keeps in `commitTxnWithKeyValue` table properties. Knows SQL only.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 from ingest.errors import UnsupportedFormatError
@@ -67,17 +68,32 @@ CREATE TABLE txn_offsets (
 """
 
 
-def ensure_schema(conn: sqlite3.Connection, location: str) -> None:
-    """Create the tables in an empty database, or check the version of an existing one.
+def ensure_schema(conn: sqlite3.Connection, location: str, *, create: bool) -> None:
+    """Create the tables in an empty database (`create`), or check the version of an
+    existing one.
 
-    Must run inside a write transaction so two processes do not both create the tables.
+    Must run inside a write transaction when `create`, so two processes do not both create
+    the tables. Without `create` an empty database is an error: a metastore emptied by
+    accident must not come back as a new one that knows none of the table's write ids
+    (docs/invariants.md, 7).
 
     Raises:
         UnsupportedFormatError: the file was written by a newer ingest.
-        MetastoreError: the database holds tables but is not an ingest metastore.
+        MetastoreError: the database is empty (without `create`), or holds tables but is not
+            an ingest metastore.
         sqlite3.Error: the driver failed (the caller translates it).
     """
     names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not names and not create:
+        size = os.path.getsize(location) if os.path.isfile(location) else None
+        found = "is empty (0 bytes)" if size == 0 else "holds no tables"
+        raise MetastoreError(
+            f"Cannot open metastore {location}: the file {found}, so it is not an ingest "
+            "metastore; it was not rebuilt",
+            location=location,
+            hint="restore it from a backup; if it is lost, move it aside and register each "
+            "table again with `ingest create PATH --schema ... --adopt`",
+        )
     if not names:
         for statement in _DDL.split(";"):
             if statement.strip():

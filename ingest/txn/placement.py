@@ -62,7 +62,8 @@ def default_metastore_url(table_location: str) -> str:
     return "sqlite://" + os.path.join(ingest_home(), "metastores", f"{digest}.sqlite")
 
 
-def find_metastore_for(path: str) -> tuple[Metastore, TableDefinition]:
+def find_metastore_for(path: str, *, read_only: bool = False,
+                       ) -> tuple[Metastore, TableDefinition]:
     """Find the table containing `path` (its root or a directory inside) and its metastore.
 
     Walks up from `path`: each ancestor is tried as a table root, in the metastore
@@ -71,13 +72,15 @@ def find_metastore_for(path: str) -> tuple[Metastore, TableDefinition]:
 
     Args:
         path: a table root or partition directory, as a path or fsspec URL.
+        read_only: open the metastores read-only (SQLite `mode=ro`), for commands that must
+            change nothing.
 
     Returns:
         (the open metastore, the table definition).
 
     Raises:
         TableNotFoundError: no metastore lists a table at or above `path`.
-        MetastoreError: a metastore file exists but cannot be read.
+        MetastoreError: a metastore file exists but cannot be read, or is empty.
         UnsupportedFormatError: a metastore file was written by a newer ingest.
     """
     tried: list[str] = []
@@ -89,7 +92,7 @@ def find_metastore_for(path: str) -> tuple[Metastore, TableDefinition]:
         if url.startswith("sqlite:///") and not os.path.exists(file):
             continue
         tried.append(url)
-        store = Metastore.open(url, create=False)
+        store = Metastore.open(url, create=False, read_only=read_only)
         try:
             found = _table_above(store, path)
         except BaseException:

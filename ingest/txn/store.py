@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.errors import CommitConflictError, TableExistsError
+from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
 from ingest.txn._lifecycle import TransactionStore
 from ingest.txn.model import (
@@ -33,16 +33,25 @@ class Metastore(TransactionStore):
 
     # -- tables ----------------------------------------------------------------------------
 
-    def create_table(self, defn: TableDefinition) -> TableDefinition:
+    def create_table(self, defn: TableDefinition, *, next_write_id: int = 1) -> TableDefinition:
         """Record a new transactional table.
+
+        Args:
+            defn: the table.
+            next_write_id: the first write id to hand out; above 1 when the table adopts
+                data already on disk, so no new write reuses an id found there.
 
         Returns:
             The definition as stored.
 
         Raises:
+            ConfigError: next_write_id < 1.
             TableExistsError: a table with that name or location exists.
             MetastoreError: the database failed.
         """
+        if next_write_id < 1:
+            raise ConfigError(f"Cannot create table {defn.name}: next write id {next_write_id} "
+                              "must be at least 1")
         with self._translate(f"create table {defn.name}"), self._write() as c:
             for column, value in (("name", defn.name), ("location", defn.location)):
                 found = self._select_table(c, column, value)
@@ -55,7 +64,8 @@ class Metastore(TransactionStore):
                     )
             c.execute(
                 "INSERT INTO tables (name, location, row_schema, partition_columns, bucket_count,"
-                " bucket_columns, properties, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " bucket_columns, properties, next_write_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     defn.name,
                     defn.location,
@@ -64,10 +74,34 @@ class Metastore(TransactionStore):
                     defn.bucket_count,
                     json.dumps(list(defn.bucket_columns)),
                     json.dumps(defn.properties, sort_keys=True),
+                    next_write_id,
                     self._clock(),
                 ),
             )
         return defn
+
+    def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
+        """Set table properties (Hive's ALTER TABLE ... SET TBLPROPERTIES); others are kept.
+
+        Returns:
+            The definition as stored afterwards.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        with self._translate("alter table"), self._write() as c:
+            name = self._resolve(c, table)
+            found = self._select_table(c, "name", name)
+            if found is None:
+                raise self._not_found(table)
+            merged = {**found.properties, **properties}
+            c.execute("UPDATE tables SET properties = ? WHERE name = ?",
+                      (json.dumps(merged, sort_keys=True), name))
+            updated = self._select_table(c, "name", name)
+        if updated is None:
+            raise self._not_found(table)
+        return updated
 
     def find_table(self, table: TableRef) -> TableDefinition | None:
         """The table with this name or location, or None.

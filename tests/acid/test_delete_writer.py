@@ -1,4 +1,4 @@
-"""Delete events: BucketWriter.for_deletes writes Hive's delete_delta bucket files."""
+"""Delete events: a BucketWriter for kind="delete" writes Hive's delete_delta bucket files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,13 @@ import pyorc
 import pytest
 from support import ALL_TYPES_SCHEMA, SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import BucketWriter, WriterOptions, read_bucket_file, read_flush_lengths
+from ingest.acid import (
+    BucketFileOptions,
+    BucketWriter,
+    WriterOptions,
+    read_bucket_file,
+    read_flush_lengths,
+)
 from ingest.acid.names import encode_bucket_property, format_delta
 from ingest.errors import SchemaMismatchError
 from ingest.orc import read_tail
@@ -42,7 +48,8 @@ def key_index(path: str, length: int | None = None) -> list[str]:
 def test_delete_events_are_sorted_with_null_rows_and_the_deleting_write_id(tmp_path: Path) -> None:
     path = delete_path(tmp_path)
     unsorted = [(5, B0, 7), (2, B0_S1, 0), (2, B0, 3), (5, B0, 1), (2, B0, 0)]
-    with BucketWriter.for_deletes(path, SIMPLE_SCHEMA, write_id=9, bucket_id=0) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=9, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=0, kind="delete")) as w:
         w.write_deletes(keys(unsorted))
         assert w.is_delete_writer
     expected = sorted(unsorted)
@@ -68,8 +75,8 @@ def test_delete_events_are_sorted_with_null_rows_and_the_deleting_write_id(tmp_p
 
 def test_key_index_holds_the_last_key_of_every_stripe(tmp_path: Path) -> None:
     path = delete_path(tmp_path)
-    w = BucketWriter.for_deletes(path, ALL_TYPES_SCHEMA, write_id=12, bucket_id=0,
-                                 compression="zlib")
+    w = BucketWriter.create(path, BucketFileOptions(write_id=12, row_schema=ALL_TYPES_SCHEMA,
+                                                    bucket_id=0, compression="zlib", kind="delete"))
     w.write_deletes(keys([(3, B0, r) for r in range(100)]))
     first = w.flush()
     w.write_deletes(keys([(4, B0, r) for r in range(0, 50, 2)]))
@@ -92,8 +99,9 @@ def test_small_stripes_give_one_key_per_stripe(tmp_path: Path) -> None:
     path = delete_path(tmp_path)
     options = WriterOptions(stripe_size_bytes=64 * 1024, compression_block_size=64 * 1024,
                             row_index_stride=1000)
-    with BucketWriter.for_deletes(path, SIMPLE_SCHEMA, write_id=2, bucket_id=0,
-                                  options=options) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=2, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=0, kind="delete",
+                                                     tuning=options)) as w:
         w.write_deletes(keys([(1, B0, r) for r in range(200_000)]))
     orc = po.ORCFile(path)
     assert orc.nstripes > 1
@@ -106,11 +114,12 @@ def test_small_stripes_give_one_key_per_stripe(tmp_path: Path) -> None:
 
 def test_appending_to_a_delete_file_continues_sorted_deletes(tmp_path: Path) -> None:
     path = delete_path(tmp_path)
-    w = BucketWriter.for_deletes(path, SIMPLE_SCHEMA, write_id=4, bucket_id=0)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=4, row_schema=SIMPLE_SCHEMA,
+                                                    bucket_id=0, kind="delete"))
     w.write_deletes(keys([(1, B0, 0), (1, B0, 5)]))
     w.flush()
     w.abandon()
-    again = BucketWriter.open_append(path, write_id=4)
+    again = BucketWriter.open_append(path, BucketFileOptions(write_id=4))
     assert again.is_delete_writer and again.deletes_written == 2
     with pytest.raises(ValueError, match=r"sorts before the last key written, \(1, 536870912, 5\)"):
         again.write_deletes(keys([(1, B0, 3)]))
@@ -123,7 +132,8 @@ def test_appending_to_a_delete_file_continues_sorted_deletes(tmp_path: Path) -> 
 
 def test_nested_struct_rows_stay_null(tmp_path: Path) -> None:
     path = delete_path(tmp_path, bucket=3)
-    with BucketWriter.for_deletes(path, ALL_TYPES_SCHEMA, write_id=3, bucket_id=3) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=3, row_schema=ALL_TYPES_SCHEMA,
+                                                     bucket_id=3, kind="delete")) as w:
         w.write_deletes(keys([(1, B3, 2), (1, B3, 1)]))
     rows = read_bucket_file(path).to_pylist()
     assert [(r["bucket"], r["rowId"], r["row"]) for r in rows] == [(B3, 1, None), (B3, 2, None)]
@@ -136,7 +146,8 @@ def test_key_columns_may_be_other_integer_types_and_extra_columns_are_ignored(
                      "bucket": pa.array([B0, B0], pa.int64()),
                      "originalTransaction": pa.array([1, 1], pa.int32()),
                      "note": ["x", "y"]})
-    with BucketWriter.for_deletes(path, SIMPLE_SCHEMA, write_id=3, bucket_id=0) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=3, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=0, kind="delete")) as w:
         w.write_deletes(data)
         w.write_deletes(keys([]))
     assert read_bucket_file(path).column("rowId").to_pylist() == [1, 2]
@@ -144,7 +155,8 @@ def test_key_columns_may_be_other_integer_types_and_extra_columns_are_ignored(
 
 def test_a_key_of_another_bucket_is_refused(tmp_path: Path) -> None:
     path = delete_path(tmp_path)
-    with BucketWriter.for_deletes(path, SIMPLE_SCHEMA, write_id=3, bucket_id=0) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=3, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=0, kind="delete")) as w:
         with pytest.raises(ValueError, match=f"bucket property {B3} decodes to bucket 3, but "
                                              "this file is bucket 0"):
             w.write_deletes(keys([(1, B0, 0), (1, B3, 0)]))
@@ -153,7 +165,8 @@ def test_a_key_of_another_bucket_is_refused(tmp_path: Path) -> None:
 
 def test_missing_key_column_and_nulls_are_schema_errors(tmp_path: Path) -> None:
     path = delete_path(tmp_path)
-    with BucketWriter.for_deletes(path, SIMPLE_SCHEMA, write_id=3, bucket_id=0) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=3, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=0, kind="delete")) as w:
         with pytest.raises(SchemaMismatchError, match="key column 'rowId' is missing"):
             w.write_deletes(pa.table({"originalTransaction": [1], "bucket": [B0]}))
         with pytest.raises(SchemaMismatchError, match="'bucket' must be an integer without "
@@ -165,12 +178,14 @@ def test_missing_key_column_and_nulls_are_schema_errors(tmp_path: Path) -> None:
 
 
 def test_insert_and_delete_writers_do_not_mix(tmp_path: Path) -> None:
-    with BucketWriter.for_deletes(delete_path(tmp_path), SIMPLE_SCHEMA, write_id=3,
-                                  bucket_id=0) as w:
+    with BucketWriter.create(delete_path(tmp_path), BucketFileOptions(write_id=3,
+                                                                      row_schema=SIMPLE_SCHEMA,
+                                                                      bucket_id=0,
+                                                                      kind="delete")) as w:
         with pytest.raises(ValueError, match="writes delete events: use write_deletes"):
             w.write(simple_table(range(2)))
     insert = str(tmp_path / "delta_0000003_0000003_0000" / "bucket_00000")
-    with BucketWriter(insert, SIMPLE_SCHEMA, write_id=3) as w:
+    with BucketWriter.create(insert, BucketFileOptions(write_id=3, row_schema=SIMPLE_SCHEMA)) as w:
         with pytest.raises(ValueError, match="writes insert events: open a delete_delta file"):
             w.write_deletes(keys([(1, B0, 0)]))
         w.write(simple_table(range(2)))

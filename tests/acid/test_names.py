@@ -166,7 +166,7 @@ def test_side_file() -> None:
 
 
 def test_bucket_codec_examples() -> None:
-    # facts §4: bucket 0 / stmt 0 = 536870912, bucket 1 = 536936448.
+    # docs/format.md §7: bucket 0 / stmt 0 = 536870912, bucket 1 = 536936448.
     assert encode_bucket_property(0, 0) == 536870912 == 0x20000000
     assert encode_bucket_property(1, 0) == 536936448 == 0x20010000
     assert encode_bucket_property(3, -1) == encode_bucket_property(3, 0)

@@ -10,7 +10,13 @@ import pyarrow.orc as po
 import pytest
 from support import SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import BucketWriter, ValidWriteIdList, _recovery_tails, read_events
+from ingest.acid import (
+    BucketFileOptions,
+    BucketWriter,
+    ValidWriteIdList,
+    _recovery_tails,
+    read_events,
+)
 from ingest.acid.recovery import recover_table
 from ingest.acid.side_file import encode_length, read_flush_lengths
 from ingest.orc import read_tail
@@ -23,9 +29,11 @@ def ids_of(path: str, fs: fsspec.AbstractFileSystem | None = None) -> list[int]:
     return [r["id"] for b in read_events(path, fs=fs) for r in b.column("row").to_pylist()]
 
 
-def flushed_writer(path: str, flushes: int = 2, **kw: object) -> BucketWriter:
+def flushed_writer(path: str, flushes: int = 2, *,
+                   fs: fsspec.AbstractFileSystem | None = None) -> BucketWriter:
     """A writer with `flushes` flushes of 10 rows (ids 0..10*flushes), left open."""
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1, compression="zstd", **kw)  # type: ignore[arg-type]
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                                    compression="zstd"), fs=fs)
     for i in range(flushes):
         w.write(simple_table(range(10 * i, 10 * i + 10)))
         w.flush()
@@ -133,7 +141,7 @@ def test_live_writer_left_alone(table: Path) -> None:
 
 def test_never_flushed_file_removed(table: Path, tmp_path: Path) -> None:
     path = bucket(table)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA))
     torn_stripes(w, range(10))
     size = Path(path).stat().st_size
     (f,) = recover_table(str(table), backup_dir=str(tmp_path / "bk")).files
@@ -145,7 +153,7 @@ def test_never_flushed_file_removed(table: Path, tmp_path: Path) -> None:
 
 def test_crash_after_first_footer_removes_uncommitted_file(table: Path) -> None:
     path = bucket(table)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA))
     torn_footer(w, range(10))  # side file holds only its initial 0: nothing was committed
     (f,) = recover_table(str(table)).files
     assert f.action == "removed"
@@ -225,7 +233,7 @@ def test_reopened_file_never_cut_below_committed_length(table: Path) -> None:
     with flushed_writer(path, flushes=2):
         pass  # closed: no side file, 20 committed rows
     committed = Path(path).stat().st_size
-    w = BucketWriter.open_append(path, write_id=2)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     torn_stripes(w, range(500, 520))
     (f,) = recover_table(str(table)).files
     assert f.flush_lengths == (committed,)
@@ -297,7 +305,8 @@ def test_last_footer_with_a_moved_earlier_stripe_goes_back(table: Path, torn: bo
     are in bounds and its own flush's stripes decode, but it disagrees with the footer before
     it, so recovery goes back to that one."""
     path = bucket(table)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1, compression="none")
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                                    compression="none"))
     for i in range(3):
         w.write(simple_table(range(10 * i, 10 * i + 10)))
         w.flush()

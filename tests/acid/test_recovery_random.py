@@ -2,7 +2,7 @@
 
 Readers must return the rows of a recorded flush exactly or raise CorruptFileError, never
 other rows (docs/invariants.md, 2); `recover_table` never cuts below the last recorded flush
-length at which a complete footer ends, and a second run has nothing to do (invariant 5).
+length at which a complete footer ends, and a second run has nothing to do (docs/invariants.md, 5).
 Stripe bytes below a flush length are not corrupted here: ORC has no checksums, so no reader
 can tell a flipped data byte from a real value.
 """
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from support import SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import BucketWriter, read_events
+from ingest.acid import BucketFileOptions, BucketWriter, read_events
 from ingest.acid.recovery import recover_table
 from ingest.acid.side_file import encode_length, read_flush_lengths
 from ingest.errors import CorruptFileError
@@ -41,7 +41,9 @@ def original(compression: str) -> tuple[bytes, tuple[int, ...]]:
     """(file bytes with torn stripes after the last flush, side-file entries)."""
     fs = fsspec.filesystem("memory")
     path = f"/random-src-{compression}/delta_0000001_0000004/bucket_00000"
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1, fs=fs, compression=compression)  # type: ignore[arg-type]
+    options = BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                compression=compression)  # type: ignore[arg-type]
+    w = BucketWriter.create(path, options, fs=fs)
     for i in range(FLUSHES):
         w.write(simple_table(range(ROWS * i, ROWS * i + ROWS)))
         w.flush()
@@ -118,7 +120,7 @@ def check(fs: fsspec.AbstractFileSystem, root: str, path: str,
         elif f.action == "removed":
             assert floor == 0 and not fs.exists(path)
         else:
-            # Invariant 5: never below the last valid recorded flush length.
+            # docs/invariants.md, 5: never below the last valid recorded flush length.
             assert f.new_length >= floor
             assert fs.size(path) == f.new_length
             assert not fs.exists(path + "_flush_length")

@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.orc as po
 import pytest
-from support import SIMPLE_SCHEMA, all_types_table, simple_table
+from support import SIMPLE_SCHEMA, all_types_table, simple_table, write_deletes
 
-from ingest.acid import BucketWriter, ValidWriteIdList, acid_event_schema
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, acid_event_schema
 from ingest.acid.names import encode_bucket_property, format_base, format_delta
 from ingest.acid.side_file import encode_length
 from ingest.acid.snapshot import (
@@ -22,7 +22,6 @@ from ingest.acid.snapshot import (
     read_batches,
     read_table,
 )
-from ingest.bench.reader import write_delete_events
 from ingest.errors import ConfigError, CorruptFileError
 
 FS = fsspec.filesystem("file")
@@ -37,8 +36,9 @@ def snap(hwm: int, open_ids: tuple[int, ...] = (), aborted: tuple[int, ...] = ()
 def write(directory: Path | str, write_id: int, ids: range, *, bucket_id: int = 0,
           statement_id: int = 0) -> None:
     path = f"{directory}/bucket_{bucket_id:05d}"
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=write_id, bucket_id=bucket_id,
-                      statement_id=statement_id) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=bucket_id,
+                                                     statement_id=statement_id)) as w:
         w.write(simple_table(ids))
 
 
@@ -49,8 +49,8 @@ def delete(directory: Path | str, keys: list[tuple[int, int, int]], *, write_id:
         "bucket": pa.array([k[1] for k in keys], pa.int32()),
         "rowId": pa.array([k[2] for k in keys], pa.int64()),
     })
-    write_delete_events(f"{directory}/bucket_{bucket_id:05d}", table, write_id=write_id,
-                        row_schema=SIMPLE_SCHEMA)
+    write_deletes(f"{directory}/bucket_{bucket_id:05d}", table, write_id=write_id,
+                  bucket_id=bucket_id)
 
 
 def ids(table: pa.Table) -> list[int]:
@@ -122,16 +122,16 @@ def test_multi_txn_delta_with_side_file(tmp_path: Path) -> None:
     """txn 2 committed, 3 aborted, 4 open and flushed, 5 written but never flushed."""
     root = tmp_path / "t"
     path = str(root / format_delta(2, 5, None) / "bucket_00000")
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=2)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=2, row_schema=SIMPLE_SCHEMA))
     w.write(simple_table(range(0, 3)))
     w.flush()
     w.abandon()
     for wid, rows in ((3, range(3, 5)), (4, range(5, 8))):
-        w = BucketWriter.open_append(path, write_id=wid)
+        w = BucketWriter.open_append(path, BucketFileOptions(write_id=wid))
         w.write(simple_table(rows))
         w.flush()
         w.abandon()
-    w = BucketWriter.open_append(path, write_id=5)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=5))
     w.write(simple_table(range(8, 10)))
     w._write_pending()  # stripes on disk, no footer, no side-file entry
     w.abandon()
@@ -140,7 +140,7 @@ def test_multi_txn_delta_with_side_file(tmp_path: Path) -> None:
     assert ids(read_table(str(root), snap(5, open_ids=(4, 5), aborted=(3,)))) == [0, 1, 2]
     assert ids(read_table(str(root), snap(5, open_ids=(5,), aborted=(3,)))) == [0, 1, 2, 5, 6, 7]
     assert ids(read_table(str(root), snap(3))) == [0, 1, 2, 3, 4]
-    # Even "everything committed" stops at the last flush length (invariant 2).
+    # Even "everything committed" stops at the last flush length (docs/invariants.md, 2).
     assert ids(read_table(str(root), snap(5))) == list(range(8))
     got = read_table(str(root), snap(5, aborted=(3,)), with_row_id=True)
     assert [r["rowid"] for r in got["row__id"].to_pylist()] == [0, 1, 2, 0, 1, 2]
@@ -253,8 +253,8 @@ def test_empty_and_missing_tables(tmp_path: Path) -> None:
 def test_all_types_round_trip(tmp_path: Path) -> None:
     root = tmp_path / "t"
     data = all_types_table(300, seed=3)
-    with BucketWriter(str(root / format_delta(1, 1) / "bucket_00000"), data.schema,
-                      write_id=1) as w:
+    with BucketWriter.create(str(root / format_delta(1, 1) / "bucket_00000"),
+                             BucketFileOptions(write_id=1, row_schema=data.schema)) as w:
         w.write(data)
     got = read_table(str(root), snap(1))
     assert got.to_pylist() == data.to_pylist()
@@ -311,10 +311,10 @@ def test_registry_hash_path_for_unsorted_or_mixed_stripes(tmp_path: Path) -> Non
     """A stripe holding several write ids (a streaming file) takes the hashed lookup."""
     root = tmp_path / "t"
     path = str(root / format_delta(1, 2, None) / "bucket_00000")
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA))
     w.write(simple_table(range(0, 4)))
     w.close()
-    w = BucketWriter.open_append(path, write_id=2)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     w.write(simple_table(range(4, 8)))
     w.close()
     delete(root / format_delta(3, 3, delete=True), [(1, BP0, 1), (2, BP0, 1), (2, BP0, 3)],
@@ -339,8 +339,8 @@ def test_positional_row_fields_map_to_the_table_schema(tmp_path: Path) -> None:
     """Hive's writers name row fields _col0, _col1, ...; Hive matches them by position."""
     root = tmp_path / "t"
     positional = pa.schema([("_col0", pa.int64()), ("_col1", pa.string())])
-    with BucketWriter(str(root / format_delta(1, 1) / "bucket_00000"), positional,
-                      write_id=1) as w:
+    with BucketWriter.create(str(root / format_delta(1, 1) / "bucket_00000"),
+                             BucketFileOptions(write_id=1, row_schema=positional)) as w:
         w.write(simple_table(range(3)).rename_columns(["_col0", "_col1"]))
     write(root / format_delta(2, 2), 2, range(3, 5))
     got = read_table(str(root), snap(2), row_schema=SIMPLE_SCHEMA)
@@ -360,7 +360,8 @@ def test_added_column_reads_as_null_in_older_files(tmp_path: Path) -> None:
     root = tmp_path / "t"
     write(root / format_delta(1, 1), 1, range(2))
     wider = SIMPLE_SCHEMA.append(pa.field("extra", pa.int32()))
-    with BucketWriter(str(root / format_delta(2, 2) / "bucket_00000"), wider, write_id=2) as w:
+    with BucketWriter.create(str(root / format_delta(2, 2) / "bucket_00000"),
+                             BucketFileOptions(write_id=2, row_schema=wider)) as w:
         w.write(simple_table(range(2, 3)).append_column("extra", pa.array([7], pa.int32())))
     got = read_table(str(root), snap(2))
     assert got.schema == wider

@@ -16,12 +16,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import SIMPLE_SCHEMA, simple_table
+from support import SIMPLE_SCHEMA, simple_table, write_deletes
 
-from ingest.acid import BucketWriter, ValidWriteIdList
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.names import encode_bucket_property, format_delta
 from ingest.acid.snapshot import read_table
-from ingest.bench.reader import write_delete_events
 
 # The memory filesystem: no fsync, so an example costs milliseconds; the fsspec (non-local)
 # read path is the one exercised here, test_snapshot.py covers the local one.
@@ -70,8 +69,9 @@ class Model:
         for stmt in (0, 1) if two_statements else (0,):
             table = self.rows(n)
             path = f"{self.root}/{format_delta(wid, wid, stmt)}/bucket_{bucket:05d}"
-            with BucketWriter(path, SIMPLE_SCHEMA, write_id=wid, bucket_id=bucket,
-                              statement_id=stmt, fs=FS) as w:
+            with BucketWriter.create(path, BucketFileOptions(write_id=wid, row_schema=SIMPLE_SCHEMA,
+                                                             bucket_id=bucket,
+                                                             statement_id=stmt), fs=FS) as w:
                 w.write(table)
             self.record(wid, encode_bucket_property(bucket, stmt), table)
 
@@ -83,9 +83,11 @@ class Model:
         for i, wid in enumerate(wids):
             table = self.rows(n)
             if i == 0:
-                w = BucketWriter(path, SIMPLE_SCHEMA, write_id=wid, bucket_id=bucket, fs=FS)
+                w = BucketWriter.create(path, BucketFileOptions(write_id=wid,
+                                                                row_schema=SIMPLE_SCHEMA,
+                                                                bucket_id=bucket), fs=FS)
             else:
-                w = BucketWriter.open_append(path, write_id=wid, fs=FS)
+                w = BucketWriter.open_append(path, BucketFileOptions(write_id=wid), fs=FS)
             w.write(table)
             if last_unflushed and i == len(wids) - 1 and i > 0:
                 # Written past the last flush length: a reader must never see these rows.
@@ -112,7 +114,7 @@ class Model:
                 "rowId": pa.array([k[2] for k in bucket_keys], pa.int64()),
             })
             path = f"{self.root}/{format_delta(wid, wid, 0, delete=True)}/bucket_{bucket:05d}"
-            write_delete_events(path, table, write_id=wid, row_schema=SIMPLE_SCHEMA, fs=FS)
+            write_deletes(path, table, write_id=wid, bucket_id=bucket, fs=FS)
         self.deletes.extend((wid, k) for k in chosen)
 
     # -- expectations -----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""getAcidState: the facts-file examples, Hive's quirks, the fsspec wrapper and invariants."""
+"""getAcidState: the examples of docs/format.md §10, Hive's quirks, the fsspec wrapper and
+invariants."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def committed(hwm: int) -> ValidWriteIdList:
 
 
 def test_minor_compacted_delta_shadows_narrower_ones() -> None:
-    # facts §1.5: delta_5_20 (no stmt) shadows delta_5_10 and delta_11_20.
+    # docs/format.md §10: delta_5_20 (no stmt) shadows delta_5_10 and delta_11_20.
     entries = [
         d("delta_0000011_0000020_0000"),
         d("delta_0000005_0000010_0000"),

@@ -13,13 +13,19 @@ import pyorc
 import pytest
 from support import ALL_TYPES_SCHEMA, SIMPLE_SCHEMA, all_types_table, simple_table
 
-from ingest.acid import BucketWriter, WriterOptions, read_bucket_file, read_flush_lengths
+from ingest.acid import (
+    BucketFileOptions,
+    BucketWriter,
+    WriterOptions,
+    read_bucket_file,
+    read_flush_lengths,
+)
 from ingest.acid.events import acid_event_schema
-from ingest.errors import CorruptFileError, SchemaMismatchError
+from ingest.errors import ConfigError, CorruptFileError, SchemaMismatchError
 from ingest.orc import open_orc, parse_tail, read_tail
+from ingest.orc.compression import CODECS
 from ingest.orc.statistics import BYTES_ON_DISK, DOUBLE
 
-CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
 FS = fsspec.filesystem("file")
 
 
@@ -29,7 +35,7 @@ def bucket_path(tmp_path: Path, name: str = "delta_0000001_0000003") -> str:
 
 def flushed_then_died(path: str, ids: range, *, write_id: int) -> int:
     """A writer that flushed `ids` and died: no close, so the side file stays."""
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=write_id)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA))
     w.write(simple_table(ids))
     length = w.flush()
     w.abandon()
@@ -48,7 +54,8 @@ def pyorc_rows(path: str, length: int) -> list[tuple]:
 
 def test_events_carry_hive_acid_fields(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=7, bucket_id=1, statement_id=2) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=7, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=1, statement_id=2)) as w:
         w.write(simple_table(range(3)))
     rows = read_bucket_file(path).to_pylist()
     assert rows[0] == {"operation": 0, "originalTransaction": 7, "bucket": 536936450,
@@ -59,7 +66,7 @@ def test_events_carry_hive_acid_fields(tmp_path: Path) -> None:
 
 def test_bucket_zero_statement_zero_is_536870912(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA)) as w:
         w.write(simple_table(range(1)))
     assert read_bucket_file(path).column("bucket").to_pylist() == [536870912]
 
@@ -68,7 +75,8 @@ def test_bucket_zero_statement_zero_is_536870912(tmp_path: Path) -> None:
 def test_every_flush_length_opens_in_pyarrow_and_pyorc_with_exactly_its_rows(
         tmp_path: Path, codec: str) -> None:
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, ALL_TYPES_SCHEMA, write_id=3, compression=codec)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=3, row_schema=ALL_TYPES_SCHEMA,
+                                                    compression=codec))
     written = []
     for i in range(4):
         chunk = all_types_table(50 + i, seed=i, start=i * 100)
@@ -100,7 +108,8 @@ def test_every_flush_length_opens_in_pyarrow_and_pyorc_with_exactly_its_rows(
 def test_file_statistics_equal_those_of_one_pyarrow_write_of_the_same_events(
         tmp_path: Path, codec: str) -> None:
     path = bucket_path(tmp_path)
-    with BucketWriter(path, ALL_TYPES_SCHEMA, write_id=4, compression=codec) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=4, row_schema=ALL_TYPES_SCHEMA,
+                                                     compression=codec)) as w:
         for i in range(5):
             w.write(all_types_table(300, seed=11, start=i * 300))
             w.flush()
@@ -142,7 +151,7 @@ def _comparable(stats) -> dict:
 def test_torn_stripe_is_discarded_on_reopen_and_every_reader_sees_the_right_rows(
         tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA))
     for i in range(3):
         w.write(simple_table(range(i * 10, i * 10 + 10)))
         w.flush()
@@ -152,7 +161,7 @@ def test_torn_stripe_is_discarded_on_reopen_and_every_reader_sees_the_right_rows
         f.write(b"\x17torn stripe bytes that never got a footer" * 50)
     assert read_bucket_file(path).num_rows == 30, "readers stop at the flush length"
 
-    w = BucketWriter.open_append(path, write_id=2)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     assert Path(path).stat().st_size == committed, "bytes past the flush length are cut first"
     w.write(simple_table(range(100, 105)))
     w.close()
@@ -169,7 +178,7 @@ def test_torn_stripe_is_discarded_on_reopen_and_every_reader_sees_the_right_rows
 def test_same_write_id_continues_row_ids(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
     flushed_then_died(path, range(3), write_id=5)
-    w = BucketWriter.open_append(path, write_id=5)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=5))
     w.write(simple_table(range(3, 5)))
     w.close()
     assert read_bucket_file(path).column("rowId").to_pylist() == [0, 1, 2, 3, 4]
@@ -177,15 +186,15 @@ def test_same_write_id_continues_row_ids(tmp_path: Path) -> None:
 
 def test_appending_an_older_write_id_is_refused(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=5) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=5, row_schema=SIMPLE_SCHEMA)) as w:
         w.write(simple_table(range(3)))
     with pytest.raises(SchemaMismatchError, match="sorted by write id"):
-        BucketWriter.open_append(path, write_id=4)
+        BucketWriter.open_append(path, BucketFileOptions(write_id=4))
 
 
 def test_batch_with_wrong_schema_is_refused_and_flushed_rows_survive(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA))
     w.write(simple_table(range(5)))
     length = w.flush()
     bad = pa.table({"id": pa.array(["x"]), "value": pa.array(["y"])})
@@ -210,7 +219,7 @@ def test_side_file_pointing_past_the_end_is_a_clear_error(tmp_path: Path) -> Non
         read_bucket_file(path)
     assert "ingest recover" in str(info.value)
     with pytest.raises(CorruptFileError):
-        BucketWriter.open_append(path, write_id=2)
+        BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     assert Path(path).stat().st_size == size, "a refused append changes nothing"
 
 
@@ -228,15 +237,15 @@ def test_not_an_orc_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(CorruptFileError, match="no ORC postscript"):
         read_bucket_file(str(path))
     with pytest.raises(CorruptFileError):
-        BucketWriter.open_append(str(path), write_id=1)
+        BucketWriter.open_append(str(path), BucketFileOptions(write_id=1))
 
 
 def test_existing_file_is_not_overwritten(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA)) as w:
         w.write(simple_table(range(2)))
     with pytest.raises(FileExistsError, match="open_append"):
-        BucketWriter(path, SIMPLE_SCHEMA, write_id=2)
+        BucketWriter.create(path, BucketFileOptions(write_id=2, row_schema=SIMPLE_SCHEMA))
     assert read_bucket_file(path).num_rows == 2
 
 
@@ -244,11 +253,12 @@ def test_memory_filesystem_round_trip() -> None:
     fs = fsspec.filesystem("memory")
     path = "memory://ingest-test-writer/delta_0000001_0000002/bucket_00000"
     try:
-        w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1, fs=fs)
+        w = BucketWriter.create(path, BucketFileOptions(write_id=1,
+                                                        row_schema=SIMPLE_SCHEMA), fs=fs)
         w.write(simple_table(range(4)))
         w.flush()
         w.abandon()
-        w = BucketWriter.open_append(path, write_id=2, fs=fs)
+        w = BucketWriter.open_append(path, BucketFileOptions(write_id=2), fs=fs)
         w.write(simple_table(range(4, 6)))
         w.close()
         assert read_bucket_file(path, fs=fs).column("currentTransaction").to_pylist() == [
@@ -261,7 +271,8 @@ def test_small_stripes_make_several_stripes_per_flush(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
     options = WriterOptions(stripe_size_bytes=64 * 1024, compression_block_size=64 * 1024,
                             row_index_stride=1000)
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1, options=options) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                                     tuning=options)) as w:
         w.write(simple_table(range(200_000)))
     f = po.ORCFile(path)
     assert f.nstripes > 1
@@ -275,11 +286,12 @@ def test_reopened_file_accepts_the_arrow_types_it_was_created_with(tmp_path: Pat
     schema = pa.schema([("ts", pa.timestamp("us")), ("s", pa.string())])
     batch = pa.table({"ts": pa.array([1_700_000_000_000_000], pa.timestamp("us")),
                       "s": ["a"]}, schema=schema)
-    w = BucketWriter(path, schema, write_id=1)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=schema))
     w.write(batch)
     w.flush()
     w.abandon()
-    w = BucketWriter.open_append(path, write_id=2)  # reads back timestamp[ns] from ORC
+    w = BucketWriter.open_append(path,
+                                 BucketFileOptions(write_id=2))  # reads back timestamp[ns] from ORC
     w.write(batch)
     w.close()
     assert read_bucket_file(path).num_rows == 2
@@ -296,7 +308,9 @@ def test_bad_writer_options_are_a_config_error(tmp_path: Path, options: WriterOp
     from ingest.errors import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        BucketWriter(bucket_path(tmp_path), SIMPLE_SCHEMA, write_id=1, options=options)
+        BucketWriter.create(bucket_path(tmp_path), BucketFileOptions(write_id=1,
+                                                                     row_schema=SIMPLE_SCHEMA,
+                                                                     tuning=options))
     assert not (tmp_path / "delta_0000001_0000003").exists(), "nothing is created"
 
 
@@ -305,7 +319,7 @@ def test_torn_side_file_entry_is_cut_before_appending(tmp_path: Path) -> None:
     flushed_then_died(path, range(5), write_id=1)
     with open(path + "_flush_length", "ab") as f:
         f.write(b"\x00\x00\x01")
-    w = BucketWriter.open_append(path, write_id=2)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     w.write(simple_table(range(5, 8)))
     length = w.flush()
     w.abandon()
@@ -319,8 +333,8 @@ def test_a_second_writer_appending_to_the_same_file_is_fenced_off(tmp_path: Path
 
     path = bucket_path(tmp_path)
     flushed_then_died(path, range(5), write_id=1)
-    first = BucketWriter.open_append(path, write_id=2)
-    zombie = BucketWriter.open_append(path, write_id=2)
+    first = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
+    zombie = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     first.write(simple_table(range(5, 7)))
     first.flush()
     zombie.write(simple_table(range(100, 102)))
@@ -336,7 +350,7 @@ def test_sliced_batches_with_null_lists_and_a_struct_column(tmp_path: Path) -> N
     table = pa.table({"st": [{"x": 1}, None, {"x": 3}, {"x": 4}],
                       "l": [[1], None, [], None]}, schema=schema)
     path = bucket_path(tmp_path)
-    with BucketWriter(path, schema, write_id=1) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=schema)) as w:
         w.write(table.slice(0, 1))
         w.write(table.slice(1))
     assert [r["row"] for r in read_bucket_file(path).to_pylist()] == table.to_pylist()
@@ -351,7 +365,8 @@ def test_stripes_cut_from_one_write_and_encoded_in_column_groups_keep_every_valu
     path = bucket_path(tmp_path)
     options = WriterOptions(stripe_size_bytes=48 * 1024, row_index_stride=100,
                             encoder_threads=threads)
-    with BucketWriter(path, ALL_TYPES_SCHEMA, write_id=4, options=options) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=4, row_schema=ALL_TYPES_SCHEMA,
+                                                     tuning=options)) as w:
         w.write(table)
         length = w.flush()
         w.write(table.slice(5, 700))
@@ -372,8 +387,9 @@ def test_event_columns_hold_multi_byte_values_in_every_row_group(tmp_path: Path,
     write_id = (1 << 40) + 3
     path = bucket_path(tmp_path)
     options = WriterOptions(row_index_stride=777)
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=write_id, bucket_id=4095, statement_id=9,
-                      compression=codec, options=options) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=4095, statement_id=9,
+                                                     compression=codec, tuning=options)) as w:
         w.write(simple_table(range(20_000)))
         w.flush()
         w.write(simple_table(range(20_000, 20_003)))
@@ -386,10 +402,12 @@ def test_event_columns_hold_multi_byte_values_in_every_row_group(tmp_path: Path,
 
 def test_appending_keeps_the_files_row_index_stride_so_seeks_land_right(tmp_path: Path) -> None:
     path = bucket_path(tmp_path)
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1,
-                      options=WriterOptions(row_index_stride=100)) as w:
+    with BucketWriter.create(path,
+                             BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                               tuning=WriterOptions(row_index_stride=100))) as w:
         w.write(simple_table(range(1000)))
-    w = BucketWriter.open_append(path, write_id=2)  # default options: stride 10,000
+    w = BucketWriter.open_append(path,
+                                 BucketFileOptions(write_id=2))  # default options: stride 10,000
     w.write(simple_table(range(1000, 2000)))
     w.close()
     assert parse_tail(Path(path).read_bytes(), Path(path).stat().st_size).footer.uint(8) == 100
@@ -409,7 +427,8 @@ def test_appending_keeps_the_files_row_index_stride_so_seeks_land_right(tmp_path
 def test_impossible_write_ids_and_empty_schemas_are_refused_before_any_file(
         tmp_path: Path, schema: pa.Schema, write_id: int, error: type[Exception]) -> None:
     with pytest.raises(error):
-        BucketWriter(bucket_path(tmp_path), schema, write_id=write_id)
+        BucketWriter.create(bucket_path(tmp_path), BucketFileOptions(write_id=write_id,
+                                                                     row_schema=schema))
     assert not (tmp_path / "delta_0000001_0000003").exists()
 
 
@@ -421,7 +440,8 @@ def test_appending_to_a_file_with_a_block_size_pyarrow_cannot_write_is_refused(
     from ingest.orc import serialize_tail
 
     path = bucket_path(tmp_path)
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=1, compression="zlib") as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                                     compression="zlib")) as w:
         w.write(simple_table(range(10)))
     data = Path(path).read_bytes()
     tail = parse_tail(data, len(data))
@@ -430,6 +450,38 @@ def test_appending_to_a_file_with_a_block_size_pyarrow_cannot_write_is_refused(
         compression="zlib", block_size=32 * 1024)
     Path(path).write_bytes(rewritten)
     with pytest.raises(UnsupportedFormatError, match="block size of 32,768 bytes"):
-        BucketWriter.open_append(path, write_id=2)
+        BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     assert Path(path).read_bytes() == rewritten
     assert read_bucket_file(path).num_rows == 10
+
+
+def test_open_append_takes_unset_options_from_the_file_and_refuses_disagreeing_ones(
+        tmp_path: Path) -> None:
+    path = bucket_path(tmp_path)
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=2, compression="zlib")) as w:
+        w.write(simple_table(range(3)))
+    for wrong, error in [({"kind": "delete"}, ValueError), ({"bucket_id": 1}, ValueError),
+                         ({"compression": "zstd"}, ValueError),
+                         ({"row_schema": pa.schema([("id", pa.int64())])}, SchemaMismatchError)]:
+        with pytest.raises(error, match="Cannot append to"):
+            BucketWriter.open_append(path, BucketFileOptions(write_id=2, **wrong))
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=2, row_schema=SIMPLE_SCHEMA))
+    assert (w.options.bucket_id, w.options.statement_id, w.options.kind,
+            w.options.compression) == (2, 0, "insert", "zlib")
+    w.write(simple_table(range(3, 5)))
+    w.close()
+    assert read_bucket_file(path).column("bucket").to_pylist() == [537001984] * 5
+
+
+def test_create_needs_a_row_schema(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="row_schema"):
+        BucketWriter.create(bucket_path(tmp_path), BucketFileOptions(write_id=1))
+
+
+def test_options_take_a_codec_in_any_case_and_refuse_an_unknown_one() -> None:
+    assert BucketFileOptions(write_id=1, compression="ZSTD").compression == "zstd"  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'gzip' is not one of NONE, ZLIB, SNAPPY, LZ4, ZSTD"):
+        BucketFileOptions(write_id=1, compression="gzip")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="Bucket id 4096 is out of range"):
+        BucketFileOptions(write_id=1, bucket_id=4096)

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from support import SIMPLE_SCHEMA, simple_table
+from support import SIMPLE_SCHEMA, simple_table, write_deletes
 from support import run_cli as _run
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import encode_bucket_property, format_delta
-from ingest.bench.reader import write_delete_events
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 
 
 def _write(directory: Path, write_id: int, ids: range) -> str:
     path = str(directory / "bucket_00000")
-    with BucketWriter(path, SIMPLE_SCHEMA, write_id=write_id) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=write_id,
+                                                     row_schema=SIMPLE_SCHEMA)) as w:
         w.write(simple_table(ids))
     return path
 
@@ -39,16 +39,17 @@ def table(warehouse: Path) -> Path:
             keys = pa.table({"originalTransaction": pa.array([1], pa.int64()),
                              "bucket": pa.array([encode_bucket_property(0, 0)], pa.int32()),
                              "rowId": pa.array([1], pa.int64())})
-            write_delete_events(
+            write_deletes(
                 str(part / format_delta(txn.write_id, txn.write_id, delete=True) /
-                    "bucket_00000"), keys, write_id=txn.write_id, row_schema=SIMPLE_SCHEMA)
+                    "bucket_00000"), keys, write_id=txn.write_id)
         aborted = store.open_transaction("events", agent="test:aborted")
         _write(part / format_delta(aborted.write_id, aborted.write_id), aborted.write_id,
                range(10, 12))
         store.abort(aborted, reason="test")
         live = store.open_transaction("events", agent="test:open")
-        w = BucketWriter(str(part / format_delta(live.write_id, live.write_id) / "bucket_00000"),
-                         SIMPLE_SCHEMA, write_id=live.write_id)
+        live_dir = part / format_delta(live.write_id, live.write_id)
+        w = BucketWriter.create(str(live_dir / "bucket_00000"),
+                                BucketFileOptions(write_id=live.write_id, row_schema=SIMPLE_SCHEMA))
         w.write(simple_table(range(20, 22)))
         w.flush()
         w.abandon()

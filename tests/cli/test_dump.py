@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support import SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter
 
 
 def run_ingest(*args: str) -> subprocess.CompletedProcess[str]:
@@ -21,7 +21,7 @@ def run_ingest(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def open_bucket(tmp_path: Path) -> str:
     path = str(tmp_path / "delta_0000001_0000002" / "bucket_00000")
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA))
     w.write(simple_table(range(1, 3)))
     w.flush()
     w.write(simple_table(range(3, 4)))  # written but never flushed: must stay invisible
@@ -61,7 +61,8 @@ def test_dump_of_a_file_that_is_not_orc_fails_with_exit_3(tmp_path: Path) -> Non
 
 def test_dump_of_a_cut_file_names_the_offset_and_errors_as_json(tmp_path: Path) -> None:
     path = tmp_path / "bucket_00000"
-    with BucketWriter(str(path), SIMPLE_SCHEMA, write_id=1) as w:
+    with BucketWriter.create(str(path), BucketFileOptions(write_id=1,
+                                                          row_schema=SIMPLE_SCHEMA)) as w:
         w.write(simple_table(range(10)))
     data = path.read_bytes()
     path.write_bytes(data[:-7])

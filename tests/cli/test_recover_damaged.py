@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from support import run_cli as run
 
-from ingest.acid import BucketWriter, format_delta, write_acid_version_file
+from ingest.acid import BucketFileOptions, BucketWriter, format_delta, write_acid_version_file
 from ingest.acid.recovery import BACKUP_DIR_NAME
 from ingest.txn import Metastore, default_metastore_url
 
@@ -91,7 +91,8 @@ def closed_batch_file(table: Path, flushes: int, rows: int) -> tuple[Path, list[
         (txn,) = store.allocate_write_ids("default.t", 1)
         path = table / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
         schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
-        w = BucketWriter(str(path), schema, write_id=txn.write_id)
+        w = BucketWriter.create(str(path), BucketFileOptions(write_id=txn.write_id,
+                                                             row_schema=schema))
         lengths = []
         for k in range(flushes):
             ids = range(k * rows, (k + 1) * rows)
@@ -165,8 +166,10 @@ def open_batch(table: Path, committed: int, rows: int) -> Path:
         for k, txn in enumerate(txns):
             ids = range(k * rows, (k + 1) * rows)
             data = pa.table({"id": list(ids), "value": [f"v{i}" for i in ids]}, schema=schema)
-            w = (BucketWriter.open_append(str(path), write_id=txn.write_id) if path.exists()
-                 else BucketWriter(str(path), schema, write_id=txn.write_id))
+            w = (BucketWriter.open_append(str(path), BucketFileOptions(write_id=txn.write_id))
+                 if path.exists() else
+                 BucketWriter.create(str(path), BucketFileOptions(write_id=txn.write_id,
+                                                                  row_schema=schema)))
             w.write(data)
             w.flush()
             w.abandon()

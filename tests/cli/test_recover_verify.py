@@ -10,7 +10,7 @@ import pytest
 from support import SIMPLE_SCHEMA, simple_table
 from support import run_cli as run
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import format_delta
 from ingest.txn import Metastore, OffsetRange, TableDefinition, default_metastore_url
 from ingest.table import verify_table
@@ -33,7 +33,8 @@ def commit_batch(store: Metastore, root: Path, ids: range, offsets: tuple[int, i
     with store.transaction("default.events",
                            offsets=[OffsetRange("t", 0, *offsets)]) as txn:
         path = root / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
-        with BucketWriter(str(path), SIMPLE_SCHEMA, write_id=txn.write_id) as w:
+        with BucketWriter.create(str(path), BucketFileOptions(write_id=txn.write_id,
+                                                              row_schema=SIMPLE_SCHEMA)) as w:
             w.write(simple_table(ids))
     return path
 
@@ -42,7 +43,8 @@ def crashed_writer(store: Metastore, root: Path) -> tuple[Path, int]:
     """An open transaction whose writer flushed once, then died mid-stripe."""
     (txn,) = store.allocate_write_ids("default.events", 1)
     path = root / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
-    w = BucketWriter(str(path), SIMPLE_SCHEMA, write_id=txn.write_id)
+    w = BucketWriter.create(str(path), BucketFileOptions(write_id=txn.write_id,
+                                                         row_schema=SIMPLE_SCHEMA))
     w.write(simple_table(range(500, 510)))
     flushed = w.flush()
     w.write(simple_table(range(510, 520)))
@@ -117,7 +119,8 @@ def test_verify_flags_file_needing_recovery(store: Metastore, root: Path,
     # tests/cli/test_recover_damaged.py).
     (txn,) = store.allocate_write_ids("default.events", 1)
     path = root / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
-    with BucketWriter(str(path), SIMPLE_SCHEMA, write_id=txn.write_id) as w:
+    with BucketWriter.create(str(path), BucketFileOptions(write_id=txn.write_id,
+                                                          row_schema=SIMPLE_SCHEMA)) as w:
         w.write(simple_table(range(10)))
     store.abort(txn)
     with open(path, "ab") as f:
@@ -129,7 +132,7 @@ def test_verify_flags_file_needing_recovery(store: Metastore, root: Path,
 def test_recover_without_metastore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "plain"
     path = root / "delta_0000001_0000002" / "bucket_00000"
-    w = BucketWriter(str(path), SIMPLE_SCHEMA, write_id=1)
+    w = BucketWriter.create(str(path), BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA))
     w.write(simple_table(range(5)))
     good = w.flush()
     w.abandon()
@@ -153,7 +156,9 @@ def test_a_writer_whose_write_ids_come_after_the_snapshot_is_left_alone(
     commit_batch(store, root, range(3), (0, 3))
     ahead = store.snapshot("default.events").high_watermark + 5
     path = root / format_delta(ahead, ahead + 3, None) / "bucket_00000"
-    w = BucketWriter(str(path), SIMPLE_SCHEMA, write_id=ahead)  # side file holds only 0
+    w = BucketWriter.create(str(path),
+                            BucketFileOptions(write_id=ahead,
+                                              row_schema=SIMPLE_SCHEMA))  # side file holds only 0
     code, out, _ = run(["recover", str(root), "--json"], capsys)
     assert code == 0
     assert path.exists() and Path(str(path) + "_flush_length").exists()

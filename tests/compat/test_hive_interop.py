@@ -16,9 +16,9 @@ import pyarrow.orc as po
 import pytest
 from compat import javatools
 from conftest import require
-from support import SIMPLE_SCHEMA, simple_table
+from support import SIMPLE_SCHEMA, simple_table, write_deletes
 
-from ingest.acid import BucketWriter, ValidWriteIdList
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.names import (
     encode_bucket_property,
     format_base,
@@ -27,7 +27,6 @@ from ingest.acid.names import (
 )
 from ingest.acid.snapshot import read_table
 from ingest.acid.state import NotEnoughHistoryError, acid_state
-from ingest.bench.reader import write_delete_events
 
 pytestmark = pytest.mark.java
 
@@ -81,16 +80,18 @@ def test_read_table_written_by_hive(tmp_path: Path, scenario: str,
 
 
 def _write(directory: Path, write_id: int, n: int = 2, *, statement_id: int = 0) -> None:
-    with BucketWriter(str(directory / "bucket_00000"), SIMPLE_SCHEMA, write_id=write_id,
-                      statement_id=statement_id) as w:
+    with BucketWriter.create(str(directory / "bucket_00000"),
+                             BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA,
+                                               statement_id=statement_id)) as w:
         w.write(simple_table(range(write_id * 100, write_id * 100 + n)))
 
 
 def _streaming(directory: Path, write_ids: range) -> None:
     path = str(directory / "bucket_00000")
     for i, wid in enumerate(write_ids):
-        w = (BucketWriter(path, SIMPLE_SCHEMA, write_id=wid) if i == 0
-             else BucketWriter.open_append(path, write_id=wid))
+        w = (BucketWriter.create(path, BucketFileOptions(write_id=wid,
+                                                         row_schema=SIMPLE_SCHEMA)) if i == 0
+             else BucketWriter.open_append(path, BucketFileOptions(write_id=wid)))
         w.write(simple_table(range(wid * 100, wid * 100 + 2)))
         w.flush()
         w.abandon()
@@ -109,11 +110,11 @@ def our_tables(tmp_path: Path) -> list[Path]:
     write_compacted_marker(FS, str(base))
     _write(a / format_delta(4, 4, 0), 4)
     _streaming(a / format_delta(5, 8, None), range(5, 9))
-    write_delete_events(
+    write_deletes(
         str(a / format_delta(9, 9, 0, delete=True) / "bucket_00000"),
         pa.table({"originalTransaction": [3], "bucket": [encode_bucket_property(0, 0)],
                   "rowId": [1]}),
-        write_id=9, row_schema=SIMPLE_SCHEMA)
+        write_id=9)
     _write(a / format_delta(9, 9, 0), 9)
     _write(a / format_delta(10, 10, 0), 10)
     _write(a / format_delta(11, 11, 0), 11)

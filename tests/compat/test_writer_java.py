@@ -24,11 +24,11 @@ from compat import javatools as jt
 from conftest import require
 from support import ALL_TYPES_SCHEMA, SIMPLE_SCHEMA, all_types_table, simple_table
 
-from ingest.acid import BucketWriter, WriterOptions
+from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions
 from ingest.acid.events import acid_event_schema
+from ingest.orc.compression import CODECS
 
 pytestmark = [pytest.mark.java, pytest.mark.usefixtures("split_stripes_into_column_groups")]
-CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
 BUCKET_0 = 536870912  # BucketCodec V1, bucket 0, statement 0
 # Small stripes so that every flush covers several stripes and write() puts stripes on disk
 # before the next flush (bytes past the last flush length that readers must not see).
@@ -283,8 +283,8 @@ def check_read(read: dict, row_schema: pa.Schema, events: list[dict], where: str
 def test_orc_java_opens_every_flush_length_with_exactly_its_rows(
         java_tools: None, tmp_path: Path, codec: str) -> None:
     path = bucket_path(tmp_path)
-    w = BucketWriter(path, ALL_TYPES_SCHEMA, write_id=3, compression=codec,
-                     options=SMALL_STRIPES)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=3, row_schema=ALL_TYPES_SCHEMA,
+                                                    compression=codec, tuning=SMALL_STRIPES))
     chunks: list[tuple[int, pa.Table]] = []
     flushed_rows, flush_lengths = [], []
     for i, sizes in enumerate([(40,), (250, 3, 120), (1,), (600, 200)]):
@@ -397,21 +397,22 @@ def test_statistics_equal_those_computed_from_the_rows(java_tools: None, tmp_pat
     then the user columns in pre-order) after flushes and appended transactions."""
     path = bucket_path(tmp_path)
     chunks: list[tuple[int, pa.Table]] = []
-    w = BucketWriter(path, EDGE_SCHEMA, write_id=1, compression="zlib")
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=EDGE_SCHEMA,
+                                                    compression="zlib"))
     for rows in EDGE_CHUNKS[:2]:
         table = _edge_table(rows)
         w.write(table)
         chunks.append((1, table))
         w.flush()
     w.close()
-    w = BucketWriter.open_append(path, write_id=2)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     table = _edge_table(EDGE_CHUNKS[2])
     w.write(table)
     chunks.append((2, table))
     w.flush()
     w.abandon()
     # plus the all-types data in a third transaction, several flushes
-    w = BucketWriter.open_append(path, write_id=4)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=4))
     for i in range(3):
         table = _to_edge(all_types_table(300, seed=5 + i, start=i * 300))
         w.write(table)
@@ -457,8 +458,8 @@ def _to_edge(table: pa.Table) -> pa.Table:
 def test_torn_stripe_then_open_append_reads_right_in_orc_java_pyarrow_and_pyorc(
         java_tools: None, tmp_path: Path) -> None:
     path = bucket_path(tmp_path, "delta_0000001_0000002")
-    w = BucketWriter(path, SIMPLE_SCHEMA, write_id=1, compression="zstd",
-                     options=SMALL_STRIPES)
+    w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA,
+                                                    compression="zstd", tuning=SMALL_STRIPES))
     for i in range(3):
         w.write(simple_table(range(i * 1000, i * 1000 + 1000)))
         w.flush()
@@ -469,7 +470,7 @@ def test_torn_stripe_then_open_append_reads_right_in_orc_java_pyarrow_and_pyorc(
     with open(path, "ab") as f:
         f.write(b"\x17torn stripe bytes that never got a footer" * 300)
 
-    w = BucketWriter.open_append(path, write_id=2)
+    w = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     assert Path(path).stat().st_size == committed
     w.write(simple_table(range(100_000, 100_250)))
     w.close()
@@ -506,7 +507,8 @@ def test_wide_decimal_sum_is_exact_after_merging_flushes(java_tools: None, tmp_p
               Decimal("9999999999999999999999999999.999999")]
     path = bucket_path(tmp_path)
     chunks = []
-    with BucketWriter(path, schema, write_id=1, compression="none") as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=schema,
+                                                     compression="none")) as w:
         for v in values:
             table = pa.table({"big": pa.array([v], schema.field("big").type)})
             w.write(table)
@@ -529,7 +531,7 @@ def test_pre_1970_sub_millisecond_timestamps_read_back_in_orc_java(
     table = pa.table({"ts": pa.array([_ns_from_text(t) for t in texts], pa.int64())
                       .cast(pa.timestamp("ns"))})
     path = bucket_path(tmp_path)
-    with BucketWriter(path, schema, write_id=1) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=schema)) as w:
         w.write(table)
     assert po.ORCFile(path).read().column("row").combine_chunks().field("ts").cast(
         pa.int64()).to_pylist() == [_ns_from_text(t) for t in texts], "pyarrow reads them right"

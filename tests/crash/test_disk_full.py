@@ -11,7 +11,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 from support import SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import BucketWriter, read_events
+from ingest.acid import BucketFileOptions, BucketWriter, read_events
 from ingest.acid.names import format_delta
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 from ingest.table import recover_table_with_metastore, verify_table
@@ -60,14 +60,17 @@ def test_disk_full_aborts_and_keeps_committed(tmp_path: Path, budget: int) -> No
         table = store.create_table(TableDefinition("default.events", str(root), SIMPLE_SCHEMA))
         with store.transaction(table.name) as txn:
             path = root / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
-            with BucketWriter(str(path), SIMPLE_SCHEMA, write_id=txn.write_id) as w:
+            with BucketWriter.create(str(path), BucketFileOptions(write_id=txn.write_id,
+                                                                  row_schema=SIMPLE_SCHEMA)) as w:
                 w.write(simple_table(range(100)))
         full = FullFileSystem(budget)
         with pytest.raises(OSError) as info, store.transaction(table.name) as txn2:
             path2 = root / format_delta(txn2.write_id, txn2.write_id, 0) / "bucket_00000"
             w2 = None
             try:
-                w2 = BucketWriter(str(path2), SIMPLE_SCHEMA, write_id=txn2.write_id, fs=full)
+                w2 = BucketWriter.create(str(path2),
+                                         BucketFileOptions(write_id=txn2.write_id,
+                                                           row_schema=SIMPLE_SCHEMA), fs=full)
                 for i in range(20):
                     w2.write(simple_table(range(1000 + 100 * i, 1100 + 100 * i)))
                     w2.flush()

@@ -1,5 +1,5 @@
 """Real SIGKILL at every writer crash point, then `recover`: committed rows exactly, files
-readable by pyarrow (and ORC Java), a second `recover` has nothing to do (DESIGN invariant 5)."""
+readable by pyarrow (and ORC Java), a second `recover` has nothing to do (docs/invariants.md, 5)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def bucket_files(root: Path) -> list[Path]:
 
 
 def committed_ids(root: Path) -> list[int]:
-    """Ids of rows whose write id is valid in the metastore's snapshot (invariant 2)."""
+    """Ids of rows whose write id is valid in the metastore's snapshot (docs/invariants.md, 2)."""
     store, table = find_metastore_for(str(root))
     try:
         snapshot = store.snapshot(table.name)
@@ -93,7 +93,7 @@ def test_sigkill_at_writer_point(tmp_path: Path, mode: str, crash_txn: int, poin
     assert code == -signal.SIGKILL
     before = {str(f): f.stat().st_size for f in bucket_files(root)}
     report = check_recovered(root, crash_txn - 1, capsys)
-    # Invariant 5: nothing cut below a recorded flush length of a committed transaction.
+    # docs/invariants.md, 5: nothing cut below a recorded flush length of a committed transaction.
     for f in report["files"]:  # type: ignore[attr-defined]
         lengths = f["flush_lengths"] or []
         if f["action"] == "truncated":

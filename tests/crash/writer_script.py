@@ -14,7 +14,7 @@ import sys
 
 import pyarrow as pa
 
-from ingest.acid import BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import format_delta
 from ingest.faults import ENV_VAR
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
@@ -44,9 +44,11 @@ def main() -> None:
         else:
             path = f"{root}/{format_delta(txn.write_id, txn.write_id, 0)}/bucket_00000"
         if os.path.exists(path):
-            w = BucketWriter.open_append(path, write_id=txn.write_id)
+            w = BucketWriter.open_append(path, BucketFileOptions(write_id=txn.write_id))
         else:
-            w = BucketWriter(path, SCHEMA, write_id=txn.write_id, compression=compression)
+            w = BucketWriter.create(path, BucketFileOptions(write_id=txn.write_id,
+                                                            row_schema=SCHEMA,
+                                                            compression=compression))
         for half in range(2):
             w.write(rows(100 * i + 20 * half, 20))
             w.flush()

@@ -21,10 +21,10 @@ from ingest.orc import (
     serialize_tail,
 )
 from ingest.orc._protobuf import FIXED32, FIXED64, LENGTH, VARINT
+from ingest.orc.compression import CODECS
 from ingest.orc.proto_fields import Footer, Metadata
 from ingest.orc.tail import TailError
 
-CODECS = ["none", "zlib", "snappy", "lz4", "zstd"]
 PYARROW_NAME = {"none": "uncompressed"}
 
 fields = st.lists(st.one_of(

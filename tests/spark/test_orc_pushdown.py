@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.orc as po
 import pytest
 
-from ingest.acid import BucketWriter, WriterOptions
+from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("split_stripes_into_column_groups")]
 
@@ -80,10 +80,11 @@ def bucket_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dic
     expected: list[dict[str, Any]] = []
     for write_id, first, flushes in TRANSACTIONS:
         if write_id == 1:
-            w = BucketWriter(path, ROW_SCHEMA, write_id=write_id, compression="zstd",
-                             options=OPTIONS)
+            w = BucketWriter.create(path, BucketFileOptions(write_id=write_id,
+                                                            row_schema=ROW_SCHEMA,
+                                                            compression="zstd", tuning=OPTIONS))
         else:
-            w = BucketWriter.open_append(path, write_id=write_id, options=OPTIONS)
+            w = BucketWriter.open_append(path, BucketFileOptions(write_id=write_id, tuning=OPTIONS))
         k = first
         for n in flushes:
             w.write(table_of(range(k, k + n)))
@@ -204,6 +205,6 @@ def test_pre_1970_fractional_timestamp_reads_in_spark(spark: Any, tmp_path: Path
     schema = pa.schema([("ts", pa.timestamp("us"))])
     values = [dt.datetime(1969, 12, 31, 23, 59, 59, 500000), dt.datetime(1950, 6, 1, 0, 0, 0, 1)]
     path = str(tmp_path / "delta_0000001_0000001_0000" / "bucket_00000")
-    with BucketWriter(path, schema, write_id=1) as w:
+    with BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=schema)) as w:
         w.write(pa.table({"ts": pa.array(values, schema.field("ts").type)}))
     assert [r.row.ts for r in spark.read.orc(path).collect()] == values

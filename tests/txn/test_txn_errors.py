@@ -74,3 +74,53 @@ def test_lock_held_too_long_is_a_metastore_error(tmp_path: Path) -> None:
             holder.execute("ROLLBACK")
             holder.close()
         assert store.abort_timed_out(1) == []
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_an_empty_file_is_never_rebuilt_without_create(tmp_path: Path, read_only: bool) -> None:
+    path = tmp_path / "_ingest_metastore.sqlite"
+    path.write_bytes(b"")
+    with pytest.raises(MetastoreError) as info:
+        Metastore.open(f"sqlite://{path}", create=False, read_only=read_only)
+    assert str(info.value).startswith(
+        f"Cannot open metastore {path}: the file is empty (0 bytes), so it is not an ingest "
+        "metastore; it was not rebuilt")
+    assert "--adopt" in str(info.value.hint)
+    assert path.read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_read_only_open_creates_nothing_and_refuses_writes(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from ingest.txn import TableDefinition
+    url = f"sqlite://{tmp_path}/m.sqlite"
+    with pytest.raises(MetastoreError, match="file does not exist"):
+        Metastore.open(url, read_only=True)
+    assert not (tmp_path / "m.sqlite").exists()
+    with Metastore.open(url) as s:
+        s.create_table(TableDefinition("default.t", str(tmp_path / "t"),
+                                       pa.schema([("id", pa.int64())])))
+    before = (tmp_path / "m.sqlite").read_bytes()
+    with Metastore.open(url, read_only=True) as s:
+        assert s.snapshot("default.t").high_watermark == 0
+        with pytest.raises(MetastoreError, match="readonly"):
+            s.open_transaction("default.t")
+    assert (tmp_path / "m.sqlite").read_bytes() == before
+
+
+def test_next_write_id_and_properties(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from ingest.txn import TableDefinition
+    with Metastore.open(f"sqlite://{tmp_path}/m.sqlite") as s:
+        defn = TableDefinition("default.t", str(tmp_path / "t"), pa.schema([("id", pa.int64())]),
+                               properties={"a": "1"})
+        with pytest.raises(ConfigError, match="next write id 0 must be at least 1"):
+            s.create_table(defn, next_write_id=0)
+        s.create_table(defn, next_write_id=8)
+        assert s.open_transaction("default.t").write_id == 8
+        stored = s.set_properties("default.t", {"b": "2", "a": "3"})
+        assert stored.properties == {"a": "3", "b": "2", "transactional": "true",
+                                     "bucketing_version": "2"}
+        assert s.get_table("default.t").properties == stored.properties
