@@ -28,6 +28,7 @@ from ingest.acid._recovery_tails import (
 )
 from ingest.acid.names import (
     SIDE_FILE_SUFFIX,
+    is_acid_directory_prefix,
     is_hidden,
     is_side_file,
     parse_bucket_file,
@@ -97,12 +98,15 @@ class RecoveryReport:
         aborted_directories: ACID directories (relative to `path`) whose write ids are all
             aborted in the given write-id list; empty when no list was given.
         dry_run: nothing was changed on disk.
+        stray_directories: directories named like ACID ones (`delta_abc`) that do not parse:
+            readers refuse the partition holding one, and recovery cannot repair that.
     """
 
     path: str
     files: tuple[FileRecovery, ...]
     aborted_directories: tuple[str, ...] = ()
     dry_run: bool = False
+    stray_directories: tuple[str, ...] = ()
 
     @property
     def changed(self) -> tuple[FileRecovery, ...]:
@@ -127,7 +131,7 @@ class RecoveryReport:
     @property
     def clean(self) -> bool:
         """The table is consistent after this run (a dry run is clean only with nothing to do)."""
-        if self.unrecoverable:
+        if self.unrecoverable or self.stray_directories:
             return False
         return self.nothing_to_do or not self.dry_run
 
@@ -247,7 +251,7 @@ def recover_table(
     ctx = _Ctx(fs, root, dry_run, backup_root, backup_fs, live_files or (lambda _p: False),
                committed, valid_write_ids, check_data)
     results = []
-    bucket_files, orphan_sides, acid_dirs = _scan(fs, root)
+    bucket_files, orphan_sides, acid_dirs, stray = _scan(fs, root)
     for file in bucket_files:
         results.append(recover_file(file, ctx))
     for side in orphan_sides:
@@ -260,20 +264,25 @@ def recover_table(
                     parsed.min_write_id, parsed.max_write_id) == "ALL":
                 aborted.append(_relative(root, d))
     return RecoveryReport(root, tuple(sorted(results, key=lambda r: r.path)),
-                          tuple(sorted(aborted)), dry_run)
+                          tuple(sorted(aborted)), dry_run, tuple(stray))
 
 
-def _scan(fs: fsspec.AbstractFileSystem, root: str) -> tuple[list[str], list[str], list[str]]:
-    """(bucket files, side files without a bucket file, ACID directories) below root."""
+def _scan(fs: fsspec.AbstractFileSystem, root: str
+          ) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(bucket files, side files without a bucket file, ACID directories, directories named
+    like ACID ones that do not parse) below root."""
     buckets: list[str] = []
     sides: list[str] = []
     dirs: list[str] = []
+    stray: list[str] = []
     for directory, subdirs, files in fs.walk(root):
         directory = str(directory).rstrip("/")
         subdirs[:] = [d for d in subdirs if not is_hidden(d)]
         for d in subdirs:
             if parse_directory(d) is not None:
                 dirs.append(f"{directory}/{d}")
+            elif is_acid_directory_prefix(d):
+                stray.append(f"{directory}/{d}")
         if parse_directory(directory.rsplit("/", 1)[-1]) is None:
             continue
         names = set(files)
@@ -283,7 +292,7 @@ def _scan(fs: fsspec.AbstractFileSystem, root: str) -> tuple[list[str], list[str
                     sides.append(f"{directory}/{name}")
             elif parse_bucket_file(name) is not None:
                 buckets.append(f"{directory}/{name}")
-    return buckets, sides, sorted(dirs)
+    return buckets, sides, sorted(dirs), sorted(stray)
 
 
 def _relative(root: str, path: str) -> str:
@@ -331,15 +340,27 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
             skipped.append(length)
             continue
         tail = tail_at_flush(fs, path, length, positive[:i], size)
+        if tail is not None and skipped and ctx.holds_committed(path):
+            # Lengths recorded later than this one no longer end in a footer: the file lost
+            # or damaged bytes below them, and the flushes there may be committed. Going back
+            # to this length would make the file read without them, exit 0, from then on
+            # (docs/invariants.md, 7): left as it is, and named.
+            return FileRecovery(
+                path, size, size, "unrecoverable",
+                f"recorded flush lengths {sorted(set(skipped))} end in no complete ORC footer "
+                f"(file has {size:,} bytes) and its directory holds committed write ids; the "
+                f"last readable flush length is {length:,} ({tail.number_of_rows:,} rows); "
+                "left untouched", entries, None, tuple(skipped), tail.number_of_rows)
         if tail is not None:
             later, note = _past_side_file(path, size, tail, ctx)
             return _cut(path, size, later or tail, entries, tuple(skipped), ctx, note)
         skipped.append(length)
-    if skipped and ctx.holds_committed(path):
+    if skipped and ctx.holds_committed(path) and max(skipped) <= size:
         end = tail_at_end(fs, path, size)
         if end is not None:
-            # No recorded length reads, but the whole file does: the side file is what is
-            # damaged. Nothing is cut; it goes (to the backup).
+            # No recorded length reads, but the whole file does, and it is no shorter than
+            # any of them: the side file is what is damaged. Nothing is cut; it goes (to the
+            # backup).
             if not ctx.dry_run:
                 _remove_side_file(path, ctx)
             return FileRecovery(

@@ -27,6 +27,7 @@ def recovery_json(result: TableRecovery, seconds: float) -> dict[str, Any]:
         "aborted_transactions": [{"txn_id": t, "write_id": w, "reason": r}
                                  for t, w, r in result.aborted],
         "aborted_directories": list(report.aborted_directories),
+        "stray_directories": list(report.stray_directories),
         "warnings": list(report.warnings),
         "seconds": round(seconds, 3),
     }
@@ -114,10 +115,13 @@ def command(path: str, dry_run: bool, backup_dir: str | None, no_backup: bool,
                    f"{len(report.unrecoverable)} unrecoverable, {len(result.aborted)} "
                    f"transactions aborted, in {seconds:.2f} s"
                    + ("; nothing to do" if report.nothing_to_do else ""), err=True)
-    if report.unrecoverable:
-        lines = "\n".join(f"  {_unrecoverable_line(f)}" for f in report.unrecoverable)
-        raise Problems(f"{len(report.unrecoverable)} files cannot be recovered:\n{lines}"
-                       "\nHint: restore them from a backup.")
+    if report.unrecoverable or report.stray_directories:
+        named = [f"  {_unrecoverable_line(f)}" for f in report.unrecoverable]
+        named += [f"  {d}: named like an ACID directory but is not one, and readers refuse "
+                  "its partition; move it away or rename it to start with '_'"
+                  for d in report.stray_directories]
+        raise Problems(f"{len(named)} files or directories cannot be recovered:\n"
+                       + "\n".join(named) + "\nHint: restore damaged files from a backup.")
     if not result.clean:
         raise Problems(f"{len(report.changed)} files need recovery.\nHint: rerun without "
                        "--dry-run.")

@@ -248,3 +248,14 @@ def test_garbage_side_file_beside_a_committed_file(tmp_path: Path, capsys: Capsy
     assert path.read_bytes() == before and not Path(f"{path}_flush_length").exists()
     code, rows, err = cat_rows(table, capsys)
     assert code == 0 and rows == 2000 and "Warning" not in err
+
+
+def test_stray_directory_recover_names_it(tmp_path: Path, capsys: Capsys) -> None:
+    """`mkdir T/delta_abc_def` breaks cat; recover cannot repair it, so it says so, exit 1."""
+    table = make_table(tmp_path, capsys, 1)
+    (table / "delta_abc_def").mkdir()
+    code, _, err = cat_rows(table, capsys)
+    assert code != 0 and "delta_abc_def" in err and "run `ingest recover" not in err
+    code, out, err = run(["recover", str(table)], capsys)
+    assert code == 1 and f"{table}/delta_abc_def" in err, (out, err)
+    assert (table / "delta_abc_def").is_dir()
