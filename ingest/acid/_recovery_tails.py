@@ -2,8 +2,9 @@
 
 A tail at a recorded flush length is first checked cheaply against the tail of the flush
 before it (`check_extends`: what the flush added, not every stripe's statistics); a tail that
-does not extend one, or has none before it, is checked in full. ORC only, plus the ACID
-struct and key index; nothing here changes a file.
+does not extend one, or has none before it, is checked in full. The file's own footers past
+a side file cut short are found here too, for recovery and readers alike
+(`committed_read_length`). ORC, the ACID struct and key index; nothing here changes a file.
 """
 
 from __future__ import annotations

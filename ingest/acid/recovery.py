@@ -175,17 +175,6 @@ class _Ctx:
         parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
         return parsed is not None and parsed.is_base and self.committed(parsed.max_write_id)
 
-    def max_committed(self, path: str) -> int | None:
-        """The highest committed write id of the file's delta range, if known."""
-        if self.committed is None:
-            return None
-        parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
-        if parsed is None or parsed.is_base:
-            return None
-        found = [w for w in range(parsed.min_write_id, parsed.max_write_id + 1)
-                 if self.committed(w)]
-        return max(found) if found else None
-
 
 def recover_table(
     path: str,
@@ -226,9 +215,9 @@ def recover_table(
             `committed` is given.
         committed: True for write ids whose rows are committed. Bytes that may hold them
             are never cut or removed: a file of a committed write id whose tail is damaged
-            is `unrecoverable`, and footers past a short side file are kept when a committed
-            write id is not below it (docs/recovery.md, 5). None (and no `valid_write_ids`):
-            nothing is known committed, only the side files decide.
+            is `unrecoverable`, and complete footers past a side file cut short are kept
+            (docs/recovery.md, 4). None (and no `valid_write_ids`): nothing is known
+            committed, only the side files decide.
         check_data: also decode every stripe of the files left as they are; a file whose
             tail is sound but whose stripes do not decode is `unrecoverable`.
 
@@ -353,7 +342,8 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
                 "left untouched", entries, None, tuple(skipped), tail.number_of_rows)
         if tail is not None:
             later, note = _past_side_file(path, size, tail, ctx)
-            return _cut(path, size, later or tail, entries, tuple(skipped), ctx, note)
+            return _cut(path, size, later or tail, entries, tuple(skipped), ctx, note,
+                        by_footers=later is not None)
         skipped.append(length)
     if skipped and ctx.holds_committed(path) and max(skipped) <= size:
         end = tail_at_end(fs, path, size)
@@ -414,8 +404,7 @@ def _past_side_file(path: str, size: int, tail: FileTail, ctx: _Ctx
     died in between) holds rows of an uncommitted write id only; keeping it is harmless,
     readers drop them.
     """
-    top = ctx.max_committed(path)
-    if top is None or tail.length >= size:
+    if tail.length >= size or not ctx.holds_committed(path):
         return None, ""
     later = committed_footer_past(ctx.fs, path, tail, size, ctx.settled)
     if later is None:
@@ -426,9 +415,11 @@ def _past_side_file(path: str, size: int, tail: FileTail, ctx: _Ctx
 
 
 def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
-         skipped: tuple[int, ...], ctx: _Ctx, note: str = "") -> FileRecovery:
+         skipped: tuple[int, ...], ctx: _Ctx, note: str = "", *,
+         by_footers: bool = False) -> FileRecovery:
     """Truncate to the end of `tail`, a checked tail (if the file is longer), and remove the
-    side file."""
+    side file. `by_footers`: the tail was found among the file's own footers, past the side
+    file's last length."""
     fs = ctx.fs
     length = tail.length
     rows = tail.number_of_rows
@@ -457,7 +448,7 @@ def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
                 hint=f"restore it from {backup}" if backup else None)
         if entries is not None:
             _remove_side_file(path, ctx)
-    where = ("last flush length" if entries is not None and not note.startswith("; the")
+    where = ("last flush length" if entries is not None and not by_footers
              else "last complete footer")
     return FileRecovery(path, size, length, "truncated",
                         f"{size - length:,} bytes past the {where} {length:,}" + note,
