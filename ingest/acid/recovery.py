@@ -18,7 +18,9 @@ import fsspec
 
 from ingest.acid import _files
 from ingest.acid._recovery_tails import (
+    SideFileWarning,
     committed_footer_past,
+    committed_read_length,
     data_problem,
     last_complete_footer,
     max_write_id,
@@ -535,7 +537,8 @@ def _copy_to_backup(data: bytes, relative: str, ctx: _Ctx) -> str:
 
 
 __all__ = ["BACKUP_DIR_NAME", "Action", "Committed", "FileRecovery", "LiveFiles",
-           "RecoveryReport", "default_backup_dir", "recover_file", "recover_table"]
+           "RecoveryReport", "SideFileWarning", "committed_read_length", "default_backup_dir",
+           "recover_file", "recover_table"]
 
 
 def rollback_file(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:

@@ -24,9 +24,11 @@ from ingest.acid.names import ParsedDirectory, parse_directory
 from ingest.acid.recovery import (
     FileRecovery,
     RecoveryReport,
+    committed_read_length,
     default_backup_dir,
     recover_table,
 )
+from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
 from ingest.table._definition import adopted_max_write_id
 from ingest.table._layout import AcidLayout, scan_layout
@@ -50,7 +52,8 @@ class Problem:
     Attributes:
         kind: a stable kebab-case name (missing-directory, unknown-write-id, offset-gap,
             offset-overlap, dead-transaction, needs-recovery, unrecoverable-file,
-            unreadable-file, stray-directory, unregistered-data, unreadable-metastore).
+            unreadable-file, stray-directory, unregistered-data, unreadable-metastore,
+            short-side-file).
         message: the full sentence, with a hint where one helps.
         path: the file or directory concerned, if any.
         write_id: the write id concerned, if any.
@@ -282,11 +285,14 @@ def verify_table(
         # Files: exactly what recovery would change is a problem (dry run, open writers kept).
         # What recovery may not cut is judged as recovery judges it: committed write ids
         # (all of them without a metastore), so the two never disagree on a file.
-        committed = (store.snapshot(table.name).is_valid
-                     if store is not None and table is not None else (lambda _w: True))
+        snapshot = (store.snapshot(table.name)
+                    if store is not None and table is not None else None)
+        committed = snapshot.is_valid if snapshot is not None else (lambda _w: True)
         report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids),
                                committed=committed)
         problems += _file_problems(report, fs, deep)
+        if snapshot is not None:
+            problems += _short_side_files(report, fs, snapshot)
         layout = scan_layout(fs, root)
         problems += _stray_problems(layout)
         if table is None:
@@ -360,6 +366,30 @@ def _file_problems(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
             problem = _read_fully(fs, f)
             if problem is not None:
                 out.append(problem)
+    return out
+
+
+def _short_side_files(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
+                      snapshot: ValidWriteIdList) -> list[Problem]:
+    """Side files of open batches that stop below flushes the file's own footers record:
+    readers go on to those footers (with a warning); recovery rebuilds the side file once
+    no writer owns the file (docs/recovery.md, 9)."""
+    out = []
+    for f in report.files:
+        if f.action != "skipped" or f.flush_lengths is None:
+            continue
+        try:
+            length, warning = committed_read_length(
+                fs, f.path, snapshot.is_valid,
+                lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
+        except (CorruptFileError, OSError):
+            continue  # unreadable open-batch files are reported by their own check
+        if warning is not None:
+            out.append(Problem(
+                "short-side-file",
+                f"Side file of bucket file {f.path} stops below flushes its own footers record "
+                f"(readers go on to {length:,} bytes). Hint: `ingest recover` rebuilds it once "
+                "the open transaction ends or times out.", f.path))
     return out
 
 

@@ -259,3 +259,12 @@ def test_stray_directory_recover_names_it(tmp_path: Path, capsys: Capsys) -> Non
     code, out, err = run(["recover", str(table)], capsys)
     assert code == 1 and f"{table}/delta_abc_def" in err, (out, err)
     assert (table / "delta_abc_def").is_dir()
+
+
+def test_verify_names_a_short_side_file_of_an_open_batch(tmp_path: Path,
+                                                         capsys: Capsys) -> None:
+    table = make_table(tmp_path, capsys, 0)
+    path = open_batch(table, 5, 200)
+    os.truncate(f"{path}_flush_length", 24)
+    code, out, _ = run(["verify", str(table)], capsys)
+    assert code == 1 and "short-side-file" in out and str(path) in out
