@@ -9,6 +9,7 @@ a side file cut short are found here too, for recovery and readers alike
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 
 import fsspec
@@ -235,7 +236,8 @@ def committed_footer_past(fs: fsspec.AbstractFileSystem, path: str, tail: FileTa
     if settled is None:
         return None
     start = 0 if tail is None else tail.length
-    ends = [size, *(e for e in _candidate_ends(fs, path, size) if e > start)]
+    # Candidates come last first: stop scanning at `tail`, not at the start of the file.
+    ends = [size, *itertools.takewhile(lambda e: e > start, _candidate_ends(fs, path, size))]
     for end in ends:
         found = full_check(fs, path, end, tail, decode=True)
         if found is None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import fsspec
 import pyarrow.orc as po
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import (
@@ -343,3 +344,34 @@ def test_closed_file_is_checked_against_its_last_flush(
     report = recover_table(str(table))
     assert [f.action for f in report.files] == ["ok"] and report.nothing_to_do
     assert snapshot_bytes(table) == before
+
+
+class _ReadLog(LocalFileSystem):
+    """A local filesystem that records where every read of a file starts."""
+
+    reads: list[tuple[str, int, int | None]] = []
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None,
+                 **kwargs: object) -> bytes:
+        type(self).reads.append((self._strip_protocol(path), start or 0, end))
+        return super().cat_file(path, start=start, end=end, **kwargs)
+
+
+def test_looking_past_the_side_file_reads_only_past_it(
+        table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding footers a side file does not record scans back from the end only as far as
+    the side file's last length: a crashed file costs the same however large it is."""
+    monkeypatch.setattr(_recovery_tails, "_SCAN_CHUNK", 4096)  # a small file, many chunks
+    path = bucket(table)
+    w = flushed_writer(path, flushes=40)
+    flushed = (read_flush_lengths(fsspec.filesystem("file"), path) or [0])[-1]
+    torn_stripes(w, range(1000, 1010))
+    fs = _ReadLog(skip_instance_cache=True)
+    _ReadLog.reads = []
+    (f,) = recover_table(str(table), fs=fs, committed=lambda _w: True).files
+    assert (f.action, f.new_length) == ("truncated", flushed)
+    # Tails are read near their ends, and the header's magic at 0; nothing from the first
+    # flushes' stripes.
+    reads = [(start, end) for p, start, end in _ReadLog.reads if p == path]
+    assert reads and all(start > flushed // 2 or (end is not None and end <= 16)
+                         for start, end in reads), sorted(reads)
