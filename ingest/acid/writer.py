@@ -4,7 +4,8 @@
 directly); this module appends them to the bucket file and writes every tail itself, so
 each flush() ends a stripe and leaves an intermediate footer that describes all so far, with
 `hive.acid.key.index`, `hive.acid.stats`, `hive.acid.version` and our stripe checksums
-(docs/format.md §16), then records the file length in the side file (docs/invariants.md, 1). Stripes are relocatable: only the footer holds offsets.
+(docs/format.md §16), then records the file length in the side file (docs/invariants.md, 1).
+Stripes are relocatable: only the footer holds offsets.
 A writer for `kind="delete"` (`BucketFileOptions`) writes a `delete_delta` bucket file instead:
 operation 2, the deleted rows' keys, a null `row` (OrcRecordUpdater.delete, split-update).
 """
