@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import xxhash
+
 from ingest.errors import CorruptFileError
 from ingest.orc import FileTail, Message, serialize_tail
 from ingest.orc._protobuf import length_field, varint_field
@@ -147,7 +149,7 @@ class AcidTail:
                 length_field(FT_METADATA, _ACID_VERSION_ITEM),
                 # Every tail describes every stripe so far, so every tail holds all checksums.
                 length_field(FT_METADATA, _metadata_item(
-                    CHECKSUMS_KEY, _CHECKSUMS_PREFIX + bytes(self._checksums)))]),
+                    CHECKSUMS_KEY, encode_checksums(self._checksums)))]),
             FT_NUMBER_OF_ROWS: varint_field(FT_NUMBER_OF_ROWS, number_of_rows),
             FT_STATISTICS: b"".join(length_field(FT_STATISTICS, m.encode()) for m in statistics),
         }
@@ -167,6 +169,13 @@ def _metadata_item(name: str, value: bytes) -> bytes:
     return length_field(UM_NAME, name.encode()) + length_field(UM_VALUE, value)
 
 
-# The value: the algorithm's name, a 0 byte, then 8 bytes big-endian per stripe.
-_CHECKSUMS_PREFIX = CHECKSUMS_ALGORITHM.encode() + b"\x00"
+def encode_checksums(packed: bytes | bytearray) -> bytes:
+    """The `ingest.stripe.checksums` value (docs/format.md §16): the algorithm's name, a 0
+    byte, the packed entry of every stripe (8 bytes big-endian each), then the same hash of
+    everything before it, so that a damaged value is told from a damaged stripe."""
+    body = CHECKSUMS_PREFIX + bytes(packed)
+    return body + xxhash.xxh3_64_intdigest(body).to_bytes(8, "big")
+
+
+CHECKSUMS_PREFIX = CHECKSUMS_ALGORITHM.encode() + b"\x00"
 _ACID_VERSION_ITEM = _metadata_item(ACID_VERSION, ACID_VERSION_VALUE.encode())

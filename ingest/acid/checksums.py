@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import fsspec
 import xxhash
@@ -51,18 +52,23 @@ def parse_checksums(raw: bytes | None, path: str) -> list[int] | None:
     missing or names an algorithm this version does not know (nothing to check).
 
     Raises:
-        CorruptFileError: the value is not a name, a 0 byte and whole 8-byte entries.
+        CorruptFileError: the value is not a name, a 0 byte, whole 8-byte entries and the
+            hash of all that, or fails that hash (the footer is damaged, not a stripe).
     """
     if raw is None:
         return None
-    name, sep, packed = raw.partition(b"\x00")
-    if not sep or len(packed) % 8:
+    name, sep, rest = raw.partition(b"\x00")
+    body, trailer = raw[:-8], raw[-8:]
+    # The trailer is an xxh3_64 whatever the algorithm, so damage to the name shows too.
+    if (not sep or len(rest) < 8 or len(rest) % 8
+            or stripe_checksum(body) != int.from_bytes(trailer, "big")):
         raise CorruptFileError(
-            f"Cannot read the stripe checksums of {path}: {CHECKSUMS_KEY} holds {len(raw)} "
-            "bytes that are not an algorithm name followed by 8-byte entries", path=path,
-            hint="the footer is damaged; restore the file from a backup")
+            f"Cannot read the stripe checksums of {path}: the {len(raw)}-byte value of "
+            f"{CHECKSUMS_KEY} fails its own check, so the footer that holds it is damaged",
+            path=path, hint="restore the file from a backup")
     if name != ALGORITHM.encode():
         return None
+    packed = body[len(name) + 1:]
     return [int.from_bytes(packed[i:i + 8], "big") for i in range(0, len(packed), 8)]
 
 
@@ -117,7 +123,9 @@ def stripe_write_ids(tail: FileTail, stripe: int) -> tuple[int, int] | None:
 
 def find_mismatches(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail, *,
                     data: bytes | memoryview | None = None,
-                    first_mismatch_only: bool = False) -> list[StripeMismatch]:
+                    first_mismatch_only: bool = False,
+                    damaged_value: Literal["raise", "ignore"] = "raise",
+                    ) -> list[StripeMismatch]:
     """Hash every stripe the tail describes and compare with its recorded checksum.
 
     Args:
@@ -126,15 +134,21 @@ def find_mismatches(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail, *,
         data: the file's first `tail.length` bytes, when already in memory (else each stripe
             is read from fs).
         first_mismatch_only: stop at the first stripe that differs.
+        damaged_value: "ignore" treats a value that fails its own check as missing.
 
     Returns:
         The stripes that differ; empty when all match or the file records no checksums.
 
     Raises:
-        CorruptFileError: the checksum value is malformed, or its entry count differs from
-            the stripe count.
+        CorruptFileError: the checksum value fails its own check (unless ignored), or its
+            entry count differs from the stripe count.
     """
-    recorded = parse_checksums(tail.user_metadata.get(CHECKSUMS_KEY), path)
+    try:
+        recorded = parse_checksums(tail.user_metadata.get(CHECKSUMS_KEY), path)
+    except CorruptFileError:
+        if damaged_value == "raise":
+            raise
+        recorded = None
     if recorded is None:
         return []
     stripes = tail.stripes
@@ -157,13 +171,16 @@ def find_mismatches(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail, *,
 
 def check_stripes(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail, *,
                   data: bytes | memoryview | None = None) -> None:
-    """Raise on the first stripe whose bytes differ from its recorded checksum.
+    """Raise on the first stripe whose bytes differ from its recorded checksum (the readers'
+    check). A value that fails its own check says the footer is damaged, not a stripe: the
+    stripes are read unchecked, as in a file without checksums, and `verify` reports it.
 
     Raises:
         CorruptFileError: a stripe's checksum differs (offset: where that stripe starts), or
-            the recorded checksums are malformed.
+            the recorded checksums do not count the stripes.
     """
-    for m in find_mismatches(fs, path, tail, data=data, first_mismatch_only=True):
+    for m in find_mismatches(fs, path, tail, data=data, first_mismatch_only=True,
+                             damaged_value="ignore"):
         raise CorruptFileError(
             m.message, path=path, offset=m.offset,
             hint="restore the file from a backup; `ingest recover` cannot repair stripe data")

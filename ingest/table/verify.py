@@ -353,15 +353,22 @@ def _read_fully(fs: fsspec.AbstractFileSystem, f: FileRecovery) -> list[Problem]
 
 def _checksum_problems(fs: fsspec.AbstractFileSystem, path: str, length: int) -> list[Problem]:
     """One checksum-mismatch per stripe whose bytes differ from its recorded checksum
-    (docs/format.md §16); none for files without checksums.
+    (docs/format.md §16), or one for checksums that fail their own check; none for files
+    without checksums.
 
     Raises:
-        CorruptFileError: no tail at `length`, or its checksums are malformed.
+        CorruptFileError: no complete tail ends at `length`.
     """
     if not length:
         return []
+    tail = read_tail(fs, path, length)
+    try:
+        mismatches = find_mismatches(fs, path, tail)
+    except CorruptFileError as e:
+        return [Problem("checksum-mismatch", f"{e}. Hint: restore the file from a backup.",
+                        path)]
     out = []
-    for m in find_mismatches(fs, path, read_tail(fs, path, length)):
+    for m in mismatches:
         write_id = None if m.write_ids is None else m.write_ids[0]
         out.append(Problem("checksum-mismatch", f"{m.message}. Hint: restore the file from a "
                            "backup; `ingest recover` cannot repair stripe data.", path,

@@ -14,7 +14,7 @@ import pytest
 from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, read_events
-from ingest.acid._acid_footer import UM_NAME
+from ingest.acid._acid_footer import UM_NAME, UM_VALUE
 from ingest.acid.checksums import (
     CHECK_ENV,
     CHECKSUMS_KEY,
@@ -91,7 +91,10 @@ def test_every_intermediate_footer_holds_every_stripes_checksum(tmp_path: Path) 
     w.close()
     assert recorded(path) == actual(path) and len(recorded(path)) == 3
     raw = read_tail(FS, path, FS.size(path)).user_metadata[CHECKSUMS_KEY]
-    assert raw.startswith(b"xxh3_64\x00") and len(raw) == len(b"xxh3_64\x00") + 3 * 8
+    assert raw.startswith(b"xxh3_64\x00") and len(raw) == len(b"xxh3_64\x00") + 4 * 8
+    body = raw[:-8]
+    assert raw[-8:] == stripe_checksum(body).to_bytes(8, "big")
+    assert [int.from_bytes(body[i:i + 8], "big") for i in range(8, len(body), 8)] == actual(path)
 
 
 def test_other_readers_ignore_the_key(tmp_path: Path) -> None:
@@ -175,10 +178,42 @@ def test_files_without_checksums_still_read(tmp_path: Path) -> None:
     assert read_table(str(root), snapshot).num_rows == 51
 
 
-def test_a_malformed_or_miscounted_value_is_corruption(tmp_path: Path) -> None:
-    with pytest.raises(CorruptFileError, match="8-byte entries"):
-        parse_checksums(b"xxh3_64\x00" + b"\x01" * 7, "f")
-    with pytest.raises(CorruptFileError, match="8-byte entries"):
-        parse_checksums(b"xxh3_64", "f")
-    assert parse_checksums(b"crc99\x00" + b"\x00" * 8, "f") is None  # unknown: not checked
+def test_a_damaged_value_is_told_from_a_damaged_stripe(tmp_path: Path) -> None:
+    def value(body: bytes) -> bytes:
+        return body + stripe_checksum(body).to_bytes(8, "big")
+
+    good = value(b"xxh3_64\x00" + (5).to_bytes(8, "big"))
+    assert parse_checksums(good, "f") == [5]
+    assert parse_checksums(value(b"xxh3_64\x00"), "f") == []
+    assert parse_checksums(value(b"crc99\x00" + b"\x00" * 8), "f") is None  # unknown: unchecked
     assert parse_checksums(None, "f") is None
+    for damaged in (good[:-1] + bytes([good[-1] ^ 1]), good[:10] + b"\xff" + good[11:],
+                    b"xxh3_64\x00" + b"\x01" * 7, b"xxh3_64", b"xxh4_64" + good[7:]):
+        with pytest.raises(CorruptFileError, match="fails its own check"):
+            parse_checksums(damaged, "f")
+
+
+def test_readers_read_through_a_damaged_value_and_verify_reports_it(tmp_path: Path) -> None:
+    """Only the footer's checksum bytes changed: the stripes are intact, so readers read them
+    unchecked (as a file without checksums); the value's own check still reports it."""
+    root = tmp_path / "t"
+    path = write_delta(root, 1, range(50), flush_every=20)
+    snapshot = ValidWriteIdList.all_committed("default.t", 1)
+    expected = read_table(str(root), snapshot)
+    data = Path(path).read_bytes()
+    tail = read_tail(FS, path, len(data))
+    raw = tail.user_metadata[CHECKSUMS_KEY]
+    items = [Message.decode(f[2]) for f in tail.footer.fields if f[0] == FT_METADATA]
+    (item,) = [m for m in items if m.string(UM_NAME) == CHECKSUMS_KEY]
+    item.set_bytes(UM_VALUE, raw[:9] + bytes([raw[9] ^ 0x40]) + raw[10:])
+    footer = Message([f for f in tail.footer.fields if f[0] != FT_METADATA])
+    footer.set_messages(FT_METADATA, items)
+    Path(path).write_bytes(data[:tail.start] + serialize_tail(
+        postscript=tail.postscript, footer=footer, metadata=tail.metadata,
+        compression=tail.compression, block_size=tail.block_size))
+    assert read_table(str(root), snapshot).equals(expected)
+    new_tail = read_tail(FS, path, FS.size(path))
+    with pytest.raises(CorruptFileError, match="fails its own check"):
+        find_mismatches(FS, path, new_tail)
+    with pytest.raises(CorruptFileError, match="fails its own check"):
+        BucketWriter.open_append(path, BucketFileOptions(write_id=2))
