@@ -84,9 +84,9 @@ def _open_events(fs: fsspec.AbstractFileSystem, path: str, length: int,
                  row_schema: pa.Schema | None) -> Iterator[po.ORCFile]:
     """Open a bucket file at `length`, check it is an ACID file, and turn decoding failures
     into CorruptFileError (a damaged footer must never yield wrong rows silently)."""
-    if checksums.checks_enabled():
-        checksums.check_stripes(fs, path, read_tail(fs, path, length))
     try:
+        if checksums.checks_enabled():
+            checksums.check_stripes(fs, path, read_tail(fs, path, length))
         with open_orc(fs, path, length) as orc:
             schema = orc.schema
             problem = _acid_schema_problem(schema, row_schema)
