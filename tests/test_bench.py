@@ -24,9 +24,11 @@ def run_bench(*argv: str) -> dict:
 
 @pytest.mark.parametrize(("argv", "extra_keys"), [
     (["writer", "--rows", "30000", "--flush-every", "10000", "--repeats", "1"],
-     {"flush_overhead", "single_thread_ratio", "fsync_ms_per_flush"}),
+     {"flush_overhead", "single_thread_ratio", "fsync_ms_per_flush", "checksum_ms",
+      "checksum_share"}),
     (["reader", "--base-rows", "20000", "--deltas", "2", "--delta-rows", "5000",
-      "--repeats", "1"], {"rows", "with_row_id_rows_per_s"}),
+      "--repeats", "1"], {"rows", "with_row_id_rows_per_s", "checksum_overhead",
+                          "checksum_ms", "checksum_share"}),
 ])
 def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
                                                           extra_keys: set[str]) -> None:

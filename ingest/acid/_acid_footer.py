@@ -1,10 +1,13 @@
 """The ACID parts of an ORC footer: `hive.acid.key.index`, `hive.acid.stats`,
-`hive.acid.version` (OrcRecordUpdater.KeyIndexBuilder; docs/format.md), their parsing and
-formatting, and the whole tail the bucket writer appends at each flush."""
+`hive.acid.version` (OrcRecordUpdater.KeyIndexBuilder; docs/format.md §8), their parsing and
+formatting, and the whole tail the bucket writer appends at each flush, which also carries
+our stripe checksums (`ingest.stripe.checksums`, docs/format.md §16)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import xxhash
 
 from ingest.errors import CorruptFileError
 from ingest.orc import FileTail, Message, serialize_tail
@@ -26,6 +29,10 @@ KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
 ACID_VERSION = "hive.acid.version"
 ACID_KEYS = (KEY_INDEX, ACID_STATS, ACID_VERSION)
+# Our stripe checksums (ingest.acid.checksums hashes and checks; this module encodes).
+CHECKSUMS_KEY = "ingest.stripe.checksums"
+CHECKSUMS_ALGORITHM = "xxh3_64"
+WRITTEN_KEYS = (*ACID_KEYS, CHECKSUMS_KEY)  # the items every tail AcidTail encodes rewrites
 UM_NAME, UM_VALUE = 1, 2  # UserMetadataItem fields
 ACID_VERSION_VALUE = "2"  # Hive 3's ACID version (split-update)
 
@@ -82,7 +89,7 @@ class AcidTail:
         """Args:
             template: a tail of the same schema and writer; its types and postscript are
                 reused.
-            other_metadata: user metadata items to keep (not the three ACID keys).
+            other_metadata: user metadata items to keep (none of `WRITTEN_KEYS`).
             compression, block_size: the file's codec and compression block size.
         """
         assert template.footer.has(FT_TYPES), "template footer must carry the types"
@@ -92,6 +99,7 @@ class AcidTail:
         self._stripes = bytearray()  # encoded footer fields FT_STRIPES, one per stripe
         self._stripe_statistics = bytearray()  # encoded metadata fields MD_STRIPE_STATS
         self._key_index = bytearray()  # the hive.acid.key.index value, "w,b,r;" per stripe
+        self._checksums = bytearray()  # 8 bytes per stripe (ingest.acid.checksums)
         self._other_metadata = b"".join(length_field(FT_METADATA, m.encode())
                                         for m in other_metadata)
         # The footer's fields in the order a Message rewrite of the template would give them
@@ -103,15 +111,19 @@ class AcidTail:
         self._kept = {number: Message([f for f in template.footer.fields if f[0] == number])
                       .encode() for number in self._order if number not in _CHANGING}
 
-    def add_stripe(self, stripe: bytes, statistics: bytes, key: tuple[int, int, int]) -> None:
+    def add_stripe(self, stripe: bytes, statistics: bytes, key: tuple[int, int, int],
+                   checksum: bytes) -> None:
         """Describe one more stripe.
 
         Args:
             stripe: its encoded StripeInformation (offsets as placed in the file).
             statistics: its encoded StripeStatistics.
             key: (originalTransaction, bucket property, rowId) of its last event.
+            checksum: its packed checksum (`ingest.acid.checksums.pack_checksum`).
         """
+        assert len(checksum) == 8
         self._stripes += length_field(FT_STRIPES, stripe)
+        self._checksums += checksum
         self._stripe_statistics += length_field(MD_STRIPE_STATS, statistics)
         self._key_index += (format_key(*key) + ";").encode()
 
@@ -134,7 +146,10 @@ class AcidTail:
                 length_field(FT_METADATA, _metadata_item(KEY_INDEX, self._key_index)),
                 length_field(FT_METADATA, _metadata_item(
                     ACID_STATS, format_acid_stats(*counts).encode())),
-                length_field(FT_METADATA, _ACID_VERSION_ITEM)]),
+                length_field(FT_METADATA, _ACID_VERSION_ITEM),
+                # Every tail describes every stripe so far, so every tail holds all checksums.
+                length_field(FT_METADATA, _metadata_item(
+                    CHECKSUMS_KEY, encode_checksums(self._checksums)))]),
             FT_NUMBER_OF_ROWS: varint_field(FT_NUMBER_OF_ROWS, number_of_rows),
             FT_STATISTICS: b"".join(length_field(FT_STATISTICS, m.encode()) for m in statistics),
         }
@@ -154,4 +169,13 @@ def _metadata_item(name: str, value: bytes) -> bytes:
     return length_field(UM_NAME, name.encode()) + length_field(UM_VALUE, value)
 
 
+def encode_checksums(packed: bytes | bytearray) -> bytes:
+    """The `ingest.stripe.checksums` value (docs/format.md §16): the algorithm's name, a 0
+    byte, the packed entry of every stripe (8 bytes big-endian each), then the same hash of
+    everything before it, so that a damaged value is told from a damaged stripe."""
+    body = CHECKSUMS_PREFIX + bytes(packed)
+    return body + xxhash.xxh3_64_intdigest(body).to_bytes(8, "big")
+
+
+CHECKSUMS_PREFIX = CHECKSUMS_ALGORITHM.encode() + b"\x00"
 _ACID_VERSION_ITEM = _metadata_item(ACID_VERSION, ACID_VERSION_VALUE.encode())

@@ -11,9 +11,17 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ingest.acid import _acid_footer
-from ingest.acid._acid_footer import ACID_KEYS, ACID_STATS, KEY_INDEX, UM_NAME, parse_acid_stats
+from ingest.acid._acid_footer import (
+    ACID_STATS,
+    CHECKSUMS_KEY,
+    KEY_INDEX,
+    UM_NAME,
+    WRITTEN_KEYS,
+    parse_acid_stats,
+)
 from ingest.acid._stripe_encoder import PYARROW_BLOCK_UNIT
 from ingest.acid.bucket_file import as_read_back
+from ingest.acid.checksums import parse_checksums
 from ingest.acid.file_options import BucketFileOptions
 from ingest.acid.names import decode_bucket_property
 from ingest.errors import CorruptFileError, SchemaMismatchError, UnsupportedFormatError
@@ -32,6 +40,8 @@ class FileState:
     stripe_messages: list[bytes] = field(default_factory=list)  # encoded StripeInformation
     stripe_stats: list[bytes] = field(default_factory=list)  # encoded StripeStatistics
     keys: list[tuple[int, int, int]] = field(default_factory=list)  # last key of each stripe
+    # Stripe checksums (ingest.acid.checksums); None: the file has none, hash its stripes.
+    checksums: list[int] | None = field(default_factory=list)
     counts: tuple[int, int, int] = (0, 0, 0)  # inserts, updates, deletes (hive.acid.stats)
     other_metadata: list[Message] = field(default_factory=list)
     flushed_stripe_count: int = -1  # no tail written yet
@@ -58,7 +68,7 @@ def restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
     """The options (completed from the file) and state of a file to append to.
 
     Raises:
-        CorruptFileError: the key index does not match the stripes.
+        CorruptFileError: the key index or the stripe checksums do not match the stripes.
         SchemaMismatchError: rows of another schema, or an older write id.
         UnsupportedFormatError: a codec or block size the encoder cannot write.
         ValueError: the options' bucket, statement, kind or codec differ from the file's.
@@ -88,6 +98,13 @@ def restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
         raise CorruptFileError(f"Cannot append to {path}: {ACID_STATS} is {raw_stats!r}, not "
                                "three integers", path=path)
     inserts, updates, deletes = counts
+    # Earlier stripes keep the checksums recorded when they were written: recomputing them
+    # here would bless bytes damaged since.
+    checksums = parse_checksums(tail.user_metadata.get(CHECKSUMS_KEY), path)
+    if checksums is not None and len(checksums) != len(tail.stripes):
+        raise CorruptFileError(
+            f"Cannot append to {path}: {CHECKSUMS_KEY} has {len(checksums)} entries for "
+            f"{len(tail.stripes)} stripes", path=path)
     if keys:
         _, bucket_id, statement_id = decode_bucket_property(keys[-1][1])
     else:  # no stripe yet: nothing fixes the bucket
@@ -121,10 +138,10 @@ def restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
         template=tail, position=tail.length, stripes=tail.stripes,
         stripe_messages=[s.to_message().encode() for s in tail.stripes],
         stripe_stats=[bytes(b) for b in tail.metadata.raw(MD_STRIPE_STATS)],
-        keys=keys,
+        keys=keys, checksums=checksums,
         counts=(inserts, updates, deletes),
         other_metadata=[m for m in tail.footer.messages(FT_METADATA)
-                        if m.string(UM_NAME) not in ACID_KEYS],
+                        if m.string(UM_NAME) not in WRITTEN_KEYS],
         flushed_stripe_count=len(tail.stripes), last_flush_length=tail.length,
         next_row_id=last_row_id + 1 if write_id == last_write_id else 0,
         last_key=keys[-1] if keys else None, appending=True,

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 from fsspec.implementations.local import LocalFileSystem
 
+from ingest.acid import checksums
 from ingest.acid._acid_footer import ACID_STATS, parse_acid_stats
 from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
 from ingest.acid.bucket_file import damage_hint
@@ -248,19 +249,31 @@ class DataFile:
 
 
 @contextmanager
-def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int) -> Iterator[po.ORCFile]:
+def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
+                 check_checksums: bool = True) -> Iterator[po.ORCFile]:
     """pyarrow's ORC reader on the first `length` bytes; native memory map for local files.
 
+    Args:
+        check_checksums: hash every stripe against its recorded checksum first (unless
+            INGEST_CHECK_CHECKSUMS=0); False when only the schema is wanted.
+
     Raises:
-        CorruptFileError: no complete tail ends at `length`, or pyarrow cannot decode what
-            the tail describes (a damaged file must never pass for data).
+        CorruptFileError: no complete tail ends at `length`, a stripe differs from its
+            recorded checksum, or pyarrow cannot decode what the tail describes (a damaged
+            file must never pass for data).
     """
+    check = check_checksums and checksums.checks_enabled()
     try:
         if isinstance(fs, LocalFileSystem):
-            read_tail(fs, path, length)
+            tail = read_tail(fs, path, length)
             with pa.memory_map(path) as mm:
-                yield po.ORCFile(pa.BufferReader(mm.read_buffer(length)))
+                buffer = mm.read_buffer(length)
+                if check:
+                    checksums.check_stripes(fs, path, tail, data=buffer)
+                yield po.ORCFile(pa.BufferReader(buffer))
             return
+        if check:
+            checksums.check_stripes(fs, path, read_tail(fs, path, length))
         with open_orc(fs, path, length) as orc:
             yield orc
     except (OSError, pa.ArrowException, ValueError) as e:

@@ -1,7 +1,8 @@
 """Reading one ACID bucket file the way Hive does: only up to its last complete flush length.
 
 With a side file, the last complete 8-byte entry is the readable length (a torn trailing entry
-is ignored, as OrcAcidUtils.getLastFlushLength does); without one, the whole file.
+is ignored, as OrcAcidUtils.getLastFlushLength does); without one, the whole file. Stripes are
+checked against their recorded checksums before any is decoded (docs/format.md §16).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 
-from ingest.acid import _files
+from ingest.acid import _files, checksums
 from ingest.acid.events import ACID_FIELD_NAMES, acid_event_schema
 from ingest.acid.side_file import read_flush_lengths
 from ingest.errors import CorruptFileError
@@ -84,6 +85,8 @@ def _open_events(fs: fsspec.AbstractFileSystem, path: str, length: int,
     """Open a bucket file at `length`, check it is an ACID file, and turn decoding failures
     into CorruptFileError (a damaged footer must never yield wrong rows silently)."""
     try:
+        if checksums.checks_enabled():
+            checksums.check_stripes(fs, path, read_tail(fs, path, length))
         with open_orc(fs, path, length) as orc:
             schema = orc.schema
             problem = _acid_schema_problem(schema, row_schema)
@@ -175,7 +178,7 @@ def read_events(
     Raises:
         FileNotFoundError: no such file.
         CorruptFileError: as for `inspect_bucket_file`, or the file is not an ACID file, or
-            its stripes cannot be decoded.
+            its stripes cannot be decoded or differ from their recorded checksums.
     """
     fs, path = _files.resolve(path, fs)
     if length is None:

@@ -3,8 +3,9 @@
 `_stripe_encoder` encodes stripes (pyarrow for the user's columns, the event columns
 directly); this module appends them to the bucket file and writes every tail itself, so
 each flush() ends a stripe and leaves an intermediate footer that describes all so far, with
-`hive.acid.key.index`, `hive.acid.stats` and `hive.acid.version`, then records the file length
-in the side file (docs/invariants.md, 1). Stripes are relocatable: only the footer holds offsets.
+`hive.acid.key.index`, `hive.acid.stats`, `hive.acid.version` and our stripe checksums
+(docs/format.md §16), then records the file length in the side file (docs/invariants.md, 1).
+Stripes are relocatable: only the footer holds offsets.
 A writer for `kind="delete"` (`BucketFileOptions`) writes a `delete_delta` bucket file instead:
 operation 2, the deleted rows' keys, a null `row` (OrcRecordUpdater.delete, split-update).
 """
@@ -23,6 +24,7 @@ from ingest.acid._acid_stripes import AcidStripe
 from ingest.acid._file_state import FileState, restore, writable_row_schema
 from ingest.acid._stripe_encoder import StripeEncoder
 from ingest.acid.bucket_file import readable_length
+from ingest.acid.checksums import StripeHasher, file_checksums, pack_checksum
 from ingest.acid.events import (
     ACID_FIELD_NAMES,
     BUCKET,
@@ -92,9 +94,11 @@ class BucketWriter:
         self._tail = AcidTail(state.template, other_metadata=state.other_metadata,
                               compression=self.compression,
                               block_size=options.tuning.compression_block_size)
-        for stripe, statistics, key in zip(state.stripe_messages, state.stripe_stats,
-                                           state.keys, strict=True):
-            self._tail.add_stripe(stripe, statistics, key)
+        assert state.checksums is not None, "open_append fills in missing checksums"
+        for stripe, statistics, key, checksum in zip(
+                state.stripe_messages, state.stripe_stats, state.keys, state.checksums,
+                strict=True):
+            self._tail.add_stripe(stripe, statistics, key, pack_checksum(checksum))
         self._inserts, self._updates, self._deletes = state.counts
         self._flushed_stripe_count = state.flushed_stripe_count
         self._last_flush_length = state.last_flush_length
@@ -187,6 +191,9 @@ class BucketWriter:
         except UnsupportedFormatError as e:
             raise SchemaMismatchError(f"Cannot append to {stripped}: {e}") from e
         options, state = restore(stripped, tail, file_row_schema, options)
+        if state.checksums is None:
+            # Written without checksums (Hive, an older ingest): hash the stripes as they are.
+            state.checksums = file_checksums(fs, stripped, state.stripes)
         if length < size:
             _files.truncate(fs, stripped, length)
         side_path = side_file_path(stripped)
@@ -291,8 +298,10 @@ class BucketWriter:
     def _append_stripe(self, stripe: AcidStripe) -> None:
         """Append one encoded stripe to the file; fold in its statistics and key."""
         self._fence()
+        hasher = StripeHasher()
         for piece in stripe.pieces:
             self._file.write(piece)
+            hasher.update(piece)
         crash_point("writer.after_stripes")
         moved = stripe.info.moved_to(self._position)
         self._position += moved.length
@@ -300,7 +309,8 @@ class BucketWriter:
         self._number_of_rows += moved.number_of_rows
         stats = Message()
         stats.set_messages(STRIPE_STATS_COLUMNS, stripe.statistics)
-        self._tail.add_stripe(moved.to_message().encode(), stats.encode(), stripe.last_key)
+        self._tail.add_stripe(moved.to_message().encode(), stats.encode(), stripe.last_key,
+                              pack_checksum(hasher.value()))
         self._statistics = [merge_statistics(a, b)
                             for a, b in zip(self._statistics, stripe.statistics, strict=True)]
         if self._is_delete:

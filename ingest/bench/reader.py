@@ -1,13 +1,18 @@
 """Snapshot reader benchmark: `read_table` over a base, 10 deltas and 2 delete deltas vs plain
 pyarrow ORC reading the same bucket files (no merge, no delete filtering). The delete deltas
 are written by the product's own writer (`BucketWriter.create` with `kind="delete"`).
+`read_table` checks stripe checksums (docs/format.md §16); an interleaved case with the check
+off gives `checksum_overhead`, and `checksum_ms` is the CPU time of the hashing alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import statistics
 import tempfile
+import time
 
 import fsspec
 import numpy as np
@@ -16,10 +21,12 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
+from ingest.acid.checksums import CHECK_ENV, find_mismatches
 from ingest.acid.events import BUCKET, KEY_COLUMNS, ORIGINAL_TRANSACTION, ROW_ID
 from ingest.acid.names import bucket_file_name, encode_bucket_property, format_base, format_delta
 from ingest.acid.snapshot import read_table
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
+from ingest.orc import read_tail
 
 
 def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
@@ -90,13 +97,22 @@ def run(argv: list[str]) -> None:
         def ingest_with_row_id() -> int:
             return int(read_table(root, snapshot, with_row_id=True, fs=fs).num_rows)
 
+        def ingest_unchecked() -> int:
+            os.environ[CHECK_ENV] = "0"
+            try:
+                return ingest()
+            finally:
+                del os.environ[CHECK_ENV]
+
         got = ingest()
         assert baseline() == total, "baseline read a different number of events"
         assert got == expected, f"read_table returned {got} rows, expected {expected}"
         timed = median_seconds_interleaved(
-            {"baseline": baseline, "ingest": ingest, "row_id": ingest_with_row_id},
-            repeats=args.repeats)
-        (base_s, base_all), (acid_s, acid_all), (rid_s, rid_all) = timed.values()
+            {"baseline": baseline, "ingest": ingest, "row_id": ingest_with_row_id,
+             "unchecked": ingest_unchecked}, repeats=args.repeats)
+        (base_s, base_all), (acid_s, acid_all), (rid_s, rid_all), (off_s, off_all) = (
+            timed.values())
+        checksum_s = _checksum_cpu_seconds(fs, sorted(fs.find(root)), repeats=args.repeats)
         sample = read_table(root, snapshot, ["id"], fs=fs, limit=3)
         assert pc.sum(sample["id"]).as_py() is not None
     finally:
@@ -106,6 +122,7 @@ def run(argv: list[str]) -> None:
     print(f"plain pyarrow ORC    : median {base_s:.3f} s  runs {[round(t, 3) for t in base_all]}")
     print(f"read_table           : median {acid_s:.3f} s  runs {[round(t, 3) for t in acid_all]}")
     print(f"read_table + row__id : median {rid_s:.3f} s  runs {[round(t, 3) for t in rid_all]}")
+    print(f"  checksums off      : median {off_s:.3f} s  runs {[round(t, 3) for t in off_all]}")
     report(
         "reader",
         events=total,
@@ -114,4 +131,20 @@ def run(argv: list[str]) -> None:
         baseline_rows_per_s=round(total / base_s),
         ratio=round(base_s / acid_s, 3),
         with_row_id_rows_per_s=round(total / rid_s),
+        checksum_overhead=round(acid_s / off_s - 1, 4),
+        checksum_ms=round(checksum_s * 1000, 3),
+        checksum_share=round(checksum_s / acid_s, 4),
     )
+
+
+def _checksum_cpu_seconds(fs: fsspec.AbstractFileSystem, paths: list[str], *,
+                          repeats: int) -> float:
+    """Median CPU time of checking every stripe checksum of the table's files."""
+    tails = [(p, read_tail(fs, p, fs.size(p))) for p in paths if "bucket_" in p]
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        for p, tail in tails:
+            assert not find_mismatches(fs, p, tail)
+        times.append(time.process_time() - start)
+    return statistics.median(times)

@@ -6,6 +6,8 @@ and makes it durable, so part of its cost is fixed per flush whatever the writer
 pyarrow's set-up of an ORC writer for each stripe, and two fsyncs (docs/invariants.md, 1). To show
 what the fsyncs cost in place, one diagnostic case runs the single-threaded flushing writer
 with fsync turned off (`fsync_ms_per_flush`); no other code path ever turns it off.
+`checksum_ms` is the CPU time of hashing one flushing writer's stripes (stripe checksums,
+docs/format.md §16), which every case above pays; `checksum_share` relates it to that case.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import pyarrow as pa
 import pyarrow.orc as po
 
 from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions, _files
+from ingest.acid.checksums import stripe_checksum
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
+from ingest.orc import read_tail
 
 
 def run(argv: list[str]) -> None:
@@ -87,6 +91,9 @@ def run(argv: list[str]) -> None:
         for name, (median, runs) in timed.items():
             print(f"{name:<32}: median {median:.3f} s  runs {[round(t, 3) for t in runs]}")
         setup_s = _encoder_setup_seconds(table, args.compression)
+        acid(True, 2)
+        checksum_s = _checksum_cpu_seconds(fs, f"{tmp}/delta_{next(counter) - 1}/bucket_00000",
+                                           repeats=args.repeats)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base, acid2, acid2f, acid1, acid1f, acid1f_nosync = medians.values()
@@ -111,7 +118,24 @@ def run(argv: list[str]) -> None:
         # What a flush costs beyond its fsyncs, in CPU time (fsync off vs one flush).
         cpu_ms_per_flush_without_fsync=round((cpu1f_nosync - cpu1) / flushes * 1000, 3),
         encoder_setup_ms=round(setup_s * 1000, 3),
+        checksum_ms=round(checksum_s * 1000, 3),
+        checksum_share=round(checksum_s / acid2f, 4),
     )
+
+
+def _checksum_cpu_seconds(fs: fsspec.AbstractFileSystem, path: str, *, repeats: int) -> float:
+    """Median CPU time of hashing every stripe of a written file, as the writer does."""
+    with fs.open(path, "rb") as f:
+        data = f.read()
+    stripes = read_tail(fs, path, len(data)).stripes
+    view = memoryview(data)
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        for s in stripes:
+            stripe_checksum(view[s.offset:s.end])
+        times.append(time.process_time() - start)
+    return statistics.median(times)
 
 
 def _encoder_setup_seconds(table: pa.Table, compression: str) -> float:

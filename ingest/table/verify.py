@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import fsspec
 
 from ingest.acid.bucket_file import inspect_bucket_file, read_events
+from ingest.acid.checksums import find_mismatches
 from ingest.acid.names import ParsedDirectory, parse_directory
 from ingest.acid.recovery import (
     FileRecovery,
@@ -30,6 +31,7 @@ from ingest.acid.recovery import (
 )
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
+from ingest.orc import read_tail
 from ingest.table._definition import adopted_max_write_id
 from ingest.table._layout import AcidLayout, scan_layout
 from ingest.txn import (
@@ -52,8 +54,8 @@ class Problem:
     Attributes:
         kind: a stable kebab-case name (missing-directory, unknown-write-id, offset-gap,
             offset-overlap, dead-transaction, needs-recovery, unrecoverable-file,
-            unreadable-file, stray-directory, unregistered-data, unreadable-metastore,
-            short-side-file).
+            unreadable-file, checksum-mismatch, stray-directory, unregistered-data,
+            unreadable-metastore, short-side-file).
         message: the full sentence, with a hint where one helps.
         path: the file or directory concerned, if any.
         write_id: the write id concerned, if any.
@@ -363,9 +365,7 @@ def _file_problems(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
                                f"({f.action}, {f.old_length:,} -> {f.new_length:,} bytes): "
                                f"{f.reason}. {hint}", f.path))
         elif deep and f.action == "ok":
-            problem = _read_fully(fs, f)
-            if problem is not None:
-                out.append(problem)
+            out += _read_fully(fs, f)
     return out
 
 
@@ -393,14 +393,42 @@ def _short_side_files(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
     return out
 
 
-def _read_fully(fs: fsspec.AbstractFileSystem, f: FileRecovery) -> Problem | None:
+def _read_fully(fs: fsspec.AbstractFileSystem, f: FileRecovery) -> list[Problem]:
     try:
+        mismatches = _checksum_problems(fs, f.path, f.new_length)
+        if mismatches:
+            return mismatches
         for _ in read_events(f.path, fs=fs, length=f.new_length):
             pass
     except (CorruptFileError, OSError, ValueError) as e:
-        return Problem("unreadable-file", f"Cannot read the stripes of bucket file {f.path} "
-                       f"up to {f.new_length:,} bytes: {e}", f.path)
-    return None
+        return [Problem("unreadable-file", f"Cannot read the stripes of bucket file {f.path} "
+                        f"up to {f.new_length:,} bytes: {e}", f.path)]
+    return []
+
+
+def _checksum_problems(fs: fsspec.AbstractFileSystem, path: str, length: int) -> list[Problem]:
+    """One checksum-mismatch per stripe whose bytes differ from its recorded checksum
+    (docs/format.md §16), or one for checksums that fail their own check; none for files
+    without checksums.
+
+    Raises:
+        CorruptFileError: no complete tail ends at `length`.
+    """
+    if not length:
+        return []
+    tail = read_tail(fs, path, length)
+    try:
+        mismatches = find_mismatches(fs, path, tail)
+    except CorruptFileError as e:
+        return [Problem("checksum-mismatch", f"{e}. Hint: restore the file from a backup.",
+                        path)]
+    out = []
+    for m in mismatches:
+        write_id = None if m.write_ids is None else m.write_ids[0]
+        out.append(Problem("checksum-mismatch", f"{m.message}. Hint: restore the file from a "
+                           "backup; `ingest recover` cannot repair stripe data.", path,
+                           write_id))
+    return out
 
 
 def _check_live_file(fs: fsspec.AbstractFileSystem, f: FileRecovery,
@@ -410,6 +438,9 @@ def _check_live_file(fs: fsspec.AbstractFileSystem, f: FileRecovery,
     try:
         info = inspect_bucket_file(f.path, fs=fs)
         if deep and info.readable_length:
+            mismatches = _checksum_problems(fs, f.path, info.readable_length)
+            if mismatches:
+                return mismatches[0]
             for _ in read_events(f.path, fs=fs, length=info.readable_length):
                 pass
     except (CorruptFileError, OSError, ValueError) as e:

@@ -29,7 +29,6 @@ ITEM = {
     "4": "issue 11 item 4: verify passes what readers fail on (open batch file, stray "
          "directory, emptied metastore); read-only commands write",
     "5": "issue 11 item 5: recover exits 0 while cat still fails on the file",
-    "6": "issue 11 item 6: no checksums: a flipped data byte reads as a wrong value, exit 0",
     "new-empty": "new, beside item 2: a committed bucket file cut to 0 bytes reads as no "
                  "rows, exit 0",
     "new-footer-silent": "new, beyond item 6: a flipped footer byte that still inflates and "
@@ -70,8 +69,6 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("6", lambda c, v: c.kind == "flip" and c.region == "stripes"
-         and "cat-exit-0-wrong-rows" in v, _ALL),
     Rule("new-footer-silent", lambda c, v: c.kind == "flip"
          and c.region in ("footer", "metadata", "postscript") and "cat-exit-0-wrong-rows" in v,
          _ALL, at_default_seed=False),  # INGEST_FAULT_SEED=7: delta_0000004 flip@970^0xf4
