@@ -110,8 +110,7 @@ def damage_hint(fs: fsspec.AbstractFileSystem, path: str, length: int) -> str:
         read_tail(fs, path, length)
     except (CorruptFileError, OSError, ValueError):
         return "run `ingest recover` on its table"
-    return (f"the file is damaged inside its stripes (its footer is sound), which `ingest "
-            f"recover` cannot repair: restore {path} from a backup")
+    return checksums.stripe_damage_hint(path)
 
 
 def _acid_schema_problem(schema: pa.Schema, row_schema: pa.Schema | None) -> str | None:

@@ -183,7 +183,13 @@ def check_stripes(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail, *,
                              damaged_value="ignore"):
         raise CorruptFileError(
             m.message, path=path, offset=m.offset,
-            hint="restore the file from a backup; `ingest recover` cannot repair stripe data")
+            hint=stripe_damage_hint(path))
+
+
+def stripe_damage_hint(path: str) -> str:
+    """What to do about damaged stripe data under a sound footer: nothing recovery can do."""
+    return (f"the file is damaged inside its stripes (its footer is sound), which `ingest "
+            f"recover` cannot repair: restore {path} from a backup")
 
 
 def file_checksums(fs: fsspec.AbstractFileSystem, path: str,
