@@ -9,6 +9,13 @@ from ingest.acid.bucket_file import (
     read_bucket_file,
     read_events,
 )
+from ingest.acid.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    compact_partition,
+    compactor_snapshot,
+    plan_compaction,
+)
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
 from ingest.acid.file_options import CODECS, parse_codec
 from ingest.acid.names import (
@@ -54,6 +61,8 @@ __all__ = [
     "BucketFileInfo",
     "BucketFileOptions",
     "BucketWriter",
+    "CompactionPlan",
+    "CompactionResult",
     "DirectoryStatus",
     "FileRecovery",
     "FileStatus",
@@ -71,6 +80,8 @@ __all__ = [
     "acid_state",
     "bucket_file_name",
     "can_append",
+    "compact_partition",
+    "compactor_snapshot",
     "decode_bucket_property",
     "describe_table",
     "encode_bucket_property",
@@ -84,6 +95,7 @@ __all__ = [
     "parse_codec",
     "parse_directory",
     "parse_predicate",
+    "plan_compaction",
     "parse_schema",
     "parse_where",
     "read_batches",
