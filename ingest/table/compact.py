@@ -112,7 +112,11 @@ def _partition_dirs(defn: TableDefinition, root: str, specs: Sequence[str] | Non
     fs = table_fs(defn)[0]
     if not fs.exists(root):
         return []
-    existing = [p.path.rstrip("/") for p in list_partitions(root, fs=fs)]
+    # Only directories at the table's partition depth (an empty partitioned table's root is not
+    # one).
+    depth = tuple(defn.partition_columns)
+    existing = [p.path.rstrip("/") for p in list_partitions(root, fs=fs)
+                if tuple(k for k, _ in p.values) == depth]
     if not specs:
         return existing
     chosen = []
