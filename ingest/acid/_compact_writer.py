@@ -3,7 +3,7 @@
 `BucketWriter` numbers the rows it inserts itself and gives delete events its own write id;
 compaction must keep every event's (originalTransaction, bucket, rowId, currentTransaction)
 as read. This subclass adds `write_events` and encodes the buffered events whole
-(`StripeEncoder.event_stripe`, as for delete events); tails, stripes and the side file stay
+(`_compact_stripes.event_stripe`); tails, stripes and the side file stay
 the base class's. Mirrors the writer half of Hive's compactors (`CompactorMR`).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid import _nested_nulls
+from ingest.acid import _compact_stripes, _nested_nulls
 from ingest.acid.events import CURRENT_TRANSACTION, KEY_COLUMNS, ROW
 from ingest.acid.writer import BucketWriter
 from ingest.errors import SchemaMismatchError
@@ -89,13 +89,15 @@ class EventWriter(BucketWriter):
             self._write_pending()
 
     def _write_pending(self) -> None:
-        """Encode buffered events into stripes, whole (their keys are not a sequence)."""
+        """Encode buffered events into stripes (their keys are not a sequence: encoded as
+        values, with the row's columns in parallel groups)."""
         if not self._pending:
             return
         table = pa.Table.from_batches(self._pending, schema=self.event_schema)
         self._pending, self._pending_bytes = [], 0
         for start, rows in self._encoder.stripe_slices(table):
-            self._append_stripe(self._encoder.event_stripe(table.slice(start, rows)))
+            self._append_stripe(_compact_stripes.event_stripe(self._encoder,
+                                                              table.slice(start, rows)))
 
 
 def _conform_events(table: pa.Table, schema: pa.Schema, *, path: str) -> pa.Table:

@@ -9,9 +9,11 @@ place; inputs are never touched (docs/invariants.md, 3). Takes the snapshot as a
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from queue import Empty, Full, Queue
 from typing import Literal
 
 import fsspec
@@ -325,7 +327,7 @@ def _write_bucket(fs: fsspec.AbstractFileSystem, path: str, options: BucketFileO
     """
     writer = EventWriter.create(path, options, fs=fs)
     try:
-        for batch in batches():
+        for batch in _prefetched(batches()):
             writer.write_events(batch)
     except EventOrderError:
         writer.abandon()
@@ -346,6 +348,49 @@ def _write_bucket(fs: fsspec.AbstractFileSystem, path: str, options: BucketFileO
         _remove(fs, path)
         return 0, 0
     return events, writer.bytes_written
+
+
+def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 4) -> Iterator[pa.RecordBatch]:
+    """`batches`, produced on a thread of their own while the caller encodes: reading and
+    encoding release the GIL, so the two overlap. At most `depth` batches wait in memory."""
+    queue: Queue[tuple[str, object]] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                while not stop.is_set():
+                    try:
+                        queue.put(("batch", batch), timeout=0.1)
+                        break
+                    except Full:
+                        continue
+                if stop.is_set():
+                    return
+            queue.put(("end", None))
+        except BaseException as e:  # handed to the consumer, raised there
+            queue.put(("error", e))
+
+    thread = threading.Thread(target=produce, name="compaction-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = queue.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                assert isinstance(item, BaseException)
+                raise item
+            assert isinstance(item, pa.RecordBatch)
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():
+            try:
+                queue.get(timeout=0.1)
+            except Empty:
+                pass
+        thread.join()
 
 
 def _remove(fs: fsspec.AbstractFileSystem, path: str) -> None:
