@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from queue import Empty, Full, Queue
 from typing import Literal
 
 import fsspec
@@ -327,7 +327,8 @@ def _write_bucket(fs: fsspec.AbstractFileSystem, path: str, options: BucketFileO
     """
     writer = EventWriter.create(path, options, fs=fs)
     try:
-        for batch in _prefetched(batches()):
+        budget = options.tuning.stripe_size_bytes
+        for batch in _prefetched(batches(), budget_bytes=budget):
             writer.write_events(batch)
     except EventOrderError:
         writer.abandon()
@@ -350,46 +351,55 @@ def _write_bucket(fs: fsspec.AbstractFileSystem, path: str, options: BucketFileO
     return events, writer.bytes_written
 
 
-def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 4) -> Iterator[pa.RecordBatch]:
+def _prefetched(batches: Iterator[pa.RecordBatch], *, budget_bytes: int
+                ) -> Iterator[pa.RecordBatch]:
     """`batches`, produced on a thread of their own while the caller encodes: reading and
-    encoding release the GIL, so the two overlap. At most `depth` batches wait in memory."""
-    queue: Queue[tuple[str, object]] = Queue(maxsize=depth)
-    stop = threading.Event()
+    encoding release the GIL, so the two overlap. Batches waiting hold at most about
+    `budget_bytes` (one batch always may wait, however large)."""
+    waiting: deque[pa.RecordBatch] = deque()
+    waiting_bytes = 0
+    done = stop = False
+    error: BaseException | None = None
+    cond = threading.Condition()
 
     def produce() -> None:
+        nonlocal waiting_bytes, done, error
         try:
             for batch in batches:
-                while not stop.is_set():
-                    try:
-                        queue.put(("batch", batch), timeout=0.1)
-                        break
-                    except Full:
-                        continue
-                if stop.is_set():
-                    return
-            queue.put(("end", None))
+                with cond:
+                    while waiting and waiting_bytes + batch.nbytes > budget_bytes and not stop:
+                        cond.wait()
+                    if stop:
+                        return
+                    waiting.append(batch)
+                    waiting_bytes += batch.nbytes
+                    cond.notify_all()
         except BaseException as e:  # handed to the consumer, raised there
-            queue.put(("error", e))
+            error = e
+        finally:
+            with cond:
+                done = True
+                cond.notify_all()
 
     thread = threading.Thread(target=produce, name="compaction-read", daemon=True)
     thread.start()
     try:
         while True:
-            kind, item = queue.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                assert isinstance(item, BaseException)
-                raise item
-            assert isinstance(item, pa.RecordBatch)
-            yield item
+            with cond:
+                while not waiting and not done:
+                    cond.wait()
+                if not waiting:
+                    if error is not None:
+                        raise error
+                    return
+                batch = waiting.popleft()
+                waiting_bytes -= batch.nbytes
+                cond.notify_all()
+            yield batch
     finally:
-        stop.set()
-        while thread.is_alive():
-            try:
-                queue.get(timeout=0.1)
-            except Empty:
-                pass
+        with cond:
+            stop = True
+            cond.notify_all()
         thread.join()
 
 
