@@ -14,6 +14,7 @@ from ingest.acid.compaction import (
     CompactionResult,
     compact_partition,
     compactor_snapshot,
+    finish_interrupted,
     plan_compaction,
 )
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
@@ -85,6 +86,7 @@ __all__ = [
     "decode_bucket_property",
     "describe_table",
     "encode_bucket_property",
+    "finish_interrupted",
     "format_base",
     "format_delta",
     "inspect_bucket_file",

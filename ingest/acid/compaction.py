@@ -38,6 +38,7 @@ from ingest.acid.names import (
     bucket_file_name,
     format_base,
     format_delta,
+    parse_directory,
     side_file_path,
     write_acid_version_file,
     write_compacted_marker,
@@ -194,6 +195,8 @@ def compact_partition(
     """
     started = time.monotonic()
     fs, root = _files.resolve(partition_dir, fs)
+    if not dry_run:
+        finish_interrupted(fs, root)
     plan = plan_compaction(fs, root, snapshot, kind=kind)
     if plan is None:
         return None
@@ -212,8 +215,11 @@ def compact_partition(
         rows, written = _major(fs, plan, files, options)
     else:
         rows, written = _minor(fs, plan, files, options)
-    # Renamed in the order of `outputs`: for minor compaction the insert delta first (a crash
-    # between the two renames shows deleted rows until the next compaction; never hides any).
+    # Renamed in the order of `outputs`. Minor compaction's pair cannot appear at once under
+    # Hive 3 names: the insert delta goes first (between the renames a reader sees rows the
+    # range's delete events delete, but misses none), and a crash between them is rolled forward by the
+    # next compaction (`finish_interrupted`), since both halves were complete before either
+    # was renamed.
     for name in plan.outputs:
         temp, final = f"{root}/{TEMP_PREFIX}{name}", f"{root}/{name}"
         if fs.exists(final):
@@ -221,6 +227,34 @@ def compact_partition(
                                       hint="run `ingest compact` again to re-plan")
         fs.mv(temp, final, recursive=True)
     return CompactionResult(plan, rows, input_bytes, written, time.monotonic() - started)
+
+
+def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> list[str]:
+    """Finish a minor compaction that crashed between its two renames; returns the names
+    renamed into place.
+
+    A hidden `delete_delta_A_B` output whose `delta_A_B` is already in place is renamed too:
+    until it is, readers take `delta_A_B` and skip the delete deltas it shadows. Any other
+    leftover output stays hidden (no reader sees it) and is replaced when planned again.
+
+    Raises:
+        OSError: the storage layer failed.
+    """
+    root = partition_dir.rstrip("/")
+    done = []
+    for full in fs.ls(root, detail=False):
+        name = str(full).rstrip("/").rsplit("/", 1)[-1]
+        if not name.startswith(TEMP_PREFIX):
+            continue
+        final = name[len(TEMP_PREFIX):]
+        parsed = parse_directory(final)
+        if parsed is None or not parsed.is_delete_delta or parsed.statement_id is not None:
+            continue
+        partner = format_delta(parsed.min_write_id, parsed.max_write_id, None)
+        if fs.exists(f"{root}/{partner}") and not fs.exists(f"{root}/{final}"):
+            fs.mv(f"{root}/{name}", f"{root}/{final}", recursive=True)
+            done.append(final)
+    return done
 
 
 def _readable_bytes(fs: fsspec.AbstractFileSystem, path: str) -> int:
@@ -410,4 +444,4 @@ def _remove(fs: fsspec.AbstractFileSystem, path: str) -> None:
 
 
 __all__ = ["TEMP_PREFIX", "CompactionKind", "CompactionPlan", "CompactionResult",
-           "compact_partition", "compactor_snapshot", "plan_compaction"]
+           "compact_partition", "compactor_snapshot", "finish_interrupted", "plan_compaction"]

@@ -230,3 +230,32 @@ def test_all_types_in_stripes_encoded_in_parallel(tmp_path: Path, kind: str) -> 
             for f in list((root / out).glob("bucket_*")):
                 assert po.ORCFile(str(f)).read().num_rows > 0
             FS.rm(str(root / out), recursive=True)
+
+
+def test_a_minor_compaction_cut_between_its_renames_is_rolled_forward(
+        table: tuple[Path, ValidWriteIdList], monkeypatch: pytest.MonkeyPatch) -> None:
+    root, snapshot = table
+    before = rows(root, snapshot)
+    real = FS.mv
+    calls: list[str] = []
+
+    def crash_after_first(src: str, dst: str, **kw: object) -> None:
+        if calls:
+            raise OSError("killed")
+        calls.append(dst)
+        real(src, dst, **kw)
+
+    monkeypatch.setattr(FS, "mv", crash_after_first)
+    with pytest.raises(OSError, match="killed"):
+        compact_partition(str(root), snapshot, row_schema=SIMPLE_SCHEMA, kind="minor", fs=FS)
+    monkeypatch.setattr(FS, "mv", real)
+    assert (root / format_delta(2, 5, None)).exists()
+    assert (root / f"{TEMP_PREFIX}{format_delta(2, 5, None, delete=True)}").exists()
+    # The next compaction (of either kind) first finishes the pair.
+    result = compact_partition(str(root), snapshot, row_schema=SIMPLE_SCHEMA, kind="major",
+                               fs=FS)
+    assert result is not None
+    assert (root / format_delta(2, 5, None, delete=True)).exists()
+    assert result.plan.inputs == (format_base(1), format_delta(2, 5, None, delete=True),
+                                  format_delta(2, 5, None))
+    assert rows(root, snapshot) == before
