@@ -216,10 +216,10 @@ def compact_partition(
     else:
         rows, written = _minor(fs, plan, files, options)
     # Renamed in the order of `outputs`. Minor compaction's pair cannot appear at once under
-    # Hive 3 names: the insert delta goes first (between the renames a reader sees rows the
-    # range's delete events delete, but misses none), and a crash between them is rolled forward by the
-    # next compaction (`finish_interrupted`), since both halves were complete before either
-    # was renamed.
+    # Hive 3 names: the insert delta goes first (between the renames a reader sees rows that
+    # the range's delete events delete, but misses none), and a crash between them is rolled
+    # forward by the next compaction (`finish_interrupted`): both halves were complete
+    # before either was renamed.
     for name in plan.outputs:
         temp, final = f"{root}/{TEMP_PREFIX}{name}", f"{root}/{name}"
         if fs.exists(final):
