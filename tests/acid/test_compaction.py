@@ -14,6 +14,7 @@ from support import SIMPLE_SCHEMA, all_types_table, simple_table, write_deletes
 from ingest.acid import (
     BucketFileOptions,
     BucketWriter,
+    NotEnoughHistoryError,
     ValidWriteIdList,
     WriterOptions,
     acid_state,
@@ -259,3 +260,29 @@ def test_a_minor_compaction_cut_between_its_renames_is_rolled_forward(
     assert result.plan.inputs == (format_base(1), format_delta(2, 5, None, delete=True),
                                   format_delta(2, 5, None))
     assert rows(root, snapshot) == before
+
+
+def test_major_keeps_the_synthetic_row_ids_of_original_files(tmp_path: Path) -> None:
+    """A table converted from plain ORC: original files get Hive's synthetic ROW__IDs
+    (write id 0, position in path order), which the base keeps; deletes of them apply."""
+    root = tmp_path / "t"
+    root.mkdir()
+    po.write_table(simple_table(range(0, 10)), str(root / "000000_0"))
+    po.write_table(simple_table(range(10, 15)), str(root / "000000_0_copy_1"))
+    po.write_table(simple_table(range(15, 20)), str(root / "000001_0"))
+    write(root / format_delta(1, 1), 1, range(100, 105))
+    delete(root / format_delta(2, 2, delete=True), [(0, BP0, 3), (0, BP0, 12)], write_id=2)
+    snapshot = snap(2)
+    before = rows(root, snapshot)
+    # Bucket 0's original files number their rows on: 000000_0_copy_1 starts at rowId 10.
+    assert sorted(r[3] for r in before if r[0] == 0 and r[1] == BP0) == [
+        i for i in range(15) if i not in (3, 12)]
+    result = compact_partition(str(root), snapshot, row_schema=SIMPLE_SCHEMA, kind="major")
+    assert result is not None and result.plan.outputs == (format_base(2),)
+    assert result.plan.inputs[:3] == ("000000_0", "000000_0_copy_1", "000001_0")
+    assert rows(root, snapshot) == before
+    assert {r[0] for r in before} == {0, 1}
+    assert len(before) == 25 - 2
+    # Hive's rule: a snapshot older than a compacted base has not enough history.
+    with pytest.raises(NotEnoughHistoryError):
+        rows(root, snap(0))
