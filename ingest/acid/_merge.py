@@ -10,6 +10,7 @@ and write-id lists, not how partitions or directories are chosen (`snapshot`, `s
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ import pyarrow.orc as po
 from fsspec.implementations.local import LocalFileSystem
 
 from ingest.acid._acid_footer import ACID_STATS, parse_acid_stats
-from ingest.acid.bucket_file import readable_length
+from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
+from ingest.acid.bucket_file import damage_hint
 from ingest.acid.events import (
     ACID_FIELD_NAMES,
     BUCKET,
@@ -266,7 +268,7 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int) -> Itera
             raise
         raise CorruptFileError(f"Cannot read bucket file {path} at length {length:,}: {e}",
                                path=path, offset=length,
-                               hint="run `ingest recover` on its table") from e
+                               hint=damage_hint(fs, path, length)) from e
 
 
 def _acid_stats(tail: FileTail) -> tuple[int, int, int] | None:
@@ -286,6 +288,7 @@ class Merger:
         self.partition_columns = list(partition_columns)
         self.row_schema: pa.Schema = pa.schema([])
         self.row_fields: list[str] | None = None  # None: every field
+        self._lengths: dict[str, int] = {}
 
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema
@@ -358,14 +361,27 @@ class Merger:
                 parts.append(DeleteRegistry.superseding_events(b.filter(keep)))
         return DeleteRegistry(parts)
 
+    def _length(self, f: DataFile) -> int:
+        """The side file's length, or the file's own footers' when the side file stops below
+        committed rows (with a warning naming the file), once per file and read."""
+        if f.path not in self._lengths:
+            snapshot = self.snapshot
+            length, warning = committed_read_length(
+                self.fs, f.path, snapshot.is_valid,
+                lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
+            if warning is not None:
+                warnings.warn(SideFileWarning(warning), stacklevel=2)
+            self._lengths[f.path] = length
+        return self._lengths[f.path]
+
     def _tail(self, f: DataFile) -> tuple[int, FileTail | None]:
-        length = readable_length(self.fs, f.path)[0]
+        length = self._length(f)
         return length, (read_tail(self.fs, f.path, length) if length else None)
 
     def _events(self, f: DataFile, columns: list[str], *, length: int | None = None
                 ) -> Iterator[pa.RecordBatch]:
         if length is None:
-            length = readable_length(self.fs, f.path)[0]
+            length = self._length(f)
         if not length:
             return
         with open_bounded(self.fs, f.path, length) as orc:

@@ -2,19 +2,22 @@
 
 A tail at a recorded flush length is first checked cheaply against the tail of the flush
 before it (`check_extends`: what the flush added, not every stripe's statistics); a tail that
-does not extend one, or has none before it, is checked in full. ORC only, plus the ACID
-struct and key index; nothing here changes a file.
+does not extend one, or has none before it, is checked in full. The file's own footers past
+a side file cut short are found here too, for recovery and readers alike
+(`committed_read_length`). ORC, the ACID struct and key index; nothing here changes a file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import fsspec
 import pyarrow.orc as po
 
-from ingest.acid._acid_footer import KEY_INDEX
+from ingest.acid._acid_footer import KEY_INDEX, parse_key_index
+from ingest.acid.bucket_file import read_events, readable_length
 from ingest.acid.events import ACID_FIELD_NAMES
+from ingest.acid.names import parse_directory, side_file_path
 from ingest.errors import CorruptFileError
 from ingest.orc import BoundedFile, FileTail, Message, StripeInfo, check_extends, read_tail
 from ingest.orc.proto_fields import Footer
@@ -202,3 +205,102 @@ def _candidate_ends(fs: fsspec.AbstractFileSystem, path: str, size: int) -> Iter
             if 0 < start < hi and start + _PS_TAIL < size:
                 yield start + _PS_TAIL
         hi = lo
+
+
+def max_write_id(tail: FileTail) -> int | None:
+    """The highest originalTransaction in the tail's ACID key index (the last key of every
+    stripe), or None without a usable one."""
+    ids = _key_write_ids(tail)
+    return max(ids) if ids else None
+
+
+def _key_write_ids(tail: FileTail) -> list[int]:
+    raw = tail.user_metadata.get(KEY_INDEX)
+    if raw is None:
+        return []
+    try:
+        return [w for w, _, _ in parse_key_index(raw, "")]
+    except CorruptFileError:
+        return []
+
+
+def committed_footer_past(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail | None,
+                          size: int, settled: Callable[[int], bool] | None
+                          ) -> FileTail | None:
+    """The last complete footer past `tail` (the side file's last readable length) that
+    extends it and whose added stripes hold no row of an open write id (`settled`: committed
+    or aborted), checked in full: the file's own record of flushes a side file cut short
+    lost. None when there is none. `tail` None: the side file records no flush; any complete
+    footer may serve."""
+    if settled is None:
+        return None
+    start = 0 if tail is None else tail.length
+    ends = [size, *(e for e in _candidate_ends(fs, path, size) if e > start)]
+    for end in ends:
+        found = full_check(fs, path, end, tail, decode=True)
+        if found is None:
+            continue
+        ids = _key_write_ids(found)[0 if tail is None else len(tail.stripes):]
+        if ids and all(settled(w) for w in ids):
+            return found
+    return None
+
+
+def data_problem(fs: fsspec.AbstractFileSystem, path: str, length: int) -> str | None:
+    """Why the stripes of the file up to `length` do not decode, or None when they do."""
+    try:
+        for _ in read_events(path, fs=fs, length=length):
+            pass
+    except (CorruptFileError, OSError, ValueError) as e:
+        return f"its stripes up to {length:,} bytes do not decode ({e})"
+    return None
+
+
+class SideFileWarning(UserWarning):
+    """A side file stops below rows of committed write ids that the file's own footers hold:
+    the reader read up to those footers instead (run `ingest recover` to rebuild it)."""
+
+
+def committed_read_length(fs: fsspec.AbstractFileSystem, path: str,
+                          committed: Callable[[int], bool],
+                          settled: Callable[[int], bool] | None = None,
+                          ) -> tuple[int, str | None]:
+    """(length to read, warning or None) for a bucket file under a snapshot.
+
+    The side file's last entry, unless the file is longer, its directory holds a committed
+    write id, and a complete footer past that length extends the tail there with stripes
+    of no open write id (`settled`, committed or aborted; `committed` when None): a side
+    file cut short must not hide committed rows (docs/recovery.md, 9). Costs nothing more
+    when the file ends at its last entry; otherwise a scan of the bytes past it.
+
+    Raises:
+        FileNotFoundError: no such file.
+        CorruptFileError: the side file points past the end of the file.
+    """
+    parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+    if (parsed is not None and parsed.is_base and committed(parsed.max_write_id)
+            and fs.exists(side_file_path(path))):
+        # A base never keeps a side file (Hive's mayContainSideFile; our writer closes it
+        # before it is committed): it is stray, and Hive ignores it; so do we.
+        size = int(fs.size(path))
+        return size, (f"{path}: ignored its side file, which a base never has; read all "
+                      f"{size:,} bytes. Hint: run `ingest recover` to remove it.")
+    length, size, lengths = readable_length(fs, path)
+    if lengths is None or length >= size:
+        return length, None
+    if parsed is None or parsed.is_base:
+        return length, None
+    top = next((w for w in range(parsed.max_write_id, parsed.min_write_id - 1, -1)
+                if committed(w)), None)
+    if top is None:
+        return length, None
+    tail = parsed_at(fs, path, length, check=False) if length > 0 else None
+    if length > 0 and tail is None:
+        return length, None  # the reader reports the damaged tail itself
+    later = committed_footer_past(fs, path, tail, size, settled or committed)
+    if later is None:
+        return length, None
+    return later.length, (
+        f"{path}: its side file stops at {length:,} bytes, but the file's own footers go on "
+        f"to {later.length:,} bytes (write ids up to {max_write_id(later)}, none open); "
+        f"read up to there. Hint: run `ingest recover` to rebuild the side file.")

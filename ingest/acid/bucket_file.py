@@ -96,7 +96,19 @@ def _open_events(fs: fsspec.AbstractFileSystem, path: str, length: int,
             raise
         raise CorruptFileError(f"Cannot read bucket file {path} at length {length:,}: {e}",
                                path=path, offset=length,
-                               hint="run `ingest recover` on its table") from e
+                               hint=damage_hint(fs, path, length)) from e
+
+
+def damage_hint(fs: fsspec.AbstractFileSystem, path: str, length: int) -> str:
+    """What to do about a bucket file that does not decode at `length`: recovery can act on
+    a damaged or cut tail, never on damaged stripe data under a sound tail (then the file is
+    named as damaged, and `ingest recover` would exit 1 naming it too)."""
+    try:
+        read_tail(fs, path, length)
+    except (CorruptFileError, OSError, ValueError):
+        return "run `ingest recover` on its table"
+    return (f"the file is damaged inside its stripes (its footer is sound), which `ingest "
+            f"recover` cannot repair: restore {path} from a backup")
 
 
 def _acid_schema_problem(schema: pa.Schema, row_schema: pa.Schema | None) -> str | None:

@@ -9,21 +9,28 @@ metastore: the caller says which files a live writer still owns.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import fsspec
 
 from ingest.acid import _files
 from ingest.acid._recovery_tails import (
+    SideFileWarning,
+    committed_footer_past,
+    committed_read_length,
+    data_problem,
     last_complete_footer,
+    max_write_id,
     parsed_at,
     tail_at_end,
     tail_at_flush,
 )
 from ingest.acid.names import (
     SIDE_FILE_SUFFIX,
+    is_acid_directory_prefix,
     is_hidden,
     is_side_file,
     parse_bucket_file,
@@ -37,6 +44,16 @@ from ingest.orc import FileTail
 
 Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
 LiveFiles = Callable[[str], bool]
+Committed = Callable[[int], bool]
+# Default backup directory below the table: hidden from Hive and from our scans by the "_".
+BACKUP_DIR_NAME = "_ingest_recovery_backup"
+
+
+def default_backup_dir(table_path: str) -> str:
+    """`<table>/_ingest_recovery_backup/<UTC timestamp>/`: where recovery keeps what it
+    removes unless told otherwise (created only when something is removed)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{str(table_path).rstrip('/')}/{BACKUP_DIR_NAME}/{stamp}"
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,8 @@ class FileRecovery:
         backup_path: where the cut bytes or the removed file were copied, if anywhere.
         skipped_lengths: recorded flush lengths above `new_length` at which no complete footer
             ends; rows of the transactions that recorded them are lost (storage lost data).
+        readable_rows: rows readable at `new_length` (for an unrecoverable file: at its last
+            complete footer, 0 when there is none); None when not counted.
     """
 
     path: str
@@ -64,6 +83,7 @@ class FileRecovery:
     flush_lengths: tuple[int, ...] | None = None
     backup_path: str | None = None
     skipped_lengths: tuple[int, ...] = ()
+    readable_rows: int | None = None
 
     @property
     def changed(self) -> bool:
@@ -80,12 +100,15 @@ class RecoveryReport:
         aborted_directories: ACID directories (relative to `path`) whose write ids are all
             aborted in the given write-id list; empty when no list was given.
         dry_run: nothing was changed on disk.
+        stray_directories: directories named like ACID ones (`delta_abc`) that do not parse:
+            readers refuse the partition holding one, and recovery cannot repair that.
     """
 
     path: str
     files: tuple[FileRecovery, ...]
     aborted_directories: tuple[str, ...] = ()
     dry_run: bool = False
+    stray_directories: tuple[str, ...] = ()
 
     @property
     def changed(self) -> tuple[FileRecovery, ...]:
@@ -110,7 +133,7 @@ class RecoveryReport:
     @property
     def clean(self) -> bool:
         """The table is consistent after this run (a dry run is clean only with nothing to do)."""
-        if self.unrecoverable:
+        if self.unrecoverable or self.stray_directories:
             return False
         return self.nothing_to_do or not self.dry_run
 
@@ -123,7 +146,36 @@ class _Ctx:
     backup_dir: str | None
     backup_fs: fsspec.AbstractFileSystem | None
     live_files: LiveFiles
+    committed: Committed | None = None
+    valid_write_ids: ValidWriteIdList | None = None
+    check_data: bool = False
     removed_bytes: list[int] = field(default_factory=list)
+
+    def holds_committed(self, path: str) -> bool:
+        """The file's directory holds a write id known (or, without a metastore, assumed) to
+        be committed: its bytes may hold committed rows (docs/invariants.md, 7)."""
+        if self.committed is None:
+            return False
+        parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+        if parsed is None:
+            return True
+        if parsed.is_base:
+            return self.committed(parsed.max_write_id)
+        return any(self.committed(w) for w in range(parsed.min_write_id, parsed.max_write_id + 1))
+
+    def settled(self, write_id: int) -> bool:
+        """Committed or aborted: no writer will add rows of it (open ones are not)."""
+        if self.valid_write_ids is not None and self.valid_write_ids.is_aborted(write_id):
+            return True
+        return self.committed is not None and self.committed(write_id)
+
+    def stray_side_file(self, path: str) -> bool:
+        """A side file here cannot be a writer's: the directory is a committed base, which
+        never keeps one (docs/recovery.md, 9)."""
+        if self.committed is None:
+            return False
+        parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
+        return parsed is not None and parsed.is_base and self.committed(parsed.max_write_id)
 
 
 def recover_table(
@@ -134,6 +186,8 @@ def recover_table(
     backup_dir: str | None = None,
     live_files: LiveFiles | None = None,
     valid_write_ids: ValidWriteIdList | None = None,
+    committed: Committed | None = None,
+    check_data: bool = False,
 ) -> RecoveryReport:
     """Truncate every bucket file under `path` to its last complete footer; drop dead side files.
 
@@ -159,7 +213,15 @@ def recover_table(
         live_files: True for files an open transaction still writes; None means no writer is
             live (the CLI decides with the metastore).
         valid_write_ids: when given, directories whose write ids are all aborted are listed in
-            the report for the cleaner.
+            the report for the cleaner, and its valid write ids count as committed unless
+            `committed` is given.
+        committed: True for write ids whose rows are committed. Bytes that may hold them
+            are never cut or removed: a file of a committed write id whose tail is damaged
+            is `unrecoverable`, and complete footers past a side file cut short are kept
+            (docs/recovery.md, 4). None (and no `valid_write_ids`): nothing is known
+            committed, only the side files decide.
+        check_data: also decode every stripe of the files left as they are; a file whose
+            tail is sound but whose stripes do not decode is `unrecoverable`.
 
     Returns:
         The per-file report.
@@ -175,9 +237,12 @@ def recover_table(
     if backup_dir is not None:
         backup_fs, backup_root = _files.resolve(backup_dir, None)
         backup_root = backup_root.rstrip("/")
-    ctx = _Ctx(fs, root, dry_run, backup_root, backup_fs, live_files or (lambda _p: False))
+    if committed is None and valid_write_ids is not None:
+        committed = valid_write_ids.is_valid
+    ctx = _Ctx(fs, root, dry_run, backup_root, backup_fs, live_files or (lambda _p: False),
+               committed, valid_write_ids, check_data)
     results = []
-    bucket_files, orphan_sides, acid_dirs = _scan(fs, root)
+    bucket_files, orphan_sides, acid_dirs, stray = _scan(fs, root)
     for file in bucket_files:
         results.append(recover_file(file, ctx))
     for side in orphan_sides:
@@ -190,20 +255,25 @@ def recover_table(
                     parsed.min_write_id, parsed.max_write_id) == "ALL":
                 aborted.append(_relative(root, d))
     return RecoveryReport(root, tuple(sorted(results, key=lambda r: r.path)),
-                          tuple(sorted(aborted)), dry_run)
+                          tuple(sorted(aborted)), dry_run, tuple(stray))
 
 
-def _scan(fs: fsspec.AbstractFileSystem, root: str) -> tuple[list[str], list[str], list[str]]:
-    """(bucket files, side files without a bucket file, ACID directories) below root."""
+def _scan(fs: fsspec.AbstractFileSystem, root: str
+          ) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(bucket files, side files without a bucket file, ACID directories, directories named
+    like ACID ones that do not parse) below root."""
     buckets: list[str] = []
     sides: list[str] = []
     dirs: list[str] = []
+    stray: list[str] = []
     for directory, subdirs, files in fs.walk(root):
         directory = str(directory).rstrip("/")
         subdirs[:] = [d for d in subdirs if not is_hidden(d)]
         for d in subdirs:
             if parse_directory(d) is not None:
                 dirs.append(f"{directory}/{d}")
+            elif is_acid_directory_prefix(d):
+                stray.append(f"{directory}/{d}")
         if parse_directory(directory.rsplit("/", 1)[-1]) is None:
             continue
         names = set(files)
@@ -213,7 +283,7 @@ def _scan(fs: fsspec.AbstractFileSystem, root: str) -> tuple[list[str], list[str
                     sides.append(f"{directory}/{name}")
             elif parse_bucket_file(name) is not None:
                 buckets.append(f"{directory}/{name}")
-    return buckets, sides, sorted(dirs)
+    return buckets, sides, sorted(dirs), sorted(stray)
 
 
 def _relative(root: str, path: str) -> str:
@@ -222,6 +292,18 @@ def _relative(root: str, path: str) -> str:
 
 def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     """Recover one bucket file; see `recover_table`."""
+    result = _recover_file(path, ctx)
+    if ctx.check_data and result.action in ("ok", "side-file-removed"):
+        problem = data_problem(ctx.fs, path, result.new_length)
+        if problem is not None:
+            return FileRecovery(
+                path, result.old_length, result.old_length, "unrecoverable",
+                f"its tail is complete but {problem}; recovery cannot repair damaged stripe "
+                "data, left untouched", result.flush_lengths)
+    return result
+
+
+def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     fs = ctx.fs
     size = int(fs.size(path))
     lengths = read_flush_lengths(fs, path)
@@ -231,6 +313,16 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
                             "a live writer owns the file; left alone", entries)
     if lengths is None:
         return _recover_without_side_file(path, size, ctx)
+    if ctx.stray_side_file(path):
+        # Readers ignore it (as Hive does): the file is judged as one without side file.
+        result = _recover_without_side_file(path, size, ctx)
+        if result.action != "ok":
+            return replace(result, flush_lengths=entries)
+        if not ctx.dry_run:
+            _remove_side_file(path, ctx)
+        return replace(result, action="side-file-removed", flush_lengths=entries,
+                       reason="a stray side file beside a complete base (a base never has "
+                              "one)")
     skipped: list[int] = []
     positive = [x for x in lengths if x > 0]
     for i in range(len(positive) - 1, -1, -1):
@@ -239,24 +331,59 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
             skipped.append(length)
             continue
         tail = tail_at_flush(fs, path, length, positive[:i], size)
+        if tail is not None and skipped and ctx.holds_committed(path):
+            # Lengths recorded later than this one no longer end in a footer: the file lost
+            # or damaged bytes below them, and the flushes there may be committed. Going back
+            # to this length would make the file read without them, exit 0, from then on
+            # (docs/invariants.md, 7): left as it is, and named.
+            return FileRecovery(
+                path, size, size, "unrecoverable",
+                f"recorded flush lengths {sorted(set(skipped))} end in no complete ORC footer "
+                f"(file has {size:,} bytes) and its directory holds committed write ids; the "
+                f"last readable flush length is {length:,} ({tail.number_of_rows:,} rows); "
+                "left untouched", entries, None, tuple(skipped), tail.number_of_rows)
         if tail is not None:
-            return _cut(path, size, tail, entries, tuple(skipped), ctx)
+            later, note = _past_side_file(path, size, tail, ctx)
+            return _cut(path, size, later or tail, entries, tuple(skipped), ctx, note,
+                        by_footers=later is not None)
         skipped.append(length)
+    if skipped and ctx.holds_committed(path) and max(skipped) <= size:
+        end = tail_at_end(fs, path, size)
+        if end is not None:
+            # No recorded length reads, but the whole file does, and it is no shorter than
+            # any of them: the side file is what is damaged. Nothing is cut; it goes (to the
+            # backup).
+            if not ctx.dry_run:
+                _remove_side_file(path, ctx)
+            return FileRecovery(
+                path, size, size, "side-file-removed",
+                f"no recorded flush length {sorted(set(skipped))} ends in a complete ORC "
+                f"footer, but the whole file is complete ({end.number_of_rows:,} rows): the "
+                "side file was damaged", entries, None, tuple(skipped), end.number_of_rows)
     if skipped:
         # Lengths were recorded (so transactions may have committed) but none is readable:
         # cutting anywhere could destroy what is left; a person must look
         # (docs/invariants.md, 5).
+        last = last_complete_footer(fs, path, size)
+        rows = 0 if last is None else last.number_of_rows
         return FileRecovery(
             path, size, size, "unrecoverable",
             f"no recorded flush length {sorted(set(skipped))} ends in a complete ORC footer "
-            f"(file has {size:,} bytes); left untouched", entries, None, tuple(skipped))
-    if not lengths:
+            f"(file has {size:,} bytes, {rows:,} rows readable at its last complete footer); "
+            "left untouched", entries, None, tuple(skipped), rows)
+    if not lengths or ctx.holds_committed(path):
         # No complete entry at all: BucketWriter starts every new side file with 0, so this is
         # a reopened file (open_append) torn while writing its first entry, whose earlier rows
-        # are committed, or a Hive 2 file never flushed (no footer). Keep the last footer.
+        # are committed, or a Hive 2 file never flushed (no footer). Or a side file holding
+        # only 0 beside a file whose directory holds committed write ids (a side file cut
+        # short): footers in the file decide. Keep the last footer.
         last = tail_at_end(fs, path, size) or last_complete_footer(fs, path, size)
         if last is not None:
-            return _cut(path, size, last, entries, (), ctx)
+            note = "" if not lengths else (
+                f"; the side file records no flush but the file's own footers go to "
+                f"{last.length:,} bytes ({last.number_of_rows:,} rows) and its directory "
+                "holds committed write ids: kept")
+            return _cut(path, size, last, entries, (), ctx, note)
     # Only 0 entries: never flushed, so it holds no row of any committed transaction.
     backup = None if ctx.dry_run else _backup_whole(path, ctx)
     if not ctx.dry_run:
@@ -264,27 +391,52 @@ def recover_file(path: str, ctx: _Ctx) -> FileRecovery:
         _remove_side_file(path, ctx)
     return FileRecovery(path, size, 0, "removed",
                         "the side file records no flush: no transaction committed rows here",
-                        entries, backup)
+                        entries, backup, (), 0)
+
+
+def _past_side_file(path: str, size: int, tail: FileTail, ctx: _Ctx
+                    ) -> tuple[FileTail | None, str]:
+    """A complete footer past the side file's last readable length, with a note for the
+    report; (None, "") when there is none.
+
+    A side file cut short (or an entry lost) would make recovery cut committed rows: when
+    the directory holds a committed write id, the file's own footers past `tail` are looked
+    for, and the last one that extends it with stripes of no open write id is kept
+    (docs/recovery.md, 5). A flush whose length never reached the side file (its writer
+    died in between) holds rows of an uncommitted write id only; keeping it is harmless,
+    readers drop them.
+    """
+    if tail.length >= size or not ctx.holds_committed(path):
+        return None, ""
+    later = committed_footer_past(ctx.fs, path, tail, size, ctx.settled)
+    if later is None:
+        return None, ""
+    return later, (f"; the side file stops at {tail.length:,} bytes but the file's own "
+                   f"footers go to {later.length:,} ({later.number_of_rows:,} rows, write ids up "
+                   f"to {max_write_id(later)}): side file rebuilt from them")
 
 
 def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
-         skipped: tuple[int, ...], ctx: _Ctx) -> FileRecovery:
+         skipped: tuple[int, ...], ctx: _Ctx, note: str = "", *,
+         by_footers: bool = False) -> FileRecovery:
     """Truncate to the end of `tail`, a checked tail (if the file is longer), and remove the
-    side file."""
+    side file. `by_footers`: the tail was found among the file's own footers, past the side
+    file's last length."""
     fs = ctx.fs
     length = tail.length
-    note = ""
+    rows = tail.number_of_rows
     if skipped:
-        note = (f"; recorded lengths {list(skipped)} end in no complete footer, "
-                f"went back to {length:,}")
+        note += (f"; recorded lengths {list(skipped)} end in no complete footer, "
+                 f"went back to {length:,}")
     if length == size:
         if entries is not None:
             if not ctx.dry_run:
                 _remove_side_file(path, ctx)
             return FileRecovery(path, size, size, "side-file-removed",
                                 "complete at its last flush length; no live writer" + note,
-                                entries, None, skipped)
-        return FileRecovery(path, size, size, "ok", "complete ORC file", entries)
+                                entries, None, skipped, rows)
+        return FileRecovery(path, size, size, "ok", "complete ORC file", entries, None, (),
+                            rows)
     backup = None
     if not ctx.dry_run:
         backup = _backup_cut(path, size, length, ctx)
@@ -298,10 +450,11 @@ def _cut(path: str, size: int, tail: FileTail, entries: tuple[int, ...] | None,
                 hint=f"restore it from {backup}" if backup else None)
         if entries is not None:
             _remove_side_file(path, ctx)
-    where = "last flush length" if entries is not None else "last complete footer"
+    where = ("last flush length" if entries is not None and not by_footers
+             else "last complete footer")
     return FileRecovery(path, size, length, "truncated",
                         f"{size - length:,} bytes past the {where} {length:,}" + note,
-                        entries, backup, skipped)
+                        entries, backup, skipped, rows)
 
 
 def _same_tail(a: FileTail, b: FileTail) -> bool:
@@ -310,9 +463,25 @@ def _same_tail(a: FileTail, b: FileTail) -> bool:
 
 
 def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
-    if tail_at_end(ctx.fs, path, size) is not None:
-        return FileRecovery(path, size, size, "ok", "complete ORC file")
+    end = tail_at_end(ctx.fs, path, size)
+    if end is not None:
+        return FileRecovery(path, size, size, "ok", "complete ORC file", None, None, (),
+                            end.number_of_rows)
     last = last_complete_footer(ctx.fs, path, size)
+    if ctx.holds_committed(path):
+        # Every row of a file without side file belongs to its directory's write ids: when
+        # one committed, the bytes past the last good footer may hold committed rows. Cutting
+        # back to that footer (as Hive's `orcfiledump --recover` would) makes the file read
+        # with those rows missing and no error ever again, so the file is left as it is and
+        # named (docs/invariants.md, 7; docs/recovery.md, 4).
+        rows = 0 if last is None else last.number_of_rows
+        where = ("it holds no complete ORC footer anywhere" if last is None else
+                 f"its last complete footer ends at {last.length:,} bytes ({rows:,} rows), "
+                 f"the {size - last.length:,} bytes past it may hold committed rows")
+        return FileRecovery(
+            path, size, size, "unrecoverable",
+            f"a file of committed write ids whose tail is damaged or cut ({size:,} bytes): "
+            f"{where}; left untouched", None, None, (), rows)
     if last is not None:
         return _cut(path, size, last, None, (), ctx)
     backup = None if ctx.dry_run else _backup_whole(path, ctx)
@@ -320,7 +489,7 @@ def _recover_without_side_file(path: str, size: int, ctx: _Ctx) -> FileRecovery:
         ctx.fs.rm_file(path)
     return FileRecovery(path, size, 0, "removed",
                         "no side file and no complete ORC footer anywhere: nothing readable",
-                        None, backup)
+                        None, backup, (), 0)
 
 
 def _orphan_side_file(side: str, ctx: _Ctx) -> FileRecovery:
@@ -367,8 +536,9 @@ def _copy_to_backup(data: bytes, relative: str, ctx: _Ctx) -> str:
     return target
 
 
-__all__ = ["Action", "FileRecovery", "LiveFiles", "RecoveryReport", "recover_file",
-           "recover_table"]
+__all__ = ["BACKUP_DIR_NAME", "Action", "Committed", "FileRecovery", "LiveFiles",
+           "RecoveryReport", "SideFileWarning", "committed_read_length", "default_backup_dir",
+           "recover_file", "recover_table"]
 
 
 def rollback_file(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:

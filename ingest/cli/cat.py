@@ -96,6 +96,8 @@ def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
     with table_snapshot(path, snapshot) as (choice, _), warnings_to_stderr():
         batches = read_batches(path, choice.snapshot, names, row_id, limit=limit,
                                row_schema=choice.table.row_schema if choice.table else None)
-    for batch in batches:
-        for row in rows(batch):
-            click.echo(dumps(row))
+    # Files are opened as batches stream: warnings about them come while reading.
+    with warnings_to_stderr():
+        for batch in batches:
+            for row in rows(batch):
+                click.echo(dumps(row))

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ingest.acid.recovery import FileRecovery
 from ingest.cli._options import SECONDS
 from ingest.cli._output import dumps
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, recover_table_with_metastore
@@ -26,6 +27,7 @@ def recovery_json(result: TableRecovery, seconds: float) -> dict[str, Any]:
         "aborted_transactions": [{"txn_id": t, "write_id": w, "reason": r}
                                  for t, w, r in result.aborted],
         "aborted_directories": list(report.aborted_directories),
+        "stray_directories": list(report.stray_directories),
         "warnings": list(report.warnings),
         "seconds": round(seconds, 3),
     }
@@ -49,6 +51,13 @@ def render_text(result: TableRecovery) -> list[str]:
     return lines
 
 
+def _unrecoverable_line(f: FileRecovery) -> str:
+    """The file, its length and the rows readable at its last complete footer."""
+    rows = "" if f.readable_rows is None else (
+        f", {f.readable_rows:,} rows readable at its last complete footer")
+    return f"{f.path}: left untouched ({f.old_length:,} bytes{rows})"
+
+
 class Problems(click.ClickException):
     """The command ran and the table is not clean: exit 1, "Error: ..." on stderr."""
 
@@ -66,24 +75,31 @@ Examples:
 @click.argument("path")
 @click.option("--dry-run", is_flag=True, help="Report what would be done; change nothing.")
 @click.option("--backup-dir", metavar="DIR",
-              help="Keep cut bytes, removed files and side files here.")
+              help="Keep cut bytes, removed files and side files here.  [default: "
+                   "PATH/_ingest_recovery_backup/<UTC timestamp>, created only when needed]")
+@click.option("--no-backup", is_flag=True, help="Keep nothing that is cut or removed.")
 @click.option("--txn-timeout-s", type=SECONDS, default=DEFAULT_TXN_TIMEOUT_S,
               show_default=True, help="Abort open transactions silent for this long.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
-def command(path: str, dry_run: bool, backup_dir: str | None,
+def command(path: str, dry_run: bool, backup_dir: str | None, no_backup: bool,
             txn_timeout_s: float, as_json: bool, quiet: bool) -> None:
     """Bring a table back to a clean state after writers died, losing no committed row.
 
     Changes files (unless --dry-run): aborts timed-out transactions in the metastore, cuts
-    each bucket file back to its last recorded complete flush length (never below it), and
-    removes side files no live writer owns. Safe to run at any time and twice in a row.
-    Exit 0 when the table is clean afterwards, 1 when files are unrecoverable (or, with
-    --dry-run, when there is work to do).
+    each bucket file back to its last complete flush (never below a committed transaction's
+    rows), and removes side files no live writer owns; every byte removed is kept in the
+    backup directory unless --no-backup. Files it cannot repair (a committed file with a
+    damaged tail, stripes that do not decode) are left untouched and named. Safe to run at
+    any time and twice in a row. Exit 0 when the table is clean afterwards, 1 when files
+    are unrecoverable (or, with --dry-run, when there is work to do).
     """
+    if no_backup and backup_dir is not None:
+        raise click.UsageError("--no-backup and --backup-dir exclude each other.")
     started = time.monotonic()
     result = recover_table_with_metastore(path, dry_run=dry_run, backup_dir=backup_dir,
-                                          txn_timeout_s=txn_timeout_s)
+                                          backup=not no_backup, txn_timeout_s=txn_timeout_s,
+                                          check_data=True)
     seconds = time.monotonic() - started
     report = result.report
     if as_json:
@@ -99,9 +115,13 @@ def command(path: str, dry_run: bool, backup_dir: str | None,
                    f"{len(report.unrecoverable)} unrecoverable, {len(result.aborted)} "
                    f"transactions aborted, in {seconds:.2f} s"
                    + ("; nothing to do" if report.nothing_to_do else ""), err=True)
-    if report.unrecoverable:
-        raise Problems(f"{len(report.unrecoverable)} files cannot be recovered; they were left "
-                       "untouched.\nHint: restore them from a backup.")
+    if report.unrecoverable or report.stray_directories:
+        named = [f"  {_unrecoverable_line(f)}" for f in report.unrecoverable]
+        named += [f"  {d}: named like an ACID directory but is not one, and readers refuse "
+                  "its partition; move it away or rename it to start with '_'"
+                  for d in report.stray_directories]
+        raise Problems(f"{len(named)} files or directories cannot be recovered:\n"
+                       + "\n".join(named) + "\nHint: restore damaged files from a backup.")
     if not result.clean:
         raise Problems(f"{len(report.changed)} files need recovery.\nHint: rerun without "
                        "--dry-run.")

@@ -21,7 +21,14 @@ import fsspec
 
 from ingest.acid.bucket_file import inspect_bucket_file, read_events
 from ingest.acid.names import ParsedDirectory, parse_directory
-from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table
+from ingest.acid.recovery import (
+    FileRecovery,
+    RecoveryReport,
+    committed_read_length,
+    default_backup_dir,
+    recover_table,
+)
+from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
 from ingest.table._definition import adopted_max_write_id
 from ingest.table._layout import AcidLayout, scan_layout
@@ -45,7 +52,8 @@ class Problem:
     Attributes:
         kind: a stable kebab-case name (missing-directory, unknown-write-id, offset-gap,
             offset-overlap, dead-transaction, needs-recovery, unrecoverable-file,
-            unreadable-file, stray-directory, unregistered-data, unreadable-metastore).
+            unreadable-file, stray-directory, unregistered-data, unreadable-metastore,
+            short-side-file).
         message: the full sentence, with a hint where one helps.
         path: the file or directory concerned, if any.
         write_id: the write id concerned, if any.
@@ -155,21 +163,31 @@ def recover_table_with_metastore(
     fs: fsspec.AbstractFileSystem | None = None,
     dry_run: bool = False,
     backup_dir: str | None = None,
+    backup: bool = True,
     txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
     store: Metastore | None = None,
     table: TableDefinition | None = None,
+    check_data: bool = False,
 ) -> TableRecovery:
     """Abort timed-out transactions, then recover every bucket file no open transaction owns.
 
-    Without a metastore listing the table, every file is recovered as if no writer were live.
+    Bytes that may hold rows of committed write ids are never cut or removed (files of
+    committed write ids with a damaged tail are reported unrecoverable). Without a metastore
+    listing the table, every file is recovered as if no writer were live, and every write id
+    counts as committed.
 
     Args:
         path: the table root or a partition directory.
         fs: its filesystem (from the URL when None).
         dry_run: change nothing, neither files nor the metastore.
-        backup_dir: where cut bytes and removed files are kept (see `recover_table`).
+        backup_dir: where cut bytes and removed files are kept (see `recover_table`); None
+            means `<path>/_ingest_recovery_backup/<UTC timestamp>`, created only when
+            something is removed.
+        backup: False keeps nothing (`backup_dir` is ignored).
         txn_timeout_s: an open transaction without heartbeat for this long is aborted.
         store, table: an open metastore and the table (found from `path` when None).
+        check_data: also decode the stripes of every file recovery leaves as it is (a file
+            whose stripes do not decode is reported unrecoverable).
 
     Raises:
         ConfigError: txn_timeout_s is NaN, infinite or negative.
@@ -177,11 +195,17 @@ def recover_table_with_metastore(
         MetastoreError: the metastore failed.
     """
     check_txn_timeout(txn_timeout_s)
+    if not backup:
+        backup_dir = None
+    elif backup_dir is None:
+        backup_dir = default_backup_dir(path)
     store, table, close = _find(path, store, table)
     try:
         if store is None or table is None:
             return TableRecovery(recover_table(path, fs=fs, dry_run=dry_run,
-                                               backup_dir=backup_dir), None)
+                                               backup_dir=backup_dir,
+                                               committed=lambda _w: True,
+                                               check_data=check_data), None)
         if dry_run:
             now = time.time()
             infos = store.transactions(table.name, states=("open",))
@@ -205,7 +229,7 @@ def recover_table_with_metastore(
                                       snapshot.aborted_write_ids + extra)
         report = recover_table(path, fs=fs, dry_run=dry_run, backup_dir=backup_dir,
                                live_files=live_files_of(open_ids, snapshot.high_watermark),
-                               valid_write_ids=snapshot)
+                               valid_write_ids=snapshot, check_data=check_data)
         return TableRecovery(report, table.name, aborted)
     finally:
         if close and store is not None:
@@ -259,8 +283,16 @@ def verify_table(
         now = time.time() if now is None else now
         open_ids = {t.write_id for t in infos if t.state == "open"}
         # Files: exactly what recovery would change is a problem (dry run, open writers kept).
-        report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids))
+        # What recovery may not cut is judged as recovery judges it: committed write ids
+        # (all of them without a metastore), so the two never disagree on a file.
+        snapshot = (store.snapshot(table.name)
+                    if store is not None and table is not None else None)
+        committed = snapshot.is_valid if snapshot is not None else (lambda _w: True)
+        report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids),
+                               committed=committed)
         problems += _file_problems(report, fs, deep)
+        if snapshot is not None:
+            problems += _short_side_files(report, fs, snapshot)
         layout = scan_layout(fs, root)
         problems += _stray_problems(layout)
         if table is None:
@@ -334,6 +366,30 @@ def _file_problems(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
             problem = _read_fully(fs, f)
             if problem is not None:
                 out.append(problem)
+    return out
+
+
+def _short_side_files(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
+                      snapshot: ValidWriteIdList) -> list[Problem]:
+    """Side files of open batches that stop below flushes the file's own footers record:
+    readers go on to those footers (with a warning); recovery rebuilds the side file once
+    no writer owns the file (docs/recovery.md, 9)."""
+    out = []
+    for f in report.files:
+        if f.action != "skipped" or f.flush_lengths is None:
+            continue
+        try:
+            length, warning = committed_read_length(
+                fs, f.path, snapshot.is_valid,
+                lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
+        except (CorruptFileError, OSError):
+            continue  # unreadable open-batch files are reported by their own check
+        if warning is not None:
+            out.append(Problem(
+                "short-side-file",
+                f"Side file of bucket file {f.path} stops below flushes its own footers record "
+                f"(readers go on to {length:,} bytes). Hint: `ingest recover` rebuilds it once "
+                "the open transaction ends or times out.", f.path))
     return out
 
 
