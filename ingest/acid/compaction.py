@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -23,6 +24,7 @@ import pyarrow as pa
 from ingest.acid import _files
 from ingest.acid._compact_writer import EventOrderError, EventWriter
 from ingest.acid._merge import ROW_ID_COLUMN, DataFile, Merger, valid_mask
+from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
 from ingest.acid.bucket_file import read_events, readable_length
 from ingest.acid.events import (
     BUCKET,
@@ -257,6 +259,15 @@ def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> lis
     return done
 
 
+def _read_length(fs: fsspec.AbstractFileSystem, path: str, snapshot: ValidWriteIdList) -> int:
+    """How much of an input the snapshot reader would read (`_merge.Merger` does the same)."""
+    length, warning = committed_read_length(
+        fs, path, snapshot.is_valid, lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
+    if warning is not None:
+        warnings.warn(SideFileWarning(warning), stacklevel=2)
+    return length
+
+
 def _readable_bytes(fs: fsspec.AbstractFileSystem, path: str) -> int:
     return readable_length(fs, path)[0]
 
@@ -337,8 +348,10 @@ def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, files: Sequence[
             def batches(bucket_files: list[DataFile] = groups[bucket]
                         ) -> Iterator[pa.RecordBatch]:
                 for f in bucket_files:
-                    # read_events stops at the file's last recorded flush length.
-                    for batch in read_events(f.path, fs=fs):
+                    # Up to the file's last recorded flush length, as the snapshot reader
+                    # reads it (past a side file cut short below committed rows).
+                    for batch in read_events(f.path, fs=fs,
+                                             length=_read_length(fs, f.path, plan.snapshot)):
                         yield batch.filter(valid_mask(batch[CURRENT_TRANSACTION],
                                                       plan.snapshot))
 
