@@ -9,6 +9,14 @@ from ingest.acid.bucket_file import (
     read_bucket_file,
     read_events,
 )
+from ingest.acid.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    compact_partition,
+    compactor_snapshot,
+    finish_interrupted,
+    plan_compaction,
+)
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
 from ingest.acid.file_options import CODECS, parse_codec
 from ingest.acid.names import (
@@ -54,6 +62,8 @@ __all__ = [
     "BucketFileInfo",
     "BucketFileOptions",
     "BucketWriter",
+    "CompactionPlan",
+    "CompactionResult",
     "DirectoryStatus",
     "FileRecovery",
     "FileStatus",
@@ -71,9 +81,12 @@ __all__ = [
     "acid_state",
     "bucket_file_name",
     "can_append",
+    "compact_partition",
+    "compactor_snapshot",
     "decode_bucket_property",
     "describe_table",
     "encode_bucket_property",
+    "finish_interrupted",
     "format_base",
     "format_delta",
     "inspect_bucket_file",
@@ -84,6 +97,7 @@ __all__ = [
     "parse_codec",
     "parse_directory",
     "parse_predicate",
+    "plan_compaction",
     "parse_schema",
     "parse_where",
     "read_batches",

@@ -6,6 +6,7 @@ import importlib
 import sys
 
 BENCHMARKS = {
+    "compact": "ingest.bench.compact",
     "reader": "ingest.bench.reader",
     "recover": "ingest.bench.recover",
     "stream": "ingest.bench.stream",

@@ -8,6 +8,7 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 from ingest.table._definition import table_schema
 from ingest.table._open import MetastoreRef
 from ingest.table.alter import AlterResult, alter_table
+from ingest.table.compact import CompactReport, PartitionCompaction, compact
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.input import InputFormat, read_input
@@ -26,14 +27,17 @@ from ingest.table.verify import (
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
     "AlterResult",
+    "CompactReport",
     "DeleteResult",
     "InputFormat",
     "LoadResult",
     "MetastoreRef",
+    "PartitionCompaction",
     "Problem",
     "TableRecovery",
     "VerifyReport",
     "alter_table",
+    "compact",
     "create_table",
     "default_table_name",
     "delete",

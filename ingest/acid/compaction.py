@@ -1,0 +1,460 @@
+"""Major and minor compaction of one partition, as of a compactor snapshot (Hive's CompactorMR).
+
+Major writes `base_N` (N: the compactor's high watermark) holding every visible row with its
+ROW__ID, insert events only, one file per bucket, `_orc_acid_version` and `_metadata_acid`.
+Minor folds the chosen deltas into `delta_min_max` and `delete_delta_min_max`, events copied
+unchanged, aborted ones dropped. Output is written under a hidden name and renamed into
+place; inputs are never touched (docs/invariants.md, 3). Takes the snapshot as a value.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+
+from ingest.acid import _files
+from ingest.acid._compact_writer import EventOrderError, EventWriter
+from ingest.acid._merge import ROW_ID_COLUMN, DataFile, Merger, valid_mask
+from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
+from ingest.acid.bucket_file import read_events, readable_length
+from ingest.acid.events import (
+    BUCKET,
+    CURRENT_TRANSACTION,
+    INSERT,
+    ORIGINAL_TRANSACTION,
+    ROW,
+    ROW_ID,
+    acid_event_schema,
+)
+from ingest.acid.file_options import BucketFileOptions, Compression, WriterOptions
+from ingest.acid.names import (
+    bucket_file_name,
+    format_base,
+    format_delta,
+    parse_directory,
+    side_file_path,
+    write_acid_version_file,
+    write_compacted_marker,
+)
+from ingest.acid.snapshot import Partition, plan_partition
+from ingest.acid.state import AcidState, acid_state
+from ingest.acid.writeids import ValidWriteIdList
+from ingest.errors import CommitConflictError
+
+CompactionKind = Literal["major", "minor"]
+# Output is written under this prefix + its final name: hidden from every reader (Hive's
+# hidden-file filter skips names starting with "." or "_") until it is renamed.
+TEMP_PREFIX = ".compacting-"
+_SORT = [(ORIGINAL_TRANSACTION, "ascending"), (BUCKET, "ascending"), (ROW_ID, "ascending"),
+         (CURRENT_TRANSACTION, "descending")]
+
+
+def compactor_snapshot(snapshot: ValidWriteIdList) -> ValidWriteIdList:
+    """The compactor's write-id list (`TxnCommonUtils.createValidCompactWriteIdList`).
+
+    Its high watermark is just below the lowest open write id, so nothing an open transaction
+    may still write is compacted; only aborted write ids remain as exceptions.
+    """
+    low = snapshot.min_open_write_id
+    hwm = snapshot.high_watermark if low is None else min(snapshot.high_watermark, low - 1)
+    return ValidWriteIdList(snapshot.table, hwm, (),
+                            tuple(w for w in snapshot.aborted_write_ids if w <= hwm))
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What a compaction of one partition reads and writes.
+
+    Attributes:
+        partition: the partition directory.
+        kind: "major" or "minor".
+        snapshot: the compactor snapshot the inputs were chosen with; its high watermark
+            may be below the one asked for (see `plan_compaction`).
+        inputs: names of the directories (and original files) read, in read order.
+        outputs: names of the directories written.
+        state: the partition's `AcidState` under `snapshot`.
+    """
+
+    partition: str
+    kind: CompactionKind
+    snapshot: ValidWriteIdList
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    state: AcidState
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What `compact_partition` wrote (or, with dry_run, would write).
+
+    Attributes:
+        plan: inputs and outputs.
+        rows: events written (rows of the base for major compaction).
+        input_bytes: bytes of the input files, up to their readable lengths.
+        output_bytes: bytes of the files written.
+        seconds: wall time.
+        dry_run: nothing was written.
+    """
+
+    plan: CompactionPlan
+    rows: int
+    input_bytes: int
+    output_bytes: int
+    seconds: float
+    dry_run: bool = False
+
+
+def plan_compaction(
+    fs: fsspec.AbstractFileSystem, partition_dir: str, snapshot: ValidWriteIdList, *,
+    kind: CompactionKind = "major",
+) -> CompactionPlan | None:
+    """Choose what to compact in one partition; None when there is nothing to do.
+
+    The snapshot is first turned into the compactor's (`compactor_snapshot`). A delta that
+    reaches past its high watermark (a transaction batch some of whose transactions are still
+    open) is never split: the high watermark is lowered below it
+    (`ValidCompactorWriteIdList.isWriteIdRangeValid` is NONE for such a range).
+
+    Raises:
+        FileNotFoundError: the partition directory does not exist.
+        NotEnoughHistoryError, UnsupportedFormatError, CorruptFileError: see `acid_state`.
+    """
+    root = partition_dir.rstrip("/")
+    snap = compactor_snapshot(snapshot)
+    while True:
+        state = acid_state(fs, root, snap)
+        over = [d for d in state.deltas if d.max_write_id > snap.high_watermark]
+        if not over:
+            break
+        hwm = min(d.min_write_id for d in over) - 1
+        snap = ValidWriteIdList(snap.table, hwm, (),
+                                tuple(w for w in snap.aborted_write_ids if w <= hwm))
+    inserts, deletes = state.insert_deltas, state.delete_deltas
+    if kind == "major":
+        if not state.deltas and not state.original_files:
+            return None
+        base = [state.base.name] if state.base is not None else []
+        inputs = (*state.original_files, *base, *(d.name for d in state.deltas))
+        return CompactionPlan(root, kind, snap, inputs, (format_base(snap.high_watermark),),
+                              state)
+    if len(inserts) <= 1 and len(deletes) <= 1:
+        return None
+    low = min(d.min_write_id for d in state.deltas)
+    high = snap.high_watermark
+    outputs = []
+    # An output shadows every delta of its range, of either kind (findBestWorkingDeltas), so
+    # the pair is written whenever both kinds are in the range.
+    if inserts:
+        outputs.append(format_delta(low, high, None))
+    if deletes:
+        outputs.append(format_delta(low, high, None, delete=True))
+    return CompactionPlan(root, kind, snap, tuple(d.name for d in state.deltas), tuple(outputs),
+                          state)
+
+
+def compact_partition(
+    partition_dir: str,
+    snapshot: ValidWriteIdList,
+    *,
+    row_schema: pa.Schema,
+    kind: CompactionKind = "major",
+    fs: fsspec.AbstractFileSystem | None = None,
+    compression: Compression | None = None,
+    tuning: WriterOptions | None = None,
+    dry_run: bool = False,
+) -> CompactionResult | None:
+    """Compact one partition (or an unpartitioned table's root); None if nothing to do.
+
+    Reads bucket by bucket: memory holds one bucket's delete events and a stripe of output,
+    or one bucket's events when they must be sorted (inputs whose keys interleave).
+
+    Args:
+        partition_dir: the partition directory.
+        snapshot: the table's current snapshot (the metastore's); the compactor's is derived
+            from it.
+        row_schema: the table's row columns (output files use these names).
+        kind: "major" (a new base) or "minor" (deltas folded into one delta and one delete
+            delta).
+        fs: the filesystem (default: from the URL).
+        compression: codec of the output (default: zstd).
+        tuning: stripe size and encoder settings of the output.
+        dry_run: only plan; nothing is written.
+
+    Raises:
+        FileNotFoundError: the partition directory does not exist.
+        CommitConflictError: an output directory already exists (another compaction won).
+        CorruptFileError: an input file cannot be read (run `ingest recover`).
+        NotEnoughHistoryError, UnsupportedFormatError: see `acid_state`.
+    """
+    started = time.monotonic()
+    fs, root = _files.resolve(partition_dir, fs)
+    if not dry_run:
+        finish_interrupted(fs, root)
+    plan = plan_compaction(fs, root, snapshot, kind=kind)
+    if plan is None:
+        return None
+    files = plan_partition(fs, Partition(plan.partition), plan.snapshot)[1]
+    input_bytes = sum(_readable_bytes(fs, f.path) for f in files)
+    if dry_run:
+        return CompactionResult(plan, 0, input_bytes, 0, time.monotonic() - started, True)
+    for name in plan.outputs:
+        if fs.exists(f"{root}/{name}"):
+            raise CommitConflictError(
+                f"Cannot compact {root}: {name} already exists",
+                hint="another compaction wrote it; run `ingest compact` again to re-plan")
+    options = BucketFileOptions(write_id=plan.snapshot.high_watermark, row_schema=row_schema,
+                                compression=compression, tuning=tuning or WriterOptions())
+    if kind == "major":
+        rows, written = _major(fs, plan, files, options)
+    else:
+        rows, written = _minor(fs, plan, files, options)
+    # Renamed in the order of `outputs`. Minor compaction's pair cannot appear at once under
+    # Hive 3 names: the insert delta goes first (between the renames a reader sees rows that
+    # the range's delete events delete, but misses none), and a crash between them is rolled
+    # forward by the next compaction (`finish_interrupted`): both halves were complete
+    # before either was renamed.
+    for name in plan.outputs:
+        temp, final = f"{root}/{TEMP_PREFIX}{name}", f"{root}/{name}"
+        if fs.exists(final):
+            raise CommitConflictError(f"Cannot compact {root}: {name} appeared meanwhile",
+                                      hint="run `ingest compact` again to re-plan")
+        fs.mv(temp, final, recursive=True)
+    return CompactionResult(plan, rows, input_bytes, written, time.monotonic() - started)
+
+
+def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> list[str]:
+    """Finish a minor compaction that crashed between its two renames; returns the names
+    renamed into place.
+
+    A hidden `delete_delta_A_B` output whose `delta_A_B` is already in place is renamed too:
+    until it is, readers take `delta_A_B` and skip the delete deltas it shadows. Any other
+    leftover output stays hidden (no reader sees it) and is replaced when planned again.
+
+    Raises:
+        OSError: the storage layer failed.
+    """
+    root = partition_dir.rstrip("/")
+    done = []
+    for full in fs.ls(root, detail=False):
+        name = str(full).rstrip("/").rsplit("/", 1)[-1]
+        if not name.startswith(TEMP_PREFIX):
+            continue
+        final = name[len(TEMP_PREFIX):]
+        parsed = parse_directory(final)
+        if parsed is None or not parsed.is_delete_delta or parsed.statement_id is not None:
+            continue
+        partner = format_delta(parsed.min_write_id, parsed.max_write_id, None)
+        if fs.exists(f"{root}/{partner}") and not fs.exists(f"{root}/{final}"):
+            fs.mv(f"{root}/{name}", f"{root}/{final}", recursive=True)
+            done.append(final)
+    return done
+
+
+def _read_length(fs: fsspec.AbstractFileSystem, path: str, snapshot: ValidWriteIdList) -> int:
+    """How much of an input the snapshot reader would read (`_merge.Merger` does the same)."""
+    length, warning = committed_read_length(
+        fs, path, snapshot.is_valid, lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
+    if warning is not None:
+        warnings.warn(SideFileWarning(warning), stacklevel=2)
+    return length
+
+
+def _readable_bytes(fs: fsspec.AbstractFileSystem, path: str) -> int:
+    return readable_length(fs, path)[0]
+
+
+def _temp_dir(fs: fsspec.AbstractFileSystem, root: str, name: str) -> str:
+    """A fresh hidden directory for output `name`; a leftover of a crashed run is removed
+    (it never held anything a reader could see)."""
+    temp = f"{root}/{TEMP_PREFIX}{name}"
+    if fs.exists(temp):
+        fs.rm(temp, recursive=True)
+    fs.makedirs(temp, exist_ok=True)
+    write_acid_version_file(fs, temp)
+    return temp
+
+
+def _by_bucket(files: Sequence[DataFile]) -> tuple[dict[int, list[DataFile]],
+                                                   dict[int, list[DataFile]]]:
+    inserts: dict[int, list[DataFile]] = {}
+    deletes: dict[int, list[DataFile]] = {}
+    for f in files:
+        (deletes if f.kind == "delete_delta" else inserts).setdefault(f.bucket_id, []).append(f)
+    return inserts, deletes
+
+
+def _major(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, files: Sequence[DataFile],
+           options: BucketFileOptions) -> tuple[int, int]:
+    """Write the base: the rows the compactor snapshot sees, bucket by bucket."""
+    (name,) = plan.outputs
+    temp = _temp_dir(fs, plan.partition, name)
+    write_compacted_marker(fs, temp)
+    assert options.row_schema is not None
+    merger = Merger(fs, plan.snapshot, None, True, ())
+    merger.set_row_schema(options.row_schema)
+    event_schema = acid_event_schema(options.row_schema)
+    inserts, deletes = _by_bucket(files)
+    rows = written = 0
+    for bucket in sorted(inserts):
+        bucket_files = inserts[bucket] + deletes.get(bucket, [])
+
+        def batches(bucket_files: list[DataFile] = bucket_files) -> Iterator[pa.RecordBatch]:
+            for batch in merger.partition_batches({}, bucket_files):
+                yield _insert_events(batch, event_schema)
+
+        n, size = _write_bucket(fs, f"{temp}/{bucket_file_name(bucket)}",
+                                replace(options, bucket_id=bucket, kind="insert"), batches,
+                                keep_empty=True)
+        rows, written = rows + n, written + size
+    return rows, written
+
+
+def _insert_events(batch: pa.RecordBatch, event_schema: pa.Schema) -> pa.RecordBatch:
+    """Rows read with ROW__ID -> insert events keeping it (currentTransaction = writeid)."""
+    row_id = batch.column(batch.schema.get_field_index(ROW_ID_COLUMN))
+    write_id = row_id.field("writeid")
+    row_type = event_schema.field(ROW).type
+    columns = [batch.column(batch.schema.get_field_index(f.name)) for f in row_type]
+    row = pa.StructArray.from_arrays(
+        [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, row_type,
+                                                                  strict=True)],
+        fields=list(row_type))
+    n = batch.num_rows
+    return pa.RecordBatch.from_arrays(
+        [pa.array(np.full(n, INSERT, dtype=np.int32)), write_id, row_id.field("bucketid"),
+         row_id.field("rowid"), write_id, row], schema=event_schema)
+
+
+def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, files: Sequence[DataFile],
+           options: BucketFileOptions) -> tuple[int, int]:
+    """Write the delta and delete delta: events of valid write ids, copied unchanged."""
+    inserts, deletes = _by_bucket([f for f in files if f.kind in ("delta", "delete_delta")])
+    rows = written = 0
+    for name in plan.outputs:
+        is_delete = name.startswith("delete_")
+        temp = _temp_dir(fs, plan.partition, name)
+        groups = deletes if is_delete else inserts
+        for bucket in sorted(groups):
+
+            def batches(bucket_files: list[DataFile] = groups[bucket]
+                        ) -> Iterator[pa.RecordBatch]:
+                for f in bucket_files:
+                    # Up to the file's last recorded flush length, as the snapshot reader
+                    # reads it (past a side file cut short below committed rows).
+                    for batch in read_events(f.path, fs=fs,
+                                             length=_read_length(fs, f.path, plan.snapshot)):
+                        yield batch.filter(valid_mask(batch[CURRENT_TRANSACTION],
+                                                      plan.snapshot))
+
+            n, size = _write_bucket(
+                fs, f"{temp}/{bucket_file_name(bucket)}",
+                replace(options, bucket_id=bucket, kind="delete" if is_delete else "insert"),
+                batches, keep_empty=False)
+            rows, written = rows + n, written + size
+    return rows, written
+
+
+def _write_bucket(fs: fsspec.AbstractFileSystem, path: str, options: BucketFileOptions,
+                  batches: Callable[[], Iterator[pa.RecordBatch]], *, keep_empty: bool
+                  ) -> tuple[int, int]:
+    """Write one output bucket file; (events, bytes).
+
+    Events are streamed while they arrive in key order; if they do not (deltas whose keys
+    interleave, delete events of many write ids), the file is started again from the
+    bucket's events sorted in memory.
+    """
+    writer = EventWriter.create(path, options, fs=fs)
+    try:
+        budget = options.tuning.stripe_size_bytes
+        for batch in _prefetched(batches(), budget_bytes=budget):
+            writer.write_events(batch)
+    except EventOrderError:
+        writer.abandon()
+        _remove(fs, path)
+        table = pa.Table.from_batches(list(batches()), schema=writer.event_schema)
+        writer = EventWriter.create(path, options, fs=fs)
+        try:
+            writer.write_events(table.sort_by(_SORT))
+        except BaseException:
+            writer.abandon()
+            raise
+    except BaseException:
+        writer.abandon()
+        raise
+    writer.close()
+    events = writer.rows_written + writer.deletes_written
+    if events == 0 and not keep_empty:
+        _remove(fs, path)
+        return 0, 0
+    return events, writer.bytes_written
+
+
+def _prefetched(batches: Iterator[pa.RecordBatch], *, budget_bytes: int
+                ) -> Iterator[pa.RecordBatch]:
+    """`batches`, produced on a thread of their own while the caller encodes: reading and
+    encoding release the GIL, so the two overlap. Batches waiting hold at most about
+    `budget_bytes` (one batch always may wait, however large)."""
+    waiting: deque[pa.RecordBatch] = deque()
+    waiting_bytes = 0
+    done = stop = False
+    error: BaseException | None = None
+    cond = threading.Condition()
+
+    def produce() -> None:
+        nonlocal waiting_bytes, done, error
+        try:
+            for batch in batches:
+                with cond:
+                    while waiting and waiting_bytes + batch.nbytes > budget_bytes and not stop:
+                        cond.wait()
+                    if stop:
+                        return
+                    waiting.append(batch)
+                    waiting_bytes += batch.nbytes
+                    cond.notify_all()
+        except BaseException as e:  # handed to the consumer, raised there
+            error = e
+        finally:
+            with cond:
+                done = True
+                cond.notify_all()
+
+    thread = threading.Thread(target=produce, name="compaction-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            with cond:
+                while not waiting and not done:
+                    cond.wait()
+                if not waiting:
+                    if error is not None:
+                        raise error
+                    return
+                batch = waiting.popleft()
+                waiting_bytes -= batch.nbytes
+                cond.notify_all()
+            yield batch
+    finally:
+        with cond:
+            stop = True
+            cond.notify_all()
+        thread.join()
+
+
+def _remove(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    for p in (path, side_file_path(path)):
+        if fs.exists(p):
+            fs.rm_file(p)
+
+
+__all__ = ["TEMP_PREFIX", "CompactionKind", "CompactionPlan", "CompactionResult",
+           "compact_partition", "compactor_snapshot", "finish_interrupted", "plan_compaction"]

@@ -1,0 +1,83 @@
+"""`ingest compact PATH [--major|--minor] [--partition dt=...]`: compact a table's partitions."""
+
+from __future__ import annotations
+
+import click
+
+from ingest.cli._output import dumps, progress
+from ingest.cli.load import write_options
+from ingest.table import PartitionCompaction, compact
+
+
+@click.command(
+    "compact",
+    epilog="""\b
+Examples:
+  ingest compact warehouse/events --dry-run
+  ingest compact warehouse/events --minor --partition dt=2026-01-01 --json""",
+)
+@click.argument("path")
+@click.option("--major", "kind", flag_value="major", default=True,
+              help="Write a new base_N per partition: every visible row, deleted and aborted "
+                   "rows gone (default).")
+@click.option("--minor", "kind", flag_value="minor",
+              help="Fold the deltas into one delta_min_max and the delete deltas into one "
+                   "delete_delta_min_max.")
+@click.option("--partition", "partitions", multiple=True, metavar="COL=VALUE",
+              help="Compact only this partition (a=1/b=2 for several levels); repeatable. "
+                   "Default: every partition.")
+@click.option("--dry-run", is_flag=True,
+              help="Only show what would be read and written; write nothing.")
+@write_options
+def command(path: str, kind: str, partitions: tuple[str, ...], dry_run: bool,
+            metastore: str | None, as_json: bool, quiet: bool) -> None:
+    """Compact the table at PATH as of the compactor's snapshot (below the lowest open
+    write id: open transactions' deltas are left alone).
+
+    Changes the disk unless --dry-run: writes new base or delta directories under a hidden
+    name and renames them into place. Inputs are never changed or removed; readers stop
+    using them at once and a cleaner may delete them later. Prints one line per partition.
+    """
+    progress(f"{'Planning' if dry_run else 'Running'} {kind} compaction of {path}",
+             quiet=quiet or as_json)
+    report = compact(path, kind=kind, partitions=list(partitions) or None,  # type: ignore[arg-type]
+                     metastore=metastore, dry_run=dry_run)
+    if as_json:
+        click.echo(dumps({
+            "table": report.table, "location": report.location, "kind": report.kind,
+            "snapshot": report.snapshot, "dry_run": report.dry_run,
+            "partitions": [_as_dict(p) for p in report.partitions],
+        }))
+        return
+    if not report.partitions:
+        click.echo(f"{report.table} has no data: nothing to compact.")
+    for p in report.partitions:
+        click.echo(_line(p, dry_run=dry_run))
+    done = sum(1 for p in report.partitions if p.result is not None)
+    verb = "would be compacted (dry run: nothing written)" if dry_run else "compacted"
+    click.echo(f"{done} of {len(report.partitions)} partitions {verb} "
+               f"({report.kind}, snapshot {report.snapshot}).")
+
+
+def _as_dict(p: PartitionCompaction) -> dict[str, object]:
+    r = p.result
+    if r is None:
+        return {"partition": p.partition, "compacted": False}
+    return {"partition": p.partition, "compacted": True,
+            "high_watermark": r.plan.snapshot.high_watermark,
+            "inputs": list(r.plan.inputs), "outputs": list(r.plan.outputs), "rows": r.rows,
+            "input_bytes": r.input_bytes, "output_bytes": r.output_bytes,
+            "seconds": round(r.seconds, 3)}
+
+
+def _line(p: PartitionCompaction, *, dry_run: bool) -> str:
+    name = p.partition or "(table)"
+    r = p.result
+    if r is None:
+        return f"{name}: nothing to compact"
+    outputs = ", ".join(r.plan.outputs)
+    if dry_run:
+        return (f"{name}: would read {len(r.plan.inputs)} dirs ({r.input_bytes:,} bytes) "
+                f"into {outputs}")
+    return (f"{name}: {len(r.plan.inputs)} dirs -> {outputs}: {r.rows:,} rows, "
+            f"{r.input_bytes:,} -> {r.output_bytes:,} bytes, {r.seconds:.2f} s")

@@ -1,0 +1,194 @@
+"""Compaction output against Hive 2.3 and ORC Java (pyspark's jars) and pyarrow.
+
+After minor and after major compaction of a partition with deletes, an aborted write id and an
+open transaction batch, Hive's `AcidUtils.getAcidState` chooses the new base or delta (and the
+same directories as our `acid_state`), ORC Java and pyarrow read every new file, and the
+rows they hold are the rows our reader returned before compacting.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.orc as po
+import pytest
+from compat import javatools
+from conftest import require
+from support import SIMPLE_SCHEMA, simple_table, write_deletes
+
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
+from ingest.acid.compaction import compact_partition
+from ingest.acid.names import encode_bucket_property, format_base, format_delta
+from ingest.acid.snapshot import read_table
+from ingest.acid.state import acid_state
+
+pytestmark = pytest.mark.java
+
+FS = fsspec.filesystem("file")
+BP0 = encode_bucket_property(0, 0)
+# 7 open inside the batch delta_6_8, 3 aborted; nothing open after 10.
+SNAPSHOTS = ["default.t:10:7:7:3", "default.t:10:::3", "default.t:5:::3", "default.t:9:7:7:3"]
+
+
+@pytest.fixture(autouse=True)
+def _java() -> None:
+    ok, why = javatools.available()
+    require(ok, f"Java and pyspark's jars for the Hive tools ({why})")
+
+
+def _write(directory: Path, write_id: int, ids: range, bucket_id: int = 0) -> None:
+    with BucketWriter.create(f"{directory}/bucket_{bucket_id:05d}", BucketFileOptions(
+            write_id=write_id, row_schema=SIMPLE_SCHEMA, bucket_id=bucket_id)) as w:
+        w.write(simple_table(ids))
+
+
+def _delete(directory: Path, keys: list[tuple[int, int]], write_id: int) -> None:
+    write_deletes(str(directory / "bucket_00000"), pa.table({
+        "originalTransaction": [k[0] for k in keys], "bucket": [BP0] * len(keys),
+        "rowId": [k[1] for k in keys]}), write_id=write_id)
+
+
+def _partition(root: Path) -> Path:
+    _write(root / format_delta(1, 1), 1, range(0, 50))
+    _write(root / format_delta(2, 2), 2, range(50, 100))
+    _write(root / format_delta(2, 2), 2, range(100, 120), bucket_id=1)
+    _write(root / format_delta(3, 3), 3, range(150, 200))  # aborted
+    _delete(root / format_delta(4, 4, delete=True), [(1, r) for r in range(0, 50, 2)], 4)
+    _write(root / format_delta(5, 5), 5, range(200, 230))
+    path = f"{root / format_delta(6, 8, None)}/bucket_00000"
+    for write_id, ids in ((6, range(300, 310)), (7, range(310, 320))):
+        options = BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA)
+        w = (BucketWriter.create(path, options) if write_id == 6
+             else BucketWriter.open_append(path, options))
+        w.write(simple_table(ids))
+        w.flush()
+        w.abandon()  # the batch stays open: its side file remains
+    _write(root / format_delta(9, 9), 9, range(400, 410))
+    _delete(root / format_delta(10, 10, delete=True), [(9, 0), (2, 3)], 10)
+    return root
+
+
+def _keyed(table: pa.Table) -> list[tuple[object, ...]]:
+    return sorted((r["row__id"]["writeid"], r["row__id"]["bucketid"], r["row__id"]["rowid"],
+                   r["id"], r["value"]) for r in table.to_pylist())
+
+
+def _check_hive_agrees(part: Path) -> None:
+    queries = [(str(part), s) for s in SNAPSHOTS]
+    for (_, snapshot), hive in zip(queries, javatools.hive_acid_state_many(queries),
+                                   strict=True):
+        ours = acid_state(FS, str(part), ValidWriteIdList.from_hive_string(snapshot))
+        rel = javatools.relative_state(hive, part)
+        assert (ours.base.name if ours.base else None) == rel["base"], snapshot
+        assert [d.name for d in ours.deltas] == rel["deltas"], snapshot
+
+
+def _check_files_read(directory: Path) -> None:
+    files = sorted(p for p in directory.iterdir() if p.name.startswith("bucket_"))
+    assert files and not any(p.name.endswith("_flush_length") for p in files)
+    for java, path in zip(javatools.orc_read_many(files), files, strict=True):
+        ours = po.ORCFile(str(path)).read()
+        assert java["num_rows"] == ours.num_rows
+        assert [_key(r) for r in ours.to_pylist()] == [_key(r) for r in java["rows"]]
+        assert [r["row"] for r in ours.to_pylist()] == [r["row"] for r in java["rows"]]
+
+
+@pytest.mark.parametrize("kinds", [("minor",), ("major",), ("minor", "major")])
+def test_hive_picks_the_compacted_directories(tmp_path: Path, kinds: tuple[str, ...]) -> None:
+    part = _partition(tmp_path / "t")
+    batch = (part / format_delta(6, 8, None) / "bucket_00000").read_bytes()
+    snapshots = [ValidWriteIdList.from_hive_string(s) for s in SNAPSHOTS]
+    before = [_keyed(read_table(str(part), s, with_row_id=True)) for s in snapshots]
+    for kind in kinds:
+        result = compact_partition(str(part), snapshots[0], row_schema=SIMPLE_SCHEMA,
+                                   kind=kind)  # type: ignore[arg-type]
+        assert result is not None
+        # Hive's own selection takes the new directories for the current snapshot.
+        rel = javatools.relative_state(javatools.hive_acid_state(part, SNAPSHOTS[0]), part)
+        chosen = [rel["base"], *rel["deltas"]]
+        assert all(out in chosen for out in result.plan.outputs), (result.plan.outputs, rel)
+        _check_hive_agrees(part)
+        for out in result.plan.outputs:
+            _check_files_read(part / out)
+        # Snapshots at or after the compactor's see the same rows with the same ROW__IDs.
+        for s, rows in zip(snapshots, before, strict=True):
+            if s.high_watermark >= result.plan.snapshot.high_watermark:
+                assert _keyed(read_table(str(part), s, with_row_id=True)) == rows, s
+    assert (part / format_delta(6, 8, None) / "bucket_00000").read_bytes() == batch
+    assert (part / format_delta(6, 8, None) / "bucket_00000_flush_length").exists()
+
+
+def test_orc_java_reads_the_base_rows(tmp_path: Path) -> None:
+    part = _partition(tmp_path / "t")
+    snap = ValidWriteIdList.from_hive_string(SNAPSHOTS[0])
+    # The base holds what the compactor's snapshot (high watermark 5) sees.
+    at_5 = ValidWriteIdList.from_hive_string("default.t:5:::3")
+    expected = _keyed(read_table(str(part), at_5, with_row_id=True))
+    result = compact_partition(str(part), snap, row_schema=SIMPLE_SCHEMA, kind="major")
+    assert result is not None and result.plan.outputs == (format_base(5),)
+    java_rows = []
+    for r in javatools.orc_read_many(sorted((part / format_base(5)).glob("bucket_*"))):
+        java_rows += r["rows"]
+    assert {r["operation"] for r in java_rows} == {0}
+    base_keys = sorted(_key(r)[1:4] for r in java_rows)
+    assert base_keys == [k[:3] for k in expected]
+    shutil.rmtree(part / format_base(5))
+
+
+def _key(row: dict) -> tuple[int, int, int, int, int]:
+    return (row["operation"], row["originalTransaction"], row["bucket"], row["rowId"],
+            row["currentTransaction"])
+
+
+def test_orc_java_reads_stripes_encoded_in_parallel(tmp_path: Path) -> None:
+    """Stripes of more than 8k rows: event columns and row columns encoded as separate groups
+    and stitched; ORC Java reads the same events as pyarrow."""
+    part = tmp_path / "t"
+    _write(part / format_delta(1, 1), 1, range(0, 15_000))
+    _write(part / format_delta(2, 2), 2, range(15_000, 30_000))
+    _delete(part / format_delta(3, 3, delete=True), [(1, 7), (2, 9)], 3)
+    snap = ValidWriteIdList.from_hive_string("default.t:3::")
+    result = compact_partition(str(part), snap, row_schema=SIMPLE_SCHEMA, kind="major")
+    assert result is not None and result.rows == 29_998
+    _check_files_read(part / format_base(3))
+
+
+def _to_write_id_list(valid_txns: str) -> str:
+    """Hive 2.x `hwm:minOpen[:exceptions]` (exceptions aborted here) -> our string form."""
+    hwm, _min_open, *exceptions = valid_txns.split(":")
+    return f"default.ref:{hwm}:9223372036854775807::{','.join(exceptions)}"
+
+
+@pytest.mark.parametrize("scenario", ["basic", "streaming_open"])
+@pytest.mark.parametrize("transactional_properties", ["default", "legacy"])
+@pytest.mark.parametrize("kinds", [("minor",), ("major",), ("minor", "major")])
+def test_a_table_written_by_hive_compacts_to_the_same_rows(
+        tmp_path: Path, scenario: str, transactional_properties: str,
+        kinds: tuple[str, ...]) -> None:
+    """Hive's own OrcRecordUpdater wrote inserts, updates and deletes (split-update, or Hive 2's
+    update events inside insert deltas); every snapshot reads the same rows afterwards."""
+    table = tmp_path / "ref"
+    manifest = javatools.hive_write_reference_table(
+        table, scenario, transactional_properties=transactional_properties)
+    snapshots = {name: ValidWriteIdList.from_hive_string(_to_write_id_list(v))
+                 for name, v in manifest["valid_txns"].items()}
+    # Each named snapshot is another outcome of the same transactions: compact a copy per
+    # outcome, as of that outcome.
+    for name, snap in snapshots.items():
+        copy = tmp_path / name
+        shutil.copytree(table, copy)
+        before = _keyed(read_table(str(copy), snap, with_row_id=True, row_schema=SIMPLE_SCHEMA))
+        for kind in kinds:
+            result = compact_partition(str(copy), snap, row_schema=SIMPLE_SCHEMA,
+                                       kind=kind)  # type: ignore[arg-type]
+            if result is None:
+                continue
+            for out in result.plan.outputs:
+                _check_files_read(copy / out)
+            got = _keyed(read_table(str(copy), snap, with_row_id=True, row_schema=SIMPLE_SCHEMA))
+            assert got == before, (kind, name)
+            rows = sorted(({"id": r[3], "value": r[4]} for r in got), key=lambda r: r["id"])
+            assert rows == manifest["expected_rows"][name], (kind, name)
