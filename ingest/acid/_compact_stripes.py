@@ -15,8 +15,8 @@ from ingest.acid._acid_stripes import (
     SF_STREAMS,
     AcidStripe,
     _Columns,
-    _UserStripe,
     _user_columns,
+    _UserStripe,
 )
 from ingest.acid._stripe_encoder import StripeEncoder, _column_groups, _pool
 from ingest.acid.events import KEY_COLUMNS, ROW
