@@ -6,12 +6,13 @@ import datetime as dt
 import decimal
 import json
 import random
+from pathlib import Path
 
 import fsspec
 import pyarrow as pa
 import pytest
 
-from ingest.acid import BucketFileOptions, BucketWriter
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.cli import main as cli_main
 
 ALL_TYPES_SCHEMA = pa.schema([
@@ -103,3 +104,32 @@ def write_deletes(path: str, keys: pa.Table, *, write_id: int, bucket_id: int = 
                                                      kind="delete"), fs=fs) as w:
         w.write_deletes(keys)
     return w.deletes_written
+
+
+def snap(hwm: int, open_ids: tuple[int, ...] = (), aborted: tuple[int, ...] = ()
+         ) -> ValidWriteIdList:
+    """A snapshot of table `default.t`."""
+    return ValidWriteIdList("default.t", hwm, open_ids, aborted)
+
+
+def write_rows(directory: Path | str, write_id: int, ids: range, *, bucket_id: int = 0,
+               statement_id: int = 0) -> None:
+    """`directory/bucket_N` holding `simple_table(ids)` as insert events of `write_id`."""
+    path = f"{directory}/bucket_{bucket_id:05d}"
+    with BucketWriter.create(path, BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA,
+                                                     bucket_id=bucket_id,
+                                                     statement_id=statement_id)) as w:
+        w.write(simple_table(ids))
+
+
+def delete_keys(directory: Path | str, keys: list[tuple[int, int, int]], *, write_id: int,
+                bucket_id: int = 0) -> None:
+    """`directory/bucket_N` holding delete events of `write_id` for (write id, bucket
+    property, row id) keys."""
+    table = pa.table({
+        "originalTransaction": pa.array([k[0] for k in keys], pa.int64()),
+        "bucket": pa.array([k[1] for k in keys], pa.int32()),
+        "rowId": pa.array([k[2] for k in keys], pa.int64()),
+    })
+    write_deletes(f"{directory}/bucket_{bucket_id:05d}", table, write_id=write_id,
+                  bucket_id=bucket_id)

@@ -9,7 +9,15 @@ import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 import pytest
-from support import SIMPLE_SCHEMA, all_types_table, simple_table, write_deletes
+from support import (
+    SIMPLE_SCHEMA,
+    all_types_table,
+    delete_keys,
+    simple_table,
+    snap,
+    write_deletes,
+    write_rows,
+)
 
 from ingest.acid import (
     BucketFileOptions,
@@ -31,28 +39,6 @@ from ingest.acid.snapshot import read_table
 FS = fsspec.filesystem("file")
 BP0 = encode_bucket_property(0, 0)
 BP1 = encode_bucket_property(1, 0)
-
-
-def snap(hwm: int, open_ids: tuple[int, ...] = (), aborted: tuple[int, ...] = ()
-         ) -> ValidWriteIdList:
-    return ValidWriteIdList("default.t", hwm, open_ids, aborted)
-
-
-def write(directory: Path, write_id: int, ids: range, *, bucket_id: int = 0) -> None:
-    with BucketWriter.create(f"{directory}/bucket_{bucket_id:05d}", BucketFileOptions(
-            write_id=write_id, row_schema=SIMPLE_SCHEMA, bucket_id=bucket_id)) as w:
-        w.write(simple_table(ids))
-
-
-def delete(directory: Path, keys: list[tuple[int, int, int]], *, write_id: int,
-           bucket_id: int = 0) -> None:
-    table = pa.table({
-        "originalTransaction": pa.array([k[0] for k in keys], pa.int64()),
-        "bucket": pa.array([k[1] for k in keys], pa.int32()),
-        "rowId": pa.array([k[2] for k in keys], pa.int64()),
-    })
-    write_deletes(f"{directory}/bucket_{bucket_id:05d}", table, write_id=write_id,
-                  bucket_id=bucket_id)
 
 
 def open_batch(directory: Path, first: int, rows: dict[int, range]) -> None:
@@ -84,17 +70,17 @@ def table(tmp_path: Path) -> tuple[Path, ValidWriteIdList]:
     delta_2 rowId 5); delta_5 in buckets 0 and 1; delta_6_8 a batch with 6 committed, 7 open;
     delta_9 committed; delete_delta_10 deletes from delta_9 and delta_5 bucket 1."""
     root = tmp_path / "t"
-    write(root / format_base(1), 1, range(100))
-    write(root / format_delta(2, 2), 2, range(100, 150))
-    write(root / format_delta(3, 3), 3, range(150, 200))
-    delete(root / format_delta(4, 4, delete=True),
+    write_rows(root / format_base(1), 1, range(100))
+    write_rows(root / format_delta(2, 2), 2, range(100, 150))
+    write_rows(root / format_delta(3, 3), 3, range(150, 200))
+    delete_keys(root / format_delta(4, 4, delete=True),
            [(1, BP0, r) for r in range(10)] + [(2, BP0, 5)], write_id=4)
-    write(root / format_delta(5, 5), 5, range(200, 220))
-    write(root / format_delta(5, 5), 5, range(220, 230), bucket_id=1)
+    write_rows(root / format_delta(5, 5), 5, range(200, 220))
+    write_rows(root / format_delta(5, 5), 5, range(220, 230), bucket_id=1)
     open_batch(root / format_delta(6, 8, None), 6, {6: range(300, 310), 7: range(310, 320)})
-    write(root / format_delta(9, 9), 9, range(400, 410))
-    delete(root / format_delta(10, 10, delete=True), [(5, BP1, 3)], write_id=10, bucket_id=1)
-    delete(root / format_delta(10, 10, delete=True), [(9, BP0, 0)], write_id=10)
+    write_rows(root / format_delta(9, 9), 9, range(400, 410))
+    delete_keys(root / format_delta(10, 10, delete=True), [(5, BP1, 3)], write_id=10, bucket_id=1)
+    delete_keys(root / format_delta(10, 10, delete=True), [(9, BP0, 0)], write_id=10)
     return root, snap(10, (7,), (3,))
 
 
@@ -192,10 +178,10 @@ def test_nothing_to_do_and_conflicts(table: tuple[Path, ValidWriteIdList]) -> No
 def test_interleaved_keys_are_sorted(tmp_path: Path) -> None:
     """Delete events of later write ids naming older rows come out in key order."""
     root = tmp_path / "t"
-    write(root / format_delta(1, 1), 1, range(10))
-    write(root / format_delta(2, 2), 2, range(10, 20))
-    delete(root / format_delta(3, 3, delete=True), [(2, BP0, 1)], write_id=3)
-    delete(root / format_delta(4, 4, delete=True), [(1, BP0, 1)], write_id=4)
+    write_rows(root / format_delta(1, 1), 1, range(10))
+    write_rows(root / format_delta(2, 2), 2, range(10, 20))
+    delete_keys(root / format_delta(3, 3, delete=True), [(2, BP0, 1)], write_id=3)
+    delete_keys(root / format_delta(4, 4, delete=True), [(1, BP0, 1)], write_id=4)
     snapshot = snap(4)
     before = rows(root, snapshot)
     compact_partition(str(root), snapshot, row_schema=SIMPLE_SCHEMA, kind="minor")
@@ -270,8 +256,8 @@ def test_major_keeps_the_synthetic_row_ids_of_original_files(tmp_path: Path) -> 
     po.write_table(simple_table(range(0, 10)), str(root / "000000_0"))
     po.write_table(simple_table(range(10, 15)), str(root / "000000_0_copy_1"))
     po.write_table(simple_table(range(15, 20)), str(root / "000001_0"))
-    write(root / format_delta(1, 1), 1, range(100, 105))
-    delete(root / format_delta(2, 2, delete=True), [(0, BP0, 3), (0, BP0, 12)], write_id=2)
+    write_rows(root / format_delta(1, 1), 1, range(100, 105))
+    delete_keys(root / format_delta(2, 2, delete=True), [(0, BP0, 3), (0, BP0, 12)], write_id=2)
     snapshot = snap(2)
     before = rows(root, snapshot)
     # Bucket 0's original files number their rows on: 000000_0_copy_1 starts at rowId 10.

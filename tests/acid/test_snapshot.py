@@ -10,7 +10,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.orc as po
 import pytest
-from support import SIMPLE_SCHEMA, all_types_table, simple_table, write_deletes
+from support import (
+    SIMPLE_SCHEMA,
+    all_types_table,
+    delete_keys,
+    simple_table,
+    snap,
+    write_rows,
+)
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, acid_event_schema
 from ingest.acid.names import encode_bucket_property, format_base, format_delta
@@ -28,31 +35,6 @@ FS = fsspec.filesystem("file")
 BP0 = encode_bucket_property(0, 0)
 
 
-def snap(hwm: int, open_ids: tuple[int, ...] = (), aborted: tuple[int, ...] = ()
-         ) -> ValidWriteIdList:
-    return ValidWriteIdList("default.t", hwm, open_ids, aborted)
-
-
-def write(directory: Path | str, write_id: int, ids: range, *, bucket_id: int = 0,
-          statement_id: int = 0) -> None:
-    path = f"{directory}/bucket_{bucket_id:05d}"
-    with BucketWriter.create(path, BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA,
-                                                     bucket_id=bucket_id,
-                                                     statement_id=statement_id)) as w:
-        w.write(simple_table(ids))
-
-
-def delete(directory: Path | str, keys: list[tuple[int, int, int]], *, write_id: int,
-           bucket_id: int = 0) -> None:
-    table = pa.table({
-        "originalTransaction": pa.array([k[0] for k in keys], pa.int64()),
-        "bucket": pa.array([k[1] for k in keys], pa.int32()),
-        "rowId": pa.array([k[2] for k in keys], pa.int64()),
-    })
-    write_deletes(f"{directory}/bucket_{bucket_id:05d}", table, write_id=write_id,
-                  bucket_id=bucket_id)
-
-
 def ids(table: pa.Table) -> list[int]:
     return sorted(table.column("id").to_pylist())
 
@@ -62,10 +44,10 @@ def table_dir(tmp_path: Path) -> Path:
     """base_1: ids 0..99; delta_2: 100..149; delta_3: 150..199;
     delete_delta_4: base rowIds 0..9 and delta_2 rowId 5 (id 105)."""
     root = tmp_path / "t"
-    write(root / format_base(1), 1, range(100))
-    write(root / format_delta(2, 2), 2, range(100, 150))
-    write(root / format_delta(3, 3), 3, range(150, 200))
-    delete(root / format_delta(4, 4, delete=True),
+    write_rows(root / format_base(1), 1, range(100))
+    write_rows(root / format_delta(2, 2), 2, range(100, 150))
+    write_rows(root / format_delta(3, 3), 3, range(150, 200))
+    delete_keys(root / format_delta(4, 4, delete=True),
            [(1, BP0, r) for r in range(10)] + [(2, BP0, 5)], write_id=4)
     return root
 
@@ -149,7 +131,7 @@ def test_multi_txn_delta_with_side_file(tmp_path: Path) -> None:
 
 def test_side_file_past_the_end_is_corrupt(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    write(root / format_delta(1, 1), 1, range(3))
+    write_rows(root / format_delta(1, 1), 1, range(3))
     side = root / format_delta(1, 1) / "bucket_00000_flush_length"
     side.write_bytes(encode_length(10**9))
     with pytest.raises(CorruptFileError, match="side file records a flush length"):
@@ -158,10 +140,10 @@ def test_side_file_past_the_end_is_corrupt(tmp_path: Path) -> None:
 
 def test_statement_ids_and_deletes_of_one_statement(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    write(root / format_delta(1, 1, 0), 1, range(0, 3), statement_id=0)
-    write(root / format_delta(1, 1, 1), 1, range(3, 6), statement_id=1)
+    write_rows(root / format_delta(1, 1, 0), 1, range(0, 3), statement_id=0)
+    write_rows(root / format_delta(1, 1, 1), 1, range(3, 6), statement_id=1)
     # rowId 1 exists in both statements; only statement 1's is deleted.
-    delete(root / format_delta(2, 2, 0, delete=True), [(1, encode_bucket_property(0, 1), 1)],
+    delete_keys(root / format_delta(2, 2, 0, delete=True), [(1, encode_bucket_property(0, 1), 1)],
            write_id=2)
     got = read_table(str(root), snap(2), with_row_id=True)
     assert ids(got) == [0, 1, 2, 3, 5]
@@ -171,22 +153,22 @@ def test_statement_ids_and_deletes_of_one_statement(tmp_path: Path) -> None:
 
 def test_deletes_apply_per_bucket(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    write(root / format_delta(1, 1), 1, range(0, 5), bucket_id=0)
-    write(root / format_delta(1, 1), 1, range(5, 10), bucket_id=1)
+    write_rows(root / format_delta(1, 1), 1, range(0, 5), bucket_id=0)
+    write_rows(root / format_delta(1, 1), 1, range(5, 10), bucket_id=1)
     d = root / format_delta(2, 2, delete=True)
-    delete(d, [(1, encode_bucket_property(1, 0), 0)], write_id=2, bucket_id=1)
-    delete(d, [(1, BP0, 4)], write_id=2, bucket_id=0)
+    delete_keys(d, [(1, encode_bucket_property(1, 0), 0)], write_id=2, bucket_id=1)
+    delete_keys(d, [(1, BP0, 4)], write_id=2, bucket_id=0)
     assert ids(read_table(str(root), snap(2))) == [0, 1, 2, 3, 6, 7, 8, 9]
 
 
 def test_partitioned_table(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    write(root / "dt=2026-11-21" / "hr=1" / format_delta(1, 1), 1, range(0, 3))
-    write(root / "dt=2026-11-21" / "hr=2" / format_delta(1, 1), 1, range(3, 5))
-    write(root / "dt=2026-11-22" / "hr=1" / format_delta(2, 2), 2, range(5, 6))
-    write(root / "dt=__HIVE_DEFAULT_PARTITION__" / "hr=a%2Fb" / format_delta(2, 2), 2,
+    write_rows(root / "dt=2026-11-21" / "hr=1" / format_delta(1, 1), 1, range(0, 3))
+    write_rows(root / "dt=2026-11-21" / "hr=2" / format_delta(1, 1), 1, range(3, 5))
+    write_rows(root / "dt=2026-11-22" / "hr=1" / format_delta(2, 2), 2, range(5, 6))
+    write_rows(root / "dt=__HIVE_DEFAULT_PARTITION__" / "hr=a%2Fb" / format_delta(2, 2), 2,
           range(6, 7))
-    delete(root / "dt=2026-11-21" / "hr=2" / format_delta(3, 3, delete=True), [(1, BP0, 0)],
+    delete_keys(root / "dt=2026-11-21" / "hr=2" / format_delta(3, 3, delete=True), [(1, BP0, 0)],
            write_id=3)
     parts = list_partitions(str(root))
     assert [p.values for p in parts] == [
@@ -219,7 +201,7 @@ def test_projections(table_dir: Path) -> None:
 
 def test_projection_of_partition_columns_only(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    write(root / "p=x" / format_delta(1, 1), 1, range(4))
+    write_rows(root / "p=x" / format_delta(1, 1), 1, range(4))
     got = read_table(str(root), snap(1), ["p"])
     assert got.to_pylist() == [{"p": "x"}] * 4
 
@@ -280,8 +262,8 @@ def test_original_files_get_synthetic_row_ids(tmp_path: Path) -> None:
     po.write_table(simple_table(range(0, 3)), str(root / "000000_0"))
     po.write_table(simple_table(range(3, 5)), str(root / "000000_0_copy_1"))
     po.write_table(simple_table(range(5, 7)), str(root / "000001_0"))
-    write(root / format_delta(1, 1), 1, range(7, 9))
-    delete(root / format_delta(2, 2, delete=True), [(0, BP0, 3)], write_id=2)
+    write_rows(root / format_delta(1, 1), 1, range(7, 9))
+    delete_keys(root / format_delta(2, 2, delete=True), [(0, BP0, 3)], write_id=2)
     got = read_table(str(root), snap(2), with_row_id=True)
     rows = {r["id"]: r["row__id"] for r in got.to_pylist()}
     assert sorted(rows) == [0, 1, 2, 4, 5, 6, 7, 8]  # id 3 = bucket 0's 4th original row
@@ -292,7 +274,7 @@ def test_original_files_get_synthetic_row_ids(tmp_path: Path) -> None:
 def test_legacy_update_and_delete_events_in_an_insert_delta(tmp_path: Path) -> None:
     """Hive 2 without split-update: op=1/op=2 events in delta_ dirs supersede older rows."""
     root = tmp_path / "t"
-    write(root / format_delta(1, 1), 1, range(3))
+    write_rows(root / format_delta(1, 1), 1, range(3))
     events = pa.table([
         pa.array([1, 2], pa.int32()), pa.array([1, 1], pa.int64()),
         pa.array([BP0, BP0], pa.int32()), pa.array([0, 1], pa.int64()),
@@ -317,7 +299,7 @@ def test_registry_hash_path_for_unsorted_or_mixed_stripes(tmp_path: Path) -> Non
     w = BucketWriter.open_append(path, BucketFileOptions(write_id=2))
     w.write(simple_table(range(4, 8)))
     w.close()
-    delete(root / format_delta(3, 3, delete=True), [(1, BP0, 1), (2, BP0, 1), (2, BP0, 3)],
+    delete_keys(root / format_delta(3, 3, delete=True), [(1, BP0, 1), (2, BP0, 1), (2, BP0, 3)],
            write_id=3)
     assert ids(read_table(str(root), snap(3))) == [0, 2, 3, 4, 6]
     # and a stripe that mixes write ids is handled by the same registry
@@ -331,7 +313,7 @@ def test_registry_hash_path_for_unsorted_or_mixed_stripes(tmp_path: Path) -> Non
     other = tmp_path / "u"
     (other / format_delta(1, 2, None)).mkdir(parents=True)
     po.write_table(mixed, str(other / format_delta(1, 2, None) / "bucket_00000"))
-    delete(other / format_delta(3, 3, delete=True), [(2, BP0, 0)], write_id=3)
+    delete_keys(other / format_delta(3, 3, delete=True), [(2, BP0, 0)], write_id=3)
     assert read_table(str(other), snap(3))["value"].to_pylist() == ["a", "b", "d"]
 
 
@@ -342,7 +324,7 @@ def test_positional_row_fields_map_to_the_table_schema(tmp_path: Path) -> None:
     with BucketWriter.create(str(root / format_delta(1, 1) / "bucket_00000"),
                              BucketFileOptions(write_id=1, row_schema=positional)) as w:
         w.write(simple_table(range(3)).rename_columns(["_col0", "_col1"]))
-    write(root / format_delta(2, 2), 2, range(3, 5))
+    write_rows(root / format_delta(2, 2), 2, range(3, 5))
     got = read_table(str(root), snap(2), row_schema=SIMPLE_SCHEMA)
     assert got.schema == SIMPLE_SCHEMA
     assert ids(got) == [0, 1, 2, 3, 4]
@@ -358,7 +340,7 @@ def test_row_schema_gives_empty_tables_their_columns(tmp_path: Path) -> None:
 
 def test_added_column_reads_as_null_in_older_files(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    write(root / format_delta(1, 1), 1, range(2))
+    write_rows(root / format_delta(1, 1), 1, range(2))
     wider = SIMPLE_SCHEMA.append(pa.field("extra", pa.int32()))
     with BucketWriter.create(str(root / format_delta(2, 2) / "bucket_00000"),
                              BucketFileOptions(write_id=2, row_schema=wider)) as w:
