@@ -13,17 +13,8 @@ from ingest.errors import CorruptFileError
 from ingest.orc import FileTail, Message, serialize_tail
 from ingest.orc._protobuf import length_field, varint_field
 from ingest.orc.compression import CompressionKind
-from ingest.orc.tail import (
-    FT_CONTENT_LENGTH,
-    FT_HEADER_LENGTH,
-    FT_METADATA,
-    FT_NUMBER_OF_ROWS,
-    FT_STATISTICS,
-    FT_STRIPES,
-    FT_TYPES,
-    MAGIC,
-    MD_STRIPE_STATS,
-)
+from ingest.orc.proto_fields import Footer, Metadata, UserMetadataItem
+from ingest.orc.tail import MAGIC
 
 KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
@@ -33,7 +24,6 @@ ACID_KEYS = (KEY_INDEX, ACID_STATS, ACID_VERSION)
 CHECKSUMS_KEY = "ingest.stripe.checksums"
 CHECKSUMS_ALGORITHM = "xxh3_64"
 WRITTEN_KEYS = (*ACID_KEYS, CHECKSUMS_KEY)  # the items every tail AcidTail encodes rewrites
-UM_NAME, UM_VALUE = 1, 2  # UserMetadataItem fields
 ACID_VERSION_VALUE = "2"  # Hive 3's ACID version (split-update)
 
 
@@ -92,15 +82,15 @@ class AcidTail:
             other_metadata: user metadata items to keep (none of `WRITTEN_KEYS`).
             compression, block_size: the file's codec and compression block size.
         """
-        assert template.footer.has(FT_TYPES), "template footer must carry the types"
+        assert template.footer.has(Footer.TYPES), "template footer must carry the types"
         self._postscript = template.postscript
         self._compression: CompressionKind = compression
         self._block_size = block_size
-        self._stripes = bytearray()  # encoded footer fields FT_STRIPES, one per stripe
-        self._stripe_statistics = bytearray()  # encoded metadata fields MD_STRIPE_STATS
+        self._stripes = bytearray()  # encoded footer fields Footer.STRIPES, one per stripe
+        self._stripe_statistics = bytearray()  # encoded metadata fields Metadata.STRIPE_STATS
         self._key_index = bytearray()  # the hive.acid.key.index value, "w,b,r;" per stripe
         self._checksums = bytearray()  # 8 bytes per stripe (ingest.acid.checksums)
-        self._other_metadata = b"".join(length_field(FT_METADATA, m.encode())
+        self._other_metadata = b"".join(length_field(Footer.METADATA, m.encode())
                                         for m in other_metadata)
         # The footer's fields in the order a Message rewrite of the template would give them
         # (each rewritten field where it first was); the rest of the template kept encoded.
@@ -122,9 +112,9 @@ class AcidTail:
             checksum: its packed checksum (`ingest.acid.checksums.pack_checksum`).
         """
         assert len(checksum) == 8
-        self._stripes += length_field(FT_STRIPES, stripe)
+        self._stripes += length_field(Footer.STRIPES, stripe)
         self._checksums += checksum
-        self._stripe_statistics += length_field(MD_STRIPE_STATS, statistics)
+        self._stripe_statistics += length_field(Metadata.STRIPE_STATS, statistics)
         self._key_index += (format_key(*key) + ";").encode()
 
     def encode(self, *, content_end: int, number_of_rows: int,
@@ -138,20 +128,21 @@ class AcidTail:
             counts: (inserts, updates, deletes) in the file, for `hive.acid.stats`.
         """
         changing = {
-            FT_HEADER_LENGTH: varint_field(FT_HEADER_LENGTH, len(MAGIC)),
-            FT_CONTENT_LENGTH: varint_field(FT_CONTENT_LENGTH, content_end - len(MAGIC)),
-            FT_STRIPES: self._stripes,
-            FT_METADATA: b"".join([
+            Footer.HEADER_LENGTH: varint_field(Footer.HEADER_LENGTH, len(MAGIC)),
+            Footer.CONTENT_LENGTH: varint_field(Footer.CONTENT_LENGTH, content_end - len(MAGIC)),
+            Footer.STRIPES: self._stripes,
+            Footer.METADATA: b"".join([
                 self._other_metadata,
-                length_field(FT_METADATA, _metadata_item(KEY_INDEX, self._key_index)),
-                length_field(FT_METADATA, _metadata_item(
+                length_field(Footer.METADATA, _metadata_item(KEY_INDEX, self._key_index)),
+                length_field(Footer.METADATA, _metadata_item(
                     ACID_STATS, format_acid_stats(*counts).encode())),
-                length_field(FT_METADATA, _ACID_VERSION_ITEM),
+                length_field(Footer.METADATA, _ACID_VERSION_ITEM),
                 # Every tail describes every stripe so far, so every tail holds all checksums.
-                length_field(FT_METADATA, _metadata_item(
+                length_field(Footer.METADATA, _metadata_item(
                     CHECKSUMS_KEY, encode_checksums(self._checksums)))]),
-            FT_NUMBER_OF_ROWS: varint_field(FT_NUMBER_OF_ROWS, number_of_rows),
-            FT_STATISTICS: b"".join(length_field(FT_STATISTICS, m.encode()) for m in statistics),
+            Footer.NUMBER_OF_ROWS: varint_field(Footer.NUMBER_OF_ROWS, number_of_rows),
+            Footer.STATISTICS: b"".join(length_field(Footer.STATISTICS, m.encode())
+                                        for m in statistics),
         }
         footer = b"".join(changing[n] if n in changing else self._kept[n] for n in self._order)
         return serialize_tail(postscript=self._postscript, footer=footer,
@@ -160,13 +151,14 @@ class AcidTail:
 
 
 # The footer fields every flush rewrites.
-_CHANGING = (FT_HEADER_LENGTH, FT_CONTENT_LENGTH, FT_STRIPES, FT_METADATA, FT_NUMBER_OF_ROWS,
-             FT_STATISTICS)
+_CHANGING = (Footer.HEADER_LENGTH, Footer.CONTENT_LENGTH, Footer.STRIPES, Footer.METADATA,
+             Footer.NUMBER_OF_ROWS, Footer.STATISTICS)
 
 
 def _metadata_item(name: str, value: bytes) -> bytes:
     """One encoded UserMetadataItem (name, value)."""
-    return length_field(UM_NAME, name.encode()) + length_field(UM_VALUE, value)
+    return (length_field(UserMetadataItem.NAME, name.encode())
+            + length_field(UserMetadataItem.VALUE, value))
 
 
 def encode_checksums(packed: bytes | bytearray) -> bytes:

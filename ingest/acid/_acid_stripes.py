@@ -21,19 +21,23 @@ import pyarrow as pa
 from ingest.acid._event_columns import event_column
 from ingest.acid.events import INSERT, KEY_COLUMNS
 from ingest.orc import FileTail, Message, StripeInfo, compress_stream, decompress_stream
+from ingest.orc._protobuf import VARINT
 from ingest.orc.compression import CompressionKind
-from ingest.orc.tail import FT_ROW_INDEX_STRIDE
+from ingest.orc.proto_fields import (
+    ColumnEncoding,
+    ColumnEncodingKind,
+    Footer,
+    Stream,
+    StreamKind,
+    StripeFooter,
+)
 
 # Columns in front of the user's: root, operation, originalTransaction, bucket, rowId,
 # currentTransaction; the encoded file's root becomes `row`, column 6.
 EVENT_COLUMNS = 6
-# Stream kinds and column encodings (orc_proto.proto).
-DATA, ROW_INDEX = 1, 6
-INDEX_KINDS = frozenset({ROW_INDEX, 7, 8})  # ROW_INDEX, BLOOM_FILTER, BLOOM_FILTER_UTF8
-DIRECT, DIRECT_V2 = 0, 2
-# StripeFooter and Stream fields.
-SF_STREAMS, SF_COLUMNS = 1, 2
-ST_KIND, ST_COLUMN, ST_LENGTH = 1, 2, 3
+# Streams that go in a stripe's index area, before its data.
+INDEX_KINDS = frozenset({StreamKind.ROW_INDEX, StreamKind.BLOOM_FILTER,
+                         StreamKind.BLOOM_FILTER_UTF8})
 
 
 @dataclass(frozen=True)
@@ -82,17 +86,19 @@ class _UserStripe:
         footer_start = info.offset + info.index_length + info.data_length
         footer = Message.decode(
             decompress_stream(tail.compression, view[footer_start:info.end], tail.block_size))
-        streams = footer.messages(SF_STREAMS)
-        kinds = [(s.uint(ST_KIND), s.uint(ST_COLUMN, 0)) for s in streams]
+        streams = footer.messages(StripeFooter.STREAMS)
+        kinds = [(s.uint(Stream.KIND), s.uint(Stream.COLUMN, 0)) for s in streams]
         n_index = sum(1 for k, _ in kinds if k in INDEX_KINDS)
         # Stripes are copied as [index area][data area]; only the root's row index is taken out.
         if any(k in INDEX_KINDS for k, _ in kinds[n_index:]):
             raise AssertionError("encoder wrote index streams after data streams")
-        if [i for i, (_, c) in enumerate(kinds) if c == 0] != [0] or kinds[0][0] != ROW_INDEX:
+        root_streams = [i for i, (_, c) in enumerate(kinds) if c == 0]
+        if root_streams != [0] or kinds[0][0] != StreamKind.ROW_INDEX:
             raise AssertionError(f"expected the root's row index as the only root stream: {kinds}")
-        return cls(view, info, streams, footer.messages(SF_COLUMNS), tail.stripe_statistics[0],
-                   footer, n_index, streams[0].uint(ST_LENGTH) or 0,
-                   tail.footer.uint(FT_ROW_INDEX_STRIDE, 0) or 0)
+        return cls(view, info, streams, footer.messages(StripeFooter.COLUMNS),
+                   tail.stripe_statistics[0],
+                   footer, n_index, streams[0].uint(Stream.LENGTH) or 0,
+                   tail.footer.uint(Footer.ROW_INDEX_STRIDE, 0) or 0)
 
     def index_area(self, *, with_root: bool) -> memoryview:
         start = self.info.offset + (0 if with_root else self.root_index_length)
@@ -127,10 +133,11 @@ def insert_stripe(
                             block=block)
     user = _user_columns(users)
 
-    footer = Message([f for f in users[0].footer.fields if f[0] not in (SF_STREAMS, SF_COLUMNS)])
-    footer.set_messages(SF_STREAMS, [*events.index_streams, *user.index_streams,
+    footer = Message([f for f in users[0].footer.fields
+                      if f[0] not in (StripeFooter.STREAMS, StripeFooter.COLUMNS)])
+    footer.set_messages(StripeFooter.STREAMS, [*events.index_streams, *user.index_streams,
                                      *events.data_streams, *user.data_streams])
-    footer.set_messages(SF_COLUMNS, [*events.encodings, *user.encodings])
+    footer.set_messages(StripeFooter.COLUMNS, [*events.encodings, *user.encodings])
     footer_bytes = compress_stream(kind, footer.encode(), block)
 
     pieces = [*events.index, *user.index, *events.data, *user.data, footer_bytes]
@@ -162,17 +169,17 @@ def _event_columns(first_user: _UserStripe, rows: int, *, write_id: int, bucket_
     # The user file's root row index (counts only, no positions) serves the new root too.
     root_index = first_user.index_area(with_root=True)[:first_user.root_index_length]
     out.index.append(root_index)
-    out.index_streams.append(_stream(ROW_INDEX, 0, len(root_index)))
-    out.encodings.append(_encoding(DIRECT))
+    out.index_streams.append(_stream(StreamKind.ROW_INDEX, 0, len(root_index)))
+    out.encodings.append(_encoding(ColumnEncodingKind.DIRECT))
     out.statistics.append(first_user.statistics[0])
     values = [(INSERT, 0), (write_id, 0), (bucket_property, 0), (first_row_id, 1), (write_id, 0)]
     for column, (first, delta) in enumerate(values, start=1):
         encoded = event_column(first, delta, rows, stride=stride, kind=kind, block=block)
         out.index.append(encoded.index)
-        out.index_streams.append(_stream(ROW_INDEX, column, len(encoded.index)))
+        out.index_streams.append(_stream(StreamKind.ROW_INDEX, column, len(encoded.index)))
         out.data.append(encoded.data)
-        out.data_streams.append(_stream(DATA, column, len(encoded.data)))
-        out.encodings.append(_encoding(DIRECT_V2))
+        out.data_streams.append(_stream(StreamKind.DATA, column, len(encoded.data)))
+        out.encodings.append(_encoding(ColumnEncodingKind.DIRECT_V2))
         out.statistics.append(encoded.statistics)
     return out
 
@@ -198,14 +205,15 @@ def _user_columns(users: list[_UserStripe]) -> _Columns:
 
 
 def _stream(kind: int, column: int, length: int) -> Message:
-    return Message([(ST_KIND, 0, kind), (ST_COLUMN, 0, column), (ST_LENGTH, 0, length)])
+    return Message([(Stream.KIND, 0, kind), (Stream.COLUMN, 0, column), (Stream.LENGTH, 0, length)])
 
 
 def _shifted(stream: Message, shift: int) -> Message:
     out = Message(list(stream.fields))
-    out.set_uint(ST_COLUMN, (stream.uint(ST_COLUMN, 0) or 0) + shift)
+    out.set_uint(Stream.COLUMN, (stream.uint(Stream.COLUMN, 0) or 0) + shift)
     return out
 
 
 def _encoding(kind: int) -> Message:
-    return Message([(1, 0, kind), (2, 0, 0)])
+    return Message([(ColumnEncoding.KIND, VARINT, kind),
+                    (ColumnEncoding.DICTIONARY_SIZE, VARINT, 0)])

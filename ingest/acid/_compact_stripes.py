@@ -11,8 +11,6 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ingest.acid._acid_stripes import (
-    SF_COLUMNS,
-    SF_STREAMS,
     AcidStripe,
     _Columns,
     _user_columns,
@@ -21,6 +19,7 @@ from ingest.acid._acid_stripes import (
 from ingest.acid._stripe_encoder import StripeEncoder, _column_groups, _pool
 from ingest.acid.events import KEY_COLUMNS, ROW
 from ingest.orc import Message, StripeInfo, compress_stream
+from ingest.orc.proto_fields import StripeFooter
 
 # Below this many rows a stripe is encoded in one call: a thread hand-off costs more.
 MIN_ROWS_TO_SPLIT = 8 * 1024
@@ -53,10 +52,11 @@ def event_stripe(encoder: StripeEncoder, events: pa.Table) -> AcidStripe:
         encodings=list(first.encodings), statistics=list(first.statistics))
     user_part = _user_columns(users)
     kind, block = parts[0][1].compression, parts[0][1].block_size
-    footer = Message([f for f in first.footer.fields if f[0] not in (SF_STREAMS, SF_COLUMNS)])
-    footer.set_messages(SF_STREAMS, [*events_part.index_streams, *user_part.index_streams,
+    footer = Message([f for f in first.footer.fields
+                      if f[0] not in (StripeFooter.STREAMS, StripeFooter.COLUMNS)])
+    footer.set_messages(StripeFooter.STREAMS, [*events_part.index_streams, *user_part.index_streams,
                                      *events_part.data_streams, *user_part.data_streams])
-    footer.set_messages(SF_COLUMNS, [*events_part.encodings, *user_part.encodings])
+    footer.set_messages(StripeFooter.COLUMNS, [*events_part.encodings, *user_part.encodings])
     footer_bytes = compress_stream(kind, footer.encode(), block)
     pieces = [*events_part.index, *user_part.index, *events_part.data, *user_part.data,
               footer_bytes]

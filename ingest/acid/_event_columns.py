@@ -17,12 +17,11 @@ import numpy as np
 from ingest.orc import Message, compress_stream
 from ingest.orc._protobuf import encode_varint, length_field, varint_field, zigzag_encode
 from ingest.orc.compression import CompressionKind, compress_stream_with_positions
-from ingest.orc.statistics import HAS_NULL, INT, INT64_MAX, INT64_MIN, NUMBER_OF_VALUES
+from ingest.orc.proto_fields import ColumnStatistics, IntegerStatistics, RowIndex, RowIndexEntry
+from ingest.orc.statistics import INT64_MAX, INT64_MIN
 
 MAX_RUN = 512  # values in one RLE v2 run
 _DELTA_RUN = 0xC0  # header bits: encoding DELTA (3), bit width 0 (fixed delta)
-# RowIndex and RowIndexEntry fields (orc_proto.proto).
-_RI_ENTRY, _RIE_POSITIONS, _RIE_STATISTICS = 1, 1, 2
 _VARINT_BYTES = 10
 
 
@@ -60,7 +59,7 @@ def _column(first: int, delta: int, rows: int, stride: int, kind: CompressionKin
     raw, group_offsets = _delta_runs(first, delta, rows, group_starts)
     data, positions = compress_stream_with_positions(kind, raw, block, group_offsets)
     entries = b"".join(
-        length_field(_RI_ENTRY, _index_entry(
+        length_field(RowIndex.ENTRY, _index_entry(
             [*position, 0],  # 0 values into the run
             _int_statistics(first + delta * start, delta, min(stride, rows - start))))
         for start, position in zip(group_starts, positions, strict=True))
@@ -112,15 +111,17 @@ def _varints(values: np.ndarray) -> _Varints:
 def _int_statistics(first: int, delta: int, count: int) -> bytes:
     """ColumnStatistics of first, first + delta, ... (count values, no nulls)."""
     last = first + delta * (count - 1)
-    ints = (varint_field(1, zigzag_encode(min(first, last)))
-            + varint_field(2, zigzag_encode(max(first, last))))
+    ints = (varint_field(IntegerStatistics.MINIMUM, zigzag_encode(min(first, last)))
+            + varint_field(IntegerStatistics.MAXIMUM, zigzag_encode(max(first, last))))
     total = (first + last) * count // 2
     if INT64_MIN <= total <= INT64_MAX:  # writers leave out a sum that overflowed
-        ints += varint_field(3, zigzag_encode(total))
-    return (varint_field(NUMBER_OF_VALUES, count) + length_field(INT, ints)
-            + varint_field(HAS_NULL, 0))
+        ints += varint_field(IntegerStatistics.SUM, zigzag_encode(total))
+    return (varint_field(ColumnStatistics.NUMBER_OF_VALUES, count)
+            + length_field(ColumnStatistics.INT_STATISTICS, ints)
+            + varint_field(ColumnStatistics.HAS_NULL, 0))
 
 
 def _index_entry(positions: list[int], statistics: bytes) -> bytes:
     packed = b"".join(encode_varint(p) for p in positions)
-    return length_field(_RIE_POSITIONS, packed) + length_field(_RIE_STATISTICS, statistics)
+    return (length_field(RowIndexEntry.POSITIONS, packed)
+            + length_field(RowIndexEntry.STATISTICS, statistics))

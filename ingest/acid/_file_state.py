@@ -15,7 +15,6 @@ from ingest.acid._acid_footer import (
     ACID_STATS,
     CHECKSUMS_KEY,
     KEY_INDEX,
-    UM_NAME,
     WRITTEN_KEYS,
     parse_acid_stats,
 )
@@ -26,7 +25,7 @@ from ingest.acid.file_options import BucketFileOptions
 from ingest.acid.names import decode_bucket_property
 from ingest.errors import CorruptFileError, SchemaMismatchError, UnsupportedFormatError
 from ingest.orc import FileTail, Message, StripeInfo
-from ingest.orc.tail import FT_METADATA, FT_ROW_INDEX_STRIDE, MD_STRIPE_STATS
+from ingest.orc.proto_fields import Footer, Metadata, UserMetadataItem
 
 
 @dataclass
@@ -129,7 +128,7 @@ def restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
     # states them for every stripe (a file without row index keeps the options' stride).
     tuning = dataclasses.replace(
         options.tuning, compression_block_size=tail.block_size,
-        row_index_stride=tail.footer.uint(FT_ROW_INDEX_STRIDE, 0)
+        row_index_stride=tail.footer.uint(Footer.ROW_INDEX_STRIDE, 0)
         or options.tuning.row_index_stride)
     options = dataclasses.replace(
         options, row_schema=row_schema, bucket_id=bucket_id, statement_id=statement_id,
@@ -137,11 +136,11 @@ def restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
     state = FileState(
         template=tail, position=tail.length, stripes=tail.stripes,
         stripe_messages=[s.to_message().encode() for s in tail.stripes],
-        stripe_stats=[bytes(b) for b in tail.metadata.raw(MD_STRIPE_STATS)],
+        stripe_stats=[bytes(b) for b in tail.metadata.raw(Metadata.STRIPE_STATS)],
         keys=keys, checksums=checksums,
         counts=(inserts, updates, deletes),
-        other_metadata=[m for m in tail.footer.messages(FT_METADATA)
-                        if m.string(UM_NAME) not in WRITTEN_KEYS],
+        other_metadata=[m for m in tail.footer.messages(Footer.METADATA)
+                        if m.string(UserMetadataItem.NAME) not in WRITTEN_KEYS],
         flushed_stripe_count=len(tail.stripes), last_flush_length=tail.length,
         next_row_id=last_row_id + 1 if write_id == last_write_id else 0,
         last_key=keys[-1] if keys else None, appending=True,

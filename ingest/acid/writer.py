@@ -44,8 +44,9 @@ from ingest.errors import (
 )
 from ingest.faults import crash_point
 from ingest.orc import Message, merge_statistics, open_orc, read_tail
+from ingest.orc.proto_fields import StripeStatistics
 from ingest.orc.statistics import INT64_MAX
-from ingest.orc.tail import MAGIC, STRIPE_STATS_COLUMNS
+from ingest.orc.tail import MAGIC
 
 
 class BucketWriter:
@@ -308,7 +309,7 @@ class BucketWriter:
         self._stripe_count += 1
         self._number_of_rows += moved.number_of_rows
         stats = Message()
-        stats.set_messages(STRIPE_STATS_COLUMNS, stripe.statistics)
+        stats.set_messages(StripeStatistics.COL_STATS, stripe.statistics)
         self._tail.add_stripe(moved.to_message().encode(), stats.encode(), stripe.last_key,
                               pack_checksum(hasher.value()))
         self._statistics = [merge_statistics(a, b)

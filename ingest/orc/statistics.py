@@ -23,11 +23,6 @@ from ingest.orc.proto_fields import (
     TimestampStatistics,
 )
 
-# Names the modules of ingest.acid and their tests import; ingest.orc.proto_fields is their home.
-NUMBER_OF_VALUES, INT = ColumnStatistics.NUMBER_OF_VALUES, ColumnStatistics.INT_STATISTICS
-DOUBLE, HAS_NULL = ColumnStatistics.DOUBLE_STATISTICS, ColumnStatistics.HAS_NULL
-BYTES_ON_DISK = ColumnStatistics.BYTES_ON_DISK
-
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_DECIMAL_DIGITS = 38
 

@@ -27,13 +27,6 @@ from ingest.orc.proto_fields import (
 )
 
 MAGIC = b"ORC"
-# Names the modules of ingest.acid import; ingest.orc.proto_fields is their one home.
-FT_HEADER_LENGTH, FT_CONTENT_LENGTH = Footer.HEADER_LENGTH, Footer.CONTENT_LENGTH
-FT_STRIPES, FT_TYPES, FT_METADATA = Footer.STRIPES, Footer.TYPES, Footer.METADATA
-FT_NUMBER_OF_ROWS, FT_STATISTICS = Footer.NUMBER_OF_ROWS, Footer.STATISTICS
-FT_ROW_INDEX_STRIDE = Footer.ROW_INDEX_STRIDE
-MD_STRIPE_STATS = Metadata.STRIPE_STATS
-STRIPE_STATS_COLUMNS = StripeStatistics.COL_STATS
 _DEFAULT_BLOCK_SIZE = 256 * 1024
 
 

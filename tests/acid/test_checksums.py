@@ -14,7 +14,6 @@ import pytest
 from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, read_events
-from ingest.acid._acid_footer import UM_NAME, UM_VALUE
 from ingest.acid.checksums import (
     CHECK_ENV,
     CHECKSUMS_KEY,
@@ -27,7 +26,7 @@ from ingest.acid.side_file import read_flush_lengths
 from ingest.acid.snapshot import read_table
 from ingest.errors import CorruptFileError
 from ingest.orc import Message, read_tail, serialize_tail
-from ingest.orc.tail import FT_METADATA
+from ingest.orc.proto_fields import Footer, UserMetadataItem
 
 FS = fsspec.filesystem("file")
 
@@ -68,7 +67,8 @@ def strip_checksums(path: str) -> None:
     data = Path(path).read_bytes()
     tail = read_tail(FS, path, len(data))
     footer = Message([f for f in tail.footer.fields if not (
-        f[0] == FT_METADATA and Message.decode(f[2]).string(UM_NAME) == CHECKSUMS_KEY)])
+        f[0] == Footer.METADATA
+        and Message.decode(f[2]).string(UserMetadataItem.NAME) == CHECKSUMS_KEY)])
     new_tail = serialize_tail(postscript=tail.postscript, footer=footer,
                               metadata=tail.metadata, compression=tail.compression,
                               block_size=tail.block_size)
@@ -203,11 +203,11 @@ def test_readers_read_through_a_damaged_value_and_verify_reports_it(tmp_path: Pa
     data = Path(path).read_bytes()
     tail = read_tail(FS, path, len(data))
     raw = tail.user_metadata[CHECKSUMS_KEY]
-    items = [Message.decode(f[2]) for f in tail.footer.fields if f[0] == FT_METADATA]
-    (item,) = [m for m in items if m.string(UM_NAME) == CHECKSUMS_KEY]
-    item.set_bytes(UM_VALUE, raw[:9] + bytes([raw[9] ^ 0x40]) + raw[10:])
-    footer = Message([f for f in tail.footer.fields if f[0] != FT_METADATA])
-    footer.set_messages(FT_METADATA, items)
+    items = [Message.decode(f[2]) for f in tail.footer.fields if f[0] == Footer.METADATA]
+    (item,) = [m for m in items if m.string(UserMetadataItem.NAME) == CHECKSUMS_KEY]
+    item.set_bytes(UserMetadataItem.VALUE, raw[:9] + bytes([raw[9] ^ 0x40]) + raw[10:])
+    footer = Message([f for f in tail.footer.fields if f[0] != Footer.METADATA])
+    footer.set_messages(Footer.METADATA, items)
     Path(path).write_bytes(data[:tail.start] + serialize_tail(
         postscript=tail.postscript, footer=footer, metadata=tail.metadata,
         compression=tail.compression, block_size=tail.block_size))

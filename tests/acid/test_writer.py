@@ -24,7 +24,7 @@ from ingest.acid.events import acid_event_schema
 from ingest.errors import ConfigError, CorruptFileError, SchemaMismatchError
 from ingest.orc import open_orc, parse_tail, read_tail
 from ingest.orc.compression import CODECS
-from ingest.orc.statistics import BYTES_ON_DISK, DOUBLE
+from ingest.orc.proto_fields import ColumnStatistics, Footer
 
 FS = fsspec.filesystem("file")
 
@@ -126,7 +126,7 @@ def test_file_statistics_equal_those_of_one_pyarrow_write_of_the_same_events(
         a, b = _comparable(a), _comparable(b)
         assert a.keys() == b.keys(), column
         for key in a:
-            if key == DOUBLE:
+            if key == ColumnStatistics.DOUBLE_STATISTICS:
                 assert a[key][:2] == b[key][:2], column
                 assert a[key][2] == pytest.approx(b[key][2], rel=1e-9), column
             else:
@@ -136,9 +136,9 @@ def test_file_statistics_equal_those_of_one_pyarrow_write_of_the_same_events(
 def _comparable(stats) -> dict:
     out = {}
     for number, _, value in stats.fields:
-        if number == BYTES_ON_DISK:
+        if number == ColumnStatistics.BYTES_ON_DISK:
             continue
-        if number == DOUBLE:
+        if number == ColumnStatistics.DOUBLE_STATISTICS:
             from ingest.orc import Message
 
             m = Message.decode(value)
@@ -410,7 +410,8 @@ def test_appending_keeps_the_files_row_index_stride_so_seeks_land_right(tmp_path
                                  BucketFileOptions(write_id=2))  # default options: stride 10,000
     w.write(simple_table(range(1000, 2000)))
     w.close()
-    assert parse_tail(Path(path).read_bytes(), Path(path).stat().st_size).footer.uint(8) == 100
+    tail = parse_tail(Path(path).read_bytes(), Path(path).stat().st_size)
+    assert tail.footer.uint(Footer.ROW_INDEX_STRIDE) == 100
     with open(path, "rb") as f:
         reader = pyorc.Reader(f)
         for row in (150, 1150, 1999):
