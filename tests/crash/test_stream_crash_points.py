@@ -24,7 +24,8 @@ from ingest.acid.names import is_side_file, parse_bucket_file
 from ingest.spark.produce import produce_events, sample_events
 from ingest.txn import Metastore, default_metastore_url
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash, pytest.mark.slow,
+              pytest.mark.java]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "kafka_to_acid.py"

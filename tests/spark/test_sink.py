@@ -243,6 +243,7 @@ def test_bucketed_table_writes_hive_buckets(spark: Any, warehouse: Path) -> None
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.java
 def test_transaction_batches_readers_see_exactly_the_committed_batches(
         spark: Any, warehouse: Path) -> None:
     sink = make_sink(warehouse, partition_by=None, txns_per_delta=3, flush_rows=8)
