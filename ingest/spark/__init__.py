@@ -1,6 +1,7 @@
 """Spark: the Kafka source, the foreachBatch ACID sink and the streaming job.
 
-Knows Spark and Kafka; writes ORC only through `ingest.acid` and commits through `ingest.txn`.
+Knows Spark and Kafka; writes ORC only through `ingest.acid`, commits through `ingest.txn` and
+shares table operations (row splitting, table creation, recovery) with the CLI via `ingest.table`.
 """
 
 from ingest.spark.deadletter import dead_letter_location, dead_letter_name
