@@ -13,7 +13,9 @@ import pyarrow as pa
 import pytest
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
+from ingest.acid.snapshot import read_table
 from ingest.cli import main as cli_main
+from ingest.txn import METASTORE_FILENAME, Metastore
 
 ALL_TYPES_SCHEMA = pa.schema([
     ("b", pa.bool_()),
@@ -133,3 +135,12 @@ def delete_keys(directory: Path | str, keys: list[tuple[int, int, int]], *, writ
     })
     write_deletes(f"{directory}/bucket_{bucket_id:05d}", table, write_id=write_id,
                   bucket_id=bucket_id)
+
+
+def visible(location: str) -> list[dict]:
+    """The rows of the table at `location` (metastore beside it) as of its current snapshot,
+    sorted by id."""
+    with Metastore.open(f"sqlite://{Path(location).parent}/{METASTORE_FILENAME}",
+                        create=False) as store:
+        current = store.snapshot(location)
+    return sorted(read_table(location, current).to_pylist(), key=lambda r: r["id"])

@@ -10,12 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from support import error_json, ok_json
+from support import error_json, ok_json, visible
 from support import run_cli as run
 
 from ingest.acid import read_bucket_file
 from ingest.acid.names import decode_bucket_property, parse_bucket_file
-from ingest.acid.snapshot import read_table
 from ingest.txn import METASTORE_FILENAME, Metastore
 
 DDL = "id BIGINT, value STRING, dt STRING"
@@ -33,13 +32,6 @@ if go:
         time.sleep(0.005)
 m.main(sys.argv[1:])
 """
-
-
-def visible(location: str) -> list[dict]:
-    with Metastore.open(f"sqlite://{Path(location).parent}/{METASTORE_FILENAME}",
-                        create=False) as store:
-        snap = store.snapshot(location)
-    return sorted(read_table(location, snap).to_pylist(), key=lambda r: r["id"])
 
 
 def acid_dirs(root: Path) -> list[str]:

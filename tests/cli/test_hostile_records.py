@@ -16,11 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from support import run_cli as run
+from support import visible
 
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import format_delta, write_acid_version_file
-from ingest.acid.snapshot import read_table
-from ingest.txn import METASTORE_FILENAME, Metastore
 
 
 def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -33,13 +32,6 @@ def error_json(args: list[str], capsys: pytest.CaptureFixture[str], code: int) -
     got, out, err = run([*args, "--json"], capsys)
     assert (got, out) == (code, ""), err
     return json.loads(err)["error"]
-
-
-def visible(location: str) -> list[dict]:
-    with Metastore.open(f"sqlite://{Path(location).parent}/{METASTORE_FILENAME}",
-                        create=False) as store:
-        snap = store.snapshot(location)
-    return sorted(read_table(location, snap).to_pylist(), key=lambda r: r["id"])
 
 
 def deltas(root: Path) -> list[str]:
