@@ -20,7 +20,7 @@ from typing import Any, Self
 import pyarrow as pa
 
 from ingest.errors import ConfigError, TableNotFoundError
-from ingest.txn._schema import ensure_schema
+from ingest.txn._schema import SCHEMA_VERSION, ensure_schema
 from ingest.txn.errors import MetastoreError
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import TableDefinition, qualify_table_name
@@ -97,6 +97,8 @@ class SqliteStore:
         self._clock = clock
         self.url = url
         self.location = location
+        # Below SCHEMA_VERSION only when opened read-only: the newer tables are then absent.
+        self.schema_version = SCHEMA_VERSION
 
     @classmethod
     def open(
@@ -165,12 +167,14 @@ class SqliteStore:
                 if read_only or not create:
                     # Checked before any pragma: setting WAL on an empty file writes to it.
                     with store._read() as c:
-                        ensure_schema(c, location, create=fresh)
+                        store.schema_version = ensure_schema(c, location, create=fresh)
                 if not read_only:
                     conn.execute("PRAGMA journal_mode = WAL")
                     conn.execute("PRAGMA foreign_keys = ON")
                     with store._write() as c:
-                        ensure_schema(c, location, create=create or fresh)
+                        store.schema_version = ensure_schema(
+                            c, location, create=create or fresh, upgrade=True
+                        )
         except BaseException:
             conn.close()
             raise

@@ -2,7 +2,9 @@
 
 Mirrors the Hive metastore's transaction tables in miniature: `TXNS` (txns), `NEXT_WRITE_ID`
 (a column of tables), `TXN_TO_WRITE_ID` (txn_to_write_id), plus sink progress and Kafka offsets
-that Hive keeps in `commitTxnWithKeyValue` table properties. Knows SQL only.
+that Hive keeps in `commitTxnWithKeyValue` table properties. Version 2 adds the committed-file
+manifest, registered readers (Hive's MIN_HISTORY_LEVEL) and the compaction history
+(`COMPACTION_QUEUE` / `COMPLETED_COMPACTIONS`). Knows SQL only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sqlite3
 from ingest.errors import UnsupportedFormatError
 from ingest.txn.errors import MetastoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _DDL = """
 CREATE TABLE meta (
@@ -67,13 +69,64 @@ CREATE TABLE txn_offsets (
 );
 """
 
+# Each entry upgrades a metastore from version i + 1 to i + 2; _DDL above is version 1.
+_UPGRADES: tuple[str, ...] = (
+    """
+-- What each commit promised about the files it wrote: a reader or `verify` that finds a
+-- file shorter, emptied or with a different tail knows committed data was damaged.
+CREATE TABLE committed_files (
+    table_name TEXT NOT NULL REFERENCES tables (name),
+    path       TEXT NOT NULL,     -- relative to the table root, '/'-separated
+    write_id   INTEGER NOT NULL,  -- the highest write id whose commit recorded this entry
+    length     INTEGER NOT NULL,  -- committed length: the file's, or its flush length
+    tail_hash  TEXT NOT NULL,     -- hex xxh3_64 of the ORC tail that ends at `length`
+    rows       INTEGER NOT NULL,  -- ACID events in the file up to `length`
+    PRIMARY KEY (table_name, path)
+);
+-- Readers that take their snapshot here register while they read, so the cleaner keeps
+-- what they may still open. min_open_txn: the lowest txn id open when the snapshot was
+-- taken (or the next txn id): every txn below it was already committed or aborted.
+CREATE TABLE readers (
+    reader_id    INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_name   TEXT NOT NULL,
+    agent        TEXT NOT NULL,
+    min_open_txn INTEGER NOT NULL,
+    opened_at    REAL NOT NULL,
+    heartbeat_at REAL NOT NULL
+);
+-- One row per compaction of one partition, kept as its history (SHOW COMPACTIONS).
+CREATE TABLE compactions (
+    compaction_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_name    TEXT NOT NULL,
+    partition     TEXT NOT NULL,   -- relative to the table root, '' when unpartitioned
+    kind          TEXT NOT NULL CHECK (kind IN ('major', 'minor')),
+    state         TEXT NOT NULL CHECK (state IN ('working', 'ready for cleaning',
+                                                 'succeeded', 'failed')),
+    txn_id        INTEGER REFERENCES txns (txn_id),  -- the compactor's own transaction
+    highest_write_id INTEGER,
+    started_at    REAL NOT NULL,
+    finished_at   REAL,
+    cleaned_at    REAL,
+    rows          INTEGER,
+    inputs        TEXT NOT NULL DEFAULT '[]',  -- JSON list of directory names
+    outputs       TEXT NOT NULL DEFAULT '[]',
+    error         TEXT
+);
+""",
+)
 
-def ensure_schema(conn: sqlite3.Connection, location: str, *, create: bool) -> None:
+
+def ensure_schema(
+    conn: sqlite3.Connection, location: str, *, create: bool, upgrade: bool = False
+) -> int:
     """Create the tables in an empty database (`create`), or check the version of an
-    existing one.
+    existing one and, with `upgrade`, bring it to SCHEMA_VERSION.
 
-    Must run inside a write transaction when `create`, so two processes do not both create
-    the tables. Without `create` an empty database is an error: a metastore emptied by
+    Returns the schema version the database has afterwards: a read-only open of an older
+    metastore leaves it as it is, and callers treat the newer tables as absent.
+
+    Must run inside a write transaction when `create` or `upgrade`, so two processes do not
+    both create the tables. Without `create` an empty database is an error: a metastore emptied by
     accident must not come back as a new one that knows none of the table's write ids
     (docs/invariants.md, 7).
 
@@ -95,11 +148,10 @@ def ensure_schema(conn: sqlite3.Connection, location: str, *, create: bool) -> N
             "table again with `ingest create PATH --schema ... --adopt`",
         )
     if not names:
-        for statement in _DDL.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        for script in (_DDL, *_UPGRADES):
+            _run(conn, script)
         conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        return
+        return SCHEMA_VERSION
     if "meta" not in names:
         raise MetastoreError(
             f"Cannot open metastore {location}: it is a SQLite database but not an ingest "
@@ -121,3 +173,22 @@ def ensure_schema(conn: sqlite3.Connection, location: str, *, create: bool) -> N
             location=location,
             hint="move this file aside; it was not written by ingest",
         )
+    if upgrade and found < SCHEMA_VERSION:
+        for script in _UPGRADES[found - 1 :]:
+            _run(conn, script)
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+        )
+        return SCHEMA_VERSION
+    return found
+
+
+def _run(conn: sqlite3.Connection, script: str) -> None:
+    """Execute a script of ';'-separated statements inside the caller's transaction
+    (`executescript` would commit it)."""
+    for statement in script.split(";"):
+        code = "\n".join(
+            line.split("--", 1)[0] for line in statement.splitlines()
+        ).strip()
+        if code:
+            conn.execute(code)

@@ -124,3 +124,29 @@ def test_next_write_id_and_properties(tmp_path: Path) -> None:
         assert stored.properties == {"a": "3", "b": "2", "transactional": "true",
                                      "bucketing_version": "2"}
         assert s.get_table("default.t").properties == stored.properties
+
+
+def _tables(path: Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    conn.close()
+    return {name for (name,) in rows}
+
+
+def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path) -> None:
+    from ingest.txn._schema import _DDL, SCHEMA_VERSION
+
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(_DDL + "; INSERT INTO meta VALUES ('schema_version', '1');")
+    conn.close()
+    before = _tables(path)
+    with Metastore.open(f"sqlite://{path}", read_only=True) as store:
+        assert store.schema_version == 1
+        assert store.list_tables() == []
+    assert _tables(path) == before  # a reader never upgrades
+    with Metastore.open(f"sqlite://{path}", create=False) as store:
+        assert store.schema_version == SCHEMA_VERSION == 2
+    assert _tables(path) - before == {"committed_files", "readers", "compactions"}
+    with Metastore.open(f"sqlite://{path}", read_only=True) as store:
+        assert store.schema_version == 2
