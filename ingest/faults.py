@@ -24,6 +24,11 @@ CRASH_POINTS = frozenset({
     "sink.before_commit",         # all files of a micro-batch written, commit not started
     "metastore.during_commit",    # inside the metastore's commit, before it is durable
     "compaction.before_commit",   # compacted directory written, not yet committed
+    "compact.after_write",        # compaction output complete under hidden names
+    "compact.between_renames",    # minor: delta_A_B renamed, delete_delta_A_B still hidden
+    "compact.after_rename",       # every output in place, the metastore not yet told
+    "compact.during_record",      # inside the metastore transaction recording the compaction
+    "compact.after_record",       # compaction recorded and its transaction committed
 })
 
 

@@ -37,9 +37,11 @@ from ingest.acid.events import (
 )
 from ingest.acid.file_options import BucketFileOptions, Compression, WriterOptions
 from ingest.acid.names import (
+    COMPACTION_TEMP_PREFIX,
     bucket_file_name,
     format_base,
     format_delta,
+    half_renamed_minor,
     parse_directory,
     side_file_path,
     write_acid_version_file,
@@ -49,11 +51,12 @@ from ingest.acid.snapshot import Partition, plan_partition
 from ingest.acid.state import AcidState, acid_state
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError
+from ingest.faults import crash_point
 
 CompactionKind = Literal["major", "minor"]
 # Output is written under this prefix + its final name: hidden from every reader (Hive's
 # hidden-file filter skips names starting with "." or "_") until it is renamed.
-TEMP_PREFIX = ".compacting-"
+TEMP_PREFIX = COMPACTION_TEMP_PREFIX
 _SORT = [(ORIGINAL_TRANSACTION, "ascending"), (BUCKET, "ascending"), (ROW_ID, "ascending"),
          (CURRENT_TRANSACTION, "descending")]
 
@@ -217,17 +220,22 @@ def compact_partition(
         rows, written = _major(fs, plan, files, options)
     else:
         rows, written = _minor(fs, plan, files, options)
+    crash_point("compact.after_write")
     # Renamed in the order of `outputs`. Minor compaction's pair cannot appear at once under
-    # Hive 3 names: the insert delta goes first (between the renames a reader sees rows that
-    # the range's delete events delete, but misses none), and a crash between them is rolled
-    # forward by the next compaction (`finish_interrupted`): both halves were complete
-    # before either was renamed.
-    for name in plan.outputs:
+    # Hive 3 names, and either half alone shadows the other kind's deltas of its range. The
+    # insert delta goes first: while its delete twin is still hidden, our readers skip it
+    # (`names.half_renamed_minor`) and read the untouched inputs; a crash between the renames
+    # is rolled forward by the next compaction (`finish_interrupted`): both halves were
+    # complete before either was renamed.
+    for i, name in enumerate(plan.outputs):
         temp, final = f"{root}/{TEMP_PREFIX}{name}", f"{root}/{name}"
         if fs.exists(final):
             raise CommitConflictError(f"Cannot compact {root}: {name} appeared meanwhile",
                                       hint="run `ingest compact` again to re-plan")
+        if i:
+            crash_point("compact.between_renames")
         fs.mv(temp, final, recursive=True)
+    crash_point("compact.after_rename")
     return CompactionResult(plan, rows, input_bytes, written, time.monotonic() - started)
 
 
@@ -243,19 +251,14 @@ def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> lis
         OSError: the storage layer failed.
     """
     root = partition_dir.rstrip("/")
+    names = [str(full).rstrip("/").rsplit("/", 1)[-1] for full in fs.ls(root, detail=False)]
     done = []
-    for full in fs.ls(root, detail=False):
-        name = str(full).rstrip("/").rsplit("/", 1)[-1]
-        if not name.startswith(TEMP_PREFIX):
-            continue
-        final = name[len(TEMP_PREFIX):]
-        parsed = parse_directory(final)
-        if parsed is None or not parsed.is_delete_delta or parsed.statement_id is not None:
-            continue
-        partner = format_delta(parsed.min_write_id, parsed.max_write_id, None)
-        if fs.exists(f"{root}/{partner}") and not fs.exists(f"{root}/{final}"):
-            fs.mv(f"{root}/{name}", f"{root}/{final}", recursive=True)
-            done.append(final)
+    for partner in sorted(half_renamed_minor(names)):
+        parsed = parse_directory(partner)
+        assert parsed is not None
+        final = format_delta(parsed.min_write_id, parsed.max_write_id, None, delete=True)
+        fs.mv(f"{root}/{TEMP_PREFIX}{final}", f"{root}/{final}", recursive=True)
+        done.append(final)
     return done
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
@@ -267,6 +268,33 @@ def is_hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
+# Compaction output is written under this prefix + its final name, hidden from every reader,
+# until it is renamed into place (docs/format.md §17).
+COMPACTION_TEMP_PREFIX = ".compacting-"
+
+
+def half_renamed_minor(names: Iterable[str]) -> set[str]:
+    """Names of `delta_A_B` directories (no statement id) whose minor compaction renamed them
+    into place but not yet their `delete_delta_A_B` twin, still hidden under
+    `COMPACTION_TEMP_PREFIX` (both were complete before the first rename).
+
+    A reader must not use such a delta: it shadows the delete deltas of its range.
+    """
+    present = set(names)
+    out = set()
+    for name in present:
+        if not name.startswith(COMPACTION_TEMP_PREFIX):
+            continue
+        final = name[len(COMPACTION_TEMP_PREFIX):]
+        parsed = parse_directory(final)
+        if parsed is None or not parsed.is_delete_delta or parsed.statement_id is not None:
+            continue
+        partner = format_delta(parsed.min_write_id, parsed.max_write_id, None)
+        if partner in present and final not in present:
+            out.add(partner)
+    return out
+
+
 def format_partition(column: str, value: str | None) -> str:
     """One ``col=value`` partition directory name (`FileUtils.makePartName` for one column).
 
@@ -442,6 +470,7 @@ def is_compacted_base(fs: fsspec.AbstractFileSystem, directory: str) -> bool:
 __all__ = [
     "ACID_VERSION_FILE",
     "BASE_PREFIX",
+    "COMPACTION_TEMP_PREFIX",
     "DEFAULT_PARTITION_NAME",
     "DELETE_DELTA_PREFIX",
     "DELTA_PREFIX",
@@ -456,6 +485,7 @@ __all__ = [
     "format_delta",
     "format_directory",
     "format_partition",
+    "half_renamed_minor",
     "is_acid_directory_prefix",
     "is_compacted_base",
     "is_hidden",

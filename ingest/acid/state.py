@@ -14,6 +14,7 @@ import fsspec
 
 from ingest.acid.names import (
     ParsedDirectory,
+    half_renamed_minor,
     is_acid_directory_prefix,
     is_compacted_base,
     is_hidden,
@@ -128,7 +129,9 @@ def choose_directories(
     """Hive's getAcidState over an already-listed partition directory.
 
     Args:
-        entries: the partition directory's children (hidden ``_``/``.`` names are skipped here).
+        entries: the partition directory's children (hidden ``_``/``.`` names are skipped here,
+            and so is a ``delta_A_B`` whose ``delete_delta_A_B`` twin is still hidden under
+            the compaction prefix: `names.half_renamed_minor`).
         snapshot: the reader's valid write-id list.
         visible_txn: whether a compactor txn (the N of a ``_vN`` suffix, N > 0) is committed in
             the reader's snapshot; None treats every such directory as visible.
@@ -143,9 +146,11 @@ def choose_directories(
             (Hive fails on these too).
     """
     work = _Work()
+    # A minor compaction between its two renames: read its inputs until both are in place.
+    pending = half_renamed_minor(e.name.rstrip("/") for e in entries)
     for entry in sorted(entries, key=lambda e: e.name):
         name = entry.name.rstrip("/")
-        if is_hidden(name):
+        if is_hidden(name) or name in pending:
             continue
         if not entry.is_dir:
             work.originals.append(name)

@@ -5,6 +5,7 @@ and performs no table operation (those are `ingest.table`'s). The default store 
 SQLite file per warehouse directory (see `placement`).
 """
 
+from ingest.txn.compactions import CompactionInfo
 from ingest.txn.errors import MetastoreError
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import (
@@ -26,6 +27,7 @@ from ingest.txn.store import MEMORY_URL, Metastore, TableRef
 __all__ = [
     "MEMORY_URL",
     "METASTORE_FILENAME",
+    "CompactionInfo",
     "TXN_STATES",
     "Metastore",
     "MetastoreError",

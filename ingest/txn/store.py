@@ -2,7 +2,8 @@
 
 Mirrors Hive's metastore `createTable`/`getTable`/`dropTable` and `TxnHandler.getValidWriteIds`
 over one SQLite file several processes share; the transaction lifecycle it inherits lives in
-`_lifecycle`, the SQLite plumbing in `_db`. Knows nothing of ORC bytes or Spark.
+`_lifecycle`, the compaction history in `compactions`, the SQLite plumbing in `_db`.
+Knows nothing of ORC bytes or Spark.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
 from ingest.txn._lifecycle import TransactionStore
+from ingest.txn.compactions import CompactionHistory
 from ingest.txn.model import (
     TXN_STATES,
     OffsetRange,
@@ -24,7 +26,7 @@ from ingest.txn.model import (
 )
 
 
-class Metastore(TransactionStore):
+class Metastore(TransactionStore, CompactionHistory):
     """Transactional-table metadata in one SQLite database; see the module docstring.
 
     Open one with `Metastore.open(url)`. One object may be shared by a process's threads; any
