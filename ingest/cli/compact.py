@@ -1,9 +1,11 @@
-"""`ingest compact PATH [--major|--minor] [--partition dt=...]`: compact a table's partitions."""
+"""`ingest compact PATH [--major|--minor|--auto] [--partition dt=...]`: compact a table's
+partitions."""
 
 from __future__ import annotations
 
 import click
 
+from ingest.acid.initiator import Backlog
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
 from ingest.table import PartitionCompaction, compact
@@ -14,6 +16,7 @@ from ingest.table import PartitionCompaction, compact
     epilog="""\b
 Examples:
   ingest compact warehouse/events --dry-run
+  ingest compact warehouse/events --auto
   ingest compact warehouse/events --minor --partition dt=2026-01-01 --json""",
 )
 @click.argument("path")
@@ -23,6 +26,10 @@ Examples:
 @click.option("--minor", "kind", flag_value="minor",
               help="Fold the deltas into one delta_min_max and the delete deltas into one "
                    "delete_delta_min_max.")
+@click.option("--auto", "kind", flag_value="auto",
+              help="Let the initiator choose per partition from the table's thresholds "
+                   "(delta count, delta bytes over base bytes, aborted write ids); partitions "
+                   "that need nothing are left alone.")
 @click.option("--partition", "partitions", multiple=True, metavar="COL=VALUE",
               help="Compact only this partition (a=1/b=2 for several levels); repeatable. "
                    "Default: every partition.")
@@ -32,7 +39,8 @@ Examples:
 def command(path: str, kind: str, partitions: tuple[str, ...], dry_run: bool,
             metastore: str | None, as_json: bool, quiet: bool) -> None:
     """Compact the table at PATH as of the compactor's snapshot (below the lowest open
-    write id: open transactions' deltas are left alone).
+    write id: open transactions' deltas are left alone). Each partition's compaction is
+    recorded in the metastore's history (`ingest compactions PATH`).
 
     Changes the disk unless --dry-run: writes new base or delta directories under a hidden
     name and renames them into place. Inputs are never changed or removed; readers stop
@@ -62,22 +70,33 @@ def command(path: str, kind: str, partitions: tuple[str, ...], dry_run: bool,
 def _as_dict(p: PartitionCompaction) -> dict[str, object]:
     r = p.result
     if r is None:
-        return {"partition": p.partition, "compacted": False}
-    return {"partition": p.partition, "compacted": True,
+        return {"partition": p.partition, "compacted": False, "kind": p.kind,
+                "reason": p.reason, "backlog": _backlog(p.backlog)}
+    return {"partition": p.partition, "compacted": True, "kind": p.kind, "reason": p.reason,
+            "compaction_id": p.compaction_id, "backlog": _backlog(p.backlog),
             "high_watermark": r.plan.snapshot.high_watermark,
             "inputs": list(r.plan.inputs), "outputs": list(r.plan.outputs), "rows": r.rows,
             "input_bytes": r.input_bytes, "output_bytes": r.output_bytes,
             "seconds": round(r.seconds, 3)}
 
 
+def _backlog(b: Backlog | None) -> dict[str, object] | None:
+    if b is None:
+        return None
+    return {"deltas": b.deltas, "delete_deltas": b.delete_deltas, "base": b.base,
+            "base_bytes": b.base_bytes, "delta_bytes": b.delta_bytes,
+            "aborted_write_ids": b.aborted_write_ids}
+
+
 def _line(p: PartitionCompaction, *, dry_run: bool) -> str:
     name = p.partition or "(table)"
+    why = f" [{p.reason}]" if p.reason and p.reason != "requested" else ""
     r = p.result
     if r is None:
-        return f"{name}: nothing to compact"
+        return f"{name}: nothing to compact{why}"
     outputs = ", ".join(r.plan.outputs)
     if dry_run:
         return (f"{name}: would read {len(r.plan.inputs)} dirs ({r.input_bytes:,} bytes) "
-                f"into {outputs}")
+                f"into {outputs}{why}")
     return (f"{name}: {len(r.plan.inputs)} dirs -> {outputs}: {r.rows:,} rows, "
-            f"{r.input_bytes:,} -> {r.output_bytes:,} bytes, {r.seconds:.2f} s")
+            f"{r.input_bytes:,} -> {r.output_bytes:,} bytes, {r.seconds:.2f} s{why}")

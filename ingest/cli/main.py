@@ -23,6 +23,7 @@ COMMAND_MODULES = {
     "alter": "ingest.cli.alter",
     "cat": "ingest.cli.cat",
     "compact": "ingest.cli.compact",
+    "compactions": "ingest.cli.compactions",
     "create": "ingest.cli.create",
     "delete": "ingest.cli.delete",
     "dump": "ingest.cli.dump",

@@ -1,15 +1,33 @@
-"""`ingest status PATH`: partitions, directories, bucket files and transactions of a table."""
+"""`ingest status PATH`: partitions, directories, bucket files, compaction backlog and
+transactions of a table."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import click
+import fsspec
 
-from ingest.acid.snapshot import DirectoryStatus, FileStatus, TableLayout, describe_table
+from ingest.acid.initiator import (
+    Backlog,
+    CompactionThresholds,
+    Decision,
+    decide,
+    measure_backlog,
+)
+from ingest.acid.snapshot import (
+    DirectoryStatus,
+    FileStatus,
+    PartitionStatus,
+    TableLayout,
+    describe_table,
+)
 from ingest.cli._output import dumps
 from ingest.cli.cat import table_snapshot, warnings_to_stderr
+from ingest.table import compaction_thresholds
 from ingest.txn import TransactionInfo
+
+Backlogs = dict[str, tuple[Backlog, Decision]]
 
 
 def _file_json(f: FileStatus) -> dict[str, Any]:
@@ -67,8 +85,38 @@ def _write_ids(d: DirectoryStatus) -> str:
     return text if d.statement_id is None else f"{text} stmt {d.statement_id}"
 
 
+def _backlogs(path: str, layout: TableLayout,
+              thresholds: CompactionThresholds) -> Backlogs:
+    """Each partition's compaction backlog and what the initiator would do with it."""
+    fs = fsspec.core.url_to_fs(path)[0]
+    out: Backlogs = {}
+    for p in layout.partitions:
+        if p.directories:
+            backlog = measure_backlog(fs, p.path, layout.snapshot)
+            out[p.path] = (backlog, decide(backlog, thresholds))
+    return out
+
+
+def _backlog_json(p: PartitionStatus, backlogs: Backlogs) -> dict[str, Any] | None:
+    if p.path not in backlogs:
+        return None
+    b, d = backlogs[p.path]
+    return {"deltas": b.deltas, "delete_deltas": b.delete_deltas, "base": b.base,
+            "base_bytes": b.base_bytes, "delta_bytes": b.delta_bytes,
+            "aborted_write_ids": b.aborted_write_ids,
+            "initiator": {"kind": d.kind, "reason": d.reason}}
+
+
+def _backlog_line(b: Backlog, d: Decision) -> str:
+    base = f"base {b.base} {b.base_bytes:,} bytes" if b.base else (
+        f"no base ({b.base_bytes:,} bytes of original files)" if b.base_bytes else "no base")
+    return (f"  Compaction backlog: {b.deltas} deltas, {b.delete_deltas} delete deltas, "
+            f"{b.delta_bytes:,} bytes; {base}; {b.aborted_write_ids} aborted write ids. "
+            f"Initiator: {d.kind or 'nothing'} ({d.reason})")
+
+
 def _render_text(layout: TableLayout, table: str | None, source: str,
-                 txns: list[TransactionInfo]) -> None:
+                 txns: list[TransactionInfo], backlogs: Backlogs) -> None:
     click.echo(f"Table     {layout.path}" + (f"  ({table})" if table else ""))
     click.echo(f"Snapshot  {layout.snapshot}  (from {source})")
     for p in layout.partitions:
@@ -90,6 +138,8 @@ def _render_text(layout: TableLayout, table: str | None, source: str,
                 line = (f"      {name:<22} {f.file_length:>12,} bytes, readable "
                         f"{f.readable_length:,}, {side}, {f.rows:,} rows")
                 click.echo(line + (f"  ERROR: {f.error}" if f.error else ""))
+        if p.path in backlogs:
+            click.echo(_backlog_line(*backlogs[p.path]))
     click.echo("")
     for state in ("open", "aborted"):
         rows = [t for t in txns if t.state == state]
@@ -123,18 +173,22 @@ def command(path: str, snapshot: str | None, as_json: bool) -> None:
     Read-only; reads file tails and side files, never row data. Lists each partition's
     base/delta directories with their write ids and whether the snapshot chooses them, or
     they are obsolete or aborted; each bucket file's length, readable length (from its
-    `_flush_length` side file), side-file entries and rows; open and aborted transactions
-    from the metastore; and totals.
+    `_flush_length` side file), side-file entries and rows; each partition's compaction
+    backlog (deltas, delete deltas, bytes, aborted write ids) and what `ingest compact
+    --auto` would do with it; open and aborted transactions from the metastore; and totals.
     """
     with table_snapshot(path, snapshot) as (choice, store):
         with warnings_to_stderr():
             layout = describe_table(path, choice.snapshot)
+            thresholds = (compaction_thresholds(choice.table) if choice.table is not None
+                          else CompactionThresholds())
+            backlogs = _backlogs(path, layout, thresholds)
         txns: list[TransactionInfo] = []
         if store is not None and choice.table is not None:
             txns = store.transactions(choice.table.name, states=("open", "aborted"))
     table = choice.table.name if choice.table is not None else None
     if not as_json:
-        _render_text(layout, table, choice.source, txns)
+        _render_text(layout, table, choice.source, txns, backlogs)
         return
     click.echo(dumps({
         "path": layout.path,
@@ -143,7 +197,8 @@ def command(path: str, snapshot: str | None, as_json: bool) -> None:
         "snapshot_source": choice.source,
         "partitions": [
             {"path": p.path, "values": dict(p.values),
-             "directories": [_directory_json(d) for d in p.directories]}
+             "directories": [_directory_json(d) for d in p.directories],
+             "compaction": _backlog_json(p, backlogs)}
             for p in layout.partitions
         ],
         "transactions": [_txn_json(t) for t in txns],

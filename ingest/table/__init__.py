@@ -5,10 +5,17 @@ and bucket (once, for the CLI and the streaming sink alike); clean up after a fa
 Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
 """
 
-from ingest.table._definition import table_schema
+from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
 from ingest.table.alter import AlterResult, alter_table
-from ingest.table.compact import CompactReport, PartitionCompaction, compact
+from ingest.table.compact import (
+    CompactionHistory,
+    CompactReport,
+    PartitionCompaction,
+    compact,
+    compaction_history,
+    shown_state,
+)
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.input import InputFormat, read_input
@@ -28,6 +35,7 @@ __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
     "AlterResult",
     "CompactReport",
+    "CompactionHistory",
     "DeleteResult",
     "InputFormat",
     "LoadResult",
@@ -38,6 +46,8 @@ __all__ = [
     "VerifyReport",
     "alter_table",
     "compact",
+    "compaction_history",
+    "compaction_thresholds",
     "create_table",
     "default_table_name",
     "delete",
@@ -47,6 +57,7 @@ __all__ = [
     "partition_path",
     "read_input",
     "recover_table_with_metastore",
+    "shown_state",
     "split_rows",
     "table_schema",
     "verify_table",

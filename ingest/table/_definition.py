@@ -3,16 +3,19 @@ which table properties it may carry.
 
 Plain functions of an `ingest.txn.TableDefinition`; no files, no metastore. The properties
 checked are the ones Hive's full-ACID ORC tables rely on (`orc.compress`, `transactional`,
-`transactional_properties`, `bucketing_version`) and our own `ingest.*` keys.
+`transactional_properties`, `bucketing_version`), the compactor's thresholds, and our own
+`ingest.*` keys.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pyarrow as pa
 
 from ingest.acid import CODECS, parse_codec
+from ingest.acid.initiator import CompactionThresholds
 from ingest.acid.schema import to_ddl
 from ingest.acid.writer import Compression
 from ingest.errors import ConfigError
@@ -24,6 +27,15 @@ ADOPTED_PROPERTY = "ingest.adopted_max_write_id"
 
 # The codecs `orc.compress` may name, as Hive spells them: exactly those the writer has.
 ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in CODECS)
+
+# The initiator's per-table thresholds, under the names Hive reads (docs/format.md §17):
+# property -> (CompactionThresholds field, type, smallest value).
+THRESHOLD_PROPERTIES: dict[str, tuple[str, type, float]] = {
+    "compactorthreshold.hive.compactor.delta.num.threshold": ("delta_num", int, 0),
+    "compactorthreshold.hive.compactor.delta.pct.threshold": ("delta_pct", float, 0.0),
+    "compactorthreshold.hive.compactor.abortedtxn.threshold": ("aborted", int, 0),
+}
+NO_AUTO_COMPACTION = "no_auto_compaction"
 
 # Properties every full-ACID table has, with the one value this format allows.
 _FIXED = {"transactional": "true", "transactional_properties": "default",
@@ -64,7 +76,39 @@ def check_properties(properties: Mapping[str, str], *, table: str,
                               f"which have {key}={_FIXED[key]}", hint="leave it out")
         elif key in _FIXED:
             out[key] = _FIXED[key]
+        elif key in THRESHOLD_PROPERTIES or key.lower() == NO_AUTO_COMPACTION:
+            out[key] = _compaction_value(key, value, where)
     return out
+
+
+def _compaction_value(key: str, value: str, where: str) -> str:
+    """A threshold or `no_auto_compaction` value, normalised, or an error."""
+    if key.lower() == NO_AUTO_COMPACTION:
+        if value.lower() not in ("true", "false"):
+            raise ConfigError(f"{where} is not true or false",
+                              hint=f"for example --property {key}=true")
+        return value.lower()
+    _, kind, least = THRESHOLD_PROPERTIES[key]
+    try:
+        number = kind(value)
+    except ValueError:
+        number = None
+    if number is None or not math.isfinite(number) or number < least:
+        what = "a whole number" if kind is int else "a number"
+        raise ConfigError(f"{where} is not {what} >= {least:g}",
+                          hint=f"for example --property {key}="
+                          + ("10" if kind is int else "0.1"))
+    return str(number)
+
+
+def compaction_thresholds(defn: TableDefinition) -> CompactionThresholds:
+    """The initiator's thresholds for a table: its properties over Hive's defaults."""
+    values: dict[str, float | bool] = {}
+    for key, (field, kind, _) in THRESHOLD_PROPERTIES.items():
+        if key in defn.properties:
+            values[field] = kind(defn.properties[key])
+    off = {k.lower(): v for k, v in defn.properties.items()}.get(NO_AUTO_COMPACTION, "false")
+    return CompactionThresholds(**values, auto=off.lower() != "true")  # type: ignore[arg-type]
 
 
 
