@@ -7,6 +7,7 @@ import sys
 
 BENCHMARKS = {
     "compact": "ingest.bench.compact",
+    "day": "ingest.bench.day",
     "reader": "ingest.bench.reader",
     "recover": "ingest.bench.recover",
     "stream": "ingest.bench.stream",
