@@ -240,12 +240,13 @@ def compact_partition(
 
 
 def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> list[str]:
-    """Finish a minor compaction that crashed between its two renames; returns the names
-    renamed into place.
+    """Finish a minor compaction that crashed between its two renames, and remove what
+    other crashed compactions left; returns the names renamed into place.
 
     A hidden `delete_delta_A_B` output whose `delta_A_B` is already in place is renamed too:
-    until it is, readers take `delta_A_B` and skip the delete deltas it shadows. Any other
-    leftover output stays hidden (no reader sees it) and is replaced when planned again.
+    until it is, readers skip `delta_A_B` (`names.half_renamed_minor`). Any other hidden
+    output was never seen by a reader and is removed. The caller must be the partition's
+    only compactor (the table layer holds its compaction record).
 
     Raises:
         OSError: the storage layer failed.
@@ -259,6 +260,9 @@ def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> lis
         final = format_delta(parsed.min_write_id, parsed.max_write_id, None, delete=True)
         fs.mv(f"{root}/{TEMP_PREFIX}{final}", f"{root}/{final}", recursive=True)
         done.append(final)
+    for name in names:
+        if name.startswith(TEMP_PREFIX) and name[len(TEMP_PREFIX):] not in done:
+            fs.rm(f"{root}/{name}", recursive=True)
     return done
 
 
