@@ -29,6 +29,8 @@ def run_bench(*argv: str) -> dict:
     (["reader", "--base-rows", "20000", "--deltas", "2", "--delta-rows", "5000",
       "--repeats", "1"], {"rows", "with_row_id_rows_per_s", "checksum_overhead",
                           "checksum_ms", "checksum_share"}),
+    (["day", "--commits", "15", "--rows", "200", "--repeats", "1"],
+     {"files_left", "files_on_disk", "dirs_left", "major_compactions", "minor_compactions"}),
 ])
 def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
                                                           extra_keys: set[str]) -> None:
