@@ -79,8 +79,11 @@ def test_compactions_lists_the_history(table: str, tmp_path: Path,
     assert minor["duration_s"] >= 0 and minor["txn_state"] == "committed"
     assert [(c["partition"], c["outputs"]) for c in (major1, major2)] == [
         ("dt=2026-01-01", ["base_0000004"]), ("dt=2026-01-02", ["base_0000004"])]
+    metastore = Path(table).parent / METASTORE_FILENAME
+    was = metastore.read_bytes()
     code, out, err = run(["compactions", table], capsys)
     assert code == 0, err
+    assert metastore.read_bytes() == was  # read-only
     lines = out.splitlines()
     assert lines[0].split() == ["ID", "PARTITION", "KIND", "STATE", "START", "(UTC)",
                                 "DURATION", "ROWS"]
@@ -93,8 +96,8 @@ def test_compactions_lists_the_history(table: str, tmp_path: Path,
     # A compactor that died while working shows as attempted (read-only: nothing recorded).
     url = f"sqlite://{Path(table).parent}/{METASTORE_FILENAME}"
     with Metastore.open(url, create=False) as store:
-        store.begin_compaction(table, "dt=2026-01-02", "major", agent=f"{socket.gethostname()}:999999999:x",
-                               stale_after_s=300)
+        store.begin_compaction(table, "dt=2026-01-02", "major",
+                               agent=f"{socket.gethostname()}:999999999:x", stale_after_s=300)
     (last,) = ok_json(["compactions", table], capsys)["compactions"][3:]
     assert last["state"] == "attempted" and last["recorded_state"] == "working"
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from ingest.acid.snapshot import read_table
-from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
+from ingest.errors import CommitConflictError, ConfigError, CorruptFileError, TableNotFoundError
 from ingest.table import alter_table, compact, compaction_history, create_table, delete, load
 from ingest.table.compact import agent_alive
 from ingest.txn import METASTORE_FILENAME, Metastore, MetastoreError, default_metastore_url
@@ -166,3 +166,19 @@ def test_agent_alive_knows_only_this_hosts_processes() -> None:
     assert not agent_alive(f"{host}:999999999:ingest-compact")
     assert agent_alive("elsewhere:999999999:ingest-compact")
     assert agent_alive("no pid here")
+
+
+def test_a_live_compaction_holds_its_partition(location: str, tmp_path: Path) -> None:
+    import socket
+
+    with Metastore.open(default_metastore_url(location), create=False) as store:
+        cid, _ = store.begin_compaction(location, "dt=2026-01-01", "major",
+                                        agent=f"{socket.gethostname()}:{os.getpid()}:test",
+                                        stale_after_s=300)
+    was = fingerprint(tmp_path / "wh" / "events")
+    with pytest.raises(CommitConflictError, match=f"compaction {cid} .* is still working"):
+        compact(location, partitions=["dt=2026-01-01"])
+    assert fingerprint(tmp_path / "wh" / "events") == was
+    # Another partition is free.
+    (done,) = compact(location, partitions=["dt=2026-01-02"]).partitions
+    assert done.result is not None
