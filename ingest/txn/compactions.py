@@ -75,7 +75,7 @@ class CompactionInfo:
         return self.state == "working" and self.txn_state != "open"
 
 
-class CompactionHistory(SqliteStore):
+class CompactionStore(SqliteStore):
     """The compaction half of `Metastore`; see the module docstring."""
 
     def begin_compaction(
@@ -277,4 +277,4 @@ def _gone(info: CompactionInfo, now: float, stale_after_s: float,
     return None
 
 
-__all__ = ["CompactionHistory", "CompactionInfo", "CompactionState"]
+__all__ = ["CompactionInfo", "CompactionState", "CompactionStore"]

@@ -16,7 +16,7 @@ from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
 from ingest.txn._lifecycle import TransactionStore
-from ingest.txn.compactions import CompactionHistory
+from ingest.txn.compactions import CompactionStore
 from ingest.txn.model import (
     TXN_STATES,
     OffsetRange,
@@ -26,7 +26,7 @@ from ingest.txn.model import (
 )
 
 
-class Metastore(TransactionStore, CompactionHistory):
+class Metastore(TransactionStore, CompactionStore):
     """Transactional-table metadata in one SQLite database; see the module docstring.
 
     Open one with `Metastore.open(url)`. One object may be shared by a process's threads; any
