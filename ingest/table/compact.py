@@ -194,7 +194,7 @@ class _Worker:
             except IngestError as record_error:
                 e.add_note(f"Also failed to record compaction {cid} as failed: {record_error}")
             raise
-        if result is None:  # another compaction finished this one's work meanwhile
+        if result is None:  # it only finished a crashed compaction's second rename
             self.store.forget_compaction(cid, txn)
             return PartitionCompaction(rel, None, kind, reason, None, backlog)
         # Committed only now that the output is in place: a crash before leaves a 'working'
