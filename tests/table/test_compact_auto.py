@@ -182,3 +182,21 @@ def test_a_live_compaction_holds_its_partition(location: str, tmp_path: Path) ->
     # Another partition is free.
     (done,) = compact(location, partitions=["dt=2026-01-02"]).partitions
     assert done.result is not None
+
+
+def test_the_next_compaction_finishes_a_half_renamed_one(location: str) -> None:
+    before = keyed(location)
+    (first, _) = compact(location, kind="minor").partitions
+    assert first.result is not None
+    delta, delete = first.result.plan.outputs
+    partition = Path(location, "dt=2026-01-01")
+    # What a kill between the two renames leaves.
+    (partition / delete).rename(partition / f".compacting-{delete}")
+    assert keyed(location) == before
+    (again, _) = compact(location, kind="minor").partitions
+    # The same plan again: it only renames the delete half, and records nothing new.
+    assert again.result is None and again.compaction_id is None
+    assert (partition / delete).is_dir() and (partition / delta).is_dir()
+    assert keyed(location) == before
+    assert [c.compaction_id for c in compaction_history(location).compactions] == [
+        first.compaction_id]
