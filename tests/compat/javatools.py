@@ -64,7 +64,14 @@ Public API (all raise :class:`JavaToolError` on failure, with the JVM's stderr):
     currentTransaction, operation_is_update, row {col: value}}]}``. ``columns``/``columns_types``
     are Hive's ``"id,value"`` / ``"bigint:string"``; primitive columns only; no original files.
 
-``hive_merged_read_many(queries, *, columns, columns_types)``: several in one JVM.
+    ``reader="input_format"`` reads as Hive's (non-vectorized) queries do instead:
+    ``OrcInputFormat.getSplits`` (getAcidState inside, a split per bucket) and
+    ``OrcInputFormat.getReader`` per split; rows then carry only ``originalTransaction,
+    bucket, rowId, row``, and ``splits`` replaces ``base/deltas/buckets``.
+    ``transactional_properties`` ("default" or "legacy") is the table's, for that path.
+
+``hive_merged_read_many(queries, *, columns, columns_types, reader, transactional_properties)``:
+    several in one JVM.
 
 ``hive_write_reference_table(table_dir, scenario="basic", *, transactional_properties="default")``
     Hive 2.3 ``OrcRecordUpdater`` writes a small table; returns the manifest (see
@@ -443,15 +450,19 @@ def hive_merged_read_many(
     *,
     columns: str,
     columns_types: str,
+    reader: str = "raw_merger",
+    transactional_properties: str = "default",
     timeout: float = DEFAULT_TIMEOUT,
 ) -> list[dict[str, Any]]:
     """Hive 2.3's merged read of each (partition_dir, valid_list) in one JVM; raises on the
-    first failed query."""
+    first failed query. ``reader="input_format"``: through OrcInputFormat's splits instead."""
     if not queries:
         return []
     req = {
         "columns": columns,
         "columns_types": columns_types,
+        "reader": reader,
+        "transactional_properties": transactional_properties,
         "queries": [
             {"partition_dir": str(Path(d).absolute()), "valid_txns": to_valid_txns(v)}
             for d, v in queries
@@ -473,10 +484,14 @@ def hive_merged_read(
     *,
     columns: str,
     columns_types: str,
+    reader: str = "raw_merger",
+    transactional_properties: str = "default",
     timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     return hive_merged_read_many([(partition_dir, valid_list)], columns=columns,
-                                 columns_types=columns_types, timeout=timeout)[0]
+                                 columns_types=columns_types, reader=reader,
+                                 transactional_properties=transactional_properties,
+                                 timeout=timeout)[0]
 
 
 # ---------------------------------------------------------------------------------------------

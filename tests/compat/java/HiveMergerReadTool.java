@@ -7,7 +7,14 @@
 // reads each delta file only up to its _flush_length, and keeps the newest event per row;
 // rows whose newest event is a delete are left out (RawReader.isDelete), as CompactorMR does.
 //
+// "reader": "input_format" takes the path of Hive 2.3's (non-vectorized) queries instead:
+// OrcInputFormat.getSplits (which calls getAcidState itself and makes one split per bucket),
+// then OrcInputFormat.getReader(split, options) per split, a RowReader over the same merger
+// that leaves deleted rows out and keys each row by its ROW__ID.
+//
 // Request: {"columns": "id,value", "columns_types": "bigint:string",
+//           "reader": "raw_merger" (default) | "input_format",
+//           "transactional_properties": "default" (split-update) | "legacy",
 //           "queries": [{"partition_dir": str, "valid_txns": str}]}
 // valid_txns: the Hive 2.x ValidReadTxnList string (see HiveAcidStateTool).
 // Response: {"results": [{"partition_dir", "valid_txns", "base", "deltas", "buckets",
@@ -33,10 +40,15 @@ import org.apache.hadoop.hive.ql.io.AcidUtils;
 import org.apache.hadoop.hive.ql.io.RecordIdentifier;
 import org.apache.hadoop.hive.ql.io.orc.OrcInputFormat;
 import org.apache.hadoop.hive.ql.io.orc.OrcStruct;
+import org.apache.hadoop.hive.serde2.ColumnProjectionUtils;
 import org.apache.hadoop.hive.serde2.objectinspector.ObjectInspector;
 import org.apache.hadoop.hive.serde2.objectinspector.PrimitiveObjectInspector;
 import org.apache.hadoop.hive.serde2.objectinspector.StructField;
 import org.apache.hadoop.hive.serde2.objectinspector.StructObjectInspector;
+import org.apache.hadoop.mapred.FileInputFormat;
+import org.apache.hadoop.mapred.InputSplit;
+import org.apache.hadoop.mapred.JobConf;
+import org.apache.hadoop.mapred.Reporter;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -52,13 +64,19 @@ final class HiveMergerReadTool {
   static JsonElement run(JsonObject request) throws Exception {
     String columns = request.get("columns").getAsString();
     String types = request.get("columns_types").getAsString();
+    String readerKind = ToolSupport.str(request, "reader", "raw_merger");
+    String txnProps = ToolSupport.str(request, "transactional_properties", "default");
+    if (!readerKind.equals("raw_merger") && !readerKind.equals("input_format")) {
+      throw new IllegalArgumentException("unknown reader " + readerKind);
+    }
     JsonArray out = new JsonArray();
     for (JsonElement e : request.getAsJsonArray("queries")) {
       JsonObject q = e.getAsJsonObject();
       String dir = q.get("partition_dir").getAsString();
       String valid = ToolSupport.str(q, "valid_txns", "");
       try {
-        out.add(one(dir, valid, columns, types));
+        out.add(readerKind.equals("raw_merger") ? one(dir, valid, columns, types)
+            : viaInputFormat(dir, valid, columns, types, txnProps));
       } catch (Exception ex) {
         JsonObject err = new JsonObject();
         err.addProperty("partition_dir", dir);
@@ -74,16 +92,80 @@ final class HiveMergerReadTool {
     return result;
   }
 
-  static JsonObject one(String dir, String validTxns, String columns, String types)
-      throws Exception {
+  /** Job conf of an ACID table scan: the table's columns (the readers' object inspectors and
+   * schema evolution are built from them) and the snapshot. */
+  static Configuration scanConf(String columns, String types, ValidTxnList txns) {
     Configuration conf = ToolSupport.conf();
-    // The merger's object inspector is built from the table's columns in the job conf.
     conf.set("columns", columns);
     conf.set("columns.types", types);
     conf.set("schema.evolution.columns", columns);
     conf.set("schema.evolution.columns.types", types);
-    ValidTxnList txns = new ValidReadTxnList(validTxns);
     conf.set(ValidTxnList.VALID_TXNS_KEY, txns.writeToString());
+    return conf;
+  }
+
+  static JsonObject viaInputFormat(String dir, String validTxns, String columns, String types,
+      String txnProps) throws Exception {
+    ValidTxnList txns = new ValidReadTxnList(validTxns);
+    JobConf job = new JobConf(scanConf(columns, types, txns));
+    FileInputFormat.setInputPaths(job, ToolSupport.path(dir));
+    AcidUtils.setTransactionalTableScan(job, true);
+    // The table's properties, as Hive's planner copies them into the job (getSplits looks for
+    // "transactional" before it honours split-update).
+    job.set("transactional", "true");
+    job.set("transactional_properties", txnProps);
+    AcidUtils.setAcidOperationalProperties(job,
+        AcidUtils.AcidOperationalProperties.parseString(txnProps));
+    ColumnProjectionUtils.setReadAllColumns(job);
+    // Hive 2 ACID tables are bucketed; a split is made for each bucket not covered by a base.
+    TreeSet<Integer> buckets = new TreeSet<>();
+    FileSystem fs = ToolSupport.localFs(job);
+    for (FileStatus d : fs.listStatus(ToolSupport.path(dir))) {
+      if (d.isDirectory()) {
+        bucketsIn(fs, d.getPath(), buckets);
+      }
+    }
+    job.setInt("bucket_count", buckets.isEmpty() ? 1 : buckets.last() + 1);
+    OrcInputFormat format = new OrcInputFormat();
+    InputSplit[] splits = format.getSplits(job, 1);
+    JsonArray rows = new JsonArray();
+    JsonArray splitInfo = new JsonArray();
+    for (InputSplit split : splits) {
+      splitInfo.add(split.toString());
+      AcidInputFormat.RowReader<OrcStruct> reader =
+          format.getReader(split, new AcidInputFormat.Options(job).reporter(Reporter.NULL));
+      try {
+        StructObjectInspector rowOi = (StructObjectInspector) reader.getObjectInspector();
+        RecordIdentifier key = reader.createKey();
+        OrcStruct value = reader.createValue();
+        while (reader.next(key, value)) {
+          JsonObject r = new JsonObject();
+          r.addProperty("originalTransaction", key.getTransactionId());
+          r.addProperty("bucket", key.getBucketId());
+          r.addProperty("rowId", key.getRowId());
+          JsonObject cols = new JsonObject();
+          for (StructField f : rowOi.getAllStructFieldRefs()) {
+            cols.add(f.getFieldName(), primitive(rowOi, f, value));
+          }
+          r.add("row", cols);
+          rows.add(r);
+        }
+      } finally {
+        reader.close();
+      }
+    }
+    JsonObject o = new JsonObject();
+    o.addProperty("partition_dir", dir);
+    o.addProperty("valid_txns", validTxns);
+    o.add("splits", splitInfo);
+    o.add("rows", rows);
+    return o;
+  }
+
+  static JsonObject one(String dir, String validTxns, String columns, String types)
+      throws Exception {
+    ValidTxnList txns = new ValidReadTxnList(validTxns);
+    Configuration conf = scanConf(columns, types, txns);
     FileSystem fs = ToolSupport.localFs(conf);
     Path partition = ToolSupport.path(dir);
     AcidUtils.Directory state = AcidUtils.getAcidState(partition, conf, txns);
