@@ -303,6 +303,40 @@ def test_hives_query_path_reads_our_rows_after_compaction(
         assert rows == _cat(stages[0], capsys, s), (stage.name, s)
 
 
+@pytest.mark.slow
+def test_statements_of_one_transaction_compact_for_hive(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two statements of write id 2 (delta_2_2_0000, delta_2_2_0001: row ids restart, the
+    bucket property tells them apart) with a delete in each: both Hive readers agree with
+    `ingest cat` before and after minor and major compaction."""
+    part = tmp_path / "t"
+    for write_id, statement_id, ids in ((1, 0, range(0, 5)), (2, 0, range(10, 15)),
+                                        (2, 1, range(20, 25)), (4, 0, range(40, 45))):
+        with BucketWriter.create(
+                str(part / format_delta(write_id, write_id, statement_id) / "bucket_00000"),
+                BucketFileOptions(write_id=write_id, row_schema=SIMPLE_SCHEMA,
+                                  statement_id=statement_id)) as w:
+            w.write(simple_table(ids))
+    write_deletes(str(part / format_delta(3, 3, 0, delete=True) / "bucket_00000"), pa.table({
+        "originalTransaction": [2, 2],
+        "bucket": [encode_bucket_property(0, 1), encode_bucket_property(0, 0)],
+        "rowId": [1, 2]}), write_id=3)
+    snapshot = "default.t:4::"
+    stages = [tmp_path / "before"]
+    shutil.copytree(part, stages[0])
+    for kind in ("minor", "major"):
+        assert compact_partition(str(part), ValidWriteIdList.from_hive_string(snapshot),
+                                 row_schema=SIMPLE_SCHEMA, kind=kind) is not None  # type: ignore[arg-type]
+        stages.append(tmp_path / kind)
+        shutil.copytree(part, stages[-1])
+    queries = [(stage, snapshot) for stage in stages]
+    expected = _cat(stages[0], capsys, snapshot)
+    assert len(expected) == 18 and (2, encode_bucket_property(0, 1), 0, 20, "v20") in expected
+    merged = [rows for _, rows in _hive_read(queries)]
+    assert merged == _hive_query_read(queries) == [expected] * len(stages)
+    assert all(_cat(stage, capsys, snapshot) == expected for stage in stages)
+
+
 def _cli_ok(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
     code, out, err = run_cli([*args, "--json"], capsys)
     assert code == 0, err
