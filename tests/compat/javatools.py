@@ -56,6 +56,23 @@ Public API (all raise :class:`JavaToolError` on failure, with the JVM's stderr):
 
 ``hive_acid_state_many(queries) -> list[dict]``: ``[(partition_dir, valid_list), ...]`` in one JVM.
 
+``hive_merged_read(partition_dir, valid_list, *, columns, columns_types) -> dict``
+    The rows Hive 2.3 reads: ``AcidUtils.getAcidState`` picks the directories, then
+    ``OrcInputFormat.getRawReader(collapseEvents=true)`` (an ``OrcRawRecordMerger``) per bucket;
+    rows whose newest event is a delete are left out, as Hive's compactor does. Returns
+    ``{base, deltas, buckets, rows [{originalTransaction, bucket (as stored), rowId,
+    currentTransaction, operation_is_update, row {col: value}}]}``. ``columns``/``columns_types``
+    are Hive's ``"id,value"`` / ``"bigint:string"``; primitive columns only; no original files.
+
+    ``reader="input_format"`` reads as Hive's (non-vectorized) queries do instead:
+    ``OrcInputFormat.getSplits`` (getAcidState inside, a split per bucket) and
+    ``OrcInputFormat.getReader`` per split; rows then carry only ``originalTransaction,
+    bucket, rowId, row``, and ``splits`` replaces ``base/deltas/buckets``.
+    ``transactional_properties`` ("default" or "legacy") is the table's, for that path.
+
+``hive_merged_read_many(queries, *, columns, columns_types, reader, transactional_properties)``:
+    several in one JVM.
+
 ``hive_write_reference_table(table_dir, scenario="basic", *, transactional_properties="default")``
     Hive 2.3 ``OrcRecordUpdater`` writes a small table; returns the manifest (see
     ``java/HiveWriteReferenceTool.java``). ``scenario``: "basic" (all writers closed) or
@@ -422,6 +439,59 @@ def relative_state(state: dict[str, Any], partition_dir: str | os.PathLike[str])
         "obsolete": [rel(p) for p in state["obsolete"]],
         "original_files": [rel(p) for p in state["original_files"]],
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# hive_merged_read
+
+
+def hive_merged_read_many(
+    queries: Sequence[tuple[str | os.PathLike[str], str]],
+    *,
+    columns: str,
+    columns_types: str,
+    reader: str = "raw_merger",
+    transactional_properties: str = "default",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> list[dict[str, Any]]:
+    """Hive 2.3's merged read of each (partition_dir, valid_list) in one JVM; raises on the
+    first failed query. ``reader="input_format"``: through OrcInputFormat's splits instead."""
+    if not queries:
+        return []
+    req = {
+        "columns": columns,
+        "columns_types": columns_types,
+        "reader": reader,
+        "transactional_properties": transactional_properties,
+        "queries": [
+            {"partition_dir": str(Path(d).absolute()), "valid_txns": to_valid_txns(v)}
+            for d, v in queries
+        ],
+    }
+    results: list[dict[str, Any]] = run_tool("hive_merged_read", req, timeout=timeout)["results"]
+    for r in results:
+        if "error" in r:
+            raise JavaToolError(
+                f"merged read {r['partition_dir']} [{r['valid_txns']}]: {r['error']}\n"
+                f"{r.get('traceback', '')}"
+            )
+    return results
+
+
+def hive_merged_read(
+    partition_dir: str | os.PathLike[str],
+    valid_list: str,
+    *,
+    columns: str,
+    columns_types: str,
+    reader: str = "raw_merger",
+    transactional_properties: str = "default",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> dict[str, Any]:
+    return hive_merged_read_many([(partition_dir, valid_list)], columns=columns,
+                                 columns_types=columns_types, reader=reader,
+                                 transactional_properties=transactional_properties,
+                                 timeout=timeout)[0]
 
 
 # ---------------------------------------------------------------------------------------------

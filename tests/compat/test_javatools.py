@@ -598,3 +598,16 @@ def test_legacy_update_mode(java_tools: None, tmp_path: Path) -> None:
     assert _events(upd) == [(1, 1, 0, 1, 5, (2, "a2-updated"))]
     assert upd["user_metadata"]["hive.acid.stats"] == "0,1,0"
     assert _events(dele) == [(2, 2, 0, 0, 6, None)]
+
+
+def test_hive_merged_read_names_what_it_cannot_read(java_tools: None, tmp_path: Path) -> None:
+    """Original (pre-ACID) files and an unknown reader are refused by name, not misread."""
+    table = tmp_path / "ref"
+    jt.hive_write_reference_table(table)
+    (table / "000000_0").write_bytes((table / "delta_0000001_0000001_0000" /
+                                      "bucket_00000").read_bytes())
+    columns = {"columns": "id,value", "columns_types": "bigint:string"}
+    with pytest.raises(jt.JavaToolError, match="original \\(pre-ACID\\) files"):
+        jt.hive_merged_read(table, "6:9223372036854775807", **columns)
+    with pytest.raises(jt.JavaToolError, match="unknown reader vectorized"):
+        jt.hive_merged_read(table, "6:9223372036854775807", **columns, reader="vectorized")

@@ -1,5 +1,5 @@
 // Entry point: `java -cp <jars>:<classes> IngestTools <command>` with a JSON request on stdin.
-// Commands: orc_read, hive_acid_state, hive_write_reference_table.
+// Commands: orc_read, hive_acid_state, hive_merged_read, hive_write_reference_table.
 
 public final class IngestTools {
   private IngestTools() {}
@@ -13,6 +13,9 @@ public final class IngestTools {
       case "hive_acid_state":
         ToolSupport.main(command, HiveAcidStateTool::run);
         break;
+      case "hive_merged_read":
+        ToolSupport.main(command, HiveMergerReadTool::run);
+        break;
       case "hive_write_reference_table":
         ToolSupport.main(command, HiveWriteReferenceTool::run);
         break;
@@ -20,7 +23,7 @@ public final class IngestTools {
         ToolSupport.main(command, req -> req);
         break;
       default:
-        System.err.println("usage: IngestTools orc_read|hive_acid_state|hive_write_reference_table|ping < request.json");
+        System.err.println("usage: IngestTools orc_read|hive_acid_state|hive_merged_read|hive_write_reference_table|ping < request.json");
         Runtime.getRuntime().halt(2);
     }
   }
