@@ -24,6 +24,9 @@ CRASH_POINTS = frozenset({
     "sink.before_commit",         # all files of a micro-batch written, commit not started
     "metastore.during_commit",    # inside the metastore's commit, before it is durable
     "compaction.before_commit",   # compacted directory written, not yet committed
+    "clean.midway_directory",     # first file of an obsolete directory removed, others not
+    "clean.before_record",        # directories removed, compaction history not yet updated
+    "clean.after_record",         # compaction history updated, dead readers not yet forgotten
 })
 
 

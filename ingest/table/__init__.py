@@ -8,6 +8,7 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 from ingest.table._definition import table_schema
 from ingest.table._open import MetastoreRef
 from ingest.table.alter import AlterResult, alter_table
+from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
 from ingest.table.compact import CompactReport, PartitionCompaction, compact
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
@@ -27,16 +28,20 @@ from ingest.table.verify import (
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
     "AlterResult",
+    "CleanReport",
     "CompactReport",
     "DeleteResult",
     "InputFormat",
     "LoadResult",
     "MetastoreRef",
+    "PartitionClean",
     "PartitionCompaction",
     "Problem",
+    "Removed",
     "TableRecovery",
     "VerifyReport",
     "alter_table",
+    "clean",
     "compact",
     "create_table",
     "default_table_name",

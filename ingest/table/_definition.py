@@ -8,6 +8,7 @@ checked are the ones Hive's full-ACID ORC tables rely on (`orc.compress`, `trans
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pyarrow as pa
@@ -21,6 +22,11 @@ from ingest.txn import TableDefinition
 # Set by `create_table(adopt=True)`: the highest write id found on disk when the table took
 # over existing ACID data. Write ids up to it are committed without a metastore record.
 ADOPTED_PROPERTY = "ingest.adopted_max_write_id"
+
+# How long the cleaner leaves obsolete directories for readers outside the metastore (Hive's
+# delayed cleanup); `ingest clean --retention` overrides it for one run.
+RETENTION_PROPERTY = "ingest.cleaner.retention.seconds"
+DEFAULT_RETENTION_S = 300.0
 
 # The codecs `orc.compress` may name, as Hive spells them: exactly those the writer has.
 ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in CODECS)
@@ -44,12 +50,14 @@ def check_properties(properties: Mapping[str, str], *, table: str,
 
     Raises:
         ConfigError: a known property has a value this table cannot have, or a key is ours
-            (`ingest.*`, set by ingest itself).
+            (`ingest.*`, set by ingest itself, except the cleaner's retention).
     """
     out = dict(properties)
     for key, value in properties.items():
         where = f"Cannot {action} table {table}: table property {key}={value!r}"
-        if key.lower().startswith("ingest."):
+        if key == RETENTION_PROPERTY:
+            _seconds(value, where)
+        elif key.lower().startswith("ingest."):
             raise ConfigError(f"{where} is reserved: ingest sets ingest.* properties itself",
                               hint="leave it out")
         if key == "orc.compress":
@@ -66,6 +74,29 @@ def check_properties(properties: Mapping[str, str], *, table: str,
             out[key] = _FIXED[key]
     return out
 
+
+def _seconds(value: str, where: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(f"{where} is not a number of seconds, at least 0",
+                          hint=f"for example --property {RETENTION_PROPERTY}=300")
+    return seconds
+
+
+def cleaner_retention_s(defn: TableDefinition) -> float:
+    """The table's `ingest.cleaner.retention.seconds` (300 when unset).
+
+    Raises:
+        ConfigError: the stored value is not a number of seconds (set outside ingest).
+    """
+    value = defn.properties.get(RETENTION_PROPERTY)
+    if value is None:
+        return DEFAULT_RETENTION_S
+    return _seconds(value, f"Cannot clean table {defn.name}: table property "
+                           f"{RETENTION_PROPERTY}={value!r}")
 
 
 def table_schema(defn: TableDefinition) -> pa.Schema:

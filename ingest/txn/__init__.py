@@ -21,15 +21,19 @@ from ingest.txn.placement import (
     default_metastore_url,
     find_metastore_for,
 )
+from ingest.txn.readers import READER_HEARTBEAT_S, CompactionRecord, ReaderInfo
 from ingest.txn.store import MEMORY_URL, Metastore, TableRef
 
 __all__ = [
     "MEMORY_URL",
     "METASTORE_FILENAME",
+    "READER_HEARTBEAT_S",
+    "CompactionRecord",
     "TXN_STATES",
     "Metastore",
     "MetastoreError",
     "OffsetRange",
+    "ReaderInfo",
     "SinkProgress",
     "TableDefinition",
     "TableRef",
