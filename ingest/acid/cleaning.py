@@ -41,8 +41,8 @@ class Candidate:
             or "temporary" (leftover hidden compaction output).
         covered_by: for "obsolete", the chosen base or delta that hides it.
         files: (full path, size in bytes) of every file in it, or of the file itself.
-        changed_at: the latest modification or rename time of it and its files (seconds
-            since the epoch); None when the storage does not say.
+        changed_at: the latest modification time of it and its files (seconds since the
+            epoch); None when the storage does not say.
     """
 
     name: str
@@ -72,7 +72,8 @@ class CleaningPlan:
         partition: the partition directory.
         candidates: what no current snapshot reads, in name order.
         kept: obsolete or aborted names that must stay anyway, with the reason.
-        cover_times: `changed_at` of each directory named in a candidate's `covered_by`.
+        cover_times: for each directory named in a candidate's `covered_by`, when it was
+            last modified or renamed into place.
     """
 
     partition: str
@@ -115,7 +116,7 @@ def plan_cleaning(
             continue
         candidates.append(found)
         if cover not in covers:
-            covers[cover] = _changed_at(fs, f"{root}/{cover}")
+            covers[cover] = _changed_at(fs, f"{root}/{cover}", renamed=True)
     for name in state.aborted:
         found = _candidate(fs, root, name, "aborted", None)
         (kept if isinstance(found, Kept) else candidates).append(found)  # type: ignore[arg-type]
@@ -218,21 +219,25 @@ def _files_with_info(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, dict
 
 
 def _changed_at(fs: fsspec.AbstractFileSystem, path: str,
-                infos: Mapping[str, Mapping[str, Any]] | None = None) -> float | None:
-    """The newest modification or change (rename) time of `path` and the files in it.
+                infos: Mapping[str, Mapping[str, Any]] | None = None, *,
+                renamed: bool = False) -> float | None:
+    """The newest modification time of `path` and the files in it.
 
-    A rename changes a directory's ctime, not its mtime, so both count: a compaction's
-    output is as old as its rename into place.
+    With `renamed`, change times count too: renaming a directory into place changes its
+    ctime, not its mtime, and a compaction's output is only as old as its rename.
     """
     if infos is None:
         infos = _files_with_info(fs, path)
-    times = [t for info in (fs.info(path), *infos.values()) for t in _times(info)]
+    times = [t for info in (fs.info(path), *infos.values()) for t in _times(info, renamed)]
     return max(times) if times else None
 
 
-def _times(info: Mapping[str, Any]) -> Iterable[float]:
-    for key in ("mtime", "created", "LastModified", "last_modified"):
-        value = info.get(key)
+def _times(info: Mapping[str, Any], renamed: bool) -> Iterable[float]:
+    keys = ("mtime", "LastModified", "last_modified")
+    found = [info.get(k) for k in keys if info.get(k) is not None]
+    if renamed or not found:
+        found.append(info.get("created"))  # local ctime; memory:// has only this
+    for value in found:
         if isinstance(value, dt.datetime):
             yield value.timestamp()
         elif isinstance(value, (int, float)) and not isinstance(value, bool):

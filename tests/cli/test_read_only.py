@@ -1,6 +1,6 @@
 """Issue 11, item 4: read-only commands (cat, status, dump, verify) write nothing, metastore
-included (cat's reader registration, removed when it ends, aside), and verify reports what no metastore knows, stray directories and damaged files of
-open transactions."""
+included (cat's reader registration, removed when it ends, aside), and verify reports what
+no metastore knows, stray directories and damaged files of open transactions."""
 
 from __future__ import annotations
 
