@@ -117,16 +117,19 @@ def plan_cleaning(
         candidates.append(found)
         if cover not in covers:
             covers[cover] = _changed_at(fs, f"{root}/{cover}", renamed=True)
-    for name in state.aborted:
-        found = _candidate(fs, root, name, "aborted", None)
-        (kept if isinstance(found, Kept) else candidates).append(found)  # type: ignore[arg-type]
+    others: list[tuple[str, CleanKind]] = [(n, "aborted") for n in state.aborted]
     for name in _temporaries(fs, root):
         if _pending_rename(fs, root, name):
             kept.append(Kept(name, "the second half of a minor compaction interrupted "
                                    "between its renames; `ingest compact` finishes it"))
-            continue
-        found = _candidate(fs, root, name, "temporary", None)
-        (kept if isinstance(found, Kept) else candidates).append(found)  # type: ignore[arg-type]
+        else:
+            others.append((name, "temporary"))
+    for name, kind in others:
+        found = _candidate(fs, root, name, kind, None)
+        if isinstance(found, Kept):
+            kept.append(found)
+        else:
+            candidates.append(found)
     return CleaningPlan(root, tuple(sorted(candidates, key=lambda c: c.name)),
                         tuple(sorted(kept, key=lambda k: k.name)), covers)
 

@@ -199,16 +199,16 @@ class _Decision:
         if c.kind == "obsolete":
             record = next((r for r in self.records if r.partition == partition
                            and c.covered_by in r.outputs), None)
+            since = (plan.cover_times.get(c.covered_by or "") if record is None
+                     else record.finished_at)
             if record is not None and record.txn_id is not None:
                 # Readers registered after the compactor committed listed the partition
                 # with its output in place, so they skip this directory.
                 blockers = [r for r in self.readers if r.min_open_txn <= record.txn_id]
-                since = record.finished_at
             else:
-                # No committed compaction says when the output appeared: any live reader
-                # may have listed the partition before it did.
+                # No committed compactor transaction orders the output against the readers:
+                # any live reader may have listed the partition before it appeared.
                 blockers = list(self.readers)
-                since = plan.cover_times.get(c.covered_by or "")
             if blockers:
                 shown = ", ".join(f"{r.reader_id} ({r.agent})" for r in blockers[:3])
                 return (f"registered readers may still use it: {shown}"
