@@ -10,7 +10,7 @@ import click
 from ingest.cli._options import SECONDS
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
-from ingest.table import CleanReport, PartitionClean, clean
+from ingest.table import DEFAULT_TXN_TIMEOUT_S, CleanReport, PartitionClean, clean
 
 
 @click.command(
@@ -30,9 +30,12 @@ Examples:
                    "Default: every partition.")
 @click.option("--dry-run", is_flag=True,
               help="Only show what would be removed and what must stay; remove nothing.")
+@click.option("--txn-timeout-s", type=SECONDS, default=DEFAULT_TXN_TIMEOUT_S,
+              show_default=True,
+              help="A registered reader whose last heartbeat is older counts as dead.")
 @write_options
 def command(path: str, retention_s: float | None, partitions: tuple[str, ...], dry_run: bool,
-            metastore: str | None, as_json: bool, quiet: bool) -> None:
+            txn_timeout_s: float, metastore: str | None, as_json: bool, quiet: bool) -> None:
     """Remove directories no reader of the table at PATH can use any more.
 
     Changes the disk unless --dry-run: deletes, file by file, the directories a compaction
@@ -51,17 +54,22 @@ def command(path: str, retention_s: float | None, partitions: tuple[str, ...], d
         progress(_line(p, dry_run=dry_run), quiet=quiet or as_json)
 
     report = clean(path, metastore=metastore, retention_s=retention_s, dry_run=dry_run,
-                   partitions=list(partitions) or None, on_partition=show)
+                   partitions=list(partitions) or None, txn_timeout_s=txn_timeout_s,
+                   on_partition=show)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps(_as_dict(report, seconds)))
         return
     for p in report.partitions:
+        for r in p.removed:
+            why = f"hidden by {r.covered_by}" if r.covered_by else r.kind
+            click.echo(f"{'would remove' if dry_run else 'removed'} {_where(p)}/{r.name} "
+                       f"({why}): {r.files} files, {r.size_bytes:,} bytes")
         for k in p.kept:
             click.echo(f"kept {_where(p)}/{k.name}: {k.reason}")
-    verb = "would be removed (dry run: nothing removed)" if dry_run else "removed"
+    done = "would be removed (dry run: nothing removed)" if dry_run else "removed"
     click.echo(f"{report.directories} directories, {report.files} files, "
-               f"{report.size_bytes:,} bytes {verb} in {len(report.partitions)} partitions of "
+               f"{report.size_bytes:,} bytes {done} in {len(report.partitions)} partitions of "
                f"{report.table} ({sum(len(p.kept) for p in report.partitions)} kept, "
                f"retention {report.retention_s:g} s, {report.live_readers} live readers, "
                f"{seconds:.2f} s).")

@@ -65,7 +65,10 @@ def test_clean_text_output_progress_and_kept_reasons(location: str,
            "(1 kept, retention 300 s, 0 live readers" in out
     code, out, err = run_cli(["clean", location, "--retention", "0", "--quiet"], capsys)
     assert (code, err) == (0, "")
-    assert out.startswith("4 directories, 8 files, ")
+    lines = out.splitlines()
+    assert f"removed dt=2026-01-01/{format_delta(1, 1, 0)} (hidden by {format_base(4)}): " \
+           "2 files, " in out
+    assert len(lines) == 5 and lines[-1].startswith("4 directories, 8 files, ")
 
 
 def test_clean_errors(tmp_path: Path, location: str,
