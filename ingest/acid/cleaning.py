@@ -111,6 +111,8 @@ def plan_cleaning(
                                    "`ingest compact` finishes it"))
             continue
         found = _candidate(fs, root, name, "obsolete", cover)
+        if found is None:
+            continue
         if isinstance(found, Kept):
             kept.append(found)
             continue
@@ -126,6 +128,8 @@ def plan_cleaning(
             others.append((name, "temporary"))
     for name, kind in others:
         found = _candidate(fs, root, name, kind, None)
+        if found is None:
+            continue
         if isinstance(found, Kept):
             kept.append(found)
         else:
@@ -143,7 +147,7 @@ def remove_candidate(
     Data files go first and the marker files (`_orc_acid_version`, `_metadata_acid`) last,
     so a directory cut short by a crash keeps its name and markers: it is still obsolete,
     aborted or hidden, every reader still skips it, and the next cleaning finishes it.
-    Files already gone are skipped.
+    Files already gone are skipped, so two cleaners may race.
 
     Raises:
         OSError: the storage layer failed.
@@ -152,9 +156,10 @@ def remove_candidate(
     markers = (ACID_VERSION_FILE, METADATA_FILE)
     ordered = sorted(candidate.files, key=lambda f: (f[0].rsplit("/", 1)[-1] in markers, f[0]))
     for path, size in ordered:
-        if not fs.exists(path):
-            continue
-        fs.rm_file(path)
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            continue  # removed by an earlier, interrupted run or another cleaner
         removed += 1
         if on_file is not None:
             on_file(path, size)
@@ -162,7 +167,10 @@ def remove_candidate(
             crash_point("clean.midway_directory")  # a partly removed directory stays skipped
     target = f"{partition_dir.rstrip('/')}/{candidate.name}"
     if fs.exists(target) and fs.isdir(target):
-        fs.rm(target, recursive=True)
+        try:
+            fs.rm(target, recursive=True)
+        except FileNotFoundError:
+            pass  # another cleaner removed it meanwhile
     return removed
 
 
@@ -203,9 +211,14 @@ def _pending_rename(fs: fsspec.AbstractFileSystem, root: str, name: str) -> bool
 
 
 def _candidate(fs: fsspec.AbstractFileSystem, root: str, name: str, kind: CleanKind,
-               cover: str | None) -> Candidate | Kept:
+               cover: str | None) -> Candidate | Kept | None:
+    """The candidate, why it must stay, or None when it vanished since the listing (another
+    cleaner removed it)."""
     path = f"{root}/{name}"
-    infos = _files_with_info(fs, path)
+    try:
+        infos = _files_with_info(fs, path)
+    except FileNotFoundError:
+        return None
     if any(is_side_file(p.rsplit("/", 1)[-1]) for p in infos):
         return Kept(name, "holds a side file: an open transaction batch (or its writer "
                           "crashed: run `ingest recover`)")
