@@ -199,8 +199,11 @@ class _Decision:
         if c.kind == "obsolete":
             record = next((r for r in self.records if r.partition == partition
                            and c.covered_by in r.outputs), None)
-            since = (plan.cover_times.get(c.covered_by or "") if record is None
-                     else record.finished_at)
+            # The later of the record's finish and the cover's rename into place (a crashed
+            # minor compaction's second half is renamed by the next one).
+            times = [plan.cover_times.get(c.covered_by or ""),
+                     None if record is None else record.finished_at]
+            since = max((t for t in times if t is not None), default=None)
             if record is not None and record.txn_id is not None:
                 # Readers registered after the compactor committed listed the partition
                 # with its output in place, so they skip this directory.
