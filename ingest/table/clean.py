@@ -206,7 +206,8 @@ class _Decision:
             since = max((t for t in times if t is not None), default=None)
             if record is not None and record.txn_id is not None:
                 # Readers registered after the compactor committed listed the partition
-                # with its output in place, so they skip this directory.
+                # with its output in place (a compactor commits only after its renames), so
+                # they skip this directory.
                 blockers = [r for r in self.readers if r.min_open_txn <= record.txn_id]
             else:
                 # No committed compactor transaction orders the output against the readers:
