@@ -29,6 +29,9 @@ CRASH_POINTS = frozenset({
     "compact.after_rename",       # every output in place, the metastore not yet told
     "compact.during_record",      # inside the metastore transaction recording the compaction
     "compact.after_record",       # compaction recorded and its transaction committed
+    "clean.midway_directory",     # first file of an obsolete directory removed, others not
+    "clean.before_record",        # directories removed, compaction history not yet updated
+    "clean.after_record",         # compaction history updated, dead readers not yet forgotten
 })
 
 

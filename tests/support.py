@@ -144,3 +144,33 @@ def visible(location: str) -> list[dict]:
                         create=False) as store:
         current = store.snapshot(location)
     return sorted(read_table(location, current).to_pylist(), key=lambda r: r["id"])
+
+
+def metastore_contents(path: Path | str) -> str:
+    """A digest of a metastore's rows, leaving out registered readers: `ingest cat` takes a
+    reader's lease there and removes it at the end (docs/invariants.md, 7), which changes the
+    file's bytes but no table's state. Opened read-only; a file that is not a readable
+    metastore digests as its bytes, so damage to it still shows."""
+    import hashlib
+    import sqlite3
+    import urllib.parse
+
+    try:
+        conn = sqlite3.connect("file:" + urllib.parse.quote(str(path)) + "?mode=ro", uri=True)
+        try:
+            h = hashlib.sha256()
+            names = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            for name in names:
+                if name == "readers":
+                    continue
+                where = " WHERE name != 'readers'" if name == "sqlite_sequence" else ""
+                h.update(name.encode() + b"\0")
+                rows = conn.execute(f'SELECT * FROM "{name}"{where}').fetchall()
+                for text in sorted(map(repr, rows)):
+                    h.update(text.encode() + b"\n")
+            return "rows:" + h.hexdigest()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return "bytes:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import click
 
@@ -54,6 +56,23 @@ def table_snapshot(path: str, option: str | None) -> Iterator[tuple[SnapshotChoi
 
 
 @contextmanager
+def registered(choice: SnapshotChoice, store: Metastore | None) -> Iterator[SnapshotChoice]:
+    """`choice` with the metastore's snapshot taken again and registered as a reader's until
+    the block ends, so the cleaner keeps every directory it may read (a lease removed at the
+    end, docs/invariants.md, 7). Unregistered where the metastore cannot take it."""
+    if store is None or choice.source != "metastore" or choice.table is None:
+        yield choice
+        return
+    agent = f"{socket.gethostname()}:{os.getpid()}:ingest-cat"
+    # The read-only connection only found the table; closed first, so the lease's connection
+    # is the last one and folds its write-ahead log back into the file when it closes.
+    store.close()
+    with Metastore.open_for_reading(store.url) as lease_store, \
+            lease_store.reading(choice.table.name, agent=agent) as snapshot:
+        yield replace(choice, snapshot=snapshot)
+
+
+@contextmanager
 def warnings_to_stderr() -> Iterator[None]:
     """Show the reader's warnings (e.g. reading without a snapshot) as lines on stderr."""
     with warnings.catch_warnings(record=True) as caught:
@@ -87,17 +106,19 @@ def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
             limit: int | None, as_json: bool) -> None:
     """Print every row a snapshot of an ACID table sees, one JSON object per line.
 
-    Read-only. PATH is a table root, one partition directory, or an unpartitioned table
-    holding base_/delta_ directories. Partition columns come last, as strings. Rows of
-    aborted or open transactions, rows past a bucket file's last flush length and deleted
-    rows are left out, as Hive's readers do.
+    Changes no table: the snapshot is registered in the metastore while rows are read, so
+    `ingest clean` keeps what they come from, and unregistered at the end. PATH is a table
+    root, one partition directory, or an unpartitioned table holding base_/delta_ directories.
+    Partition columns come last, as strings. Rows of aborted or open transactions, rows past
+    a bucket file's last flush length and deleted rows are left out, as Hive's readers do.
     """
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    with table_snapshot(path, snapshot) as (choice, _), warnings_to_stderr():
-        batches = read_batches(path, choice.snapshot, names, row_id, limit=limit,
-                               row_schema=choice.table.row_schema if choice.table else None)
-    # Files are opened as batches stream: warnings about them come while reading.
-    with warnings_to_stderr():
-        for batch in batches:
-            for row in rows(batch):
-                click.echo(dumps(row))
+    # Files are opened as batches stream: the registration covers the reading too.
+    with table_snapshot(path, snapshot) as (found, store), registered(found, store) as choice:
+        with warnings_to_stderr():
+            batches = read_batches(path, choice.snapshot, names, row_id, limit=limit,
+                                   row_schema=choice.table.row_schema if choice.table else None)
+        with warnings_to_stderr():
+            for batch in batches:
+                for row in rows(batch):
+                    click.echo(dumps(row))

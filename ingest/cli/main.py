@@ -22,6 +22,7 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_FAILED, EXIT_BUG, EXIT_INTERRUPTED = 0,
 COMMAND_MODULES = {
     "alter": "ingest.cli.alter",
     "cat": "ingest.cli.cat",
+    "clean": "ingest.cli.clean",
     "compact": "ingest.cli.compact",
     "compactions": "ingest.cli.compactions",
     "create": "ingest.cli.create",

@@ -8,6 +8,7 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
 from ingest.table.alter import AlterResult, alter_table
+from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
 from ingest.table.compact import (
     CompactionHistory,
     CompactReport,
@@ -34,17 +35,21 @@ from ingest.table.verify import (
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
     "AlterResult",
+    "CleanReport",
     "CompactReport",
     "CompactionHistory",
     "DeleteResult",
     "InputFormat",
     "LoadResult",
     "MetastoreRef",
+    "PartitionClean",
     "PartitionCompaction",
     "Problem",
+    "Removed",
     "TableRecovery",
     "VerifyReport",
     "alter_table",
+    "clean",
     "compact",
     "compaction_history",
     "compaction_thresholds",

@@ -25,6 +25,11 @@ from ingest.txn import TableDefinition
 # over existing ACID data. Write ids up to it are committed without a metastore record.
 ADOPTED_PROPERTY = "ingest.adopted_max_write_id"
 
+# How long the cleaner leaves obsolete directories for readers outside the metastore (Hive's
+# delayed cleanup); `ingest clean --retention` overrides it for one run.
+RETENTION_PROPERTY = "ingest.cleaner.retention.seconds"
+DEFAULT_RETENTION_S = 300.0
+
 # The codecs `orc.compress` may name, as Hive spells them: exactly those the writer has.
 ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in CODECS)
 
@@ -56,12 +61,14 @@ def check_properties(properties: Mapping[str, str], *, table: str,
 
     Raises:
         ConfigError: a known property has a value this table cannot have, or a key is ours
-            (`ingest.*`, set by ingest itself).
+            (`ingest.*`, set by ingest itself, except the cleaner's retention).
     """
     out = dict(properties)
     for key, value in properties.items():
         where = f"Cannot {action} table {table}: table property {key}={value!r}"
-        if key.lower().startswith("ingest."):
+        if key == RETENTION_PROPERTY:
+            _seconds(value, where)
+        elif key.lower().startswith("ingest."):
             raise ConfigError(f"{where} is reserved: ingest sets ingest.* properties itself",
                               hint="leave it out")
         if key == "orc.compress":
@@ -110,6 +117,29 @@ def compaction_thresholds(defn: TableDefinition) -> CompactionThresholds:
     off = {k.lower(): v for k, v in defn.properties.items()}.get(NO_AUTO_COMPACTION, "false")
     return CompactionThresholds(**values, auto=off.lower() != "true")  # type: ignore[arg-type]
 
+
+def _seconds(value: str, where: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(f"{where} is not a number of seconds, at least 0",
+                          hint=f"for example --property {RETENTION_PROPERTY}=300")
+    return seconds
+
+
+def cleaner_retention_s(defn: TableDefinition) -> float:
+    """The table's `ingest.cleaner.retention.seconds` (300 when unset).
+
+    Raises:
+        ConfigError: the stored value is not a number of seconds (set outside ingest).
+    """
+    value = defn.properties.get(RETENTION_PROPERTY)
+    if value is None:
+        return DEFAULT_RETENTION_S
+    return _seconds(value, f"Cannot clean table {defn.name}: table property "
+                           f"{RETENTION_PROPERTY}={value!r}")
 
 
 def table_schema(defn: TableDefinition) -> pa.Schema:

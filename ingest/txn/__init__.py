@@ -22,16 +22,19 @@ from ingest.txn.placement import (
     default_metastore_url,
     find_metastore_for,
 )
+from ingest.txn.readers import READER_HEARTBEAT_S, ReaderInfo
 from ingest.txn.store import MEMORY_URL, Metastore, TableRef
 
 __all__ = [
     "MEMORY_URL",
     "METASTORE_FILENAME",
     "CompactionInfo",
+    "READER_HEARTBEAT_S",
     "TXN_STATES",
     "Metastore",
     "MetastoreError",
     "OffsetRange",
+    "ReaderInfo",
     "SinkProgress",
     "TableDefinition",
     "TableRef",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -215,6 +215,41 @@ class CompactionStore(SqliteStore):
             if self.schema_version < 2:
                 return []
             return [_info(row) for row in self._rows(c, "c.table_name = ?", (name,))]
+
+    def compactions_to_clean(self, table: TableRef) -> list[CompactionInfo]:
+        """Compactions of the table whose output is in place ('ready for cleaning'), with a
+        committed compactor transaction or none: what the cleaner may finish.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        with self._translate("read the compaction history"), self._read() as c:
+            name = self._resolve(c, table)
+            if self.schema_version < 2:
+                return []
+            rows = self._rows(
+                c, "c.table_name = ? AND c.state = 'ready for cleaning'"
+                " AND c.finished_at IS NOT NULL AND (c.txn_id IS NULL OR t.state = 'committed')",
+                (name,))
+        return [_info(row) for row in rows]
+
+    def mark_compactions_cleaned(self, compaction_ids: Iterable[int]) -> None:
+        """Record that the cleaner removed every input of these compactions (state
+        'succeeded', `cleaned_at` now); rows in another state are left alone.
+
+        Raises:
+            MetastoreError: the database failed.
+        """
+        ids = list(compaction_ids)
+        if not ids or self.schema_version < 2:
+            return
+        with self._translate("record cleaned compactions"), self._write() as c:
+            c.executemany(
+                "UPDATE compactions SET state = 'succeeded', cleaned_at = ?"
+                " WHERE compaction_id = ? AND state = 'ready for cleaning'",
+                [(self._clock(), i) for i in ids],
+            )
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """The metastore: tables, snapshots (valid write-id lists) and sink progress.
 
 Mirrors Hive's metastore `createTable`/`getTable`/`dropTable` and `TxnHandler.getValidWriteIds`
-over one SQLite file several processes share; the transaction lifecycle it inherits lives in
-`_lifecycle`, the compaction history in `compactions`, the SQLite plumbing in `_db`.
-Knows nothing of ORC bytes or Spark.
+over one SQLite file several processes share; it inherits the transaction lifecycle
+(`_lifecycle`), registered readers (`readers`) and the compaction history (`compactions`); the
+SQLite plumbing is in `_db`. Knows nothing of ORC bytes or Spark.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
-from ingest.txn._lifecycle import TransactionStore
 from ingest.txn.compactions import CompactionStore
 from ingest.txn.model import (
     TXN_STATES,
@@ -24,9 +23,10 @@ from ingest.txn.model import (
     TransactionInfo,
     TxnState,
 )
+from ingest.txn.readers import ReaderRegistry, valid_write_ids
 
 
-class Metastore(TransactionStore, CompactionStore):
+class Metastore(ReaderRegistry, CompactionStore):
     """Transactional-table metadata in one SQLite database; see the module docstring.
 
     Open one with `Metastore.open(url)`. One object may be shared by a process's threads; any
@@ -176,21 +176,7 @@ class Metastore(TransactionStore, CompactionStore):
             MetastoreError: the database failed.
         """
         with self._translate("read a snapshot"), self._read() as c:
-            name = self._resolve(c, table)
-            (next_id,) = c.execute(
-                "SELECT next_write_id FROM tables WHERE name = ?", (name,)
-            ).fetchone()
-            rows = c.execute(
-                "SELECT w.write_id, t.state FROM txn_to_write_id w JOIN txns t USING (txn_id)"
-                " WHERE w.table_name = ? AND t.state != 'committed'",
-                (name,),
-            ).fetchall()
-        return ValidWriteIdList(
-            name,
-            int(next_id) - 1,
-            tuple(w for w, s in rows if s == "open"),
-            tuple(w for w, s in rows if s == "aborted"),
-        )
+            return valid_write_ids(c, self._resolve(c, table))
 
     def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
         """Every allocated write id of the table mapped to its transaction's state.

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from faults._cases import BucketFile, Case, apply
+from support import metastore_contents
 
 from ingest.cli import main as cli_main
 
@@ -123,9 +124,13 @@ def _sqlite_transient(path: Path) -> bool:
 
 
 def tree_digest(work: Path) -> str:
+    """Every file's bytes, but a metastore's rows: `ingest cat` registers its snapshot there
+    while it reads and removes the registration at the end (docs/invariants.md, 7)."""
     h = hashlib.sha256()
     for rel, data in tree_bytes(work).items():
-        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+        content = (metastore_contents(work / rel).encode() if rel.endswith(".sqlite")
+                   else hashlib.sha256(data).digest())
+        h.update(rel.encode() + b"\0" + content)
     return h.hexdigest()
 
 

@@ -1,0 +1,285 @@
+"""Clean a table: remove what compaction made obsolete, aborted writes and compaction leftovers.
+
+Hive's Cleaner with our metastore: `ingest.acid.cleaning` says what no current snapshot reads;
+this module keeps what a registered reader may still use (its snapshot predates the compaction)
+and what is younger than the retention time (readers outside the metastore), then removes
+the rest and records the compactions whose inputs are all gone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import fsspec
+
+from ingest.acid.cleaning import (
+    Candidate,
+    CleaningPlan,
+    CleanKind,
+    Kept,
+    plan_cleaning,
+    remove_candidate,
+)
+from ingest.acid.names import parse_directory, parse_partition
+from ingest.acid.snapshot import list_partitions
+from ingest.errors import ConfigError
+from ingest.faults import crash_point
+from ingest.table._definition import cleaner_retention_s
+from ingest.table._open import MetastoreRef, open_table, table_fs
+from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
+from ingest.txn import CompactionInfo, ReaderInfo, TableDefinition
+
+
+@dataclass(frozen=True)
+class Removed:
+    """One directory (or original file) removed, or that a dry run would remove.
+
+    Attributes:
+        name: relative to its partition.
+        kind: "obsolete", "aborted" or "temporary" (see `ingest.acid.cleaning.Candidate`).
+        covered_by: for "obsolete", the base or delta that hides it.
+        files: files removed.
+        size_bytes: their bytes.
+    """
+
+    name: str
+    kind: CleanKind
+    covered_by: str | None
+    files: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class PartitionClean:
+    """What cleaning did in one partition.
+
+    Attributes:
+        partition: relative to the table root ("" for an unpartitioned table).
+        removed: what was removed (or would be, in a dry run), in name order.
+        kept: what could go later, with the reason it stays now.
+    """
+
+    partition: str
+    removed: tuple[Removed, ...]
+    kept: tuple[Kept, ...]
+
+    @property
+    def files(self) -> int:
+        return sum(r.files for r in self.removed)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(r.size_bytes for r in self.removed)
+
+
+@dataclass(frozen=True)
+class CleanReport:
+    """What `clean` did to a table.
+
+    Attributes:
+        table: its name.
+        location: its root.
+        retention_s: the retention time used.
+        snapshot: the table's snapshot the cleaning was decided with (Hive's string).
+        live_readers: registered readers alive at the start.
+        partitions: one entry per partition looked at, in path order.
+        compactions_cleaned: history rows marked cleaned.
+        dry_run: nothing was removed.
+    """
+
+    table: str
+    location: str
+    retention_s: float
+    snapshot: str
+    live_readers: int
+    partitions: tuple[PartitionClean, ...]
+    compactions_cleaned: tuple[int, ...]
+    dry_run: bool
+
+    @property
+    def directories(self) -> int:
+        return sum(len(p.removed) for p in self.partitions)
+
+    @property
+    def files(self) -> int:
+        return sum(p.files for p in self.partitions)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(p.size_bytes for p in self.partitions)
+
+
+def clean(
+    location: str,
+    *,
+    metastore: MetastoreRef = None,
+    retention_s: float | None = None,
+    dry_run: bool = False,
+    partitions: Sequence[str] | None = None,
+    txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+    on_partition: Callable[[PartitionClean], None] | None = None,
+) -> CleanReport:
+    """Remove what no reader can use any more from the table at `location`.
+
+    A directory compaction made obsolete goes once every live registered reader's snapshot
+    was taken after that compaction committed (after its output was in place, when the
+    history has no record of it) and it has been obsolete for `retention_s`. Directories of
+    aborted write ids and leftover hidden compaction output go after `retention_s`. A
+    directory holding a side file (an open transaction batch) always stays.
+
+    Args:
+        location: the table root.
+        metastore: as for `ingest.table.load`.
+        retention_s: how long obsolete directories stay for readers outside the metastore;
+            default the table's `ingest.cleaner.retention.seconds` (300 s).
+        dry_run: decide and report, remove nothing.
+        partitions: partition specs such as ``dt=2026-01-01``; default every partition.
+        txn_timeout_s: a registered reader silent for longer counts as dead.
+        on_partition: called with each partition's result as soon as it is done.
+
+    Returns:
+        What was removed and what stays, per partition.
+
+    Raises:
+        TableNotFoundError: no table at `location`.
+        ConfigError: a partition spec that is malformed or names no partition of the table,
+            or a negative retention.
+        CorruptFileError, UnsupportedFormatError: a partition cannot be listed as a snapshot
+            would (run `ingest verify`).
+        MetastoreError: the metastore failed or cannot be opened.
+        OSError: the storage layer failed while removing; run `ingest clean` again.
+    """
+    if retention_s is not None and not retention_s >= 0:
+        raise ConfigError(f"Cannot clean {location}: retention {retention_s} s must be at "
+                          "least 0", hint="for example --retention 300")
+    with open_table(location, metastore) as (store, defn):
+        retention = cleaner_retention_s(defn) if retention_s is None else retention_s
+        snapshot = store.snapshot(defn)
+        readers = store.live_readers(defn, timeout_s=txn_timeout_s)
+        records = store.compactions_to_clean(defn)
+        aborted_at = {t.write_id: t.finished_at or 0.0
+                      for t in store.transactions(defn, states=("aborted",))}
+        fs, root = table_fs(defn)
+        decide = _Decision(retention, readers, records, aborted_at, time.time())
+        done: list[PartitionClean] = []
+        for directory in _partition_dirs(defn, fs, root, partitions):
+            rel = directory[len(root):].strip("/")
+            plan = plan_cleaning(fs, directory, snapshot)
+            result = _clean_partition(fs, plan, rel, decide, dry_run=dry_run)
+            done.append(result)
+            if on_partition is not None:
+                on_partition(result)
+        cleaned: list[int] = []
+        if not dry_run:
+            cleaned = [r.compaction_id for r in records
+                       if not any(fs.exists(f"{_join(root, r.partition)}/{name}")
+                                  for name in r.inputs)]
+            crash_point("clean.before_record")  # removed, history not updated: harmless
+            store.mark_compactions_cleaned(cleaned)
+            crash_point("clean.after_record")
+            store.forget_dead_readers(timeout_s=txn_timeout_s)
+    return CleanReport(defn.name, defn.location, retention, snapshot.to_hive_string(),
+                       len(readers), tuple(done), tuple(cleaned), dry_run)
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """Whether a candidate may go now: readers and retention."""
+
+    retention_s: float
+    readers: Sequence[ReaderInfo]
+    records: Sequence[CompactionInfo]
+    aborted_at: dict[int, float]
+    now: float
+
+    def why_kept(self, plan: CleaningPlan, partition: str, c: Candidate) -> str | None:
+        since = c.changed_at
+        if c.kind == "obsolete":
+            record = next((r for r in self.records if r.partition == partition
+                           and c.covered_by in r.outputs), None)
+            # The later of the record's finish and the cover's rename into place (a crashed
+            # minor compaction's second half is renamed by the next one).
+            times = [plan.cover_times.get(c.covered_by or ""),
+                     None if record is None else record.finished_at]
+            since = max((t for t in times if t is not None), default=None)
+            if record is not None and record.txn_id is not None:
+                # Readers registered after the compactor committed listed the partition
+                # with its output in place (a compactor commits only after its renames), so
+                # they skip this directory.
+                blockers = [r for r in self.readers if r.min_open_txn <= record.txn_id]
+            else:
+                # No committed compactor transaction orders the output against the readers:
+                # any live reader may have listed the partition before it appeared.
+                blockers = list(self.readers)
+            if blockers:
+                shown = ", ".join(f"{r.reader_id} ({r.agent})" for r in blockers[:3])
+                return (f"registered readers may still use it: {shown}"
+                        + (", ..." if len(blockers) > 3 else ""))
+        elif c.kind == "aborted":
+            parsed = parse_directory(c.name)
+            if parsed is not None:
+                ended = [t for w, t in self.aborted_at.items()
+                         if parsed.min_write_id <= w <= parsed.max_write_id]
+                since = max([*ended, *([] if since is None else [since])], default=None)
+        if self.retention_s <= 0:
+            return None
+        if since is None:
+            return "the storage gives no modification time; only --retention 0 removes it"
+        left = self.retention_s - (self.now - since)
+        if left > 0:
+            return f"within the retention time: {left:.0f} s left of {self.retention_s:g} s"
+        return None
+
+
+def _clean_partition(fs: fsspec.AbstractFileSystem, plan: CleaningPlan, partition: str,
+                     decide: _Decision, *, dry_run: bool) -> PartitionClean:
+    removed: list[Removed] = []
+    kept = list(plan.kept)
+    for c in plan.candidates:
+        why = decide.why_kept(plan, partition, c)
+        if why is not None:
+            kept.append(Kept(c.name, why))
+            continue
+        files = len(c.files) if dry_run else remove_candidate(fs, plan.partition, c)
+        removed.append(Removed(c.name, c.kind, c.covered_by, files, c.size_bytes))
+    return PartitionClean(partition, tuple(removed), tuple(sorted(kept, key=lambda k: k.name)))
+
+
+def _join(root: str, partition: str) -> str:
+    return f"{root}/{partition}" if partition else root
+
+
+def _partition_dirs(defn: TableDefinition, fs: fsspec.AbstractFileSystem, root: str,
+                    specs: Sequence[str] | None) -> list[str]:
+    """The partition directories to clean.
+
+    Raises:
+        ConfigError: a spec is malformed or names no existing partition.
+    """
+    if not fs.exists(root):
+        existing: list[str] = []
+    else:
+        depth = tuple(defn.partition_columns)
+        existing = [p.path.rstrip("/") for p in list_partitions(root, fs=fs)
+                    if tuple(k for k, _ in p.values) == depth]
+    if not specs:
+        return existing
+    chosen = []
+    for spec in specs:
+        parts = [p for p in spec.replace(",", "/").split("/") if p]
+        if not parts or any(parse_partition(p) is None for p in parts):
+            raise ConfigError(f"Cannot clean {defn.name}: partition {spec!r} is not of the "
+                              "form col=value (a=1/b=2 for several levels)")
+        directory = "/".join([root, *parts])
+        if directory not in existing:
+            shown = ", ".join(p[len(root):].strip("/") or "(root)" for p in existing[:5])
+            raise ConfigError(f"Cannot clean {defn.name}: it has no partition {spec!r}",
+                              hint=f"its partitions: {shown or 'none'}"
+                                   + (", ..." if len(existing) > 5 else ""))
+        chosen.append(directory)
+    return chosen
+
+
+__all__ = ["CleanReport", "PartitionClean", "Removed", "clean"]

@@ -1,0 +1,217 @@
+"""Registered readers (Hive's MIN_HISTORY_LEVEL): snapshots held while their files are read.
+
+A reader takes its snapshot and registers it in one SQLite transaction, heartbeats while it
+reads and unregisters at the end; the cleaner keeps every directory a live registration may
+still use. Also what the cleaner asks of the compaction history. Knows SQL, not files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Self
+
+from ingest.acid.writeids import ValidWriteIdList
+from ingest.errors import IngestError
+from ingest.txn._db import TableRef, sqlite_path
+from ingest.txn._lifecycle import TransactionStore
+from ingest.txn._schema import SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+# How often a held registration is refreshed; it counts as dead after the transaction
+# time-out (300 s by default), so a few beats may fail before the cleaner ignores it.
+READER_HEARTBEAT_S = 60.0
+
+
+@dataclass(frozen=True)
+class ReaderInfo:
+    """One registered reader.
+
+    Attributes:
+        reader_id: its row id.
+        table: the table it reads (`db.table`).
+        agent: who reads, e.g. "host:pid:ingest-cat".
+        min_open_txn: the lowest transaction open when its snapshot was taken, or the next
+            transaction id if none was: every transaction below it had finished.
+        opened_at: registration time (seconds since the epoch).
+        heartbeat_at: its last heartbeat.
+    """
+
+    reader_id: int
+    table: str
+    agent: str
+    min_open_txn: int
+    opened_at: float
+    heartbeat_at: float
+
+
+def valid_write_ids(c: sqlite3.Connection, name: str) -> ValidWriteIdList:
+    """Table `name`'s valid write-id list, inside the caller's SQLite transaction.
+
+    The high watermark is the highest write id allocated; open and aborted ids are listed.
+    """
+    (next_id,) = c.execute("SELECT next_write_id FROM tables WHERE name = ?", (name,)).fetchone()
+    rows = c.execute(
+        "SELECT w.write_id, t.state FROM txn_to_write_id w JOIN txns t USING (txn_id)"
+        " WHERE w.table_name = ? AND t.state != 'committed'",
+        (name,),
+    ).fetchall()
+    return ValidWriteIdList(
+        name,
+        int(next_id) - 1,
+        tuple(w for w, s in rows if s == "open"),
+        tuple(w for w, s in rows if s == "aborted"),
+    )
+
+
+def _is_read_only_error(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_READONLY
+
+
+class ReaderRegistry(TransactionStore):
+    """The registered-reader half of `Metastore`; see the module docstring."""
+
+    @classmethod
+    def open_for_reading(cls, url: str) -> Self:
+        """Open an existing metastore for a reading command that registers its snapshot.
+
+        Opened writable only when the file is a version-2 metastore this process may write
+        (file and directory, for SQLite's write-ahead log); otherwise read-only, and
+        `reading` then goes on unregistered. Never creates, rebuilds or upgrades a file.
+
+        Raises:
+            MetastoreError: the file is missing, empty, unreadable or not a metastore.
+            UnsupportedFormatError: it was written by a newer ingest.
+            ConfigError: the URL is not a supported sqlite URL.
+        """
+        store = cls.open(url, read_only=True)
+        path = sqlite_path(url)
+        writable = path != ":memory:" and os.access(path, os.W_OK) and os.access(
+            os.path.dirname(path), os.W_OK | os.X_OK)
+        if store.schema_version < SCHEMA_VERSION or not writable:
+            return store
+        store.close()
+        # The version was checked above, so this open upgrades nothing.
+        return cls.open(url, create=False)
+
+    @contextmanager
+    def reading(
+        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S
+    ) -> Iterator[ValidWriteIdList]:
+        """Take the table's snapshot and keep it registered until the block ends.
+
+        The snapshot and the registration are one SQLite transaction, so no compaction can
+        commit between them. A daemon thread heartbeats the registration every
+        `heartbeat_s`. On a metastore opened read-only, not writable, or of schema
+        version 1, the snapshot is taken unregistered (readers outside the metastore are
+        protected by the cleaner's retention time instead).
+
+        Example:
+            with store.reading("default.events", agent="host:1:cat") as snapshot:
+                rows = read_table(location, snapshot)
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        reader_id, snapshot = self._register(table, agent)
+        if reader_id is None:
+            yield snapshot
+            return
+        stop = threading.Event()
+        beat = threading.Thread(target=self._beat_until, args=(reader_id, stop, heartbeat_s),
+                                name="ingest-reader-heartbeat", daemon=True)
+        beat.start()
+        try:
+            yield snapshot
+        finally:
+            stop.set()
+            beat.join()
+            try:
+                with self._translate("unregister a reader"), self._write() as c:
+                    c.execute("DELETE FROM readers WHERE reader_id = ?", (reader_id,))
+            except IngestError:
+                # The registration expires by itself after the time-out; the rows read are
+                # not affected, so a failed removal must not fail the read.
+                log.warning("could not unregister reader %d in %s; it expires after the "
+                            "transaction time-out", reader_id, self.location, exc_info=True)
+
+    def _register(self, table: TableRef, agent: str) -> tuple[int | None, ValidWriteIdList]:
+        if self.schema_version >= 2:
+            try:
+                with self._translate("register a reader"), self._write() as c:
+                    name = self._resolve(c, table)
+                    snapshot = valid_write_ids(c, name)
+                    (low,) = c.execute(
+                        "SELECT coalesce((SELECT min(txn_id) FROM txns WHERE state = 'open'),"
+                        " max((SELECT coalesce(max(txn_id), 0) FROM txns),"
+                        " (SELECT coalesce(max(seq), 0) FROM sqlite_sequence"
+                        "  WHERE name = 'txns')) + 1)"
+                    ).fetchone()
+                    now = self._clock()
+                    cur = c.execute(
+                        "INSERT INTO readers (table_name, agent, min_open_txn, opened_at,"
+                        " heartbeat_at) VALUES (?, ?, ?, ?, ?)",
+                        (name, agent, int(low), now, now),
+                    )
+                    return int(cur.lastrowid or 0), snapshot
+            except IngestError as e:
+                cause = e.__cause__
+                if not (isinstance(cause, sqlite3.Error) and _is_read_only_error(cause)):
+                    raise
+        with self._translate("read a snapshot"), self._read() as c:
+            return None, valid_write_ids(c, self._resolve(c, table))
+
+    def _beat_until(self, reader_id: int, stop: threading.Event, interval_s: float) -> None:
+        while not stop.wait(interval_s):
+            try:
+                with self._translate("heartbeat a reader"), self._write() as c:
+                    c.execute("UPDATE readers SET heartbeat_at = ? WHERE reader_id = ?",
+                              (self._clock(), reader_id))
+            except IngestError:
+                log.warning("heartbeat of reader %d failed; retrying in %.0f s", reader_id,
+                            interval_s, exc_info=True)
+
+    def live_readers(self, table: TableRef, *, timeout_s: float) -> list[ReaderInfo]:
+        """The table's registered readers whose last heartbeat is within `timeout_s`.
+
+        Older registrations belong to readers that died without unregistering; they are
+        ignored (and left for `forget_dead_readers`). Empty on a version-1 metastore.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        if self.schema_version < 2:
+            return []
+        with self._translate("list readers"), self._read() as c:
+            name = self._resolve(c, table)
+            rows = c.execute(
+                "SELECT reader_id, table_name, agent, min_open_txn, opened_at, heartbeat_at"
+                " FROM readers WHERE table_name = ? AND heartbeat_at >= ? ORDER BY reader_id",
+                (name, self._clock() - timeout_s),
+            ).fetchall()
+        return [ReaderInfo(*row) for row in rows]
+
+    def forget_dead_readers(self, *, timeout_s: float) -> int:
+        """Delete registrations silent for longer than `timeout_s`; returns how many.
+
+        Raises:
+            MetastoreError: the database failed.
+        """
+        if self.schema_version < 2:
+            return 0
+        with self._translate("forget dead readers"), self._write() as c:
+            cur = c.execute("DELETE FROM readers WHERE heartbeat_at < ?",
+                            (self._clock() - timeout_s,))
+        return int(cur.rowcount)
+
+
+__all__ = ["READER_HEARTBEAT_S", "ReaderInfo", "ReaderRegistry", "valid_write_ids"]

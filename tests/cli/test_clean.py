@@ -1,0 +1,133 @@
+"""`ingest clean`: text and JSON summaries, dry run, clear errors; `ingest cat` registers its
+snapshot for as long as it reads."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from support import error_json, ok_json, run_cli, visible
+
+from ingest.acid.names import format_base, format_delta
+from ingest.cli.cat import registered, table_snapshot
+from ingest.table import clean, compact, create_table, load
+from ingest.txn import Metastore, default_metastore_url
+
+
+def rows(ids: range, dt: str) -> pa.Table:
+    return pa.table({"id": list(ids), "value": [f"v{i}" for i in ids], "dt": [dt] * len(ids)})
+
+
+@pytest.fixture
+def location(tmp_path: Path) -> str:
+    loc = str(tmp_path / "wh" / "events")
+    create_table(loc, "id BIGINT, value STRING, dt STRING", partitioned_by=["dt"])
+    for i in range(3):
+        load(loc, rows(range(i * 10, i * 10 + 10), "2026-01-01"))
+    load(loc, rows(range(50, 55), "2026-01-02"))
+    compact(loc, kind="major")
+    return loc
+
+
+def test_clean_json_summary_per_partition(location: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    before = visible(location)
+    doc = ok_json(["clean", location, "--retention", "0", "--dry-run"], capsys)
+    assert doc["dry_run"] is True and doc["directories"] == 4 and doc["files"] == 8
+    assert sorted(os.listdir(f"{location}/dt=2026-01-01")) == [
+        format_base(4), *(format_delta(w, w, 0) for w in (1, 2, 3))]
+    doc = ok_json(["clean", location, "--retention", "0"], capsys)
+    assert doc["dry_run"] is False and doc["retention_s"] == 0 and doc["live_readers"] == 0
+    parts = {p["partition"]: p for p in doc["partitions"]}
+    assert set(parts) == {"dt=2026-01-01", "dt=2026-01-02"}
+    first = parts["dt=2026-01-01"]
+    assert (first["directories"], first["files"]) == (3, 6)
+    assert first["bytes"] == sum(r["bytes"] for r in first["removed"]) > 0
+    assert {r["name"]: (r["kind"], r["covered_by"]) for r in first["removed"]} == {
+        format_delta(w, w, 0): ("obsolete", format_base(4)) for w in (1, 2, 3)}
+    assert doc["bytes"] == first["bytes"] + parts["dt=2026-01-02"]["bytes"]
+    assert os.listdir(f"{location}/dt=2026-01-01") == [format_base(4)]
+    assert visible(location) == before
+
+
+def test_clean_text_output_progress_and_kept_reasons(location: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["clean", location, "--partition", "dt=2026-01-02"], capsys)
+    assert code == 0, err
+    assert f"Cleaning {location}" in err
+    assert "dt=2026-01-02: removed 0 directories, 0 files, 0 bytes; 1 kept" in err
+    assert (f"kept dt=2026-01-02/{format_delta(4, 4, 0)}: within the retention time: "
+            in out)
+    assert "0 directories, 0 files, 0 bytes removed in 1 partitions of default.events " \
+           "(1 kept, retention 300 s, 0 live readers" in out
+    code, out, err = run_cli(["clean", location, "--retention", "0", "--quiet"], capsys)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert f"removed dt=2026-01-01/{format_delta(1, 1, 0)} (hidden by {format_base(4)}): " \
+           "2 files, " in out
+    assert len(lines) == 5 and lines[-1].startswith("4 directories, 8 files, ")
+
+
+def test_clean_errors(tmp_path: Path, location: str,
+                      capsys: pytest.CaptureFixture[str]) -> None:
+    error = error_json(["clean", str(tmp_path / "nothing")], capsys, 3)
+    assert error["type"] == "TableNotFoundError" and "ingest create" in error["hint"]
+    error = error_json(["clean", location, "--partition", "dt=2030-01-01"], capsys, 2)
+    assert error["type"] == "ConfigError"
+    assert "no partition 'dt=2030-01-01'" in error["message"]
+    assert "dt=2026-01-01" in error["hint"]
+    missing = tmp_path / "gone" / "ms.sqlite"
+    error = error_json(["clean", location, "--metastore", f"sqlite://{missing}"], capsys, 3)
+    assert error["type"] == "MetastoreError" and str(missing) in error["message"]
+    assert not missing.exists()
+    code, out, err = run_cli(["clean", location, "--retention", "-5"], capsys)
+    assert code == 2 and "at least 0" in err
+    assert len(os.listdir(f"{location}/dt=2026-01-01")) == 4  # nothing removed by any
+
+
+def test_clean_help_says_what_it_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["clean", "--help"], capsys)
+    assert code == 0
+    assert "Changes the disk unless --dry-run" in out
+    assert "ingest.cleaner.retention.seconds" in out
+    assert "ingest clean warehouse/events --dry-run" in out
+    code, out, _ = run_cli(["--help"], capsys)
+    assert "clean" in out
+
+
+def test_cat_holds_a_registration_while_it_reads(location: str) -> None:
+    url = default_metastore_url(location)
+    with table_snapshot(location, None) as (found, store), \
+            registered(found, store) as choice:
+        assert choice.source == "metastore"
+        with Metastore.open(url, read_only=True) as other:
+            (reader,) = other.live_readers(location, timeout_s=60)
+            assert reader.agent.endswith(":ingest-cat")
+            assert choice.snapshot == other.snapshot(location)
+        # While it holds, the cleaner keeps what its snapshot may read.
+        with Metastore.open(url, create=False) as cleaner_store:
+            doc = clean(location, retention_s=0, metastore=cleaner_store)
+        assert doc.directories == 0 and doc.live_readers == 1
+    with Metastore.open(url, read_only=True) as other:
+        assert other.live_readers(location, timeout_s=60) == []
+    # A --snapshot given by the user is not the metastore's: nothing is registered.
+    with table_snapshot(location, "default.events:4:9223372036854775807::") as (found, store), \
+            registered(found, store) as choice:
+        assert choice.source == "option"
+        with Metastore.open(url, read_only=True) as other:
+            assert other.live_readers(location, timeout_s=60) == []
+
+
+def test_cat_output_is_the_same_before_and_after_cleaning(
+        location: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, before, err = run_cli(["cat", location, "--row-id"], capsys)
+    assert code == 0, err
+    ok_json(["clean", location, "--retention", "0"], capsys)
+    code, after, err = run_cli(["cat", location, "--row-id"], capsys)
+    assert code == 0, err
+    assert sorted(json.loads(x)["id"] for x in after.splitlines()) == \
+        sorted(json.loads(x)["id"] for x in before.splitlines())
+    assert sorted(after.splitlines()) == sorted(before.splitlines())
