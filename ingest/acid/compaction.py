@@ -301,6 +301,9 @@ def _major(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, files: Sequence[
     assert options.row_schema is not None
     merger = Merger(fs, plan.snapshot, None, True, ())
     merger.set_row_schema(options.row_schema)
+    merger.sub_microseconds = "error"  # a rewrite keeps every digit or refuses
+    merger.fit_timestamps(files)
+    options = replace(options, row_schema=merger.row_schema)  # timestamp[us] if widened
     event_schema = acid_event_schema(options.row_schema)
     inserts, deletes = _by_bucket(files)
     rows = written = 0
