@@ -261,8 +261,11 @@ def _to_microseconds(arr: pa.Array, field: pa.Field,
                      sub_microseconds: SubMicroseconds) -> pa.Array:
     """A nanosecond column of a read that widened it (`Merger.fit_timestamps`): floored to
     the microsecond, saying so when a digit below it is dropped (docs/format.md, Timestamps)."""
-    floored = pc.floor_temporal(arr, unit="microsecond")
-    if pc.any(pc.not_equal(floored, arr)).as_py():
+    nanos = arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    floored = pa.array(nanos // 1000, pa.timestamp("us"),
+                       mask=arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count
+                       else None)
+    if (nanos % 1000).any():
         message = (f"column {field.name}: this read holds timestamps outside 1677-09-21 .. "
                    "2262-04-11, so it returns the column as microseconds, and other values "
                    "of it have digits below the microsecond")
@@ -270,7 +273,7 @@ def _to_microseconds(arr: pa.Array, field: pa.Field,
             raise UnsupportedFormatError(f"Cannot rewrite {message}")
         warnings.warn(TimestampPrecisionWarning(message + ", which were dropped"),
                       stacklevel=4)
-    return floored.cast(field.type)
+    return floored.cast(field.type) if floored.type != field.type else floored
 
 
 @dataclass(frozen=True)

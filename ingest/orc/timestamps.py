@@ -261,11 +261,16 @@ def to_microseconds(stored_seconds: np.ndarray,
 
     SECONDARY holds the nanoseconds with their trailing decimal zeros cut: the low 3 bits
     count the zeros removed (0, or 2..8 for a code of 1..7), the rest are the digits left.
-    Writers store seconds before 1970 rounded toward zero when the nanoseconds reach a
-    millisecond (as ORC Java's millisecond arithmetic did); readers take one second off.
+    Before 1970, ORC Java stores the seconds rounded toward zero when the nanoseconds reach
+    a millisecond, and readers take one second off again (so -0.5 s, stored as second 0,
+    reads as +0.5 s in every ORC reader); ORC C++ stores truncated seconds with negative
+    nanoseconds instead. Both are read as ORC's readers read them.
     """
-    zeros = (encoded_nanos & 7).astype(np.int64)
-    nanos = (encoded_nanos >> np.uint64(3)).astype(np.int64)
+    # Signed: ORC C++ (pyarrow) stores seconds truncated toward zero and negative nanos
+    # before 1970, two's complement in the unsigned stream; its readers shift arithmetically.
+    signed = encoded_nanos.astype(np.int64)
+    zeros = signed & 7
+    nanos = signed >> 3
     nanos = np.where(zeros > 0, nanos * 10 ** np.where(zeros > 0, zeros + 1, 0), nanos)
     seconds = stored_seconds + ORC_EPOCH_S
     seconds = np.where((seconds < 0) & (nanos > 999_999), seconds - 1, seconds)

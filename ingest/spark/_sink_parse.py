@@ -18,7 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ingest.table.values import WIDE_DECIMAL, describe_decimal_error, to_decimal
+from ingest.table.values import (
+    WIDE_DECIMAL,
+    describe_decimal_error,
+    outside_nanoseconds,
+    to_decimal,
+)
 
 _NEWLINE = pa.scalar(b"\n", pa.binary())
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -194,11 +199,20 @@ def _parse_single(value: pa.Array, schema: pa.Schema, error: str) -> pa.Table | 
     return table
 
 
+_UNPARSED = "couldn't parse:"
+
+
 def _reason(e: Exception) -> str:
     text = str(e).strip()
     for suffix in (" in row 0",):
         if text.endswith(suffix):
             text = text[: -len(suffix)]
+    if "to timestamp" in text and _UNPARSED in text:
+        value = text.split(_UNPARSED, 1)[1]
+        if outside_nanoseconds(value):
+            # A valid Hive timestamp the sink cannot write yet: say so, not "couldn't parse".
+            return (f"timestamp {value!r} is outside 1677-09-21 .. 2262-04-11, which the "
+                    "stream does not write (ingest load does: docs/format.md, Timestamps)")
     return text
 
 

@@ -199,6 +199,12 @@ def _parse_slowly(array: pa.Array) -> TimestampConversion:
     return TimestampConversion(converted, bad[0][0], bad[0][1], len(bad))
 
 
+def outside_nanoseconds(text: str) -> bool:
+    """Whether `text` is a timestamp that timestamp[ns] cannot hold (years 0001-9999)."""
+    parsed = _parse(text)
+    return parsed is not None and not _NS_LOW <= parsed[0] * 10**9 + parsed[1] <= _NS_HIGH
+
+
 def _parse(text: str) -> tuple[int, int] | None:
     """(seconds since 1970, nanoseconds) of a timestamp text, proleptic Gregorian; None if
     it is not one."""
@@ -216,5 +222,5 @@ def _parse(text: str) -> tuple[int, int] | None:
             int((fraction or "").ljust(9, "0")))
 
 
-__all__ = ["WIDE_DECIMAL", "TimestampConversion", "describe_decimal_error", "to_decimal",
-           "to_timestamp"]
+__all__ = ["WIDE_DECIMAL", "TimestampConversion", "describe_decimal_error",
+           "outside_nanoseconds", "to_decimal", "to_timestamp"]
