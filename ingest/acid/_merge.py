@@ -465,7 +465,7 @@ class Merger:
             if not columns:
                 continue
             depth = 1 if f.kind == "original" else 2  # original files hold the row at the root
-            names = [c.path[-1] for c in columns if len(c.path) == depth]
+            names = [c.path[-1] for c in columns if len(c.path) == depth and c.unit == "us"]
             if any(_POSITIONAL.fullmatch(n) for n in names):
                 row = self.row_schema.names
                 names = [row[int(n[4:])] if int(n[4:]) < len(row) else n for n in names]

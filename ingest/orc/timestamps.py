@@ -51,14 +51,18 @@ class TimestampPrecisionWarning(UserWarning):
 
 @dataclass(frozen=True)
 class WideColumn:
-    """A TIMESTAMP column of a file whose values reach outside timestamp[ns]."""
+    """A TIMESTAMP column of a file that pyarrow's reader may refuse, and the unit it is
+    decoded to here: "us" when its values reach outside timestamp[ns]; "ns" when they reach
+    the range's last second (pyarrow checks the seconds alone and refuses some of those)."""
 
     column_id: int
     path: tuple[str, ...]  # field names from the root struct down to the column
+    unit: Literal["us", "ns"] = "us"
 
 
 def wide_timestamp_columns(tail: FileTail) -> list[WideColumn]:
-    """TIMESTAMP columns whose file statistics reach outside timestamp[ns].
+    """TIMESTAMP columns whose file statistics reach outside timestamp[ns] (unit "us") or
+    into its first or last second (unit "ns").
 
     Raises:
         UnsupportedFormatError: such a column sits inside a list, map or union (only columns
@@ -74,14 +78,15 @@ def wide_timestamp_columns(tail: FileTail) -> list[WideColumn]:
     for column_id, t in enumerate(decoded):
         if t.uint(Type.KIND) != TypeKind.TIMESTAMP or column_id >= len(statistics):
             continue
-        if not _outside_ns(statistics[column_id]):
+        reach = _reach(statistics[column_id])
+        if reach is None:
             continue
         if column_id not in paths:
             raise UnsupportedFormatError(
                 f"Cannot read TIMESTAMP column {column_id}: it holds values outside "
                 "1677-09-21 .. 2262-04-11 inside a list, map or union, which this reader "
                 "decodes only in top-level and struct columns")
-        out.append(WideColumn(column_id, paths[column_id]))
+        out.append(WideColumn(column_id, paths[column_id], reach))
     return out
 
 
@@ -103,12 +108,13 @@ def _struct_paths(types: list[Message]) -> dict[int, tuple[str, ...]]:
     return paths
 
 
-def _outside_ns(stats: Message) -> bool:
-    """Whether the column's minimum or maximum lies outside timestamp[ns]; statistics give
-    UTC milliseconds and, optionally, the nanoseconds below the millisecond plus one."""
+def _reach(stats: Message) -> Literal["us", "ns"] | None:
+    """"us" if the column's minimum or maximum lies outside timestamp[ns], "ns" if within a
+    second of its ends, else None; statistics give UTC milliseconds and, optionally, the
+    nanoseconds below the millisecond plus one."""
     found = stats.messages(ColumnStatistics.TIMESTAMP_STATISTICS)
     if not found:
-        return False
+        return None
     ts = found[0]
     low_ms = ts.sint(TimestampStatistics.MINIMUM_UTC)
     if low_ms is None:
@@ -120,8 +126,14 @@ def _outside_ns(stats: Message) -> bool:
     high_nanos = max((ts.uint(TimestampStatistics.MAXIMUM_NANOS) or 1) - 1, 0)
     if not ts.has(TimestampStatistics.MAXIMUM_NANOS) and high_ms is not None:
         high_nanos = 999_999  # unknown below the millisecond: assume the worst
-    return ((low_ms is not None and low_ms * 1_000_000 + low_nanos < NS_MIN)
-            or (high_ms is not None and high_ms * 1_000_000 + high_nanos > NS_MAX))
+    low = None if low_ms is None else low_ms * 1_000_000 + low_nanos
+    high = None if high_ms is None else high_ms * 1_000_000 + high_nanos
+    if (low is not None and low < NS_MIN) or (high is not None and high > NS_MAX):
+        return "us"
+    if ((low is not None and low < NS_MIN + 10**9)
+            or (high is not None and high > NS_MAX - 10**9)):
+        return "ns"
+    return None
 
 
 class WideTimestampFile:
@@ -148,7 +160,7 @@ class WideTimestampFile:
     def schema(self) -> pa.Schema:
         schema: pa.Schema = self._orc.schema
         for column in self._columns:
-            schema = _replace_field_type(schema, column.path, pa.timestamp("us"))
+            schema = _replace_field_type(schema, column.path, pa.timestamp(column.unit))
         return schema
 
     def read_stripe(self, n: int, columns: list[str] | None = None) -> pa.RecordBatch:
@@ -234,14 +246,17 @@ class WideTimestampFile:
         encoding = footer.messages(StripeFooter.COLUMNS)[column.column_id]
         v2 = (encoding.uint(ColumnEncoding.KIND, 0) or 0) != ColumnEncodingKind.DIRECT
         encoded = (decode_unsigned_v2 if v2 else decode_unsigned_v1)(raw, count)
-        micros, dropped = to_microseconds(
-            seconds.filter(present).to_numpy(zero_copy_only=False).astype(np.int64), encoded)
-        if dropped:
-            self._dropped(dropped, column)
+        stored = seconds.filter(present).to_numpy(zero_copy_only=False).astype(np.int64)
+        if column.unit == "ns":
+            decoded = to_nanoseconds(stored, encoded)
+        else:
+            decoded, dropped = to_microseconds(stored, encoded)
+            if dropped:
+                self._dropped(dropped, column)
         values = np.zeros(len(seconds), dtype=np.int64)
         valid = present.to_numpy(zero_copy_only=False)
-        values[valid] = micros
-        return pa.array(values, pa.timestamp("us"), mask=~valid)
+        values[valid] = decoded
+        return pa.array(values, pa.timestamp(column.unit), mask=~valid)
 
     def _dropped(self, count: int, column: WideColumn) -> None:
         message = (f"{self._where}: column {'.'.join(column.path)} holds timestamps outside "
@@ -252,6 +267,14 @@ class WideTimestampFile:
                 f"Cannot read {message}", hint="read the table with `ingest cat` or "
                 "ingest.acid.read_table, which keep microseconds (docs/format.md, Timestamps)")
         warnings.warn(TimestampPrecisionWarning(message), stacklevel=3)
+
+
+def to_nanoseconds(stored_seconds: np.ndarray, encoded_nanos: np.ndarray) -> np.ndarray:
+    """Nanoseconds since 1970 (see `to_microseconds`), for values that fit timestamp[ns]:
+    int64 arithmetic wraps, so an intermediate beyond the range still ends right."""
+    seconds, nanos = _instants(stored_seconds, encoded_nanos)
+    with np.errstate(over="ignore"):
+        return seconds * 1_000_000_000 + nanos  # type: ignore[no-any-return]
 
 
 def to_microseconds(stored_seconds: np.ndarray,
@@ -266,15 +289,24 @@ def to_microseconds(stored_seconds: np.ndarray,
     reads as +0.5 s in every ORC reader); ORC C++ stores truncated seconds with negative
     nanoseconds instead. Both are read as ORC's readers read them.
     """
-    # Signed: ORC C++ (pyarrow) stores seconds truncated toward zero and negative nanos
-    # before 1970, two's complement in the unsigned stream; its readers shift arithmetically.
+    seconds, nanos = _instants(stored_seconds, encoded_nanos)
+    return seconds * 1_000_000 + nanos // 1000, int(np.count_nonzero(nanos % 1000))
+
+
+def _instants(stored_seconds: np.ndarray,
+              encoded_nanos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds since 1970, nanoseconds, maybe negative) as ORC's readers take them.
+
+    Signed: ORC C++ (pyarrow) stores seconds truncated toward zero and negative nanos before
+    1970, two's complement in the unsigned stream; its readers shift arithmetically.
+    """
     signed = encoded_nanos.astype(np.int64)
     zeros = signed & 7
     nanos = signed >> 3
-    nanos = np.where(zeros > 0, nanos * 10 ** np.where(zeros > 0, zeros + 1, 0), nanos)
+    with np.errstate(over="ignore"):  # negative nanos scaled up wrap back, as in ORC C++
+        nanos = np.where(zeros > 0, nanos * 10 ** np.where(zeros > 0, zeros + 1, 0), nanos)
     seconds = stored_seconds + ORC_EPOCH_S
-    seconds = np.where((seconds < 0) & (nanos > 999_999), seconds - 1, seconds)
-    return seconds * 1_000_000 + nanos // 1000, int(np.count_nonzero(nanos % 1000))
+    return np.where((seconds < 0) & (nanos > 999_999), seconds - 1, seconds), nanos
 
 
 def _find(batch: pa.RecordBatch, path: tuple[str, ...]) -> pa.Array | None:
@@ -348,5 +380,5 @@ def with_wide_timestamps(orc: po.ORCFile, tail: FileTail, read_range: ReadRange,
 
 
 __all__ = ["NS_MAX", "NS_MIN", "ORC_EPOCH_S", "TimestampPrecisionWarning", "WideColumn",
-           "WideTimestampFile", "to_microseconds", "wide_timestamp_columns",
+           "WideTimestampFile", "to_microseconds", "to_nanoseconds", "wide_timestamp_columns",
            "with_wide_timestamps"]

@@ -89,7 +89,7 @@ def test_a_file_with_values_outside_nanoseconds_reads_them_exactly_as_microsecon
 
 def test_a_file_within_nanoseconds_keeps_pyarrows_reader(tmp_path: Path) -> None:
     path = str(tmp_path / "narrow.orc")
-    po.write_table(pa.table({"ts": _stamps("1677-09-21T00:12:44", "2262-04-11T23:47:15")}), path)
+    po.write_table(pa.table({"ts": _stamps("1677-09-21T00:12:45", "2262-04-11T23:47:15")}), path)
     assert wide_timestamp_columns(read_tail(FS, path, FS.size(path))) == []
     with open_orc(FS, path, FS.size(path)) as orc:
         assert isinstance(orc, po.ORCFile)
