@@ -260,7 +260,7 @@ def _ns_to_us(found: pa.DataType, wanted: pa.DataType) -> bool:
 def _to_microseconds(arr: pa.Array, field: pa.Field,
                      sub_microseconds: SubMicroseconds) -> pa.Array:
     """A nanosecond column of a read that widened it (`Merger.fit_timestamps`): floored to
-    the microsecond, saying so when a digit below it is dropped (docs/format.md, Timestamps)."""
+    the microsecond, saying so when a digit below it is dropped (docs/format.md §18)."""
     nanos = arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
     floored = pa.array(nanos // 1000, pa.timestamp("us"),
                        mask=arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count

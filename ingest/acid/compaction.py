@@ -338,7 +338,7 @@ def _timestamp_merger(fs: fsspec.AbstractFileSystem, plan: CompactionPlan,
                       files: Sequence[DataFile], row_schema: pa.Schema | None, *,
                       with_row_id: bool) -> Merger:
     """A reader of the inputs whose row schema has timestamp[us] where an input holds a
-    value outside timestamp[ns]; it refuses to drop a digit (docs/format.md, Timestamps)."""
+    value outside timestamp[ns]; it refuses to drop a digit (docs/format.md §18)."""
     assert row_schema is not None
     merger = Merger(fs, plan.snapshot, None, with_row_id, ())
     merger.set_row_schema(row_schema)

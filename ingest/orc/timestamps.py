@@ -4,7 +4,7 @@ pyarrow's ORC reader holds timestamps as int64 nanoseconds and refuses a stripe 
 outside; Hive's TIMESTAMP spans years 0001-9999. A file whose column statistics reach outside
 is read here instead: a copy of its tail declares those columns LONG, so pyarrow returns the
 DATA stream's seconds, and the SECONDARY stream's nanoseconds are decoded here, giving
-timestamp[us] (docs/format.md, "Timestamps").
+timestamp[us] (docs/format.md §18).
 """
 
 from __future__ import annotations
@@ -260,13 +260,14 @@ class WideTimestampFile:
 
     def _dropped(self, count: int, column: WideColumn) -> None:
         message = (f"{self._where}: column {'.'.join(column.path)} holds timestamps outside "
-                   f"1677-09-21 .. 2262-04-11, read as microseconds; {count:,} of them had "
-                   "digits below the microsecond, which were dropped")
+                   f"1677-09-21 .. 2262-04-11, read as microseconds; {count:,} of them have "
+                   "digits below the microsecond")
         if self._sub_microseconds == "error":
             raise UnsupportedFormatError(
-                f"Cannot read {message}", hint="read the table with `ingest cat` or "
-                "ingest.acid.read_table, which keep microseconds (docs/format.md, Timestamps)")
-        warnings.warn(TimestampPrecisionWarning(message), stacklevel=3)
+                f"Cannot rewrite {message}, which would be lost",
+                hint="leave this file uncompacted: readers return its rows to the "
+                     "microsecond (docs/format.md §18)")
+        warnings.warn(TimestampPrecisionWarning(message + ", which were dropped"), stacklevel=3)
 
 
 def to_nanoseconds(stored_seconds: np.ndarray, encoded_nanos: np.ndarray) -> np.ndarray:

@@ -212,7 +212,7 @@ def _reason(e: Exception) -> str:
         if outside_nanoseconds(value):
             # A valid Hive timestamp the sink cannot write yet: say so, not "couldn't parse".
             return (f"timestamp {value!r} is outside 1677-09-21 .. 2262-04-11, which the "
-                    "stream does not write (ingest load does: docs/format.md, Timestamps)")
+                    "stream does not write (ingest load does: docs/format.md §18)")
     return text
 
 

@@ -163,7 +163,7 @@ def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]
 
 
 def _timestamp(column: pa.ChunkedArray, field: pa.Field, problems: list[str]) -> pa.Array:
-    """Years 0001-9999 as Hive's, to the nanosecond when they fit (docs/format.md)."""
+    """Years 0001-9999 as Hive's, to the nanosecond when they fit (docs/format.md §18)."""
     converted = to_timestamp(column)
     if converted.bad_row is not None:
         problems.append(

@@ -127,8 +127,8 @@ class TimestampConversion:
 
 def to_timestamp(values: pa.Array | pa.ChunkedArray) -> TimestampConversion:
     """Timestamps from Arrow timestamps of any unit or from text (`yyyy-mm-dd[ hh:mm[:ss
-    [.fffffffff]]]`, a `T` allowed), as a TIMESTAMP column stores them (docs/format.md,
-    Timestamps): nanoseconds when every value fits, else microseconds for the whole column,
+    [.fffffffff]]]`, a `T` allowed), as a TIMESTAMP column stores them (docs/format.md
+    §18): nanoseconds when every value fits, else microseconds for the whole column,
     and then a value with digits below the microsecond is bad rather than cut.
     """
     array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values

@@ -1,7 +1,7 @@
 """TIMESTAMP values outside 1677-09-21 .. 2262-04-11: loaded, read back, compacted.
 
-Hive's TIMESTAMP spans years 0001-9999; timestamp[ns] does not. The rule (docs/format.md,
-Timestamps): a load holding such a value stores the column to the microsecond, and a read
+Hive's TIMESTAMP spans years 0001-9999; timestamp[ns] does not. The rule (docs/format.md
+§18): a load holding such a value stores the column to the microsecond, and a read
 over a file holding one returns the column as timestamp[us].
 """
 

@@ -191,7 +191,7 @@ def test_timestamps_hive_accepts_outside_1677_2262_load_and_read_back(
         warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         name: str, text: str) -> None:
     # Issue 11, item 10: `0001-01-01` was refused as "couldn't parse"; it loads now, and the
-    # table's reader returns the column as microseconds (docs/format.md, Timestamps).
+    # table's reader returns the column as microseconds (docs/format.md §18).
     table = str(warehouse / "ts")
     ok_json(["create", table, "--schema", "id BIGINT, ts TIMESTAMP"], capsys)
     path = tmp_path / name

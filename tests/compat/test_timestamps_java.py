@@ -1,7 +1,7 @@
 """Timestamps outside 1677-09-21 .. 2262-04-11 between our files and ORC Java (Hive's writer).
 
 Our loads are read by ORC Java to the digit; files ORC Java writes are read by our reader as
-ORC Java itself reads them (docs/format.md, Timestamps).
+ORC Java itself reads them (docs/format.md §18).
 """
 
 from __future__ import annotations
