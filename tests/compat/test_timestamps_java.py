@@ -65,7 +65,7 @@ def test_our_reader_reads_what_orc_java_writes(tmp_path: Path, java_tools: None)
         jt.orc_write_timestamps(path, pairs, compression=compression)
         with open_orc(FS, str(path), FS.size(str(path))) as orc:
             assert isinstance(orc, WideTimestampFile)
-            with pytest.warns(TimestampPrecisionWarning, match="3 of them had digits"):
+            with pytest.warns(TimestampPrecisionWarning, match="3 of them have digits"):
                 got = orc.read().column("ts").to_pylist()
         epoch = dt.datetime(1970, 1, 1)
         assert got == [None if p is None else
