@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -50,7 +50,7 @@ from ingest.orc import (
     wide_timestamp_columns,
     with_wide_timestamps,
 )
-from ingest.orc.timestamps import SubMicroseconds
+from ingest.orc.timestamps import SubMicroseconds, WideColumn
 
 # Hive 3 `RecordIdentifier.StructInfo`: ROW__ID is struct<writeid:bigint,bucketid:int,rowid:bigint>.
 ROW_ID_COLUMN = "row__id"
@@ -290,8 +290,8 @@ class DataFile:
 
 @contextmanager
 def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
-                 check_checksums: bool = True, sub_microseconds: SubMicroseconds = "warn"
-                 ) -> Iterator[po.ORCFile]:
+                 check_checksums: bool = True, sub_microseconds: SubMicroseconds = "warn",
+                 wide: list[WideColumn] | None = None) -> Iterator[po.ORCFile]:
     """pyarrow's ORC reader on the first `length` bytes; native memory map for local files.
 
     Args:
@@ -300,6 +300,7 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
         sub_microseconds: for TIMESTAMP values outside timestamp[ns], which read as
             timestamp[us]: "warn" drops digits below the microsecond with a warning,
             "error" refuses (`ingest.orc.timestamps`).
+        wide: the file's `wide_timestamp_columns` at `length`, when known already.
 
     Raises:
         CorruptFileError: no complete tail ends at `length`, a stripe differs from its
@@ -317,7 +318,7 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
                 yield with_wide_timestamps(  # type: ignore[misc]
                     po.ORCFile(pa.BufferReader(buffer)), tail,
                     lambda start, end: buffer[start:end].to_pybytes(), where=path,
-                    sub_microseconds=sub_microseconds)
+                    sub_microseconds=sub_microseconds, columns=wide)
             return
         if check:
             checksums.check_stripes(fs, path, read_tail(fs, path, length))
@@ -350,6 +351,7 @@ class Merger:
         self.row_fields: list[str] | None = None  # None: every field
         self._lengths: dict[str, int] = {}
         self._tails: dict[str, FileTail] = {}
+        self._wide: dict[tuple[str, int], list[WideColumn]] = {}  # by path and length
         # Rows rewritten (compaction) must keep every digit: refuse rather than drop one.
         self.sub_microseconds: SubMicroseconds = "warn"
 
@@ -446,6 +448,11 @@ class Merger:
                 self._tails[f.path] = tail
         return length, tail
 
+    def _open(self, f: DataFile, length: int) -> AbstractContextManager[po.ORCFile]:
+        known = self._wide.get((f.path, length))
+        return open_bounded(self.fs, f.path, length, sub_microseconds=self.sub_microseconds,
+                            wide=known)
+
     def fit_timestamps(self, files: Sequence[DataFile]) -> None:
         """Read a TIMESTAMP column as timestamp[us] in every batch of this read when one of
         `files` holds a value outside timestamp[ns] there (by its column statistics).
@@ -462,6 +469,8 @@ class Merger:
                 continue
             tail = self._tail(f)[1]
             columns = wide_timestamp_columns(tail) if tail is not None else []
+            if tail is not None:
+                self._wide[(f.path, tail.length)] = columns
             if not columns:
                 continue
             depth = 1 if f.kind == "original" else 2  # original files hold the row at the root
@@ -481,8 +490,7 @@ class Merger:
             length = self._length(f)
         if not length:
             return
-        with open_bounded(self.fs, f.path, length,
-                          sub_microseconds=self.sub_microseconds) as orc:
+        with self._open(f, length) as orc:
             check_acid(orc.schema, f)
             for i in range(orc.nstripes):
                 yield orc.read_stripe(i, columns=columns)
@@ -501,8 +509,7 @@ class Merger:
                       and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
         need_keys = self.with_row_id or len(registry) > 0
         need_current = need_valid or (len(registry) > 0 and not registry.only_deletes)
-        with open_bounded(self.fs, f.path, length,
-                          sub_microseconds=self.sub_microseconds) as orc:
+        with self._open(f, length) as orc:
             schema = orc.schema
             check_acid(schema, f)
             row_type = schema.field(ROW_POSITION).type
@@ -553,8 +560,7 @@ class Merger:
         """Rows of a pre-ACID file with Hive 3's synthetic ROW__ID (write id 0)."""
         bucket_property = encode_bucket_property(f.bucket_id, 0)
         next_row_id = f.first_row_id
-        with open_bounded(self.fs, f.path, length,
-                          sub_microseconds=self.sub_microseconds) as orc:
+        with self._open(f, length) as orc:
             names = orc.schema.names
             if [n.lower() for n in names] == [n.lower() for n in ACID_FIELD_NAMES]:
                 raise UnsupportedFormatError(

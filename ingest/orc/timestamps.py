@@ -69,18 +69,24 @@ def wide_timestamp_columns(tail: FileTail) -> list[WideColumn]:
             reached through structs are decoded here).
     """
     types = tail.footer.encoded_messages(Footer.TYPES)
-    if not any(_is_timestamp(t) for t in types):  # cheap byte test first: the common case
+    # A cheap byte test first (the common path reads every file through here), then only
+    # the candidates are decoded.
+    candidates = [i for i, t in enumerate(types) if _is_timestamp(t)]
+    stamps = [i for i in candidates if Message.decode(types[i]).uint(Type.KIND)
+              == TypeKind.TIMESTAMP]
+    if not stamps:
         return []
-    decoded = [Message.decode(t) for t in types]
-    statistics = tail.statistics
-    paths = _struct_paths(decoded)
+    statistics = tail.footer.encoded_messages(Footer.STATISTICS)
+    paths: dict[int, tuple[str, ...]] | None = None
     out = []
-    for column_id, t in enumerate(decoded):
-        if t.uint(Type.KIND) != TypeKind.TIMESTAMP or column_id >= len(statistics):
+    for column_id in stamps:
+        if column_id >= len(statistics):
             continue
-        reach = _reach(statistics[column_id])
+        reach = _reach(Message.decode(statistics[column_id]))
         if reach is None:
             continue
+        if paths is None:
+            paths = _struct_paths([Message.decode(t) for t in types])
         if column_id not in paths:
             raise UnsupportedFormatError(
                 f"Cannot read TIMESTAMP column {column_id}: it holds values outside "
@@ -359,7 +365,8 @@ def _replace_type(t: pa.DataType, path: tuple[str, ...], new: pa.DataType) -> pa
 
 
 def with_wide_timestamps(orc: po.ORCFile, tail: FileTail, read_range: ReadRange, *,
-                         where: str, sub_microseconds: SubMicroseconds = "warn"
+                         where: str, sub_microseconds: SubMicroseconds = "warn",
+                         columns: list[WideColumn] | None = None
                          ) -> po.ORCFile | WideTimestampFile:
     """`orc` itself when every TIMESTAMP value fits timestamp[ns] (by the file statistics),
     else a `WideTimestampFile` over it.
@@ -369,11 +376,13 @@ def with_wide_timestamps(orc: po.ORCFile, tail: FileTail, read_range: ReadRange,
         where: the file, for messages.
         sub_microseconds: "warn" (drop digits below the microsecond with a
             TimestampPrecisionWarning) or "error" (refuse: e.g. to rewrite the rows).
+        columns: `wide_timestamp_columns(tail)` when the caller knows it already.
 
     Raises:
         UnsupportedFormatError: see `wide_timestamp_columns`.
     """
-    columns = wide_timestamp_columns(tail)
+    if columns is None:
+        columns = wide_timestamp_columns(tail)
     if not columns:
         return orc
     return WideTimestampFile(orc, tail, columns, read_range, where=where,
