@@ -125,6 +125,16 @@ class TimestampConversion:
     bad_count: int = 0
 
 
+def to_nanosecond_timestamp(values: pa.Array | pa.ChunkedArray) -> TimestampConversion:
+    """Like `to_timestamp`, but always timestamp[ns]: a value it cannot hold is bad (for
+    writers that take nanoseconds only, such as the stream's sink)."""
+    converted = to_timestamp(values)
+    if converted.array.type.unit == "ns":
+        return converted
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return _parse_slowly(array, wide_is_bad=True)
+
+
 def to_timestamp(values: pa.Array | pa.ChunkedArray) -> TimestampConversion:
     """Timestamps from Arrow timestamps of any unit or from text (`yyyy-mm-dd[ hh:mm[:ss
     [.fffffffff]]]`, a `T` allowed), as a TIMESTAMP column stores them (docs/format.md
@@ -158,8 +168,10 @@ def to_timestamp(values: pa.Array | pa.ChunkedArray) -> TimestampConversion:
     return TimestampConversion(converted)
 
 
-def _parse_slowly(array: pa.Array) -> TimestampConversion:
-    """The per-value parse when some text is outside nanoseconds or is not a timestamp."""
+def _parse_slowly(array: pa.Array, *, wide_is_bad: bool = False) -> TimestampConversion:
+    """The per-value parse when some value is outside nanoseconds or is not a timestamp."""
+    if pa.types.is_timestamp(array.type):
+        array = array.cast(pa.timestamp("us")).cast(pa.string())  # wide Arrow input
     seconds = np.zeros(len(array), dtype=np.int64)
     nanos = np.zeros(len(array), dtype=np.int64)
     valid = np.zeros(len(array), dtype=bool)
@@ -177,7 +189,11 @@ def _parse_slowly(array: pa.Array) -> TimestampConversion:
     wide = valid & ((seconds <= _NS_LOW // 10**9) | (seconds >= _NS_HIGH // 10**9))
     wide[wide] = [not _NS_LOW <= int(s) * 10**9 + int(n) <= _NS_HIGH
                   for s, n in zip(seconds[wide], nanos[wide], strict=True)]
-    if wide.any():
+    if wide.any() and wide_is_bad:
+        bad += [(int(i), f"timestamp {array[int(i)].as_py()!r} is outside 1677-09-21 .. "
+                         "2262-04-11") for i in np.flatnonzero(wide)]
+        unit, values = "ns", np.where(wide, 0, seconds) * 1_000_000_000 + nanos
+    elif wide.any():
         cut = valid & (nanos % 1000 != 0)
         first_wide = int(np.argmax(wide))
         for i in (int(i) for i in np.flatnonzero(cut)):
@@ -223,4 +239,4 @@ def _parse(text: str) -> tuple[int, int] | None:
 
 
 __all__ = ["WIDE_DECIMAL", "TimestampConversion", "describe_decimal_error",
-           "outside_nanoseconds", "to_decimal", "to_timestamp"]
+           "outside_nanoseconds", "to_decimal", "to_nanosecond_timestamp", "to_timestamp"]
