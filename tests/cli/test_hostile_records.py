@@ -208,6 +208,22 @@ def test_timestamps_hive_accepts_outside_1677_2262_load_and_read_back(
     assert visible(table)[1]["ts"] == dt.datetime(1, 1, 1)
 
 
+def test_cat_prints_the_nanosecond_range_ends_to_the_digit(
+        warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # pandas reads timestamp[ns]'s first value as NaT; cat must not print "NaT" for it.
+    table = str(warehouse / "ts")
+    ok_json(["create", table, "--schema", "id BIGINT, ts TIMESTAMP"], capsys)
+    path = tmp_path / "ends.csv"
+    path.write_text("id,ts\n1,1677-09-21 00:12:43.145224192\n2,1969-12-31 23:59:59.999999999\n"
+                    "3,2262-04-11 23:47:16.854775807\n4,\n")
+    ok_json(["load", table, "--input", str(path)], capsys)
+    got, out, _ = run(["cat", table], capsys)
+    assert got == 0
+    assert [json.loads(line)["ts"] for line in out.splitlines()] == [
+        "1677-09-21T00:12:43.145224192", "1969-12-31T23:59:59.999999999",
+        "2262-04-11T23:47:16.854775807", None]
+
+
 def test_a_timestamp_outside_1677_2262_with_nanoseconds_is_refused_naming_the_row(
         warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Outside the nanosecond range a TIMESTAMP is stored to the microsecond: a ninth digit
