@@ -270,7 +270,10 @@ def _to_microseconds(arr: pa.Array, field: pa.Field,
                    "2262-04-11, so it returns the column as microseconds, and other values "
                    "of it have digits below the microsecond")
         if sub_microseconds == "error":
-            raise UnsupportedFormatError(f"Cannot rewrite {message}")
+            raise UnsupportedFormatError(
+                f"Cannot rewrite {message}, which would be lost",
+                hint="leave these files uncompacted: readers return every row "
+                     "(docs/format.md §18)")
         warnings.warn(TimestampPrecisionWarning(message + ", which were dropped"),
                       stacklevel=4)
     return floored.cast(field.type) if floored.type != field.type else floored
