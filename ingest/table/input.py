@@ -41,7 +41,8 @@ def read_input(
         path: a path or fsspec URL.
         format: jsonl, csv or parquet; default from the extension.
         schema: expected columns; JSON and CSV values of these columns are parsed as these
-            types (so '007' stays a string); other columns are inferred.
+            types (so '007' stays a string), except decimals and timestamps, which stay
+            text for `load` to convert (ingest/table/values.py); other columns are inferred.
 
     Raises:
         FileNotFoundError: no such file.
