@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,7 +42,15 @@ from ingest.acid.events import ORIGINAL_TRANSACTION as OTID
 from ingest.acid.names import ParsedDirectory, encode_bucket_property
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, UnsupportedFormatError
-from ingest.orc import FileTail, open_orc, read_tail
+from ingest.orc import (
+    FileTail,
+    TimestampPrecisionWarning,
+    open_orc,
+    read_tail,
+    wide_timestamp_columns,
+    with_wide_timestamps,
+)
+from ingest.orc.timestamps import SubMicroseconds, WideColumn
 
 # Hive 3 `RecordIdentifier.StructInfo`: ROW__ID is struct<writeid:bigint,bucketid:int,rowid:bigint>.
 ROW_ID_COLUMN = "row__id"
@@ -218,11 +226,17 @@ def row_id_array(otid: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Struc
         fields=list(ROW_ID_TYPE))
 
 
-def conform(columns: dict[str, pa.Array], schema: pa.Schema, n: int) -> list[pa.Array]:
+def conform(columns: dict[str, pa.Array], schema: pa.Schema, n: int, *,
+            sub_microseconds: SubMicroseconds = "warn") -> list[pa.Array]:
     """Arrays in `schema`'s order and types; a column a file lacks comes back as nulls.
+
+    Args:
+        sub_microseconds: when a nanosecond column is floored to the `schema`'s
+            microseconds, "warn" about a dropped digit or "error" (refuse).
 
     Raises:
         pyarrow.ArrowInvalid: a column's values cannot be cast to the table's type.
+        UnsupportedFormatError: a digit would be dropped and `sub_microseconds` is "error".
     """
     out = []
     for field in schema:
@@ -230,10 +244,39 @@ def conform(columns: dict[str, pa.Array], schema: pa.Schema, n: int) -> list[pa.
         if arr is None:
             out.append(pa.nulls(n, field.type))
         elif arr.type != field.type:
-            out.append(arr.cast(field.type))
+            out.append(_to_microseconds(arr, field, sub_microseconds)
+                       if _ns_to_us(arr.type, field.type)
+                       else arr.cast(field.type))
         else:
             out.append(arr)
     return out
+
+
+def _ns_to_us(found: pa.DataType, wanted: pa.DataType) -> bool:
+    return (pa.types.is_timestamp(found) and pa.types.is_timestamp(wanted)
+            and found.unit == "ns" and wanted.unit == "us")
+
+
+def _to_microseconds(arr: pa.Array, field: pa.Field,
+                     sub_microseconds: SubMicroseconds) -> pa.Array:
+    """A nanosecond column of a read that widened it (`Merger.fit_timestamps`): floored to
+    the microsecond, saying so when a digit below it is dropped (docs/format.md §19)."""
+    nanos = arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    floored = pa.array(nanos // 1000, pa.timestamp("us"),
+                       mask=arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count
+                       else None)
+    if (nanos % 1000).any():
+        message = (f"column {field.name}: this read holds timestamps outside 1677-09-21 .. "
+                   "2262-04-11, so it returns the column as microseconds, and other values "
+                   "of it have digits below the microsecond")
+        if sub_microseconds == "error":
+            raise UnsupportedFormatError(
+                f"Cannot rewrite {message}, which would be lost",
+                hint="leave these files uncompacted: readers return every row "
+                     "(docs/format.md §19)")
+        warnings.warn(TimestampPrecisionWarning(message + ", which were dropped"),
+                      stacklevel=4)
+    return floored.cast(field.type) if floored.type != field.type else floored
 
 
 @dataclass(frozen=True)
@@ -250,12 +293,17 @@ class DataFile:
 
 @contextmanager
 def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
-                 check_checksums: bool = True) -> Iterator[po.ORCFile]:
+                 check_checksums: bool = True, sub_microseconds: SubMicroseconds = "warn",
+                 wide: list[WideColumn] | None = None) -> Iterator[po.ORCFile]:
     """pyarrow's ORC reader on the first `length` bytes; native memory map for local files.
 
     Args:
         check_checksums: hash every stripe against its recorded checksum first (unless
             INGEST_CHECK_CHECKSUMS=0); False when only the schema is wanted.
+        sub_microseconds: for TIMESTAMP values outside timestamp[ns], which read as
+            timestamp[us]: "warn" drops digits below the microsecond with a warning,
+            "error" refuses (`ingest.orc.timestamps`).
+        wide: the file's `wide_timestamp_columns` at `length`, when known already.
 
     Raises:
         CorruptFileError: no complete tail ends at `length`, a stripe differs from its
@@ -270,11 +318,14 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
                 buffer = mm.read_buffer(length)
                 if check:
                     checksums.check_stripes(fs, path, tail, data=buffer)
-                yield po.ORCFile(pa.BufferReader(buffer))
+                yield with_wide_timestamps(  # type: ignore[misc]
+                    po.ORCFile(pa.BufferReader(buffer)), tail,
+                    lambda start, end: buffer[start:end].to_pybytes(), where=path,
+                    sub_microseconds=sub_microseconds, columns=wide)
             return
         if check:
             checksums.check_stripes(fs, path, read_tail(fs, path, length))
-        with open_orc(fs, path, length) as orc:
+        with open_orc(fs, path, length, sub_microseconds=sub_microseconds) as orc:
             yield orc
     except (OSError, pa.ArrowException, ValueError) as e:
         if isinstance(e, FileNotFoundError):
@@ -302,6 +353,10 @@ class Merger:
         self.row_schema: pa.Schema = pa.schema([])
         self.row_fields: list[str] | None = None  # None: every field
         self._lengths: dict[str, int] = {}
+        self._tails: dict[str, FileTail] = {}
+        self._wide: dict[tuple[str, int], list[WideColumn]] = {}  # by path and length
+        # Rows rewritten (compaction) must keep every digit: refuse rather than drop one.
+        self.sub_microseconds: SubMicroseconds = "warn"
 
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema
@@ -389,7 +444,48 @@ class Merger:
 
     def _tail(self, f: DataFile) -> tuple[int, FileTail | None]:
         length = self._length(f)
-        return length, (read_tail(self.fs, f.path, length) if length else None)
+        tail = self._tails.get(f.path)
+        if tail is None or tail.length != length:
+            tail = read_tail(self.fs, f.path, length) if length else None
+            if tail is not None:
+                self._tails[f.path] = tail
+        return length, tail
+
+    def _open(self, f: DataFile, length: int) -> AbstractContextManager[po.ORCFile]:
+        known = self._wide.get((f.path, length))
+        return open_bounded(self.fs, f.path, length, sub_microseconds=self.sub_microseconds,
+                            wide=known)
+
+    def fit_timestamps(self, files: Sequence[DataFile]) -> None:
+        """Read a TIMESTAMP column as timestamp[us] in every batch of this read when one of
+        `files` holds a value outside timestamp[ns] there (by its column statistics).
+
+        Raises:
+            CorruptFileError: a file's tail cannot be read.
+            UnsupportedFormatError: such values sit inside a list, map or union column.
+        """
+        stamps = {f.name for f in self.row_schema
+                  if pa.types.is_timestamp(f.type) and f.type.unit == "ns"}
+        wide: set[str] = set()
+        for f in files if stamps else ():
+            if f.kind == "delete_delta":
+                continue
+            tail = self._tail(f)[1]
+            columns = wide_timestamp_columns(tail) if tail is not None else []
+            if tail is not None:
+                self._wide[(f.path, tail.length)] = columns
+            if not columns:
+                continue
+            depth = 1 if f.kind == "original" else 2  # original files hold the row at the root
+            names = [c.path[-1] for c in columns if len(c.path) == depth and c.unit == "us"]
+            if any(_POSITIONAL.fullmatch(n) for n in names):
+                row = self.row_schema.names
+                names = [row[int(n[4:])] if int(n[4:]) < len(row) else n for n in names]
+            wide |= stamps & set(names)
+        if wide:
+            self.row_schema = pa.schema([
+                f.with_type(pa.timestamp("us")) if f.name in wide else f
+                for f in self.row_schema], metadata=self.row_schema.metadata)
 
     def _events(self, f: DataFile, columns: list[str], *, length: int | None = None
                 ) -> Iterator[pa.RecordBatch]:
@@ -397,7 +493,7 @@ class Merger:
             length = self._length(f)
         if not length:
             return
-        with open_bounded(self.fs, f.path, length) as orc:
+        with self._open(f, length) as orc:
             check_acid(orc.schema, f)
             for i in range(orc.nstripes):
                 yield orc.read_stripe(i, columns=columns)
@@ -416,7 +512,7 @@ class Merger:
                       and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
         need_keys = self.with_row_id or len(registry) > 0
         need_current = need_valid or (len(registry) > 0 and not registry.only_deletes)
-        with open_bounded(self.fs, f.path, length) as orc:
+        with self._open(f, length) as orc:
             schema = orc.schema
             check_acid(schema, f)
             row_type = schema.field(ROW_POSITION).type
@@ -467,7 +563,7 @@ class Merger:
         """Rows of a pre-ACID file with Hive 3's synthetic ROW__ID (write id 0)."""
         bucket_property = encode_bucket_property(f.bucket_id, 0)
         next_row_id = f.first_row_id
-        with open_bounded(self.fs, f.path, length) as orc:
+        with self._open(f, length) as orc:
             names = orc.schema.names
             if [n.lower() for n in names] == [n.lower() for n in ACID_FIELD_NAMES]:
                 raise UnsupportedFormatError(
@@ -507,7 +603,7 @@ class Merger:
         out: list[pa.Array] = []
         if self.with_row_id:
             out.append(row_id_array(batch[OTID], batch[BUCKET], batch[ROW_ID]))
-        out += conform(arrays, self.out_row_schema, n)
+        out += conform(arrays, self.out_row_schema, n, sub_microseconds=self.sub_microseconds)
         for c in self.partition_columns:
             value = values.get(c)
             out.append(pa.nulls(n, pa.string()) if value is None

@@ -50,7 +50,7 @@ from ingest.acid.names import (
 from ingest.acid.snapshot import Partition, plan_partition
 from ingest.acid.state import AcidState, acid_state
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.errors import CommitConflictError
+from ingest.errors import CommitConflictError, UnsupportedFormatError
 from ingest.faults import crash_point
 
 CompactionKind = Literal["major", "minor"]
@@ -306,8 +306,8 @@ def _major(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, files: Sequence[
     temp = _temp_dir(fs, plan.partition, name)
     write_compacted_marker(fs, temp)
     assert options.row_schema is not None
-    merger = Merger(fs, plan.snapshot, None, True, ())
-    merger.set_row_schema(options.row_schema)
+    merger = _timestamp_merger(fs, plan, files, options.row_schema, with_row_id=True)
+    options = replace(options, row_schema=merger.row_schema)  # timestamp[us] if widened
     event_schema = acid_event_schema(options.row_schema)
     inserts, deletes = _by_bucket(files)
     rows = written = 0
@@ -341,9 +341,25 @@ def _insert_events(batch: pa.RecordBatch, event_schema: pa.Schema) -> pa.RecordB
          row_id.field("rowid"), write_id, row], schema=event_schema)
 
 
+def _timestamp_merger(fs: fsspec.AbstractFileSystem, plan: CompactionPlan,
+                      files: Sequence[DataFile], row_schema: pa.Schema | None, *,
+                      with_row_id: bool) -> Merger:
+    """A reader of the inputs whose row schema has timestamp[us] where an input holds a
+    value outside timestamp[ns]; it refuses to drop a digit (docs/format.md §19)."""
+    assert row_schema is not None
+    merger = Merger(fs, plan.snapshot, None, with_row_id, ())
+    merger.set_row_schema(row_schema)
+    merger.sub_microseconds = "error"  # a rewrite keeps every digit or refuses
+    merger.fit_timestamps(files)
+    return merger
+
+
 def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, files: Sequence[DataFile],
            options: BucketFileOptions) -> tuple[int, int]:
     """Write the delta and delete delta: events of valid write ids, copied unchanged."""
+    widened = _timestamp_merger(fs, plan, files, options.row_schema, with_row_id=False).row_schema
+    if widened != options.row_schema:
+        options = replace(options, row_schema=widened)
     inserts, deletes = _by_bucket([f for f in files if f.kind in ("delta", "delete_delta")])
     rows = written = 0
     for name in plan.outputs:
@@ -362,10 +378,19 @@ def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, files: Sequence[
                         yield batch.filter(valid_mask(batch[CURRENT_TRANSACTION],
                                                       plan.snapshot))
 
-            n, size = _write_bucket(
-                fs, f"{temp}/{bucket_file_name(bucket)}",
-                replace(options, bucket_id=bucket, kind="delete" if is_delete else "insert"),
-                batches, keep_empty=False)
+            try:
+                n, size = _write_bucket(
+                    fs, f"{temp}/{bucket_file_name(bucket)}",
+                    replace(options, bucket_id=bucket, kind="delete" if is_delete else "insert"),
+                    batches, keep_empty=False)
+            except pa.ArrowInvalid as e:
+                if "would lose data" not in str(e):
+                    raise
+                raise UnsupportedFormatError(
+                    f"Cannot rewrite partition {plan.partition}: its deltas hold timestamps "
+                    "outside 1677-09-21 .. 2262-04-11, stored to the microsecond, and other "
+                    f"timestamps with digits below the microsecond ({e})",
+                    hint="leave these deltas uncompacted (readers see every row)") from e
             rows, written = rows + n, written + size
     return rows, written
 

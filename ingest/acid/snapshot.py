@@ -278,6 +278,7 @@ def _prepare(
     if row_schema is None:
         row_schema = _row_schema(fs, [f for _, files in plans for f in files])
     reader.set_row_schema(row_schema if row_schema is not None else pa.schema([]))
+    reader.fit_timestamps([f for _, files in plans for f in files])
     return reader, plans
 
 

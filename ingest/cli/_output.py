@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def json_default(value: Any) -> Any:
@@ -32,10 +33,31 @@ def rows(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
     a whole table unreadable, so it is rendered as e.g. "\\xff\\xfe" instead of failing.
     """
     try:
-        return batch.to_pylist()  # type: ignore[no-any-return]
+        out: list[dict[str, Any]] = batch.to_pylist()
     except UnicodeDecodeError:
         columns = [_escaped(batch.column(i)) for i in range(batch.num_columns)]
-        return pa.table(columns, names=batch.schema.names).to_pylist()  # type: ignore[no-any-return]
+        out = pa.table(columns, names=batch.schema.names).to_pylist()
+    _restore_earliest_nanosecond(batch, out)
+    return out
+
+
+_NS_MIN = -(2**63)
+
+
+def _restore_earliest_nanosecond(batch: pa.RecordBatch | pa.Table,
+                                 out: list[dict[str, Any]]) -> None:
+    """pandas turns timestamp[ns]'s first value, 1677-09-21 00:12:43.145224192, into NaT
+    (its null marker): write that value out instead (docs/format.md §19)."""
+    for i, field in enumerate(batch.schema):
+        if not (pa.types.is_timestamp(field.type) and field.type.unit == "ns"):
+            continue
+        low = pc.min(batch.column(i))
+        if not low.is_valid or low.value != _NS_MIN:  # the common case: one pass, no loop
+            continue
+        values = batch.column(i).cast(pa.int64()).to_pylist()
+        for row, value in zip(out, values, strict=True):
+            if value == _NS_MIN:
+                row[field.name] = "1677-09-21T00:12:43.145224192"
 
 
 def _escaped(values: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -16,6 +16,12 @@ from ingest.orc.tail import (
     parse_tail,
     serialize_tail,
 )
+from ingest.orc.timestamps import (
+    TimestampPrecisionWarning,
+    WideTimestampFile,
+    wide_timestamp_columns,
+    with_wide_timestamps,
+)
 
 __all__ = [
     "BoundedFile",
@@ -24,6 +30,8 @@ __all__ = [
     "Message",
     "StripeInfo",
     "TailError",
+    "TimestampPrecisionWarning",
+    "WideTimestampFile",
     "check_extends",
     "compress_stream",
     "decompress_stream",
@@ -32,4 +40,6 @@ __all__ = [
     "parse_tail",
     "read_tail",
     "serialize_tail",
+    "wide_timestamp_columns",
+    "with_wide_timestamps",
 ]

@@ -76,6 +76,17 @@ class Type(IntEnum):
     ATTRIBUTES = 7
 
 
+class TypeKind(IntEnum):
+    """The `Type.Kind` enum (only the kinds this project names)."""
+
+    LONG = 4
+    TIMESTAMP = 9
+    LIST = 10
+    MAP = 11
+    STRUCT = 12
+    UNION = 13
+
+
 class UserMetadataItem(IntEnum):
     """`UserMetadataItem`: one entry of `Footer.METADATA` (e.g. `hive.acid.key.index`)."""
 
@@ -274,5 +285,6 @@ __all__ = [
     "StripeStatistics",
     "TimestampStatistics",
     "Type",
+    "TypeKind",
     "UserMetadataItem",
 ]

@@ -15,6 +15,7 @@ import pyarrow.orc as po
 
 from ingest.errors import CorruptFileError
 from ingest.orc.tail import FileTail, TailError, parse_tail, tail_bytes_needed
+from ingest.orc.timestamps import SubMicroseconds, with_wide_timestamps
 
 _FIRST_READ = 16 * 1024
 
@@ -97,15 +98,23 @@ class BoundedFile(io.RawIOBase):
 
 
 @contextmanager
-def open_orc(fs: fsspec.AbstractFileSystem, path: str, length: int) -> Iterator[po.ORCFile]:
+def open_orc(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
+             sub_microseconds: SubMicroseconds = "warn") -> Iterator[po.ORCFile]:
     """A pyarrow ORCFile that sees only the first `length` bytes (validated first).
+
+    TIMESTAMP columns holding values outside timestamp[ns] read as timestamp[us]
+    (`ingest.orc.timestamps`; `sub_microseconds` says what digits below the microsecond do).
 
     Raises:
         CorruptFileError: no complete ORC tail ends at `length`.
+        UnsupportedFormatError: such timestamps sit where this reader cannot decode them.
     """
-    read_tail(fs, path, length)
+    tail = read_tail(fs, path, length)
     bounded = BoundedFile(fs, path, length)
     try:
-        yield po.ORCFile(bounded)
+        yield with_wide_timestamps(  # type: ignore[misc]
+            po.ORCFile(bounded), tail,
+            lambda start, end: fs.cat_file(path, start=start, end=end), where=path,
+            sub_microseconds=sub_microseconds)
     finally:
         bounded.close()

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import fsspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
@@ -40,7 +41,8 @@ def read_input(
         path: a path or fsspec URL.
         format: jsonl, csv or parquet; default from the extension.
         schema: expected columns; JSON and CSV values of these columns are parsed as these
-            types (so '007' stays a string); other columns are inferred.
+            types (so '007' stays a string), except decimals and timestamps, which stay
+            text for `load` to convert (ingest/table/values.py); other columns are inferred.
 
     Raises:
         FileNotFoundError: no such file.
@@ -71,10 +73,10 @@ def read_input(
             return pq.read_table(io.BytesIO(data))
         _check_utf8(path, data)
         if fmt == "csv":
-            return _with_block_size(data, lambda options: pcsv.read_csv(
+            return _csv_timestamp_nulls(_with_block_size(data, lambda options: pcsv.read_csv(
                 pa.BufferReader(data), read_options=options,
                 convert_options=pcsv.ConvertOptions(column_types=_csv_types(schema))),
-                pcsv.ReadOptions)
+                pcsv.ReadOptions), schema)
         _check_objects(path, data)
         table = _with_block_size(data, lambda options: pjson.read_json(
             pa.BufferReader(data), read_options=options,
@@ -174,22 +176,38 @@ def _json_schema(schema: pa.Schema | None) -> pa.Schema | None:
             # rounds them to the column's scale (ingest/table/values.py).
             fields.append(pa.field(f.name, WIDE_DECIMAL))
         elif _json_native(f.type):
-            fields.append(pa.field(f.name, _wide_timestamp(f.type)))
+            fields.append(pa.field(f.name, _as_text(f.type)))
     return pa.schema(fields) if fields else None
 
 
 def _csv_types(schema: pa.Schema | None) -> dict[str, pa.DataType]:
     # Decimals stay text here: `load` converts them with Hive's rounding.
-    return {f.name: pa.string() if pa.types.is_decimal(f.type) else _wide_timestamp(f.type)
+    return {f.name: pa.string() if pa.types.is_decimal(f.type) else _as_text(f.type)
             for f in schema or [] if _flat(f.type)}
 
 
-def _wide_timestamp(t: pa.DataType) -> pa.DataType:
-    # Microseconds reach years 1-9999 as Hive's do; `load` names a value its column's
-    # nanoseconds cannot hold instead of pyarrow's "couldn't parse".
-    if pa.types.is_timestamp(t) and t.unit == "ns":
-        return pa.timestamp("us", t.tz)
-    return t
+def _as_text(t: pa.DataType) -> pa.DataType:
+    # Timestamps stay text: `load` parses them (ingest/table/values.py), years 0001-9999 and
+    # nine fraction digits as Hive's, which pyarrow's readers refuse or wrap around.
+    return pa.string() if pa.types.is_timestamp(t) else t
+
+
+_CSV_NULLS = pa.array(pcsv.ConvertOptions().null_values, pa.string())
+
+
+def _csv_timestamp_nulls(table: pa.Table, schema: pa.Schema | None) -> pa.Table:
+    """CSV timestamp columns read as text: what pyarrow reads as null in a typed column
+    ('', NULL, null, NA, ...) is null there too."""
+    for f in schema or []:
+        if not pa.types.is_timestamp(f.type) or f.name not in table.column_names:
+            continue
+        column = table.column(f.name)
+        if not pa.types.is_string(column.type):
+            continue
+        is_null = pc.is_in(column, value_set=_CSV_NULLS)
+        column = pc.if_else(is_null, pa.scalar(None, pa.string()), column)
+        table = table.set_column(table.column_names.index(f.name), f.name, column)
+    return table
 
 
 def _with_maps(path: str, data: bytes, table: pa.Table, schema: pa.Schema | None) -> pa.Table:

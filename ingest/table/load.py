@@ -23,7 +23,7 @@ from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
 from ingest.table._written import commit, join_path, writing
 from ingest.table.input import InputFormat, read_input
 from ingest.table.split import split_rows
-from ingest.table.values import describe_decimal_error, to_decimal
+from ingest.table.values import describe_decimal_error, to_decimal, to_timestamp
 from ingest.txn import TableDefinition
 
 
@@ -88,7 +88,7 @@ def load(
                 if directory not in written.directories:
                     written.make_directory(join_path(root, part), directory)
                     parts.append(part)
-                written.write_bucket(directory, bucket, chunk, row_schema=defn.row_schema,
+                written.write_bucket(directory, bucket, chunk, row_schema=rows.schema,
                                      write_id=w, compression=codec)
                 store.heartbeat(txn)
         commit(store, txn, written)
@@ -141,8 +141,8 @@ def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]
             if pa.types.is_decimal(field.type):
                 arrays[field.name] = _decimal(column, field, problems)
                 continue
-            if (pa.types.is_timestamp(field.type) and pa.types.is_timestamp(column.type)
-                    and not _timestamp_in_range(column, field, problems)):
+            if pa.types.is_timestamp(field.type):
+                arrays[field.name] = _timestamp(column, field, problems)
                 continue
             arrays[field.name] = column.cast(field.type, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
@@ -154,30 +154,23 @@ def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]
             hint=f"the table's columns are: {to_ddl(defn.row_schema)}"
             + (f"; partitioned by {', '.join(defn.partition_columns)} (STRING)"
                if defn.partition_columns else ""))
-    rows = pa.Table.from_arrays([arrays[f.name] for f in defn.row_schema],
-                                schema=defn.row_schema)
+    # A TIMESTAMP column holding a value outside nanoseconds stays timestamp[us].
+    rows = pa.Table.from_arrays([arrays[f.name] for f in defn.row_schema], schema=pa.schema(
+        [f.with_type(arrays[f.name].type) for f in defn.row_schema],
+        metadata=defn.row_schema.metadata))
     parts = pa.table({c: arrays[c] for c in defn.partition_columns})
     return rows, parts
 
 
-_NS_PER_UNIT = {"s": 10**9, "ms": 10**6, "us": 10**3}
-
-
-def _timestamp_in_range(column: pa.ChunkedArray, field: pa.Field, problems: list[str]) -> bool:
-    """False, naming the first value, if a nanosecond column cannot hold one (1677-2262)."""
-    if field.type.unit != "ns" or column.type.unit == "ns" or len(column) == 0:
-        return True
-    limit = (2**63 - 1) // _NS_PER_UNIT[column.type.unit]
-    low, high = pa.scalar(-limit, column.type), pa.scalar(limit, column.type)
-    outside = pc.fill_null(pc.or_(pc.less(column, low), pc.greater(column, high)), False)
-    if not pc.any(outside).as_py():
-        return True
-    first = pc.indices_nonzero(outside.combine_chunks())[0].as_py()
-    problems.append(
-        f"column {field.name!r} ({ddl_type(field)}) cannot hold the value of row {first + 1:,}: "
-        f"{column[first].as_py()} is outside {low.as_py()} .. {high.as_py()}, the range of "
-        "the nanosecond timestamps this table's files are read as")
-    return False
+def _timestamp(column: pa.ChunkedArray, field: pa.Field, problems: list[str]) -> pa.Array:
+    """Years 0001-9999 as Hive's, to the nanosecond when they fit (docs/format.md §19)."""
+    converted = to_timestamp(column)
+    if converted.bad_row is not None:
+        problems.append(
+            f"column {field.name!r} ({ddl_type(field)}) cannot hold the value of row "
+            f"{converted.bad_row + 1:,}: {converted.reason}"
+            + (f" ({converted.bad_count:,} such rows)" if converted.bad_count > 1 else ""))
+    return converted.array
 
 
 def _decimal(column: pa.ChunkedArray, field: pa.Field, problems: list[str]) -> pa.Array:

@@ -7,6 +7,7 @@ every input form; JSON objects load into MAP columns; a 10 MB string loads.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -180,25 +181,62 @@ def test_a_record_holding_a_10_mb_string_loads(
     assert got[1]["v"] == big
 
 
-@pytest.mark.parametrize(("name", "text", "row", "value"), [
-    ("early.jsonl", '{"id":1,"ts":"2026-01-01 10:00:00"}\n{"id":2,"ts":"0001-01-01"}\n', 2,
-     "0001-01-01 00:00:00"),
-    ("late.csv", "id,ts\n1,9999-12-31 23:59:59\n", 1, "9999-12-31 23:59:59"),
+@pytest.mark.parametrize(("name", "text"), [
+    ("early.jsonl", '{"id":1,"ts":"2026-01-01 10:00:00"}\n{"id":2,"ts":"0001-01-01"}\n'
+                    '{"id":3,"ts":"1500-06-01"}\n'),
+    ("late.csv", "id,ts\n1,2026-01-01 10:00:00\n2,0001-01-01 00:00:00\n"
+                 "3,9999-12-31 23:59:59.999999\n"),
 ])
-def test_timestamps_hive_accepts_outside_1677_2262_are_refused_naming_the_row(
+def test_timestamps_hive_accepts_outside_1677_2262_load_and_read_back(
         warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        name: str, text: str, row: int, value: str) -> None:
-    # Not loaded yet: the table's files are read through pyarrow's ORC reader, which holds
-    # timestamps as nanoseconds and refuses the whole file for such a value; loading it would
-    # make the table unreadable. Until the reader changes, the refusal names the row.
+        name: str, text: str) -> None:
+    # Issue 11, item 10: `0001-01-01` was refused as "couldn't parse"; it loads now, and the
+    # table's reader returns the column as microseconds (docs/format.md §19).
     table = str(warehouse / "ts")
     ok_json(["create", table, "--schema", "id BIGINT, ts TIMESTAMP"], capsys)
     path = tmp_path / name
     path.write_text(text)
+    loaded = json.loads(ok_json(["load", table, "--input", str(path)], capsys))
+    assert loaded["rows"] == 3
+    got, out, _ = run(["cat", table], capsys)
+    assert got == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    expected = [line.split(",", 1)[1].replace(" ", "T") for line in text.splitlines()[1:]] \
+        if name.endswith(".csv") else ["2026-01-01T10:00:00", "0001-01-01T00:00:00",
+                                       "1500-06-01T00:00:00"]
+    assert [r["ts"] for r in rows] == expected
+    assert visible(table)[1]["ts"] == dt.datetime(1, 1, 1)
+
+
+def test_cat_prints_the_nanosecond_range_ends_to_the_digit(
+        warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # pandas reads timestamp[ns]'s first value as NaT; cat must not print "NaT" for it.
+    table = str(warehouse / "ts")
+    ok_json(["create", table, "--schema", "id BIGINT, ts TIMESTAMP"], capsys)
+    path = tmp_path / "ends.csv"
+    path.write_text("id,ts\n1,1677-09-21 00:12:43.145224192\n2,1969-12-31 23:59:59.999999999\n"
+                    "3,2262-04-11 23:47:16.854775807\n4,\n")
+    ok_json(["load", table, "--input", str(path)], capsys)
+    got, out, _ = run(["cat", table], capsys)
+    assert got == 0
+    assert [json.loads(line)["ts"] for line in out.splitlines()] == [
+        "1677-09-21T00:12:43.145224192", "1969-12-31T23:59:59.999999999",
+        "2262-04-11T23:47:16.854775807", None]
+
+
+def test_a_timestamp_outside_1677_2262_with_nanoseconds_is_refused_naming_the_row(
+        warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Outside the nanosecond range a TIMESTAMP is stored to the microsecond: a ninth digit
+    # would be lost, so it is refused rather than cut.
+    table = str(warehouse / "ts")
+    ok_json(["create", table, "--schema", "id BIGINT, ts TIMESTAMP"], capsys)
+    path = tmp_path / "late.csv"
+    path.write_text("id,ts\n1,2026-01-01 10:00:00\n2,9999-12-31 23:59:59.999999999\n")
     error = error_json(["load", table, "--input", str(path)], capsys, 3)
-    assert (f"column 'ts' (TIMESTAMP) cannot hold the value of row {row}: {value} is outside "
-            "1677-09-21 00:12:43.145225 .. 2262-04-11 23:47:16.854775") in error["message"]
-    assert "couldn't parse" not in error["message"]
+    assert ("column 'ts' (TIMESTAMP) cannot hold the value of row 2: "
+            "'9999-12-31 23:59:59.999999999' is outside 1677-09-21 .. 2262-04-11, where "
+            "timestamps are stored to the microsecond, and has digits below it"
+            ) in error["message"]
     assert deltas(Path(table)) == []
 
 

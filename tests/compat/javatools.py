@@ -39,6 +39,10 @@ Public API (all raise :class:`JavaToolError` on failure, with the JVM's stderr):
     ``use_flush_length``, ``max_length``, ``rows``. With ``raise_on_error=False`` a failed read
     yields ``{"path", "error", "error_class", "traceback"}`` instead of raising.
 
+``orc_write_timestamps(path, values, *, compression="ZLIB") -> dict``
+    ORC Java writes a one-column ``struct<ts:timestamp>`` file from ``(epoch_second,
+    nanos_of_second)`` pairs (None = null): what Hive stores, for our reader to decode.
+
 ``orc_read_at_flush_lengths(path, *, rows=True) -> list[dict]``
     Read the file at every length recorded in its side file (one JVM); see
     :func:`read_flush_lengths`.
@@ -339,6 +343,18 @@ def orc_read_at_flush_lengths(
         raise JavaToolError(f"no side file for {path}")
     specs = [{"path": path, "max_length": n, "rows": rows} for n in lengths]
     return orc_read_many(specs, raise_on_error=raise_on_error, timeout=timeout)
+
+
+def orc_write_timestamps(path: str | os.PathLike[str],
+                         values: Sequence[tuple[int, int] | None], *,
+                         compression: str = "ZLIB") -> dict[str, Any]:
+    """ORC Java writes ``struct<ts:timestamp>`` (UTC, proleptic Gregorian): one row per
+    ``(epoch_second, nanos_of_second)`` or None (null)."""
+    return run_tool("orc_write_timestamps", {  # type: ignore[no-any-return]
+        "path": str(Path(path).absolute()),
+        "values": [None if v is None else [int(v[0]), int(v[1])] for v in values],
+        "compression": compression,
+    })
 
 
 def parse_timestamp(s: str) -> _dt.datetime:

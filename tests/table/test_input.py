@@ -48,3 +48,19 @@ def test_read_input_errors(tmp_path: Path) -> None:
         read_input(str(tmp_path / "typed.jsonl"), schema=pa.schema([("id", pa.int64())]))
     assert info.value.hint == ("values must fit the columns id BIGINT; in JSON, quote a number "
                                "meant for a STRING column")
+
+
+def test_timestamps_come_as_text_for_load_to_parse_and_csv_null_spellings_stay_null(
+        tmp_path: Path) -> None:
+    # pyarrow's readers refuse nine fraction digits into microseconds and years outside
+    # 1677-2262 into nanoseconds: timestamp columns are read as text (docs/format.md §19).
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns"))])
+    csv = tmp_path / "t.csv"
+    csv.write_text("id,ts\n1,0001-01-01\n2,\n3,NULL\n4,2026-01-01 10:00:00.123456789\n")
+    got = read_input(str(csv), schema=schema)
+    assert got.column("ts").to_pylist() == ["0001-01-01", None, None,
+                                            "2026-01-01 10:00:00.123456789"]
+    jsonl = tmp_path / "t.jsonl"
+    jsonl.write_text('{"id":1,"ts":"9999-12-31 23:59:59"}\n{"id":2,"ts":null}\n')
+    assert read_input(str(jsonl), schema=schema).column("ts").to_pylist() == [
+        "9999-12-31 23:59:59", None]

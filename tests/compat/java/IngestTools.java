@@ -1,5 +1,5 @@
 // Entry point: `java -cp <jars>:<classes> IngestTools <command>` with a JSON request on stdin.
-// Commands: orc_read, hive_acid_state, hive_merged_read, hive_write_reference_table.
+// Commands: orc_read, orc_write_timestamps, hive_acid_state, hive_merged_read, hive_write_reference_table.
 
 public final class IngestTools {
   private IngestTools() {}
@@ -19,11 +19,14 @@ public final class IngestTools {
       case "hive_write_reference_table":
         ToolSupport.main(command, HiveWriteReferenceTool::run);
         break;
+      case "orc_write_timestamps":
+        ToolSupport.main(command, OrcTimestampWriteTool::run);
+        break;
       case "ping":
         ToolSupport.main(command, req -> req);
         break;
       default:
-        System.err.println("usage: IngestTools orc_read|hive_acid_state|hive_merged_read|hive_write_reference_table|ping < request.json");
+        System.err.println("usage: IngestTools orc_read|orc_write_timestamps|hive_acid_state|hive_merged_read|hive_write_reference_table|ping < request.json");
         Runtime.getRuntime().halt(2);
     }
   }

@@ -309,10 +309,10 @@ final class OrcReadTool {
   static String formatTimestamp(long millis, int nanos) {
     // millis also holds the whole milliseconds of nanos; orc-core can hand back a negative
     // nanos for pre-1970 values written by ORC C++, so derive the seconds from both.
+    // Seconds and nanos apart: years 1-9999 overflow a long of nanoseconds.
     long seconds = (millis - nanos / 1_000_000) / 1000L;
-    long instantNanos = seconds * 1_000_000_000L + nanos;
-    long epochSecond = Math.floorDiv(instantNanos, 1_000_000_000L);
-    int nanosOfSecond = (int) Math.floorMod(instantNanos, 1_000_000_000L);
+    long epochSecond = seconds + Math.floorDiv((long) nanos, 1_000_000_000L);
+    int nanosOfSecond = (int) Math.floorMod((long) nanos, 1_000_000_000L);
     return LocalDateTime.ofEpochSecond(epochSecond, nanosOfSecond, ZoneOffset.UTC).format(TS);
   }
 
