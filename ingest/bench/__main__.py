@@ -9,6 +9,7 @@ BENCHMARKS = {
     "compact": "ingest.bench.compact",
     "reader": "ingest.bench.reader",
     "recover": "ingest.bench.recover",
+    "spark-read": "ingest.bench.spark_read",
     "stream": "ingest.bench.stream",
     "writer": "ingest.bench.writer",
 }

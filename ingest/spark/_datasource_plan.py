@@ -162,7 +162,7 @@ class ReadTask:
         read_columns: columns the merge returns (output plus those the filter needs).
         output: the columns, in order and with Arrow types, the task yields.
         condition: rows to keep, or None for all.
-        after_write_id: keep only rows inserted by a write id above this (streaming).
+        write_ids: (after, up to]: keep only rows these write ids inserted (streaming).
         groups: the bucket groups of this task.
     """
 
@@ -173,19 +173,19 @@ class ReadTask:
     read_columns: tuple[str, ...]
     output: pa.Schema
     condition: pc.Expression | None
-    after_write_id: int
+    write_ids: tuple[int, int] | None
     groups: tuple[BucketGroup, ...] = field(default=())
 
 
 def bucket_groups(
     fs: fsspec.AbstractFileSystem, path: str, snapshot: ValidWriteIdList,
     conditions: Sequence[Condition], partition_columns: Sequence[str], *,
-    after_write_id: int = 0,
+    write_ids: tuple[int, int] | None = None,
 ) -> list[BucketGroup]:
     """The snapshot's files under `path`, one group per (partition, bucket) with inserts.
 
     Partitions that conditions on partition columns alone rule out are skipped; with
-    `after_write_id`, insert files of directories holding only older write ids are too.
+    `write_ids` (after, up to], so are insert files of directories holding none of them.
 
     Raises:
         FileNotFoundError: `path` does not exist.
@@ -200,7 +200,7 @@ def bucket_groups(
         for f in plan_partition(fs, partition, snapshot)[1]:
             if f.kind == "delete_delta":
                 deletes.setdefault(f.bucket_id, []).append(f)
-            elif after_write_id == 0 or _may_hold_after(f, after_write_id):
+            elif write_ids is None or _may_hold(f, write_ids):
                 inserts.setdefault(f.bucket_id, []).append(f)
         for bucket in sorted(inserts):
             files = tuple(inserts[bucket] + deletes.get(bucket, []))
@@ -209,10 +209,14 @@ def bucket_groups(
     return groups
 
 
-def _may_hold_after(f: DataFile, after_write_id: int) -> bool:
+def _may_hold(f: DataFile, write_ids: tuple[int, int]) -> bool:
     # Rows keep the write id that inserted them through compaction, so a base or a compacted
-    # delta covering newer write ids must be read too; original files hold write id 0.
-    return f.directory is not None and f.directory.max_write_id > after_write_id
+    # delta covering these write ids must be read too; original files hold write id 0.
+    d = f.directory
+    if d is None:
+        return False
+    low = 0 if d.kind == "base" else d.min_write_id
+    return d.max_write_id > write_ids[0] and low <= write_ids[1]
 
 
 def _may_match(partition: Partition, conditions: Sequence[Condition],

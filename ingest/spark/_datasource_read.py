@@ -25,16 +25,18 @@ def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
         UnsupportedFormatError: a file this reader does not handle.
     """
     snapshot = ValidWriteIdList.from_hive_string(task.snapshot)
-    streaming = task.after_write_id > 0
+    streaming = task.write_ids is not None
     merger = Merger(task.fs, snapshot, list(task.read_columns), streaming,
                     task.partition_columns)
     merger.set_row_schema(task.row_schema)
     names = task.output.names
     for group in task.groups:
         for batch in merger.partition_batches(dict(group.values), group.files):
-            if streaming:
+            if task.write_ids is not None:
                 inserted_by = batch.column(ROW_ID_COLUMN).field("writeid")
-                batch = batch.filter(pc.greater(inserted_by, task.after_write_id))
+                after, up_to = task.write_ids
+                batch = batch.filter(pc.and_(pc.greater(inserted_by, after),
+                                             pc.less_equal(inserted_by, up_to)))
             if task.condition is not None and batch.num_rows:
                 batch = batch.filter(task.condition)
             if batch.num_rows:

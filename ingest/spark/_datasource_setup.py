@@ -55,23 +55,24 @@ class ReadSetup:
             predicate = parse_predicate(options.where, arrow_schema(defn), option="where")
             self.conditions.append(Condition(predicate.expression, predicate.columns))
 
-    def task(self, snapshot: str, after_write_id: int = 0) -> ReadTask:
-        """A task template: everything but the bucket groups."""
+    def task(self, snapshot: str, *, write_ids: tuple[int, int] | None = None) -> ReadTask:
+        """A task template: everything but the bucket groups; `write_ids` (after, up to]
+        keeps only rows those write ids inserted (streaming)."""
         needed = list(self.output.names)
         for c in self.conditions:
             needed += [n for n in c.columns if n not in needed]
         fs, _ = _table_fs(self.defn)
         return ReadTask(fs, snapshot, self.defn.row_schema, tuple(self.defn.partition_columns),
                         tuple(needed), spark_arrow_schema(self.output)[1],
-                        conjunction(self.conditions), after_write_id)
+                        conjunction(self.conditions), write_ids)
 
-    def groups(self, snapshot: ValidWriteIdList, *, after_write_id: int = 0
+    def groups(self, snapshot: ValidWriteIdList, *, write_ids: tuple[int, int] | None = None
                ) -> list[BucketGroup]:
         """The snapshot's bucket groups under the path the source was given."""
         fs, _ = _table_fs(self.defn)
         path = str(fsspec.core.url_to_fs(self.options.path)[1]).rstrip("/")
         return bucket_groups(fs, path, snapshot, self.conditions, self.defn.partition_columns,
-                             after_write_id=after_write_id)
+                             write_ids=write_ids)
 
     def input_partitions(self, template: ReadTask, groups: list[BucketGroup]
                          ) -> list[InputPartition]:

@@ -3,10 +3,10 @@ write ids, in write-id order, exactly once across restarts.
 
 An offset is `{"write_id": N}`: every write id up to N has been emitted. A micro-batch
 (start, end] ends below the lowest open write id, so no write id is passed over while its
-transaction may still commit. It reads with the snapshot "high-water mark end, aborted ids
-<= end" — a function of `end` alone, so a replayed batch returns the same rows — and keeps
-insert events of write ids in (start, end] that no delete up to `end` removed. A later delete
-of a row already emitted is not retracted (the source is append-only, like Kafka's).
+transaction may still commit. It reads with the metastore's snapshot of the moment it is
+planned and keeps the rows inserted by write ids in (start, end] that no delete visible then
+removed. A delete of a row already emitted is not retracted (the source is append-only, as
+Kafka is); a replayed micro-batch may therefore return fewer rows, never other ones.
 """
 
 from __future__ import annotations
@@ -56,21 +56,6 @@ def readable_end(snapshot: ValidWriteIdList) -> int:
     return snapshot.high_watermark if low is None else min(low - 1, snapshot.high_watermark)
 
 
-def batch_snapshot(snapshot: ValidWriteIdList, end: int) -> ValidWriteIdList:
-    """What a batch ending at `end` reads: every write id up to `end` but the aborted ones.
-
-    Raises:
-        ConfigError: a write id at or below `end` is open (cannot happen for an end this
-            source planned: write ids only become committed or aborted).
-    """
-    still_open = [w for w in snapshot.open_write_ids if w <= end]
-    if still_open:
-        raise ConfigError(
-            f"Cannot read write ids up to {end} of {snapshot.table}: {still_open} are open")
-    return ValidWriteIdList(snapshot.table, end, (),
-                            tuple(w for w in snapshot.aborted_write_ids if w <= end))
-
-
 class HiveAcidStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from the metastore (driver) and reads bucket groups (executors)."""
 
@@ -108,9 +93,10 @@ class HiveAcidStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, until = write_id_of(start), write_id_of(end)
         if until <= begin:
             return []
-        snapshot = batch_snapshot(self._snapshot(), until)
-        template = self.setup.task(snapshot.to_hive_string(), after_write_id=begin)
-        groups = self.setup.groups(snapshot, after_write_id=begin)
+        snapshot = self._snapshot()
+        write_ids = (begin, until)
+        template = self.setup.task(snapshot.to_hive_string(), write_ids=write_ids)
+        groups = self.setup.groups(snapshot, write_ids=write_ids)
         return self.setup.input_partitions(template, groups)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -121,4 +107,4 @@ class HiveAcidStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to do: offsets live in Spark's checkpoint."""
 
 
-__all__ = ["OFFSET_KEY", "HiveAcidStreamReader", "batch_snapshot", "readable_end"]
+__all__ = ["OFFSET_KEY", "HiveAcidStreamReader", "readable_end"]
