@@ -77,6 +77,7 @@ def table_schema(location: str) -> pa.Schema:
                                               for c in defn.partition_columns])
 
 
+@pytest.mark.slow
 def test_partitioned_bucketed_table_with_deletes_reads_like_ingest_cat(
         acid_spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     location = partitioned_table(tmp_path)
@@ -112,15 +113,38 @@ def _json(line: str) -> dict[str, Any]:
     return dict(json.loads(line))
 
 
-def test_sql_over_a_temporary_view(acid_spark: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_sql_over_a_temporary_view_reads_the_dataframes_one_snapshot(
+        acid_spark: Any, tmp_path: Path) -> None:
     location = partitioned_table(tmp_path)
     acid_spark.read.format("hive-acid").load(location).createOrReplaceTempView("acid_events")
-    got = acid_spark.sql("SELECT dt, count(*) AS n, sum(amount) AS total FROM acid_events "
-                         "GROUP BY dt ORDER BY dt").collect()
+    query = ("SELECT dt, count(*) AS n, sum(amount) AS total FROM acid_events "
+             "GROUP BY dt ORDER BY dt")
+    got = acid_spark.sql(query).collect()
     visible = [i for i in range(30) if i not in (3, 14, 25)]
-    assert [(r.dt, r.n, r.total) for r in got] == [
-        (f"2026-01-0{1 + p}", sum(1 for i in visible if i % 2 == p),
-         sum(decimal.Decimal(i) / 4 for i in visible if i % 2 == p)) for p in (0, 1)]
+    expected = [(f"2026-01-0{1 + p}", sum(1 for i in visible if i % 2 == p),
+                 sum(decimal.Decimal(i) / 4 for i in visible if i % 2 == p)) for p in (0, 1)]
+    assert [(r.dt, r.n, r.total) for r in got] == expected
+    # A commit after the DataFrame was planned: its queries keep their snapshot, a new
+    # load() sees the commit.
+    load(location, events(range(100, 104)))
+    assert [(r.dt, r.n, r.total) for r in acid_spark.sql(query).collect()] == expected
+    assert acid_spark.read.format("hive-acid").load(location).count() == 31
+
+
+@pytest.mark.slow
+def test_pushed_down_filters_prune_partitions_when_enabled(acid_spark: Any, tmp_path: Path
+                                                           ) -> None:
+    location = partitioned_table(tmp_path)
+    register(acid_spark, filter_pushdown=True)
+    try:
+        df = (acid_spark.read.format("hive-acid").option("minPartitions", "8").load(location)
+              .where("dt = '2026-01-02' AND id > 20 AND value LIKE 'v2%'"))
+        assert df.rdd.getNumPartitions() == 2  # dt pruned in the reader: one partition's buckets
+        assert sorted(r.id for r in df.collect()) == [23, 27, 29]  # 21 has a null value
+    finally:
+        acid_spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+        register(acid_spark, filter_pushdown=False)
 
 
 def test_rows_of_an_open_transaction_in_a_transaction_batch_are_not_seen(
