@@ -43,9 +43,17 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 class HiveAcidReader(DataSourceReader):
-    """Batch reads: one snapshot taken here, on the driver, when Spark plans the query."""
+    """Batch reads: one snapshot taken here, on the driver, when Spark first plans the
+    DataFrame (Spark keeps the planned tasks for the DataFrame's later queries)."""
 
     def __init__(self, options: SourceOptions) -> None:
+        """Open the table's metastore read-only and take the snapshot (or use `snapshot`).
+
+        Raises:
+            TableNotFoundError: no metastore lists a table at or above the path.
+            ConfigError: `columns` names an unknown column, or `where` does not parse.
+            MetastoreError: the metastore cannot be read.
+        """
         with open_metastore(options) as (store, defn):
             self.setup = ReadSetup(options, defn)
             snapshot = (options.snapshot if options.snapshot is not None
@@ -99,19 +107,23 @@ class HiveAcidDataSource(DataSource):
 
 
 class HiveAcidDataSourceNoPushdown(HiveAcidDataSource):
+    """The same source with a reader that accepts no filters from Spark."""
+
     pushdown = False
 
 
-def register(spark: SparkSession, *, filter_pushdown: bool = True) -> None:
-    """Register the "hive-acid" source with this session (idempotent).
+def register(spark: SparkSession, *, filter_pushdown: bool = False) -> None:
+    """Register the "hive-acid" source with this session (again: replaces the earlier one).
 
     Args:
         spark: the session.
         filter_pushdown: let Spark push filters on integer, string, boolean, date and
             decimal columns into the reader (partition pruning, rows dropped before they
             reach Spark); this sets `spark.sql.python.filterPushdown.enabled=true` for the
-            session, which Spark requires of a reader that accepts filters. False registers
-            a reader without pushdown and leaves the setting alone.
+            session, which Spark requires of a reader that accepts filters. Off by default:
+            Spark 4.3 keeps the reader of a DataFrame's last pushdown for its later queries
+            that push no filter, so `df.where(f).count()` then `df.count()` returns the
+            filtered count. Safe when every query starts from a new `load()`.
     """
     if filter_pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
