@@ -184,14 +184,19 @@ def test_major_compacted_table_reads_like_ingest_cat(
 
 
 @pytest.mark.java
-def test_table_written_by_hive_orc_record_updater(acid_spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("scenario", ["basic", "streaming_open"])
+def test_table_written_by_hive_orc_record_updater(
+        acid_spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], scenario: str
+) -> None:
+    """Inserts, updates and deletes by Hive's writer (and, in streaming_open, a transaction
+    batch still open with its side file), at each snapshot Hive's manifest describes."""
     from compat import javatools
     from conftest import require
 
     ok, why = javatools.available()
     require(ok, f"Java and pyspark's jars for the Hive tools ({why})")
     table = tmp_path / "ref"
-    manifest = javatools.hive_write_reference_table(table, "streaming_open")
+    manifest = javatools.hive_write_reference_table(table, scenario)
     create_table(str(table), "id BIGINT, value STRING", adopt=True)
     for name, valid_txns in manifest["valid_txns"].items():
         hwm, _min_open, *aborted = valid_txns.split(":")
@@ -200,6 +205,7 @@ def test_table_written_by_hive_orc_record_updater(acid_spark: Any, tmp_path: Pat
         got = sorted(({"id": r.id, "value": r.value} for r in df.collect()),
                      key=lambda r: r["id"])
         assert got == manifest["expected_rows"][name], name
+        assert spark_lines(df) == cat_lines(str(table), capsys, "--snapshot", snapshot), name
 
 
 def test_unknown_column_and_bad_where_are_clear_errors(acid_spark: Any, tmp_path: Path) -> None:
