@@ -10,6 +10,7 @@ BENCHMARKS = {
     "day": "ingest.bench.day",
     "reader": "ingest.bench.reader",
     "recover": "ingest.bench.recover",
+    "spark-read": "ingest.bench.spark_read",
     "stream": "ingest.bench.stream",
     "writer": "ingest.bench.writer",
 }

@@ -1,9 +1,11 @@
-"""Spark: the Kafka source, the foreachBatch ACID sink and the streaming job.
+"""Spark: the Kafka source, the foreachBatch ACID sink, the streaming job, and the
+"hive-acid" source that reads tables back (batch and streaming, `register`).
 
 Knows Spark and Kafka; writes ORC only through `ingest.acid`, commits through `ingest.txn` and
 shares table operations (row splitting, table creation, recovery) with the CLI via `ingest.table`.
 """
 
+from ingest.spark.datasource import register
 from ingest.spark.deadletter import dead_letter_location, dead_letter_name
 from ingest.spark.job import RunningStream, StreamSummary, check_kafka, ensure_tables, run_stream
 from ingest.spark.kafka_source import kafka_dataframe, register_kafka_source
@@ -22,6 +24,7 @@ __all__ = [
     "dead_letter_name",
     "ensure_tables",
     "kafka_dataframe",
+    "register",
     "register_kafka_source",
     "run_stream",
 ]

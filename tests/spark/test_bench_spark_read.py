@@ -1,0 +1,26 @@
+"""`python -m ingest.bench spark-read` runs end to end on a small table and ends with its JSON
+line (as tests/test_bench.py checks the other benchmarks; this one starts Spark)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_spark_read_benchmark_prints_its_figures_as_a_json_last_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest.bench", "spark-read", "--rows", "20000", "--loads", "2",
+         "--repeats", "1"], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["benchmark"] == "spark-read"
+    # 1 % of the rows deleted: the reader applied the delete delta, the baseline did not.
+    assert (figures["rows"], figures["events"]) == (19_800, 20_000)
+    assert figures["ingest_rows_per_s"] > 0 and figures["baseline_rows_per_s"] > 0
+    assert figures["ratio"] == pytest.approx(
+        figures["ingest_rows_per_s"] / figures["baseline_rows_per_s"], rel=0.01)
