@@ -1,7 +1,8 @@
 """A day of minute commits: N commits (default 1,440 x 2,000 rows) into one partition through
 `ingest.table.load`, with the initiator run after each commit (`compact(kind="auto")`, as a
-stream would between micro-batches). At the end: files left, and the snapshot read time
-against the same rows loaded in one delta. No cleaner runs: obsolete directories stay on disk.
+stream would between micro-batches) and the cleaner after each compaction (retention 0: no
+reader outside the metastore; `--no-clean` keeps obsolete directories). At the end: files
+left, and the snapshot read time against the same rows loaded in one delta.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ingest.acid.names import is_hidden, is_side_file, parse_bucket_file
 from ingest.acid.snapshot import read_table
 from ingest.acid.state import acid_state
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
-from ingest.table import compact, create_table, load
+from ingest.table import clean, compact, create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 DDL = "id BIGINT, user_id BIGINT, ts TIMESTAMP, event STRING, page STRING, amount DOUBLE, dt STRING"
@@ -47,6 +48,8 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="reads timed at the end")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="a table property, e.g. a compactor threshold; repeatable")
+    parser.add_argument("--no-clean", dest="clean", action="store_false",
+                        help="do not run the cleaner after compactions")
     args = parser.parse_args(argv)
     properties = dict(p.split("=", 1) for p in args.property)
 
@@ -57,7 +60,7 @@ def run(argv: list[str]) -> None:
         create_table(location, DDL, partitioned_by=["dt"], properties=properties)
         create_table(one, DDL, partitioned_by=["dt"], properties=properties)
         kinds: Counter[str] = Counter()
-        load_s = compact_s = slowest_compact_s = 0.0
+        load_s = compact_s = slowest_compact_s = clean_s = 0.0
         with Metastore.open(default_metastore_url(location), create=False) as store:
             for i in range(args.commits):
                 data = commit_rows(i, args.rows)
@@ -68,11 +71,17 @@ def run(argv: list[str]) -> None:
                 done = compact(location, kind="auto", metastore=store)
                 took = time.perf_counter() - started
                 compact_s, slowest_compact_s = compact_s + took, max(slowest_compact_s, took)
-                kinds.update(p.kind for p in done.partitions
-                             if p.kind is not None and p.result is not None)
+                compacted = [p.kind for p in done.partitions
+                             if p.kind is not None and p.result is not None]
+                kinds.update(compacted)
+                if compacted and args.clean:
+                    started = time.perf_counter()
+                    clean(location, metastore=store, retention_s=0)
+                    clean_s += time.perf_counter() - started
                 if (i + 1) % 100 == 0:
                     print(f"{i + 1} commits: load {load_s:.1f} s, auto compaction "
-                          f"{compact_s:.1f} s ({dict(kinds)})", flush=True)
+                          f"{compact_s:.1f} s ({dict(kinds)}), cleaning {clean_s:.1f} s",
+                          flush=True)
             snapshot = store.snapshot(location)
         rows = args.commits * args.rows
         load(one, pa.concat_tables(commit_rows(i, args.rows) for i in range(args.commits)))
@@ -100,10 +109,10 @@ def run(argv: list[str]) -> None:
         end_s, one_s = times["end"][0], times["one"][0]
         print(f"{args.commits} commits x {args.rows:,} rows: load {load_s:.1f} s, automatic "
               f"compaction {compact_s:.1f} s (slowest {slowest_compact_s:.2f} s; "
-              f"{dict(kinds)})")
+              f"{dict(kinds)}), cleaning {clean_s:.1f} s")
         print(f"left: {files_left} files in {len(chosen)} directories a snapshot reads "
-              f"({', '.join(chosen)}); on disk without a cleaner: {files_on_disk} files in "
-              f"{len(dirs_on_disk)} directories")
+              f"({', '.join(chosen)}); on disk{'' if args.clean else ' without a cleaner'}: "
+              f"{files_on_disk} files in {len(dirs_on_disk)} directories")
         print(f"read at the end {end_s:.3f} s ({rows / end_s:,.0f} rows/s); the same rows in "
               f"one delta {one_s:.3f} s ({rows / one_s:,.0f} rows/s)")
         # ingest: reading the table the day left; baseline: the same rows in one delta.
@@ -114,6 +123,7 @@ def run(argv: list[str]) -> None:
                commits=args.commits, rows_per_commit=args.rows, rows=rows,
                major_compactions=kinds["major"], minor_compactions=kinds["minor"],
                load_s=round(load_s, 2), compact_s=round(compact_s, 2),
+               clean_s=round(clean_s, 2), cleaned=args.clean,
                slowest_compact_s=round(slowest_compact_s, 3), read_end_s=round(end_s, 3),
                read_one_delta_s=round(one_s, 3),
                # Fastest against fastest: on a shared machine the medians carry the neighbours.
