@@ -2,7 +2,8 @@
 
 Mirrors Hive's metastore `createTable`/`getTable`/`dropTable` and `TxnHandler.getValidWriteIds`
 over one SQLite file several processes share; the transaction lifecycle it inherits lives in
-`_lifecycle`, the SQLite plumbing in `_db`. Knows nothing of ORC bytes or Spark.
+`_lifecycle`, the committed-file manifest in `manifest`, the SQLite plumbing in `_db`. Knows
+nothing of ORC bytes or Spark.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
 from ingest.txn._lifecycle import TransactionStore
+from ingest.txn.manifest import MANIFEST_VERSION, ManifestStore
 from ingest.txn.model import (
     TXN_STATES,
     OffsetRange,
@@ -24,7 +26,7 @@ from ingest.txn.model import (
 )
 
 
-class Metastore(TransactionStore):
+class Metastore(TransactionStore, ManifestStore):
     """Transactional-table metadata in one SQLite database; see the module docstring.
 
     Open one with `Metastore.open(url)`. One object may be shared by a process's threads; any
@@ -136,7 +138,8 @@ class Metastore(TransactionStore):
         return [table_from_row(row) for row in rows]
 
     def drop_table(self, table: TableRef) -> None:
-        """Forget a table, its write ids and its sink progress. Files are not touched.
+        """Forget a table, its write ids, sink progress and committed-file entries. Files are
+        not touched.
 
         Raises:
             TableNotFoundError: no such table.
@@ -159,6 +162,8 @@ class Metastore(TransactionStore):
                     hint="stop the writers or abort the transactions first",
                 )
             c.execute("DELETE FROM sink_progress WHERE table_name = ?", (name,))
+            if self.schema_version >= MANIFEST_VERSION:
+                c.execute("DELETE FROM committed_files WHERE table_name = ?", (name,))
             c.execute("DELETE FROM txn_to_write_id WHERE table_name = ?", (name,))
             c.execute("DELETE FROM tables WHERE name = ?", (name,))
 
