@@ -298,12 +298,17 @@ def _prepare(
 
 def _check_committed(fs: fsspec.AbstractFileSystem, reader: Merger, state: AcidState,
                      files: Sequence[DataFile], committed: CommittedFiles) -> None:
-    """Refuse a partition whose files differ from what their commits recorded.
+    """Refuse a partition whose files differ from what their commits recorded, and read a
+    listed file only up to its committed length when nothing past it is valid here.
 
-    Missing files of the chosen directories, files emptied or cut below their committed
-    length, and (only when the read stops exactly at the committed length: an open
-    transaction batch's file may have grown past it) a tail that hashes differently. Uses the
-    read lengths the merge computes anyway, so no file is read twice for the check.
+    Refused: missing files of the chosen directories, files emptied or cut below their
+    committed length, and (only when the read stops exactly at the committed length: an open
+    transaction batch's file may have grown past it) a tail that hashes differently. In a
+    transaction batch's file, bytes past the committed length belong to its later write ids
+    (a commit of any of them records a new length); when the snapshot holds none of them
+    valid, the read stops at the committed length, whose tail the hash vouches for, instead
+    of at a later footer no commit checked. Uses the read lengths the merge computes anyway,
+    so no file is read twice for the check.
 
     Raises:
         CorruptFileError: naming the first such file.
@@ -323,11 +328,18 @@ def _check_committed(fs: fsspec.AbstractFileSystem, reader: Merger, state: AcidS
         if entry is None:
             continue
         damage = size_damage(f.path, entry, int(fs.size(f.path)))
-        # Merger._length is cached per file: the read below reuses it.
-        if damage is None and reader._length(f) == entry.length:
-            damage = tail_damage(fs, f.path, entry)
         if damage is not None:
             raise damage_error(damage, table=table)
+        d = f.directory
+        if (d is not None and d.max_write_id > entry.write_id
+                and not any(reader.snapshot.is_valid(w)
+                            for w in range(entry.write_id + 1, d.max_write_id + 1))):
+            reader._lengths[f.path] = entry.length  # the merge reads this length
+        # Merger._length is cached per file: the read below reuses it.
+        if reader._length(f) == entry.length:
+            damage = tail_damage(fs, f.path, entry)
+            if damage is not None:
+                raise damage_error(damage, table=table)
 
 
 def _stream(reader: Merger, plans: list[tuple[Partition, list[DataFile]]],

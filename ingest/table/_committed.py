@@ -9,7 +9,7 @@ commit (compaction outputs). Reads tails only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 import fsspec
@@ -22,6 +22,7 @@ from ingest.acid.committed import (
     size_damage,
     tail_damage,
 )
+from ingest.acid.compaction import CompactionPlan
 from ingest.acid.names import ParsedDirectory, parse_bucket_file, parse_directory
 from ingest.acid.recovery import FileRecovery, RecoveryReport
 from ingest.table._open import table_fs
@@ -147,5 +148,20 @@ def directory_entries(fs: fsspec.AbstractFileSystem, root: str, directories: lis
     return out
 
 
+def record_outputs(store: Metastore, table: TableDefinition,
+                   plans: Iterable[CompactionPlan]) -> None:
+    """Record the bucket files compactions wrote in the manifest (the compactor commits no
+    transaction; its outputs count as committed once written).
+
+    Raises:
+        CorruptFileError: an output file has no complete tail.
+        MetastoreError: the metastore failed.
+    """
+    fs, root = table_fs(table)
+    directories = [f"{p.partition.rstrip('/')}/{name}" for p in plans for name in p.outputs]
+    if directories:
+        store.record_committed_files(table, directory_entries(fs, root, directories))
+
+
 __all__ = ["directory_entries", "find_damage", "guard_recovery", "keeping",
-           "mark_unrecoverable", "table_manifest"]
+           "mark_unrecoverable", "record_outputs", "table_manifest"]

@@ -20,6 +20,7 @@ from ingest.acid.file_options import WriterOptions
 from ingest.acid.names import parse_partition
 from ingest.acid.snapshot import list_partitions
 from ingest.errors import ConfigError
+from ingest.table._committed import record_outputs
 from ingest.table._definition import table_compression
 from ingest.table._open import MetastoreRef, open_table, table_fs
 from ingest.txn import TableDefinition
@@ -99,6 +100,9 @@ def compact(
         result = compact_partition(directory, snapshot, row_schema=defn.row_schema, kind=kind,
                                    fs=fs, compression=codec, tuning=tuning, dry_run=dry_run)
         done.append(PartitionCompaction(directory[len(root):].strip("/"), result))
+    if not dry_run:  # the outputs' manifest entries (docs/format.md §18)
+        with open_table(location, metastore) as (store, _):
+            record_outputs(store, defn, [p.result.plan for p in done if p.result is not None])
     return CompactReport(defn.name, defn.location, kind,
                          compactor_snapshot(snapshot).to_hive_string(), tuple(done), dry_run)
 

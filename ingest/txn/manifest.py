@@ -101,10 +101,9 @@ class ManifestStore(SqliteStore):
             CommitConflictError: an entry would lower a recorded committed length.
             MetastoreError: the database failed, or it predates the manifest.
         """
+        require_manifest(self.schema_version, self.location)
         with self._translate("record committed files"), self._write() as c:
-            name = self._resolve(c, table)
-            require_manifest(self.schema_version, self.location)
-            record_files(c, name, files)
+            record_files(c, self._resolve(c, table), files)
 
     def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
         """Remove entries (a cleaner deleting obsolete directories); returns how many went.
@@ -113,9 +112,9 @@ class ManifestStore(SqliteStore):
             TableNotFoundError: no such table.
             MetastoreError: the database failed, or it predates the manifest.
         """
+        require_manifest(self.schema_version, self.location)
         with self._translate("forget committed files"), self._write() as c:
             name = self._resolve(c, table)
-            require_manifest(self.schema_version, self.location)
             return sum(c.execute("DELETE FROM committed_files WHERE table_name = ? AND path = ?",
                                  (name, p)).rowcount for p in paths)
 
