@@ -9,7 +9,7 @@ commit (compaction outputs). Reads tails only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import replace
 
 import fsspec
@@ -107,7 +107,7 @@ def guard_recovery(manifest: CommittedFiles, damage: Mapping[str, Damage],
     return keep
 
 
-def keeping(live: Callable[[str], bool], keep: Mapping[str, str]) -> Callable[[str], bool]:
+def keeping(live: Callable[[str], bool], keep: Container[str]) -> Callable[[str], bool]:
     """A `live_files` predicate that also holds the kept files back from recovery."""
     return lambda path: path in keep or live(path)
 

@@ -27,9 +27,10 @@ class Written:
     """Directories and files a transaction created, to remove if it does not commit, and
     the manifest entries its commit records."""
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, root: str = "") -> None:
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str | None = None) -> None:
         self.fs = fs
-        self.root = root.rstrip("/")  # the table root, for the entries' relative paths
+        # The table root, for the entries' relative paths (required to write bucket files).
+        self.root = None if root is None else root.rstrip("/")
         self.directories: list[str] = []  # our delta / delete_delta dirs (named by write id)
         self.parents: list[str] = []  # partition dirs this call created
         self.files: list[str] = []
@@ -63,7 +64,15 @@ class Written:
                      row_schema: pa.Schema, write_id: int, compression: Compression,
                      deletes: bool = False) -> None:
         """Write `directory/bucket_N`: `data` as insert events, or (deletes=True) as the keys
-        of delete events (originalTransaction, bucket, rowId); count its files and bytes."""
+        of delete events (originalTransaction, bucket, rowId); count its files and bytes and
+        keep its manifest entry.
+
+        Raises:
+            ValueError: this Written was made without the table root.
+        """
+        if self.root is None:
+            raise ValueError("Cannot write bucket files: Written needs the table root to "
+                             "record their manifest entries")
         path = f"{directory}/{bucket_file_name(bucket_id)}"
         writer = BucketWriter.create(path, BucketFileOptions(
             write_id=write_id, row_schema=row_schema, bucket_id=bucket_id,

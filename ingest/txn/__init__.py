@@ -5,6 +5,7 @@ and performs no table operation (those are `ingest.table`'s). The default store 
 SQLite file per warehouse directory (see `placement`).
 """
 
+from ingest.acid.committed import CommittedFile
 from ingest.txn.errors import MetastoreError
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import (
@@ -27,6 +28,7 @@ __all__ = [
     "MEMORY_URL",
     "METASTORE_FILENAME",
     "TXN_STATES",
+    "CommittedFile",
     "Metastore",
     "MetastoreError",
     "OffsetRange",
