@@ -332,16 +332,19 @@ class AcidSink:
                          ) -> dict[str, list[CommittedFile]]:
         """The manifest entries of the files the tasks reported (docs/format.md §18)."""
         assert self._table is not None and self._dead_letter is not None
-        tables = {"table": (self._table, plan.write_id),
-                  "dead_letter": (self._dead_letter, plan.dead_letter_write_id)}
-        out: dict[str, list[CommittedFile]] = {t.name: [] for t, _ in tables.values()}
+        # Task paths start with the root each table's location names (as in `_sink_tasks`).
+        tables = {target: (table.name, write_id,
+                           str(fsspec.core.url_to_fs(table.location)[1]).rstrip("/") + "/")
+                  for target, table, write_id in (
+                      ("table", self._table, plan.write_id),
+                      ("dead_letter", self._dead_letter, plan.dead_letter_write_id))}
+        out: dict[str, list[CommittedFile]] = {name: [] for name, _, _ in tables.values()}
         for r in results:
             if not isinstance(r, FileWritten) or r.tail_hash is None or r.events is None:
                 continue
-            table, write_id = tables[r.target]
-            root = str(fsspec.core.url_to_fs(table.location)[1]).rstrip("/")
-            out[table.name].append(CommittedFile(r.path[len(root) + 1:], write_id, r.length,
-                                                 r.tail_hash, r.events))
+            name, write_id, root = tables[r.target]
+            out[name].append(CommittedFile(r.path.removeprefix(root), write_id, r.length,
+                                           r.tail_hash, r.events))
         return out
 
     def _committed(self, plan: TaskPlan, results: list[TaskResult]) -> None:
