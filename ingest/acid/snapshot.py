@@ -4,7 +4,7 @@ Finds partitions (`col=value/` directories), runs `acid_state` on each and hands
 files to `_merge.Merger`, which drops rows of invalid write ids and rows delete events name
 (`AcidUtils.getAcidState` + `VectorizedOrcAcidRowBatchReader`, docs/format.md §10, §11).
 Also describes a table's layout for `ingest status`. Takes the snapshot as a plain
-`ValidWriteIdList`.
+`ValidWriteIdList`, and the metastore's committed-file manifest as plain `CommittedFiles`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Literal
 
 import fsspec
 import pyarrow as pa
+from fsspec.implementations.local import LocalFileSystem
 
 from ingest.acid import _files
 from ingest.acid._merge import (
@@ -28,6 +29,7 @@ from ingest.acid._merge import (
     open_bounded,
 )
 from ingest.acid.bucket_file import readable_length
+from ingest.acid.committed import CommittedFiles, damage_error, size_damage, tail_damage
 from ingest.acid.events import ROW_POSITION
 from ingest.acid.names import (
     DEFAULT_PARTITION_NAME,
@@ -232,6 +234,7 @@ def read_batches(
     fs: fsspec.AbstractFileSystem | None = None,
     limit: int | None = None,
     row_schema: pa.Schema | None = None,
+    committed: CommittedFiles | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows a snapshot sees, one record batch per stripe read (empty ones skipped).
 
@@ -250,22 +253,30 @@ def read_batches(
         row_schema: the table's row columns (e.g. the metastore's definition); rows come back
             in this schema, and files whose fields are Hive's positional `_col0, _col1, ...`
             are matched by position. Default: the schema of the newest data file.
+        committed: the table's committed-file manifest (from its metastore). Before any row
+            is read, each file the snapshot reads that has an entry must be there, no shorter
+            than its committed length, and when it is read at exactly that length, end in
+            the tail the commit recorded (docs/invariants.md, 7). Files without an entry
+            read as before.
 
     Raises:
         FileNotFoundError: `path` does not exist.
         ConfigError: a bad snapshot string, or `columns` names an unknown column.
         NotEnoughHistoryError: a partition's only bases are too new for the snapshot.
-        CorruptFileError: a bucket file or side file is damaged (run `ingest recover`).
+        CorruptFileError: a bucket file or side file is damaged (run `ingest recover`), or a
+            file differs from what its commit recorded (`committed`).
         UnsupportedFormatError: something Hive writes that this reader does not handle.
         SchemaMismatchError: partitions disagree on their partition columns.
     """
-    reader, plans = _prepare(path, snapshot, columns, with_row_id, fs=fs, row_schema=row_schema)
+    reader, plans = _prepare(path, snapshot, columns, with_row_id, fs=fs, row_schema=row_schema,
+                             committed=committed)
     return _stream(reader, plans, limit)
 
 
 def _prepare(
     path: str, snapshot: ValidWriteIdList | str | None, columns: Sequence[str] | None,
     with_row_id: bool, *, fs: fsspec.AbstractFileSystem | None, row_schema: pa.Schema | None,
+    committed: CommittedFiles | None = None,
 ) -> tuple[Merger, list[tuple[Partition, list[DataFile]]]]:
     fs, root, partitions, snap = _open_read(path, snapshot, fs, stacklevel=3)
     keys = [tuple(k for k, _ in p.values) for p in partitions]
@@ -274,12 +285,62 @@ def _prepare(
             f"Cannot read table {root}: its partition directories use different partition "
             f"columns: {sorted(set(keys))}")
     reader = Merger(fs, snap, columns, with_row_id, keys[0] if keys else ())
-    plans = [(p, plan_partition(fs, p, snap)[1]) for p in partitions]
+    planned = [(p, *plan_partition(fs, p, snap)) for p in partitions]
+    if committed is not None and len(committed):
+        for _, state, files in planned:
+            _check_committed(fs, reader, state, files, committed)
+    plans = [(p, files) for p, _, files in planned]
     if row_schema is None:
         row_schema = _row_schema(fs, [f for _, files in plans for f in files])
     reader.set_row_schema(row_schema if row_schema is not None else pa.schema([]))
     reader.fit_timestamps([f for _, files in plans for f in files])
     return reader, plans
+
+
+def _check_committed(fs: fsspec.AbstractFileSystem, reader: Merger, state: AcidState,
+                     files: Sequence[DataFile], committed: CommittedFiles) -> None:
+    """Refuse a partition whose files differ from what their commits recorded, and read a
+    listed file only up to its committed length when nothing past it is valid here.
+
+    Refused: missing files of the chosen directories, files emptied or cut below their
+    committed length, and (only when the read stops exactly at the committed length: an open
+    transaction batch's file may have grown past it) a tail that hashes differently. In a
+    transaction batch's file, bytes past the committed length belong to its later write ids
+    (a commit of any of them records a new length); when the snapshot holds none of them
+    valid, the read stops at the committed length, whose tail the hash vouches for, instead
+    of at a later footer no commit checked. Uses the read lengths the merge computes anyway,
+    so no file is read twice for the check.
+
+    Raises:
+        CorruptFileError: naming the first such file.
+    """
+    table = (committed.root if isinstance(fs, LocalFileSystem)
+             else fs.unstrip_protocol(committed.root))
+    present = {f.path for f in files}
+    chosen = ([state.base] if state.base is not None else []) + list(state.deltas)
+    for d in chosen:
+        for path, entry in committed.in_directory(state.path(d.name)):
+            if path not in present:
+                damage = size_damage(path, entry, None)
+                assert damage is not None
+                raise damage_error(damage, table=table)
+    for f in files:
+        entry = committed.entry(f.path)
+        if entry is None:
+            continue
+        damage = size_damage(f.path, entry, int(fs.size(f.path)))
+        if damage is not None:
+            raise damage_error(damage, table=table)
+        d = f.directory
+        if (d is not None and d.max_write_id > entry.write_id
+                and not any(reader.snapshot.is_valid(w)
+                            for w in range(entry.write_id + 1, d.max_write_id + 1))):
+            reader._lengths[f.path] = entry.length  # the merge reads this length
+        # Merger._length is cached per file: the read below reuses it.
+        if reader._length(f) == entry.length:
+            damage = tail_damage(fs, f.path, entry)
+            if damage is not None:
+                raise damage_error(damage, table=table)
 
 
 def _stream(reader: Merger, plans: list[tuple[Partition, list[DataFile]]],
@@ -306,13 +367,15 @@ def read_table(
     fs: fsspec.AbstractFileSystem | None = None,
     limit: int | None = None,
     row_schema: pa.Schema | None = None,
+    committed: CommittedFiles | None = None,
 ) -> pa.Table:
     """Every row a snapshot sees, as one table (`read_batches` concatenated).
 
     Raises:
         See `read_batches`.
     """
-    reader, plans = _prepare(path, snapshot, columns, with_row_id, fs=fs, row_schema=row_schema)
+    reader, plans = _prepare(path, snapshot, columns, with_row_id, fs=fs, row_schema=row_schema,
+                             committed=committed)
     return pa.Table.from_batches(list(_stream(reader, plans, limit)), schema=reader.schema)
 
 

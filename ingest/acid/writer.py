@@ -25,6 +25,8 @@ from ingest.acid._file_state import FileState, restore, writable_row_schema
 from ingest.acid._stripe_encoder import StripeEncoder
 from ingest.acid.bucket_file import readable_length
 from ingest.acid.checksums import StripeHasher, file_checksums, pack_checksum
+from ingest.acid.committed import CommittedFile, tail_bytes_at
+from ingest.acid.committed import tail_hash as hash_tail
 from ingest.acid.events import (
     ACID_FIELD_NAMES,
     BUCKET,
@@ -106,6 +108,12 @@ class BucketWriter:
         self._next_row_id = state.next_row_id
         self._last_key = state.last_key
         self._appending = state.appending
+        # The last tail in the file, for the committed-file manifest (docs/format.md §20): its
+        # end, hash (None until this writer writes one: read from the file when asked) and
+        # the events it counts.
+        self._tail_end = state.last_flush_length
+        self._tail_hash: str | None = None
+        self._tail_rows = self._number_of_rows
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._file, self._side = file, side
@@ -363,6 +371,8 @@ class BucketWriter:
         self._file.write(tail)
         self._position += len(tail)
         self._flushed_stripe_count = self._stripe_count
+        self._tail_end, self._tail_hash = self._position, hash_tail(tail)
+        self._tail_rows = self._number_of_rows
 
     def close(self) -> None:
         """Write the final footer, close the file and remove the side file."""
@@ -402,6 +412,44 @@ class BucketWriter:
     @property
     def bytes_written(self) -> int:
         return self._position
+
+    @property
+    def tail_end(self) -> int:
+        """Where the file's last complete tail ends: the length of the last flush or close
+        (0 before the first)."""
+        return self._tail_end
+
+    @property
+    def tail_hash(self) -> str:
+        """The manifest's hash of the last complete tail (`ingest.acid.committed.tail_hash`);
+        kept from writing it, read back only for a reopened file this writer added nothing to.
+
+        Raises:
+            ValueError: nothing was flushed yet.
+            OSError: the file cannot be read back.
+        """
+        if self._tail_hash is None:
+            if not self._tail_end:
+                raise ValueError(f"BucketWriter for {self.path} has flushed nothing yet")
+            self._tail_hash = hash_tail(tail_bytes_at(self._fs, self.path, self._tail_end))
+        return self._tail_hash
+
+    @property
+    def tail_rows(self) -> int:
+        """Events (inserts and deletes) the last complete tail counts."""
+        return self._tail_rows
+
+    def committed_file(self, path: str) -> CommittedFile:
+        """The manifest entry a commit records for this file after its last flush or close.
+
+        Args:
+            path: the file's path relative to the table root.
+
+        Raises:
+            ValueError: nothing was flushed yet.
+            ConfigError: `path` is not a relative path.
+        """
+        return CommittedFile(path, self.write_id, self.tail_end, self.tail_hash, self.tail_rows)
 
     def _check_open(self) -> None:
         if self._closed:

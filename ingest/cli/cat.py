@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import click
+import fsspec
 
 from ingest.acid import ValidWriteIdList
+from ingest.acid.committed import CommittedFiles
 from ingest.acid.snapshot import read_batches
 from ingest.cli._output import dumps, rows
 from ingest.errors import TableNotFoundError
@@ -25,6 +27,7 @@ class SnapshotChoice:
     snapshot: ValidWriteIdList | str | None
     source: str  # "option", "metastore" or "directories"
     table: TableDefinition | None = None
+    committed: CommittedFiles | None = None  # the table's committed-file manifest
 
 
 @contextmanager
@@ -44,10 +47,15 @@ def table_snapshot(path: str, option: str | None) -> Iterator[tuple[SnapshotChoi
     except TableNotFoundError:
         pass
     try:
+        committed = None
+        if store is not None and table is not None:
+            root = str(fsspec.core.url_to_fs(table.location)[1])
+            committed = CommittedFiles(root, store.committed_files(table.name))
         if option is not None:
-            yield SnapshotChoice(option, "option", table), store
+            yield SnapshotChoice(option, "option", table, committed), store
         elif store is not None and table is not None:
-            yield SnapshotChoice(store.snapshot(table.name), "metastore", table), store
+            yield SnapshotChoice(store.snapshot(table.name), "metastore", table,
+                                 committed), store
         else:
             yield SnapshotChoice(None, "directories"), None
     finally:
@@ -117,7 +125,8 @@ def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
     with table_snapshot(path, snapshot) as (found, store), registered(found, store) as choice:
         with warnings_to_stderr():
             batches = read_batches(path, choice.snapshot, names, row_id, limit=limit,
-                                   row_schema=choice.table.row_schema if choice.table else None)
+                                   row_schema=choice.table.row_schema if choice.table else None,
+                                   committed=choice.committed)
         with warnings_to_stderr():
             for batch in batches:
                 for row in rows(batch):

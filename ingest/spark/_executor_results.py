@@ -41,6 +41,9 @@ class FileWritten:
         rows: rows the task wrote to it.
         bytes: bytes the task added to it.
         length: the file's length after the task's last flush.
+        tail_hash: the manifest's hash of the tail ending at `length` (docs/format.md §20).
+        events: events the file holds up to `length` (a transaction batch's file: of every
+            transaction so far).
     """
 
     target: Target
@@ -49,6 +52,8 @@ class FileWritten:
     rows: int
     bytes: int
     length: int
+    tail_hash: str | None = None
+    events: int | None = None
 
     @property
     def directory(self) -> str:
@@ -107,12 +112,13 @@ class Tombstones:
 TaskResult = FileWritten | OffsetsRead | BadRecords | Tombstones
 
 RESULT_DDL = ("kind string, target string, path string, staging string, rows long, "
-              "bytes long, length long, topic string, kafka_partition int, "
-              "min_offset long, max_offset long, error string")
+              "bytes long, length long, tail_hash string, events long, topic string, "
+              "kafka_partition int, min_offset long, max_offset long, error string")
 RESULT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("target", pa.string()), ("path", pa.string()),
     ("staging", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
-    ("length", pa.int64()), ("topic", pa.string()), ("kafka_partition", pa.int32()),
+    ("length", pa.int64()), ("tail_hash", pa.string()), ("events", pa.int64()),
+    ("topic", pa.string()), ("kafka_partition", pa.int32()),
     ("min_offset", pa.int64()), ("max_offset", pa.int64()), ("error", pa.string()),
 ])
 
@@ -125,7 +131,8 @@ def to_arrow(results: Sequence[TaskResult]) -> pa.RecordBatch:
             case FileWritten():
                 rows.append({"kind": ResultKind.FILE_WRITTEN.value, "target": r.target,
                              "path": r.path, "staging": r.staging, "rows": r.rows,
-                             "bytes": r.bytes, "length": r.length})
+                             "bytes": r.bytes, "length": r.length, "tail_hash": r.tail_hash,
+                             "events": r.events})
             case OffsetsRead():
                 rows.append({"kind": ResultKind.OFFSETS_READ.value, "topic": r.topic,
                              "kafka_partition": r.partition, "min_offset": r.min_offset,
@@ -150,7 +157,8 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> list[TaskResult]:
         kind = ResultKind(row["kind"])
         if kind is ResultKind.FILE_WRITTEN:
             out.append(FileWritten(row["target"], row["path"], row["staging"], row["rows"],
-                                   row["bytes"], row["length"]))
+                                   row["bytes"], row["length"], row["tail_hash"],
+                                   row["events"]))
         elif kind is ResultKind.OFFSETS_READ:
             out.append(OffsetsRead(row["topic"], row["kafka_partition"], row["min_offset"],
                                    row["max_offset"], row["rows"]))

@@ -37,7 +37,8 @@ class Heartbeat:
     def beat(self) -> int:
         """Heartbeat every open transaction of this sink once; returns how many."""
         count = 0
-        with Metastore.open(self._url) as store:  # a connection of its own: another thread
+        # A connection of its own (another thread); the tables exist, so never create one.
+        with Metastore.open(self._url, create=False) as store:
             for table in self._tables:
                 for info in store.transactions(table, states=("open",)):
                     if not info.agent.endswith(self._tag):

@@ -317,7 +317,7 @@ class _TaskWriter:
             else:
                 f.writer.abandon()
             out.append(FileWritten(target, f.path, f.staging, f.rows, length - f.start_length,
-                                   length))
+                                   length, f.writer.tail_hash, f.writer.tail_rows))
         return out
 
     def abandon(self) -> None:

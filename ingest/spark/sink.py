@@ -35,7 +35,8 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import can_append, is_side_file, parse_codec, rollback_file, side_file_path
-from ingest.acid.names import format_delta
+from ingest.acid.committed import CommittedFile
+from ingest.acid.names import ACID_VERSION_FILE, format_delta
 from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
 from ingest.spark._executor_results import FileWritten, TaskResult
@@ -168,7 +169,8 @@ class AcidSink:
     def _open(self, batch_df: DataFrame) -> Metastore:
         if self._store is not None:
             return self._store
-        store = Metastore.open(self.metastore_url)
+        # The tables must exist: an empty or missing metastore is an error, never a new one.
+        store = Metastore.open(self.metastore_url, create=False)
         try:
             self._table = store.get_table(self.table_location)
             self._dead_letter = store.get_table(self.dead_letter_location)
@@ -251,14 +253,16 @@ class AcidSink:
         if done is not None:
             return BatchReport(batch_id, done, skipped=True)
         txn, plan = self._begin(store)
+        results: list[TaskResult] = []
         try:
             results = run_tasks(batch_df, plan, partition_expression=self.partition_expression)
             report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
                                      dl_fs=self.dl_fs)
             crash_point("sink.before_commit")
-            store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=report.offsets)
+            store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=report.offsets,
+                         files=self._committed_files(plan, results))
         except CommitConflictError as e:
-            self._abort(store, txn, plan, e)
+            self._abort(store, txn, plan, e, results)
             done = store.committed_write_id(self.sink_id, batch_id)
             if done is None:
                 raise
@@ -266,7 +270,7 @@ class AcidSink:
                         "one wrote it; this attempt is aborted", batch_id, done)
             return BatchReport(batch_id, done, skipped=True)
         except BaseException as e:
-            self._abort(store, txn, plan, e)
+            self._abort(store, txn, plan, e, results)
             raise
         self._committed(plan, results)
         lag = self.lag_fn({(r.topic, r.partition): r.until_offset for r in report.offsets}) \
@@ -324,6 +328,25 @@ class AcidSink:
             dead_letter_compression=self._codecs[1],
         )
 
+    def _committed_files(self, plan: TaskPlan, results: list[TaskResult]
+                         ) -> dict[str, list[CommittedFile]]:
+        """The manifest entries of the files the tasks reported (docs/format.md §20)."""
+        assert self._table is not None and self._dead_letter is not None
+        # Task paths start with the root each table's location names (as in `_sink_tasks`).
+        tables = {target: (table.name, write_id,
+                           str(fsspec.core.url_to_fs(table.location)[1]).rstrip("/") + "/")
+                  for target, table, write_id in (
+                      ("table", self._table, plan.write_id),
+                      ("dead_letter", self._dead_letter, plan.dead_letter_write_id))}
+        out: dict[str, list[CommittedFile]] = {name: [] for name, _, _ in tables.values()}
+        for r in results:
+            if not isinstance(r, FileWritten) or r.tail_hash is None or r.events is None:
+                continue
+            name, write_id, root = tables[r.target]
+            out[name].append(CommittedFile(r.path.removeprefix(root), write_id, r.length,
+                                           r.tail_hash, r.events))
+        return out
+
     def _committed(self, plan: TaskPlan, results: list[TaskResult]) -> None:
         """After the commit: staging leftovers go; a transaction batch moves on."""
         remove_staging_leftovers(results, fs=self.fs, dl_fs=self.dl_fs)
@@ -342,18 +365,21 @@ class AcidSink:
 
     # ------------------------------------------------------------------ failure and shutdown
     def _abort(self, store: Metastore, txn: Transaction, plan: TaskPlan,
-               error: BaseException) -> None:
-        """Abort the batch's transaction and remove what it wrote (never committed data)."""
+               error: BaseException, results: Sequence[TaskResult]) -> None:
+        """Abort the batch's transaction and remove what its tasks reported writing (never
+        committed data, never files it did not write)."""
         try:
             store.abort(txn, reason=f"micro-batch failed: {type(error).__name__}: {error}"[:500])
         except CommitConflictError as e:  # already committed: nothing of ours to undo
             error.add_note(f"Could not abort transaction {txn.txn_id}: {e}")
             return
         assert self._table is not None
-        _remove_deltas(self.dl_fs, self.dl_root, 0, plan.dead_letter_delta_dir)
+        written = [r for r in results if isinstance(r, FileWritten)]
+        _remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter_delta_dir,
+                        [r for r in written if r.target == "dead_letter"])
         if self._run is None:
-            _remove_deltas(self.fs, self.root, len(self._table.partition_columns),
-                           plan.delta_dir)
+            _remove_written(self.fs, self.root, len(self._table.partition_columns),
+                            plan.delta_dir, [r for r in written if r.target == "table"])
             return
         # A transaction batch cannot go on after a failed micro-batch: end it here.
         run, self._run = self._run, None
@@ -411,14 +437,37 @@ class AcidSink:
         self.close()
 
 
-def _remove_deltas(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str) -> int:
-    """Delete directory `name` in every partition of the table (uncommitted work only)."""
+def _delta_dirs(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str) -> list[str]:
+    """Directory `name` in every partition of the table that has one."""
     pattern = "/".join([root.rstrip("/"), *["*"] * depth, name])
-    found = fs.glob(pattern) if depth else ([f"{root.rstrip('/')}/{name}"]
-                                              if fs.exists(f"{root.rstrip('/')}/{name}") else [])
+    return fs.glob(pattern) if depth else ([f"{root.rstrip('/')}/{name}"]
+                                           if fs.exists(f"{root.rstrip('/')}/{name}") else [])
+
+
+def _remove_deltas(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str) -> int:
+    """Delete directory `name` in every partition of the table: the directories of a write
+    id this sink opened and aborted (an earlier run's, found at restart)."""
+    found = _delta_dirs(fs, root, depth, name)
     for path in found:
         fs.rm(path, recursive=True)
     return len(found)
+
+
+def _remove_written(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str,
+                    files: Sequence[FileWritten]) -> None:
+    """After an abort: delete the files the tasks reported (published or still staged) and
+    their side files, then each directory `name` left holding nothing but the version marker
+    and hidden staging files (a task attempt that died before reporting). A directory still
+    holding anything else was not only ours and stays (docs/invariants.md, 7)."""
+    for f in files:
+        for path in (f.path, f.staging):
+            if path is not None:
+                remove_quietly(fs, path)
+                remove_quietly(fs, side_file_path(path))
+    for directory in _delta_dirs(fs, root, depth, name):
+        names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(directory, detail=False)]
+        if all(n == ACID_VERSION_FILE or n.startswith("_tmp.bucket_") for n in names):
+            fs.rm(directory, recursive=True)
 
 
 def _codec(table: TableDefinition, override: str | None) -> str:

@@ -3,7 +3,8 @@
 `writing` opens the transaction and tracks every directory and bucket file written inside it;
 an error removes them before the transaction is aborted, and `commit` removes them only once
 the transaction is known not to be committed. So a failed load or delete leaves nothing behind
-(docs/invariants.md, 7). Writes bucket files through `ingest.acid.BucketWriter`.
+(docs/invariants.md, 7). `commit` records each file's manifest entry with the commit
+(docs/format.md §20). Writes bucket files through `ingest.acid.BucketWriter`.
 """
 
 from __future__ import annotations
@@ -14,20 +15,26 @@ from contextlib import contextmanager
 import fsspec
 import pyarrow as pa
 
+from ingest.acid.committed import CommittedFile
 from ingest.acid.names import bucket_file_name, write_acid_version_file
 from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
+from ingest.table._open import table_fs
 from ingest.txn import Metastore, TableDefinition, Transaction
 
 
 class Written:
-    """Directories and files a transaction created, to remove if it does not commit."""
+    """Directories and files a transaction created, to remove if it does not commit, and
+    the manifest entries its commit records."""
 
-    def __init__(self, fs: fsspec.AbstractFileSystem) -> None:
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str | None = None) -> None:
         self.fs = fs
+        # The table root, for the entries' relative paths (required to write bucket files).
+        self.root = None if root is None else root.rstrip("/")
         self.directories: list[str] = []  # our delta / delete_delta dirs (named by write id)
         self.parents: list[str] = []  # partition dirs this call created
         self.files: list[str] = []
+        self.committed: list[CommittedFile] = []
         self.bytes = 0
 
     def make_directory(self, parent: str, directory: str) -> None:
@@ -57,7 +64,15 @@ class Written:
                      row_schema: pa.Schema, write_id: int, compression: Compression,
                      deletes: bool = False) -> None:
         """Write `directory/bucket_N`: `data` as insert events, or (deletes=True) as the keys
-        of delete events (originalTransaction, bucket, rowId); count its files and bytes."""
+        of delete events (originalTransaction, bucket, rowId); count its files and bytes and
+        keep its manifest entry.
+
+        Raises:
+            ValueError: this Written was made without the table root.
+        """
+        if self.root is None:
+            raise ValueError("Cannot write bucket files: Written needs the table root to "
+                             "record their manifest entries")
         path = f"{directory}/{bucket_file_name(bucket_id)}"
         writer = BucketWriter.create(path, BucketFileOptions(
             write_id=write_id, row_schema=row_schema, bucket_id=bucket_id,
@@ -69,6 +84,7 @@ class Written:
             else:
                 writer.write(data)
         self.bytes += writer.bytes_written
+        self.committed.append(writer.committed_file(relative_path(self.root, path)))
 
     def remove(self) -> None:
         """Remove every directory written, then the partition directories made for them."""
@@ -89,6 +105,18 @@ def _not_ours(directory: str) -> IngestError:
         "`ingest verify` on the table lists every such directory; to make them the table's "
         "committed rows, register the table in a new metastore with `ingest create PATH "
         "--schema ... --adopt`")
+
+
+def relative_path(root: str, path: str) -> str:
+    """`path` relative to the table root `root` (both as the filesystem names them).
+
+    Raises:
+        ValueError: `path` is not below `root`.
+    """
+    prefix = root.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        raise ValueError(f"{path} is not inside the table root {root}")
+    return path[len(prefix):]
 
 
 def join_path(root: str, *parts: str) -> str:
@@ -113,7 +141,7 @@ def writing(store: Metastore, defn: TableDefinition, fs: fsspec.AbstractFileSyst
     files and aborts it (`fail`). Committing (`commit`) or aborting an empty write is the
     caller's, after the block."""
     txn = store.open_transaction(defn, agent=agent)
-    written = Written(fs)
+    written = Written(fs, table_fs(defn)[1])
     try:
         yield txn, written
     except BaseException as e:
@@ -134,14 +162,15 @@ def fail(store: Metastore, txn: Transaction, written: Written, error: BaseExcept
 
 
 def commit(store: Metastore, txn: Transaction, written: Written) -> None:
-    """Commit `txn`; if that fails and it is not committed after all, remove its files.
+    """Commit `txn` with the manifest entries of its files; if that fails and it is not
+    committed after all, remove its files.
 
     Raises:
         CommitConflictError: the transaction was aborted meanwhile (e.g. timed out).
         MetastoreError: the metastore failed.
     """
     try:
-        store.commit(txn)
+        store.commit(txn, files={txn.table: written.committed})
     except BaseException as e:
         # Remove files only once the transaction is known not to be committed.
         try:

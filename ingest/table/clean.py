@@ -28,8 +28,10 @@ from ingest.errors import ConfigError
 from ingest.faults import crash_point
 from ingest.table._definition import cleaner_retention_s
 from ingest.table._open import MetastoreRef, open_table, table_fs
+from ingest.table._written import relative_path
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
-from ingest.txn import CompactionInfo, ReaderInfo, TableDefinition
+from ingest.txn import CompactionInfo, Metastore, ReaderInfo, TableDefinition
+from ingest.txn.manifest import MANIFEST_VERSION
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,8 @@ def clean(
         for directory in _partition_dirs(defn, fs, root, partitions):
             rel = directory[len(root):].strip("/")
             plan = plan_cleaning(fs, directory, snapshot)
-            result = _clean_partition(fs, plan, rel, decide, dry_run=dry_run)
+            forget = None if dry_run else _forgetter(store, defn, root)
+            result = _clean_partition(fs, plan, rel, decide, forget)
             done.append(result)
             if on_partition is not None:
                 on_partition(result)
@@ -233,8 +236,19 @@ class _Decision:
         return None
 
 
+def _forgetter(store: Metastore, defn: TableDefinition,
+               root: str) -> Callable[[Candidate], None]:
+    """Drops a candidate's committed-file manifest entries (docs/format.md §20)."""
+    def forget(c: Candidate) -> None:
+        if store.schema_version >= MANIFEST_VERSION:
+            store.forget_committed_files(defn, [relative_path(root, p) for p, _ in c.files])
+    return forget
+
+
 def _clean_partition(fs: fsspec.AbstractFileSystem, plan: CleaningPlan, partition: str,
-                     decide: _Decision, *, dry_run: bool) -> PartitionClean:
+                     decide: _Decision,
+                     forget: Callable[[Candidate], None] | None) -> PartitionClean:
+    """Removes what may go (nothing when `forget` is None: a dry run)."""
     removed: list[Removed] = []
     kept = list(plan.kept)
     for c in plan.candidates:
@@ -242,7 +256,13 @@ def _clean_partition(fs: fsspec.AbstractFileSystem, plan: CleaningPlan, partitio
         if why is not None:
             kept.append(Kept(c.name, why))
             continue
-        files = len(c.files) if dry_run else remove_candidate(fs, plan.partition, c)
+        if forget is None:
+            files = len(c.files)
+        else:
+            # Entries first: a crash between leaves unlisted files no snapshot reads, never
+            # listed files missing (which verify would report as lost committed data).
+            forget(c)
+            files = remove_candidate(fs, plan.partition, c)
         removed.append(Removed(c.name, c.kind, c.covered_by, files, c.size_bytes))
     return PartitionClean(partition, tuple(removed), tuple(sorted(kept, key=lambda k: k.name)))
 

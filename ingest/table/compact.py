@@ -32,6 +32,7 @@ from ingest.acid.snapshot import list_partitions
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, IngestError
 from ingest.faults import crash_point
+from ingest.table._committed import record_outputs
 from ingest.table._definition import compaction_thresholds, table_compression
 from ingest.table._open import MetastoreRef, _check_root, agent_name, open_table, table_fs
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
@@ -197,6 +198,8 @@ class _Worker:
         if result is None:  # it only finished a crashed compaction's second rename
             self.store.forget_compaction(cid, txn)
             return PartitionCompaction(rel, None, kind, reason, None, backlog)
+        # The outputs' manifest entries (docs/format.md §20), then the record.
+        record_outputs(self.store, self.defn, [result.plan])
         # Committed only now that the output is in place: a crash before leaves a 'working'
         # row whose transaction times out, and the next compaction takes over.
         self.store.finish_compaction(cid, txn, highest_write_id=result.plan.snapshot.high_watermark,

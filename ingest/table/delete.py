@@ -15,17 +15,18 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
+from ingest.acid.committed import CommittedFiles
 from ingest.acid.events import BUCKET, ORIGINAL_TRANSACTION, ROW_ID
 from ingest.acid.names import decode_bucket_property, format_delta
 from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.snapshot import ROW_ID_COLUMN, list_partitions, read_table
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.acid.writer import Compression
+from ingest.table._committed import table_manifest
 from ingest.table._definition import table_compression, table_schema
 from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
 from ingest.table._written import commit, join_path, writing
 from ingest.table.split import split_rows
-from ingest.txn import TableDefinition
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ def delete(
     Raises:
         ConfigError: `where` cannot be parsed or does not fit the table's columns.
         TableNotFoundError: no table at `location`.
-        CorruptFileError: a data file of the snapshot cannot be read.
+        CorruptFileError: a data file of the snapshot cannot be read, or differs from what
+            its commit recorded.
         CommitConflictError: the transaction was aborted meanwhile.
         MetastoreError: the metastore failed.
     """
@@ -83,7 +85,8 @@ def delete(
         fs, root = table_fs(defn)
         if dry_run:
             snapshot = store.snapshot(defn)
-            count = sum(k.num_rows for _, k in _matching_keys(fs, root, defn, predicate, snapshot))
+            count = sum(k.num_rows for _, k in _matching_keys(
+                fs, root, predicate, snapshot, table_manifest(store, defn)))
             return DeleteResult(defn.name, defn.location, where, None, count, (), (), True)
         parts: list[str] = []
         count = 0
@@ -91,7 +94,8 @@ def delete(
             w = txn.write_id
             # Taken after opening: every transaction committed before ours is visible.
             snapshot = store.snapshot(defn)
-            for part, keys in _matching_keys(fs, root, defn, predicate, snapshot):
+            manifest = table_manifest(store, defn)
+            for part, keys in _matching_keys(fs, root, predicate, snapshot, manifest):
                 directory = join_path(root, part, format_delta(w, w, 0, delete=True))
                 written.make_directory(join_path(root, part), directory)
                 parts.append(part)
@@ -110,13 +114,14 @@ def delete(
                             False)
 
 
-def _matching_keys(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition,
-                   predicate: Predicate, snapshot: ValidWriteIdList,
+def _matching_keys(fs: fsspec.AbstractFileSystem, root: str, predicate: Predicate,
+                   snapshot: ValidWriteIdList, manifest: CommittedFiles,
                    ) -> Iterator[tuple[str, pa.Table]]:
     """(partition path relative to root, keys of matching rows) per partition with matches."""
     for partition in list_partitions(root, fs=fs):
         # All columns: with no data file yet the reader cannot type a column subset.
-        table = read_table(partition.path, snapshot, with_row_id=True, fs=fs)
+        table = read_table(partition.path, snapshot, with_row_id=True, fs=fs,
+                           committed=manifest)
         if table.num_rows == 0:
             continue
         matched = table.filter(predicate.expression)

@@ -2,11 +2,12 @@
 
 Reads files (`ingest.acid`) and the metastore (`ingest.txn`, opened read-only) alike.
 `verify_table` writes nothing: a metastore lists the ACID data; committed write ids have
-files, readable up to their flush lengths (open transactions' files too); no directory holds
-an unknown write id or is a stray; Kafka ranges neither overlap nor leave gaps; open
-transactions heartbeat.
+files, readable up to their flush lengths (open transactions' files too) and as their commits
+recorded them (the committed-file manifest); no directory holds an unknown write id or is a
+stray; Kafka ranges neither overlap nor leave gaps; open transactions heartbeat.
 `recover_table_with_metastore` aborts timed-out transactions (Hive's performTimeOuts), then
-runs `ingest.acid.recovery`, leaving the open transactions' files alone.
+runs `ingest.acid.recovery`, leaving the open transactions' files and damaged committed
+files alone, and never cutting below a committed length.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ from ingest.acid.recovery import (
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
 from ingest.orc import read_tail
+from ingest.table._committed import (
+    find_damage,
+    guard_recovery,
+    keeping,
+    mark_unrecoverable,
+    table_manifest,
+)
 from ingest.table._definition import adopted_max_write_id
 from ingest.table._layout import AcidLayout, scan_layout
 from ingest.txn import (
@@ -55,7 +63,8 @@ class Problem:
         kind: a stable kebab-case name (missing-directory, unknown-write-id, offset-gap,
             offset-overlap, dead-transaction, needs-recovery, unrecoverable-file,
             unreadable-file, checksum-mismatch, stray-directory, unregistered-data,
-            unreadable-metastore, short-side-file).
+            unreadable-metastore, short-side-file; against the committed-file manifest:
+            missing-file, empty-file, short-file, damaged-footer, row-count-mismatch).
         message: the full sentence, with a hint where one helps.
         path: the file or directory concerned, if any.
         write_id: the write id concerned, if any.
@@ -174,7 +183,10 @@ def recover_table_with_metastore(
     """Abort timed-out transactions, then recover every bucket file no open transaction owns.
 
     Bytes that may hold rows of committed write ids are never cut or removed (files of
-    committed write ids with a damaged tail are reported unrecoverable). Without a metastore
+    committed write ids with a damaged tail are reported unrecoverable); a file the
+    committed-file manifest lists is never cut below its committed length, and one that is
+    missing, shorter or whose committed tail changed is left untouched and reported
+    unrecoverable (docs/format.md §20). Without a metastore
     listing the table, every file is recovered as if no writer were live, and every write id
     counts as committed.
 
@@ -229,10 +241,20 @@ def recover_table_with_metastore(
             snapshot = type(snapshot)(snapshot.table, snapshot.high_watermark,
                                       tuple(w for w in snapshot.open_write_ids if w not in extra),
                                       snapshot.aborted_write_ids + extra)
+        live = live_files_of(open_ids, snapshot.high_watermark)
+        manifest = table_manifest(store, table)
+        scan_fs, scan_root = _resolve(path, fs)
+        damage = find_damage(scan_fs, manifest, under=scan_root)
+        planned = None
+        if len(manifest) and not dry_run:
+            # A dry run first: whatever it would cut below a committed length is held back.
+            planned = recover_table(path, fs=fs, dry_run=True, live_files=keeping(live, damage),
+                                    valid_write_ids=snapshot)
+        keep = guard_recovery(manifest, damage, planned)
         report = recover_table(path, fs=fs, dry_run=dry_run, backup_dir=backup_dir,
-                               live_files=live_files_of(open_ids, snapshot.high_watermark),
+                               live_files=keeping(live, keep),
                                valid_write_ids=snapshot, check_data=check_data)
-        return TableRecovery(report, table.name, aborted)
+        return TableRecovery(mark_unrecoverable(report, keep, damage), table.name, aborted)
     finally:
         if close and store is not None:
             store.close()
@@ -292,9 +314,19 @@ def verify_table(
         committed = snapshot.is_valid if snapshot is not None else (lambda _w: True)
         report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids),
                                committed=committed)
-        problems += _file_problems(report, fs, deep)
+        damage = (find_damage(fs, table_manifest(store, table), under=root)
+                  if store is not None and table is not None else {})
+        problems += [Problem(d.kind, f"{d.message}. Hint: restore it from a backup; `ingest "
+                             "recover` leaves it untouched, as its bytes hold committed rows.",
+                             path, d.entry.write_id) for path, d in damage.items()]
+        found = _file_problems(report, fs, deep)
         if snapshot is not None:
-            problems += _short_side_files(report, fs, snapshot)
+            found += _short_side_files(report, fs, snapshot)
+        # One diagnosis per file: recovery leaves a damaged committed file alone, so no
+        # problem may send the user to `ingest recover` for it.
+        problems += [p for p in found
+                     if p.path not in damage or p.kind not in ("needs-recovery",
+                                                               "short-side-file")]
         layout = scan_layout(fs, root)
         problems += _stray_problems(layout)
         if table is None:

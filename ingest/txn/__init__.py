@@ -5,6 +5,7 @@ and performs no table operation (those are `ingest.table`'s). The default store 
 SQLite file per warehouse directory (see `placement`).
 """
 
+from ingest.acid.committed import CommittedFile
 from ingest.txn.compactions import CompactionInfo
 from ingest.txn.errors import MetastoreError
 from ingest.txn.locations import normalize_location
@@ -31,6 +32,7 @@ __all__ = [
     "CompactionInfo",
     "READER_HEARTBEAT_S",
     "TXN_STATES",
+    "CommittedFile",
     "Metastore",
     "MetastoreError",
     "OffsetRange",

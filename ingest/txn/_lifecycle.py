@@ -1,19 +1,22 @@
 """Transaction lifecycle: open (with write ids), commit, abort, heartbeat, time-outs.
 
 Mirrors Hive's `TxnHandler.openTxns`, `allocateTableWriteIds`, `commitTxn` (here with sink
-progress and Kafka offsets in the same SQLite transaction, as `commitTxnWithKeyValue` does),
-`abortTxn`, `heartbeat` and `performTimeOuts`. Every state change is compare-and-swap.
+progress, Kafka offsets and the committed-file manifest in the same SQLite transaction, as
+`commitTxnWithKeyValue` does for key-values), `abortTxn`, `heartbeat` and `performTimeOuts`.
+Every state change is compare-and-swap.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from ingest.acid.committed import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError, IngestError
 from ingest.faults import crash_point
 from ingest.txn._db import SqliteStore, TableRef
+from ingest.txn.manifest import record_files, require_manifest
 from ingest.txn.model import OffsetRange, SinkProgress, Transaction, TxnState
 
 
@@ -130,8 +133,10 @@ class TransactionStore(SqliteStore):
         *,
         sink: SinkProgress | None = None,
         offsets: Iterable[OffsetRange] = (),
+        files: Mapping[str, Iterable[CommittedFile]] | None = None,
     ) -> None:
-        """Commit an open transaction, recording sink progress and Kafka offsets atomically.
+        """Commit an open transaction, recording sink progress, Kafka offsets and the
+        committed-file manifest atomically.
 
         Compare-and-swap: the transaction moves from open to committed only if it is still
         open; the sink's (sink_id, batch_id) may map to one committed write id only.
@@ -140,11 +145,17 @@ class TransactionStore(SqliteStore):
             txn: the transaction to commit.
             sink: the streaming sink's micro-batch this commit completes.
             offsets: the Kafka ranges the transaction's rows came from.
+            files: per table the transaction writes (by name or location), the bucket files
+                it wrote (closed or flushed), each with the transaction's write id of that
+                table; an entry replaces the path's earlier one (docs/format.md §20).
 
         Raises:
             CommitConflictError: the transaction is not open (aborted, e.g. by a timeout, or
-                already committed), or the sink's batch was already committed.
-            ConfigError: an offset range is malformed.
+                already committed), the sink's batch was already committed, or a file entry
+                would lower a committed length recorded before.
+            ConfigError: an offset range is malformed, or a file entry names a table the
+                transaction does not write, another write id, or a path twice.
+            TableNotFoundError: `files` names an unknown table.
             MetastoreError: the database failed.
         """
         ranges = [OffsetRange(*o) for o in offsets]
@@ -169,6 +180,21 @@ class TransactionStore(SqliteStore):
                 "INSERT INTO txn_offsets VALUES (?, ?, ?, ?, ?)",
                 [(txn.txn_id, *r) for r in ranges],
             )
+            self._record_commit_files(c, txn, files or {})
+
+    def _record_commit_files(self, c: sqlite3.Connection, txn: Transaction,
+                             files: Mapping[str, Iterable[CommittedFile]]) -> None:
+        write_ids = txn.write_ids
+        for table, entries in files.items():
+            name = self._resolve(c, table)
+            if name not in write_ids:
+                raise ConfigError(
+                    f"Cannot commit transaction {txn.txn_id} with files of {name}: it writes "
+                    f"{sorted(write_ids)} only")
+            entries = list(entries)
+            if entries:
+                require_manifest(self.schema_version, self.location)
+                record_files(c, name, entries, write_id=write_ids[name])
 
     def _check_sink_batch(
         self, c: sqlite3.Connection, txn: Transaction, sink: SinkProgress

@@ -2,8 +2,9 @@
 
 Mirrors Hive's metastore `createTable`/`getTable`/`dropTable` and `TxnHandler.getValidWriteIds`
 over one SQLite file several processes share; it inherits the transaction lifecycle
-(`_lifecycle`), registered readers (`readers`) and the compaction history (`compactions`); the
-SQLite plumbing is in `_db`. Knows nothing of ORC bytes or Spark.
+(`_lifecycle`), registered readers (`readers`), the compaction history (`compactions`) and
+the committed-file manifest (`manifest`); the SQLite plumbing is in `_db`. Knows nothing of
+ORC bytes or Spark.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
 from ingest.txn.compactions import CompactionStore
+from ingest.txn.manifest import MANIFEST_VERSION, ManifestStore
 from ingest.txn.model import (
     TXN_STATES,
     OffsetRange,
@@ -26,7 +28,7 @@ from ingest.txn.model import (
 from ingest.txn.readers import ReaderRegistry, valid_write_ids
 
 
-class Metastore(ReaderRegistry, CompactionStore):
+class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
     """Transactional-table metadata in one SQLite database; see the module docstring.
 
     Open one with `Metastore.open(url)`. One object may be shared by a process's threads; any
@@ -138,7 +140,8 @@ class Metastore(ReaderRegistry, CompactionStore):
         return [table_from_row(row) for row in rows]
 
     def drop_table(self, table: TableRef) -> None:
-        """Forget a table, its write ids and its sink progress. Files are not touched.
+        """Forget a table, its write ids, sink progress and committed-file entries. Files are
+        not touched.
 
         Raises:
             TableNotFoundError: no such table.
@@ -161,6 +164,8 @@ class Metastore(ReaderRegistry, CompactionStore):
                     hint="stop the writers or abort the transactions first",
                 )
             c.execute("DELETE FROM sink_progress WHERE table_name = ?", (name,))
+            if self.schema_version >= MANIFEST_VERSION:
+                c.execute("DELETE FROM committed_files WHERE table_name = ?", (name,))
             c.execute("DELETE FROM txn_to_write_id WHERE table_name = ?", (name,))
             c.execute("DELETE FROM tables WHERE name = ?", (name,))
 

@@ -107,10 +107,20 @@ def test_cat_holds_a_registration_while_it_reads(location: str) -> None:
             (reader,) = other.live_readers(location, timeout_s=60)
             assert reader.agent.endswith(":ingest-cat")
             assert choice.snapshot == other.snapshot(location)
-        # While it holds, the cleaner keeps what its snapshot may read.
+        # A compaction after the registration: while it holds, the cleaner keeps what the
+        # snapshot may read in that partition; in the other, what the fixture's compaction
+        # (committed before the registration) made obsolete goes.
+        load(location, rows(range(30, 40), "2026-01-01"))
+        compact(location, kind="major", partitions=["dt=2026-01-01"])
         with Metastore.open(url, create=False) as cleaner_store:
             doc = clean(location, retention_s=0, metastore=cleaner_store)
-        assert doc.directories == 0 and doc.live_readers == 1
+        assert doc.live_readers == 1
+        removed = {r.name for p in doc.partitions for r in p.removed}
+        kept = {k.name: k.reason for p in doc.partitions for k in p.kept}
+        assert removed == {format_delta(4, 4, 0)}  # dt=2026-01-02's
+        assert {format_base(4), format_delta(5, 5, 0)} <= kept.keys()
+        assert all("registered readers" in kept[n] for n in (format_base(4),
+                                                              format_delta(5, 5, 0)))
     with Metastore.open(url, read_only=True) as other:
         assert other.live_readers(location, timeout_s=60) == []
     # A --snapshot given by the user is not the metastore's: nothing is registered.

@@ -32,11 +32,13 @@ def _write_base_and_open_batch(root: Path, compacted: dict[int, range],
     """What the CLI cannot make: a compacted base and an open transaction batch.
 
     Writes `base_<max write id>` holding the rows `compacted` gives per (committed) write id,
-    with their original ROW__IDs and the compactor marker, then removes the deltas it
-    replaces, as the cleaner would. Then opens len(batch) transactions at once (a Hive
-    Streaming transaction batch) writing one `delta_W_{W+K-1}/bucket_00000`: each
-    transaction appends its row ranges, flushing after each (side-file entries), and all but
-    the last commit; the last stays open with its flushed rows, its side file left behind.
+    with their original ROW__IDs and the compactor marker, records it in the committed-file
+    manifest, then removes the deltas it replaces, as the cleaner would (and their manifest
+    entries). Then opens len(batch) transactions at once (a Hive Streaming transaction
+    batch) writing one `delta_W_{W+K-1}/bucket_00000`: each transaction appends its row
+    ranges, flushing after each (side-file entries), and all but the last commit with the
+    file's manifest entry; the last stays open with its flushed rows, its side file left
+    behind.
 
     Returns:
         (base directory name, batch directory name).
@@ -70,12 +72,17 @@ def _write_base_and_open_batch(root: Path, compacted: dict[int, range],
             writer.write(rows)
             writer.flush()
             writer.abandon()
-        # The final footer.
-        BucketWriter.open_append(path, BucketFileOptions(write_id=max(compacted))).close()
+        # The final footer; the base is recorded in the manifest as compaction records its
+        # outputs (docs/format.md §20).
+        final = BucketWriter.open_append(path, BucketFileOptions(write_id=max(compacted)))
+        final.close()
+        store.record_committed_files(name, [final.committed_file(f"{base}/bucket_00000")])
         write_acid_version_file(fs, f"{fs_root}/{base}")
         write_compacted_marker(fs, f"{fs_root}/{base}")
         for write_id in compacted:
             shutil.rmtree(root / format_delta(write_id, write_id, 0))
+        store.forget_committed_files(name, [f"{format_delta(w, w, 0)}/bucket_00000"
+                                            for w in compacted])
         # The transaction batch.
         txns = store.allocate_write_ids(name, len(batch), agent="faults:transaction-batch")
         first, last = txns[0].write_id, txns[-1].write_id
@@ -93,7 +100,9 @@ def _write_base_and_open_batch(root: Path, compacted: dict[int, range],
                 writer.flush()
                 writer.abandon()
             if txn is not txns[-1]:
-                store.commit(txn)
+                # Each commit records the file at its flush length, as the sink does.
+                store.commit(txn, files={name: [writer.committed_file(
+                    f"{directory}/bucket_00000")]})
         write_acid_version_file(fs, f"{fs_root}/{directory}")
     return base, directory
 

@@ -20,7 +20,8 @@ from ingest.txn import OffsetRange
 def test_records_round_trip_through_arrow() -> None:
     records = [
         FileWritten("table", "/t/delta_1_1_0000/bucket_00000",
-                    "/t/delta_1_1_0000/_tmp.bucket_00000.7", 10, 800, 800),
+                    "/t/delta_1_1_0000/_tmp.bucket_00000.7", 10, 800, 800, "00ff00ff00ff00ff",
+                    10),
         FileWritten("dead_letter", "/t__dead_letter/delta_1_1_0000/bucket_00001", None, 1, 90,
                     90),
         OffsetsRead("events", 2, 5, 19, 15),

@@ -1,0 +1,135 @@
+"""The committed-file manifest: what each commit recorded about the bucket files it wrote.
+
+One row per (table, file path relative to the table root): the committed length, the hash of
+the ORC tail ending there and the events below it (docs/format.md §20). A commit records its
+files in the same SQLite transaction that commits it (`record_files`, called by
+`_lifecycle.TransactionStore.commit`); compaction outputs are recorded on their own. Hive has
+no such table; it keeps invariant 7 of docs/invariants.md checkable. Knows SQL only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from ingest.acid.committed import CommittedFile
+from ingest.errors import CommitConflictError, ConfigError
+from ingest.txn._db import SqliteStore, TableRef
+from ingest.txn.errors import MetastoreError
+
+MANIFEST_VERSION = 2  # the schema version that added `committed_files`
+
+
+def record_files(c: sqlite3.Connection, table_name: str, files: Iterable[CommittedFile], *,
+                 write_id: int | None = None) -> None:
+    """Insert or update the entries of `files`, inside the caller's write transaction.
+
+    An entry is updated only to a length at least the one recorded: a transaction batch's
+    file grows from commit to commit, and a commit that would record less would hide rows
+    an earlier commit promised.
+
+    Args:
+        c: the connection, inside `BEGIN IMMEDIATE`.
+        table_name: the stored table name.
+        files: the entries.
+        write_id: when given, every entry's write id must be this one (a commit's).
+
+    Raises:
+        ConfigError: an entry names another write id than `write_id`, or a path twice.
+        CommitConflictError: an entry would lower a recorded committed length.
+    """
+    seen: set[str] = set()
+    for f in files:
+        if write_id is not None and f.write_id != write_id:
+            raise ConfigError(
+                f"Cannot record committed file {f.path} of {table_name} with write id "
+                f"{f.write_id}: the commit is of write id {write_id}")
+        if f.path in seen:
+            raise ConfigError(f"Cannot record committed file {f.path} of {table_name} twice "
+                              "in one commit")
+        seen.add(f.path)
+        row = c.execute(
+            "SELECT length, write_id FROM committed_files WHERE table_name = ? AND path = ?",
+            (table_name, f.path),
+        ).fetchone()
+        if row is not None and int(row[0]) > f.length:
+            raise CommitConflictError(
+                f"Cannot record committed file {f.path} of {table_name} with {f.length:,} "
+                f"bytes: write id {row[1]} committed it with {int(row[0]):,} bytes, and a "
+                "commit never lowers a committed length",
+                hint="the file was cut or rewritten after its commit; abort this "
+                "transaction and run `ingest verify` on the table")
+        c.execute(
+            "INSERT INTO committed_files (table_name, path, write_id, length, tail_hash, rows)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_name, path) DO UPDATE SET"
+            " write_id = max(write_id, excluded.write_id), length = excluded.length,"
+            " tail_hash = excluded.tail_hash, rows = excluded.rows",
+            (table_name, f.path, f.write_id, f.length, f.tail_hash, f.rows),
+        )
+
+
+class ManifestStore(SqliteStore):
+    """The manifest half of `Metastore`; see the module docstring."""
+
+    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+        """Every entry of the table, by path relative to its root. Empty for a metastore of
+        schema version 1 opened read-only (it has no manifest: files read as before).
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        with self._translate("read committed files"), self._read() as c:
+            name = self._resolve(c, table)
+            if self.schema_version < MANIFEST_VERSION:
+                return {}
+            rows = c.execute(
+                "SELECT path, write_id, length, tail_hash, rows FROM committed_files"
+                " WHERE table_name = ? ORDER BY path",
+                (name,),
+            ).fetchall()
+        return {row[0]: CommittedFile(row[0], int(row[1]), int(row[2]), row[3], int(row[4]))
+                for row in rows}
+
+    def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
+        """Record files written outside a transaction's commit (a compaction's outputs: the
+        compactor commits nothing, its output is visible once written).
+
+        Raises:
+            TableNotFoundError: no such table.
+            ConfigError: a path given twice.
+            CommitConflictError: an entry would lower a recorded committed length.
+            MetastoreError: the database failed, or it predates the manifest.
+        """
+        require_manifest(self.schema_version, self.location)
+        with self._translate("record committed files"), self._write() as c:
+            record_files(c, self._resolve(c, table), files)
+
+    def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
+        """Remove entries (a cleaner deleting obsolete directories); returns how many went.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed, or it predates the manifest.
+        """
+        require_manifest(self.schema_version, self.location)
+        with self._translate("forget committed files"), self._write() as c:
+            name = self._resolve(c, table)
+            return sum(c.execute("DELETE FROM committed_files WHERE table_name = ? AND path = ?",
+                                 (name, p)).rowcount for p in paths)
+
+
+def require_manifest(schema_version: int, location: str) -> None:
+    """Refuse to write entries into a metastore that predates the manifest.
+
+    Raises:
+        MetastoreError: schema_version is below MANIFEST_VERSION.
+    """
+    if schema_version < MANIFEST_VERSION:
+        raise MetastoreError(
+            f"Cannot record committed files in metastore {location}: its schema version "
+            f"{schema_version} has no committed-file manifest",
+            location=location, hint="open it for writing once: that upgrades it")
+
+
+__all__ = ["MANIFEST_VERSION", "ManifestStore", "record_files", "require_manifest"]
