@@ -18,6 +18,7 @@ from ingest.spark._kafka_options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOU
 
 OnBadRecord = Literal["dead-letter", "fail"]
 OnTombstone = Literal["skip", "dead-letter"]
+FileLayout = Literal["partition", "task"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -72,6 +73,16 @@ class SinkOptions:
     on_tombstone: OnTombstone = _option(
         "skip", help="Records with no value (tombstones of compacted topics): skip them or "
                      "dead-letter them; counted either way.")
+    file_layout: FileLayout = _option(
+        "partition", help="Who writes a micro-batch's files: 'partition' shuffles the parsed "
+                          "rows so one writer takes each table partition and bucket (fewer "
+                          "files, one shuffle); 'task' lets every Kafka read task write its "
+                          "own file per table partition (no shuffle, a file per task).")
+    rows_per_file: int = _option(
+        1_000_000, minimum=1, help="With --file-layout partition on an unbucketed table: "
+                                   "another writer per this many rows one Kafka read task "
+                                   "holds for a partition, so large micro-batches still write "
+                                   "in parallel.")
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a value is out of its bounds or not one of its choices."""
@@ -257,6 +268,7 @@ def _build(cls: type, values: Mapping[str, Any], used: set[str]) -> Any:
 
 
 __all__ = [
+    "FileLayout",
     "OnBadRecord",
     "OnTombstone",
     "OptionSpec",
