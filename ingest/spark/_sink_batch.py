@@ -64,6 +64,7 @@ class BatchReport:
         skipped: the batch was already committed (a replay).
         tombstones: records without a value, skipped or dead-lettered (on_tombstone).
         on_tombstone: which of the two.
+        partition_dirs: the target's partition directories (filesystem paths) it wrote to.
     """
 
     batch_id: int
@@ -78,6 +79,7 @@ class BatchReport:
     skipped: bool = False
     tombstones: int = 0
     on_tombstone: str = "skip"
+    partition_dirs: tuple[str, ...] = ()
 
     def line(self) -> str:
         if self.skipped:
@@ -177,7 +179,9 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
         dead_letters=sum(f.rows for f in files if f.target == "dead_letter"),
         files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets,
         tombstones=sum(r.rows for r in results if isinstance(r, Tombstones)),
-        on_tombstone=plan.options.on_tombstone)
+        on_tombstone=plan.options.on_tombstone,
+        partition_dirs=tuple(sorted({f.directory.rsplit("/", 1)[0] for f in files
+                                     if f.target == "table"})))
 
 
 def remove_staging_leftovers(results: Sequence[TaskResult], *, fs: fsspec.AbstractFileSystem,

@@ -18,6 +18,9 @@ from ingest.spark._kafka_options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOU
 
 OnBadRecord = Literal["dead-letter", "fail"]
 OnTombstone = Literal["skip", "dead-letter"]
+Maintenance = Literal["auto", "off"]
+# Hive's initiator default (hive.compactor.delta.num.threshold): deltas before a compaction.
+DEFAULT_COMPACT_MIN_DELTAS = 10
 FileLayout = Literal["partition", "task"]
 
 
@@ -116,6 +119,18 @@ class StreamOptions:
     kafka_timeout_s: float = _option(
         DEFAULT_TIMEOUT_MS / 1000, minimum=0, minimum_open=True,
         help="Bound on reaching the broker and on reads.")
+    compact: Maintenance = _option("auto", help=(
+        "Compact the partitions the stream writes on a driver thread, never delaying a "
+        "commit: 'auto' picks minor or major by the deltas' count and size; 'off' leaves it "
+        "to `ingest compact` or jobs/compact.py."))
+    clean: Maintenance = _option("auto", help=(
+        "After compacting, remove directories no reader needs any more ('off': leave them "
+        "to `ingest clean`)."))
+    maintenance_interval_s: float = _option(
+        60.0, minimum=0, help="Least seconds between two compaction and cleaning runs.")
+    compact_min_deltas: int = _option(
+        DEFAULT_COMPACT_MIN_DELTAS, minimum=2,
+        help="Deltas above a partition's base that make it worth compacting.")
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a bad trigger, topic or broker list, or a value out of bounds."""
@@ -268,7 +283,9 @@ def _build(cls: type, values: Mapping[str, Any], used: set[str]) -> Any:
 
 
 __all__ = [
+    "DEFAULT_COMPACT_MIN_DELTAS",
     "FileLayout",
+    "Maintenance",
     "OnBadRecord",
     "OnTombstone",
     "OptionSpec",
