@@ -122,7 +122,7 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
                          partition_by=args.partition_by, checkpoint=checkpoint,
                          available_now=True, flush_rows=args.flush_rows,
                          txns_per_delta=args.txns_per_delta, file_layout=layout,
-                         rows_per_file=args.rows_per_file,
+                         writer_split_rows=args.writer_split_rows,
                          max_offsets_per_trigger=args.max_offsets_per_trigger)
     return time.perf_counter() - started, summary
 
@@ -147,7 +147,7 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--txns-per-delta", type=int, default=1)
     parser.add_argument("--layout", default="partition",
                         help="file layouts to compare, comma-separated (partition, task)")
-    parser.add_argument("--rows-per-file", type=int, default=1_000_000)
+    parser.add_argument("--writer-split-rows", type=int, default=1_000_000)
     parser.add_argument("--partition-by", default=None,
                         help="partition the table by the events' dt field (give: dt)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None,
@@ -224,7 +224,7 @@ def run(argv: list[str]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"rows={args.rows:,} codec={args.compression} topic partitions={args.partitions} "
           f"flush_rows={args.flush_rows:,} txns_per_delta={args.txns_per_delta} "
-          f"partition_by={args.partition_by} rows_per_file={args.rows_per_file:,} "
+          f"partition_by={args.partition_by} writer_split_rows={args.writer_split_rows:,} "
           f"max_offsets_per_trigger={args.max_offsets_per_trigger} master=local[2]")
     figures: dict[str, Any] = {}
     for name in layouts:
@@ -246,7 +246,7 @@ def run(argv: list[str]) -> None:
     first = figures[layouts[0]]
     report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
            flush_rows=args.flush_rows, txns_per_delta=args.txns_per_delta,
-           partition_by=args.partition_by, rows_per_file=args.rows_per_file,
+           partition_by=args.partition_by, writer_split_rows=args.writer_split_rows,
            max_offsets_per_trigger=args.max_offsets_per_trigger, repeats=args.repeats,
            layouts=figures, ingest_seconds=first["seconds"],
            ingest_rows_per_s=first["rows_per_s"],

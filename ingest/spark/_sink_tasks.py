@@ -47,8 +47,8 @@ log = logging.getLogger(__name__)
 META_KEY, META_VALUE = "__kafka_key", "__kafka_value"
 META_TOPIC, META_PARTITION, META_OFFSET = "__kafka_topic", "__kafka_partition", "__kafka_offset"
 META_ERROR, META_BUCKET, META_TOMBSTONE = "__error", "__bucket", "__tombstone"
-# Which writer of its table partition a row goes to under file_layout="partition": the row's
-# position in its parse task // rows_per_file (see `writer_slots`).
+# Under file_layout="partition" the write stage is partitioned by (table partition, slot): the
+# row's position in its parse task // writer_split_rows (see `writer_slots`).
 META_SLOT = "__slot"
 META_FIELDS = [
     pa.field(META_KEY, pa.binary()), pa.field(META_VALUE, pa.binary()),
@@ -220,19 +220,20 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
             columns[META_BUCKET] = ids.take(take)
         else:
             columns[META_BUCKET] = pa.nulls(n, pa.int32())
-        columns[META_SLOT] = writer_slots(seen, n, plan.options.rows_per_file)
+        columns[META_SLOT] = writer_slots(seen, n, plan.options.writer_split_rows)
         seen += n
         arrays = [_array(pc.cast(columns[f.name], f.type, safe=False)) for f in out_schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
-def writer_slots(first: int, count: int, rows_per_file: int) -> pa.Array:
-    """Slots of rows `first .. first+count-1` of a parse task: a new slot every
-    `rows_per_file` rows. The write stage is partitioned by (table partition, slot), so a
-    small micro-batch (every parse task under `rows_per_file` rows) gets one writer per table
-    partition, and a large one several, each taking the same slot of every parse task."""
+def writer_slots(first: int, count: int, every_rows: int) -> pa.Array:
+    """Slots of rows `first .. first+count-1` of a parse task: a new slot every `every_rows`
+    rows. While every parse task holds fewer rows than that, a table partition's rows share
+    one shuffle key and so one writer; past it, Spark may hand the partition's slots to
+    several write tasks (adaptive execution sizes them by bytes), so a large micro-batch
+    still writes in parallel."""
     positions = np.arange(first, first + count, dtype=np.int64)
-    return pa.array((positions // rows_per_file).astype(np.int32))
+    return pa.array((positions // every_rows).astype(np.int32))
 
 
 def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -127,7 +127,10 @@ class StreamMaintenance:
                 log.warning("Maintenance still running after %.0f s at stop; leaving it to "
                             "finish in the background", timeout_s)
             self._thread = None
-        return self.stats
+        stats = self.stats
+        log.info("Maintenance stopped: %d runs, %d partitions compacted, %d cleans, %d errors",
+                 stats.runs, stats.compactions, stats.cleans, stats.errors)
+        return stats
 
     @property
     def stats(self) -> MaintenanceStats:

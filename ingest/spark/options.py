@@ -81,11 +81,11 @@ class SinkOptions:
                           "rows so one writer takes each table partition and bucket (fewer "
                           "files, one shuffle); 'task' lets every Kafka read task write its "
                           "own file per table partition (no shuffle, a file per task).")
-    rows_per_file: int = _option(
-        1_000_000, minimum=1, help="With --file-layout partition on an unbucketed table: "
-                                   "another writer per this many rows one Kafka read task "
-                                   "holds for a partition, so large micro-batches still write "
-                                   "in parallel.")
+    writer_split_rows: int = _option(
+        1_000_000, minimum=1, help="With --file-layout partition on an unbucketed table: a "
+                                   "table partition's rows may be split among several write "
+                                   "tasks in groups of this many rows of one Kafka read task, "
+                                   "so a large micro-batch still writes in parallel.")
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a value is out of its bounds or not one of its choices."""

@@ -29,7 +29,7 @@ def test_flags_and_defaults() -> None:
     assert list(specs) == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint", "--trigger",
         "--available-now", "--starting-offsets", "--partition-by", "--txns-per-delta",
-        "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--rows-per-file",
+        "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
         "--maintenance-interval-s", "--compact-min-deltas"]
     assert [f for f, s in specs.items() if s.required] == [
@@ -39,7 +39,7 @@ def test_flags_and_defaults() -> None:
         "--trigger": "60", "--available-now": False, "--starting-offsets": "earliest",
         "--partition-by": None, "--txns-per-delta": 1, "--flush-rows": 100_000,
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
-        "--file-layout": "partition", "--rows-per-file": 1_000_000,
+        "--file-layout": "partition", "--writer-split-rows": 1_000_000,
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--compact-min-deltas": 10}

@@ -53,7 +53,7 @@ with open(out, "w") as f:
             line = {"snapshot": snapshot.to_hive_string(), "error": f"{type(e).__name__}: {e}"}
         f.write(json.dumps(line) + "\\n")
         f.flush()
-        time.sleep(0.02)
+        time.sleep(0.2)  # the reader must not take a core from the stream on 2 cores
 """
 
 
@@ -77,9 +77,10 @@ def test_reads_see_exactly_the_committed_rows_while_compaction_runs(
             wait=False)
         assert isinstance(running, RunningStream) and running.maintenance is not None
         try:
-            running.await_termination(timeout_s=240)
+            ended = running.await_termination(timeout_s=300)
         finally:
             summary = running.stop()
+        assert ended, f"the stream did not finish in 300 s ({len(summary.reports)} batches)"
         stats = running.maintenance.stats
         time.sleep(0.3)  # a few reads of the final state
     finally:
