@@ -162,15 +162,19 @@ class StreamMaintenance:
         Runs on the maintenance thread (or in a test, directly); raises nothing: a failure
         is logged and counted in `stats`, since maintenance must never stop a stream.
         """
-        fs, root = fsspec.core.url_to_fs(location)
-        target = _Target(location, fs, root.rstrip("/"))
-        compacted = 0
-        if self.compact_mode == "auto":
-            compacted = self._compact(target, sorted(set(partition_dirs)))
-        if self.clean_mode == "auto":
-            self._clean(target, compacted)
-        with self._lock:
-            self._runs += 1
+        try:
+            fs, root = fsspec.core.url_to_fs(location)
+            target = _Target(location, fs, root.rstrip("/"))
+            compacted = 0
+            if self.compact_mode == "auto":
+                compacted = self._compact(target, sorted(set(partition_dirs)))
+            if self.clean_mode == "auto":
+                self._clean(target, compacted)
+        except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
+            self._failed(f"Cannot maintain {location}", e)
+        finally:
+            with self._lock:
+                self._runs += 1
 
     def _compact(self, target: _Target, partition_dirs: list[str]) -> int:
         try:
