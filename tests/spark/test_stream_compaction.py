@@ -43,11 +43,13 @@ with open(out, "w") as f:
         try:
             with Metastore.open(url, create=False, read_only=True) as store:
                 snapshot = store.snapshot(location)
+                row_schema = store.get_table(location).row_schema
         except (IngestError, OSError):  # the stream has not created the table yet
             time.sleep(0.05)
             continue
         try:
-            ids = read_table(location, snapshot, columns=["id"]).column("id").to_pylist()
+            ids = read_table(location, snapshot, columns=["id"],
+                             row_schema=row_schema).column("id").to_pylist()
             line = {"snapshot": snapshot.to_hive_string(), "ids": ids}
         except Exception as e:
             line = {"snapshot": snapshot.to_hive_string(), "error": f"{type(e).__name__}: {e}"}
@@ -88,6 +90,7 @@ def test_reads_see_exactly_the_committed_rows_while_compaction_runs(
         _, reader_errors = reader.communicate(timeout=60)
     assert reader.returncode == 0, reader_errors[-2000:]
 
+    print(f"stream: {summary.batches} micro-batches in {summary.seconds:.1f} s; {stats}")
     assert summary.batches >= 50 and summary.rows == RECORDS
     assert stats.errors == 0, stats.last_error
     assert stats.compactions >= 4  # each of the two partitions, repeatedly
