@@ -45,7 +45,7 @@ def kafka_batch(spark: Any, count: int, *, start: int, partitions: int) -> Any:
 @pytest.mark.slow
 @pytest.mark.filterwarnings(PANDAS_WARNING)
 @pytest.mark.parametrize(("layout", "writer_split_rows", "files"),
-                         [("task", 1_000_000, 12), ("partition", 1_000_000, 3),
+                         [("task", 1_000_000, None), ("partition", 1_000_000, 3),
                           ("partition", 10, None)])
 def test_files_per_micro_batch_by_layout_and_every_row_once(
         spark: Any, tmp_path: Path, layout: str, writer_split_rows: int, files: int | None) -> None:
@@ -54,19 +54,26 @@ def test_files_per_micro_batch_by_layout_and_every_row_once(
     # Without adaptive execution the shuffle keeps its 2 partitions (the session's setting), so
     # the slots of a day are seen on both write tasks instead of being merged into one.
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
-    if files is None:
+    if layout == "partition" and files is None:
         spark.conf.set("spark.sql.adaptive.enabled", "false")
     sink = AcidSink(table.location, sink_id="layout", options=SinkOptions(
         file_layout=layout, writer_split_rows=writer_split_rows))  # type: ignore[arg-type]
+    batches = [kafka_batch(spark, 120, start=0, partitions=4),
+               kafka_batch(spark, 120, start=120, partitions=4)]
+    read_tasks = [sum(1 for n in b.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)])
+                      .collect() if n) for b in batches]
+    assert min(read_tasks) > 1
     try:
         with sink:
-            sink(kafka_batch(spark, 120, start=0, partitions=4), 0)
-            sink(kafka_batch(spark, 120, start=120, partitions=4), 1)
+            for batch_id, batch in enumerate(batches):
+                sink(batch, batch_id)
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", adaptive)
     written = [r.files for r in sink.reports]
-    if files is not None:
-        assert written == [files, files]  # 4 read tasks x 3 days, or one writer per day
+    if layout == "task":
+        assert written == [3 * n for n in read_tasks]  # a file per read task and day
+    elif files is not None:
+        assert written == [files, files]  # one writer per day
     else:
         # 30 rows per read task in slots of 10: a day's slots hash to both write tasks.
         assert all(3 < f <= 6 for f in written)
