@@ -123,7 +123,8 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
                          available_now=True, flush_rows=args.flush_rows,
                          txns_per_delta=args.txns_per_delta, file_layout=layout,
                          writer_split_rows=args.writer_split_rows,
-                         max_offsets_per_trigger=args.max_offsets_per_trigger)
+                         max_offsets_per_trigger=args.max_offsets_per_trigger,
+                         compact="off", clean="off")  # the sink alone
     return time.perf_counter() - started, summary
 
 
