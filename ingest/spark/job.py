@@ -2,8 +2,9 @@
 
 `run_stream` checks the broker and topic, creates the table and its dead-letter table when
 missing (or checks an existing table's schema), then runs a Structured Streaming query whose
-foreachBatch is an `AcidSink`. `jobs/kafka_to_acid.py` and `ingest stream` call it with a
-`StreamOptions` (options.py).
+foreachBatch is an `AcidSink` (followed, unless --compact and --clean are off, by a signal to
+the maintenance thread, maintenance.py). `jobs/kafka_to_acid.py` and `ingest stream` call it
+with a `StreamOptions` (options.py).
 """
 
 from __future__ import annotations
