@@ -80,7 +80,8 @@ class SinkOptions:
         "partition", help="Who writes a micro-batch's files: 'partition' shuffles the parsed "
                           "rows so one writer takes each table partition and bucket (fewer "
                           "files, one shuffle); 'task' lets every Kafka read task write its "
-                          "own file per table partition (no shuffle, a file per task).")
+                          "own file per table partition (no shuffle: faster on a large "
+                          "backlog, a file per task).")
     writer_split_rows: int = _option(
         1_000_000, minimum=1, help="With --file-layout partition on an unbucketed table: a "
                                    "table partition's rows may be split among several write "
