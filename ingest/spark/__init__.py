@@ -5,21 +5,27 @@ Knows Spark and Kafka; writes ORC only through `ingest.acid`, commits through `i
 shares table operations (row splitting, table creation, recovery) with the CLI via `ingest.table`.
 """
 
+from ingest.spark.compact_job import CompactJobReport, compact_on_executors
 from ingest.spark.datasource import register
 from ingest.spark.deadletter import dead_letter_location, dead_letter_name
 from ingest.spark.job import RunningStream, StreamSummary, check_kafka, ensure_tables, run_stream
 from ingest.spark.kafka_source import kafka_dataframe, register_kafka_source
+from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
 from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink import AcidSink, BatchReport
 
 __all__ = [
     "AcidSink",
     "BatchReport",
+    "CompactJobReport",
+    "MaintenanceStats",
     "RunningStream",
     "SinkOptions",
     "StreamOptions",
+    "StreamMaintenance",
     "StreamSummary",
     "check_kafka",
+    "compact_on_executors",
     "dead_letter_location",
     "dead_letter_name",
     "ensure_tables",

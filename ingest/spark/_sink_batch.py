@@ -31,7 +31,14 @@ from ingest.spark._executor_results import (
     from_arrow,
     merge_offsets,
 )
-from ingest.spark._sink_tasks import META_BUCKET, META_FIELDS, TaskPlan, parse_task, write_task
+from ingest.spark._sink_tasks import (
+    META_BUCKET,
+    META_FIELDS,
+    META_SLOT,
+    TaskPlan,
+    parse_task,
+    write_task,
+)
 from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:
@@ -57,6 +64,7 @@ class BatchReport:
         skipped: the batch was already committed (a replay).
         tombstones: records without a value, skipped or dead-lettered (on_tombstone).
         on_tombstone: which of the two.
+        partition_dirs: the target's partition directories (filesystem paths) it wrote to.
     """
 
     batch_id: int
@@ -71,6 +79,7 @@ class BatchReport:
     skipped: bool = False
     tombstones: int = 0
     on_tombstone: str = "skip"
+    partition_dirs: tuple[str, ...] = ()
 
     def line(self) -> str:
         if self.skipped:
@@ -98,7 +107,8 @@ def run_tasks(batch_df: DataFrame, plan: TaskPlan, *,
 def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
                        partition_expression: str | None) -> list[TaskResult]:
     kafka = batch_df.select(*KAFKA_COLUMNS)
-    two_stage = plan.partition_from == "column" or plan.bucket_count > 0
+    by_partition = plan.options.file_layout == "partition"
+    two_stage = plan.partition_from == "column" or plan.bucket_count > 0 or by_partition
     if not two_stage:
         out = kafka.mapInArrow(partial(write_task, plan), RESULT_DDL)
     else:
@@ -114,9 +124,14 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
             assert plan.partition_column is not None and partition_expression
             parsed = parsed.withColumn(plan.partition_column,
                                        F.expr(partition_expression).cast("string"))
+        keys = [plan.partition_column] if plan.partition_column else []
         if plan.bucket_count:
-            keys = [plan.partition_column] if plan.partition_column else []
+            # A bucket file has one writer: every row of a (partition, bucket) in one task.
             parsed = parsed.repartition(plan.bucket_count, *keys, META_BUCKET)
+        elif by_partition:
+            # No partition count: adaptive execution merges the small shuffle partitions of a
+            # small micro-batch into one write task, and splits a large one by data size.
+            parsed = parsed.repartition(*keys, META_SLOT)
         out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
                                 RESULT_DDL)
     return from_arrow(out.toArrow())
@@ -164,7 +179,9 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
         dead_letters=sum(f.rows for f in files if f.target == "dead_letter"),
         files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets,
         tombstones=sum(r.rows for r in results if isinstance(r, Tombstones)),
-        on_tombstone=plan.options.on_tombstone)
+        on_tombstone=plan.options.on_tombstone,
+        partition_dirs=tuple(sorted({f.directory.rsplit("/", 1)[0] for f in files
+                                     if f.target == "table"})))
 
 
 def remove_staging_leftovers(results: Sequence[TaskResult], *, fs: fsspec.AbstractFileSystem,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -46,11 +47,15 @@ log = logging.getLogger(__name__)
 META_KEY, META_VALUE = "__kafka_key", "__kafka_value"
 META_TOPIC, META_PARTITION, META_OFFSET = "__kafka_topic", "__kafka_partition", "__kafka_offset"
 META_ERROR, META_BUCKET, META_TOMBSTONE = "__error", "__bucket", "__tombstone"
+# Under file_layout="partition" the write stage is partitioned by (table partition, slot): the
+# row's position in its parse task // writer_split_rows (see `writer_slots`).
+META_SLOT = "__slot"
 META_FIELDS = [
     pa.field(META_KEY, pa.binary()), pa.field(META_VALUE, pa.binary()),
     pa.field(META_TOPIC, pa.string()), pa.field(META_PARTITION, pa.int32()),
     pa.field(META_OFFSET, pa.int64()), pa.field(META_ERROR, pa.string()),
     pa.field(META_BUCKET, pa.int32()), pa.field(META_TOMBSTONE, pa.bool_()),
+    pa.field(META_SLOT, pa.int32()),
 ]
 
 DEAD_LETTER_SCHEMA = pa.schema([
@@ -181,6 +186,7 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     """The parse stage of a two-stage plan: Kafka rows -> parsed columns + META_FIELDS."""
     assert plan.parsed_arrow_schema is not None
     out_schema = plan.parsed_arrow_schema
+    seen = 0
     for batch in batches:
         n = batch.num_rows
         parsed = parse_json_values(batch.column("value"), plan.parse_schema,
@@ -214,8 +220,20 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
             columns[META_BUCKET] = ids.take(take)
         else:
             columns[META_BUCKET] = pa.nulls(n, pa.int32())
+        columns[META_SLOT] = writer_slots(seen, n, plan.options.writer_split_rows)
+        seen += n
         arrays = [_array(pc.cast(columns[f.name], f.type, safe=False)) for f in out_schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def writer_slots(first: int, count: int, every_rows: int) -> pa.Array:
+    """Slots of rows `first .. first+count-1` of a parse task: a new slot every `every_rows`
+    rows. While every parse task holds fewer rows than that, a table partition's rows share
+    one shuffle key and so one writer; past it, Spark may hand the partition's slots to
+    several write tasks (adaptive execution sizes them by bytes), so a large micro-batch
+    still writes in parallel."""
+    positions = np.arange(first, first + count, dtype=np.int64)
+    return pa.array((positions // every_rows).astype(np.int32))
 
 
 def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -383,6 +401,7 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 __all__ = [
     "DEAD_LETTER_SCHEMA",
     "META_FIELDS",
+    "META_SLOT",
     "TaskPlan",
     "parse_task",
     "write_task",

@@ -2,8 +2,9 @@
 
 `run_stream` checks the broker and topic, creates the table and its dead-letter table when
 missing (or checks an existing table's schema), then runs a Structured Streaming query whose
-foreachBatch is an `AcidSink`. `jobs/kafka_to_acid.py` and `ingest stream` call it with a
-`StreamOptions` (options.py).
+foreachBatch is an `AcidSink` (followed, unless --compact and --clean are off, by a signal to
+the maintenance thread, maintenance.py). `jobs/kafka_to_acid.py` and `ingest stream` call it
+with a `StreamOptions` (options.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ingest.spark.deadletter import (
     dead_letter_schema,
 )
 from ingest.spark.kafka_source import check_topic, kafka_dataframe
+from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.options import StreamOptions
 from ingest.spark.sink import AcidSink, BatchReport
 from ingest.table import create_table, default_table_name, recover_table_with_metastore
@@ -270,9 +272,10 @@ class RunningStream:
     """A started query and its sink; `stop()` stops both (unused write ids are aborted)."""
 
     def __init__(self, query: StreamingQuery, sink: AcidSink, lag: _KafkaLag, table: str,
-                 started: float) -> None:
+                 started: float, maintenance: StreamMaintenance | None = None) -> None:
         self.query, self.sink, self._lag, self.table, self._started = query, sink, lag, table, \
             started
+        self.maintenance = maintenance
 
     def await_termination(self, timeout_s: float | None = None) -> bool:
         """Wait for the query to end; re-raises the sink's own error (e.g. BadRecordError)."""
@@ -292,8 +295,12 @@ class RunningStream:
         try:
             self.query.stop()
         finally:
-            self.sink.close()
-            self._lag.close()
+            try:
+                if self.maintenance is not None:
+                    self.maintenance.stop()
+            finally:
+                self.sink.close()
+                self._lag.close()
         return self.summary()
 
     def summary(self) -> StreamSummary:
@@ -304,6 +311,19 @@ class RunningStream:
                              sum(r.files for r in done), sum(r.bytes for r in done),
                              time.monotonic() - self._started, reports,
                              sum(r.tombstones for r in done))
+
+
+def _then_signal(sink: AcidSink, maintenance: StreamMaintenance) -> Any:
+    """The foreachBatch function: the sink's commit, then a signal to the maintenance thread
+    (only the signal runs on the commit path; docs/invariants.md, 8.10)."""
+
+    def write_batch(batch_df: Any, batch_id: int) -> None:
+        sink(batch_df, batch_id)
+        report = sink.reports[-1]
+        if not report.skipped:
+            maintenance.committed(sink.table_location, report.partition_dirs)
+
+    return write_batch
 
 
 def run_stream(
@@ -374,13 +394,26 @@ def run_stream(
                             topic=options.topic, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
                             timeout_s=options.kafka_timeout_s)
-    writer = (frame.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+    maintenance = None
+    batch_fn: Any = sink
+    if options.compact != "off" or options.clean != "off":
+        maintenance = StreamMaintenance(
+            metastore_url=url, compact=options.compact, clean=options.clean,
+            interval_s=options.maintenance_interval_s)
+        batch_fn = _then_signal(sink, maintenance)
+        maintenance.start()
+    writer = (frame.writeStream.foreachBatch(batch_fn).option("checkpointLocation", checkpoint)
               .queryName(f"ingest-{target.name}"))
     writer = (writer.trigger(availableNow=True) if available_now
               else writer.trigger(processingTime=f"{interval_s:g} seconds"))
     started = time.monotonic()
-    query = writer.start()
-    running = RunningStream(query, sink, lag, target.name, started)
+    try:
+        query = writer.start()
+    except BaseException:
+        if maintenance is not None:
+            maintenance.stop()
+        raise
+    running = RunningStream(query, sink, lag, target.name, started, maintenance)
     if not wait:
         return running
     try:

@@ -18,6 +18,9 @@ from ingest.spark._kafka_options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOU
 
 OnBadRecord = Literal["dead-letter", "fail"]
 OnTombstone = Literal["skip", "dead-letter"]
+Maintenance = Literal["auto", "off"]
+# Hive's initiator default (hive.compactor.delta.num.threshold): deltas before a compaction.
+FileLayout = Literal["partition", "task"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -72,6 +75,17 @@ class SinkOptions:
     on_tombstone: OnTombstone = _option(
         "skip", help="Records with no value (tombstones of compacted topics): skip them or "
                      "dead-letter them; counted either way.")
+    file_layout: FileLayout = _option(
+        "partition", help="Who writes a micro-batch's files: 'partition' shuffles the parsed "
+                          "rows so one writer takes each table partition and bucket (fewer "
+                          "files, one shuffle); 'task' lets every Kafka read task write its "
+                          "own file per table partition (no shuffle: faster on a large "
+                          "backlog, a file per task).")
+    writer_split_rows: int = _option(
+        1_000_000, minimum=1, help="With --file-layout partition on an unbucketed table: a "
+                                   "table partition's rows may be split among several write "
+                                   "tasks in groups of this many rows of one Kafka read task, "
+                                   "so a large micro-batch still writes in parallel.")
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a value is out of its bounds or not one of its choices."""
@@ -105,6 +119,15 @@ class StreamOptions:
     kafka_timeout_s: float = _option(
         DEFAULT_TIMEOUT_MS / 1000, minimum=0, minimum_open=True,
         help="Bound on reaching the broker and on reads.")
+    compact: Maintenance = _option("auto", help=(
+        "Compact the partitions the stream writes on a driver thread, never delaying a "
+        "commit: 'auto' compacts what `ingest compact --auto` would (the table's compactor "
+        "thresholds); 'off' leaves it to `ingest compact` or jobs/compact.py."))
+    clean: Maintenance = _option("auto", help=(
+        "After compacting, remove directories no reader needs any more ('off': leave them "
+        "to `ingest clean`)."))
+    maintenance_interval_s: float = _option(
+        60.0, minimum=0, help="Least seconds between two compaction and cleaning runs.")
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a bad trigger, topic or broker list, or a value out of bounds."""
@@ -257,6 +280,8 @@ def _build(cls: type, values: Mapping[str, Any], used: set[str]) -> Any:
 
 
 __all__ = [
+    "FileLayout",
+    "Maintenance",
     "OnBadRecord",
     "OnTombstone",
     "OptionSpec",

@@ -187,7 +187,7 @@ class _Worker:
                                                stale_after_s=DEFAULT_TXN_TIMEOUT_S,
                                                is_alive=agent_alive)
         try:
-            with _heartbeat(self.store, txn):
+            with heartbeating(self.store, txn):
                 result = run(False)
         except BaseException as e:
             try:
@@ -210,7 +210,7 @@ class _Worker:
 
 
 @contextmanager
-def _heartbeat(store: Metastore, txn: Transaction) -> Iterator[None]:
+def heartbeating(store: Metastore, txn: Transaction) -> Iterator[None]:
     """Heartbeat the compactor's transaction from a thread while the block runs."""
     stop = threading.Event()
 
@@ -324,4 +324,4 @@ def _partition_dirs(defn: TableDefinition, root: str, specs: Sequence[str] | Non
 
 
 __all__ = ["CompactMode", "CompactReport", "CompactionHistory", "PartitionCompaction",
-           "agent_alive", "compact", "compaction_history", "shown_state"]
+           "agent_alive", "compact", "heartbeating", "compaction_history", "shown_state"]

@@ -29,8 +29,9 @@ def test_flags_and_defaults() -> None:
     assert list(specs) == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint", "--trigger",
         "--available-now", "--starting-offsets", "--partition-by", "--txns-per-delta",
-        "--flush-rows", "--on-bad-record", "--on-tombstone", "--max-offsets-per-trigger",
-        "--kafka-timeout-s"]
+        "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
+        "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
+        "--maintenance-interval-s"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
@@ -38,8 +39,12 @@ def test_flags_and_defaults() -> None:
         "--trigger": "60", "--available-now": False, "--starting-offsets": "earliest",
         "--partition-by": None, "--txns-per-delta": 1, "--flush-rows": 100_000,
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
+        "--file-layout": "partition", "--writer-split-rows": 1_000_000,
         "--max-offsets-per-trigger": None,
-        "--kafka-timeout-s": 30.0}
+        "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
+        "--maintenance-interval-s": 60.0}
+    assert specs["--file-layout"].choices == ("partition", "task")
+    assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
     assert specs["--on-bad-record"].choices == ("dead-letter", "fail")
     assert specs["--on-tombstone"].choices == ("skip", "dead-letter")
     options = StreamOptions(**REQUIRED)

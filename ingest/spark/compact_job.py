@@ -1,0 +1,183 @@
+"""Compaction on Spark executors: one task per partition, the metastore only on the driver.
+
+The driver plans with `ingest.table.compact(dry_run=True)` (which partitions have work, the
+kind the initiator picks for "auto", and the compactor snapshot), records a 'working'
+compaction per partition, and heartbeats it; each task gets the snapshot as Hive's string and
+runs `compact_partition`; the driver records what the tasks did (manifest entries of the
+outputs, then the history row), as `ingest compact` does. A failed partition is recorded as
+failed and leaves the others' results in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid import ValidWriteIdList, compact_partition, parse_codec
+from ingest.acid.compaction import CompactionKind, CompactionResult
+from ingest.errors import CommitConflictError, IngestError
+from ingest.table import CompactReport, PartitionCompaction, compact
+from ingest.table._committed import record_outputs
+from ingest.table._open import agent_name
+from ingest.table.compact import agent_alive, heartbeating
+from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
+from ingest.txn import Metastore, TableDefinition, Transaction, default_metastore_url
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+JobKind = Literal["major", "minor", "auto"]
+
+
+@dataclass(frozen=True)
+class _PartitionTask:
+    """What one executor task gets: plain values only (no metastore)."""
+
+    location: str
+    partition: str
+    kind: CompactionKind
+    snapshot: str
+    row_schema: pa.Schema
+    compression: str
+
+
+@dataclass(frozen=True)
+class CompactJobReport:
+    """What `compact_on_executors` did.
+
+    Attributes:
+        report: the compactions done (a partition without work has result None).
+        kinds: partition -> kind compacted (for "auto", the kind chosen per partition).
+        failures: (partition, error text) of partitions whose task failed.
+        seconds: wall time, planning included.
+    """
+
+    report: CompactReport
+    kinds: dict[str, CompactionKind]
+    failures: tuple[tuple[str, str], ...]
+    seconds: float
+
+    def line(self) -> str:
+        done = [p.result for p in self.report.partitions if p.result is not None]
+        verb = "would compact" if self.report.dry_run else "compacted"
+        return (f"{self.report.table}: {verb} {len(done)} of {len(self.report.partitions)} "
+                f"partitions ({sum(r.rows for r in done):,} rows, "
+                f"{sum(r.input_bytes for r in done):,} -> {sum(r.output_bytes for r in done):,} "
+                f"bytes), {len(self.failures)} failed, in {self.seconds:.1f} s")
+
+
+def compact_on_executors(
+    spark: SparkSession,
+    location: str,
+    *,
+    kind: JobKind = "major",
+    partitions: list[str] | None = None,
+    metastore_url: str | None = None,
+    dry_run: bool = False,
+) -> CompactJobReport:
+    """Compact a table's partitions in parallel, one Spark task per partition.
+
+    Args:
+        spark: the session; its executors must reach the table's storage.
+        location: the table root.
+        kind: "major", "minor", or "auto" (per partition, the initiator's choice from the
+            table's compactor thresholds, as `ingest compact --auto`).
+        partitions: specs such as ``dt=2026-01-01``; default every partition.
+        metastore_url: default: beside the table.
+        dry_run: plan only; nothing is written.
+
+    Raises:
+        TableNotFoundError: no table at `location`.
+        ConfigError: a partition spec that names no partition, or a bad orc.compress.
+        MetastoreError: the metastore failed.
+    """
+    started = time.monotonic()
+    url = metastore_url or default_metastore_url(location)
+    plan = compact(location, kind=kind, partitions=partitions, metastore=url, dry_run=True)
+    kinds: dict[str, CompactionKind] = {
+        p.partition: p.kind for p in plan.partitions
+        if p.result is not None and p.kind in ("major", "minor")}
+    if dry_run or not kinds:
+        planned = {p.partition: p.result for p in plan.partitions if p.partition in kinds}
+        return CompactJobReport(_report(plan, planned, dry_run=dry_run), kinds, (),
+                                time.monotonic() - started)
+    with Metastore.open(url, create=False) as store, ExitStack() as beating:
+        defn = store.get_table(location)
+        codec = parse_codec(defn.properties.get("orc.compress", "zlib"),
+                            where=f"Cannot compact {defn.name}: table property orc.compress=",
+                            hint="fix the table property orc.compress")
+        begun, failures = _begin(store, defn, kinds)
+        for _, txn in begun.values():
+            beating.enter_context(heartbeating(store, txn))
+        tasks = [_PartitionTask(defn.location, partition, kinds[partition], plan.snapshot,
+                                defn.row_schema, codec) for partition in sorted(begun)]
+        log.info("compacting %d partitions of %s on executors", len(tasks), defn.name)
+        outcomes = (spark.sparkContext.parallelize(tasks, len(tasks)).map(_run_task).collect()
+                    if tasks else [])
+        beating.close()  # stop heartbeating before the records end the transactions
+        results = {partition: result for partition, result, _ in outcomes}
+        for partition, result, error in outcomes:
+            cid, txn = begun[partition]
+            if error is not None:
+                failures.append((partition, error))
+                store.fail_compaction(cid, txn, error)
+            elif result is None:  # it only finished a crashed compaction's second rename
+                store.forget_compaction(cid, txn)
+            else:
+                record_outputs(store, defn, [result.plan])
+                store.finish_compaction(cid, txn,
+                                        highest_write_id=result.plan.snapshot.high_watermark,
+                                        rows=result.rows, inputs=result.plan.inputs,
+                                        outputs=result.plan.outputs)
+    for partition, error in failures:
+        log.warning("Cannot compact %s/%s: %s", defn.location, partition, error)
+    return CompactJobReport(_report(plan, results, dry_run=False), kinds, tuple(failures),
+                            time.monotonic() - started)
+
+
+def _begin(store: Metastore, defn: TableDefinition, kinds: dict[str, CompactionKind],
+           ) -> tuple[dict[str, tuple[int, Transaction]], list[tuple[str, str]]]:
+    """A 'working' history row and compactor transaction per partition; a partition another
+    compactor holds is a failure of this job, not an error."""
+    begun: dict[str, tuple[int, Transaction]] = {}
+    busy: list[tuple[str, str]] = []
+    for partition, chosen in sorted(kinds.items()):
+        try:
+            begun[partition] = store.begin_compaction(
+                defn, partition, chosen, agent=agent_name("compact-job"),
+                stale_after_s=DEFAULT_TXN_TIMEOUT_S, is_alive=agent_alive)
+        except CommitConflictError as e:
+            busy.append((partition, str(e)))
+    return begun, busy
+
+
+def _report(plan: CompactReport, results: dict[str, CompactionResult | None], *,
+            dry_run: bool) -> CompactReport:
+    """The plan's partitions in order, each with its result where one ran (or was planned)."""
+    entries = tuple(PartitionCompaction(p.partition, results.get(p.partition))
+                    for p in plan.partitions)
+    return CompactReport(plan.table, plan.location, plan.kind, plan.snapshot, entries, dry_run)
+
+
+def _run_task(task: _PartitionTask) -> tuple[str, CompactionResult | None, str | None]:
+    """On an executor: compact one partition as of the driver's snapshot."""
+    fs, root = fsspec.core.url_to_fs(task.location)
+    directory = "/".join(x for x in (str(root).rstrip("/"), task.partition) if x)
+    try:
+        result = compact_partition(directory, ValidWriteIdList.from_hive_string(task.snapshot),
+                                   row_schema=task.row_schema, kind=task.kind, fs=fs,
+                                   compression=task.compression)  # type: ignore[arg-type]
+    except (IngestError, OSError) as e:  # reported per partition; the others go on
+        return task.partition, None, f"{type(e).__name__}: {e}"
+    return task.partition, result, None
+
+
+__all__ = ["CompactJobReport", "JobKind", "compact_on_executors"]

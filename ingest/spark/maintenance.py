@@ -1,0 +1,220 @@
+"""Compaction and cleaning inside the streaming job: one driver thread, signalled after commits.
+
+The commit path only records which partitions a micro-batch touched and wakes the thread; the
+thread compacts what the initiator picks (`ingest.table.compact(kind="auto")`, the table's
+compactor thresholds) and cleans at most once per interval, one run at a time. A failed run
+is logged and counted and never fails the stream (docs/invariants.md, 8.10).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import fsspec
+
+from ingest.errors import CommitConflictError
+from ingest.spark.options import Maintenance
+from ingest.table import clean, compact
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MaintenanceStats:
+    """What the maintenance thread did so far.
+
+    Attributes:
+        runs: maintenance runs finished (with or without errors).
+        compactions: partitions compacted.
+        cleans: cleaner runs that finished.
+        errors: runs or steps that failed (logged, never raised).
+        last_error: the last failure's text, or None.
+    """
+
+    runs: int
+    compactions: int
+    cleans: int
+    errors: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class _Target:
+    """A table the thread looks after: its root URL, fsspec filesystem and root path."""
+
+    location: str
+    fs: fsspec.AbstractFileSystem
+    root: str
+
+
+class StreamMaintenance:
+    """Compacts and cleans the tables a stream writes, on a thread of its own.
+
+    Usage::
+
+        maintenance = StreamMaintenance(metastore_url=url, compact="auto", clean="auto")
+        maintenance.start()
+        ...  # after each commit:
+        maintenance.committed(location, partition_dirs)
+        ...
+        maintenance.stop()
+    """
+
+    def __init__(self, *, metastore_url: str, compact: Maintenance = "auto",
+                 clean: Maintenance = "auto", interval_s: float = 60.0) -> None:
+        """Nothing runs until `start()`.
+
+        Args:
+            metastore_url: the metastore of the tables (the thread opens its own connection).
+            compact: "auto" compacts the touched partitions the initiator picks; "off" never.
+            clean: "auto" runs the cleaner after compacting; "off" never.
+            interval_s: least seconds from the end of one run to the start of the next.
+        """
+        self.metastore_url = metastore_url
+        self.compact_mode, self.clean_mode = compact, clean
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._pending: dict[str, set[str]] = {}
+        self._thread: threading.Thread | None = None
+        self._last_run_end = float("-inf")
+        self._runs = self._compactions = self._cleans = self._errors = 0
+        self._last_error: str | None = None
+
+    # ------------------------------------------------------------------ the commit path
+    def committed(self, location: str, partition_dirs: Iterable[str]) -> None:
+        """Note a commit into `location` touching `partition_dirs` (filesystem paths) and wake
+        the thread. Never waits for a maintenance run: the lock it takes guards only the
+        pending set."""
+        with self._lock:
+            self._pending.setdefault(location, set()).update(partition_dirs)
+        self._wake.set()
+
+    # ------------------------------------------------------------------ the thread
+    def start(self) -> None:
+        """Start the thread (a daemon: an interrupted compaction leaves only hidden output)."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="ingest-maintenance",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, *, timeout_s: float = 120.0) -> MaintenanceStats:
+        """Stop after the run in progress, if any (no new one starts); returns the counts.
+
+        A run still going after `timeout_s` is left to finish on its daemon thread: whatever
+        it had not renamed into place stays hidden from readers (docs/invariants.md, 3).
+        """
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.warning("Maintenance still running after %.0f s at stop; leaving it to "
+                            "finish in the background", timeout_s)
+            self._thread = None
+        stats = self.stats
+        log.info("Maintenance stopped: %d runs, %d partitions compacted, %d cleans, %d errors",
+                 stats.runs, stats.compactions, stats.cleans, stats.errors)
+        return stats
+
+    @property
+    def stats(self) -> MaintenanceStats:
+        with self._lock:
+            return MaintenanceStats(self._runs, self._compactions, self._cleans, self._errors,
+                                    self._last_error)
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait()
+            wait_s = self._last_run_end + self.interval_s - time.monotonic()
+            if wait_s > 0 and self._stopping.wait(wait_s):
+                return
+            if self._stopping.is_set():
+                return
+            with self._lock:
+                self._wake.clear()
+                pending, self._pending = self._pending, {}
+            for location, partitions in pending.items():
+                if self._stopping.is_set():
+                    return
+                self.run_once(location, partitions)
+            self._last_run_end = time.monotonic()
+
+    # ------------------------------------------------------------------ one run
+    def run_once(self, location: str, partition_dirs: Iterable[str]) -> None:
+        """Compact the given partitions of one table that need it, then clean it.
+
+        Runs on the maintenance thread (or in a test, directly); raises nothing: a failure
+        is logged and counted in `stats`, since maintenance must never stop a stream.
+        """
+        try:
+            fs, root = fsspec.core.url_to_fs(location)
+            target = _Target(location, fs, root.rstrip("/"))
+            compacted = 0
+            if self.compact_mode == "auto":
+                compacted = self._compact(target, sorted(set(partition_dirs)))
+            if self.clean_mode == "auto":
+                self._clean(target, compacted)
+        except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
+            self._failed(f"Cannot maintain {location}", e)
+        finally:
+            with self._lock:
+                self._runs += 1
+
+    def _compact(self, target: _Target, partition_dirs: list[str]) -> int:
+        done = 0
+        for directory in partition_dirs:
+            if self._stopping.is_set():
+                break
+            partition = directory[len(target.root):].strip("/")
+            try:
+                report = compact(target.location, kind="auto", metastore=self.metastore_url,
+                                 partitions=[partition] if partition else None)
+            except CommitConflictError as e:  # another compactor holds it: its turn
+                log.info("not compacting %s now: %s", directory, e)
+                continue
+            except Exception as e:  # noqa: BLE001 (off the data path: counted, stream goes on)
+                self._failed(f"Cannot compact {directory}", e)
+                continue
+            for entry in report.partitions:
+                if entry.result is None:
+                    continue
+                done += 1
+                result = entry.result
+                log.info("compacted %s (%s, %s): %s -> %s, %d rows in %.2f s", directory,
+                         entry.kind, entry.reason, ", ".join(result.plan.inputs),
+                         ", ".join(result.plan.outputs), result.rows, result.seconds)
+        with self._lock:
+            self._compactions += done
+        return done
+
+    def _clean(self, target: _Target, compacted: int) -> None:
+        """Run the cleaner on the table (the table's retention time applies).
+
+        Runs even when nothing was compacted now: an earlier compaction's inputs may only
+        now have no reader left.
+        """
+        try:
+            clean(target.location, metastore=self.metastore_url)
+        except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
+            self._failed(f"Cannot clean {target.location}", e)
+            return
+        with self._lock:
+            self._cleans += 1
+        log.debug("cleaned %s after %d compactions", target.location, compacted)
+
+    def _failed(self, what: str, error: Exception) -> None:
+        text = f"{what}: {type(error).__name__}: {error}"
+        log.warning("Maintenance: %s (the stream goes on; the next run retries)", text)
+        with self._lock:
+            self._errors += 1
+            self._last_error = text
+
+
+__all__ = ["MaintenanceStats", "StreamMaintenance"]

@@ -1,0 +1,58 @@
+"""spark-submit entry: compact a Hive ACID table's partitions in parallel on executors.
+
+  spark-submit jobs/compact.py /wh/events --minor --partition dt=2026-11-21
+  spark-submit jobs/compact.py /wh/events --auto --dry-run
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ingest.errors import ConfigError, IngestError
+
+    p = argparse.ArgumentParser(prog="compact", description=__doc__.splitlines()[0])
+    p.add_argument("table", metavar="PATH", help="table root (path or URL)")
+    kind = p.add_mutually_exclusive_group()
+    for name in ("major", "minor", "auto"):
+        kind.add_argument(f"--{name}", dest="kind", action="store_const", const=name,
+                          help=f"{name} compaction" + (" (default)" if name == "major" else
+                                                       " where the deltas call for it"
+                                                       if name == "auto" else ""))
+    p.add_argument("--partition", action="append", default=None, metavar="SPEC",
+                   help="e.g. dt=2026-11-21; repeat for several (default: every partition)")
+    p.add_argument("--metastore", default=None, help="sqlite:// URL (default: beside the table)")
+    p.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
+    p.add_argument("--master", default=None, help="default local[2] outside spark-submit")
+    args = p.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from pyspark.sql import SparkSession
+
+    from ingest.spark.compact_job import compact_on_executors
+
+    builder = SparkSession.builder.appName(f"compact {args.table}")
+    if args.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
+        builder = builder.master(args.master or "local[2]").config("spark.ui.enabled", "false")
+    spark = builder.getOrCreate()
+    try:
+        done = compact_on_executors(spark, args.table, kind=args.kind or "major",
+                                    partitions=args.partition, metastore_url=args.metastore,
+                                    dry_run=args.dry_run)
+    except IngestError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ConfigError) else 3
+    finally:
+        spark.stop()
+    print(done.line(), file=sys.stderr)
+    return 3 if done.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""StreamMaintenance on real tables (no Spark): a signalled run compacts what the initiator
+picks, errors are counted."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pytest
+from support import visible
+
+from ingest.acid import acid_state
+from ingest.spark.maintenance import StreamMaintenance
+from ingest.table import create_table, load
+from ingest.txn import Metastore, default_metastore_url
+
+# The initiator's delta count threshold as a table property: more than 2 deltas (Hive's ">").
+DELTA_NUM = {"compactorthreshold.hive.compactor.delta.num.threshold": "2"}
+
+
+def make_table(tmp_path: Path, loads: int, *, rows: int = 10) -> str:
+    location = str(tmp_path / "events")
+    create_table(location, "id BIGINT, value STRING", partitioned_by=("dt",),
+                 properties=DELTA_NUM)
+    for i in range(loads):
+        ids = range(i * rows, (i + 1) * rows)
+        load(location, pa.table({"id": list(ids), "value": [f"v{x}" for x in ids],
+                                 "dt": ["2026-11-21"] * rows}))
+    return location
+
+
+def state(location: str) -> object:
+    with Metastore.open(default_metastore_url(location)) as store:
+        snapshot = store.snapshot(location)
+    return acid_state(fsspec.filesystem("file"), f"{location}/dt=2026-11-21", snapshot)
+
+
+def wait_for(condition: object, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_signal_compacts_the_partition_on_the_thread_and_rows_stay(tmp_path: Path) -> None:
+    location = make_table(tmp_path, 4)
+    before = visible(location)
+    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
+                                    interval_s=0)
+    maintenance.start()
+    try:
+        maintenance.committed(location, [f"{location}/dt=2026-11-21"])
+        wait_for(lambda: maintenance.stats.runs >= 1)
+    finally:
+        stats = maintenance.stop()
+    assert stats.compactions == 1 and stats.errors == 0
+    chosen = state(location)
+    assert chosen.base is not None and chosen.base.write_id == 4  # type: ignore[attr-defined]
+    assert visible(location) == before and len(before) == 40
+
+
+def test_failures_are_counted_and_the_thread_goes_on(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    location = make_table(tmp_path, 3)
+    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
+                                    interval_s=0)
+    maintenance.start()
+    try:
+        maintenance.committed(str(tmp_path / "not-a-table"), [str(tmp_path / "nowhere")])
+        wait_for(lambda: maintenance.stats.runs >= 1)
+        assert maintenance.stats.errors >= 1
+        assert "not-a-table" in (maintenance.stats.last_error or "")
+        maintenance.committed(location, [f"{location}/dt=2026-11-21"])
+        wait_for(lambda: maintenance.stats.compactions == 1)
+    finally:
+        maintenance.stop()
+    assert "the stream goes on" in caplog.text
+
+
+def test_stop_returns_at_once_when_idle_and_nothing_runs_after_it(tmp_path: Path) -> None:
+    location = make_table(tmp_path, 3)
+    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
+                                    interval_s=3600)
+    maintenance.start()
+    maintenance.committed(location, [f"{location}/dt=2026-11-21"])
+    started = time.monotonic()
+    stats = maintenance.stop()
+    assert time.monotonic() - started < 5
+    # The first run may start at once (no run has ended yet); none can start after stop().
+    runs = stats.runs
+    maintenance.committed(location, [f"{location}/dt=2026-11-21"])
+    time.sleep(0.2)
+    assert maintenance.stats.runs == runs
