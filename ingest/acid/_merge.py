@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -27,6 +27,7 @@ from ingest.acid import checksums
 from ingest.acid._acid_footer import ACID_STATS, parse_acid_stats
 from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
 from ingest.acid.bucket_file import damage_hint
+from ingest.acid.conditions import Condition, Domain
 from ingest.acid.events import (
     ACID_FIELD_NAMES,
     BUCKET,
@@ -40,6 +41,7 @@ from ingest.acid.events import (
 from ingest.acid.events import CURRENT_TRANSACTION as CURRENT
 from ingest.acid.events import ORIGINAL_TRANSACTION as OTID
 from ingest.acid.names import ParsedDirectory, encode_bucket_property
+from ingest.acid.stripe_stats import row_columns, stripe_domains
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, UnsupportedFormatError
 from ingest.orc import FileTail, open_orc, read_tail
@@ -288,8 +290,23 @@ def _acid_stats(tail: FileTail) -> tuple[int, int, int] | None:
     return parse_acid_stats(tail.user_metadata.get(ACID_STATS))
 
 
+@dataclass
+class ScanCounts:
+    """What a read skipped by a condition's bounds and what it read (insert files only:
+    delete events are always read whole)."""
+
+    files: int = 0
+    stripes: int = 0
+    stripes_skipped: int = 0
+
+
 class Merger:
-    """One read: the options, the snapshot and the output schema; merges partitions."""
+    """One read: the options, the snapshot and the output schema; merges partitions.
+
+    `condition` (optional) lets it skip stripes of insert events whose statistics prove that
+    no row can match; it never filters rows (the caller does, exactly) and never skips
+    delete events, so a delete still hides its row wherever that row's stripe went.
+    """
 
     def __init__(self, fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList,
                  columns: Sequence[str] | None, with_row_id: bool,
@@ -302,6 +319,10 @@ class Merger:
         self.row_schema: pa.Schema = pa.schema([])
         self.row_fields: list[str] | None = None  # None: every field
         self._lengths: dict[str, int] = {}
+        self.condition: Condition | None = None
+        self.counts = ScanCounts()
+        self._partition_domains: dict[str, Domain] = {}
+        self._condition_columns: tuple[str, ...] = ()
 
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema
@@ -347,6 +368,8 @@ class Merger:
         deletes: dict[int, list[DataFile]] = {}
         for f in files:
             (deletes if f.kind == "delete_delta" else inserts).setdefault(f.bucket_id, []).append(f)
+        self._partition_domains = {
+            c: Domain.exactly(None if v is None else v.encode("utf-8")) for c, v in values.items()}
         for bucket in sorted(inserts):
             registry = self._registry(deletes.get(bucket, []), inserts[bucket])
             for f in inserts[bucket]:
@@ -422,6 +445,7 @@ class Merger:
             row_type = schema.field(ROW_POSITION).type
             to_file, to_table = self._field_names(
                 [row_type.field(i).name for i in range(row_type.num_fields)])
+            may_match = self._stripe_test(f, tail, to_file, acid=True)
             columns = [OPERATION] if need_op else []
             columns += list(KEY_COLUMNS) if need_keys else []
             columns += [CURRENT] if need_current else []
@@ -433,6 +457,8 @@ class Merger:
                 # Only partition columns asked for: read the smallest column to count rows.
                 columns = [OPERATION]
             for i in range(orc.nstripes):
+                if not may_match(i):
+                    continue
                 batch = orc.read_stripe(i, columns=columns)
                 mask: pa.Array | None = None
                 if need_op:
@@ -447,6 +473,41 @@ class Merger:
                     batch = batch.filter(mask)
                 if batch.num_rows:
                     yield _rename_row(batch, to_table)
+
+    def _stripe_test(self, f: DataFile, tail: FileTail, to_file: dict[str, str], *,
+                     acid: bool) -> Callable[[int], bool]:
+        """Whether stripe i of an insert file may hold a row the condition matches; counts
+        every stripe and every skip."""
+        self.counts.files += 1
+        self.counts.stripes += len(tail.stripes)
+        condition = self.condition
+        if condition is None:
+            return lambda i: True
+        ids = row_columns(tail, acid=acid)
+        columns = {name: (ids[to_file[name]], self.row_schema.field(name).type)
+                   for name in self.row_schema.names
+                   if name in self.condition_columns and to_file.get(name) in ids}
+        known = self._partition_domains
+
+        def may_match(i: int) -> bool:
+            domains = stripe_domains(tail, i, columns)
+            if domains is None:
+                return True
+            if condition.may_match({**known, **domains}):
+                return True
+            self.counts.stripes_skipped += 1
+            return False
+
+        return may_match
+
+    @property
+    def condition_columns(self) -> frozenset[str]:
+        return frozenset(self._condition_columns)
+
+    def set_condition(self, condition: Condition | None, columns: Sequence[str]) -> None:
+        """Skip stripes by `condition` over `columns` (row and partition column names)."""
+        self.condition = condition
+        self._condition_columns = tuple(columns)
 
     def _field_names(self, file_fields: list[str]) -> tuple[dict[str, str], dict[str, str]]:
         """(table name -> file name, file name -> table name) for a file's row fields.
@@ -474,10 +535,16 @@ class Merger:
                     f"Cannot read {f.path} as an original file: it holds ACID events but is not "
                     "inside a base_ or delta_ directory")
             to_file, to_table = self._field_names(names)
+            tail = read_tail(self.fs, f.path, length)
+            may_match = self._stripe_test(f, tail, to_file, acid=False)
             wanted = ([to_file[n] for n in self.row_schema.names if n in to_file]
                       if self.row_fields is None
                       else [to_file[n] for n in self.row_fields if n in to_file])
             for i in range(orc.nstripes):
+                if not may_match(i):
+                    # Synthetic rowIds of later stripes still count this stripe's rows.
+                    next_row_id += tail.stripes[i].number_of_rows
+                    continue
                 # Nothing wanted (only partition columns): read every column to count rows.
                 data = orc.read_stripe(i, columns=wanted or None)
                 n = data.num_rows

@@ -8,9 +8,11 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 from ingest.table._definition import table_schema
 from ingest.table._open import MetastoreRef
 from ingest.table.alter import AlterResult, alter_table
+from ingest.table.api import ScanPlan, Table, TableScan, open_table
 from ingest.table.compact import CompactReport, PartitionCompaction, compact
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
+from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.load import LoadResult, load, load_file
 from ingest.table.split import partition_path, split_rows
@@ -27,6 +29,7 @@ from ingest.table.verify import (
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
     "AlterResult",
+    "Commit",
     "CompactReport",
     "DeleteResult",
     "InputFormat",
@@ -34,6 +37,9 @@ __all__ = [
     "MetastoreRef",
     "PartitionCompaction",
     "Problem",
+    "ScanPlan",
+    "Table",
+    "TableScan",
     "TableRecovery",
     "VerifyReport",
     "alter_table",
@@ -44,10 +50,12 @@ __all__ = [
     "live_files_of",
     "load",
     "load_file",
+    "open_table",
     "partition_path",
     "read_input",
     "recover_table_with_metastore",
     "split_rows",
+    "table_history",
     "table_schema",
     "verify_table",
 ]
