@@ -1,4 +1,8 @@
-"""`ingest cat PATH`: the rows a snapshot of an ACID table sees, as JSON lines."""
+"""`ingest cat PATH`: the rows a snapshot of an ACID table sees, as JSON lines.
+
+Reads through the Python API (`ingest.open_table`); also holds the snapshot choice and the
+warning display that `ingest status` shares.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,9 @@ from dataclasses import dataclass
 import click
 
 from ingest.acid import ValidWriteIdList
-from ingest.acid.snapshot import read_batches
 from ingest.cli._output import dumps, rows
 from ingest.errors import TableNotFoundError
+from ingest.table import Table, open_table
 from ingest.txn import Metastore, TableDefinition, find_metastore_for
 
 
@@ -65,6 +69,29 @@ def warnings_to_stderr() -> Iterator[None]:
                 click.echo(f"Warning: {w.message}", err=True)
 
 
+@contextmanager
+def warnings_as_they_come() -> Iterator[None]:
+    """Show warnings as lines on stderr the moment they are raised (the reader raises them
+    while rows stream: before the first row for a read without a snapshot)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _echo_warning
+        yield
+
+
+def _echo_warning(message: Warning | str, *args: object, **kwargs: object) -> None:
+    click.echo(f"Warning: {message}", err=True)
+
+
+def _open(path: str) -> Table:
+    """The table holding `path` with its metastore; without one, the files as on disk (the
+    read then warns that rows of open or aborted transactions may show)."""
+    try:
+        return open_table(path)
+    except TableNotFoundError:
+        return open_table(path, metastore=False)
+
+
 @click.command(
     "cat",
     epilog="""\b
@@ -93,11 +120,9 @@ def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
     rows are left out, as Hive's readers do.
     """
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    with table_snapshot(path, snapshot) as (choice, _), warnings_to_stderr():
-        batches = read_batches(path, choice.snapshot, names, row_id, limit=limit,
-                               row_schema=choice.table.row_schema if choice.table else None)
-    # Files are opened as batches stream: warnings about them come while reading.
-    with warnings_to_stderr():
-        for batch in batches:
+    table = _open(path)
+    with warnings_as_they_come():
+        for batch in table.to_batches(names, snapshot=snapshot, limit=limit,
+                                      with_row_id=row_id):
             for row in rows(batch):
                 click.echo(dumps(row))
