@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -25,6 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ingest.acid import checksums
 from ingest.acid._acid_footer import ACID_STATS, parse_acid_stats
+from ingest.acid._read_ahead import read_ahead
 from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
 from ingest.acid.bucket_file import damage_hint
 from ingest.acid.conditions import Condition, Domain
@@ -252,12 +253,14 @@ class DataFile:
 
 @contextmanager
 def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
-                 check_checksums: bool = True) -> Iterator[po.ORCFile]:
+                 check_checksums: bool = True, tail: FileTail | None = None,
+                 ) -> Iterator[po.ORCFile]:
     """pyarrow's ORC reader on the first `length` bytes; native memory map for local files.
 
     Args:
         check_checksums: hash every stripe against its recorded checksum first (unless
             INGEST_CHECK_CHECKSUMS=0); False when only the schema is wanted.
+        tail: the tail that ends at `length`, when the caller has parsed it already.
 
     Raises:
         CorruptFileError: no complete tail ends at `length`, a stripe differs from its
@@ -266,16 +269,19 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
     """
     check = check_checksums and checksums.checks_enabled()
     try:
-        if isinstance(fs, LocalFileSystem):
+        if check and tail is None:
             tail = read_tail(fs, path, length)
+        if isinstance(fs, LocalFileSystem):
             with pa.memory_map(path) as mm:
                 buffer = mm.read_buffer(length)
                 if check:
+                    assert tail is not None
                     checksums.check_stripes(fs, path, tail, data=buffer)
                 yield po.ORCFile(pa.BufferReader(buffer))
             return
         if check:
-            checksums.check_stripes(fs, path, read_tail(fs, path, length))
+            assert tail is not None
+            checksums.check_stripes(fs, path, tail)
         with open_orc(fs, path, length) as orc:
             yield orc
     except (OSError, pa.ArrowException, ValueError) as e:
@@ -284,6 +290,18 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
         raise CorruptFileError(f"Cannot read bucket file {path} at length {length:,}: {e}",
                                path=path, offset=length,
                                hint=damage_hint(fs, path, length)) from e
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """One stripe as read, before filtering; `registry` None: already final (original files)."""
+
+    batch: pa.RecordBatch
+    values: Mapping[str, str | None]
+    registry: DeleteRegistry | None
+    need_op: bool = False
+    need_valid: bool = False
+    to_table: Mapping[str, str] | None = None
 
 
 def _acid_stats(tail: FileTail) -> tuple[int, int, int] | None:
@@ -319,10 +337,12 @@ class Merger:
         self.row_schema: pa.Schema = pa.schema([])
         self.row_fields: list[str] | None = None  # None: every field
         self._lengths: dict[str, int] = {}
+        self._tails: dict[str, FileTail | None] = {}
         self.condition: Condition | None = None
         self.counts = ScanCounts()
         self._partition_domains: dict[str, Domain] = {}
         self._condition_columns: tuple[str, ...] = ()
+        self.read_ahead = True
 
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema
@@ -364,17 +384,102 @@ class Merger:
     def partition_batches(self, values: Mapping[str, str | None], files: Sequence[DataFile]
                           ) -> Iterator[pa.RecordBatch]:
         """Output rows of one partition: bucket by bucket, base then deltas in Hive's order."""
-        inserts: dict[int, list[DataFile]] = {}
-        deletes: dict[int, list[DataFile]] = {}
-        for f in files:
-            (deletes if f.kind == "delete_delta" else inserts).setdefault(f.bucket_id, []).append(f)
-        self._partition_domains = {
-            c: Domain.exactly(None if v is None else v.encode("utf-8")) for c, v in values.items()}
-        for bucket in sorted(inserts):
-            registry = self._registry(deletes.get(bucket, []), inserts[bucket])
-            for f in inserts[bucket]:
-                for batch in self._file_batches(f, registry):
-                    yield self._finish(batch, values)
+        return self.read_partitions([(values, files)])
+
+    def read_partitions(self, parts: Sequence[tuple[Mapping[str, str | None],
+                                                    Sequence[DataFile]]],
+                        ) -> Generator[pa.RecordBatch, None, None]:
+        """Output rows of partitions in order; stripes are decoded one ahead on a thread
+        (unless `read_ahead` is False) while this one is filtered."""
+        decoded = self._decode(parts)
+        if self.read_ahead:
+            decoded = read_ahead(decoded)
+        try:
+            for d in decoded:
+                batch = d.batch if d.registry is None else self._keep(d, d.registry)
+                if batch is not None and batch.num_rows:
+                    yield self._finish(batch, d.values)
+        finally:
+            close = getattr(decoded, "close", None)
+            if close is not None:
+                close()
+
+    def _decode(self, parts: Sequence[tuple[Mapping[str, str | None], Sequence[DataFile]]],
+                ) -> Iterator[_Decoded]:
+        for values, files in parts:
+            inserts: dict[int, list[DataFile]] = {}
+            deletes: dict[int, list[DataFile]] = {}
+            for f in files:
+                (deletes if f.kind == "delete_delta" else inserts).setdefault(
+                    f.bucket_id, []).append(f)
+            self._partition_domains = {
+                c: Domain.exactly(None if v is None else v.encode("utf-8"))
+                for c, v in values.items()}
+            for bucket in sorted(inserts):
+                registry = self._registry(deletes.get(bucket, []), inserts[bucket])
+                for f in inserts[bucket]:
+                    yield from self._file_stripes(f, registry, values)
+
+    def _file_stripes(self, f: DataFile, registry: DeleteRegistry,
+                      values: Mapping[str, str | None]) -> Iterator[_Decoded]:
+        """The stripes of one insert file as read, with what filtering them needs."""
+        length, tail = self._tail(f)
+        if tail is None or tail.number_of_rows == 0:
+            return
+        if f.kind == "original":
+            for batch in self._original_batches(f, length, registry):
+                yield _Decoded(batch, values, None)
+            return
+        stats = _acid_stats(tail)
+        need_op = stats is None or stats[1] > 0 or stats[2] > 0
+        d = f.directory
+        need_valid = (d is not None and f.kind != "base"
+                      and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
+        need_keys = self.with_row_id or len(registry) > 0
+        need_current = need_valid or (len(registry) > 0 and not registry.only_deletes)
+        with open_bounded(self.fs, f.path, length, tail=tail) as orc:
+            schema = orc.schema
+            check_acid(schema, f)
+            row_type = schema.field(ROW_POSITION).type
+            to_file, to_table = self._field_names(
+                [row_type.field(i).name for i in range(row_type.num_fields)])
+            may_match = self._stripe_test(f, tail, to_file, acid=True)
+            columns = [OPERATION] if need_op else []
+            columns += list(KEY_COLUMNS) if need_keys else []
+            columns += [CURRENT] if need_current else []
+            if self.row_fields is None:
+                columns.append(ROW)
+            else:
+                columns += [f"{ROW}.{to_file[n]}" for n in self.row_fields if n in to_file]
+            if not columns:
+                # Only partition columns asked for: read the smallest column to count rows.
+                columns = [OPERATION]
+            for i in range(orc.nstripes):
+                if may_match(i):
+                    yield _Decoded(orc.read_stripe(i, columns=columns), values, registry,
+                                   need_op, need_valid, to_table)
+
+    def _keep(self, d: _Decoded, registry: DeleteRegistry) -> pa.RecordBatch | None:
+        """The rows of a decoded stripe that are inserts, valid, and not deleted, with only
+        the columns the output needs."""
+        batch = d.batch
+        mask: pa.Array | None = None
+        if d.need_op:
+            mask = pc.not_equal(batch[OPERATION], DELETE)
+        if d.need_valid:
+            v = valid_mask(batch[CURRENT], self.snapshot)
+            mask = v if mask is None else pc.and_(mask, v)
+        keep = registry.keep_mask(batch) if len(registry) else None
+        if keep is not None:
+            mask = pa.array(keep) if mask is None else pc.and_(mask, pa.array(keep))
+        # Filtering copies every column it keeps: leave out the event columns first.
+        names = batch.schema.names
+        wanted = [n for n in names if n == ROW or (self.with_row_id and n in KEY_COLUMNS)]
+        if wanted != names:
+            batch = batch.select(wanted or names[:1])
+        if mask is not None:
+            batch = batch.filter(mask)
+        return _rename_row(batch, d.to_table) if batch.num_rows else None
 
     def _registry(self, delete_files: list[DataFile], insert_files: list[DataFile]
                   ) -> DeleteRegistry:
@@ -392,7 +497,7 @@ class Merger:
             stats = _acid_stats(tail) if tail is not None else (0, 0, 0)
             if stats is not None and stats[1] == stats[2] == 0:
                 continue
-            for b in self._events(f, [OPERATION, *columns], length=length):
+            for b in self._events(f, [OPERATION, *columns]):
                 keep = pc.and_(pc.not_equal(b[OPERATION], 0), valid_mask(b[CURRENT], self.snapshot))
                 parts.append(DeleteRegistry.superseding_events(b.filter(keep)))
         return DeleteRegistry(parts)
@@ -411,68 +516,21 @@ class Merger:
         return self._lengths[f.path]
 
     def _tail(self, f: DataFile) -> tuple[int, FileTail | None]:
+        """The read length and the tail ending there, parsed once per file and read (the
+        delete registry and the insert pass both need it)."""
         length = self._length(f)
-        return length, (read_tail(self.fs, f.path, length) if length else None)
+        if f.path not in self._tails:
+            self._tails[f.path] = read_tail(self.fs, f.path, length) if length else None
+        return length, self._tails[f.path]
 
-    def _events(self, f: DataFile, columns: list[str], *, length: int | None = None
-                ) -> Iterator[pa.RecordBatch]:
-        if length is None:
-            length = self._length(f)
+    def _events(self, f: DataFile, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        length, tail = self._tail(f)
         if not length:
             return
-        with open_bounded(self.fs, f.path, length) as orc:
+        with open_bounded(self.fs, f.path, length, tail=tail) as orc:
             check_acid(orc.schema, f)
             for i in range(orc.nstripes):
                 yield orc.read_stripe(i, columns=columns)
-
-    def _file_batches(self, f: DataFile, registry: DeleteRegistry) -> Iterator[pa.RecordBatch]:
-        length, tail = self._tail(f)
-        if tail is None or tail.number_of_rows == 0:
-            return
-        if f.kind == "original":
-            yield from self._original_batches(f, length, registry)
-            return
-        stats = _acid_stats(tail)
-        need_op = stats is None or stats[1] > 0 or stats[2] > 0
-        d = f.directory
-        need_valid = (d is not None and f.kind != "base"
-                      and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
-        need_keys = self.with_row_id or len(registry) > 0
-        need_current = need_valid or (len(registry) > 0 and not registry.only_deletes)
-        with open_bounded(self.fs, f.path, length) as orc:
-            schema = orc.schema
-            check_acid(schema, f)
-            row_type = schema.field(ROW_POSITION).type
-            to_file, to_table = self._field_names(
-                [row_type.field(i).name for i in range(row_type.num_fields)])
-            may_match = self._stripe_test(f, tail, to_file, acid=True)
-            columns = [OPERATION] if need_op else []
-            columns += list(KEY_COLUMNS) if need_keys else []
-            columns += [CURRENT] if need_current else []
-            if self.row_fields is None:
-                columns.append(ROW)
-            else:
-                columns += [f"{ROW}.{to_file[n]}" for n in self.row_fields if n in to_file]
-            if not columns:
-                # Only partition columns asked for: read the smallest column to count rows.
-                columns = [OPERATION]
-            for i in range(orc.nstripes):
-                if not may_match(i):
-                    continue
-                batch = orc.read_stripe(i, columns=columns)
-                mask: pa.Array | None = None
-                if need_op:
-                    mask = pc.not_equal(batch[OPERATION], DELETE)
-                if need_valid:
-                    v = valid_mask(batch[CURRENT], self.snapshot)
-                    mask = v if mask is None else pc.and_(mask, v)
-                keep = registry.keep_mask(batch) if len(registry) else None
-                if keep is not None:
-                    mask = pa.array(keep) if mask is None else pc.and_(mask, pa.array(keep))
-                if mask is not None:
-                    batch = batch.filter(mask)
-                if batch.num_rows:
-                    yield _rename_row(batch, to_table)
 
     def _stripe_test(self, f: DataFile, tail: FileTail, to_file: dict[str, str], *,
                      acid: bool) -> Callable[[int], bool]:
@@ -528,14 +586,15 @@ class Merger:
         """Rows of a pre-ACID file with Hive 3's synthetic ROW__ID (write id 0)."""
         bucket_property = encode_bucket_property(f.bucket_id, 0)
         next_row_id = f.first_row_id
-        with open_bounded(self.fs, f.path, length) as orc:
+        tail = self._tail(f)[1]
+        assert tail is not None
+        with open_bounded(self.fs, f.path, length, tail=tail) as orc:
             names = orc.schema.names
             if [n.lower() for n in names] == [n.lower() for n in ACID_FIELD_NAMES]:
                 raise UnsupportedFormatError(
                     f"Cannot read {f.path} as an original file: it holds ACID events but is not "
                     "inside a base_ or delta_ directory")
             to_file, to_table = self._field_names(names)
-            tail = read_tail(self.fs, f.path, length)
             may_match = self._stripe_test(f, tail, to_file, acid=False)
             wanted = ([to_file[n] for n in self.row_schema.names if n in to_file]
                       if self.row_fields is None

@@ -151,25 +151,27 @@ class SnapshotScan:
         expression: pc.Expression | None = (self.predicate.expression
                                             if self.predicate is not None else None)
         counts = self._merger.counts
+        stream = self._merger.read_partitions([(dict(p.values), files)
+                                               for p, files in self._plans])
         try:
-            for partition, files in self._plans:
-                for batch in self._merger.partition_batches(dict(partition.values), files):
-                    if expression is not None:
-                        batch = batch.filter(expression)
-                    if self._out_names is not None:
-                        batch = batch.select(self._out_names)
-                    if not batch.num_rows:
-                        continue
-                    if remaining is not None:
-                        if batch.num_rows >= remaining:
-                            batch = batch.slice(0, remaining)
-                            self.stats.rows += batch.num_rows
-                            yield batch
-                            return
-                        remaining -= batch.num_rows
-                    self.stats.rows += batch.num_rows
-                    yield batch
+            for batch in stream:
+                if expression is not None:
+                    batch = batch.filter(expression)
+                if self._out_names is not None:
+                    batch = batch.select(self._out_names)
+                if not batch.num_rows:
+                    continue
+                if remaining is not None:
+                    if batch.num_rows >= remaining:
+                        batch = batch.slice(0, remaining)
+                        self.stats.rows += batch.num_rows
+                        yield batch
+                        return
+                    remaining -= batch.num_rows
+                self.stats.rows += batch.num_rows
+                yield batch
         finally:
+            stream.close()  # stops the read-ahead thread before the counts are read
             self.stats.files = counts.files
             self.stats.stripes = counts.stripes
             self.stats.stripes_skipped = counts.stripes_skipped

@@ -226,6 +226,8 @@ def conditions(draw: st.DrawFn, stripes: list[pa.Table], depth: int = 0) -> str:
         return f"{column} IS {draw(st.sampled_from(['', 'NOT ']))}NULL"
     stripe = stripes[draw(st.integers(0, len(stripes) - 1))]
     values = [v for v in stripe.column(column).to_pylist() if v is not None]
+    if not values:  # the stripe of nulls
+        return f"{column} IS NULL"
     value = draw(st.sampled_from(values))
     if kind == "in":
         more = draw(st.lists(st.sampled_from(values), max_size=3))
