@@ -9,6 +9,7 @@ and write-id lists, not how partitions or directories are chosen (`snapshot`, `s
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -50,6 +51,8 @@ from ingest.orc import FileTail, open_orc, read_tail
 # Hive 3 `RecordIdentifier.StructInfo`: ROW__ID is struct<writeid:bigint,bucketid:int,rowid:bigint>.
 ROW_ID_COLUMN = "row__id"
 ROW_ID_TYPE = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
+
+READ_AHEAD_ENV = "INGEST_READ_AHEAD"
 
 FileKind = Literal["original", "base", "delta", "delete_delta"]
 _POSITIONAL = re.compile(r"_col\d+")
@@ -342,7 +345,8 @@ class Merger:
         self.counts = ScanCounts()
         self._partition_domains: dict[str, Domain] = {}
         self._condition_columns: tuple[str, ...] = ()
-        self.read_ahead = True
+        # INGEST_READ_AHEAD=0 decodes on the calling thread only (e.g. one core per process).
+        self.read_ahead = os.environ.get(READ_AHEAD_ENV, "1") != "0"
 
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema
@@ -674,6 +678,7 @@ __all__ = [
     "KEY_COLUMNS",
     "OPERATION",
     "OTID",
+    "READ_AHEAD_ENV",
     "ROW",
     "ROW_ID",
     "ROW_ID_COLUMN",

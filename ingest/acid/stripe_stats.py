@@ -1,6 +1,6 @@
 """Per-stripe column bounds from an ORC tail, for skipping stripes no row of which can match.
 
-Reads the `Metadata` section's `StripeStatistics` (docs/format.md §17) into `Domain` values
+Reads the `Metadata` section's `StripeStatistics` (docs/format.md §18) into `Domain` values
 that `ingest.acid.conditions` evaluates. Every doubt widens a domain to "anything": a stripe is
 skipped only when its statistics prove that none of its rows can match. Knows ORC statistics
 and the ACID event struct's column layout, not snapshots.
