@@ -483,7 +483,7 @@ class Merger:
             batch = batch.select(wanted or names[:1])
         if mask is not None:
             batch = batch.filter(mask)
-        return _rename_row(batch, d.to_table) if batch.num_rows else None
+        return _rename_row(batch, dict(d.to_table or {})) if batch.num_rows else None
 
     def _registry(self, delete_files: list[DataFile], insert_files: list[DataFile]
                   ) -> DeleteRegistry:

@@ -147,13 +147,13 @@ def _bounds(stats: Message, t: pa.DataType, count: int) -> tuple[object, object]
         per_ms = _PER_MS.get(t.unit)
         if m is None or per_ms is None:
             return none
-        low = m.sint(TimestampStatistics.MINIMUM_UTC)
-        high = m.sint(TimestampStatistics.MAXIMUM_UTC)
-        if low is None or high is None:
+        low_ms = m.sint(TimestampStatistics.MINIMUM_UTC)
+        high_ms = m.sint(TimestampStatistics.MAXIMUM_UTC)
+        if low_ms is None or high_ms is None:
             return none
         # +1 ms: the nanos within the last millisecond are not part of the bound.
-        return ((low - _TIMESTAMP_MARGIN_MS) * per_ms,
-                (high + _TIMESTAMP_MARGIN_MS + 1) * per_ms)
+        return ((low_ms - _TIMESTAMP_MARGIN_MS) * per_ms,
+                (high_ms + _TIMESTAMP_MARGIN_MS + 1) * per_ms)
     if pa.types.is_boolean(t):
         m = _one(stats, ColumnStatistics.BUCKET_STATISTICS)
         counts = m.packed_uints(BucketStatistics.COUNT) if m is not None else []
