@@ -13,6 +13,7 @@ import os
 import re
 import warnings
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -26,8 +27,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ingest.acid import checksums
 from ingest.acid._acid_footer import ACID_STATS, parse_acid_stats
-from ingest.acid._read_ahead import read_ahead
 from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
+from ingest.acid._stripe_decoder import StripeDecoder, ahead, finished
 from ingest.acid.bucket_file import damage_hint
 from ingest.acid.conditions import Condition, Domain
 from ingest.acid.events import (
@@ -297,14 +298,33 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
 
 @dataclass(frozen=True)
 class _Decoded:
-    """One stripe as read, before filtering; `registry` None: already final (original files)."""
+    """One stripe submitted for decoding, and what filtering it needs; `registry` None: the
+    rows are final already (original files)."""
 
-    batch: pa.RecordBatch
+    batch: Future[pa.RecordBatch]
+    path: str
+    length: int
     values: Mapping[str, str | None]
     registry: DeleteRegistry | None
     need_op: bool = False
     need_valid: bool = False
     to_table: Mapping[str, str] | None = None
+
+    def result(self, fs: fsspec.AbstractFileSystem) -> pa.RecordBatch:
+        """The decoded stripe; decoding errors read as `open_bounded`'s do.
+
+        Raises:
+            CorruptFileError: pyarrow could not decode the stripe.
+        """
+        try:
+            return self.batch.result()
+        except FileNotFoundError:
+            raise
+        except (OSError, pa.ArrowException, ValueError) as e:
+            raise CorruptFileError(
+                f"Cannot read bucket file {self.path} at length {self.length:,}: {e}",
+                path=self.path, offset=self.length,
+                hint=damage_hint(fs, self.path, self.length)) from e
 
 
 def _acid_stats(tail: FileTail) -> tuple[int, int, int] | None:
@@ -393,23 +413,23 @@ class Merger:
     def read_partitions(self, parts: Sequence[tuple[Mapping[str, str | None],
                                                     Sequence[DataFile]]],
                         ) -> Generator[pa.RecordBatch, None, None]:
-        """Output rows of partitions in order; stripes are decoded one ahead on a thread
-        (unless `read_ahead` is False) while this one is filtered."""
-        decoded = self._decode(parts)
-        if self.read_ahead:
-            decoded = read_ahead(decoded)
+        """Output rows of partitions in order. Unless `read_ahead` is False, a worker thread
+        decodes the next stripe while this thread prepares files and filters (`_stripe_decoder`)."""
+        decoder = StripeDecoder(threaded=self.read_ahead)
+        source = self._decode(parts, decoder)
         try:
-            for d in decoded:
-                batch = d.batch if d.registry is None else self._keep(d, d.registry)
+            for d in ahead(source, decoder.depth):
+                batch = d.result(self.fs)
+                if d.registry is not None:
+                    batch = self._keep(d, batch, d.registry)
                 if batch is not None and batch.num_rows:
                     yield self._finish(batch, d.values)
         finally:
-            close = getattr(decoded, "close", None)
-            if close is not None:
-                close()
+            decoder.close()  # no decode still runs when the files close
+            source.close()
 
     def _decode(self, parts: Sequence[tuple[Mapping[str, str | None], Sequence[DataFile]]],
-                ) -> Iterator[_Decoded]:
+                decoder: StripeDecoder) -> Generator[_Decoded, None, None]:
         for values, files in parts:
             inserts: dict[int, list[DataFile]] = {}
             deletes: dict[int, list[DataFile]] = {}
@@ -422,17 +442,19 @@ class Merger:
             for bucket in sorted(inserts):
                 registry = self._registry(deletes.get(bucket, []), inserts[bucket])
                 for f in inserts[bucket]:
-                    yield from self._file_stripes(f, registry, values)
+                    yield from self._file_stripes(f, registry, values, decoder)
 
     def _file_stripes(self, f: DataFile, registry: DeleteRegistry,
-                      values: Mapping[str, str | None]) -> Iterator[_Decoded]:
-        """The stripes of one insert file as read, with what filtering them needs."""
+                      values: Mapping[str, str | None], decoder: StripeDecoder,
+                      ) -> Iterator[_Decoded]:
+        """The stripes of one insert file, submitted for decoding, with what filtering them
+        needs."""
         length, tail = self._tail(f)
         if tail is None or tail.number_of_rows == 0:
             return
         if f.kind == "original":
             for batch in self._original_batches(f, length, registry):
-                yield _Decoded(batch, values, None)
+                yield _Decoded(finished(batch), f.path, length, values, None)
             return
         stats = _acid_stats(tail)
         need_op = stats is None or stats[1] > 0 or stats[2] > 0
@@ -441,6 +463,7 @@ class Merger:
                       and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
         need_keys = self.with_row_id or len(registry) > 0
         need_current = need_valid or (len(registry) > 0 and not registry.only_deletes)
+        pending: list[Future[pa.RecordBatch]] = []
         with open_bounded(self.fs, f.path, length, tail=tail) as orc:
             schema = orc.schema
             check_acid(schema, f)
@@ -460,13 +483,19 @@ class Merger:
                 columns = [OPERATION]
             for i in range(orc.nstripes):
                 if may_match(i):
-                    yield _Decoded(orc.read_stripe(i, columns=columns), values, registry,
-                                   need_op, need_valid, to_table)
+                    future = decoder.submit(orc, i, columns)
+                    pending.append(future)
+                    yield _Decoded(future, f.path, length, values, registry, need_op,
+                                   need_valid, to_table)
+            if not isinstance(self.fs, LocalFileSystem):
+                # A remote file is read through its open handle: finish before closing it.
+                # (A memory map's buffers outlive the map, so local files need not wait.)
+                wait(pending)
 
-    def _keep(self, d: _Decoded, registry: DeleteRegistry) -> pa.RecordBatch | None:
+    def _keep(self, d: _Decoded, batch: pa.RecordBatch, registry: DeleteRegistry
+              ) -> pa.RecordBatch | None:
         """The rows of a decoded stripe that are inserts, valid, and not deleted, with only
         the columns the output needs."""
-        batch = d.batch
         mask: pa.Array | None = None
         if d.need_op:
             mask = pc.not_equal(batch[OPERATION], DELETE)

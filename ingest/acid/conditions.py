@@ -139,7 +139,10 @@ class In(Condition):
     values: tuple[pa.Scalar, ...]
 
     def expression(self) -> pc.Expression:
-        value_set = pa.array([v.as_py() for v in self.values], type=self.values[0].type)
+        kinds = {v.type for v in self.values}
+        # Decimal literals each carry their own precision: let pyarrow find one that fits all.
+        value_set = pa.array([v.as_py() for v in self.values],
+                             type=self.values[0].type if len(kinds) == 1 else None)
         # is_in gives false, not null, for a null input; SQL's `NULL IN (...)` is null.
         result: pc.Expression = pc.if_else(pc.field(self.column).is_null(),
                                            pa.scalar(None, pa.bool_()),

@@ -171,7 +171,7 @@ class SnapshotScan:
                 self.stats.rows += batch.num_rows
                 yield batch
         finally:
-            stream.close()  # stops the read-ahead thread before the counts are read
+            stream.close()  # stops the decoding thread and closes the files
             self.stats.files = counts.files
             self.stats.stripes = counts.stripes
             self.stats.stripes_skipped = counts.stripes_skipped

@@ -301,3 +301,13 @@ def test_filtering_a_scan_with_fsspec_memory(tmp_path: Path) -> None:
         assert got.to_pylist() == rows.filter(pc.field("i64") > -700).to_pylist()
     finally:
         fs.rm(f"/filters-{tmp_path.name}", recursive=True)
+
+
+def test_in_list_of_decimals_of_different_precision(table_dir: tuple[str, list[pa.Table]]) -> None:
+    """Each decimal literal has its own precision; the IN list must hold them all."""
+    root, stripes = table_dir
+    values = [v for v in stripes[0].column("dec").to_pylist() if v is not None][:3]
+    where = f"dec IN (1.5, {', '.join(str(v) for v in values)})"
+    got = scan(root, SNAPSHOT, where=where).to_table()
+    assert got.to_pylist() == _oracle(root, where).to_pylist()
+    assert got.num_rows >= 1
