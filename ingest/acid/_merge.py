@@ -361,6 +361,7 @@ class Merger:
         self.row_fields: list[str] | None = None  # None: every field
         self._lengths: dict[str, int] = {}
         self._tails: dict[str, FileTail | None] = {}
+        self._stats: dict[str, tuple[int, int, int] | None] = {}
         self.condition: Condition | None = None
         self.counts = ScanCounts()
         self._partition_domains: dict[str, Domain] = {}
@@ -456,7 +457,7 @@ class Merger:
             for batch in self._original_batches(f, length, registry):
                 yield _Decoded(finished(batch), f.path, length, values, None)
             return
-        stats = _acid_stats(tail)
+        stats = self._acid_stats(f, tail)
         need_op = stats is None or stats[1] > 0 or stats[2] > 0
         d = f.directory
         need_valid = (d is not None and f.kind != "base"
@@ -527,7 +528,7 @@ class Merger:
             if f.kind != "delta":
                 continue
             length, tail = self._tail(f)
-            stats = _acid_stats(tail) if tail is not None else (0, 0, 0)
+            stats = self._acid_stats(f, tail) if tail is not None else (0, 0, 0)
             if stats is not None and stats[1] == stats[2] == 0:
                 continue
             for b in self._events(f, [OPERATION, *columns]):
@@ -555,6 +556,12 @@ class Merger:
         if f.path not in self._tails:
             self._tails[f.path] = read_tail(self.fs, f.path, length) if length else None
         return length, self._tails[f.path]
+
+    def _acid_stats(self, f: DataFile, tail: FileTail) -> tuple[int, int, int] | None:
+        """`hive.acid.stats` of a file, decoded once per read (the registry asks too)."""
+        if f.path not in self._stats:
+            self._stats[f.path] = _acid_stats(tail)
+        return self._stats[f.path]
 
     def _events(self, f: DataFile, columns: list[str]) -> Iterator[pa.RecordBatch]:
         length, tail = self._tail(f)
