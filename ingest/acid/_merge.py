@@ -297,6 +297,15 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
 
 
 @dataclass(frozen=True)
+class _Keyed:
+    """A bucket's delete registry (being read) and what its files' reads must include for it."""
+
+    registry: Future[DeleteRegistry]
+    may_delete: bool
+    legacy: bool
+
+
+@dataclass(frozen=True)
 class _Decoded:
     """One stripe submitted for decoding, and what filtering it needs; `registry` None: the
     rows are final already (original files)."""
@@ -305,7 +314,7 @@ class _Decoded:
     path: str
     length: int
     values: Mapping[str, str | None]
-    registry: DeleteRegistry | None
+    registry: Future[DeleteRegistry] | None
     need_op: bool = False
     need_valid: bool = False
     to_table: Mapping[str, str] | None = None
@@ -422,7 +431,7 @@ class Merger:
             for d in ahead(source, decoder.depth):
                 batch = d.result(self.fs)
                 if d.registry is not None:
-                    batch = self._keep(d, batch, d.registry)
+                    batch = self._keep(d, batch, d.registry.result())
                 if batch is not None and batch.num_rows:
                     yield self._finish(batch, d.values)
         finally:
@@ -441,11 +450,21 @@ class Merger:
                 c: Domain.exactly(None if v is None else v.encode("utf-8"))
                 for c, v in values.items()}
             for bucket in sorted(inserts):
-                registry = self._registry(deletes.get(bucket, []), inserts[bucket])
+                bucket_deletes = deletes.get(bucket, [])
+                # Lengths and tails here (side-file warnings come from this thread); the
+                # delete events are read on the worker, ahead of the stripes they filter.
+                legacy = False
+                for f in [*bucket_deletes, *inserts[bucket]]:
+                    tail = self._tail(f)[1]
+                    if f.kind == "delta" and tail is not None:
+                        stats = self._acid_stats(f, tail)
+                        legacy = legacy or stats is None or stats[1] > 0 or stats[2] > 0
+                registry = decoder.call(self._registry, bucket_deletes, inserts[bucket])
+                keyed = _Keyed(registry, bool(bucket_deletes) or legacy, legacy)
                 for f in inserts[bucket]:
-                    yield from self._file_stripes(f, registry, values, decoder)
+                    yield from self._file_stripes(f, keyed, values, decoder)
 
-    def _file_stripes(self, f: DataFile, registry: DeleteRegistry,
+    def _file_stripes(self, f: DataFile, keyed: _Keyed,
                       values: Mapping[str, str | None], decoder: StripeDecoder,
                       ) -> Iterator[_Decoded]:
         """The stripes of one insert file, submitted for decoding, with what filtering them
@@ -453,8 +472,9 @@ class Merger:
         length, tail = self._tail(f)
         if tail is None or tail.number_of_rows == 0:
             return
+        registry = keyed.registry
         if f.kind == "original":
-            for batch in self._original_batches(f, length, registry):
+            for batch in self._original_batches(f, length, registry.result()):
                 yield _Decoded(finished(batch), f.path, length, values, None)
             return
         stats = self._acid_stats(f, tail)
@@ -462,8 +482,10 @@ class Merger:
         d = f.directory
         need_valid = (d is not None and f.kind != "base"
                       and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
-        need_keys = self.with_row_id or len(registry) > 0
-        need_current = need_valid or (len(registry) > 0 and not registry.only_deletes)
+        # What the registry may need, known before it is read: keys when there are delete
+        # events or legacy update events, currentTransaction for the latter (Hive 2).
+        need_keys = self.with_row_id or keyed.may_delete
+        need_current = need_valid or keyed.legacy
         pending: list[Future[pa.RecordBatch]] = []
         with open_bounded(self.fs, f.path, length, tail=tail) as orc:
             schema = orc.schema

@@ -9,9 +9,9 @@ Knows pyarrow's ORC reader, not ACID: `_merge` decides which stripes and columns
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.orc as po
@@ -36,8 +36,20 @@ class StripeDecoder:
 
     @property
     def depth(self) -> int:
-        """How many stripes the reading thread may hand out ahead of the one it filters."""
-        return 1 if self._pool is not None else 0
+        """How many stripes the reading thread may hand out ahead of the one it filters: a
+        few, so a large stripe's filtering overlaps the decoding of several small ones."""
+        return 3 if self._pool is not None else 0
+
+    def call(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """`fn(*args)` on the worker, in order with the decodes (at once when not threaded)."""
+        if self._pool is not None:
+            return self._pool.submit(fn, *args)
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as e:  # raised where the caller resolves it
+            future.set_exception(e)
+        return future
 
     def submit(self, orc: po.ORCFile, stripe: int, columns: list[str]
                ) -> Future[pa.RecordBatch]:

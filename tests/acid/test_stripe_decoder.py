@@ -31,7 +31,7 @@ def test_stripes_come_back_in_order(tmp_path: Path, threaded: bool) -> None:
     finally:
         decoder.close()
     assert got.column("a").to_pylist() == list(range(orc.nrows))
-    assert decoder.depth == (1 if threaded else 0)
+    assert decoder.depth == (3 if threaded else 0)
 
 
 def test_a_decoding_error_is_raised_by_result(tmp_path: Path) -> None:

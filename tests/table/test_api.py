@@ -151,8 +151,8 @@ def test_load_and_delete_round_trip_with_pandas(events: str) -> None:
 
 def test_to_batches_streams_with_bounded_memory(events: str) -> None:
     table = ingest.open_table(events)
-    rows_per_load = 4000
-    for k in range(6):
+    rows_per_load, loads = 3000, 10
+    for k in range(loads):
         ids = range(k * rows_per_load, (k + 1) * rows_per_load)
         table.load(pa.table({"id": pa.array(list(ids), pa.int64()),
                              "value": ["x" * 200 + str(i) for i in ids],
@@ -161,18 +161,21 @@ def test_to_batches_streams_with_bounded_memory(events: str) -> None:
     batches = scan.to_batches()
     assert scan.stats is None  # nothing planned or read before iteration starts
     start = pa.total_allocated_bytes()
-    peak, count, rows = 0, 0, 0
+    peak, count, rows, largest = 0, 0, 0, 0
     for batch in batches:
         peak = max(peak, pa.total_allocated_bytes() - start)
+        largest = max(largest, batch.nbytes)
         count += 1
         rows += batch.num_rows
         assert batch.num_rows <= rows_per_load
         del batch
     whole = table.to_arrow(columns=["id", "value"])
-    assert rows == whole.num_rows == 6 * rows_per_load
-    assert count >= 6
+    assert rows == whole.num_rows == loads * rows_per_load
+    assert count >= loads
     assert scan.stats is not None and scan.stats.rows == rows
-    assert peak < whole.nbytes / 3, (peak, whole.nbytes)
+    # A few stripes in flight (decoded ahead, being filtered), never the whole table.
+    assert peak <= 8 * largest, (peak, largest)
+    assert peak < whole.nbytes / 2, (peak, whole.nbytes)
 
 
 def test_a_partition_directory_reads_only_itself(events: str) -> None:
