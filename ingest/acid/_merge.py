@@ -375,8 +375,9 @@ class Merger:
         self.counts = ScanCounts()
         self._partition_domains: dict[str, Domain] = {}
         self._condition_columns: tuple[str, ...] = ()
-        # INGEST_READ_AHEAD=0 decodes on the calling thread only (e.g. one core per process).
-        self.read_ahead = os.environ.get(READ_AHEAD_ENV, "1") != "0"
+        # INGEST_READ_AHEAD=1 decodes stripes on a worker thread. Off by default: on the
+        # shared 2-core benchmark machine it did not beat one thread (README, "Measured").
+        self.read_ahead = os.environ.get(READ_AHEAD_ENV, "0") == "1"
 
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema
@@ -423,8 +424,9 @@ class Merger:
     def read_partitions(self, parts: Sequence[tuple[Mapping[str, str | None],
                                                     Sequence[DataFile]]],
                         ) -> Generator[pa.RecordBatch, None, None]:
-        """Output rows of partitions in order. Unless `read_ahead` is False, a worker thread
-        decodes the next stripe while this thread prepares files and filters (`_stripe_decoder`)."""
+        """Output rows of partitions in order. With `read_ahead`, a worker thread reads delete
+        events and decodes stripes while this one prepares files and filters
+        (`_stripe_decoder`)."""
         decoder = StripeDecoder(threaded=self.read_ahead)
         source = self._decode(parts, decoder)
         try:

@@ -16,6 +16,7 @@ import pytest
 
 import ingest
 from ingest.acid import BucketFileOptions, BucketWriter, UnverifiedSnapshotWarning
+from ingest.acid._merge import READ_AHEAD_ENV
 from ingest.acid.names import bucket_file_name, format_delta
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.table import create_table
@@ -149,7 +150,10 @@ def test_load_and_delete_round_trip_with_pandas(events: str) -> None:
     assert with_ids.column("row__id")[0]["writeid"].as_py() == 1
 
 
-def test_to_batches_streams_with_bounded_memory(events: str) -> None:
+@pytest.mark.parametrize("read_ahead", ["0", "1"])
+def test_to_batches_streams_with_bounded_memory(events: str, read_ahead: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(READ_AHEAD_ENV, read_ahead)
     table = ingest.open_table(events)
     rows_per_load, loads = 3000, 10
     for k in range(loads):

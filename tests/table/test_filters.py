@@ -17,6 +17,7 @@ from support import ALL_TYPES_SCHEMA, all_types_table, write_deletes
 
 import ingest
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
+from ingest.acid._merge import READ_AHEAD_ENV
 from ingest.acid.conditions import value_key
 from ingest.acid.names import bucket_file_name, encode_bucket_property, format_base, format_delta
 from ingest.acid.predicate import parse_predicate
@@ -311,3 +312,18 @@ def test_in_list_of_decimals_of_different_precision(table_dir: tuple[str, list[p
     got = scan(root, SNAPSHOT, where=where).to_table()
     assert got.to_pylist() == _oracle(root, where).to_pylist()
     assert got.num_rows >= 1
+
+
+def test_a_decoding_thread_reads_the_same_rows(table_dir: tuple[str, list[pa.Table]],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """INGEST_READ_AHEAD=1 (delete events and stripes decoded on a worker thread) changes
+    nothing but where the work runs."""
+    root, _ = table_dir
+    one = scan(root, SNAPSHOT, where="i64 < 1500 OR s IS NULL", with_row_id=True)
+    expected = one.to_table()
+    monkeypatch.setenv(READ_AHEAD_ENV, "1")
+    two = scan(root, SNAPSHOT, where="i64 < 1500 OR s IS NULL", with_row_id=True)
+    assert two.to_table().to_pylist() == expected.to_pylist()
+    assert two.stats == one.stats
+    limited = scan(root, SNAPSHOT, limit=7)
+    assert limited.to_table().num_rows == 7
