@@ -9,9 +9,11 @@ and write-id lists, not how partitions or directories are chosen (`snapshot`, `s
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -25,8 +27,11 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ingest.acid import checksums
 from ingest.acid._acid_footer import ACID_STATS, parse_acid_stats
+from ingest.acid._delete_registry import DeleteRegistry
 from ingest.acid._recovery_tails import SideFileWarning, committed_read_length
+from ingest.acid._stripe_decoder import StripeDecoder, ahead, finished
 from ingest.acid.bucket_file import damage_hint
+from ingest.acid.conditions import Condition, Domain
 from ingest.acid.events import (
     ACID_FIELD_NAMES,
     BUCKET,
@@ -40,6 +45,7 @@ from ingest.acid.events import (
 from ingest.acid.events import CURRENT_TRANSACTION as CURRENT
 from ingest.acid.events import ORIGINAL_TRANSACTION as OTID
 from ingest.acid.names import ParsedDirectory, encode_bucket_property
+from ingest.acid.stripe_stats import row_columns, stripe_domains
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, UnsupportedFormatError
 from ingest.orc import (
@@ -56,33 +62,10 @@ from ingest.orc.timestamps import SubMicroseconds, WideColumn
 ROW_ID_COLUMN = "row__id"
 ROW_ID_TYPE = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
 
+READ_AHEAD_ENV = "INGEST_READ_AHEAD"
+
 FileKind = Literal["original", "base", "delta", "delete_delta"]
 _POSITIONAL = re.compile(r"_col\d+")
-
-# A delete event drops every row with its key whatever that row's write id (Hive 3); stored as
-# "supersedes anything written before write id +inf".
-_ALWAYS = np.iinfo(np.int64).max
-_KEY_DTYPE = np.dtype([("o", "<i8"), ("b", "<i4"), ("r", "<i8")])
-
-
-def _packed_keys(otid: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array:
-    """The (originalTransaction, bucket, rowId) triples as 20-byte binary values, for hashing."""
-    n = len(otid)
-    packed = np.empty(n, dtype=_KEY_DTYPE)
-    packed["o"] = _np(otid, np.int64)
-    packed["b"] = _np(bucket, np.int32)
-    packed["r"] = _np(row_id, np.int64)
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(_KEY_DTYPE.itemsize), n,
-                                                [None, pa.py_buffer(packed)])
-
-
-def _np(arr: pa.Array | pa.ChunkedArray, dtype: type[np.generic]) -> np.ndarray:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.null_count:
-        arr = arr.fill_null(-1)
-    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=dtype)
-
 
 def valid_mask(current: pa.Array, snapshot: ValidWriteIdList) -> pa.BooleanArray:
     """Which events' currentTransaction is valid in `snapshot` (docs/invariants.md, 2)."""
@@ -92,115 +75,6 @@ def valid_mask(current: pa.Array, snapshot: ValidWriteIdList) -> pa.BooleanArray
         mask = pc.and_(mask, pc.invert(pc.is_in(current, value_set=pa.array(exceptions,
                                                                                pa.int64()))))
     return pc.fill_null(mask, False)
-
-
-class DeleteRegistry:
-    """Keys that hide rows of one bucket: Hive's `ColumnizedDeleteEventRegistry`.
-
-    Each key carries the write id it supersedes rows below: +inf for a split-update delete
-    event (it hides the key whatever wrote it), the event's currentTransaction for an update or
-    delete event found in an insert delta (Hive 2 "legacy" ACID without split-update).
-    Held in memory per bucket; lookups are one hash probe per row (`pyarrow.compute.index_in`).
-    """
-
-    def __init__(self, parts: Sequence[pa.Table]) -> None:
-        parts = [p for p in parts if p.num_rows]
-        self._size = 0
-        self._keys: pa.Array | None = None
-        self._supersedes: np.ndarray | None = None
-        self._only_deletes = True
-        self._groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        if not parts:
-            return
-        table = pa.concat_tables(parts)
-        table = table.group_by(list(KEY_COLUMNS), use_threads=False).aggregate(
-            [("supersedes", "max")])
-        table = table.sort_by([(c, "ascending") for c in KEY_COLUMNS])
-        self._keys = _packed_keys(table[OTID], table[BUCKET], table[ROW_ID])
-        self._supersedes = _np(table["supersedes_max"], np.int64)
-        self._only_deletes = bool((self._supersedes == _ALWAYS).all())
-        self._size = table.num_rows
-        # Per (originalTransaction, bucket): the sorted rowIds, for the one-group fast path.
-        otid, bucket = _np(table[OTID], np.int64), _np(table[BUCKET], np.int32)
-        row_id = _np(table[ROW_ID], np.int64)
-        starts = np.flatnonzero(np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])])
-        ends = np.r_[starts[1:], len(otid)]
-        self._groups = {
-            (int(otid[s]), int(bucket[s])): (row_id[s:e], self._supersedes[s:e])
-            for s, e in zip(starts, ends, strict=True)
-        }
-
-    @staticmethod
-    def delete_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
-        """Registry entries for split-update delete events (already filtered for visibility)."""
-        return _entries(batch, pa.array(np.full(batch.num_rows, _ALWAYS, dtype=np.int64)))
-
-    @staticmethod
-    def superseding_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
-        """Registry entries for update/delete events of an insert delta (legacy ACID)."""
-        return _entries(batch, batch[CURRENT])
-
-    def __len__(self) -> int:
-        return self._size
-
-    @property
-    def only_deletes(self) -> bool:
-        """True when no entry depends on the row's write id (no legacy update events)."""
-        return self._only_deletes
-
-    def keep_mask(self, batch: pa.RecordBatch) -> np.ndarray | None:
-        """Boolean mask of rows of `batch` no key hides, or None when none is hidden.
-
-        `batch` needs the three key columns, and currentTransaction unless `only_deletes`.
-        """
-        if self._keys is None or batch.num_rows == 0:
-            return None
-        otid, bucket = _np(batch[OTID], np.int64), _np(batch[BUCKET], np.int32)
-        if otid[0] == otid.min() == otid.max() and bucket[0] == bucket.min() == bucket.max():
-            # The usual stripe: one write id, one bucket, rowIds ascending. Look the group's
-            # few deleted rowIds up in the stripe instead of hashing every row.
-            row_id = _np(batch[ROW_ID], np.int64)
-            if len(row_id) < 2 or bool((row_id[1:] > row_id[:-1]).all()):
-                return self._keep_sorted(int(otid[0]), int(bucket[0]), row_id, batch)
-        probe = _packed_keys(batch[OTID], batch[BUCKET], batch[ROW_ID])
-        if self._only_deletes:
-            hit = pc.is_in(probe, value_set=self._keys)
-            if not pc.any(hit).as_py():
-                return None
-            return ~_np(hit, np.bool_)
-        index = pc.index_in(probe, value_set=self._keys)
-        if index.null_count == len(index):
-            return None
-        assert self._supersedes is not None
-        idx = _np(index, np.int64)
-        found = idx >= 0
-        supersedes = np.where(found, self._supersedes[np.where(found, idx, 0)], np.int64(-1))
-        return ~(supersedes > _np(batch[CURRENT], np.int64))
-
-    def _keep_sorted(self, otid: int, bucket: int, row_id: np.ndarray, batch: pa.RecordBatch
-                     ) -> np.ndarray | None:
-        group = self._groups.get((otid, bucket))
-        if group is None:
-            return None
-        deleted, supersedes = group
-        pos = np.searchsorted(row_id, deleted)
-        inside = pos < len(row_id)
-        hit = inside.copy()
-        hit[inside] = row_id[pos[inside]] == deleted[inside]
-        if not self._only_deletes:
-            current = _np(batch[CURRENT], np.int64)
-            hit[hit] = supersedes[hit] > current[pos[hit]]
-        if not hit.any():
-            return None
-        keep = np.ones(len(row_id), dtype=np.bool_)
-        keep[pos[hit]] = False
-        return keep
-
-
-def _entries(batch: pa.RecordBatch | pa.Table, supersedes: pa.Array) -> pa.Table:
-    """The key columns of `batch` and the write id each key supersedes rows below."""
-    return pa.table({OTID: batch[OTID], BUCKET: batch[BUCKET], ROW_ID: batch[ROW_ID],
-                     "supersedes": supersedes})
 
 
 def synthetic_keys(
@@ -293,13 +167,15 @@ class DataFile:
 
 @contextmanager
 def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
-                 check_checksums: bool = True, sub_microseconds: SubMicroseconds = "warn",
+                 check_checksums: bool = True, tail: FileTail | None = None,
+                 sub_microseconds: SubMicroseconds = "warn",
                  wide: list[WideColumn] | None = None) -> Iterator[po.ORCFile]:
     """pyarrow's ORC reader on the first `length` bytes; native memory map for local files.
 
     Args:
         check_checksums: hash every stripe against its recorded checksum first (unless
             INGEST_CHECK_CHECKSUMS=0); False when only the schema is wanted.
+        tail: the tail that ends at `length`, when the caller has parsed it already.
         sub_microseconds: for TIMESTAMP values outside timestamp[ns], which read as
             timestamp[us]: "warn" drops digits below the microsecond with a warning,
             "error" refuses (`ingest.orc.timestamps`).
@@ -312,8 +188,11 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
     """
     check = check_checksums and checksums.checks_enabled()
     try:
-        if isinstance(fs, LocalFileSystem):
+        local = isinstance(fs, LocalFileSystem)
+        if (check or local) and tail is None:
             tail = read_tail(fs, path, length)
+        if local:
+            assert tail is not None
             with pa.memory_map(path) as mm:
                 buffer = mm.read_buffer(length)
                 if check:
@@ -324,7 +203,8 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
                     sub_microseconds=sub_microseconds, columns=wide)
             return
         if check:
-            checksums.check_stripes(fs, path, read_tail(fs, path, length))
+            assert tail is not None
+            checksums.check_stripes(fs, path, tail)
         with open_orc(fs, path, length, sub_microseconds=sub_microseconds) as orc:
             yield orc
     except (OSError, pa.ArrowException, ValueError) as e:
@@ -335,12 +215,67 @@ def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
                                hint=damage_hint(fs, path, length)) from e
 
 
+@dataclass(frozen=True)
+class _Keyed:
+    """A bucket's delete registry (being read) and what its files' reads must include for it."""
+
+    registry: Future[DeleteRegistry]
+    may_delete: bool
+    legacy: bool
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """One stripe submitted for decoding, and what filtering it needs; `registry` None: the
+    rows are final already (original files)."""
+
+    batch: Future[pa.RecordBatch]
+    path: str
+    length: int
+    values: Mapping[str, str | None]
+    registry: Future[DeleteRegistry] | None
+    need_op: bool = False
+    need_valid: bool = False
+    to_table: Mapping[str, str] | None = None
+
+    def result(self, fs: fsspec.AbstractFileSystem) -> pa.RecordBatch:
+        """The decoded stripe; decoding errors read as `open_bounded`'s do.
+
+        Raises:
+            CorruptFileError: pyarrow could not decode the stripe.
+        """
+        try:
+            return self.batch.result()
+        except FileNotFoundError:
+            raise
+        except (OSError, pa.ArrowException, ValueError) as e:
+            raise CorruptFileError(
+                f"Cannot read bucket file {self.path} at length {self.length:,}: {e}",
+                path=self.path, offset=self.length,
+                hint=damage_hint(fs, self.path, self.length)) from e
+
+
 def _acid_stats(tail: FileTail) -> tuple[int, int, int] | None:
     return parse_acid_stats(tail.user_metadata.get(ACID_STATS))
 
 
+@dataclass
+class ScanCounts:
+    """What a read skipped by a condition's bounds and what it read (insert files only:
+    delete events are always read whole)."""
+
+    files: int = 0
+    stripes: int = 0
+    stripes_skipped: int = 0
+
+
 class Merger:
-    """One read: the options, the snapshot and the output schema; merges partitions."""
+    """One read: the options, the snapshot and the output schema; merges partitions.
+
+    `condition` (optional) lets it skip stripes of insert events whose statistics prove that
+    no row can match; it never filters rows (the caller does, exactly) and never skips
+    delete events, so a delete still hides its row wherever that row's stripe went.
+    """
 
     def __init__(self, fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList,
                  columns: Sequence[str] | None, with_row_id: bool,
@@ -353,10 +288,18 @@ class Merger:
         self.row_schema: pa.Schema = pa.schema([])
         self.row_fields: list[str] | None = None  # None: every field
         self._lengths: dict[str, int] = {}
-        self._tails: dict[str, FileTail] = {}
+        self._tails: dict[str, FileTail | None] = {}
+        self._stats: dict[str, tuple[int, int, int] | None] = {}
         self._wide: dict[tuple[str, int], list[WideColumn]] = {}  # by path and length
         # Rows rewritten (compaction) must keep every digit: refuse rather than drop one.
         self.sub_microseconds: SubMicroseconds = "warn"
+        self.condition: Condition | None = None
+        self.counts = ScanCounts()
+        self._partition_domains: dict[str, Domain] = {}
+        self._condition_columns: tuple[str, ...] = ()
+        # INGEST_READ_AHEAD=1 decodes stripes on a worker thread. Off by default: on the
+        # shared 2-core benchmark machine it did not beat one thread (README, "Measured").
+        self.read_ahead = os.environ.get(READ_AHEAD_ENV, "0") == "1"
 
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema
@@ -398,15 +341,125 @@ class Merger:
     def partition_batches(self, values: Mapping[str, str | None], files: Sequence[DataFile]
                           ) -> Iterator[pa.RecordBatch]:
         """Output rows of one partition: bucket by bucket, base then deltas in Hive's order."""
-        inserts: dict[int, list[DataFile]] = {}
-        deletes: dict[int, list[DataFile]] = {}
-        for f in files:
-            (deletes if f.kind == "delete_delta" else inserts).setdefault(f.bucket_id, []).append(f)
-        for bucket in sorted(inserts):
-            registry = self._registry(deletes.get(bucket, []), inserts[bucket])
-            for f in inserts[bucket]:
-                for batch in self._file_batches(f, registry):
-                    yield self._finish(batch, values)
+        return self.read_partitions([(values, files)])
+
+    def read_partitions(self, parts: Sequence[tuple[Mapping[str, str | None],
+                                                    Sequence[DataFile]]],
+                        ) -> Generator[pa.RecordBatch, None, None]:
+        """Output rows of partitions in order. With `read_ahead`, a worker thread reads delete
+        events and decodes stripes while this one prepares files and filters
+        (`_stripe_decoder`)."""
+        decoder = StripeDecoder(threaded=self.read_ahead)
+        source = self._decode(parts, decoder)
+        try:
+            for d in ahead(source, decoder.depth):
+                batch = d.result(self.fs)
+                if d.registry is not None:
+                    batch = self._keep(d, batch, d.registry.result())
+                if batch is not None and batch.num_rows:
+                    yield self._finish(batch, d.values)
+        finally:
+            decoder.close()  # no decode still runs when the files close
+            source.close()
+
+    def _decode(self, parts: Sequence[tuple[Mapping[str, str | None], Sequence[DataFile]]],
+                decoder: StripeDecoder) -> Generator[_Decoded, None, None]:
+        for values, files in parts:
+            inserts: dict[int, list[DataFile]] = {}
+            deletes: dict[int, list[DataFile]] = {}
+            for f in files:
+                (deletes if f.kind == "delete_delta" else inserts).setdefault(
+                    f.bucket_id, []).append(f)
+            self._partition_domains = {
+                c: Domain.exactly(None if v is None else v.encode("utf-8"))
+                for c, v in values.items()}
+            for bucket in sorted(inserts):
+                bucket_deletes = deletes.get(bucket, [])
+                # Lengths and tails here (side-file warnings come from this thread); the
+                # delete events are read on the worker, ahead of the stripes they filter.
+                legacy = False
+                for f in [*bucket_deletes, *inserts[bucket]]:
+                    tail = self._tail(f)[1]
+                    if f.kind == "delta" and tail is not None:
+                        stats = self._acid_stats(f, tail)
+                        legacy = legacy or stats is None or stats[1] > 0 or stats[2] > 0
+                registry = decoder.call(self._registry, bucket_deletes, inserts[bucket])
+                keyed = _Keyed(registry, bool(bucket_deletes) or legacy, legacy)
+                for f in inserts[bucket]:
+                    yield from self._file_stripes(f, keyed, values, decoder)
+
+    def _file_stripes(self, f: DataFile, keyed: _Keyed,
+                      values: Mapping[str, str | None], decoder: StripeDecoder,
+                      ) -> Iterator[_Decoded]:
+        """The stripes of one insert file, submitted for decoding, with what filtering them
+        needs."""
+        length, tail = self._tail(f)
+        if tail is None or tail.number_of_rows == 0:
+            return
+        registry = keyed.registry
+        if f.kind == "original":
+            for batch in self._original_batches(f, length, registry.result()):
+                yield _Decoded(finished(batch), f.path, length, values, None)
+            return
+        stats = self._acid_stats(f, tail)
+        need_op = stats is None or stats[1] > 0 or stats[2] > 0
+        d = f.directory
+        need_valid = (d is not None and f.kind != "base"
+                      and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
+        # What the registry may need, known before it is read: keys when there are delete
+        # events or legacy update events, currentTransaction for the latter (Hive 2).
+        need_keys = self.with_row_id or keyed.may_delete
+        need_current = need_valid or keyed.legacy
+        pending: list[Future[pa.RecordBatch]] = []
+        with self._open(f, length, tail) as orc:
+            schema = orc.schema
+            check_acid(schema, f)
+            row_type = schema.field(ROW_POSITION).type
+            to_file, to_table = self._field_names(
+                [row_type.field(i).name for i in range(row_type.num_fields)])
+            may_match = self._stripe_test(f, tail, to_file, acid=True)
+            columns = [OPERATION] if need_op else []
+            columns += list(KEY_COLUMNS) if need_keys else []
+            columns += [CURRENT] if need_current else []
+            if self.row_fields is None:
+                columns.append(ROW)
+            else:
+                columns += [f"{ROW}.{to_file[n]}" for n in self.row_fields if n in to_file]
+            if not columns:
+                # Only partition columns asked for: read the smallest column to count rows.
+                columns = [OPERATION]
+            for i in range(orc.nstripes):
+                if may_match(i):
+                    future = decoder.submit(orc, i, columns)
+                    pending.append(future)
+                    yield _Decoded(future, f.path, length, values, registry, need_op,
+                                   need_valid, to_table)
+            if not isinstance(self.fs, LocalFileSystem):
+                # A remote file is read through its open handle: finish before closing it.
+                # (A memory map's buffers outlive the map, so local files need not wait.)
+                wait(pending)
+
+    def _keep(self, d: _Decoded, batch: pa.RecordBatch, registry: DeleteRegistry
+              ) -> pa.RecordBatch | None:
+        """The rows of a decoded stripe that are inserts, valid, and not deleted, with only
+        the columns the output needs."""
+        mask: pa.Array | None = None
+        if d.need_op:
+            mask = pc.not_equal(batch[OPERATION], DELETE)
+        if d.need_valid:
+            v = valid_mask(batch[CURRENT], self.snapshot)
+            mask = v if mask is None else pc.and_(mask, v)
+        keep = registry.keep_mask(batch) if len(registry) else None
+        if keep is not None:
+            mask = pa.array(keep) if mask is None else pc.and_(mask, pa.array(keep))
+        # Filtering copies every column it keeps: leave out the event columns first.
+        names = batch.schema.names
+        wanted = [n for n in names if n == ROW or (self.with_row_id and n in KEY_COLUMNS)]
+        if wanted != names:
+            batch = batch.select(wanted or names[:1])
+        if mask is not None:
+            batch = batch.filter(mask)
+        return _rename_row(batch, dict(d.to_table or {})) if batch.num_rows else None
 
     def _registry(self, delete_files: list[DataFile], insert_files: list[DataFile]
                   ) -> DeleteRegistry:
@@ -421,10 +474,10 @@ class Merger:
             if f.kind != "delta":
                 continue
             length, tail = self._tail(f)
-            stats = _acid_stats(tail) if tail is not None else (0, 0, 0)
+            stats = self._acid_stats(f, tail) if tail is not None else (0, 0, 0)
             if stats is not None and stats[1] == stats[2] == 0:
                 continue
-            for b in self._events(f, [OPERATION, *columns], length=length):
+            for b in self._events(f, [OPERATION, *columns]):
                 keep = pc.and_(pc.not_equal(b[OPERATION], 0), valid_mask(b[CURRENT], self.snapshot))
                 parts.append(DeleteRegistry.superseding_events(b.filter(keep)))
         return DeleteRegistry(parts)
@@ -443,18 +496,18 @@ class Merger:
         return self._lengths[f.path]
 
     def _tail(self, f: DataFile) -> tuple[int, FileTail | None]:
+        """The read length and the tail ending there, parsed once per file and read (the
+        delete registry and the insert pass both need it)."""
         length = self._length(f)
-        tail = self._tails.get(f.path)
-        if tail is None or tail.length != length:
-            tail = read_tail(self.fs, f.path, length) if length else None
-            if tail is not None:
-                self._tails[f.path] = tail
-        return length, tail
+        if f.path not in self._tails:
+            self._tails[f.path] = read_tail(self.fs, f.path, length) if length else None
+        return length, self._tails[f.path]
 
-    def _open(self, f: DataFile, length: int) -> AbstractContextManager[po.ORCFile]:
-        known = self._wide.get((f.path, length))
-        return open_bounded(self.fs, f.path, length, sub_microseconds=self.sub_microseconds,
-                            wide=known)
+    def _open(self, f: DataFile, length: int, tail: FileTail | None
+              ) -> AbstractContextManager[po.ORCFile]:
+        return open_bounded(self.fs, f.path, length, tail=tail,
+                            sub_microseconds=self.sub_microseconds,
+                            wide=self._wide.get((f.path, length)))
 
     def fit_timestamps(self, files: Sequence[DataFile]) -> None:
         """Read a TIMESTAMP column as timestamp[us] in every batch of this read when one of
@@ -487,62 +540,55 @@ class Merger:
                 f.with_type(pa.timestamp("us")) if f.name in wide else f
                 for f in self.row_schema], metadata=self.row_schema.metadata)
 
-    def _events(self, f: DataFile, columns: list[str], *, length: int | None = None
-                ) -> Iterator[pa.RecordBatch]:
-        if length is None:
-            length = self._length(f)
+    def _acid_stats(self, f: DataFile, tail: FileTail) -> tuple[int, int, int] | None:
+        """`hive.acid.stats` of a file, decoded once per read (the registry asks too)."""
+        if f.path not in self._stats:
+            self._stats[f.path] = _acid_stats(tail)
+        return self._stats[f.path]
+
+    def _events(self, f: DataFile, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        length, tail = self._tail(f)
         if not length:
             return
-        with self._open(f, length) as orc:
+        with self._open(f, length, tail) as orc:
             check_acid(orc.schema, f)
             for i in range(orc.nstripes):
                 yield orc.read_stripe(i, columns=columns)
 
-    def _file_batches(self, f: DataFile, registry: DeleteRegistry) -> Iterator[pa.RecordBatch]:
-        length, tail = self._tail(f)
-        if tail is None or tail.number_of_rows == 0:
-            return
-        if f.kind == "original":
-            yield from self._original_batches(f, length, registry)
-            return
-        stats = _acid_stats(tail)
-        need_op = stats is None or stats[1] > 0 or stats[2] > 0
-        d = f.directory
-        need_valid = (d is not None and f.kind != "base"
-                      and self.snapshot.range_validity(d.min_write_id, d.max_write_id) != "ALL")
-        need_keys = self.with_row_id or len(registry) > 0
-        need_current = need_valid or (len(registry) > 0 and not registry.only_deletes)
-        with self._open(f, length) as orc:
-            schema = orc.schema
-            check_acid(schema, f)
-            row_type = schema.field(ROW_POSITION).type
-            to_file, to_table = self._field_names(
-                [row_type.field(i).name for i in range(row_type.num_fields)])
-            columns = [OPERATION] if need_op else []
-            columns += list(KEY_COLUMNS) if need_keys else []
-            columns += [CURRENT] if need_current else []
-            if self.row_fields is None:
-                columns.append(ROW)
-            else:
-                columns += [f"{ROW}.{to_file[n]}" for n in self.row_fields if n in to_file]
-            if not columns:
-                # Only partition columns asked for: read the smallest column to count rows.
-                columns = [OPERATION]
-            for i in range(orc.nstripes):
-                batch = orc.read_stripe(i, columns=columns)
-                mask: pa.Array | None = None
-                if need_op:
-                    mask = pc.not_equal(batch[OPERATION], DELETE)
-                if need_valid:
-                    v = valid_mask(batch[CURRENT], self.snapshot)
-                    mask = v if mask is None else pc.and_(mask, v)
-                keep = registry.keep_mask(batch) if len(registry) else None
-                if keep is not None:
-                    mask = pa.array(keep) if mask is None else pc.and_(mask, pa.array(keep))
-                if mask is not None:
-                    batch = batch.filter(mask)
-                if batch.num_rows:
-                    yield _rename_row(batch, to_table)
+    def _stripe_test(self, f: DataFile, tail: FileTail, to_file: dict[str, str], *,
+                     acid: bool) -> Callable[[int], bool]:
+        """Whether stripe i of an insert file may hold a row the condition matches; counts
+        every stripe and every skip."""
+        self.counts.files += 1
+        self.counts.stripes += len(tail.stripes)
+        condition = self.condition
+        if condition is None:
+            return lambda i: True
+        ids = row_columns(tail, acid=acid)
+        columns = {name: (ids[to_file[name]], self.row_schema.field(name).type)
+                   for name in self.row_schema.names
+                   if name in self.condition_columns and to_file.get(name) in ids}
+        known = self._partition_domains
+
+        def may_match(i: int) -> bool:
+            domains = stripe_domains(tail, i, columns)
+            if domains is None:
+                return True
+            if condition.may_match({**known, **domains}):
+                return True
+            self.counts.stripes_skipped += 1
+            return False
+
+        return may_match
+
+    @property
+    def condition_columns(self) -> frozenset[str]:
+        return frozenset(self._condition_columns)
+
+    def set_condition(self, condition: Condition | None, columns: Sequence[str]) -> None:
+        """Skip stripes by `condition` over `columns` (row and partition column names)."""
+        self.condition = condition
+        self._condition_columns = tuple(columns)
 
     def _field_names(self, file_fields: list[str]) -> tuple[dict[str, str], dict[str, str]]:
         """(table name -> file name, file name -> table name) for a file's row fields.
@@ -563,17 +609,24 @@ class Merger:
         """Rows of a pre-ACID file with Hive 3's synthetic ROW__ID (write id 0)."""
         bucket_property = encode_bucket_property(f.bucket_id, 0)
         next_row_id = f.first_row_id
-        with self._open(f, length) as orc:
+        tail = self._tail(f)[1]
+        assert tail is not None
+        with self._open(f, length, tail) as orc:
             names = orc.schema.names
             if [n.lower() for n in names] == [n.lower() for n in ACID_FIELD_NAMES]:
                 raise UnsupportedFormatError(
                     f"Cannot read {f.path} as an original file: it holds ACID events but is not "
                     "inside a base_ or delta_ directory")
             to_file, to_table = self._field_names(names)
+            may_match = self._stripe_test(f, tail, to_file, acid=False)
             wanted = ([to_file[n] for n in self.row_schema.names if n in to_file]
                       if self.row_fields is None
                       else [to_file[n] for n in self.row_fields if n in to_file])
             for i in range(orc.nstripes):
+                if not may_match(i):
+                    # Synthetic rowIds of later stripes still count this stripe's rows.
+                    next_row_id += tail.stripes[i].number_of_rows
+                    continue
                 # Nothing wanted (only partition columns): read every column to count rows.
                 data = orc.read_stripe(i, columns=wanted or None)
                 n = data.num_rows
@@ -644,6 +697,7 @@ __all__ = [
     "KEY_COLUMNS",
     "OPERATION",
     "OTID",
+    "READ_AHEAD_ENV",
     "ROW",
     "ROW_ID",
     "ROW_ID_COLUMN",

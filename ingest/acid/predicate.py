@@ -18,14 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.acid._sql_lexer import Dialect, Token, TokenCursor, syntax_error, tokenize
+from ingest.acid.conditions import Compare, Condition, In, IsNull, IsTrue
 from ingest.errors import ConfigError
 
 # SQL strings ('it''s'), not Hive's backslash escapes: a backslash in a value is itself.
 _DIALECT = Dialect(punctuation=("<>", "!=", "<=", ">=", "=", "<", ">", "(", ")", ",", "+", "-"))
 _KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "TRUE", "FALSE",
                        "DATE", "TIMESTAMP"})
-_COMPARE = {"=": pc.equal, "!=": pc.not_equal, "<>": pc.not_equal, "<": pc.less,
-            "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
+_COMPARE = frozenset({"=", "!=", "<>", "<", "<=", ">", ">="})
 _FLIPPED = {"=": "=", "!=": "!=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _INT_RANGES = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
 _STRAY_HINT = ("quote strings with single quotes ('abc') and names with backquotes "
@@ -59,11 +59,13 @@ class Predicate:
         text: the text as given.
         expression: the filter, to pass to `pyarrow.Table.filter` or a dataset scan.
         columns: the schema's names of the columns it reads, in order of first use.
+        condition: the same filter as a tree, for pruning partitions and stripes by bounds.
     """
 
     text: str
     expression: pc.Expression
     columns: tuple[str, ...]
+    condition: Condition | None = None
 
 
 class _Parser(TokenCursor):
@@ -83,7 +85,7 @@ class _Parser(TokenCursor):
                              self.tok.pos)
 
     # ------------------------------------------------------------------ grammar
-    def parse(self) -> pc.Expression:
+    def parse(self) -> Condition:
         if self.tok.kind == "end":
             raise self.error("expected a condition", 0)
         expr = self.or_expr()
@@ -92,24 +94,24 @@ class _Parser(TokenCursor):
                              "combine conditions with AND / OR; " + _EXAMPLE)
         return expr
 
-    def or_expr(self) -> pc.Expression:
+    def or_expr(self) -> Condition:
         expr = self.and_expr()
         while self.take_word("OR"):
             expr = expr | self.and_expr()
         return expr
 
-    def and_expr(self) -> pc.Expression:
+    def and_expr(self) -> Condition:
         expr = self.not_expr()
         while self.take_word("AND"):
             expr = expr & self.not_expr()
         return expr
 
-    def not_expr(self) -> pc.Expression:
+    def not_expr(self) -> Condition:
         if self.take_word("NOT"):
             return ~self.not_expr()
         return self.primary()
 
-    def primary(self) -> pc.Expression:
+    def primary(self) -> Condition:
         tok = self.tok
         if self.take_punct("("):
             if self.tok.kind == "end" or self.tok.text == ")":
@@ -155,7 +157,7 @@ class _Parser(TokenCursor):
         raise self.error(f"unknown column {wanted!r}", pos,
                          f"columns are: {', '.join(self.schema.names)}")
 
-    def condition(self, name: str, field: pa.Field) -> pc.Expression:
+    def condition(self, name: str, field: pa.Field) -> Condition:
         tok = self.tok
         if _is_comparison(tok):
             self.i += 1
@@ -165,10 +167,10 @@ class _Parser(TokenCursor):
             if not self.take_word("NULL"):
                 raise self.error(f"expected NULL after IS{' NOT' if negate else ''}, found "
                                  f"{self.tok.describe()}", self.tok.pos)
-            return pc.field(name).is_valid() if negate else pc.field(name).is_null()
+            return IsNull(name, negate=negate)
         if pa.types.is_boolean(field.type) and (
                 tok.kind == "end" or _keyword(tok) in ("AND", "OR") or tok.text == ")"):
-            return pc.field(name)  # a bare BOOLEAN column is a condition
+            return IsTrue(name)  # a bare BOOLEAN column is a condition
         negate = self.take_word("NOT")
         if self.take_word("IN"):
             expr = self.in_list(name, field)
@@ -187,21 +189,16 @@ class _Parser(TokenCursor):
             raise self.error(f"expected {expected}, found {self.tok.describe()}", self.tok.pos)
         return ~expr if negate else expr
 
-    def in_list(self, name: str, field: pa.Field) -> pc.Expression:
+    def in_list(self, name: str, field: pa.Field) -> Condition:
         self.expect_punct("(", "IN")
         values = [self.typed(field, self.literal(after="("))]
         while self.take_punct(","):
             values.append(self.typed(field, self.literal(after=",")))
         self.expect_punct(")", "the IN list")
-        value_set = pa.array([v.as_py() for v in values], type=values[0].type)
-        # is_in gives false, not null, for a null input; SQL's `NULL IN (...)` is null, so that
-        # `NOT IN` never matches a null either.
-        return pc.if_else(pc.field(name).is_null(), pa.scalar(None, pa.bool_()),
-                          pc.field(name).isin(value_set))
+        return In(name, tuple(values))
 
-    def compare(self, name: str, field: pa.Field, op: str, literal: _Literal) -> pc.Expression:
-        result: pc.Expression = _COMPARE[op](pc.field(name), self.typed(field, literal))
-        return result
+    def compare(self, name: str, field: pa.Field, op: str, literal: _Literal) -> Condition:
+        return Compare(name, "!=" if op == "<>" else op, self.typed(field, literal))
 
     # ------------------------------------------------------------------ literals
     def is_literal_start(self) -> bool:
@@ -390,8 +387,8 @@ def parse_predicate(text: str, schema: pa.Schema, *, option: str = "--where") ->
             the position (0-based character offset) and the hint shows what to write.
     """
     parser = _Parser(text, schema, option)
-    expression = parser.parse()
-    return Predicate(text, expression, tuple(parser.columns))
+    condition = parser.parse()
+    return Predicate(text, condition.expression(), tuple(parser.columns), condition)
 
 
 def parse_where(text: str, schema: pa.Schema, *, option: str = "--where") -> pc.Expression:

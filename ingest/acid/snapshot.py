@@ -288,7 +288,7 @@ def _prepare(
     planned = [(p, *plan_partition(fs, p, snap)) for p in partitions]
     if committed is not None and len(committed):
         for _, state, files in planned:
-            _check_committed(fs, reader, state, files, committed)
+            check_committed(fs, reader, state, files, committed)
     plans = [(p, files) for p, _, files in planned]
     if row_schema is None:
         row_schema = _row_schema(fs, [f for _, files in plans for f in files])
@@ -297,7 +297,7 @@ def _prepare(
     return reader, plans
 
 
-def _check_committed(fs: fsspec.AbstractFileSystem, reader: Merger, state: AcidState,
+def check_committed(fs: fsspec.AbstractFileSystem, reader: Merger, state: AcidState,
                      files: Sequence[DataFile], committed: CommittedFiles) -> None:
     """Refuse a partition whose files differ from what their commits recorded, and read a
     listed file only up to its committed length when nothing past it is valid here.

@@ -3,6 +3,9 @@ pyarrow ORC reading the same bucket files (no merge, no delete filtering). The d
 are written by the product's own writer (`BucketWriter.create` with `kind="delete"`).
 `read_table` checks stripe checksums (docs/format.md §16); an interleaved case with the check
 off gives `checksum_overhead`, and `checksum_ms` is the CPU time of the hashing alone.
+Further cases: the same read with a decoding thread (INGEST_READ_AHEAD=1), through
+`ingest.open_table`, and a filtered read that skips stripes by their statistics;
+`cpu_ratio` compares CPU seconds.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 import fsspec
 import numpy as np
@@ -21,12 +25,14 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
+from ingest.acid._merge import READ_AHEAD_ENV
 from ingest.acid.checksums import CHECK_ENV, find_mismatches
 from ingest.acid.events import BUCKET, KEY_COLUMNS, ORIGINAL_TRANSACTION, ROW_ID
 from ingest.acid.names import bucket_file_name, encode_bucket_property, format_base, format_delta
 from ingest.acid.snapshot import read_table
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
 from ingest.orc import read_tail
+from ingest.table import open_table
 
 
 def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
@@ -98,20 +104,33 @@ def run(argv: list[str]) -> None:
             return int(read_table(root, snapshot, with_row_id=True, fs=fs).num_rows)
 
         def ingest_unchecked() -> int:
-            os.environ[CHECK_ENV] = "0"
-            try:
-                return ingest()
-            finally:
-                del os.environ[CHECK_ENV]
+            return _with_env(CHECK_ENV, "0", ingest)
+
+        def ingest_read_ahead() -> int:
+            return _with_env(READ_AHEAD_ENV, "1", ingest)
+
+        table = open_table(root, metastore=False)
+
+        def table_api() -> int:
+            return int(table.to_arrow(snapshot=snapshot).num_rows)
 
         got = ingest()
         assert baseline() == total, "baseline read a different number of events"
         assert got == expected, f"read_table returned {got} rows, expected {expected}"
+        assert table_api() == expected
         timed = median_seconds_interleaved(
             {"baseline": baseline, "ingest": ingest, "row_id": ingest_with_row_id,
-             "unchecked": ingest_unchecked}, repeats=args.repeats)
-        (base_s, base_all), (acid_s, acid_all), (rid_s, rid_all), (off_s, off_all) = (
-            timed.values())
+             "unchecked": ingest_unchecked, "read_ahead": ingest_read_ahead,
+             "api": table_api}, repeats=args.repeats)
+        (base_s, base_all), (acid_s, acid_all), (rid_s, rid_all), (off_s, off_all), (
+            ahead_s, ahead_all), (api_s, api_all) = timed.values()
+        cpu = {name: _cpu_seconds(fn, repeats=args.repeats)
+               for name, fn in (("baseline", baseline), ("ingest", ingest))}
+        # Base ids 0..999,999, delta ids 0..delta_rows-1: every delta stripe is skipped.
+        filtered = table.scan(where=f"id >= {args.delta_rows}", snapshot=snapshot)
+        filtered_s = median_seconds_interleaved({"f": filtered.to_arrow},
+                                                repeats=args.repeats)["f"][0]
+        assert filtered.stats is not None and filtered.stats.stripes_skipped == args.deltas
         checksum_s = _checksum_cpu_seconds(fs, sorted(fs.find(root)), repeats=args.repeats)
         sample = read_table(root, snapshot, ["id"], fs=fs, limit=3)
         assert pc.sum(sample["id"]).as_py() is not None
@@ -123,6 +142,11 @@ def run(argv: list[str]) -> None:
     print(f"read_table           : median {acid_s:.3f} s  runs {[round(t, 3) for t in acid_all]}")
     print(f"read_table + row__id : median {rid_s:.3f} s  runs {[round(t, 3) for t in rid_all]}")
     print(f"  checksums off      : median {off_s:.3f} s  runs {[round(t, 3) for t in off_all]}")
+    print(f"  read-ahead on      : median {ahead_s:.3f} s  runs {[round(t, 3) for t in ahead_all]}")
+    print(f"open_table.to_arrow  : median {api_s:.3f} s  runs {[round(t, 3) for t in api_all]}")
+    print(f"  where id >= {args.delta_rows}: median {filtered_s:.3f} s, "
+          f"{filtered.stats.stripes_skipped} of {filtered.stats.stripes} stripes skipped")
+    print(f"CPU seconds: baseline {cpu['baseline']:.3f}, read_table {cpu['ingest']:.3f}")
     report(
         "reader",
         events=total,
@@ -130,11 +154,34 @@ def run(argv: list[str]) -> None:
         ingest_rows_per_s=round(total / acid_s),
         baseline_rows_per_s=round(total / base_s),
         ratio=round(base_s / acid_s, 3),
+        ratio_read_ahead=round(base_s / ahead_s, 3),
+        ratio_api=round(base_s / api_s, 3),
+        cpu_ratio=round(cpu["baseline"] / cpu["ingest"], 3),
+        filtered_s=round(filtered_s, 4),
+        stripes_skipped=filtered.stats.stripes_skipped,
         with_row_id_rows_per_s=round(total / rid_s),
         checksum_overhead=round(acid_s / off_s - 1, 4),
         checksum_ms=round(checksum_s * 1000, 3),
         checksum_share=round(checksum_s / acid_s, 4),
     )
+
+
+def _with_env(name: str, value: str, fn: Callable[[], int]) -> int:
+    os.environ[name] = value
+    try:
+        return fn()
+    finally:
+        del os.environ[name]
+
+
+def _cpu_seconds(fn: Callable[[], int], *, repeats: int) -> float:
+    """Median CPU time (every thread of the process) of `repeats` calls."""
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
 
 
 def _checksum_cpu_seconds(fs: fsspec.AbstractFileSystem, paths: list[str], *,

@@ -1,22 +1,22 @@
-"""`ingest cat PATH`: the rows a snapshot of an ACID table sees, as JSON lines."""
+"""`ingest cat PATH`: the rows a snapshot of an ACID table sees, as JSON lines.
+
+Reads through the Python API (`ingest.open_table`); also holds the snapshot choice and the
+warning display that `ingest status` shares.
+"""
 
 from __future__ import annotations
 
-import os
-import socket
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import click
-import fsspec
 
 from ingest.acid import ValidWriteIdList
-from ingest.acid.committed import CommittedFiles
-from ingest.acid.snapshot import read_batches
 from ingest.cli._output import dumps, rows
 from ingest.errors import TableNotFoundError
+from ingest.table import Table, open_table
 from ingest.txn import Metastore, TableDefinition, find_metastore_for
 
 
@@ -27,7 +27,6 @@ class SnapshotChoice:
     snapshot: ValidWriteIdList | str | None
     source: str  # "option", "metastore" or "directories"
     table: TableDefinition | None = None
-    committed: CommittedFiles | None = None  # the table's committed-file manifest
 
 
 @contextmanager
@@ -47,37 +46,15 @@ def table_snapshot(path: str, option: str | None) -> Iterator[tuple[SnapshotChoi
     except TableNotFoundError:
         pass
     try:
-        committed = None
-        if store is not None and table is not None:
-            root = str(fsspec.core.url_to_fs(table.location)[1])
-            committed = CommittedFiles(root, store.committed_files(table.name))
         if option is not None:
-            yield SnapshotChoice(option, "option", table, committed), store
+            yield SnapshotChoice(option, "option", table), store
         elif store is not None and table is not None:
-            yield SnapshotChoice(store.snapshot(table.name), "metastore", table,
-                                 committed), store
+            yield SnapshotChoice(store.snapshot(table.name), "metastore", table), store
         else:
             yield SnapshotChoice(None, "directories"), None
     finally:
         if store is not None:
             store.close()
-
-
-@contextmanager
-def registered(choice: SnapshotChoice, store: Metastore | None) -> Iterator[SnapshotChoice]:
-    """`choice` with the metastore's snapshot taken again and registered as a reader's until
-    the block ends, so the cleaner keeps every directory it may read (a lease removed at the
-    end, docs/invariants.md, 7). Unregistered where the metastore cannot take it."""
-    if store is None or choice.source != "metastore" or choice.table is None:
-        yield choice
-        return
-    agent = f"{socket.gethostname()}:{os.getpid()}:ingest-cat"
-    # The read-only connection only found the table; closed first, so the lease's connection
-    # is the last one and folds its write-ahead log back into the file when it closes.
-    store.close()
-    with Metastore.open_for_reading(store.url) as lease_store, \
-            lease_store.reading(choice.table.name, agent=agent) as snapshot:
-        yield replace(choice, snapshot=snapshot)
 
 
 @contextmanager
@@ -90,6 +67,29 @@ def warnings_to_stderr() -> Iterator[None]:
         finally:
             for w in caught:
                 click.echo(f"Warning: {w.message}", err=True)
+
+
+@contextmanager
+def warnings_as_they_come() -> Iterator[None]:
+    """Show warnings as lines on stderr the moment they are raised (the reader raises them
+    while rows stream: before the first row for a read without a snapshot)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _echo_warning
+        yield
+
+
+def _echo_warning(message: Warning | str, *args: object, **kwargs: object) -> None:
+    click.echo(f"Warning: {message}", err=True)
+
+
+def _open(path: str) -> Table:
+    """The table holding `path` with its metastore; without one, the files as on disk (the
+    read then warns that rows of open or aborted transactions may show)."""
+    try:
+        return open_table(path)
+    except TableNotFoundError:
+        return open_table(path, metastore=False)
 
 
 @click.command(
@@ -121,13 +121,9 @@ def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
     a bucket file's last flush length and deleted rows are left out, as Hive's readers do.
     """
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    # Files are opened as batches stream: the registration covers the reading too.
-    with table_snapshot(path, snapshot) as (found, store), registered(found, store) as choice:
-        with warnings_to_stderr():
-            batches = read_batches(path, choice.snapshot, names, row_id, limit=limit,
-                                   row_schema=choice.table.row_schema if choice.table else None,
-                                   committed=choice.committed)
-        with warnings_to_stderr():
-            for batch in batches:
-                for row in rows(batch):
-                    click.echo(dumps(row))
+    table = _open(path)
+    with warnings_as_they_come():
+        for batch in table.to_batches(names, snapshot=snapshot, limit=limit,
+                                      with_row_id=row_id):
+            for row in rows(batch):
+                click.echo(dumps(row))

@@ -8,6 +8,7 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
 from ingest.table.alter import AlterResult, alter_table
+from ingest.table.api import ScanPlan, Table, TableScan, open_table
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
 from ingest.table.compact import (
     CompactionHistory,
@@ -19,6 +20,7 @@ from ingest.table.compact import (
 )
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
+from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.load import LoadResult, load, load_file
 from ingest.table.split import partition_path, split_rows
@@ -36,6 +38,7 @@ __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
     "AlterResult",
     "CleanReport",
+    "Commit",
     "CompactReport",
     "CompactionHistory",
     "DeleteResult",
@@ -46,6 +49,9 @@ __all__ = [
     "PartitionCompaction",
     "Problem",
     "Removed",
+    "ScanPlan",
+    "Table",
+    "TableScan",
     "TableRecovery",
     "VerifyReport",
     "alter_table",
@@ -59,11 +65,13 @@ __all__ = [
     "live_files_of",
     "load",
     "load_file",
+    "open_table",
     "partition_path",
     "read_input",
     "recover_table_with_metastore",
     "shown_state",
     "split_rows",
+    "table_history",
     "table_schema",
     "verify_table",
 ]

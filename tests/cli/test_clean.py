@@ -12,8 +12,7 @@ import pytest
 from support import error_json, ok_json, run_cli, visible
 
 from ingest.acid.names import format_base, format_delta
-from ingest.cli.cat import registered, table_snapshot
-from ingest.table import clean, compact, create_table, load
+from ingest.table import clean, compact, create_table, load, open_table
 from ingest.txn import Metastore, default_metastore_url
 
 
@@ -98,37 +97,39 @@ def test_clean_help_says_what_it_changes(capsys: pytest.CaptureFixture[str]) -> 
     assert "clean" in out
 
 
-def test_cat_holds_a_registration_while_it_reads(location: str) -> None:
+def test_a_read_holds_a_registration_while_it_streams(location: str) -> None:
+    """What `ingest cat` does: `Table.to_batches` registers its snapshot until it ends."""
     url = default_metastore_url(location)
-    with table_snapshot(location, None) as (found, store), \
-            registered(found, store) as choice:
-        assert choice.source == "metastore"
-        with Metastore.open(url, read_only=True) as other:
-            (reader,) = other.live_readers(location, timeout_s=60)
-            assert reader.agent.endswith(":ingest-cat")
-            assert choice.snapshot == other.snapshot(location)
-        # A compaction after the registration: while it holds, the cleaner keeps what the
-        # snapshot may read in that partition; in the other, what the fixture's compaction
-        # (committed before the registration) made obsolete goes.
-        load(location, rows(range(30, 40), "2026-01-01"))
-        compact(location, kind="major", partitions=["dt=2026-01-01"])
-        with Metastore.open(url, create=False) as cleaner_store:
-            doc = clean(location, retention_s=0, metastore=cleaner_store)
-        assert doc.live_readers == 1
-        removed = {r.name for p in doc.partitions for r in p.removed}
-        kept = {k.name: k.reason for p in doc.partitions for k in p.kept}
-        assert removed == {format_delta(4, 4, 0)}  # dt=2026-01-02's
-        assert {format_base(4), format_delta(5, 5, 0)} <= kept.keys()
-        assert all("registered readers" in kept[n] for n in (format_base(4),
-                                                              format_delta(5, 5, 0)))
+    batches = open_table(location).to_batches(with_row_id=True)
+    first = next(batches)  # the snapshot is taken and the first stripe read
+    assert first.num_rows > 0
+    with Metastore.open(url, read_only=True) as other:
+        (reader,) = other.live_readers(location, timeout_s=60)
+        assert reader.agent.endswith(":ingest-read")
+    # A compaction after the registration: while it holds, the cleaner keeps what the
+    # snapshot may read in that partition; in the other, what the fixture's compaction
+    # (committed before the registration) made obsolete goes.
+    load(location, rows(range(30, 40), "2026-01-01"))
+    compact(location, kind="major", partitions=["dt=2026-01-01"])
+    with Metastore.open(url, create=False) as cleaner_store:
+        doc = clean(location, retention_s=0, metastore=cleaner_store)
+    assert doc.live_readers == 1
+    removed = {r.name for p in doc.partitions for r in p.removed}
+    kept = {k.name: k.reason for p in doc.partitions for k in p.kept}
+    assert removed == {format_delta(4, 4, 0)}  # dt=2026-01-02's
+    assert {format_base(4), format_delta(5, 5, 0)} <= kept.keys()
+    assert all("registered readers" in kept[n] for n in (format_base(4),
+                                                          format_delta(5, 5, 0)))
+    rest = list(batches)  # the read goes on over what it listed, then unregisters
+    assert sum(b.num_rows for b in [first, *rest]) == 35
     with Metastore.open(url, read_only=True) as other:
         assert other.live_readers(location, timeout_s=60) == []
-    # A --snapshot given by the user is not the metastore's: nothing is registered.
-    with table_snapshot(location, "default.events:4:9223372036854775807::") as (found, store), \
-            registered(found, store) as choice:
-        assert choice.source == "option"
-        with Metastore.open(url, read_only=True) as other:
-            assert other.live_readers(location, timeout_s=60) == []
+    # A snapshot given by the caller is not the metastore's: nothing is registered.
+    pinned = open_table(location).to_batches(snapshot="default.events:4:9223372036854775807::")
+    next(pinned)
+    with Metastore.open(url, read_only=True) as other:
+        assert other.live_readers(location, timeout_s=60) == []
+    pinned.close()
 
 
 def test_cat_output_is_the_same_before_and_after_cleaning(

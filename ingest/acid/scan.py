@@ -1,0 +1,255 @@
+"""A filtered snapshot read: partitions pruned by their values, stripes skipped by their ORC
+statistics, then the condition applied exactly to each batch.
+
+Builds on the snapshot reader (`snapshot.plan_partition`, `_merge.Merger`); a row filter in
+the `ingest delete --where` language is pruned with `conditions` and `stripe_stats`. Takes
+the snapshot as a value (docs/architecture.md §2); knows no metastore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.acid import _files
+from ingest.acid._merge import ROW_ID_COLUMN, DataFile, Merger
+from ingest.acid.committed import CommittedFiles
+from ingest.acid.conditions import Domain
+from ingest.acid.names import parse_directory
+from ingest.acid.predicate import Predicate, parse_predicate
+from ingest.acid.snapshot import (
+    Partition,
+    _row_schema,
+    check_committed,
+    list_partitions,
+    plan_partition,
+    resolve_snapshot,
+)
+from ingest.acid.writeids import ValidWriteIdList
+from ingest.errors import SchemaMismatchError
+
+ALL_ON_DISK = "all-on-disk"
+SnapshotArg = ValidWriteIdList | str | None
+"""A snapshot: a valid write-id list, Hive's string form of one, `"all-on-disk"` (every write
+id named on disk is committed, chosen explicitly), or None (the same, with a warning)."""
+
+
+@dataclass
+class ScanStats:
+    """What a scan pruned, skipped and returned; stripe figures fill in while it streams.
+
+    Attributes:
+        partitions: partition directories found under the path.
+        partitions_pruned: of those, left out by their values alone.
+        files: insert-event (and original) files opened in the kept partitions.
+        stripes: their stripes.
+        stripes_skipped: stripes never decoded because their statistics exclude every row.
+        rows: rows returned (after deletes, the condition and the limit).
+    """
+
+    partitions: int = 0
+    partitions_pruned: int = 0
+    files: int = 0
+    stripes: int = 0
+    stripes_skipped: int = 0
+    rows: int = 0
+
+
+class SnapshotScan:
+    """One planned read of a table or partition as of a snapshot; `batches()` streams it.
+
+    Planning (listing partitions, choosing directories, parsing the condition) happens in the
+    constructor; `batches()` opens the files one stripe at a time, so memory stays bounded by
+    a stripe and one bucket's delete events.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        snapshot: SnapshotArg,
+        *,
+        columns: Sequence[str] | None = None,
+        where: str | Predicate | None = None,
+        with_row_id: bool = False,
+        fs: fsspec.AbstractFileSystem | None = None,
+        row_schema: pa.Schema | None = None,
+        limit: int | None = None,
+        table: str = "",
+        committed: CommittedFiles | None = None,
+    ) -> None:
+        """Plan the read; see `scan` for the arguments.
+
+        Raises:
+            See `scan`.
+        """
+        self.fs, self.root = _files.resolve(path, fs)
+        partitions = list_partitions(self.root, fs=self.fs)
+        name = table or self.root.rstrip("/").rsplit("/", 1)[-1]
+        self.snapshot = (_all_on_disk(partitions, name) if snapshot == ALL_ON_DISK
+                         else resolve_snapshot(snapshot, partitions, table=name, stacklevel=3))
+        keys = {tuple(k for k, _ in p.values) for p in partitions}
+        if len(keys) > 1:
+            raise SchemaMismatchError(
+                f"Cannot read table {self.root}: its partition directories use different "
+                f"partition columns: {sorted(keys)}")
+        partition_columns = next(iter(keys)) if keys else ()
+        self.limit = limit
+        self.stats = ScanStats(partitions=len(partitions))
+        # Columns are set below, once the row schema and the condition are known.
+        self._merger = Merger(self.fs, self.snapshot, None, with_row_id, partition_columns)
+        planned = [(p, *plan_partition(self.fs, p, self.snapshot)) for p in partitions]
+        if committed is not None and len(committed):
+            for _, state, files in planned:  # before any file is opened for its data
+                check_committed(self.fs, self._merger, state, files, committed)
+        plans = [(p, files) for p, _, files in planned]
+        if row_schema is None:
+            row_schema = _row_schema(self.fs, [f for _, files in plans for f in files])
+        row_schema = row_schema if row_schema is not None else pa.schema([])
+        full = pa.schema(list(row_schema)
+                         + [pa.field(c, pa.string()) for c in partition_columns])
+        self.predicate = (parse_predicate(where, full, option="where") if isinstance(where, str)
+                          else where)
+        requested = list(columns) if columns is not None else None
+        read_columns = requested
+        if requested is not None and self.predicate is not None:
+            read_columns = requested + [c for c in self.predicate.columns if c not in requested]
+        self._merger.requested = read_columns
+        self._merger.set_row_schema(row_schema)
+        self._merger.fit_timestamps([f for _, files in plans for f in files])
+        self._out_names: list[str] | None = None
+        if read_columns != requested:
+            assert requested is not None
+            self._out_names = ([ROW_ID_COLUMN] if with_row_id else []) + requested
+        condition = self.predicate.condition if self.predicate is not None else None
+        self._merger.set_condition(condition,
+                                   self.predicate.columns if self.predicate is not None else ())
+        self._plans: list[tuple[Partition, list[DataFile]]] = []
+        for p, files in plans:
+            if condition is not None and not condition.may_match(_partition_domains(p)):
+                self.stats.partitions_pruned += 1
+                continue
+            self._plans.append((p, files))
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema of the batches: ROW__ID if asked, the columns, partition columns."""
+        schema = self._merger.schema
+        if self._out_names is not None:
+            schema = pa.schema([schema.field(n) for n in self._out_names])
+        return schema
+
+    @property
+    def partitions(self) -> list[Partition]:
+        """The partitions the scan reads (those not pruned)."""
+        return [p for p, _ in self._plans]
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Stream the matching rows, one batch per stripe read (empty ones left out).
+
+        Raises:
+            CorruptFileError: a bucket file or side file is damaged (run `ingest recover`).
+            UnsupportedFormatError: something Hive writes that this reader does not handle.
+        """
+        remaining = self.limit
+        if remaining is not None and remaining <= 0:
+            return
+        expression: pc.Expression | None = (self.predicate.expression
+                                            if self.predicate is not None else None)
+        counts = self._merger.counts
+        stream = self._merger.read_partitions([(dict(p.values), files)
+                                               for p, files in self._plans])
+        try:
+            for batch in stream:
+                if expression is not None:
+                    batch = batch.filter(expression)
+                if self._out_names is not None:
+                    batch = batch.select(self._out_names)
+                if not batch.num_rows:
+                    continue
+                if remaining is not None:
+                    if batch.num_rows >= remaining:
+                        batch = batch.slice(0, remaining)
+                        self.stats.rows += batch.num_rows
+                        yield batch
+                        return
+                    remaining -= batch.num_rows
+                self.stats.rows += batch.num_rows
+                yield batch
+        finally:
+            stream.close()  # stops the decoding thread and closes the files
+            self.stats.files = counts.files
+            self.stats.stripes = counts.stripes
+            self.stats.stripes_skipped = counts.stripes_skipped
+
+    def to_table(self) -> pa.Table:
+        """Every matching row as one table."""
+        return pa.Table.from_batches(list(self.batches()), schema=self.schema)
+
+
+def scan(
+    path: str,
+    snapshot: SnapshotArg,
+    *,
+    columns: Sequence[str] | None = None,
+    where: str | Predicate | None = None,
+    with_row_id: bool = False,
+    fs: fsspec.AbstractFileSystem | None = None,
+    row_schema: pa.Schema | None = None,
+    limit: int | None = None,
+) -> SnapshotScan:
+    """Plan a read of `path` as of `snapshot`, optionally filtered.
+
+    Args:
+        path: a table root, one partition directory, or an unpartitioned table root.
+        snapshot: see `SnapshotArg`.
+        columns: row and partition columns to return, in this order (default: all).
+        where: a condition in the `ingest delete --where` language over row and partition
+            columns (partition values compare as strings), or one already parsed. Rows are
+            kept only where it is true (a null never matches).
+        with_row_id: also return ROW__ID as a first column `row__id`.
+        fs: the filesystem (default: from the path's URL).
+        row_schema: the table's row columns (default: the newest data file's).
+        limit: stop after this many matching rows.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        ConfigError: a bad snapshot string, an unknown column, or a `where` that does not
+            parse or fit the columns.
+        NotEnoughHistoryError, UnsupportedFormatError, CorruptFileError: see `read_batches`.
+        SchemaMismatchError: partitions disagree on their partition columns.
+    """
+    return SnapshotScan(path, snapshot, columns=columns, where=where, with_row_id=with_row_id,
+                        fs=fs, row_schema=row_schema, limit=limit)
+
+
+def _partition_domains(p: Partition) -> dict[str, Domain]:
+    return {c: Domain.exactly(None if v is None else v.encode("utf-8")) for c, v in p.values}
+
+
+def all_on_disk(path: str, *, fs: fsspec.AbstractFileSystem | None = None,
+                table: str = "") -> ValidWriteIdList:
+    """The snapshot that takes every write id a directory under `path` names as committed.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+    """
+    fs, root = _files.resolve(path, fs)
+    return _all_on_disk(list_partitions(root, fs=fs),
+                        table or root.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _all_on_disk(partitions: Sequence[Partition], table: str) -> ValidWriteIdList:
+    """Every write id a directory names is committed: chosen explicitly, so no warning."""
+    hwm = 0
+    for p in partitions:
+        for name in p.children:
+            parsed = parse_directory(name)
+            if parsed is not None:
+                hwm = max(hwm, parsed.max_write_id)
+    return ValidWriteIdList.all_committed(table, hwm)
+
+__all__ = ["ALL_ON_DISK", "all_on_disk", "ScanStats", "SnapshotArg", "SnapshotScan", "scan"]

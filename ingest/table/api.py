@@ -1,0 +1,433 @@
+"""The Python entry point to a table: `open_table(location)` -> `Table`, read as Arrow.
+
+A `Table` finds its metastore as the CLI does, reads the metastore's committed snapshot by
+default, and streams rows through `ingest.acid.scan` (partition pruning, stripe skipping, exact
+filter); load and delete delegate to `ingest.table.load` and `ingest.table.delete`. Reading
+files without a metastore is an explicit choice (`metastore=False`). Knows no ORC bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid.committed import CommittedFiles
+from ingest.acid.predicate import Predicate, parse_predicate
+from ingest.acid.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
+from ingest.acid.snapshot import Partition, list_partitions
+from ingest.acid.writeids import ValidWriteIdList
+from ingest.errors import ConfigError, TableNotFoundError
+from ingest.table._committed import table_manifest
+from ingest.table._definition import table_schema
+from ingest.table._open import agent_name
+from ingest.table.delete import DeleteResult
+from ingest.table.delete import delete as delete_rows
+from ingest.table.history import Commit, table_history
+from ingest.table.load import LoadResult
+from ingest.table.load import load as load_rows
+from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for
+from ingest.txn.locations import ancestors, normalize_location
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MetastoreArg = str | Metastore | Literal[False] | None
+"""None: the metastore `ingest` finds for the location; a `sqlite://` URL or an open
+`Metastore` (left open); False: no metastore, read the files as they are on disk."""
+
+_NO_METASTORE_HINT = ("pass metastore=False to read the files without a metastore (every "
+                      "write id on disk then counts as committed, so rows of open or aborted "
+                      "transactions may show)")
+
+
+def open_table(
+    location: str,
+    *,
+    metastore: MetastoreArg = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Table:
+    """Open a table for reading, loading and deleting.
+
+    Args:
+        location: the table root, or a partition directory inside it (reads then cover only
+            that directory); a path or fsspec URL.
+        metastore: see `MetastoreArg`. With a metastore, reads use its committed snapshot.
+        storage_options: fsspec options for reading the files (e.g. credentials); `load`
+            and `delete` use the table location's default options.
+
+    Returns:
+        The table; it holds no open file or connection between calls.
+
+    Raises:
+        TableNotFoundError: no metastore lists a table at or above `location` (the hint
+            names `metastore=False`).
+        FileNotFoundError: with `metastore=False`, `location` is not a directory.
+        MetastoreError: a metastore exists but cannot be read.
+        ConfigError: `metastore` is neither None, False, a URL nor a `Metastore`.
+    """
+    fs, path = fsspec.core.url_to_fs(location, **(storage_options or {}))
+    path = str(path).rstrip("/") or "/"
+    if metastore is False:
+        if not fs.isdir(path):
+            raise FileNotFoundError(f"Cannot read table, directory does not exist: {path}")
+        return Table(fs, path, None, None)
+    if metastore is None:
+        try:
+            store, defn = find_metastore_for(location, read_only=True)
+        except TableNotFoundError as e:
+            raise TableNotFoundError(e.message, table=location,
+                                     hint=f"{e.hint}; or {_NO_METASTORE_HINT}") from e
+        try:
+            return Table(fs, path, defn, store.url)
+        finally:
+            store.close()
+    if isinstance(metastore, Metastore):
+        return Table(fs, path, _find_table(metastore, location), metastore)
+    if isinstance(metastore, str):
+        store = Metastore.open(metastore, create=False, read_only=True)
+        try:
+            return Table(fs, path, _find_table(store, location), metastore)
+        finally:
+            store.close()
+    raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
+                      "sqlite:// URL, a Metastore, None or False")
+
+
+def _find_table(store: Metastore, location: str) -> TableDefinition:
+    for candidate in ancestors(location):
+        found = store.find_table(candidate)
+        if found is not None:
+            return found
+    raise TableNotFoundError(
+        f"Cannot find a table at or above {location} in metastore {store.url}",
+        table=location, hint=_NO_METASTORE_HINT)
+
+
+class Table:
+    """A transactional table (or one of its partitions) as Python sees it.
+
+    Reads return Arrow (`to_arrow`, `to_batches`) or pandas, so DuckDB, Polars and anything
+    else that takes Arrow read the table too. Get one from `open_table`.
+    """
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, path: str,
+                 definition: TableDefinition | None, metastore: str | Metastore | None) -> None:
+        self._fs = fs
+        self._path = path
+        self.definition = definition
+        self._metastore = metastore
+
+    def __repr__(self) -> str:
+        return f"Table({self.location!r})"
+
+    # -- what the table is -------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """`db.table` from the metastore; the directory's name without one."""
+        if self.definition is not None:
+            return self.definition.name
+        return self._path.rsplit("/", 1)[-1]
+
+    @property
+    def location(self) -> str:
+        """The URL this table was opened at (the root, or a partition inside it)."""
+        return normalize_location(self._fs.unstrip_protocol(self._path))
+
+    @property
+    def has_metastore(self) -> bool:
+        return self.definition is not None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Row columns, then partition columns (strings): what `to_arrow()` returns.
+
+        Without a metastore, the newest data file's row columns.
+        """
+        if self.definition is not None:
+            return table_schema(self.definition)
+        return SnapshotScan(self._path, ALL_ON_DISK, fs=self._fs).schema
+
+    def partitions(self) -> list[Partition]:
+        """The partition directories below the table (or the opened directory), by path.
+
+        Raises:
+            FileNotFoundError: the directory is gone.
+        """
+        return list_partitions(self._path, fs=self._fs)
+
+    def snapshot(self) -> ValidWriteIdList:
+        """The committed snapshot a read takes now: the metastore's valid write-id list, or
+        without a metastore every write id named on disk.
+
+        Raises:
+            MetastoreError: the metastore cannot be read.
+        """
+        if self.definition is None:
+            return all_on_disk(self._path, fs=self._fs, table=self.name)
+        with self._store() as store:
+            return store.snapshot(self.definition.name)
+
+    def history(self) -> list[Commit]:
+        """Every transaction that took a write id of this table, by write id, with its state
+        and the Kafka offset ranges it committed.
+
+        Raises:
+            ConfigError: the table was opened without a metastore.
+            MetastoreError: the metastore cannot be read.
+        """
+        defn = self._require_metastore("read its history")
+        with self._store() as store:
+            return table_history(store, defn)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def scan(
+        self,
+        columns: Sequence[str] | None = None,
+        where: str | None = None,
+        snapshot: SnapshotArg = None,
+        *,
+        limit: int | None = None,
+        with_row_id: bool = False,
+    ) -> TableScan:
+        """A read, not started: `plan()`, `to_batches()`, `to_arrow()`, `to_pandas()`.
+
+        Args:
+            columns: row and partition columns, in this order (default: all).
+            where: a condition in the `ingest delete --where` language, e.g.
+                ``"dt = '2026-11-01' AND amount > 10"``; partition values are strings, and a
+                null never matches. It prunes partitions and skips stripes by their ORC
+                statistics, then is applied exactly.
+            snapshot: None (the metastore's committed snapshot at read time), a
+                `ValidWriteIdList` or Hive's string form of one, or "all-on-disk" (every
+                write id on disk is committed: no metastore consulted). Without a metastore,
+                None means "all-on-disk" and warns (`UnverifiedSnapshotWarning`).
+            limit: stop after this many matching rows.
+            with_row_id: add Hive's ROW__ID as a first column `row__id`.
+
+        Raises:
+            ConfigError: `where` does not parse or names an unknown column (checked here when
+                the metastore knows the columns, else when reading).
+        """
+        predicate = None
+        if where is not None and self.definition is not None:
+            predicate = parse_predicate(where, table_schema(self.definition), option="where")
+        return TableScan(self, columns, predicate if predicate is not None else where,
+                         snapshot, limit=limit, with_row_id=with_row_id)
+
+    def to_batches(self, columns: Sequence[str] | None = None, where: str | None = None,
+                   snapshot: SnapshotArg = None, *, limit: int | None = None,
+                   with_row_id: bool = False) -> Iterator[pa.RecordBatch]:
+        """Stream the rows as record batches, one ORC stripe at a time (bounded memory).
+
+        Arguments as for `scan`. The snapshot is taken when iteration starts.
+
+        Raises:
+            See `TableScan.to_batches`.
+        """
+        return self.scan(columns, where, snapshot, limit=limit,
+                         with_row_id=with_row_id).to_batches()
+
+    def to_arrow(self, columns: Sequence[str] | None = None, where: str | None = None,
+                 snapshot: SnapshotArg = None, *, limit: int | None = None,
+                 with_row_id: bool = False) -> pa.Table:
+        """Every row of the snapshot (matching `where`) as one Arrow table.
+
+        Arguments as for `scan`.
+
+        Raises:
+            See `TableScan.to_batches`.
+        """
+        return self.scan(columns, where, snapshot, limit=limit,
+                         with_row_id=with_row_id).to_arrow()
+
+    def to_pandas(self, columns: Sequence[str] | None = None, where: str | None = None,
+                  snapshot: SnapshotArg = None, *, limit: int | None = None) -> pd.DataFrame:
+        """`to_arrow(...).to_pandas()`; needs pandas installed.
+
+        Raises:
+            See `TableScan.to_batches`.
+        """
+        return self.scan(columns, where, snapshot, limit=limit).to_pandas()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def load(self, data: Any) -> LoadResult:
+        """Insert rows in one transaction (`ingest.table.load`).
+
+        Args:
+            data: a `pyarrow.Table` or `RecordBatch`, a pandas DataFrame, or anything
+                `pyarrow.table()` accepts; row and partition columns.
+
+        Raises:
+            ConfigError: opened without a metastore, or at a partition instead of the root.
+            SchemaMismatchError, CommitConflictError, MetastoreError: see `load`.
+        """
+        defn = self._require_root("load rows")
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        elif not isinstance(data, pa.Table):
+            data = pa.table(data)
+        return load_rows(defn.location, data, metastore=self._metastore)
+
+    def delete(self, where: str, *, dry_run: bool = False) -> DeleteResult:
+        """Delete the rows matching `where` in one transaction (`ingest.table.delete`).
+
+        Raises:
+            ConfigError: opened without a metastore or at a partition, or a bad `where`.
+            CorruptFileError, CommitConflictError, MetastoreError: see `delete`.
+        """
+        defn = self._require_root("delete rows")
+        return delete_rows(defn.location, where, metastore=self._metastore, dry_run=dry_run)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _require_metastore(self, action: str) -> TableDefinition:
+        if self.definition is None:
+            raise ConfigError(f"Cannot {action} of {self.location}: it was opened without a "
+                              "metastore", hint="open it with ingest.open_table(location) or "
+                              "metastore=URL")
+        return self.definition
+
+    def _require_root(self, action: str) -> TableDefinition:
+        defn = self._require_metastore(action)
+        if self.location != defn.location:
+            raise ConfigError(f"Cannot {action} through {self.location}: it is a directory "
+                              f"inside table {defn.name}, not its root",
+                              hint=f"open the table root: ingest.open_table({defn.location!r})")
+        return defn
+
+    @contextmanager
+    def _store(self) -> Iterator[Metastore]:
+        if isinstance(self._metastore, Metastore):
+            yield self._metastore
+            return
+        assert self._metastore is not None
+        store = Metastore.open(self._metastore, create=False, read_only=True)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    @contextmanager
+    def _read_snapshot(self, snapshot: SnapshotArg
+                       ) -> Iterator[tuple[SnapshotArg, CommittedFiles | None]]:
+        """The snapshot a read uses and the table's committed-file manifest, held for as long
+        as the read streams: the metastore's committed snapshot, registered as a reader's so
+        the cleaner keeps what it reads (a lease, docs/invariants.md, 7), unless the caller
+        named one."""
+        if self.definition is None:
+            yield snapshot, None
+            return
+        with self._lease_store() as store:
+            committed = table_manifest(store, self.definition)
+            if snapshot is not None:
+                yield snapshot, committed
+                return
+            with store.reading(self.definition.name, agent=agent_name("read")) as taken:
+                yield taken, committed
+
+    @contextmanager
+    def _lease_store(self) -> Iterator[Metastore]:
+        """The metastore, writable only to hold a reader's lease (`open_for_reading` never
+        creates, rebuilds or upgrades one; without write access reads go unregistered)."""
+        if isinstance(self._metastore, Metastore):
+            yield self._metastore
+            return
+        assert self._metastore is not None
+        with Metastore.open_for_reading(self._metastore) as store:
+            yield store
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """What a read would do now: its snapshot, the partitions it keeps and prunes."""
+
+    snapshot: ValidWriteIdList
+    partitions: tuple[Partition, ...]
+    partitions_pruned: int
+    schema: pa.Schema
+
+
+class TableScan:
+    """One read of a `Table`, configured by `Table.scan`; `stats` describes the last read."""
+
+    def __init__(self, table: Table, columns: Sequence[str] | None,
+                 where: str | Predicate | None, snapshot: SnapshotArg, *, limit: int | None,
+                 with_row_id: bool) -> None:
+        self.table = table
+        self.columns = list(columns) if columns is not None else None
+        self.where = where
+        self.snapshot = snapshot
+        self.limit = limit
+        self.with_row_id = with_row_id
+        self.stats: ScanStats | None = None
+
+    @contextmanager
+    def _open(self) -> Iterator[SnapshotScan]:
+        """Take the snapshot and plan under it; everything that reads files runs inside.
+
+        The one place a read takes its snapshot, registered with the metastore for as long
+        as the block runs.
+        """
+        t = self.table
+        with t._read_snapshot(self.snapshot) as (snapshot, committed):
+            scan = SnapshotScan(
+                t._path, snapshot, columns=self.columns, where=self.where,
+                with_row_id=self.with_row_id, fs=t._fs, limit=self.limit,
+                row_schema=t.definition.row_schema if t.definition is not None else None,
+                table=t.definition.name if t.definition is not None else "",
+                committed=committed)
+            self.stats = scan.stats
+            yield scan
+
+    def plan(self) -> ScanPlan:
+        """Take a snapshot and plan the read without reading row data.
+
+        Raises:
+            See `to_batches`.
+        """
+        with self._open() as scan:
+            return ScanPlan(scan.snapshot, tuple(scan.partitions),
+                            scan.stats.partitions_pruned, scan.schema)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Stream the matching rows, one batch per stripe read.
+
+        Raises:
+            FileNotFoundError: the table's directory is gone.
+            ConfigError: a bad snapshot string, unknown column or `where`.
+            NotEnoughHistoryError: the snapshot is older than the table's bases.
+            CorruptFileError: a data file is damaged (run `ingest recover`).
+            UnsupportedFormatError: files this reader does not handle.
+            MetastoreError: the metastore cannot be read.
+        """
+        with self._open() as scan:
+            yield from scan.batches()
+
+    def to_arrow(self) -> pa.Table:
+        """Every matching row as one Arrow table.
+
+        Raises:
+            See `to_batches`.
+        """
+        with self._open() as scan:
+            return scan.to_table()
+
+    def to_pandas(self) -> pd.DataFrame:
+        """`to_arrow().to_pandas()`.
+
+        Raises:
+            See `to_batches`.
+        """
+        return self.to_arrow().to_pandas()
+
+
+__all__ = ["Commit", "MetastoreArg", "OffsetRange", "ScanPlan", "ScanStats", "Table",
+           "TableScan", "open_table"]

@@ -1,0 +1,61 @@
+"""StripeDecoder and ahead: stripes decoded on the worker thread in reading order, the source
+drawn at most `depth` items ahead, decoding errors reported where the stripe is used."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.orc as po
+import pytest
+
+from ingest.acid._stripe_decoder import StripeDecoder, ahead
+
+
+def _orc(tmp_path: Path, stripes: int) -> po.ORCFile:
+    path = tmp_path / "f.orc"
+    table = pa.table({"a": pa.array(range(stripes * 1000), pa.int64())})
+    po.write_table(table, str(path), stripe_size=1)  # as small as the writer allows
+    return po.ORCFile(str(path))
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_stripes_come_back_in_order(tmp_path: Path, threaded: bool) -> None:
+    orc = _orc(tmp_path, 5)
+    decoder = StripeDecoder(threaded=threaded)
+    try:
+        futures = [decoder.submit(orc, i, ["a"]) for i in range(orc.nstripes)]
+        got = pa.Table.from_batches([f.result() for f in futures])
+    finally:
+        decoder.close()
+    assert got.column("a").to_pylist() == list(range(orc.nrows))
+    assert decoder.depth == (3 if threaded else 0)
+
+
+def test_a_decoding_error_is_raised_by_result(tmp_path: Path) -> None:
+    orc = _orc(tmp_path, 1)
+    decoder = StripeDecoder(threaded=True)
+    try:
+        future = decoder.submit(orc, 0, ["no_such_column"])
+        with pytest.raises((pa.ArrowException, ValueError, KeyError, OSError)):
+            future.result()
+    finally:
+        decoder.close()
+    assert not any(t.name.startswith("ingest-decode") for t in threading.enumerate())
+
+
+def test_ahead_draws_the_source_depth_items_early_and_no_further() -> None:
+    drawn: list[int] = []
+
+    def source() -> Iterator[int]:
+        for i in range(6):
+            drawn.append(i)
+            yield i
+
+    seen = []
+    for item in ahead(source(), 2):
+        seen.append((item, len(drawn)))
+    assert [i for i, _ in seen] == list(range(6))
+    assert [n for _, n in seen] == [3, 4, 5, 6, 6, 6]  # item k is yielded once k+2 was drawn
