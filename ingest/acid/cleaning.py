@@ -1,7 +1,8 @@
 """What a cleaner may remove from one partition, and removing it file by file (Hive's Cleaner).
 
 Candidates are the directories `getAcidState` lists as obsolete (each with the chosen base or
-delta that hides it) or aborted, and leftover hidden compaction output; never a directory a
+delta that hides it) or aborted (also `_vT` output of an aborted compactor transaction), and
+leftover hidden compaction output; never a directory a
 snapshot chooses, nor one holding a side file. Takes the snapshot as a value; which
 candidates may go now (readers, retention) is the caller's decision.
 """
@@ -24,7 +25,7 @@ from ingest.acid.names import (
     is_side_file,
     parse_directory,
 )
-from ingest.acid.state import AcidState, acid_state
+from ingest.acid.state import AcidState, VisibleTxn, acid_state
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.faults import crash_point
 
@@ -83,7 +84,8 @@ class CleaningPlan:
 
 
 def plan_cleaning(
-    fs: fsspec.AbstractFileSystem, partition_dir: str, snapshot: ValidWriteIdList
+    fs: fsspec.AbstractFileSystem, partition_dir: str, snapshot: ValidWriteIdList, *,
+    visible_txn: VisibleTxn | None = None, aborted_txn: Callable[[int], bool] | None = None,
 ) -> CleaningPlan:
     """What `snapshot` (the table's current one) no longer reads in one partition.
 
@@ -94,12 +96,16 @@ def plan_cleaning(
     its range (a delete delta likewise by a delete delta): the other kind hides it only
     between a minor compaction's two renames, and removing it then would lose its events.
 
+    `visible_txn` (which compactor transactions are committed, None: all) keeps a `_vT`
+    output from hiding anything before T commits; `_vT` directories whose T `aborted_txn`
+    says aborted never become visible and are "aborted" candidates.
+
     Raises:
         FileNotFoundError: the partition directory does not exist.
         NotEnoughHistoryError, UnsupportedFormatError, CorruptFileError: see `acid_state`.
     """
     root = partition_dir.rstrip("/")
-    state = acid_state(fs, root, snapshot)
+    state = acid_state(fs, root, snapshot, visible_txn=visible_txn)
     candidates: list[Candidate] = []
     kept: list[Kept] = []
     covers: dict[str, float | None] = {}
@@ -120,6 +126,8 @@ def plan_cleaning(
         if cover not in covers:
             covers[cover] = _changed_at(fs, f"{root}/{cover}", renamed=True)
     others: list[tuple[str, CleanKind]] = [(n, "aborted") for n in state.aborted]
+    if aborted_txn is not None:
+        others += [(n, "aborted") for n in _aborted_outputs(fs, root, aborted_txn)]
     for name in _temporaries(fs, root):
         if _pending_rename(fs, root, name):
             kept.append(Kept(name, "the second half of a minor compaction interrupted "
@@ -192,6 +200,18 @@ def _cover(state: AcidState, name: str) -> str | None:
 def _covers(d: ParsedDirectory, other: ParsedDirectory) -> bool:
     return (d.name != other.name and d.is_delete_delta == other.is_delete_delta
             and d.min_write_id <= other.min_write_id and d.max_write_id >= other.max_write_id)
+
+
+def _aborted_outputs(fs: fsspec.AbstractFileSystem, root: str,
+                     aborted_txn: Callable[[int], bool]) -> list[str]:
+    """`_vT` directories whose compactor transaction T aborted: no reader ever uses them."""
+    names = (str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
+    out = []
+    for name in sorted(names):
+        parsed = None if name.startswith(("_", ".")) else parse_directory(name)
+        if parsed is not None and parsed.visibility > 0 and aborted_txn(parsed.visibility):
+            out.append(name)
+    return out
 
 
 def _temporaries(fs: fsspec.AbstractFileSystem, root: str) -> list[str]:

@@ -4,7 +4,8 @@ Major writes `base_N` (N: the compactor's high watermark) holding every visible 
 ROW__ID, insert events only, one file per bucket, `_orc_acid_version` and `_metadata_acid`.
 Minor folds the chosen deltas into `delta_min_max` and `delete_delta_min_max`, events copied
 unchanged, aborted ones dropped. Output is written under a hidden name and renamed into
-place; inputs are never touched (docs/invariants.md, 3). Takes the snapshot as a value.
+place, optionally with Hive 4's `_vT` suffix (visible once txn T commits); inputs are never
+touched (docs/invariants.md, 3). Takes the snapshot as a value.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from ingest.acid.names import (
     write_compacted_marker,
 )
 from ingest.acid.snapshot import Partition, plan_partition
-from ingest.acid.state import AcidState, acid_state
+from ingest.acid.state import AcidState, VisibleTxn, acid_state
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError, UnsupportedFormatError
 from ingest.faults import crash_point
@@ -118,9 +119,14 @@ class CompactionResult:
 
 def plan_compaction(
     fs: fsspec.AbstractFileSystem, partition_dir: str, snapshot: ValidWriteIdList, *,
-    kind: CompactionKind = "major",
+    kind: CompactionKind = "major", visibility_txn_id: int | None = None,
+    visible_txn: VisibleTxn | None = None,
 ) -> CompactionPlan | None:
     """Choose what to compact in one partition; None when there is nothing to do.
+
+    With `visibility_txn_id` (the compactor's own transaction) the outputs are named with
+    Hive 4's `_v<txn>` suffix; `visible_txn` says which earlier `_v` outputs are committed
+    (None: all, as `acid_state`).
 
     The snapshot is first turned into the compactor's (`compactor_snapshot`). A delta that
     reaches past its high watermark (a transaction batch some of whose transactions are still
@@ -134,7 +140,7 @@ def plan_compaction(
     root = partition_dir.rstrip("/")
     snap = compactor_snapshot(snapshot)
     while True:
-        state = acid_state(fs, root, snap)
+        state = acid_state(fs, root, snap, visible_txn=visible_txn)
         over = [d for d in state.deltas if d.max_write_id > snap.high_watermark]
         if not over:
             break
@@ -147,8 +153,8 @@ def plan_compaction(
             return None
         base = [state.base.name] if state.base is not None else []
         inputs = (*state.original_files, *base, *(d.name for d in state.deltas))
-        return CompactionPlan(root, kind, snap, inputs, (format_base(snap.high_watermark),),
-                              state)
+        return CompactionPlan(root, kind, snap, inputs,
+                              (format_base(snap.high_watermark, visibility_txn_id),), state)
     if len(inserts) <= 1 and len(deletes) <= 1:
         return None
     low = min(d.min_write_id for d in state.deltas)
@@ -157,9 +163,10 @@ def plan_compaction(
     # An output shadows every delta of its range, of either kind (findBestWorkingDeltas), so
     # the pair is written whenever both kinds are in the range.
     if inserts:
-        outputs.append(format_delta(low, high, None))
+        outputs.append(format_delta(low, high, None, visibility_txn_id=visibility_txn_id))
     if deletes:
-        outputs.append(format_delta(low, high, None, delete=True))
+        outputs.append(format_delta(low, high, None, delete=True,
+                                    visibility_txn_id=visibility_txn_id))
     return CompactionPlan(root, kind, snap, tuple(d.name for d in state.deltas), tuple(outputs),
                           state)
 
@@ -174,6 +181,8 @@ def compact_partition(
     compression: Compression | None = None,
     tuning: WriterOptions | None = None,
     dry_run: bool = False,
+    visibility_txn_id: int | None = None,
+    visible_txn: VisibleTxn | None = None,
 ) -> CompactionResult | None:
     """Compact one partition (or an unpartitioned table's root); None if nothing to do.
 
@@ -191,6 +200,12 @@ def compact_partition(
         compression: codec of the output (default: zstd).
         tuning: stripe size and encoder settings of the output.
         dry_run: only plan; nothing is written.
+        visibility_txn_id: the compactor's open transaction: outputs are named
+            `base_N_v<txn>` / `[delete_]delta_A_B_v<txn>` and count for readers only once it
+            commits (the caller commits it after this returns); None: Hive 3 names, visible
+            once renamed.
+        visible_txn: which compactor transactions are committed, for earlier `_v` outputs
+            already in the partition (None: all).
 
     Raises:
         FileNotFoundError: the partition directory does not exist.
@@ -202,10 +217,12 @@ def compact_partition(
     fs, root = _files.resolve(partition_dir, fs)
     if not dry_run:
         finish_interrupted(fs, root)
-    plan = plan_compaction(fs, root, snapshot, kind=kind)
+    plan = plan_compaction(fs, root, snapshot, kind=kind, visibility_txn_id=visibility_txn_id,
+                           visible_txn=visible_txn)
     if plan is None:
         return None
-    files = plan_partition(fs, Partition(plan.partition), plan.snapshot)[1]
+    files = plan_partition(fs, Partition(plan.partition), plan.snapshot,
+                           visible_txn=visible_txn)[1]
     input_bytes = sum(_readable_bytes(fs, f.path) for f in files)
     if dry_run:
         return CompactionResult(plan, 0, input_bytes, 0, time.monotonic() - started, True)
@@ -226,7 +243,9 @@ def compact_partition(
     # insert delta goes first: while its delete twin is still hidden, our readers skip it
     # (`names.half_renamed_minor`) and read the untouched inputs; a crash between the renames
     # is rolled forward by the next compaction (`finish_interrupted`): both halves were
-    # complete before either was renamed.
+    # complete before either was renamed. With the `_v` suffix no rename makes anything
+    # visible: the commit of the compactor's transaction does, after both; a crash leaves
+    # outputs of a transaction that never commits, which readers skip.
     for i, name in enumerate(plan.outputs):
         temp, final = f"{root}/{TEMP_PREFIX}{name}", f"{root}/{name}"
         if fs.exists(final):

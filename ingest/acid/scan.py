@@ -29,6 +29,7 @@ from ingest.acid.snapshot import (
     plan_partition,
     resolve_snapshot,
 )
+from ingest.acid.state import VisibleTxn
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import SchemaMismatchError
 
@@ -80,8 +81,11 @@ class SnapshotScan:
         limit: int | None = None,
         table: str = "",
         committed: CommittedFiles | None = None,
+        visible_txn: VisibleTxn | None = None,
     ) -> None:
-        """Plan the read; see `scan` for the arguments.
+        """Plan the read; see `scan` for the arguments (`table`, `committed`: see
+        `read_batches`; `visible_txn`: which compactor transactions of `_vT` directories are
+        committed, None: all).
 
         Raises:
             See `scan`.
@@ -101,7 +105,8 @@ class SnapshotScan:
         self.stats = ScanStats(partitions=len(partitions))
         # Columns are set below, once the row schema and the condition are known.
         self._merger = Merger(self.fs, self.snapshot, None, with_row_id, partition_columns)
-        planned = [(p, *plan_partition(self.fs, p, self.snapshot)) for p in partitions]
+        planned = [(p, *plan_partition(self.fs, p, self.snapshot, visible_txn=visible_txn))
+                   for p in partitions]
         if committed is not None and len(committed):
             for _, state, files in planned:  # before any file is opened for its data
                 check_committed(self.fs, self._merger, state, files, committed)

@@ -40,7 +40,7 @@ from ingest.acid.names import (
     parse_partition,
 )
 from ingest.acid.side_file import read_flush_lengths
-from ingest.acid.state import AcidState, acid_state
+from ingest.acid.state import AcidState, VisibleTxn, acid_state
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CorruptFileError, SchemaMismatchError
 from ingest.orc import read_tail
@@ -154,15 +154,19 @@ def _open_read(
 
 
 def plan_partition(
-    fs: fsspec.AbstractFileSystem, partition: Partition, snapshot: ValidWriteIdList
+    fs: fsspec.AbstractFileSystem, partition: Partition, snapshot: ValidWriteIdList, *,
+    visible_txn: VisibleTxn | None = None,
 ) -> tuple[AcidState, list[DataFile]]:
     """The chosen directories of a partition and the files to read, in read order.
+
+    `visible_txn` says which compactor transactions (the T of a `_vT` directory) are
+    committed; None takes all as committed (see `acid_state`).
 
     Raises:
         FileNotFoundError: the partition vanished.
         NotEnoughHistoryError, UnsupportedFormatError, CorruptFileError: see `acid_state`.
     """
-    state = acid_state(fs, partition.path, snapshot)
+    state = acid_state(fs, partition.path, snapshot, visible_txn=visible_txn)
     files: list[DataFile] = []
     offsets: dict[int, int] = {}
     for rel in state.original_files:
@@ -235,6 +239,7 @@ def read_batches(
     limit: int | None = None,
     row_schema: pa.Schema | None = None,
     committed: CommittedFiles | None = None,
+    visible_txn: VisibleTxn | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows a snapshot sees, one record batch per stripe read (empty ones skipped).
 
@@ -258,6 +263,8 @@ def read_batches(
             than its committed length, and when it is read at exactly that length, end in
             the tail the commit recorded (docs/invariants.md, 7). Files without an entry
             read as before.
+        visible_txn: whether the compactor transaction T of a `_vT` directory is committed
+            (from the metastore); None takes every `_vT` directory as committed.
 
     Raises:
         FileNotFoundError: `path` does not exist.
@@ -269,14 +276,14 @@ def read_batches(
         SchemaMismatchError: partitions disagree on their partition columns.
     """
     reader, plans = _prepare(path, snapshot, columns, with_row_id, fs=fs, row_schema=row_schema,
-                             committed=committed)
+                             committed=committed, visible_txn=visible_txn)
     return _stream(reader, plans, limit)
 
 
 def _prepare(
     path: str, snapshot: ValidWriteIdList | str | None, columns: Sequence[str] | None,
     with_row_id: bool, *, fs: fsspec.AbstractFileSystem | None, row_schema: pa.Schema | None,
-    committed: CommittedFiles | None = None,
+    committed: CommittedFiles | None = None, visible_txn: VisibleTxn | None = None,
 ) -> tuple[Merger, list[tuple[Partition, list[DataFile]]]]:
     fs, root, partitions, snap = _open_read(path, snapshot, fs, stacklevel=3)
     keys = [tuple(k for k, _ in p.values) for p in partitions]
@@ -285,7 +292,7 @@ def _prepare(
             f"Cannot read table {root}: its partition directories use different partition "
             f"columns: {sorted(set(keys))}")
     reader = Merger(fs, snap, columns, with_row_id, keys[0] if keys else ())
-    planned = [(p, *plan_partition(fs, p, snap)) for p in partitions]
+    planned = [(p, *plan_partition(fs, p, snap, visible_txn=visible_txn)) for p in partitions]
     if committed is not None and len(committed):
         for _, state, files in planned:
             check_committed(fs, reader, state, files, committed)
@@ -368,6 +375,7 @@ def read_table(
     limit: int | None = None,
     row_schema: pa.Schema | None = None,
     committed: CommittedFiles | None = None,
+    visible_txn: VisibleTxn | None = None,
 ) -> pa.Table:
     """Every row a snapshot sees, as one table (`read_batches` concatenated).
 
@@ -375,7 +383,7 @@ def read_table(
         See `read_batches`.
     """
     reader, plans = _prepare(path, snapshot, columns, with_row_id, fs=fs, row_schema=row_schema,
-                             committed=committed)
+                             committed=committed, visible_txn=visible_txn)
     return pa.Table.from_batches(list(_stream(reader, plans, limit)), schema=reader.schema)
 
 

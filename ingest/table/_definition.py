@@ -10,7 +10,7 @@ checked are the ones Hive's full-ACID ORC tables rely on (`orc.compress`, `trans
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
@@ -29,6 +29,15 @@ ADOPTED_PROPERTY = "ingest.adopted_max_write_id"
 # delayed cleanup); `ingest clean --retention` overrides it for one run.
 RETENTION_PROPERTY = "ingest.cleaner.retention.seconds"
 DEFAULT_RETENTION_S = 300.0
+
+# Whether compaction names its output with Hive 4's `_vT` suffix (T: the compactor's own
+# transaction) so it becomes visible when T commits, not when it is renamed (docs/format.md
+# §17). Default: on only where a rename is not atomic (object stores).
+VISIBILITY_PROPERTY = "ingest.compaction.visibility_suffix"
+# fsspec protocols of object stores: a directory "rename" there copies object by object, so
+# a reader could see half an output under Hive 3 names.
+OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl",
+                                    "oss", "memory"})
 
 # The codecs `orc.compress` may name, as Hive spells them: exactly those the writer has.
 ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in CODECS)
@@ -61,13 +70,16 @@ def check_properties(properties: Mapping[str, str], *, table: str,
 
     Raises:
         ConfigError: a known property has a value this table cannot have, or a key is ours
-            (`ingest.*`, set by ingest itself, except the cleaner's retention).
+            (`ingest.*`, set by ingest itself, except the cleaner's retention and the
+            compaction's visibility suffix).
     """
     out = dict(properties)
     for key, value in properties.items():
         where = f"Cannot {action} table {table}: table property {key}={value!r}"
         if key == RETENTION_PROPERTY:
             _seconds(value, where)
+        elif key == VISIBILITY_PROPERTY:
+            out[key] = _boolean(key, value, where)
         elif key.lower().startswith("ingest."):
             raise ConfigError(f"{where} is reserved: ingest sets ingest.* properties itself",
                               hint="leave it out")
@@ -91,10 +103,7 @@ def check_properties(properties: Mapping[str, str], *, table: str,
 def _compaction_value(key: str, value: str, where: str) -> str:
     """A threshold or `no_auto_compaction` value, normalised, or an error."""
     if key.lower() == NO_AUTO_COMPACTION:
-        if value.lower() not in ("true", "false"):
-            raise ConfigError(f"{where} is not true or false",
-                              hint=f"for example --property {key}=true")
-        return value.lower()
+        return _boolean(key, value, where)
     _, kind, least = THRESHOLD_PROPERTIES[key]
     try:
         number = kind(value)
@@ -106,6 +115,33 @@ def _compaction_value(key: str, value: str, where: str) -> str:
                           hint=f"for example --property {key}="
                           + ("10" if kind is int else "0.1"))
     return str(number)
+
+
+def _boolean(key: str, value: str, where: str) -> str:
+    if value.lower() not in ("true", "false"):
+        raise ConfigError(f"{where} is not true or false",
+                          hint=f"for example --property {key}=true")
+    return value.lower()
+
+
+def uses_visibility_suffix(defn: TableDefinition, protocol: str | Sequence[str]) -> bool:
+    """Whether compaction of the table names its output `base_N_vT` / `delta_A_B_vT`.
+
+    Args:
+        defn: the table; its `ingest.compaction.visibility_suffix` decides when set.
+        protocol: the table filesystem's fsspec protocol(s); unset, the suffix is used on
+            object stores (`OBJECT_STORE_PROTOCOLS`), where a rename is not atomic.
+
+    Raises:
+        ConfigError: the stored value is not true or false (set outside ingest).
+    """
+    value = defn.properties.get(VISIBILITY_PROPERTY)
+    if value is not None:
+        return _boolean(VISIBILITY_PROPERTY, value,
+                        f"Cannot compact table {defn.name}: table property "
+                        f"{VISIBILITY_PROPERTY}={value!r}") == "true"
+    protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
+    return any(p in OBJECT_STORE_PROTOCOLS for p in protocols)
 
 
 def compaction_thresholds(defn: TableDefinition) -> CompactionThresholds:

@@ -20,6 +20,7 @@ from ingest.acid.committed import CommittedFiles
 from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
 from ingest.acid.snapshot import Partition, list_partitions
+from ingest.acid.state import VisibleTxn
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.table._committed import table_manifest
@@ -317,21 +318,26 @@ class Table:
 
     @contextmanager
     def _read_snapshot(self, snapshot: SnapshotArg
-                       ) -> Iterator[tuple[SnapshotArg, CommittedFiles | None]]:
-        """The snapshot a read uses and the table's committed-file manifest, held for as long
-        as the read streams: the metastore's committed snapshot, registered as a reader's so
-        the cleaner keeps what it reads (a lease, docs/invariants.md, 7), unless the caller
-        named one."""
+                       ) -> Iterator[tuple[SnapshotArg, CommittedFiles | None,
+                                           VisibleTxn | None]]:
+        """The snapshot a read uses, the table's committed-file manifest and which compactor
+        transactions are committed (for `_vT` directories), held for as long as the read
+        streams: the metastore's committed snapshot, registered as a reader's so the cleaner
+        keeps what it reads (a lease, docs/invariants.md, 7), unless the caller named one.
+        Without a metastore every `_vT` directory counts as committed."""
         if self.definition is None:
-            yield snapshot, None
+            yield snapshot, None, None
             return
         with self._lease_store() as store:
             committed = table_manifest(store, self.definition)
             if snapshot is not None:
-                yield snapshot, committed
+                yield snapshot, committed, store.compactor_visibility(self.definition.name)
                 return
             with store.reading(self.definition.name, agent=agent_name("read")) as taken:
-                yield taken, committed
+                # Read after the snapshot: a compaction committed in between only adds an
+                # output the snapshot's own write-id checks accept, and the lease keeps its
+                # inputs for this reader either way.
+                yield taken, committed, store.compactor_visibility(self.definition.name)
 
     @contextmanager
     def _lease_store(self) -> Iterator[Metastore]:
@@ -377,13 +383,13 @@ class TableScan:
         as the block runs.
         """
         t = self.table
-        with t._read_snapshot(self.snapshot) as (snapshot, committed):
+        with t._read_snapshot(self.snapshot) as (snapshot, committed, visible):
             scan = SnapshotScan(
                 t._path, snapshot, columns=self.columns, where=self.where,
                 with_row_id=self.with_row_id, fs=t._fs, limit=self.limit,
                 row_schema=t.definition.row_schema if t.definition is not None else None,
                 table=t.definition.name if t.definition is not None else "",
-                committed=committed)
+                committed=committed, visible_txn=visible)
             self.stats = scan.stats
             yield scan
 

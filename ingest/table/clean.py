@@ -161,6 +161,7 @@ def clean(
         snapshot = store.snapshot(defn)
         readers = store.live_readers(defn, timeout_s=txn_timeout_s)
         records = store.compactions_to_clean(defn)
+        visible = store.compactor_visibility(defn)
         aborted_at = {t.write_id: t.finished_at or 0.0
                       for t in store.transactions(defn, states=("aborted",))}
         fs, root = table_fs(defn)
@@ -168,7 +169,8 @@ def clean(
         done: list[PartitionClean] = []
         for directory in _partition_dirs(defn, fs, root, partitions):
             rel = directory[len(root):].strip("/")
-            plan = plan_cleaning(fs, directory, snapshot)
+            plan = plan_cleaning(fs, directory, snapshot, visible_txn=visible,
+                                 aborted_txn=visible.aborted.__contains__)
             forget = None if dry_run else _forgetter(store, defn, root)
             result = _clean_partition(fs, plan, rel, decide, forget)
             done.append(result)

@@ -2,8 +2,9 @@
 
 Takes the table's snapshot from the metastore, asks the initiator (`ingest.acid.initiator`,
 kind "auto") or the caller which kind each partition needs, and runs `ingest.acid.compaction`
-on each in a compactor transaction recorded in the compaction history. Obsolete inputs stay
-on disk for a cleaner; every snapshot already ignores them.
+on each in a compactor transaction recorded in the compaction history; with the table's
+visibility suffix the output is named after that transaction (`base_N_vT`). Obsolete inputs
+stay on disk for a cleaner; every snapshot already ignores them.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, IngestError
 from ingest.faults import crash_point
 from ingest.table._committed import record_outputs
-from ingest.table._definition import compaction_thresholds, table_compression
+from ingest.table._definition import (
+    compaction_thresholds,
+    table_compression,
+    uses_visibility_suffix,
+)
 from ingest.table._open import MetastoreRef, _check_root, agent_name, open_table, table_fs
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import (
@@ -44,6 +49,7 @@ from ingest.txn import (
     find_metastore_for,
     normalize_location,
 )
+from ingest.txn.compactions import CompactorVisibility
 
 CompactMode = Literal["major", "minor", "auto"]
 # How often a running compaction heartbeats its transaction; a compactor silent for
@@ -139,10 +145,12 @@ def compact(
                           "auto")
     with open_table(location, metastore) as (store, defn):
         snapshot = store.snapshot(defn)
+        visible = store.compactor_visibility(defn)
         fs, root = table_fs(defn)
         dirs = _partition_dirs(defn, root, partitions)
         worker = _Worker(store, defn, snapshot, fs, table_compression(defn), tuning,
-                         agent or agent_name("compact"), dry_run)
+                         agent or agent_name("compact"), dry_run, visible,
+                         uses_visibility_suffix(defn, fs.protocol))
         thresholds = compaction_thresholds(defn)
         done = [worker.partition(directory, directory[len(root):].strip("/"), kind, thresholds)
                 for directory in dirs]
@@ -162,6 +170,8 @@ class _Worker:
     tuning: WriterOptions | None
     agent: str
     dry_run: bool
+    visible: CompactorVisibility
+    suffix: bool  # name outputs `..._v<compactor txn>`
 
     def partition(self, directory: str, rel: str, mode: CompactMode,
                   thresholds: CompactionThresholds) -> PartitionCompaction:
@@ -175,20 +185,23 @@ class _Worker:
         else:
             kind, reason = mode, "requested"
 
-        def run(dry_run: bool) -> CompactionResult | None:
+        def run(dry_run: bool, txn_id: int | None) -> CompactionResult | None:
             return compact_partition(directory, self.snapshot, row_schema=self.defn.row_schema,
                                      kind=kind, fs=self.fs, compression=self.codec,
-                                     tuning=self.tuning, dry_run=dry_run)
+                                     tuning=self.tuning, dry_run=dry_run,
+                                     visibility_txn_id=txn_id if self.suffix else None,
+                                     visible_txn=self.visible)
 
-        if self.dry_run or plan_compaction(self.fs, directory, self.snapshot, kind=kind) is None:
-            result = run(True)
+        if self.dry_run or plan_compaction(self.fs, directory, self.snapshot, kind=kind,
+                                           visible_txn=self.visible) is None:
+            result = run(True, None)  # no transaction yet: outputs shown without `_v`
             return PartitionCompaction(rel, result, kind, reason, None, backlog)
         cid, txn = self.store.begin_compaction(self.defn, rel, kind, agent=self.agent,
                                                stale_after_s=DEFAULT_TXN_TIMEOUT_S,
                                                is_alive=agent_alive)
         try:
             with heartbeating(self.store, txn):
-                result = run(False)
+                result = run(False, txn.txn_id)
         except BaseException as e:
             try:
                 self.store.fail_compaction(cid, txn, f"{type(e).__name__}: {e}")

@@ -75,6 +75,25 @@ class CompactionInfo:
         return self.state == "working" and self.txn_state != "open"
 
 
+@dataclass(frozen=True)
+class CompactorVisibility:
+    """Which compactor transactions were committed when it was read: the predicate readers
+    pass as `visible_txn` for `_vT` directories (Hive's `AcidUtils.isDirUsable`).
+
+    Attributes:
+        highest_txn: the highest txn id allocated then; later ones count as not committed.
+        uncommitted: the table's compactor transactions then open or aborted.
+        aborted: those of them aborted (their `_vT` outputs never become visible).
+    """
+
+    highest_txn: int
+    uncommitted: frozenset[int]
+    aborted: frozenset[int]
+
+    def __call__(self, txn_id: int) -> bool:
+        return txn_id <= self.highest_txn and txn_id not in self.uncommitted
+
+
 class CompactionStore(SqliteStore):
     """The compaction half of `Metastore`; see the module docstring."""
 
@@ -202,6 +221,25 @@ class CompactionStore(SqliteStore):
                       " WHERE txn_id = ? AND state = 'open'",
                       (self._clock(), "nothing to compact", txn.txn_id))
 
+    def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
+        """Which of the table's compactor transactions are committed now, for readers of
+        `_vT` directories; one read of the compaction history joined to its transactions.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        with self._translate("read compactor transactions"), self._read() as c:
+            name = self._resolve(c, table)
+            (highest,) = c.execute("SELECT coalesce(max(txn_id), 0) FROM txns").fetchone()
+            rows: list[Any] = []
+            if self.schema_version >= 2:
+                rows = c.execute(
+                    "SELECT c.txn_id, t.state FROM compactions c JOIN txns t USING (txn_id)"
+                    " WHERE c.table_name = ? AND t.state != 'committed'", (name,)).fetchall()
+        return CompactorVisibility(int(highest), frozenset(int(t) for t, _ in rows),
+                                   frozenset(int(t) for t, st in rows if st == "aborted"))
+
     def compactions(self, table: TableRef) -> list[CompactionInfo]:
         """The table's compaction history, oldest first (empty for a metastore read-only at
         a schema version without one).
@@ -312,4 +350,4 @@ def _gone(info: CompactionInfo, now: float, stale_after_s: float,
     return None
 
 
-__all__ = ["CompactionInfo", "CompactionState", "CompactionStore"]
+__all__ = ["CompactionInfo", "CompactionState", "CompactionStore", "CompactorVisibility"]
