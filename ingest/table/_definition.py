@@ -35,9 +35,10 @@ DEFAULT_RETENTION_S = 300.0
 # §17). Default: on only where a rename is not atomic (object stores).
 VISIBILITY_PROPERTY = "ingest.compaction.visibility_suffix"
 # fsspec protocols of object stores: a directory "rename" there copies object by object, so
-# a reader could see half an output under Hive 3 names.
+# a reader could see half an output under Hive 3 names. (memory:// is in-process test
+# storage and keeps Hive 3 names like a local disk.)
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl",
-                                    "oss", "memory"})
+                                    "oss"})
 
 # The codecs `orc.compress` may name, as Hive spells them: exactly those the writer has.
 ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in CODECS)
