@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from ingest.acid import ValidWriteIdList
 from ingest.acid.snapshot import DataFile, Partition, list_partitions, plan_partition
+from ingest.acid.state import VisibleTxn
 from ingest.errors import ConfigError
 from ingest.spark._datasource_filters import Condition
 from ingest.txn import Metastore, TableDefinition, find_metastore_for, normalize_location
@@ -180,12 +181,13 @@ class ReadTask:
 def bucket_groups(
     fs: fsspec.AbstractFileSystem, path: str, snapshot: ValidWriteIdList,
     conditions: Sequence[Condition], partition_columns: Sequence[str], *,
-    write_ids: tuple[int, int] | None = None,
+    write_ids: tuple[int, int] | None = None, visible_txn: VisibleTxn | None = None,
 ) -> list[BucketGroup]:
     """The snapshot's files under `path`, one group per (partition, bucket) with inserts.
 
     Partitions that conditions on partition columns alone rule out are skipped; with
     `write_ids` (after, up to], so are insert files of directories holding none of them.
+    `visible_txn` says which compactors' `_vT` outputs are committed (docs/format.md §17).
 
     Raises:
         FileNotFoundError: `path` does not exist.
@@ -197,7 +199,7 @@ def bucket_groups(
             continue
         inserts: dict[int, list[DataFile]] = {}
         deletes: dict[int, list[DataFile]] = {}
-        for f in plan_partition(fs, partition, snapshot)[1]:
+        for f in plan_partition(fs, partition, snapshot, visible_txn=visible_txn)[1]:
             if f.kind == "delete_delta":
                 deletes.setdefault(f.bucket_id, []).append(f)
             elif write_ids is None or _may_hold(f, write_ids):

@@ -15,6 +15,7 @@ from pyspark.sql.types import StructType
 
 from ingest.acid import ValidWriteIdList
 from ingest.acid.predicate import parse_predicate
+from ingest.acid.state import VisibleTxn
 from ingest.spark._datasource_filters import Condition, conjunction
 from ingest.spark._datasource_plan import (
     BucketGroup,
@@ -66,13 +67,14 @@ class ReadSetup:
                         tuple(needed), spark_arrow_schema(self.output)[1],
                         conjunction(self.conditions), write_ids)
 
-    def groups(self, snapshot: ValidWriteIdList, *, write_ids: tuple[int, int] | None = None
-               ) -> list[BucketGroup]:
-        """The snapshot's bucket groups under the path the source was given."""
+    def groups(self, snapshot: ValidWriteIdList, *, write_ids: tuple[int, int] | None = None,
+               visible_txn: VisibleTxn | None = None) -> list[BucketGroup]:
+        """The snapshot's bucket groups under the path the source was given (`visible_txn`:
+        the metastore's committed compactor transactions, for `_vT` directories)."""
         fs, _ = _table_fs(self.defn)
         path = str(fsspec.core.url_to_fs(self.options.path)[1]).rstrip("/")
         return bucket_groups(fs, path, snapshot, self.conditions, self.defn.partition_columns,
-                             write_ids=write_ids)
+                             write_ids=write_ids, visible_txn=visible_txn)
 
     def input_partitions(self, template: ReadTask, groups: list[BucketGroup]
                          ) -> list[InputPartition]:

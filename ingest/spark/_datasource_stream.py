@@ -93,10 +93,11 @@ class HiveAcidStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, until = write_id_of(start), write_id_of(end)
         if until <= begin:
             return []
-        snapshot = self._snapshot()
+        with open_metastore(self.options) as (store, defn):
+            snapshot, visible = store.snapshot(defn), store.compactor_visibility(defn)
         write_ids = (begin, until)
         template = self.setup.task(snapshot.to_hive_string(), write_ids=write_ids)
-        groups = self.setup.groups(snapshot, write_ids=write_ids)
+        groups = self.setup.groups(snapshot, write_ids=write_ids, visible_txn=visible)
         return self.setup.input_partitions(template, groups)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

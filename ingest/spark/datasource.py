@@ -58,6 +58,8 @@ class HiveAcidReader(DataSourceReader):
             self.setup = ReadSetup(options, defn)
             snapshot = (options.snapshot if options.snapshot is not None
                         else store.snapshot(defn).to_hive_string())
+            # Taken with the snapshot: which compactors' `_vT` outputs count as committed.
+            self.visible_txn = store.compactor_visibility(defn)
         self.snapshot = snapshot
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's
@@ -71,7 +73,8 @@ class HiveAcidReader(DataSourceReader):
                 self.setup.conditions.append(condition)
 
     def partitions(self) -> list[InputPartition]:
-        groups = self.setup.groups(ValidWriteIdList.from_hive_string(self.snapshot))
+        groups = self.setup.groups(ValidWriteIdList.from_hive_string(self.snapshot),
+                                   visible_txn=self.visible_txn)
         return self.setup.input_partitions(self.setup.task(self.snapshot), groups)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
