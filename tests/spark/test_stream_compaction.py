@@ -1,5 +1,6 @@
-"""Acceptance: 50+ micro-batches while the stream's maintenance compacts (and cleans, when the
-cleaner exists) over and over, and a reader process reads before, between and during them.
+"""Acceptance: 50+ micro-batches while the stream's maintenance compacts and cleans (retention
+0: obsolete directories go as soon as no registered reader needs them) over and over, and a
+reader process, registered while it reads, reads before, between and during them.
 
 Every read must return exactly the rows of the write ids its snapshot holds committed: none
 missing, none twice. Which write id committed each row comes from the final table's ROW__IDs
@@ -20,8 +21,11 @@ import pytest
 
 from ingest.acid import ValidWriteIdList
 from ingest.acid.snapshot import read_table
+from ingest.errors import TableNotFoundError
 from ingest.spark.job import RunningStream, run_stream
 from ingest.spark.produce import produce_events, sample_events
+from ingest.table import alter_table
+from ingest.table._definition import RETENTION_PROPERTY
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow,
@@ -41,22 +45,35 @@ url, location, out, stop = sys.argv[1:]
 with open(out, "w") as f:
     while not os.path.exists(stop):
         try:
-            with Metastore.open(url, create=False, read_only=True) as store:
-                snapshot = store.snapshot(location)
-                row_schema = store.get_table(location).row_schema
+            store = Metastore.open_for_reading(url)
+            row_schema = store.get_table(location).row_schema
         except (IngestError, OSError):  # the stream has not created the table yet
             time.sleep(0.05)
             continue
-        try:
-            ids = read_table(location, snapshot, columns=["id"],
-                             row_schema=row_schema).column("id").to_pylist()
-            line = {"snapshot": snapshot.to_hive_string(), "ids": ids}
-        except Exception as e:
-            line = {"snapshot": snapshot.to_hive_string(), "error": f"{type(e).__name__}: {e}"}
+        with store, store.reading(location, agent="test-reader") as snapshot:
+            try:
+                ids = read_table(location, snapshot, columns=["id"],
+                                 row_schema=row_schema).column("id").to_pylist()
+                line = {"snapshot": snapshot.to_hive_string(), "ids": ids}
+            except Exception as e:
+                line = {"snapshot": snapshot.to_hive_string(),
+                        "error": f"{type(e).__name__}: {e}"}
         f.write(json.dumps(line) + "\\n")
         f.flush()
         time.sleep(0.2)  # the reader must not take a core from the stream on 2 cores
 """
+
+
+def retention_zero(location: str) -> None:
+    """Set the cleaner's retention to 0 once the stream has created the table."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            alter_table(location, properties={RETENTION_PROPERTY: "0"})
+            return
+        except TableNotFoundError:
+            assert time.monotonic() < deadline, "the stream did not create its table"
+            time.sleep(0.1)
 
 
 def test_reads_see_exactly_the_committed_rows_while_compaction_runs(
@@ -78,6 +95,7 @@ def test_reads_see_exactly_the_committed_rows_while_compaction_runs(
             compact="auto", clean="auto", maintenance_interval_s=0,
             wait=False)
         assert isinstance(running, RunningStream) and running.maintenance is not None
+        retention_zero(location)
         try:
             ended = running.await_termination(timeout_s=300)
         finally:
@@ -94,6 +112,10 @@ def test_reads_see_exactly_the_committed_rows_while_compaction_runs(
     assert summary.batches >= 50 and summary.rows == RECORDS
     assert stats.errors == 0, stats.last_error
     assert stats.compactions >= 4  # each of the two partitions, repeatedly
+    assert stats.cleans >= 4
+    # Without the cleaner each micro-batch would leave a delta per partition on disk.
+    on_disk = [d for d in Path(location).glob("*/*") if d.name.startswith(("base_", "delta_"))]
+    assert len(on_disk) < summary.batches, sorted(d.name for d in on_disk)
 
     # Which write id committed each row: the final table's ROW__IDs (kept by compaction).
     with Metastore.open(url) as store:
