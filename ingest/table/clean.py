@@ -22,11 +22,11 @@ from ingest.acid.cleaning import (
     plan_cleaning,
     remove_candidate,
 )
-from ingest.acid.names import parse_directory, parse_partition
-from ingest.acid.snapshot import list_partitions
+from ingest.acid.names import parse_directory
 from ingest.errors import ConfigError
 from ingest.faults import crash_point
 from ingest.table._definition import cleaner_retention_s
+from ingest.table._layout import partition_dirs
 from ingest.table._open import MetastoreRef, open_table, table_fs
 from ingest.table._written import relative_path
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
@@ -167,7 +167,7 @@ def clean(
         fs, root = table_fs(defn)
         decide = _Decision(retention, readers, records, aborted_at, time.time())
         done: list[PartitionClean] = []
-        for directory in _partition_dirs(defn, fs, root, partitions):
+        for directory in partition_dirs(defn, fs, root, partitions, action="clean"):
             rel = directory[len(root):].strip("/")
             plan = plan_cleaning(fs, directory, snapshot, visible_txn=visible,
                                  aborted_txn=visible.aborted.__contains__)
@@ -271,37 +271,6 @@ def _clean_partition(fs: fsspec.AbstractFileSystem, plan: CleaningPlan, partitio
 
 def _join(root: str, partition: str) -> str:
     return f"{root}/{partition}" if partition else root
-
-
-def _partition_dirs(defn: TableDefinition, fs: fsspec.AbstractFileSystem, root: str,
-                    specs: Sequence[str] | None) -> list[str]:
-    """The partition directories to clean.
-
-    Raises:
-        ConfigError: a spec is malformed or names no existing partition.
-    """
-    if not fs.exists(root):
-        existing: list[str] = []
-    else:
-        depth = tuple(defn.partition_columns)
-        existing = [p.path.rstrip("/") for p in list_partitions(root, fs=fs)
-                    if tuple(k for k, _ in p.values) == depth]
-    if not specs:
-        return existing
-    chosen = []
-    for spec in specs:
-        parts = [p for p in spec.replace(",", "/").split("/") if p]
-        if not parts or any(parse_partition(p) is None for p in parts):
-            raise ConfigError(f"Cannot clean {defn.name}: partition {spec!r} is not of the "
-                              "form col=value (a=1/b=2 for several levels)")
-        directory = "/".join([root, *parts])
-        if directory not in existing:
-            shown = ", ".join(p[len(root):].strip("/") or "(root)" for p in existing[:5])
-            raise ConfigError(f"Cannot clean {defn.name}: it has no partition {spec!r}",
-                              hint=f"its partitions: {shown or 'none'}"
-                                   + (", ..." if len(existing) > 5 else ""))
-        chosen.append(directory)
-    return chosen
 
 
 __all__ = ["CleanReport", "PartitionClean", "Removed", "clean"]

@@ -28,8 +28,6 @@ from ingest.acid.compaction import (
 )
 from ingest.acid.file_options import Compression, WriterOptions
 from ingest.acid.initiator import Backlog, CompactionThresholds, decide, measure_backlog
-from ingest.acid.names import parse_partition
-from ingest.acid.snapshot import list_partitions
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, IngestError
 from ingest.faults import crash_point
@@ -39,6 +37,7 @@ from ingest.table._definition import (
     table_compression,
     uses_visibility_suffix,
 )
+from ingest.table._layout import partition_dirs
 from ingest.table._open import MetastoreRef, _check_root, agent_name, open_table, table_fs
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import (
@@ -147,7 +146,7 @@ def compact(
         snapshot = store.snapshot(defn)
         visible = store.compactor_visibility(defn)
         fs, root = table_fs(defn)
-        dirs = _partition_dirs(defn, root, partitions)
+        dirs = partition_dirs(defn, fs, root, partitions, action="compact")
         worker = _Worker(store, defn, snapshot, fs, table_compression(defn), tuning,
                          agent or agent_name("compact"), dry_run, visible,
                          uses_visibility_suffix(defn, fs.protocol))
@@ -302,38 +301,6 @@ def agent_alive(agent: str) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _partition_dirs(defn: TableDefinition, root: str, specs: Sequence[str] | None) -> list[str]:
-    """Partition directories to compact.
-
-    Raises:
-        ConfigError: a spec is malformed or names no existing partition.
-    """
-    fs = table_fs(defn)[0]
-    if not fs.exists(root):
-        return []
-    # Only directories at the table's partition depth (an empty partitioned table's root is not
-    # one).
-    depth = tuple(defn.partition_columns)
-    existing = [p.path.rstrip("/") for p in list_partitions(root, fs=fs)
-                if tuple(k for k, _ in p.values) == depth]
-    if not specs:
-        return existing
-    chosen = []
-    for spec in specs:
-        parts = [p for p in spec.replace(",", "/").split("/") if p]
-        if not parts or any(parse_partition(p) is None for p in parts):
-            raise ConfigError(f"Cannot compact {defn.name}: partition {spec!r} is not of the "
-                              "form col=value (a=1/b=2 for several levels)")
-        directory = "/".join([root, *parts])
-        if directory not in existing:
-            shown = ", ".join(p[len(root):].strip("/") or "(root)" for p in existing[:5])
-            raise ConfigError(f"Cannot compact {defn.name}: it has no partition {spec!r}",
-                              hint=f"its partitions: {shown or 'none'}"
-                                   + (", ..." if len(existing) > 5 else ""))
-        chosen.append(directory)
-    return chosen
 
 
 __all__ = ["CompactMode", "CompactReport", "CompactionHistory", "PartitionCompaction",
