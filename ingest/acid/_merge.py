@@ -297,9 +297,9 @@ class Merger:
         self.counts = ScanCounts()
         self._partition_domains: dict[str, Domain] = {}
         self._condition_columns: tuple[str, ...] = ()
-        # INGEST_READ_AHEAD=1 decodes stripes on a worker thread. Off by default: on the
-        # shared 2-core benchmark machine it did not beat one thread (README, "Measured").
-        self.read_ahead = os.environ.get(READ_AHEAD_ENV, "0") == "1"
+        # Stripes are decoded one ahead on a worker thread (pyarrow releases the GIL), so the
+        # merge overlaps the next decode; INGEST_READ_AHEAD=0 reads on one thread.
+        self.read_ahead = os.environ.get(READ_AHEAD_ENV, "1") != "0"
 
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema

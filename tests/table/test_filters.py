@@ -316,9 +316,10 @@ def test_in_list_of_decimals_of_different_precision(table_dir: tuple[str, list[p
 
 def test_a_decoding_thread_reads_the_same_rows(table_dir: tuple[str, list[pa.Table]],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """INGEST_READ_AHEAD=1 (delete events and stripes decoded on a worker thread) changes
-    nothing but where the work runs."""
+    """The decoding thread (the default; delete events and stripes decoded on a worker
+    thread) changes nothing but where the work runs: INGEST_READ_AHEAD=0 reads the same."""
     root, _ = table_dir
+    monkeypatch.setenv(READ_AHEAD_ENV, "0")
     one = scan(root, SNAPSHOT, where="i64 < 1500 OR s IS NULL", with_row_id=True)
     expected = one.to_table()
     monkeypatch.setenv(READ_AHEAD_ENV, "1")
