@@ -301,6 +301,19 @@ class Merger:
         # merge overlaps the next decode; INGEST_READ_AHEAD=0 reads on one thread.
         self.read_ahead = os.environ.get(READ_AHEAD_ENV, "1") != "0"
 
+    def select(self, columns: Sequence[str] | None, row_schema: pa.Schema,
+               files: Sequence[DataFile]) -> None:
+        """Read `columns` (None: all) of `row_schema`, widening a TIMESTAMP column to
+        microseconds where one of `files` needs it (`fit_timestamps`).
+
+        Raises:
+            ConfigError: a column the table does not have.
+            CorruptFileError, UnsupportedFormatError: see `fit_timestamps`.
+        """
+        self.requested = list(columns) if columns is not None else None
+        self.set_row_schema(row_schema)
+        self.fit_timestamps(files)
+
     def set_row_schema(self, row_schema: pa.Schema) -> None:
         self.row_schema = row_schema
         if self.requested is None:

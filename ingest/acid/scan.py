@@ -16,22 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.acid import _files
-from ingest.acid._merge import ROW_ID_COLUMN, DataFile, Merger
+from ingest.acid._merge import ROW_ID_COLUMN, DataFile
 from ingest.acid.committed import CommittedFiles
 from ingest.acid.conditions import Domain
 from ingest.acid.names import parse_directory
 from ingest.acid.predicate import Predicate, parse_predicate
-from ingest.acid.snapshot import (
-    Partition,
-    _row_schema,
-    check_committed,
-    list_partitions,
-    plan_partition,
-    resolve_snapshot,
-)
+from ingest.acid.snapshot import Partition, list_partitions, plan_read, resolve_snapshot
 from ingest.acid.state import VisibleTxn
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.errors import SchemaMismatchError
 
 ALL_ON_DISK = "all-on-disk"
 SnapshotArg = ValidWriteIdList | str | None
@@ -95,25 +87,12 @@ class SnapshotScan:
         name = table or self.root.rstrip("/").rsplit("/", 1)[-1]
         self.snapshot = (_all_on_disk(partitions, name) if snapshot == ALL_ON_DISK
                          else resolve_snapshot(snapshot, partitions, table=name, stacklevel=3))
-        keys = {tuple(k for k, _ in p.values) for p in partitions}
-        if len(keys) > 1:
-            raise SchemaMismatchError(
-                f"Cannot read table {self.root}: its partition directories use different "
-                f"partition columns: {sorted(keys)}")
-        partition_columns = next(iter(keys)) if keys else ()
         self.limit = limit
         self.stats = ScanStats(partitions=len(partitions))
-        # Columns are set below, once the row schema and the condition are known.
-        self._merger = Merger(self.fs, self.snapshot, None, with_row_id, partition_columns)
-        planned = [(p, *plan_partition(self.fs, p, self.snapshot, visible_txn=visible_txn))
-                   for p in partitions]
-        if committed is not None and len(committed):
-            for _, state, files in planned:  # before any file is opened for its data
-                check_committed(self.fs, self._merger, state, files, committed)
-        plans = [(p, files) for p, _, files in planned]
-        if row_schema is None:
-            row_schema = _row_schema(self.fs, [f for _, files in plans for f in files])
-        row_schema = row_schema if row_schema is not None else pa.schema([])
+        self._merger, plans, row_schema = plan_read(
+            self.fs, self.root, partitions, self.snapshot, with_row_id=with_row_id,
+            row_schema=row_schema, committed=committed, visible_txn=visible_txn)
+        partition_columns = self._merger.partition_columns
         full = pa.schema(list(row_schema)
                          + [pa.field(c, pa.string()) for c in partition_columns])
         self.predicate = (parse_predicate(where, full, option="where") if isinstance(where, str)
@@ -122,9 +101,7 @@ class SnapshotScan:
         read_columns = requested
         if requested is not None and self.predicate is not None:
             read_columns = requested + [c for c in self.predicate.columns if c not in requested]
-        self._merger.requested = read_columns
-        self._merger.set_row_schema(row_schema)
-        self._merger.fit_timestamps([f for _, files in plans for f in files])
+        self._merger.select(read_columns, row_schema, [f for _, files in plans for f in files])
         self._out_names: list[str] | None = None
         if read_columns != requested:
             assert requested is not None

@@ -286,22 +286,42 @@ def _prepare(
     committed: CommittedFiles | None = None, visible_txn: VisibleTxn | None = None,
 ) -> tuple[Merger, list[tuple[Partition, list[DataFile]]]]:
     fs, root, partitions, snap = _open_read(path, snapshot, fs, stacklevel=3)
-    keys = [tuple(k for k, _ in p.values) for p in partitions]
-    if len(set(keys)) > 1:
+    reader, plans, row_schema = plan_read(fs, root, partitions, snap, with_row_id=with_row_id,
+                                          row_schema=row_schema, committed=committed,
+                                          visible_txn=visible_txn)
+    reader.select(columns, row_schema, [f for _, files in plans for f in files])
+    return reader, plans
+
+
+def plan_read(
+    fs: fsspec.AbstractFileSystem, root: str, partitions: Sequence[Partition],
+    snapshot: ValidWriteIdList, *, with_row_id: bool, row_schema: pa.Schema | None,
+    committed: CommittedFiles | None, visible_txn: VisibleTxn | None,
+) -> tuple[Merger, list[tuple[Partition, list[DataFile]]], pa.Schema]:
+    """What every read of a snapshot does before choosing columns: the merger, the files of
+    each partition in read order (checked against `committed` before any is opened for its
+    data), and the row schema (`row_schema`, else the newest data file's). The caller then
+    picks the columns with `Merger.select`.
+
+    Raises:
+        SchemaMismatchError: partitions disagree on their partition columns.
+        NotEnoughHistoryError, CorruptFileError, UnsupportedFormatError: see `read_batches`.
+    """
+    keys = {tuple(k for k, _ in p.values) for p in partitions}
+    if len(keys) > 1:
         raise SchemaMismatchError(
             f"Cannot read table {root}: its partition directories use different partition "
-            f"columns: {sorted(set(keys))}")
-    reader = Merger(fs, snap, columns, with_row_id, keys[0] if keys else ())
-    planned = [(p, *plan_partition(fs, p, snap, visible_txn=visible_txn)) for p in partitions]
+            f"columns: {sorted(keys)}")
+    reader = Merger(fs, snapshot, None, with_row_id, next(iter(keys)) if keys else ())
+    planned = [(p, *plan_partition(fs, p, snapshot, visible_txn=visible_txn))
+               for p in partitions]
     if committed is not None and len(committed):
         for _, state, files in planned:
             check_committed(fs, reader, state, files, committed)
     plans = [(p, files) for p, _, files in planned]
     if row_schema is None:
         row_schema = _row_schema(fs, [f for _, files in plans for f in files])
-    reader.set_row_schema(row_schema if row_schema is not None else pa.schema([]))
-    reader.fit_timestamps([f for _, files in plans for f in files])
-    return reader, plans
+    return reader, plans, row_schema if row_schema is not None else pa.schema([])
 
 
 def check_committed(fs: fsspec.AbstractFileSystem, reader: Merger, state: AcidState,
