@@ -341,7 +341,7 @@ def run_stream(
         options: what to read, where to write and how (see StreamOptions); the broker and
             topic are checked before anything is written, and the table is created with
             `options.schema_ddl` when missing.
-        metastore_url: default: beside the table.
+        metastore_url: overrides `options.metastore`; default: beside the table.
         wait: block until the query ends and return a StreamSummary (an interval trigger
             runs until stopped); False returns the RunningStream at once.
         **flags: instead of `options`: its fields by name, the sink's included
@@ -363,7 +363,7 @@ def run_stream(
     layout = table_layout(options.schema_ddl, options.partition_by)
     # Every option is checked before anything is created (docs/invariants.md, 6).
     check_partition_expression(spark, layout)
-    url = metastore_url or default_metastore_url(table)
+    url = metastore_url or options.metastore or default_metastore_url(table)
     if options.sink.txns_per_delta > 1:
         AcidSink(table, sink_id="check", options=options.sink, metastore_url=url)
     check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)

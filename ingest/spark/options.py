@@ -113,6 +113,9 @@ class StreamOptions:
         "earliest, latest, or Spark's JSON offsets."))
     partition_by: str | None = _option(None, metavar="EXPR", help=(
         '"dt" (a JSON field) or Spark SQL giving a dt column.'))
+    metastore: str | None = _option(None, metavar="URL", help=(
+        "Metastore of the table: sqlite:///abs/path.sqlite, or postgresql://user@host/db when "
+        "several hosts share it (default: $INGEST_METASTORE, else beside the table)."))
     sink: SinkOptions = field(default_factory=SinkOptions)
     max_offsets_per_trigger: int | None = _option(
         None, minimum=1, help="Cap on records per micro-batch.")

@@ -1,0 +1,146 @@
+"""Chaos on a live topic: records keep arriving while the streaming job is SIGKILLed (its whole
+process group: driver JVM, Python workers) at random moments and restarted, each time without
+any clean-up by hand. At the end every record produced is in the table exactly once, no
+transaction is left open and `ingest verify` finds nothing wrong.
+
+Runs with the table and the metastore where a multi-host deployment keeps them (docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ingest.spark.produce import produce_events, sample_events
+from ingest.table import open_table
+from ingest.txn import Metastore
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ROOT / "jobs" / "kafka_to_acid.py"
+RECORDS = 900
+BURSTS = 30
+KILLS = 3
+
+
+@dataclass
+class Target:
+    """Where the table and the metastore live, and the options every command needs."""
+
+    location: str
+    metastore: str
+    storage_options: dict[str, str] = field(default_factory=dict)
+
+    def option_args(self) -> list[str]:
+        args = ["--metastore", self.metastore]
+        for key, value in self.storage_options.items():
+            args += ["--storage-option", f"{key}={value}"]
+        return args
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_CRASH", "FSSPEC_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def _start_job(servers: str, topic: str, target: Target, checkpoint: Path, log: Path, *,
+               available_now: bool) -> subprocess.Popen[bytes]:
+    args = [sys.executable, str(JOB), "--bootstrap-servers", servers, "--topic", topic,
+            "--table", target.location, "--schema", "id BIGINT, value STRING",
+            "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "40",
+            "--trigger", "1", "--compact", "off", *target.option_args()]
+    if available_now:
+        args.append("--available-now")
+    with log.open("ab") as out:
+        return subprocess.Popen(args, env=_env(), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _committed(target: Target) -> int:
+    """Committed write ids of the table (0 while the table does not exist yet)."""
+    try:
+        with Metastore.open(target.metastore, create=False, read_only=True) as store:
+            states = store.write_id_states(target.location)
+    except Exception:  # noqa: BLE001 - the first job has not created the table yet
+        return 0
+    return sum(1 for s in states.values() if s == "committed")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _produce_live(servers: str, topic: str, done: threading.Event) -> None:
+    """RECORDS events in BURSTS bursts, a burst every ~0.7 s, while the job runs and dies."""
+    per_burst = RECORDS // BURSTS
+    try:
+        for burst in range(BURSTS):
+            produce_events(servers, topic, events=sample_events(per_burst,
+                                                                start_id=burst * per_burst),
+                           partitions=2, create_topic=burst == 0,
+                           key_fn=lambda e: str(e["id"]))  # type: ignore[index]
+            time.sleep(0.7)
+    finally:
+        done.set()
+
+
+def run_chaos(kafka_broker: str, topic: str, target: Target, work: Path) -> None:
+    rng = random.Random(os.environ.get("INGEST_CHAOS_SEED", "14"))
+    checkpoint, log = work / "checkpoint", work / "job.log"
+    produced = threading.Event()
+    producer = threading.Thread(target=_produce_live, args=(kafka_broker, topic, produced))
+    producer.start()
+    try:
+        for kill in range(KILLS):
+            before = _committed(target)
+            proc = _start_job(kafka_broker, topic, target, checkpoint, log, available_now=False)
+            deadline = time.monotonic() + 120
+            # Kill after this run has committed something, at a random moment of a later batch.
+            while _committed(target) <= before:
+                assert proc.poll() is None, f"job {kill} exited early:\n{log.read_text()[-4000:]}"
+                assert time.monotonic() < deadline, f"no commit:\n{log.read_text()[-4000:]}"
+                time.sleep(0.2)
+            time.sleep(rng.uniform(0.0, 2.5))
+            _kill_group(proc)
+    finally:
+        producer.join(timeout=120)
+    assert produced.is_set()
+
+    final = _start_job(kafka_broker, topic, target, checkpoint, log, available_now=True)
+    assert final.wait(timeout=240) == 0, log.read_text()[-4000:]
+
+    table = open_table(target.location, metastore=target.metastore,
+                       storage_options=target.storage_options or None)
+    ids = sorted(table.to_arrow(columns=["id"]).column("id").to_pylist())
+    assert len(ids) == len(set(ids)), "a record was written twice"
+    assert ids == list(range(RECORDS)), "a record was lost"
+    with Metastore.open(target.metastore, create=False, read_only=True) as store:
+        states = store.write_id_states(target.location)
+    assert "open" not in states.values()
+    assert list(states.values()).count("committed") > KILLS
+
+    verified = subprocess.run(
+        [sys.executable, "-m", "ingest", "verify", target.location, "--json",
+         *target.option_args()[2:]], env={**_env(), "INGEST_METASTORE": target.metastore},
+        capture_output=True, text=True, timeout=120)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert json.loads(verified.stdout)["problems"] == []
+
+
+def test_local_table_survives_sigkills_on_a_live_topic(
+        kafka_broker: str, topic: str, warehouse: Path) -> None:
+    target = Target(str(warehouse / "events"), f"sqlite://{warehouse}/meta.sqlite")
+    run_chaos(kafka_broker, topic, target, warehouse)
