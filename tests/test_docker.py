@@ -111,27 +111,33 @@ def test_compose_config_is_valid(rendered: dict) -> None:
         "spark-class", "org.apache.spark.deploy.worker.Worker", "spark://spark-master:7077"]
 
 
-def test_the_driver_and_executors_share_the_table(rendered: dict) -> None:
+def test_the_driver_and_executors_share_the_store_and_the_metastore_is_postgresql(
+        rendered: dict) -> None:
     services = rendered["services"]
-    mounts = {name: {v.split(":")[0]: v.split(":")[1] for v in services[name]["volumes"]}
-              for name in ("job", "spark-worker")}
-    assert mounts["job"]["data"] == mounts["spark-worker"]["data"] == "/data"
-    job = services["job"]
-    # Until the PostgreSQL backend exists the metastore is SQLite on the shared volume.
-    assert job["environment"]["INGEST_METASTORE"].startswith("sqlite:////data/")
+    job, worker = services["job"], services["spark-worker"]
+    # Executors write the table's files on MinIO with the same credentials as the driver.
+    for key in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert job["environment"][key] == worker["environment"][key], key
+    assert job["environment"]["AWS_ENDPOINT_URL"] == "http://minio:9000"
+    url = job["environment"]["INGEST_METASTORE"]
+    assert url == "postgresql://ingest@postgres:5432/ingest"  # the password is PGPASSWORD's
+    assert job["environment"]["PGPASSWORD"] == services["postgres"]["environment"][
+        "POSTGRES_PASSWORD"]
     assert job["environment"]["MASTER"] == "spark://spark-master:7077"
-    assert set(job["depends_on"]) >= {"kafka", "postgres", "spark-master", "spark-worker"}
+    assert set(job["depends_on"]) >= {"kafka", "postgres", "minio-bucket", "spark-master",
+                                      "spark-worker"}
 
 
 def test_the_jobs_flags_parse(rendered: dict) -> None:
-    """The job service's command is what jobs/kafka_to_acid.py accepts, table and checkpoint
-    on the shared volume."""
+    """The job service's command is what jobs/kafka_to_acid.py accepts: the table on the
+    S3 store, the checkpoint (the driver's alone) on its volume."""
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     flags = vars(parser.parse_args(rendered["services"]["job"]["command"]))
     options = StreamOptions.from_flags(flags)
     assert options.topic == "events"
-    assert str(options.table).startswith("/data/") and str(options.checkpoint).startswith("/data/")
+    assert options.table == "s3://warehouse/events"
+    assert str(options.checkpoint).startswith("/data/")
 
 
 def test_the_demo_producer_is_opt_in_and_its_flags_parse(rendered: dict) -> None:
