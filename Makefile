@@ -16,7 +16,7 @@ demo: $(VENV)/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
 
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=30
 
 dev-test: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow and not spark and not kafka"
