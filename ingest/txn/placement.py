@@ -11,6 +11,7 @@ import hashlib
 import os
 
 from ingest.errors import ConfigError, TableNotFoundError
+from ingest.txn._connect import parse_url
 from ingest.txn.locations import ancestors, is_local, local_path, parent_location
 from ingest.txn.model import TableDefinition
 from ingest.txn.store import Metastore
@@ -101,7 +102,7 @@ def find_metastore_for(path: str, *, read_only: bool = False,
         if found is not None:
             return store, found
         store.close()
-    where = ", ".join(u[len("sqlite://") :] for u in tried) or "none found"
+    where = ", ".join(parse_url(u).location for u in tried) or "none found"
     raise TableNotFoundError(
         f"Cannot find an ingest table at or above {path}: no metastore lists one "
         f"(metastores searched: {where})",

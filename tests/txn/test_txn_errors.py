@@ -133,13 +133,12 @@ def _tables(path: Path) -> set[str]:
     return {name for (name,) in rows}
 
 
-def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path) -> None:
-    from ingest.txn._schema import _DDL, SCHEMA_VERSION
+def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path,
+                                                         legacy_sqlite) -> None:
+    from ingest.txn._schema import SCHEMA_VERSION
 
     path = tmp_path / "v1.sqlite"
-    conn = sqlite3.connect(path)
-    conn.executescript(_DDL + "; INSERT INTO meta VALUES ('schema_version', '1');")
-    conn.close()
+    legacy_sqlite(path, 1)
     before = _tables(path)
     with Metastore.open(f"sqlite://{path}", read_only=True) as store:
         assert store.schema_version == 1
