@@ -101,8 +101,8 @@ def sqlite_path(url: str) -> str:
 
 def _shown(url: sa.URL) -> str:
     """The URL as messages show it: no password, no query, the plain scheme."""
-    return url.set(drivername="postgresql", password=None, query={}).render_as_string(
-        hide_password=False)
+    return sa.URL.create("postgresql", username=url.username, host=url.host, port=url.port,
+                         database=url.database).render_as_string(hide_password=False)
 
 
 def make_engine(target: Target, *, read_only: bool, busy_timeout_s: float) -> sa.Engine:
