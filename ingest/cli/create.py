@@ -35,8 +35,10 @@ Examples:
               help="Table property, e.g. orc.compress=ZLIB (repeatable); change it later "
                    "with `ingest alter`.")
 @click.option("--metastore", metavar="URL",
-              help="Metastore to register in, sqlite:///abs/path.sqlite  [default: "
-                   "$INGEST_METASTORE, else _ingest_metastore.sqlite beside the table]")
+              help="Metastore to register in: sqlite:///abs/path.sqlite or "
+                   "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the URL)"
+                   "  [default: $INGEST_METASTORE, else _ingest_metastore.sqlite beside the "
+                   "table]")
 @click.option("--adopt", is_flag=True,
               help="PATH already holds ACID data (base_/delta_ directories) that no metastore "
                    "lists: make it the new table's committed rows; write ids continue above "
