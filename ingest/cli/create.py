@@ -9,7 +9,7 @@ from ingest.acid.schema import to_ddl
 from ingest.cli._options import parse_properties
 from ingest.cli._output import dumps
 from ingest.table import create_table
-from ingest.txn import default_metastore_url
+from ingest.txn import default_metastore_url, redact_url
 
 
 @click.command(
@@ -56,7 +56,7 @@ def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets
     defn = create_table(path, schema_ddl, name=name, partitioned_by=partitioned_by,
                         buckets=buckets, bucketed_by=bucketed_by,
                         properties=parse_properties(properties), metastore=metastore, adopt=adopt)
-    metastore_url = metastore or default_metastore_url(defn.location)
+    metastore_url = redact_url(metastore or default_metastore_url(defn.location))
     if as_json:
         click.echo(dumps({
             "table": defn.name, "location": defn.location,

@@ -99,6 +99,18 @@ def sqlite_path(url: str) -> str:
     return rest
 
 
+def redact_url(url: str) -> str:
+    """A metastore URL fit to print: a PostgreSQL URL without its password and query; any
+    other URL unchanged.
+
+    Raises:
+        ConfigError: a postgresql:// URL that cannot be parsed.
+    """
+    if url.startswith(("postgresql://", "postgresql+psycopg://")):
+        return parse_url(url).location
+    return url
+
+
 def _shown(url: sa.URL) -> str:
     """The URL as messages show it: no password, no query, the plain scheme."""
     return sa.URL.create("postgresql", username=url.username, host=url.host, port=url.port,
@@ -228,5 +240,6 @@ __all__ = [
     "is_read_only_error",
     "make_engine",
     "parse_url",
+    "redact_url",
     "sqlite_path",
 ]
