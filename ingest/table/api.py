@@ -31,7 +31,7 @@ from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
 from ingest.table.load import LoadResult
 from ingest.table.load import load as load_rows
-from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for
+from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for, redact_url
 from ingest.txn.locations import ancestors, normalize_location
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _find_table(store: Metastore, location: str) -> TableDefinition:
         if found is not None:
             return found
     raise TableNotFoundError(
-        f"Cannot find a table at or above {location} in metastore {store.location}",
+        f"Cannot find a table at or above {location} in metastore {redact_url(store.url)}",
         table=location, hint=_NO_METASTORE_HINT)
 
 
