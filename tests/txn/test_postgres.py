@@ -227,3 +227,21 @@ def test_a_dropped_connection_fails_one_call_then_reconnects(pg_server: PgServer
             store.list_tables()
         _no_password(info.value)
         assert [t.name for t in store.list_tables()] == ["default.t"]
+
+
+def test_ingest_metastore_names_a_postgresql_metastore(pg_url: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingest.errors import TableNotFoundError
+    from ingest.txn import default_metastore_url, find_metastore_for
+
+    monkeypatch.setenv("INGEST_METASTORE", pg_url)
+    assert default_metastore_url(str(tmp_path / "events")) == pg_url
+    with Metastore.open(pg_url) as store:
+        store.create_table(TableDefinition("default.events", str(tmp_path / "events"), SCHEMA))
+    store, found = find_metastore_for(str(tmp_path / "events" / "dt=1"), read_only=True)
+    with store:
+        assert (found.name, store.dialect) == ("default.events", "postgresql")
+    with pytest.raises(TableNotFoundError) as info:
+        find_metastore_for(str(tmp_path / "other"))
+    assert f"(metastores searched: {_shown(pg_url)})" in info.value.message
+    _no_password(info.value)
