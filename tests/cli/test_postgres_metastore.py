@@ -66,3 +66,65 @@ def test_unreachable_metastore_is_a_clear_cli_error(
     assert "Cannot open metastore postgresql://ingest@127.0.0.1:9/meta: cannot connect to the " \
         "server at 127.0.0.1:9 (connection refused)" in err
     assert PG_PASSWORD not in err
+
+
+WRITER = """
+import sys
+import pyarrow as pa
+from ingest.table import load
+location, url, batches = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for b in range(batches):
+    ids = list(range(b * 20, b * 20 + 20))
+    load(location, pa.table({"id": ids, "value": [f"b{b}"] * 20}), metastore=url)
+"""
+
+READER = """
+import json, sys, time
+from ingest import open_table
+url, locations = sys.argv[1], sys.argv[2:]
+seen = []
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    counts = []
+    for location in locations:
+        rows = open_table(location, metastore=url).to_arrow().to_pylist()
+        ids = sorted(r["id"] for r in rows)
+        # Whole loads only: every batch of 20 rows all there, in order from batch 0.
+        assert ids == list(range(len(ids))) and len(ids) % 20 == 0, ids
+        assert all(r["value"] == f"b{r['id'] // 20}" for r in rows)
+        counts.append(len(ids))
+    seen.append(counts)
+    if counts == [100, 100]:
+        break
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.slow
+def test_two_writer_processes_and_a_reader_share_a_postgresql_metastore(
+        warehouse: Path, pg_url: str) -> None:
+    """Two processes load into two tables through one PostgreSQL metastore while a third
+    reads both over and over: it only ever sees whole loads."""
+    import subprocess
+    import sys
+
+    from ingest.table import create_table
+
+    tables = [str(warehouse / name) for name in ("a", "b")]
+    for location in tables:
+        create_table(location, "id BIGINT, value STRING", metastore=pg_url)
+    reader = subprocess.Popen([sys.executable, "-c", READER, pg_url, *tables],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, location, pg_url, "5"],
+                                stderr=subprocess.PIPE, text=True) for location in tables]
+    for w in writers:
+        _, err = w.communicate(timeout=120)
+        assert w.returncode == 0, err
+    out, err = reader.communicate(timeout=150)
+    assert reader.returncode == 0, err
+    seen = json.loads(out)
+    assert seen[-1] == [100, 100]
+    with Metastore.open(pg_url, read_only=True) as store:
+        for name in ("default.a", "default.b"):
+            assert store.snapshot(name).high_watermark == 5
+            assert store.live_readers(name, timeout_s=300) == []
