@@ -270,6 +270,14 @@ class SqlStore:
         )
 
 
+def inserted_id(result: sa.CursorResult[Any]) -> int:
+    """The id an INSERT of one row into a table with an autoincrement key got (SQLite's
+    rowid, PostgreSQL's sequence value, read back by SQLAlchemy)."""
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
 def _check_file(path: str, *, create: bool) -> None:
     """A SQLite metastore file must exist unless it may be created, and be a file."""
     if not os.path.exists(path):
@@ -285,4 +293,5 @@ def _check_file(path: str, *, create: bool) -> None:
         )
 
 
-__all__ = ["MEMORY_URL", "SqlStore", "TableRef", "sqlite_path", "table_from_row", "table_key"]
+__all__ = ["MEMORY_URL", "SqlStore", "TableRef", "inserted_id", "sqlite_path", "table_from_row",
+           "table_key"]

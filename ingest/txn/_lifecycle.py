@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from ingest.acid.committed import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError, IngestError
 from ingest.faults import crash_point
-from ingest.txn._db import SqlStore, TableRef
+from ingest.txn._db import SqlStore, TableRef, inserted_id
 from ingest.txn._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
 from ingest.txn.manifest import record_files, require_manifest
 from ingest.txn.model import OffsetRange, SinkProgress, Transaction, TxnState
@@ -336,10 +336,10 @@ class TransactionStore(SqlStore):
                          .where(txns.c.txn_id == txn_id)).one()
         # The primary table first, then the others by name (SQLite's insertion order, its
         # rowid, has no portable equivalent).
-        ids = c.execute(
+        ids = list(c.execute(
             sa.select(txn_to_write_id.c.table_name, txn_to_write_id.c.write_id,
                       txn_to_write_id.c.is_primary)
-            .where(txn_to_write_id.c.txn_id == txn_id)).all()
+            .where(txn_to_write_id.c.txn_id == txn_id)).all())
         ids.sort(key=lambda r: (-r[2], r[0]))
         if not ids:
             return Transaction(txn_id, "", 0, head[1], head[0])
@@ -353,4 +353,4 @@ def insert_txn(c: sa.Connection, agent: str, now: float) -> int:
     """Open one transaction row (Hive's openTxns) and return its txn id."""
     result = c.execute(sa.insert(txns).values(state="open", agent=agent, opened_at=now,
                                               heartbeat_at=now))
-    return int(result.inserted_primary_key[0])
+    return inserted_id(result)

@@ -20,7 +20,7 @@ SCHEMA_VERSION = 2
 # primary key the rowid (what AUTOINCREMENT needs), and INTEGER holds 64 bits there anyway.
 Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 # Seconds since the epoch: REAL affinity on SQLite, DOUBLE PRECISION on PostgreSQL.
-Seconds = sa.Double()
+Seconds: sa.Double[float] = sa.Double()
 
 metadata = sa.MetaData()
 

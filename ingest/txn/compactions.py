@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
-from ingest.txn._db import SqlStore, TableRef
+from ingest.txn._db import SqlStore, TableRef, inserted_id
 from ingest.txn._lifecycle import insert_txn
 from ingest.txn._schema import compactions, txns
 from ingest.txn.errors import MetastoreError
@@ -159,7 +159,7 @@ class CompactionStore(SqlStore):
             result = c.execute(sa.insert(compactions).values(
                 table_name=name, partition=partition, kind=kind, state="working",
                 txn_id=txn_id, started_at=now))
-            compaction_id = int(result.inserted_primary_key[0])
+            compaction_id = inserted_id(result)
         return compaction_id, Transaction(txn_id, name, 0, now, agent)
 
     def finish_compaction(
@@ -226,10 +226,10 @@ class CompactionStore(SqlStore):
                 sa.select(sa.func.coalesce(sa.func.max(txns.c.txn_id), 0))).scalar_one()
             rows: list[Any] = []
             if self.schema_version >= 2:
-                rows = c.execute(
+                rows = list(c.execute(
                     sa.select(_c.txn_id, txns.c.state)
                     .join(txns, txns.c.txn_id == _c.txn_id)
-                    .where(_c.table_name == name, txns.c.state != "committed")).all()
+                    .where(_c.table_name == name, txns.c.state != "committed")).all())
         return CompactorVisibility(int(highest), frozenset(int(t) for t, _ in rows),
                                    frozenset(int(t) for t, st in rows if st == "aborted"))
 

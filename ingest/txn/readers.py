@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import IngestError
 from ingest.txn._connect import is_read_only_error
-from ingest.txn._db import TableRef, sqlite_path
+from ingest.txn._db import TableRef, inserted_id, sqlite_path
 from ingest.txn._lifecycle import TransactionStore
 from ingest.txn._schema import SCHEMA_VERSION, readers, tables, txn_to_write_id, txns
 
@@ -165,7 +165,7 @@ class ReaderRegistry(TransactionStore):
                     result = c.execute(sa.insert(readers).values(
                         table_name=name, agent=agent, min_open_txn=low, opened_at=now,
                         heartbeat_at=now))
-                    return int(result.inserted_primary_key[0]), snapshot
+                    return inserted_id(result), snapshot
             except IngestError as e:
                 if e.__cause__ is None or not is_read_only_error(e.__cause__):
                     raise

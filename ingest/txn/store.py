@@ -213,7 +213,7 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
         with self._translate("list transactions"), self._read() as c:
             if table is not None:
                 query = query.where(w.c.table_name == self._resolve(c, table))
-            rows = c.execute(query).all()
+            rows = list(c.execute(query).all())
         rows.sort(key=lambda r: (r[0], -r[9], r[1]))
         return [TransactionInfo(*row[:9]) for row in rows]
 
@@ -252,10 +252,10 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
         with self._translate("read offsets"), self._read() as c:
             name = self._resolve(c, table)
             o, w = txn_offsets, txn_to_write_id
-            rows = c.execute(
+            rows = list(c.execute(
                 sa.select(w.c.write_id, o.c.topic, o.c.partition, o.c.from_offset,
                           o.c.until_offset)
-                .join(w, w.c.txn_id == o.c.txn_id).where(w.c.table_name == name)).all()
+                .join(w, w.c.txn_id == o.c.txn_id).where(w.c.table_name == name)).all())
         rows.sort(key=lambda r: (r[0], r[1], r[2]))
         return [(int(row[0]), OffsetRange(*row[1:])) for row in rows]
 
