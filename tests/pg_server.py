@@ -1,10 +1,7 @@
 """A throwaway PostgreSQL server for the metastore tests: one per session, one empty database
-per test.
-
-Started from Debian's binaries (the newest /usr/lib/postgresql/*/bin) as the `postgres` user,
-since PostgreSQL refuses to run as root; listens on 127.0.0.1 and a free port with password
-(scram) authentication for a user `ingest`, so credential errors are real ones. Missing
-binaries skip the tests, or fail them under INGEST_REQUIRE_ALL=1.
+per test. Runs Debian's newest /usr/lib/postgresql/*/bin as the `postgres` user (PostgreSQL
+refuses root) on 127.0.0.1, with scram passwords for a user `ingest` so credential errors are
+real. Missing binaries skip the tests, or fail them under INGEST_REQUIRE_ALL=1.
 """
 
 from __future__ import annotations

@@ -213,6 +213,11 @@ def explain(error: BaseException, target: Target) -> tuple[str, str | None]:
     if sqlstate == "55P03":  # lock_not_available: lock_timeout expired
         return ("timed out waiting for the metastore's write lock",
                 "another process held the metastore lock too long; retry")
+    if sqlstate == "42501":  # insufficient_privilege
+        return (text.splitlines()[0],
+                f"user {url.username!r} needs CREATE on the database's schema to create the "
+                "metastore's tables (PostgreSQL 15 grants it to the database owner only), "
+                "and SELECT, INSERT, UPDATE and DELETE on them to use it")
     if sqlstate == "25006":
         return ("it is open read-only (cannot execute a write in a read-only transaction)",
                 None)

@@ -245,3 +245,14 @@ def test_ingest_metastore_names_a_postgresql_metastore(pg_url: str, tmp_path: Pa
         find_metastore_for(str(tmp_path / "other"))
     assert f"(metastores searched: {_shown(pg_url)})" in info.value.message
     _no_password(info.value)
+
+
+def test_a_user_who_may_not_create_tables_is_told_so(pg_server: PgServer) -> None:
+    database = "t_not_owned"
+    pg_server.admin(f"CREATE DATABASE {database}")  # owned by the superuser, not by ingest
+    with pytest.raises(MetastoreError) as info:
+        Metastore.open(pg_server.url(database))
+    assert info.value.message.endswith("permission denied for schema public")
+    assert "needs CREATE on the database's schema" in str(info.value.hint)
+    assert pg_server.admin("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+                           database=database) == [(0,)]
