@@ -201,6 +201,9 @@ def explain(error: BaseException, target: Target) -> tuple[str, str | None]:
     if sqlstate == "3D000" or ("database" in text and "does not exist" in text):
         return (f"database {url.database!r} does not exist on {where}",
                 f"create it first (createdb -h {url.host} {url.database}), or fix the URL")
+    if "resolve host" in text or "translate host name" in text:
+        return (f"cannot resolve the host name {url.host!r}",
+                "check the host in the URL and this machine's DNS")
     if "Connection refused" in text or "could not connect" in text.lower():
         return (f"cannot connect to the server at {where} (connection refused)",
                 "check that PostgreSQL runs there and listens on TCP, and the host and port "

@@ -256,3 +256,13 @@ def test_a_user_who_may_not_create_tables_is_told_so(pg_server: PgServer) -> Non
     assert "needs CREATE on the database's schema" in str(info.value.hint)
     assert pg_server.admin("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
                            database=database) == [(0,)]
+
+
+def test_unknown_host_is_named() -> None:
+    with pytest.raises(MetastoreError) as info:
+        Metastore.open(f"postgresql://ingest:{PG_PASSWORD}@no-such-host.invalid/meta"
+                       "?connect_timeout=3")
+    assert info.value.message == ("Cannot open metastore postgresql://ingest@no-such-host."
+                                  "invalid/meta: cannot resolve the host name "
+                                  "'no-such-host.invalid'")
+    _no_password(info.value)
