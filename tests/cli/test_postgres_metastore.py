@@ -100,7 +100,6 @@ print(json.dumps(seen))
 """
 
 
-@pytest.mark.slow
 def test_two_writer_processes_and_a_reader_share_a_postgresql_metastore(
         warehouse: Path, pg_url: str) -> None:
     """Two processes load into two tables through one PostgreSQL metastore while a third
