@@ -25,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
                                                        if name == "auto" else ""))
     p.add_argument("--partition", action="append", default=None, metavar="SPEC",
                    help="e.g. dt=2026-11-21; repeat for several (default: every partition)")
-    p.add_argument("--metastore", default=None, help="sqlite:// URL (default: beside the table)")
+    p.add_argument("--metastore", default=None,
+                   help="sqlite:///abs/path.sqlite or postgresql://user@host/db (password from "
+                   "PGPASSWORD, ~/.pgpass or the URL; default: beside the table)")
     p.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
     p.add_argument("--master", default=None, help="default local[2] outside spark-submit")
     args = p.parse_args(argv)

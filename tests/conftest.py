@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pg_server import pg_server, pg_url  # noqa: F401  (the PostgreSQL metastore fixtures)
 
 from ingest.acid import _stripe_encoder
 

@@ -21,8 +21,9 @@ Examples:
               help="Table property to set, e.g. orc.compress=SNAPPY (repeatable); checked as "
                    "`ingest create` checks it.")
 @click.option("--metastore", metavar="URL",
-              help="Metastore holding the table, sqlite:///abs/path.sqlite  [default: found "
-                   "beside the table or in $INGEST_METASTORE]")
+              help="Metastore holding the table: sqlite:///abs/path.sqlite or "
+                   "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the URL)"
+                   "  [default: found beside the table or in $INGEST_METASTORE]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 def command(path: str, properties: tuple[str, ...], metastore: str | None,
             as_json: bool) -> None:

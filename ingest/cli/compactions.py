@@ -22,7 +22,9 @@ Examples:
 )
 @click.argument("path")
 @click.option("--metastore", metavar="URL",
-              help="The metastore holding the table. Default: the one found from PATH.")
+              help="The metastore holding the table: sqlite:///abs/path.sqlite or "
+                   "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the URL)."
+                   " Default: the one found from PATH.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 def command(path: str, metastore: str | None, as_json: bool) -> None:
     """Show the compaction history of the table at PATH, oldest first.

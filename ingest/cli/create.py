@@ -9,7 +9,7 @@ from ingest.acid.schema import to_ddl
 from ingest.cli._options import parse_properties
 from ingest.cli._output import dumps
 from ingest.table import create_table
-from ingest.txn import default_metastore_url
+from ingest.txn import default_metastore_url, redact_url
 
 
 @click.command(
@@ -35,8 +35,10 @@ Examples:
               help="Table property, e.g. orc.compress=ZLIB (repeatable); change it later "
                    "with `ingest alter`.")
 @click.option("--metastore", metavar="URL",
-              help="Metastore to register in, sqlite:///abs/path.sqlite  [default: "
-                   "$INGEST_METASTORE, else _ingest_metastore.sqlite beside the table]")
+              help="Metastore to register in: sqlite:///abs/path.sqlite or "
+                   "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the URL)"
+                   "  [default: $INGEST_METASTORE, else _ingest_metastore.sqlite beside the "
+                   "table]")
 @click.option("--adopt", is_flag=True,
               help="PATH already holds ACID data (base_/delta_ directories) that no metastore "
                    "lists: make it the new table's committed rows; write ids continue above "
@@ -54,7 +56,7 @@ def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets
     defn = create_table(path, schema_ddl, name=name, partitioned_by=partitioned_by,
                         buckets=buckets, bucketed_by=bucketed_by,
                         properties=parse_properties(properties), metastore=metastore, adopt=adopt)
-    metastore_url = metastore or default_metastore_url(defn.location)
+    metastore_url = redact_url(metastore or default_metastore_url(defn.location))
     if as_json:
         click.echo(dumps({
             "table": defn.name, "location": defn.location,

@@ -16,8 +16,9 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 # Options of every command that writes to an existing table (load, delete), in --help order.
 _WRITE_OPTIONS = (
     click.option("--metastore", metavar="URL",
-                 help="Metastore holding the table, sqlite:///abs/path.sqlite  [default: found "
-                      "beside the table or in $INGEST_METASTORE]"),
+                 help="Metastore holding the table: sqlite:///abs/path.sqlite or "
+                      "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the "
+                      "URL)  [default: found beside the table or in $INGEST_METASTORE]"),
     click.option("--json", "as_json", is_flag=True,
                  help="Print the result as one JSON document."),
     click.option("--quiet", "-q", is_flag=True,

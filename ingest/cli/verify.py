@@ -30,7 +30,7 @@ def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
             quiet: bool) -> None:
     """Check that a table's metastore and files agree; exit 1 listing every problem.
 
-    Read-only, metastore included (opened with SQLite's mode=ro). Checks: a metastore lists
+    Read-only, metastore included. Checks: a metastore lists
     the ACID data under PATH and can be read; every committed write id has a directory; no
     directory holds a write id the metastore never allocated; no directory is named like an
     ACID one without being one; Kafka offset ranges per partition have no gaps or overlaps;

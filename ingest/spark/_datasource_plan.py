@@ -34,7 +34,8 @@ class SourceOptions:
 
     Attributes:
         path: the table root, or a partition directory inside it.
-        metastore: a `sqlite://` URL; None finds the table's metastore as `ingest cat` does.
+        metastore: a `sqlite://` or `postgresql://` URL; None finds the table's metastore as
+            `ingest cat` does.
         snapshot: Hive's write-id list string; None takes the metastore's current snapshot.
         columns: row and partition columns to return, in order; None for all.
         where: a predicate in `ingest delete --where` syntax, applied exactly.

@@ -124,7 +124,8 @@ class AcidSink:
             partition_expression: Spark SQL computing the (single) partition column from
                 the parsed columns, e.g. "date_format(ts, 'yyyy-MM-dd')". None: the
                 partition column is a JSON field of the record.
-            metastore_url: `sqlite://` URL; default `default_metastore_url(table_location)`.
+            metastore_url: `sqlite://` or `postgresql://` URL; default
+                `default_metastore_url(table_location)`.
             compression: ORC codec of the bucket files; default each table's
                 `orc.compress` property (zlib when unset, which Hive 3 reads).
             lag_fn: maps the batch's end offsets to the records still behind, for the log.

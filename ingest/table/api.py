@@ -31,15 +31,15 @@ from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
 from ingest.table.load import LoadResult
 from ingest.table.load import load as load_rows
-from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for
+from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for, redact_url
 from ingest.txn.locations import ancestors, normalize_location
 
 if TYPE_CHECKING:
     import pandas as pd
 
 MetastoreArg = str | Metastore | Literal[False] | None
-"""None: the metastore `ingest` finds for the location; a `sqlite://` URL or an open
-`Metastore` (left open); False: no metastore, read the files as they are on disk."""
+"""None: the metastore `ingest` finds for the location; a `sqlite://` or `postgresql://` URL
+or an open `Metastore` (left open); False: no metastore, read the files as they are on disk."""
 
 _NO_METASTORE_HINT = ("pass metastore=False to read the files without a metastore (every "
                       "write id on disk then counts as committed, so rows of open or aborted "
@@ -96,7 +96,7 @@ def open_table(
         finally:
             store.close()
     raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
-                      "sqlite:// URL, a Metastore, None or False")
+                      "sqlite:// or postgresql:// URL, a Metastore, None or False")
 
 
 def _find_table(store: Metastore, location: str) -> TableDefinition:
@@ -105,7 +105,7 @@ def _find_table(store: Metastore, location: str) -> TableDefinition:
         if found is not None:
             return found
     raise TableNotFoundError(
-        f"Cannot find a table at or above {location} in metastore {store.url}",
+        f"Cannot find a table at or above {location} in metastore {redact_url(store.url)}",
         table=location, hint=_NO_METASTORE_HINT)
 
 

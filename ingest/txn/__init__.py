@@ -2,10 +2,12 @@
 
 Hands out write ids and snapshots as `ingest.acid.ValidWriteIdList`; never reads ORC bytes
 and performs no table operation (those are `ingest.table`'s). The default store is one
-SQLite file per warehouse directory (see `placement`).
+SQLite file per warehouse directory (see `placement`); a PostgreSQL database serves several
+hosts.
 """
 
 from ingest.acid.committed import CommittedFile
+from ingest.txn._connect import redact_url
 from ingest.txn.compactions import CompactionInfo
 from ingest.txn.errors import MetastoreError
 from ingest.txn.locations import normalize_location
@@ -46,4 +48,5 @@ __all__ = [
     "default_metastore_url",
     "find_metastore_for",
     "normalize_location",
+    "redact_url",
 ]

@@ -1,34 +1,43 @@
-"""The SQLite plumbing under the metastore: URLs, one connection, transactions, table rows.
+"""The SQL plumbing under the metastore: one connection, transactions, table rows.
 
-Every driver error leaves here as a MetastoreError naming the file. Writes take
-`BEGIN IMMEDIATE` (SQLite's write lock at once, so allocations in several processes are
-serial); the file is in WAL mode so readers do not block the writer.
+Every driver error leaves here as a MetastoreError naming the metastore (never its password).
+Write transactions are serial across processes and hosts (SQLite's write lock, or one
+PostgreSQL advisory lock); reads see one consistent snapshot. What differs per database is
+in `_connect`; the statements here and in the modules above are shared.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Self
 
 import pyarrow as pa
+import sqlalchemy as sa
 
-from ingest.errors import ConfigError, TableNotFoundError
-from ingest.txn._schema import SCHEMA_VERSION, ensure_schema
+from ingest.errors import TableNotFoundError
+from ingest.txn._connect import (
+    MEMORY_URL,
+    Target,
+    begin_statements,
+    driver_error,
+    empty_description,
+    explain,
+    make_engine,
+    parse_url,
+    sqlite_path,
+)
+from ingest.txn._schema import SCHEMA_VERSION, ensure_schema, tables
 from ingest.txn.errors import MetastoreError
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import TableDefinition, qualify_table_name
 
 TableRef = str | TableDefinition
 """A table given as its definition, its `db.table` name, or its location (path or URL)."""
-
-MEMORY_URL = "sqlite://:memory:"
 
 
 def table_key(table: TableRef) -> tuple[str, str]:
@@ -40,27 +49,9 @@ def table_key(table: TableRef) -> tuple[str, str]:
     return "name", qualify_table_name(table)
 
 
-def sqlite_path(url: str) -> str:
-    """The sqlite3 database argument for a `sqlite://` URL (":memory:" or an absolute path)."""
-    if not url.startswith("sqlite://"):
-        raise ConfigError(
-            f"Cannot open metastore {url!r}: only sqlite:// URLs are supported",
-            hint="use 'sqlite:///absolute/path.sqlite' or 'sqlite://:memory:'",
-        )
-    rest = url[len("sqlite://") :]
-    if rest in (":memory:", "/:memory:"):
-        return ":memory:"
-    if not rest.startswith("/"):
-        raise ConfigError(
-            f"Cannot open metastore {url!r}: the path must be absolute",
-            hint="write three slashes: 'sqlite:///absolute/path.sqlite'",
-        )
-    return rest
-
-
-TABLE_COLUMNS = (
-    "name, location, row_schema, partition_columns, bucket_count, bucket_columns, properties"
-)
+TABLE_COLUMNS = (tables.c.name, tables.c.location, tables.c.row_schema,
+                 tables.c.partition_columns, tables.c.bucket_count, tables.c.bucket_columns,
+                 tables.c.properties)
 
 
 def table_from_row(row: Sequence[Any]) -> TableDefinition:
@@ -68,7 +59,7 @@ def table_from_row(row: Sequence[Any]) -> TableDefinition:
     return TableDefinition(
         name=name,
         location=location,
-        row_schema=pa.ipc.read_schema(pa.py_buffer(schema)),
+        row_schema=pa.ipc.read_schema(pa.py_buffer(bytes(schema))),
         partition_columns=tuple(json.loads(partitions)),
         bucket_count=int(bucket_count),
         bucket_columns=tuple(json.loads(buckets)),
@@ -76,27 +67,30 @@ def table_from_row(row: Sequence[Any]) -> TableDefinition:
     )
 
 
-class SqliteStore:
-    """One SQLite connection shared by a process's threads, plus table lookup.
+class SqlStore:
+    """One database connection shared by a process's threads, plus table lookup.
 
     Holds one connection and serialises its own threads with a lock (a heartbeat thread may
-    share it with the writer). Processes coordinate through SQLite's file locks.
+    share it with the writer). Processes coordinate through the database's locks.
     """
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        engine: sa.Engine,
+        target: Target,
         *,
-        url: str,
-        location: str,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """Wrap an open connection; use `open` instead."""
-        self._conn = conn
+        """Wrap an engine; use `open` instead."""
+        self._engine = engine
+        self._target = target
+        self._conn: sa.Connection | None = None
+        self._closed = False
         self._lock = threading.RLock()
         self._clock = clock
-        self.url = url
-        self.location = location
+        self.url = target.url
+        self.location = target.location
+        self.dialect = target.dialect
         # Below SCHEMA_VERSION only when opened read-only: the newer tables are then absent.
         self.schema_version = SCHEMA_VERSION
 
@@ -110,80 +104,72 @@ class SqliteStore:
         busy_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.time,
     ) -> Self:
-        """Open (and if needed create) the metastore at a `sqlite://` URL.
+        """Open (and if needed create) the metastore at a `sqlite://` or `postgresql://` URL.
 
         Args:
-            url: `sqlite:///abs/path.sqlite` or `sqlite://:memory:` (private to this object).
-            create: create the file and its parent directories when missing, and its tables
-                when the file is empty. Without it an empty file is an error, never rebuilt.
-            read_only: open with SQLite's `mode=ro`: nothing is created or changed, and any
-                write fails (read-only commands, docs/invariants.md, 7). Implies create=False.
-            busy_timeout_s: how long a write waits for another process's lock.
+            url: `sqlite:///abs/path.sqlite`, `sqlite://:memory:` (private to this object) or
+                `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (without a password in the
+                URL, libpq's PGPASSWORD and ~/.pgpass are used; `?connect_timeout=S` changes
+                the 10 s connection time-out).
+            create: create the file and its parent directories when missing, and the tables
+                when the file or database is empty. Without it an empty one is an error, never
+                rebuilt.
+            read_only: nothing is created or changed, and any write fails (read-only
+                commands, docs/invariants.md, 7): SQLite's `mode=ro`, PostgreSQL's
+                read-only transactions. Implies create=False.
+            busy_timeout_s: how long a write waits for another process's write lock.
             clock: seconds since the epoch, for open/heartbeat times (tests pass a fake one).
 
         Returns:
             The open metastore; close it with `close()` or use it as a context manager.
 
         Raises:
-            ConfigError: the URL is not a supported sqlite URL.
-            MetastoreError: the file is missing (create=False), empty (create=False),
-                unreadable or not a metastore.
-            UnsupportedFormatError: the file was written by a newer ingest.
+            ConfigError: the URL is not a supported sqlite or postgresql URL.
+            MetastoreError: the file is missing (create=False); the file or database is empty
+                (create=False), unreadable or not a metastore; the server cannot be reached
+                or refuses the credentials.
+            UnsupportedFormatError: the metastore was written by a newer ingest.
         """
-        path = sqlite_path(url)
-        location = url if path == ":memory:" else path
+        target = parse_url(url)
         create = create and not read_only
-        if path != ":memory:":
-            if not os.path.exists(path):
-                if not create:
-                    raise MetastoreError(
-                        f"Cannot open metastore {path}: file does not exist", location=path
-                    )
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-            elif not os.path.isfile(path):
-                raise MetastoreError(
-                    f"Cannot open metastore {path}: it is a directory, not a file",
-                    location=path,
-                    hint="point --metastore or INGEST_METASTORE at a .sqlite file",
-                )
-        target = path
-        if read_only and path != ":memory:":
-            target = "file:" + urllib.parse.quote(path) + "?mode=ro"
-        try:
-            conn = sqlite3.connect(
-                target,
-                timeout=busy_timeout_s,
-                isolation_level=None,
-                check_same_thread=False,
-                uri=target != path,
-            )
-        except sqlite3.Error as e:
-            raise MetastoreError(f"Cannot open metastore {location}: {e}", location=location) from e
-        store = cls(conn, url=url, location=location, clock=clock)
+        if target.dialect == "sqlite" and not target.memory:
+            _check_file(target.location, create=create)
+        engine = make_engine(target, read_only=read_only, busy_timeout_s=busy_timeout_s)
+        store = cls(engine, target, clock=clock)
         try:
             with store._translate("open"):
-                conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-                fresh = path == ":memory:"  # a private in-memory database is always new
+                store._connection()
+                if target.dialect == "sqlite":
+                    store._exec(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+                # A private in-memory database is always new.
+                fresh = target.memory
+                empty = empty_description(target)
                 if read_only or not create:
                     # Checked before any pragma: setting WAL on an empty file writes to it.
                     with store._read() as c:
-                        store.schema_version = ensure_schema(c, location, create=fresh)
+                        store.schema_version = ensure_schema(
+                            c, store.location, create=fresh, empty_what=empty)
                 if not read_only:
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    conn.execute("PRAGMA foreign_keys = ON")
+                    if target.dialect == "sqlite":
+                        store._exec("PRAGMA journal_mode = WAL")
+                        store._exec("PRAGMA foreign_keys = ON")
                     with store._write() as c:
                         store.schema_version = ensure_schema(
-                            c, location, create=create or fresh, upgrade=True
-                        )
+                            c, store.location, create=create or fresh, upgrade=True,
+                            empty_what=empty)
         except BaseException:
-            conn.close()
+            store.close()
             raise
         return store
 
     def close(self) -> None:
         """Close the connection; the object is unusable afterwards."""
         with self._lock:
-            self._conn.close()
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._engine.dispose()
 
     def __enter__(self) -> Self:
         return self
@@ -192,64 +178,87 @@ class SqliteStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.url!r})"
+        return f"{type(self).__name__}({self.location!r})"
 
     # -- plumbing ---------------------------------------------------------------------------
 
+    def _connection(self) -> sa.Connection:
+        """The store's one connection, opened on first use and again after the server
+        dropped it (SQLAlchemy reconnects an invalidated connection once rolled back)."""
+        if self._closed:
+            raise MetastoreError(f"Cannot use metastore {self.location}: it was closed",
+                                 location=self.location, hint="open it again")
+        if self._conn is None:
+            self._conn = self._engine.connect()
+        elif self._conn.invalidated:
+            self._conn.rollback()
+        return self._conn
+
+    def _exec(self, sql: str) -> None:
+        self._connection().exec_driver_sql(sql)
+
     @contextmanager
     def _translate(self, action: str) -> Iterator[None]:
-        """Turn driver errors into MetastoreError naming the file, chained `from` them."""
+        """Turn driver errors into MetastoreError naming the metastore, chained `from` the
+        driver's own exception."""
         try:
             yield
-        except sqlite3.Error as e:
-            hint = None
-            if "locked" in str(e) or "busy" in str(e):
-                hint = "another process held the metastore lock too long; retry"
+        except sa.exc.SQLAlchemyError as e:
+            reason, hint = explain(e, self._target)
             if action == "open":
-                message = f"Cannot open metastore {self.location}: {e}"
+                message = f"Cannot open metastore {self.location}: {reason}"
             else:
-                message = f"Cannot {action} in metastore {self.location}: {e}"
-            raise MetastoreError(message, location=self.location, hint=hint) from e
+                message = f"Cannot {action} in metastore {self.location}: {reason}"
+            raise MetastoreError(message, location=self.location, hint=hint) from driver_error(e)
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One SQLite write transaction, taken with BEGIN IMMEDIATE so allocation is serial."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+    def _write(self) -> Iterator[sa.Connection]:
+        """One write transaction; no other process writes until it ends (see `_connect`)."""
+        with self._lock, self._transaction(write=True) as c:
+            yield c
+
+    @contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        """One consistent read snapshot."""
+        with self._lock, self._transaction(write=False) as c:
+            yield c
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[sa.Connection]:
+        conn = self._connection()
+        for statement in begin_statements(self.dialect, write=write):
             try:
-                yield self._conn
+                conn.exec_driver_sql(statement)
             except BaseException:
-                # Some driver errors end the transaction themselves.
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                self._rollback_quietly(conn)
                 raise
-            self._conn.execute("COMMIT")
+        try:
+            yield conn
+        except BaseException:
+            self._rollback_quietly(conn)
+            raise
+        conn.exec_driver_sql("COMMIT")
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """One consistent read snapshot (a deferred transaction)."""
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                yield self._conn
-            finally:
-                if self._conn.in_transaction:
-                    self._conn.execute("COMMIT")
+    @staticmethod
+    def _rollback_quietly(conn: sa.Connection) -> None:
+        """Roll back after an error; some driver errors ended the transaction already, and
+        a dropped connection cannot roll back: the error that got here is the one to tell."""
+        try:
+            conn.exec_driver_sql("ROLLBACK")
+        except sa.exc.SQLAlchemyError:
+            pass
 
-    def _select_table(
-        self, c: sqlite3.Connection, column: str, value: str
-    ) -> TableDefinition | None:
-        row = c.execute(f"SELECT {TABLE_COLUMNS} FROM tables WHERE {column} = ?", (value,))
-        found = row.fetchone()
+    def _select_table(self, c: sa.Connection, column: str, value: str) -> TableDefinition | None:
+        found = c.execute(sa.select(*TABLE_COLUMNS).where(tables.c[column] == value)).first()
         return None if found is None else table_from_row(found)
 
-    def _resolve(self, c: sqlite3.Connection, table: TableRef) -> str:
-        """The stored name of a table, inside an open SQLite transaction."""
+    def _resolve(self, c: sa.Connection, table: TableRef) -> str:
+        """The stored name of a table, inside an open transaction."""
         column, value = table_key(table)
-        row = c.execute(f"SELECT name FROM tables WHERE {column} = ?", (value,)).fetchone()
-        if row is None:
+        name = c.execute(sa.select(tables.c.name).where(tables.c[column] == value)).scalar()
+        if name is None:
             raise self._not_found(table)
-        return str(row[0])
+        return str(name)
 
     def _not_found(self, table: TableRef) -> TableNotFoundError:
         _, value = table_key(table)
@@ -259,3 +268,30 @@ class SqliteStore:
             hint="create it with `ingest create`, or set INGEST_METASTORE to the metastore "
             "that holds it",
         )
+
+
+def inserted_id(result: sa.CursorResult[Any]) -> int:
+    """The id an INSERT of one row into a table with an autoincrement key got (SQLite's
+    rowid, PostgreSQL's sequence value, read back by SQLAlchemy)."""
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def _check_file(path: str, *, create: bool) -> None:
+    """A SQLite metastore file must exist unless it may be created, and be a file."""
+    if not os.path.exists(path):
+        if not create:
+            raise MetastoreError(f"Cannot open metastore {path}: file does not exist",
+                                 location=path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    elif not os.path.isfile(path):
+        raise MetastoreError(
+            f"Cannot open metastore {path}: it is a directory, not a file",
+            location=path,
+            hint="point --metastore or INGEST_METASTORE at a .sqlite file",
+        )
+
+
+__all__ = ["MEMORY_URL", "SqlStore", "TableRef", "inserted_id", "sqlite_path", "table_from_row",
+           "table_key"]

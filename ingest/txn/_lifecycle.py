@@ -1,26 +1,28 @@
 """Transaction lifecycle: open (with write ids), commit, abort, heartbeat, time-outs.
 
 Mirrors Hive's `TxnHandler.openTxns`, `allocateTableWriteIds`, `commitTxn` (here with sink
-progress, Kafka offsets and the committed-file manifest in the same SQLite transaction, as
+progress, Kafka offsets and the committed-file manifest in the same database transaction, as
 `commitTxnWithKeyValue` does for key-values), `abortTxn`, `heartbeat` and `performTimeOuts`.
 Every state change is compare-and-swap.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+
+import sqlalchemy as sa
 
 from ingest.acid.committed import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError, IngestError
 from ingest.faults import crash_point
-from ingest.txn._db import SqliteStore, TableRef
+from ingest.txn._db import SqlStore, TableRef, inserted_id
+from ingest.txn._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
 from ingest.txn.manifest import record_files, require_manifest
 from ingest.txn.model import OffsetRange, SinkProgress, Transaction, TxnState
 
 
-class TransactionStore(SqliteStore):
+class TransactionStore(SqlStore):
     """The transaction half of `Metastore`; see the module docstring."""
 
     def open_transaction(
@@ -74,27 +76,21 @@ class TransactionStore(SqliteStore):
             first = {n: self._take_write_ids(c, n, count) for n in [name, *others]}
             out = []
             for i in range(count):
-                cur = c.execute(
-                    "INSERT INTO txns (state, agent, opened_at, heartbeat_at)"
-                    " VALUES ('open', ?, ?, ?)",
-                    (agent, now, now),
-                )
-                txn_id = int(cur.lastrowid or 0)
+                txn_id = insert_txn(c, agent, now)
                 for n, w in first.items():
-                    c.execute(
-                        "INSERT INTO txn_to_write_id VALUES (?, ?, ?, ?)",
-                        (txn_id, n, w + i, int(n == name)),
-                    )
+                    c.execute(sa.insert(txn_to_write_id).values(
+                        txn_id=txn_id, table_name=n, write_id=w + i, is_primary=int(n == name)))
                 other_ids = tuple((n, first[n] + i) for n in others)
                 out.append(Transaction(txn_id, name, first[name] + i, now, agent, other_ids))
         return out
 
     @staticmethod
-    def _take_write_ids(c: sqlite3.Connection, name: str, count: int) -> int:
+    def _take_write_ids(c: sa.Connection, name: str, count: int) -> int:
         """Hive's NEXT_WRITE_ID: take `count` ids of table `name`, return the first."""
-        row = c.execute("SELECT next_write_id FROM tables WHERE name = ?", (name,)).fetchone()
-        first = int(row[0])
-        c.execute("UPDATE tables SET next_write_id = ? WHERE name = ?", (first + count, name))
+        first = int(c.execute(sa.select(tables.c.next_write_id)
+                              .where(tables.c.name == name)).scalar_one())
+        c.execute(sa.update(tables).where(tables.c.name == name)
+                  .values(next_write_id=first + count))
         return first
 
     def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
@@ -115,9 +111,8 @@ class TransactionStore(SqliteStore):
             if name in txn.write_ids:
                 return txn
             write_id = self._take_write_ids(c, name, 1)
-            c.execute(
-                "INSERT INTO txn_to_write_id VALUES (?, ?, ?, 0)", (txn.txn_id, name, write_id)
-            )
+            c.execute(sa.insert(txn_to_write_id).values(
+                txn_id=txn.txn_id, table_name=name, write_id=write_id, is_primary=0))
         return Transaction(
             txn.txn_id,
             txn.table,
@@ -172,17 +167,17 @@ class TransactionStore(SqliteStore):
             self._swap_state(c, txn, "committed", None, "commit")
             crash_point("metastore.during_commit")  # a kill here must roll the commit back
             if sink is not None:
-                c.execute(
-                    "INSERT INTO sink_progress VALUES (?, ?, ?, ?, ?)",
-                    (sink.sink_id, sink.batch_id, txn.txn_id, txn.table, txn.write_id),
-                )
-            c.executemany(
-                "INSERT INTO txn_offsets VALUES (?, ?, ?, ?, ?)",
-                [(txn.txn_id, *r) for r in ranges],
-            )
+                c.execute(sa.insert(sink_progress).values(
+                    sink_id=sink.sink_id, batch_id=sink.batch_id, txn_id=txn.txn_id,
+                    table_name=txn.table, write_id=txn.write_id))
+            if ranges:
+                c.execute(sa.insert(txn_offsets), [
+                    {"txn_id": txn.txn_id, "topic": r.topic, "partition": r.partition,
+                     "from_offset": r.from_offset, "until_offset": r.until_offset}
+                    for r in ranges])
             self._record_commit_files(c, txn, files or {})
 
-    def _record_commit_files(self, c: sqlite3.Connection, txn: Transaction,
+    def _record_commit_files(self, c: sa.Connection, txn: Transaction,
                              files: Mapping[str, Iterable[CommittedFile]]) -> None:
         write_ids = txn.write_ids
         for table, entries in files.items():
@@ -197,13 +192,13 @@ class TransactionStore(SqliteStore):
                 record_files(c, name, entries, write_id=write_ids[name])
 
     def _check_sink_batch(
-        self, c: sqlite3.Connection, txn: Transaction, sink: SinkProgress
+        self, c: sa.Connection, txn: Transaction, sink: SinkProgress
     ) -> None:
         row = c.execute(
-            "SELECT txn_id, table_name, write_id FROM sink_progress"
-            " WHERE sink_id = ? AND batch_id = ?",
-            (sink.sink_id, sink.batch_id),
-        ).fetchone()
+            sa.select(sink_progress.c.txn_id, sink_progress.c.table_name,
+                      sink_progress.c.write_id)
+            .where(sink_progress.c.sink_id == sink.sink_id,
+                   sink_progress.c.batch_id == sink.batch_id)).first()
         if row is not None:
             raise CommitConflictError(
                 f"Cannot commit transaction {txn.txn_id}: batch {sink.batch_id} of sink "
@@ -232,10 +227,9 @@ class TransactionStore(SqliteStore):
             MetastoreError: the database failed.
         """
         with self._translate(f"heartbeat transaction {txn.txn_id}"), self._write() as c:
-            cur = c.execute(
-                "UPDATE txns SET heartbeat_at = ? WHERE txn_id = ? AND state = 'open'",
-                (self._clock(), txn.txn_id),
-            )
+            cur = c.execute(sa.update(txns)
+                            .where(txns.c.txn_id == txn.txn_id, txns.c.state == "open")
+                            .values(heartbeat_at=self._clock()))
             if cur.rowcount != 1:
                 raise self._conflict(c, txn, "heartbeat")
 
@@ -253,21 +247,18 @@ class TransactionStore(SqliteStore):
         with self._translate("abort timed-out transactions"), self._write() as c:
             now = self._clock()
             rows = c.execute(
-                "SELECT txn_id, heartbeat_at FROM txns WHERE state = 'open' AND heartbeat_at < ?"
-                " ORDER BY txn_id",
-                (now - timeout_s,),
-            ).fetchall()
+                sa.select(txns.c.txn_id, txns.c.heartbeat_at)
+                .where(txns.c.state == "open", txns.c.heartbeat_at < now - timeout_s)
+                .order_by(txns.c.txn_id)).all()
             out = []
             for txn_id, heartbeat_at in rows:
                 reason = (
                     f"timed out: no heartbeat for {now - heartbeat_at:.1f} s "
                     f"(timeout {timeout_s:g} s)"
                 )
-                c.execute(
-                    "UPDATE txns SET state = 'aborted', finished_at = ?, reason = ?"
-                    " WHERE txn_id = ? AND state = 'open'",
-                    (now, reason, txn_id),
-                )
+                c.execute(sa.update(txns)
+                          .where(txns.c.txn_id == txn_id, txns.c.state == "open")
+                          .values(state="aborted", finished_at=now, reason=reason))
                 out.append(self._load(c, int(txn_id)))
         return out
 
@@ -303,8 +294,8 @@ class TransactionStore(SqliteStore):
             raise
         self.commit(txn, sink=sink, offsets=offsets)
 
-    def _state(self, c: sqlite3.Connection, txn: Transaction) -> TxnState:
-        row = c.execute("SELECT state FROM txns WHERE txn_id = ?", (txn.txn_id,)).fetchone()
+    def _state(self, c: sa.Connection, txn: Transaction) -> TxnState:
+        row = c.execute(sa.select(txns.c.state).where(txns.c.txn_id == txn.txn_id)).first()
         if row is None:
             raise CommitConflictError(
                 f"Transaction {txn.txn_id} does not exist in metastore {self.location}",
@@ -313,26 +304,24 @@ class TransactionStore(SqliteStore):
         state: TxnState = row[0]
         return state
 
-    def _require_open(self, c: sqlite3.Connection, txn: Transaction, action: str) -> None:
+    def _require_open(self, c: sa.Connection, txn: Transaction, action: str) -> None:
         if self._state(c, txn) != "open":
             raise self._conflict(c, txn, action)
 
     def _swap_state(
-        self, c: sqlite3.Connection, txn: Transaction, to: TxnState, reason: str | None, action: str
+        self, c: sa.Connection, txn: Transaction, to: TxnState, reason: str | None, action: str
     ) -> None:
-        cur = c.execute(
-            "UPDATE txns SET state = ?, finished_at = ?, reason = ?"
-            " WHERE txn_id = ? AND state = 'open'",
-            (to, self._clock(), reason, txn.txn_id),
-        )
+        cur = c.execute(sa.update(txns)
+                        .where(txns.c.txn_id == txn.txn_id, txns.c.state == "open")
+                        .values(state=to, finished_at=self._clock(), reason=reason))
         if cur.rowcount != 1:
             raise self._conflict(c, txn, action)
 
     def _conflict(
-        self, c: sqlite3.Connection, txn: Transaction, action: str
+        self, c: sa.Connection, txn: Transaction, action: str
     ) -> CommitConflictError:
         state = self._state(c, txn)
-        row = c.execute("SELECT reason FROM txns WHERE txn_id = ?", (txn.txn_id,)).fetchone()
+        row = c.execute(sa.select(txns.c.reason).where(txns.c.txn_id == txn.txn_id)).first()
         why = f" ({row[0]})" if row and row[0] else ""
         return CommitConflictError(
             f"Cannot {action} transaction {txn.txn_id} (write id {txn.write_id} of {txn.table}):"
@@ -342,18 +331,26 @@ class TransactionStore(SqliteStore):
             else None,
         )
 
-    def _load(self, c: sqlite3.Connection, txn_id: int) -> Transaction:
-        head = c.execute(
-            "SELECT agent, opened_at FROM txns WHERE txn_id = ?", (txn_id,)
-        ).fetchone()
-        ids = c.execute(
-            "SELECT table_name, write_id, is_primary FROM txn_to_write_id WHERE txn_id = ?"
-            " ORDER BY is_primary DESC, rowid",
-            (txn_id,),
-        ).fetchall()
+    def _load(self, c: sa.Connection, txn_id: int) -> Transaction:
+        head = c.execute(sa.select(txns.c.agent, txns.c.opened_at)
+                         .where(txns.c.txn_id == txn_id)).one()
+        # The primary table first, then the others by name (SQLite's insertion order, its
+        # rowid, has no portable equivalent).
+        ids = list(c.execute(
+            sa.select(txn_to_write_id.c.table_name, txn_to_write_id.c.write_id,
+                      txn_to_write_id.c.is_primary)
+            .where(txn_to_write_id.c.txn_id == txn_id)).all())
+        ids.sort(key=lambda r: (-r[2], r[0]))
         if not ids:
             return Transaction(txn_id, "", 0, head[1], head[0])
         (name, write_id, _), *rest = ids
         return Transaction(
             txn_id, name, write_id, head[1], head[0], tuple((n, w) for n, w, _ in rest)
         )
+
+
+def insert_txn(c: sa.Connection, agent: str, now: float) -> int:
+    """Open one transaction row (Hive's openTxns) and return its txn id."""
+    result = c.execute(sa.insert(txns).values(state="open", agent=agent, opened_at=now,
+                                              heartbeat_at=now))
+    return inserted_id(result)

@@ -1,124 +1,146 @@
-"""The metastore's SQLite tables and their version check.
+"""The metastore's tables, declared once for every database, and their version check.
 
 Mirrors the Hive metastore's transaction tables in miniature: `TXNS` (txns), `NEXT_WRITE_ID`
 (a column of tables), `TXN_TO_WRITE_ID` (txn_to_write_id), plus sink progress and Kafka offsets
 that Hive keeps in `commitTxnWithKeyValue` table properties. Version 2 adds the committed-file
 manifest, registered readers (Hive's MIN_HISTORY_LEVEL) and the compaction history
-(`COMPACTION_QUEUE` / `COMPLETED_COMPACTIONS`). Knows SQL only.
+(`COMPACTION_QUEUE` / `COMPLETED_COMPACTIONS`). SQLAlchemy writes the DDL for each dialect.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
+import sqlalchemy as sa
 
 from ingest.errors import UnsupportedFormatError
 from ingest.txn.errors import MetastoreError
 
 SCHEMA_VERSION = 2
 
-_DDL = """
-CREATE TABLE meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE tables (
-    name              TEXT PRIMARY KEY,
-    location          TEXT NOT NULL UNIQUE,
-    row_schema        BLOB NOT NULL,
-    partition_columns TEXT NOT NULL,
-    bucket_count      INTEGER NOT NULL,
-    bucket_columns    TEXT NOT NULL,
-    properties        TEXT NOT NULL,
-    next_write_id     INTEGER NOT NULL DEFAULT 1,
-    created_at        REAL NOT NULL
-);
-CREATE TABLE txns (
-    txn_id       INTEGER PRIMARY KEY AUTOINCREMENT,
-    state        TEXT NOT NULL CHECK (state IN ('open', 'committed', 'aborted')),
-    agent        TEXT NOT NULL,
-    opened_at    REAL NOT NULL,
-    heartbeat_at REAL NOT NULL,
-    finished_at  REAL,
-    reason       TEXT
-);
-CREATE INDEX txns_open ON txns (state, heartbeat_at);
-CREATE TABLE txn_to_write_id (
-    txn_id     INTEGER NOT NULL REFERENCES txns (txn_id),
-    table_name TEXT NOT NULL REFERENCES tables (name),
-    write_id   INTEGER NOT NULL,
-    is_primary INTEGER NOT NULL,
-    PRIMARY KEY (table_name, write_id),
-    UNIQUE (txn_id, table_name)
-);
-CREATE TABLE sink_progress (
-    sink_id    TEXT NOT NULL,
-    batch_id   INTEGER NOT NULL,
-    txn_id     INTEGER NOT NULL REFERENCES txns (txn_id),
-    table_name TEXT NOT NULL,
-    write_id   INTEGER NOT NULL,
-    PRIMARY KEY (sink_id, batch_id)
-);
-CREATE TABLE txn_offsets (
-    txn_id       INTEGER NOT NULL REFERENCES txns (txn_id),
-    topic        TEXT NOT NULL,
-    partition    INTEGER NOT NULL,
-    from_offset  INTEGER NOT NULL,
-    until_offset INTEGER NOT NULL,
-    PRIMARY KEY (txn_id, topic, partition)
-);
-"""
+# 64-bit ids and offsets on PostgreSQL. On SQLite only the exact type name INTEGER makes a
+# primary key the rowid (what AUTOINCREMENT needs), and INTEGER holds 64 bits there anyway.
+Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+# Seconds since the epoch: REAL affinity on SQLite, DOUBLE PRECISION on PostgreSQL.
+Seconds: sa.Double[float] = sa.Double()
 
-# Each entry upgrades a metastore from version i + 1 to i + 2; _DDL above is version 1.
-_UPGRADES: tuple[str, ...] = (
-    """
--- What each commit promised about the files it wrote: a reader or `verify` that finds a
--- file shorter, emptied or with a different tail knows committed data was damaged.
-CREATE TABLE committed_files (
-    table_name TEXT NOT NULL REFERENCES tables (name),
-    path       TEXT NOT NULL,     -- relative to the table root, '/'-separated
-    write_id   INTEGER NOT NULL,  -- the highest write id whose commit recorded this entry
-    length     INTEGER NOT NULL,  -- committed length: the file's, or its flush length
-    tail_hash  TEXT NOT NULL,     -- hex xxh3_64 of the ORC tail that ends at `length`
-    rows       INTEGER NOT NULL,  -- ACID events in the file up to `length`
-    PRIMARY KEY (table_name, path)
-);
--- Readers that take their snapshot here register while they read, so the cleaner keeps
--- what they may still open. min_open_txn: the lowest txn id open when the snapshot was
--- taken (or the next txn id): every txn below it was already committed or aborted.
-CREATE TABLE readers (
-    reader_id    INTEGER PRIMARY KEY AUTOINCREMENT,
-    table_name   TEXT NOT NULL,
-    agent        TEXT NOT NULL,
-    min_open_txn INTEGER NOT NULL,
-    opened_at    REAL NOT NULL,
-    heartbeat_at REAL NOT NULL
-);
--- One row per compaction of one partition, kept as its history (SHOW COMPACTIONS).
-CREATE TABLE compactions (
-    compaction_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    table_name    TEXT NOT NULL,
-    partition     TEXT NOT NULL,   -- relative to the table root, '' when unpartitioned
-    kind          TEXT NOT NULL CHECK (kind IN ('major', 'minor')),
-    state         TEXT NOT NULL CHECK (state IN ('working', 'ready for cleaning',
-                                                 'succeeded', 'failed')),
-    txn_id        INTEGER REFERENCES txns (txn_id),  -- the compactor's own transaction
-    highest_write_id INTEGER,
-    started_at    REAL NOT NULL,
-    finished_at   REAL,
-    cleaned_at    REAL,
-    rows          INTEGER,
-    inputs        TEXT NOT NULL DEFAULT '[]',  -- JSON list of directory names
-    outputs       TEXT NOT NULL DEFAULT '[]',
-    error         TEXT
-);
-""",
+metadata = sa.MetaData()
+
+meta = sa.Table(
+    "meta", metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+tables = sa.Table(
+    "tables", metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("location", sa.Text, nullable=False, unique=True),
+    sa.Column("row_schema", sa.LargeBinary, nullable=False),  # Arrow IPC schema bytes
+    sa.Column("partition_columns", sa.Text, nullable=False),  # JSON list
+    sa.Column("bucket_count", sa.Integer, nullable=False),
+    sa.Column("bucket_columns", sa.Text, nullable=False),  # JSON list
+    sa.Column("properties", sa.Text, nullable=False),  # JSON object
+    sa.Column("next_write_id", Id, nullable=False, server_default="1"),
+    sa.Column("created_at", Seconds, nullable=False),
+)
+txns = sa.Table(
+    "txns", metadata,
+    # AUTOINCREMENT on SQLite: a txn id is never handed out twice, even after deletes.
+    sa.Column("txn_id", Id, primary_key=True, autoincrement=True),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("agent", sa.Text, nullable=False),
+    sa.Column("opened_at", Seconds, nullable=False),
+    sa.Column("heartbeat_at", Seconds, nullable=False),
+    sa.Column("finished_at", Seconds),
+    sa.Column("reason", sa.Text),
+    sa.CheckConstraint("state IN ('open', 'committed', 'aborted')"),
+    sa.Index("txns_open", "state", "heartbeat_at"),
+    sqlite_autoincrement=True,
+)
+txn_to_write_id = sa.Table(
+    "txn_to_write_id", metadata,
+    sa.Column("txn_id", Id, sa.ForeignKey("txns.txn_id"), nullable=False),
+    sa.Column("table_name", sa.Text, sa.ForeignKey("tables.name"), nullable=False),
+    sa.Column("write_id", Id, nullable=False),
+    sa.Column("is_primary", sa.Integer, nullable=False),
+    sa.PrimaryKeyConstraint("table_name", "write_id"),
+    sa.UniqueConstraint("txn_id", "table_name"),
+)
+sink_progress = sa.Table(
+    "sink_progress", metadata,
+    sa.Column("sink_id", sa.Text, nullable=False),
+    sa.Column("batch_id", Id, nullable=False),
+    sa.Column("txn_id", Id, sa.ForeignKey("txns.txn_id"), nullable=False),
+    sa.Column("table_name", sa.Text, nullable=False),
+    sa.Column("write_id", Id, nullable=False),
+    sa.PrimaryKeyConstraint("sink_id", "batch_id"),
+)
+txn_offsets = sa.Table(
+    "txn_offsets", metadata,
+    sa.Column("txn_id", Id, sa.ForeignKey("txns.txn_id"), nullable=False),
+    sa.Column("topic", sa.Text, nullable=False),
+    sa.Column("partition", sa.Integer, nullable=False),
+    sa.Column("from_offset", Id, nullable=False),
+    sa.Column("until_offset", Id, nullable=False),
+    sa.PrimaryKeyConstraint("txn_id", "topic", "partition"),
+)
+# What each commit promised about the files it wrote: a reader or `verify` that finds a file
+# shorter, emptied or with a different tail knows committed data was damaged.
+committed_files = sa.Table(
+    "committed_files", metadata,
+    sa.Column("table_name", sa.Text, sa.ForeignKey("tables.name"), nullable=False),
+    sa.Column("path", sa.Text, nullable=False),  # relative to the table root, '/'-separated
+    sa.Column("write_id", Id, nullable=False),  # the highest write id that recorded it
+    sa.Column("length", Id, nullable=False),  # committed length: the file's or its flush length
+    sa.Column("tail_hash", sa.Text, nullable=False),  # hex xxh3_64 of the tail ending there
+    sa.Column("rows", Id, nullable=False),  # ACID events in the file up to `length`
+    sa.PrimaryKeyConstraint("table_name", "path"),
+)
+# Readers that take their snapshot here register while they read, so the cleaner keeps what
+# they may still open. min_open_txn: the lowest txn id open when the snapshot was taken (or
+# the next txn id): every txn below it was already committed or aborted.
+readers = sa.Table(
+    "readers", metadata,
+    sa.Column("reader_id", Id, primary_key=True, autoincrement=True),
+    sa.Column("table_name", sa.Text, nullable=False),
+    sa.Column("agent", sa.Text, nullable=False),
+    sa.Column("min_open_txn", Id, nullable=False),
+    sa.Column("opened_at", Seconds, nullable=False),
+    sa.Column("heartbeat_at", Seconds, nullable=False),
+    sqlite_autoincrement=True,
+)
+# One row per compaction of one partition, kept as its history (SHOW COMPACTIONS).
+compactions = sa.Table(
+    "compactions", metadata,
+    sa.Column("compaction_id", Id, primary_key=True, autoincrement=True),
+    sa.Column("table_name", sa.Text, nullable=False),
+    sa.Column("partition", sa.Text, nullable=False),  # relative to the root, '' if none
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("txn_id", Id, sa.ForeignKey("txns.txn_id")),  # the compactor's transaction
+    sa.Column("highest_write_id", Id),
+    sa.Column("started_at", Seconds, nullable=False),
+    sa.Column("finished_at", Seconds),
+    sa.Column("cleaned_at", Seconds),
+    sa.Column("rows", Id),
+    sa.Column("inputs", sa.Text, nullable=False, server_default="[]"),  # JSON directory names
+    sa.Column("outputs", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("error", sa.Text),
+    sa.CheckConstraint("kind IN ('major', 'minor')"),
+    sa.CheckConstraint(
+        "state IN ('working', 'ready for cleaning', 'succeeded', 'failed')"),
+    sqlite_autoincrement=True,
 )
 
+# The tables each schema version added, in creation order; upgrading from version v creates
+# those of versions v + 1 .. SCHEMA_VERSION.
+VERSION_TABLES: dict[int, tuple[sa.Table, ...]] = {
+    1: (meta, tables, txns, txn_to_write_id, sink_progress, txn_offsets),
+    2: (committed_files, readers, compactions),
+}
+assert max(VERSION_TABLES) == SCHEMA_VERSION
 
-def ensure_schema(
-    conn: sqlite3.Connection, location: str, *, create: bool, upgrade: bool = False
-) -> int:
+
+def ensure_schema(conn: sa.Connection, location: str, *, create: bool,
+                  upgrade: bool = False, empty_what: str = "database holds no tables") -> int:
     """Create the tables in an empty database (`create`), or check the version of an
     existing one and, with `upgrade`, bring it to SCHEMA_VERSION.
 
@@ -130,37 +152,42 @@ def ensure_schema(
     accident must not come back as a new one that knows none of the table's write ids
     (docs/invariants.md, 7).
 
+    Args:
+        conn: the connection, inside the caller's transaction.
+        location: the metastore as error messages name it.
+        create: create the tables when the database has none.
+        upgrade: bring an older schema to SCHEMA_VERSION.
+        empty_what: how the error for an empty database describes it ("file is empty").
+
     Raises:
-        UnsupportedFormatError: the file was written by a newer ingest.
+        UnsupportedFormatError: the database was written by a newer ingest.
         MetastoreError: the database is empty (without `create`), or holds tables but is not
             an ingest metastore.
-        sqlite3.Error: the driver failed (the caller translates it).
+        sqlalchemy.exc.SQLAlchemyError: the driver failed (the caller translates it).
     """
-    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    names = set(sa.inspect(conn).get_table_names())
     if not names and not create:
-        size = os.path.getsize(location) if os.path.isfile(location) else None
-        found = "is empty (0 bytes)" if size == 0 else "holds no tables"
         raise MetastoreError(
-            f"Cannot open metastore {location}: the file {found}, so it is not an ingest "
+            f"Cannot open metastore {location}: the {empty_what}, so it is not an ingest "
             "metastore; it was not rebuilt",
             location=location,
             hint="restore it from a backup; if it is lost, move it aside and register each "
             "table again with `ingest create PATH --schema ... --adopt`",
         )
     if not names:
-        for script in (_DDL, *_UPGRADES):
-            _run(conn, script)
-        conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        _create(conn, 0)
+        conn.execute(sa.insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
         return SCHEMA_VERSION
     if "meta" not in names:
         raise MetastoreError(
-            f"Cannot open metastore {location}: it is a SQLite database but not an ingest "
-            f"metastore (tables {sorted(names)[:5]}, no 'meta' table)",
+            f"Cannot open metastore {location}: it is a {conn.dialect.name} database but not "
+            f"an ingest metastore (tables {sorted(names)[:5]}, no 'meta' table)",
             location=location,
-            hint="point INGEST_METASTORE at an ingest metastore, or move this file aside",
+            hint="point INGEST_METASTORE at an ingest metastore, or at a new empty database",
         )
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    found = int(row[0]) if row else 0
+    value = conn.execute(
+        sa.select(meta.c.value).where(meta.c.key == "schema_version")).scalar_one_or_none()
+    found = int(value) if value is not None else 0
     if found > SCHEMA_VERSION:
         raise UnsupportedFormatError(
             f"Cannot open metastore {location}: its schema version is {found} but this ingest "
@@ -171,24 +198,17 @@ def ensure_schema(
         raise MetastoreError(
             f"Cannot open metastore {location}: its 'meta' table has no schema_version",
             location=location,
-            hint="move this file aside; it was not written by ingest",
+            hint="move it aside; it was not written by ingest",
         )
     if upgrade and found < SCHEMA_VERSION:
-        for script in _UPGRADES[found - 1 :]:
-            _run(conn, script)
-        conn.execute(
-            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
-        )
+        _create(conn, found)
+        conn.execute(sa.update(meta).where(meta.c.key == "schema_version")
+                     .values(value=str(SCHEMA_VERSION)))
         return SCHEMA_VERSION
     return found
 
 
-def _run(conn: sqlite3.Connection, script: str) -> None:
-    """Execute a script of ';'-separated statements inside the caller's transaction
-    (`executescript` would commit it)."""
-    for statement in script.split(";"):
-        code = "\n".join(
-            line.split("--", 1)[0] for line in statement.splitlines()
-        ).strip()
-        if code:
-            conn.execute(code)
+def _create(conn: sa.Connection, after: int) -> None:
+    """Create the tables of the versions above `after`, inside the caller's transaction."""
+    for version in range(after + 1, SCHEMA_VERSION + 1):
+        metadata.create_all(conn, tables=list(VERSION_TABLES[version]), checkfirst=False)

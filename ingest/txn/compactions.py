@@ -1,7 +1,7 @@
 """The compaction history and the compactor's own transactions (Hive's COMPACTION_QUEUE and
 COMPLETED_COMPACTIONS, one row per compaction of one partition).
 
-A compaction begins as 'working' with a transaction that allocates no write id; one SQLite
+A compaction begins as 'working' with a transaction that allocates no write id; one metastore
 transaction later records its outcome and commits or aborts that transaction together, so
 the row and the transaction never disagree. Knows SQL only; never reads the files.
 """
@@ -9,23 +9,27 @@ the row and the transaction never disagree. Knows SQL only; never reads the file
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import sqlalchemy as sa
+
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
-from ingest.txn._db import SqliteStore, TableRef
+from ingest.txn._db import SqlStore, TableRef, inserted_id
+from ingest.txn._lifecycle import insert_txn
+from ingest.txn._schema import compactions, txns
 from ingest.txn.errors import MetastoreError
 from ingest.txn.model import Transaction, TxnState
 
 CompactionState = Literal["working", "ready for cleaning", "succeeded", "failed"]
 
+_c = compactions.c
 _COLUMNS = (
-    "c.compaction_id, c.table_name, c.partition, c.kind, c.state, c.txn_id, t.state, t.agent,"
-    " t.heartbeat_at, c.highest_write_id, c.started_at, c.finished_at, c.cleaned_at, c.rows,"
-    " c.inputs, c.outputs, c.error"
+    _c.compaction_id, _c.table_name, _c.partition, _c.kind, _c.state, _c.txn_id, txns.c.state,
+    txns.c.agent, txns.c.heartbeat_at, _c.highest_write_id, _c.started_at, _c.finished_at,
+    _c.cleaned_at, _c.rows, _c.inputs, _c.outputs, _c.error,
 )
 
 
@@ -94,7 +98,7 @@ class CompactorVisibility:
         return txn_id <= self.highest_txn and txn_id not in self.uncommitted
 
 
-class CompactionStore(SqliteStore):
+class CompactionStore(SqlStore):
     """The compaction half of `Metastore`; see the module docstring."""
 
     def begin_compaction(
@@ -109,8 +113,8 @@ class CompactionStore(SqliteStore):
     ) -> tuple[int, Transaction]:
         """Open a compactor transaction and record a 'working' compaction of one partition.
 
-        One compaction per partition at a time: the check and the insert share one SQLite
-        write transaction. A 'working' row whose transaction ended, went silent for
+        One compaction per partition at a time: the check and the insert share one write
+        transaction. A 'working' row whose transaction ended, went silent for
         `stale_after_s`, or whose agent `is_alive` says is gone, is marked failed (and its
         transaction aborted) first, so a crashed compactor never blocks the next one.
 
@@ -138,8 +142,8 @@ class CompactionStore(SqliteStore):
             self._require_history(c)
             name = self._resolve(c, table)
             now = self._clock()
-            for row in self._rows(c, "c.table_name = ? AND c.partition = ? AND c.state = 'working'",
-                                  (name, partition)):
+            for row in self._rows(c, _c.table_name == name, _c.partition == partition,
+                                  _c.state == "working"):
                 info = _info(row)
                 gone = _gone(info, now, stale_after_s, is_alive)
                 if gone is None:
@@ -151,17 +155,11 @@ class CompactionStore(SqliteStore):
                         f"{stale_after_s:g} s is taken over",
                     )
                 self._end(c, info.compaction_id, info.txn_id, "failed", gone, now)
-            cur = c.execute(
-                "INSERT INTO txns (state, agent, opened_at, heartbeat_at) VALUES ('open', ?, ?, ?)",
-                (agent, now, now),
-            )
-            txn_id = int(cur.lastrowid or 0)
-            cur = c.execute(
-                "INSERT INTO compactions (table_name, partition, kind, state, txn_id, started_at)"
-                " VALUES (?, ?, ?, 'working', ?, ?)",
-                (name, partition, kind, txn_id, now),
-            )
-            compaction_id = int(cur.lastrowid or 0)
+            txn_id = insert_txn(c, agent, now)
+            result = c.execute(sa.insert(compactions).values(
+                table_name=name, partition=partition, kind=kind, state="working",
+                txn_id=txn_id, started_at=now))
+            compaction_id = inserted_id(result)
         return compaction_id, Transaction(txn_id, name, 0, now, agent)
 
     def finish_compaction(
@@ -186,17 +184,12 @@ class CompactionStore(SqliteStore):
         with self._translate(f"record compaction {compaction_id}"), self._write() as c:
             self._require_working(c, compaction_id, txn)
             now = self._clock()
-            c.execute(
-                "UPDATE compactions SET state = 'ready for cleaning', finished_at = ?,"
-                " highest_write_id = ?, rows = ?, inputs = ?, outputs = ? WHERE compaction_id = ?",
-                (now, highest_write_id, rows, json.dumps(list(inputs)),
-                 json.dumps(list(outputs)), compaction_id),
-            )
+            c.execute(sa.update(compactions).where(_c.compaction_id == compaction_id).values(
+                state="ready for cleaning", finished_at=now, highest_write_id=highest_write_id,
+                rows=rows, inputs=json.dumps(list(inputs)), outputs=json.dumps(list(outputs))))
             crash_point("compact.during_record")  # a kill here must roll the record back
-            c.execute(
-                "UPDATE txns SET state = 'committed', finished_at = ? WHERE txn_id = ?",
-                (now, txn.txn_id),
-            )
+            c.execute(sa.update(txns).where(txns.c.txn_id == txn.txn_id)
+                      .values(state="committed", finished_at=now))
 
     def fail_compaction(self, compaction_id: int, txn: Transaction, error: str) -> None:
         """Record that a compaction failed and abort its transaction; a row that is no longer
@@ -215,11 +208,9 @@ class CompactionStore(SqliteStore):
             MetastoreError: the database failed.
         """
         with self._translate(f"remove compaction {compaction_id}"), self._write() as c:
-            c.execute("DELETE FROM compactions WHERE compaction_id = ? AND state = 'working'",
-                      (compaction_id,))
-            c.execute("UPDATE txns SET state = 'aborted', finished_at = ?, reason = ?"
-                      " WHERE txn_id = ? AND state = 'open'",
-                      (self._clock(), "nothing to compact", txn.txn_id))
+            c.execute(sa.delete(compactions).where(_c.compaction_id == compaction_id,
+                                                   _c.state == "working"))
+            _abort_txn(c, txn.txn_id, "nothing to compact", self._clock())
 
     def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
         """Which of the table's compactor transactions are committed now, for readers of
@@ -231,12 +222,14 @@ class CompactionStore(SqliteStore):
         """
         with self._translate("read compactor transactions"), self._read() as c:
             name = self._resolve(c, table)
-            (highest,) = c.execute("SELECT coalesce(max(txn_id), 0) FROM txns").fetchone()
+            highest = c.execute(
+                sa.select(sa.func.coalesce(sa.func.max(txns.c.txn_id), 0))).scalar_one()
             rows: list[Any] = []
             if self.schema_version >= 2:
-                rows = c.execute(
-                    "SELECT c.txn_id, t.state FROM compactions c JOIN txns t USING (txn_id)"
-                    " WHERE c.table_name = ? AND t.state != 'committed'", (name,)).fetchall()
+                rows = list(c.execute(
+                    sa.select(_c.txn_id, txns.c.state)
+                    .join(txns, txns.c.txn_id == _c.txn_id)
+                    .where(_c.table_name == name, txns.c.state != "committed")).all())
         return CompactorVisibility(int(highest), frozenset(int(t) for t, _ in rows),
                                    frozenset(int(t) for t, st in rows if st == "aborted"))
 
@@ -252,7 +245,7 @@ class CompactionStore(SqliteStore):
             name = self._resolve(c, table)
             if self.schema_version < 2:
                 return []
-            return [_info(row) for row in self._rows(c, "c.table_name = ?", (name,))]
+            return [_info(row) for row in self._rows(c, _c.table_name == name)]
 
     def compactions_to_clean(self, table: TableRef) -> list[CompactionInfo]:
         """Compactions of the table whose output is in place ('ready for cleaning'), with a
@@ -267,9 +260,9 @@ class CompactionStore(SqliteStore):
             if self.schema_version < 2:
                 return []
             rows = self._rows(
-                c, "c.table_name = ? AND c.state = 'ready for cleaning'"
-                " AND c.finished_at IS NOT NULL AND (c.txn_id IS NULL OR t.state = 'committed')",
-                (name,))
+                c, _c.table_name == name, _c.state == "ready for cleaning",
+                _c.finished_at.is_not(None),
+                sa.or_(_c.txn_id.is_(None), txns.c.state == "committed"))
         return [_info(row) for row in rows]
 
     def mark_compactions_cleaned(self, compaction_ids: Iterable[int]) -> None:
@@ -283,15 +276,13 @@ class CompactionStore(SqliteStore):
         if not ids or self.schema_version < 2:
             return
         with self._translate("record cleaned compactions"), self._write() as c:
-            c.executemany(
-                "UPDATE compactions SET state = 'succeeded', cleaned_at = ?"
-                " WHERE compaction_id = ? AND state = 'ready for cleaning'",
-                [(self._clock(), i) for i in ids],
-            )
+            c.execute(sa.update(compactions)
+                      .where(_c.compaction_id.in_(ids), _c.state == "ready for cleaning")
+                      .values(state="succeeded", cleaned_at=self._clock()))
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _require_history(self, c: sqlite3.Connection) -> None:
+    def _require_history(self, c: sa.Connection) -> None:
         if self.schema_version < 2:
             raise MetastoreError(
                 f"Cannot record a compaction in metastore {self.location}: it has schema "
@@ -299,14 +290,14 @@ class CompactionStore(SqliteStore):
                 location=self.location, hint="open it writable so ingest upgrades it")
 
     @staticmethod
-    def _rows(c: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> list[Any]:
-        return c.execute(
-            f"SELECT {_COLUMNS} FROM compactions c LEFT JOIN txns t USING (txn_id)"
-            f" WHERE {where} ORDER BY c.compaction_id", args).fetchall()
+    def _rows(c: sa.Connection, *where: sa.ColumnElement[bool]) -> list[Any]:
+        return list(c.execute(
+            sa.select(*_COLUMNS).outerjoin(txns, txns.c.txn_id == _c.txn_id).where(*where)
+            .order_by(_c.compaction_id)).all())
 
-    def _require_working(self, c: sqlite3.Connection, compaction_id: int,
+    def _require_working(self, c: sa.Connection, compaction_id: int,
                          txn: Transaction) -> None:
-        rows = self._rows(c, "c.compaction_id = ?", (compaction_id,))
+        rows = self._rows(c, _c.compaction_id == compaction_id)
         info = _info(rows[0]) if rows else None
         if info is None or info.state != "working" or info.txn_state != "open":
             found = "missing" if info is None else (
@@ -319,13 +310,18 @@ class CompactionStore(SqliteStore):
                 "heartbeating; readers are not affected")
 
     @staticmethod
-    def _end(c: sqlite3.Connection, compaction_id: int, txn_id: int | None,
+    def _end(c: sa.Connection, compaction_id: int, txn_id: int | None,
              state: CompactionState, error: str, now: float) -> None:
-        c.execute("UPDATE compactions SET state = ?, finished_at = ?, error = ?"
-                  " WHERE compaction_id = ? AND state = 'working'",
-                  (state, now, error, compaction_id))
-        c.execute("UPDATE txns SET state = 'aborted', finished_at = ?, reason = ?"
-                  " WHERE txn_id = ? AND state = 'open'", (now, error, txn_id))
+        c.execute(sa.update(compactions)
+                  .where(_c.compaction_id == compaction_id, _c.state == "working")
+                  .values(state=state, finished_at=now, error=error))
+        _abort_txn(c, txn_id, error, now)
+
+
+def _abort_txn(c: sa.Connection, txn_id: int | None, reason: str, now: float) -> None:
+    """Abort a compactor's transaction if it is still open."""
+    c.execute(sa.update(txns).where(txns.c.txn_id == txn_id, txns.c.state == "open")
+              .values(state="aborted", finished_at=now, reason=reason))
 
 
 def _info(row: Sequence[Any]) -> CompactionInfo:

@@ -1,7 +1,8 @@
 """Errors of the transaction store that ingest.errors has no word for.
 
-The metastore's own storage (a SQLite file) failing is neither a missing table nor a commit
-conflict; it gets `MetastoreError`, always chained `from` the driver's exception.
+The metastore's own storage (a SQLite file, a PostgreSQL server) failing is neither a missing
+table nor a commit conflict; it gets `MetastoreError`, always chained `from` the driver's
+exception.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ class MetastoreError(IngestError):
     """The metastore database cannot be opened, read or written.
 
     Attributes:
-        location: the metastore file path or URL the error is about.
+        location: the metastore file path or URL (without its password) the error is about.
     """
 
     def __init__(self, message: str, *, location: str, hint: str | None = None) -> None:

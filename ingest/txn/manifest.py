@@ -2,25 +2,27 @@
 
 One row per (table, file path relative to the table root): the committed length, the hash of
 the ORC tail ending there and the events below it (docs/format.md §20). A commit records its
-files in the same SQLite transaction that commits it (`record_files`, called by
+files in the same metastore transaction that commits it (`record_files`, called by
 `_lifecycle.TransactionStore.commit`); compaction outputs are recorded on their own. Hive has
 no such table; it keeps invariant 7 of docs/invariants.md checkable. Knows SQL only.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
+
+import sqlalchemy as sa
 
 from ingest.acid.committed import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
-from ingest.txn._db import SqliteStore, TableRef
+from ingest.txn._db import SqlStore, TableRef
+from ingest.txn._schema import committed_files
 from ingest.txn.errors import MetastoreError
 
 MANIFEST_VERSION = 2  # the schema version that added `committed_files`
 
 
-def record_files(c: sqlite3.Connection, table_name: str, files: Iterable[CommittedFile], *,
+def record_files(c: sa.Connection, table_name: str, files: Iterable[CommittedFile], *,
                  write_id: int | None = None) -> None:
     """Insert or update the entries of `files`, inside the caller's write transaction.
 
@@ -29,7 +31,7 @@ def record_files(c: sqlite3.Connection, table_name: str, files: Iterable[Committ
     an earlier commit promised.
 
     Args:
-        c: the connection, inside `BEGIN IMMEDIATE`.
+        c: the connection, inside a write transaction (`SqlStore._write`).
         table_name: the stored table name.
         files: the entries.
         write_id: when given, every entry's write id must be this one (a commit's).
@@ -48,10 +50,9 @@ def record_files(c: sqlite3.Connection, table_name: str, files: Iterable[Committ
             raise ConfigError(f"Cannot record committed file {f.path} of {table_name} twice "
                               "in one commit")
         seen.add(f.path)
-        row = c.execute(
-            "SELECT length, write_id FROM committed_files WHERE table_name = ? AND path = ?",
-            (table_name, f.path),
-        ).fetchone()
+        key = (committed_files.c.table_name == table_name, committed_files.c.path == f.path)
+        row = c.execute(sa.select(committed_files.c.length, committed_files.c.write_id)
+                        .where(*key)).first()
         if row is not None and int(row[0]) > f.length:
             raise CommitConflictError(
                 f"Cannot record committed file {f.path} of {table_name} with {f.length:,} "
@@ -59,16 +60,17 @@ def record_files(c: sqlite3.Connection, table_name: str, files: Iterable[Committ
                 "commit never lowers a committed length",
                 hint="the file was cut or rewritten after its commit; abort this "
                 "transaction and run `ingest verify` on the table")
-        c.execute(
-            "INSERT INTO committed_files (table_name, path, write_id, length, tail_hash, rows)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_name, path) DO UPDATE SET"
-            " write_id = max(write_id, excluded.write_id), length = excluded.length,"
-            " tail_hash = excluded.tail_hash, rows = excluded.rows",
-            (table_name, f.path, f.write_id, f.length, f.tail_hash, f.rows),
-        )
+        values = {"length": f.length, "tail_hash": f.tail_hash, "rows": f.rows}
+        if row is None:
+            c.execute(sa.insert(committed_files).values(
+                table_name=table_name, path=f.path, write_id=f.write_id, **values))
+        else:
+            # Under the write lock nobody changes the row between the read above and here.
+            c.execute(sa.update(committed_files).where(*key).values(
+                write_id=max(int(row[1]), f.write_id), **values))
 
 
-class ManifestStore(SqliteStore):
+class ManifestStore(SqlStore):
     """The manifest half of `Metastore`; see the module docstring."""
 
     def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
@@ -83,13 +85,11 @@ class ManifestStore(SqliteStore):
             name = self._resolve(c, table)
             if self.schema_version < MANIFEST_VERSION:
                 return {}
-            rows = c.execute(
-                "SELECT path, write_id, length, tail_hash, rows FROM committed_files"
-                " WHERE table_name = ? ORDER BY path",
-                (name,),
-            ).fetchall()
+            f = committed_files.c
+            rows = c.execute(sa.select(f.path, f.write_id, f.length, f.tail_hash, f.rows)
+                             .where(f.table_name == name)).all()
         return {row[0]: CommittedFile(row[0], int(row[1]), int(row[2]), row[3], int(row[4]))
-                for row in rows}
+                for row in sorted(rows, key=lambda r: r[0])}
 
     def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
         """Record files written outside a transaction's commit (a compaction's outputs: the
@@ -115,8 +115,10 @@ class ManifestStore(SqliteStore):
         require_manifest(self.schema_version, self.location)
         with self._translate("forget committed files"), self._write() as c:
             name = self._resolve(c, table)
-            return sum(c.execute("DELETE FROM committed_files WHERE table_name = ? AND path = ?",
-                                 (name, p)).rowcount for p in paths)
+            f = committed_files.c
+            return sum(c.execute(sa.delete(committed_files)
+                                 .where(f.table_name == name, f.path == p)).rowcount
+                       for p in paths)
 
 
 def require_manifest(schema_version: int, location: str) -> None:

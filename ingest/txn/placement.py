@@ -2,7 +2,8 @@
 
 A local warehouse directory holds one `_ingest_metastore.sqlite` beside its tables (Hive's
 readers skip names starting with `_`), so sibling tables share transactions. Remote and
-`memory://` tables get a file under `$INGEST_HOME/metastores/` keyed by the parent URL.
+`memory://` tables get a file under `$INGEST_HOME/metastores/` keyed by the parent URL;
+`$INGEST_METASTORE` (e.g. a shared `postgresql://` database) overrides both.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import os
 
 from ingest.errors import ConfigError, TableNotFoundError
+from ingest.txn._connect import parse_url
 from ingest.txn.locations import ancestors, is_local, local_path, parent_location
 from ingest.txn.model import TableDefinition
 from ingest.txn.store import Metastore
@@ -37,15 +39,15 @@ def _env_metastore_url() -> str | None:
 def default_metastore_url(table_location: str) -> str:
     """The metastore URL for a table at `table_location`.
 
-    `$INGEST_METASTORE` (a URL or a file path) wins. A local table uses
-    `<parent of the table root>/_ingest_metastore.sqlite`; any other uses
+    `$INGEST_METASTORE` (a `sqlite://` or `postgresql://` URL, or a file path) wins. A local
+    table uses `<parent of the table root>/_ingest_metastore.sqlite`; any other uses
     `$INGEST_HOME/metastores/<sha256(parent URL)[:16]>.sqlite`.
 
     Args:
         table_location: the table root, a path or fsspec URL.
 
     Returns:
-        A `sqlite://` URL for `Metastore.open`.
+        A URL for `Metastore.open` (`sqlite://` unless $INGEST_METASTORE says otherwise).
 
     Raises:
         ConfigError: table_location is empty.
@@ -72,8 +74,8 @@ def find_metastore_for(path: str, *, read_only: bool = False,
 
     Args:
         path: a table root or partition directory, as a path or fsspec URL.
-        read_only: open the metastores read-only (SQLite `mode=ro`), for commands that must
-            change nothing.
+        read_only: open the metastores read-only (SQLite `mode=ro`, PostgreSQL read-only
+            transactions), for commands that must change nothing.
 
     Returns:
         (the open metastore, the table definition).
@@ -101,7 +103,7 @@ def find_metastore_for(path: str, *, read_only: bool = False,
         if found is not None:
             return store, found
         store.close()
-    where = ", ".join(u[len("sqlite://") :] for u in tried) or "none found"
+    where = ", ".join(parse_url(u).location for u in tried) or "none found"
     raise TableNotFoundError(
         f"Cannot find an ingest table at or above {path}: no metastore lists one "
         f"(metastores searched: {where})",

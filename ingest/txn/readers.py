@@ -1,6 +1,6 @@
 """Registered readers (Hive's MIN_HISTORY_LEVEL): snapshots held while their files are read.
 
-A reader takes its snapshot and registers it in one SQLite transaction, heartbeats while it
+A reader takes its snapshot and registers it in one metastore transaction, heartbeats while it
 reads and unregisters at the end; the cleaner keeps every directory a live registration may
 still use. Also what the cleaner asks of the compaction history. Knows SQL, not files.
 """
@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Self
 
+import sqlalchemy as sa
+
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import IngestError
-from ingest.txn._db import TableRef, sqlite_path
+from ingest.txn._connect import is_read_only_error
+from ingest.txn._db import TableRef, inserted_id, sqlite_path
 from ingest.txn._lifecycle import TransactionStore
-from ingest.txn._schema import SCHEMA_VERSION
+from ingest.txn._schema import SCHEMA_VERSION, readers, tables, txn_to_write_id, txns
 
 log = logging.getLogger(__name__)
 
@@ -51,28 +53,34 @@ class ReaderInfo:
     heartbeat_at: float
 
 
-def valid_write_ids(c: sqlite3.Connection, name: str) -> ValidWriteIdList:
-    """Table `name`'s valid write-id list, inside the caller's SQLite transaction.
+def valid_write_ids(c: sa.Connection, name: str) -> ValidWriteIdList:
+    """Table `name`'s valid write-id list, inside the caller's transaction.
 
     The high watermark is the highest write id allocated; open and aborted ids are listed.
     """
-    (next_id,) = c.execute("SELECT next_write_id FROM tables WHERE name = ?", (name,)).fetchone()
+    next_id = c.execute(sa.select(tables.c.next_write_id)
+                        .where(tables.c.name == name)).scalar_one()
+    w = txn_to_write_id
     rows = c.execute(
-        "SELECT w.write_id, t.state FROM txn_to_write_id w JOIN txns t USING (txn_id)"
-        " WHERE w.table_name = ? AND t.state != 'committed'",
-        (name,),
-    ).fetchall()
+        sa.select(w.c.write_id, txns.c.state).join(txns, txns.c.txn_id == w.c.txn_id)
+        .where(w.c.table_name == name, txns.c.state != "committed")
+        .order_by(w.c.write_id)).all()
     return ValidWriteIdList(
         name,
         int(next_id) - 1,
-        tuple(w for w, s in rows if s == "open"),
-        tuple(w for w, s in rows if s == "aborted"),
+        tuple(int(w) for w, s in rows if s == "open"),
+        tuple(int(w) for w, s in rows if s == "aborted"),
     )
 
 
-def _is_read_only_error(error: sqlite3.Error) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF == sqlite3.SQLITE_READONLY
+def min_open_txn(c: sa.Connection) -> int:
+    """The lowest open txn id, or the next txn id when none is open: every transaction
+    below it has finished. Txn rows are never deleted, so the next id is above the highest
+    row (a PostgreSQL sequence may skip ids after a rollback; those never exist)."""
+    lowest_open = sa.select(sa.func.min(txns.c.txn_id)).where(txns.c.state == "open")
+    after_last = sa.select(sa.func.coalesce(sa.func.max(txns.c.txn_id), 0) + 1)
+    return int(c.execute(sa.select(sa.func.coalesce(lowest_open.scalar_subquery(),
+                                                   after_last.scalar_subquery()))).scalar_one())
 
 
 class ReaderRegistry(TransactionStore):
@@ -82,19 +90,22 @@ class ReaderRegistry(TransactionStore):
     def open_for_reading(cls, url: str) -> Self:
         """Open an existing metastore for a reading command that registers its snapshot.
 
-        Opened writable only when the file is a version-2 metastore this process may write
-        (file and directory, for SQLite's write-ahead log); otherwise read-only, and
-        `reading` then goes on unregistered. Never creates, rebuilds or upgrades a file.
+        Opened writable only when it is a version-2 metastore this process may write (for
+        SQLite, the file and its directory, for the write-ahead log); otherwise read-only,
+        and `reading` then goes on unregistered. A PostgreSQL user without write rights
+        reads unregistered too (`reading`). Never creates, rebuilds or upgrades a metastore.
 
         Raises:
             MetastoreError: the file is missing, empty, unreadable or not a metastore.
             UnsupportedFormatError: it was written by a newer ingest.
-            ConfigError: the URL is not a supported sqlite URL.
+            ConfigError: the URL is not a supported metastore URL.
         """
         store = cls.open(url, read_only=True)
-        path = sqlite_path(url)
-        writable = path != ":memory:" and os.access(path, os.W_OK) and os.access(
-            os.path.dirname(path), os.W_OK | os.X_OK)
+        writable = True
+        if store.dialect == "sqlite":
+            path = sqlite_path(url)
+            writable = path != ":memory:" and os.access(path, os.W_OK) and os.access(
+                os.path.dirname(path), os.W_OK | os.X_OK)
         if store.schema_version < SCHEMA_VERSION or not writable:
             return store
         store.close()
@@ -107,7 +118,7 @@ class ReaderRegistry(TransactionStore):
     ) -> Iterator[ValidWriteIdList]:
         """Take the table's snapshot and keep it registered until the block ends.
 
-        The snapshot and the registration are one SQLite transaction, so no compaction can
+        The snapshot and the registration are one write transaction, so no compaction can
         commit between them. A daemon thread heartbeats the registration every
         `heartbeat_s`. On a metastore opened read-only, not writable, or of schema
         version 1, the snapshot is taken unregistered (readers outside the metastore are
@@ -136,7 +147,7 @@ class ReaderRegistry(TransactionStore):
             beat.join()
             try:
                 with self._translate("unregister a reader"), self._write() as c:
-                    c.execute("DELETE FROM readers WHERE reader_id = ?", (reader_id,))
+                    c.execute(sa.delete(readers).where(readers.c.reader_id == reader_id))
             except IngestError:
                 # The registration expires by itself after the time-out; the rows read are
                 # not affected, so a failed removal must not fail the read.
@@ -149,22 +160,14 @@ class ReaderRegistry(TransactionStore):
                 with self._translate("register a reader"), self._write() as c:
                     name = self._resolve(c, table)
                     snapshot = valid_write_ids(c, name)
-                    (low,) = c.execute(
-                        "SELECT coalesce((SELECT min(txn_id) FROM txns WHERE state = 'open'),"
-                        " max((SELECT coalesce(max(txn_id), 0) FROM txns),"
-                        " (SELECT coalesce(max(seq), 0) FROM sqlite_sequence"
-                        "  WHERE name = 'txns')) + 1)"
-                    ).fetchone()
+                    low = min_open_txn(c)
                     now = self._clock()
-                    cur = c.execute(
-                        "INSERT INTO readers (table_name, agent, min_open_txn, opened_at,"
-                        " heartbeat_at) VALUES (?, ?, ?, ?, ?)",
-                        (name, agent, int(low), now, now),
-                    )
-                    return int(cur.lastrowid or 0), snapshot
+                    result = c.execute(sa.insert(readers).values(
+                        table_name=name, agent=agent, min_open_txn=low, opened_at=now,
+                        heartbeat_at=now))
+                    return inserted_id(result), snapshot
             except IngestError as e:
-                cause = e.__cause__
-                if not (isinstance(cause, sqlite3.Error) and _is_read_only_error(cause)):
+                if e.__cause__ is None or not is_read_only_error(e.__cause__):
                     raise
         with self._translate("read a snapshot"), self._read() as c:
             return None, valid_write_ids(c, self._resolve(c, table))
@@ -173,8 +176,8 @@ class ReaderRegistry(TransactionStore):
         while not stop.wait(interval_s):
             try:
                 with self._translate("heartbeat a reader"), self._write() as c:
-                    c.execute("UPDATE readers SET heartbeat_at = ? WHERE reader_id = ?",
-                              (self._clock(), reader_id))
+                    c.execute(sa.update(readers).where(readers.c.reader_id == reader_id)
+                              .values(heartbeat_at=self._clock()))
             except IngestError:
                 log.warning("heartbeat of reader %d failed; retrying in %.0f s", reader_id,
                             interval_s, exc_info=True)
@@ -194,10 +197,11 @@ class ReaderRegistry(TransactionStore):
         with self._translate("list readers"), self._read() as c:
             name = self._resolve(c, table)
             rows = c.execute(
-                "SELECT reader_id, table_name, agent, min_open_txn, opened_at, heartbeat_at"
-                " FROM readers WHERE table_name = ? AND heartbeat_at >= ? ORDER BY reader_id",
-                (name, self._clock() - timeout_s),
-            ).fetchall()
+                sa.select(readers.c.reader_id, readers.c.table_name, readers.c.agent,
+                          readers.c.min_open_txn, readers.c.opened_at, readers.c.heartbeat_at)
+                .where(readers.c.table_name == name,
+                       readers.c.heartbeat_at >= self._clock() - timeout_s)
+                .order_by(readers.c.reader_id)).all()
         return [ReaderInfo(*row) for row in rows]
 
     def forget_dead_readers(self, *, timeout_s: float) -> int:
@@ -209,9 +213,10 @@ class ReaderRegistry(TransactionStore):
         if self.schema_version < 2:
             return 0
         with self._translate("forget dead readers"), self._write() as c:
-            cur = c.execute("DELETE FROM readers WHERE heartbeat_at < ?",
-                            (self._clock() - timeout_s,))
+            cur = c.execute(sa.delete(readers)
+                            .where(readers.c.heartbeat_at < self._clock() - timeout_s))
         return int(cur.rowcount)
 
 
-__all__ = ["READER_HEARTBEAT_S", "ReaderInfo", "ReaderRegistry", "valid_write_ids"]
+__all__ = ["READER_HEARTBEAT_S", "ReaderInfo", "ReaderRegistry", "min_open_txn",
+           "valid_write_ids"]

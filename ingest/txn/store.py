@@ -1,21 +1,30 @@
 """The metastore: tables, snapshots (valid write-id lists) and sink progress.
 
 Mirrors Hive's metastore `createTable`/`getTable`/`dropTable` and `TxnHandler.getValidWriteIds`
-over one SQLite file several processes share; it inherits the transaction lifecycle
-(`_lifecycle`), registered readers (`readers`), the compaction history (`compactions`) and
-the committed-file manifest (`manifest`); the SQLite plumbing is in `_db`. Knows nothing of
-ORC bytes or Spark.
+over one database several processes share (a SQLite file or PostgreSQL); it inherits the
+transaction lifecycle (`_lifecycle`), registered readers (`readers`), the compaction history
+(`compactions`) and the committed-file manifest (`manifest`); the SQL plumbing is in `_db` and
+`_connect`. Knows nothing of ORC bytes or Spark.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+
+import sqlalchemy as sa
 
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
+from ingest.txn._schema import (
+    committed_files,
+    sink_progress,
+    tables,
+    txn_offsets,
+    txn_to_write_id,
+    txns,
+)
 from ingest.txn.compactions import CompactionStore
 from ingest.txn.manifest import MANIFEST_VERSION, ManifestStore
 from ingest.txn.model import (
@@ -29,10 +38,11 @@ from ingest.txn.readers import ReaderRegistry, valid_write_ids
 
 
 class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
-    """Transactional-table metadata in one SQLite database; see the module docstring.
+    """Transactional-table metadata in one SQLite or PostgreSQL database; see the module
+    docstring.
 
     Open one with `Metastore.open(url)`. One object may be shared by a process's threads; any
-    number of processes may open the same file.
+    number of processes (on any number of hosts, for PostgreSQL) may open the same one.
     """
 
     # -- tables ----------------------------------------------------------------------------
@@ -66,22 +76,17 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
                         table=found.name,
                         hint="choose another name or location, or drop the existing table",
                     )
-            c.execute(
-                "INSERT INTO tables (name, location, row_schema, partition_columns, bucket_count,"
-                " bucket_columns, properties, next_write_id, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    defn.name,
-                    defn.location,
-                    defn.row_schema.serialize().to_pybytes(),
-                    json.dumps(list(defn.partition_columns)),
-                    defn.bucket_count,
-                    json.dumps(list(defn.bucket_columns)),
-                    json.dumps(defn.properties, sort_keys=True),
-                    next_write_id,
-                    self._clock(),
-                ),
-            )
+            c.execute(sa.insert(tables).values(
+                name=defn.name,
+                location=defn.location,
+                row_schema=defn.row_schema.serialize().to_pybytes(),
+                partition_columns=json.dumps(list(defn.partition_columns)),
+                bucket_count=defn.bucket_count,
+                bucket_columns=json.dumps(list(defn.bucket_columns)),
+                properties=json.dumps(defn.properties, sort_keys=True),
+                next_write_id=next_write_id,
+                created_at=self._clock(),
+            ))
         return defn
 
     def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
@@ -100,8 +105,8 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
             if found is None:
                 raise self._not_found(table)
             merged = {**found.properties, **properties}
-            c.execute("UPDATE tables SET properties = ? WHERE name = ?",
-                      (json.dumps(merged, sort_keys=True), name))
+            c.execute(sa.update(tables).where(tables.c.name == name)
+                      .values(properties=json.dumps(merged, sort_keys=True)))
             updated = self._select_table(c, "name", name)
         if updated is None:
             raise self._not_found(table)
@@ -136,8 +141,9 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
             MetastoreError: the database failed.
         """
         with self._translate("list tables"), self._read() as c:
-            rows = c.execute(f"SELECT {TABLE_COLUMNS} FROM tables ORDER BY name").fetchall()
-        return [table_from_row(row) for row in rows]
+            rows = c.execute(sa.select(*TABLE_COLUMNS)).all()
+        # Sorted here: the database's collation (PostgreSQL's locale) may order otherwise.
+        return [table_from_row(row) for row in sorted(rows, key=lambda r: r[0])]
 
     def drop_table(self, table: TableRef) -> None:
         """Forget a table, its write ids, sink progress and committed-file entries. Files are
@@ -150,24 +156,21 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
         """
         with self._translate("drop table"), self._write() as c:
             name = self._resolve(c, table)
-            open_txns = [
-                row[0]
-                for row in c.execute(
-                    "SELECT w.txn_id FROM txn_to_write_id w JOIN txns t USING (txn_id)"
-                    " WHERE w.table_name = ? AND t.state = 'open'",
-                    (name,),
-                )
-            ]
+            open_txns = list(c.execute(
+                sa.select(txn_to_write_id.c.txn_id)
+                .join(txns, txns.c.txn_id == txn_to_write_id.c.txn_id)
+                .where(txn_to_write_id.c.table_name == name, txns.c.state == "open")
+                .order_by(txn_to_write_id.c.txn_id)).scalars())
             if open_txns:
                 raise CommitConflictError(
                     f"Cannot drop table {name}: transactions {open_txns} writing it are open",
                     hint="stop the writers or abort the transactions first",
                 )
-            c.execute("DELETE FROM sink_progress WHERE table_name = ?", (name,))
+            c.execute(sa.delete(sink_progress).where(sink_progress.c.table_name == name))
             if self.schema_version >= MANIFEST_VERSION:
-                c.execute("DELETE FROM committed_files WHERE table_name = ?", (name,))
-            c.execute("DELETE FROM txn_to_write_id WHERE table_name = ?", (name,))
-            c.execute("DELETE FROM tables WHERE name = ?", (name,))
+                c.execute(sa.delete(committed_files).where(committed_files.c.table_name == name))
+            c.execute(sa.delete(txn_to_write_id).where(txn_to_write_id.c.table_name == name))
+            c.execute(sa.delete(tables).where(tables.c.name == name))
 
     # -- snapshots and progress ------------------------------------------------------------
 
@@ -201,20 +204,18 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
             TableNotFoundError: no such table.
             MetastoreError: the database failed.
         """
-        args: list[Any] = list(states)
-        where = f"t.state IN ({','.join('?' * len(args))})"
+        w = txn_to_write_id
+        query = (sa.select(txns.c.txn_id, w.c.table_name, w.c.write_id, txns.c.state,
+                           txns.c.agent, txns.c.opened_at, txns.c.heartbeat_at,
+                           txns.c.finished_at, txns.c.reason, w.c.is_primary)
+                 .join(w, w.c.txn_id == txns.c.txn_id)
+                 .where(txns.c.state.in_(list(states))))
         with self._translate("list transactions"), self._read() as c:
             if table is not None:
-                where += " AND w.table_name = ?"
-                args.append(self._resolve(c, table))
-            rows = c.execute(
-                "SELECT t.txn_id, w.table_name, w.write_id, t.state, t.agent, t.opened_at,"
-                " t.heartbeat_at, t.finished_at, t.reason FROM txns t"
-                f" JOIN txn_to_write_id w USING (txn_id) WHERE {where}"
-                " ORDER BY t.txn_id, w.is_primary DESC, w.table_name",
-                args,
-            ).fetchall()
-        return [TransactionInfo(*row) for row in rows]
+                query = query.where(w.c.table_name == self._resolve(c, table))
+            rows = list(c.execute(query).all())
+        rows.sort(key=lambda r: (r[0], -r[9], r[1]))
+        return [TransactionInfo(*row[:9]) for row in rows]
 
     def committed_write_id(self, sink_id: str, batch_id: int) -> int | None:
         """The write id that committed this micro-batch of this sink, or None.
@@ -223,11 +224,11 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
             MetastoreError: the database failed.
         """
         with self._translate("read sink progress"), self._read() as c:
-            row = c.execute(
-                "SELECT write_id FROM sink_progress WHERE sink_id = ? AND batch_id = ?",
-                (sink_id, batch_id),
-            ).fetchone()
-        return None if row is None else int(row[0])
+            found = c.execute(
+                sa.select(sink_progress.c.write_id)
+                .where(sink_progress.c.sink_id == sink_id, sink_progress.c.batch_id == batch_id)
+            ).scalar()
+        return None if found is None else int(found)
 
     def last_committed_batch(self, sink_id: str) -> int | None:
         """The highest batch id this sink committed, or None.
@@ -236,10 +237,10 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
             MetastoreError: the database failed.
         """
         with self._translate("read sink progress"), self._read() as c:
-            row = c.execute(
-                "SELECT max(batch_id) FROM sink_progress WHERE sink_id = ?", (sink_id,)
-            ).fetchone()
-        return None if row[0] is None else int(row[0])
+            found = c.execute(
+                sa.select(sa.func.max(sink_progress.c.batch_id))
+                .where(sink_progress.c.sink_id == sink_id)).scalar()
+        return None if found is None else int(found)
 
     def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
         """Kafka ranges of committed transactions that wrote `table`, with the write id.
@@ -250,12 +251,12 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
         """
         with self._translate("read offsets"), self._read() as c:
             name = self._resolve(c, table)
-            rows = c.execute(
-                "SELECT w.write_id, o.topic, o.partition, o.from_offset, o.until_offset"
-                " FROM txn_offsets o JOIN txn_to_write_id w USING (txn_id)"
-                " WHERE w.table_name = ? ORDER BY w.write_id, o.topic, o.partition",
-                (name,),
-            ).fetchall()
+            o, w = txn_offsets, txn_to_write_id
+            rows = list(c.execute(
+                sa.select(w.c.write_id, o.c.topic, o.c.partition, o.c.from_offset,
+                          o.c.until_offset)
+                .join(w, w.c.txn_id == o.c.txn_id).where(w.c.table_name == name)).all())
+        rows.sort(key=lambda r: (r[0], r[1], r[2]))
         return [(int(row[0]), OffsetRange(*row[1:])) for row in rows]
 
 

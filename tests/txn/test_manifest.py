@@ -113,16 +113,12 @@ def test_drop_table_forgets_its_entries(store: Metastore, events: TableDefinitio
     assert store.committed_files(again) == {}
 
 
-def test_version_1_metastore_read_only_has_no_entries(tmp_path: Path, table_def) -> None:
+def test_version_1_metastore_read_only_has_no_entries(tmp_path: Path, table_def,
+                                                     legacy_sqlite) -> None:
     """A version 1 file opened read-only stays version 1: no manifest, files read as before;
     recording needs the upgrade a writer does."""
-    from ingest.txn._schema import _DDL
-
     path = tmp_path / "v1.sqlite"
-    conn = sqlite3.connect(path)
-    conn.executescript(_DDL + "; INSERT INTO meta VALUES ('schema_version', '1');")
-    conn.close()
-    url = f"sqlite://{path}"
+    url = legacy_sqlite(path, 1)
     with Metastore.open(url, create=False) as writer:
         writer.create_table(table_def("t"))
     conn = sqlite3.connect(path)  # back to version 1, as an older ingest left it

@@ -11,14 +11,17 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 
 from ingest.txn import Metastore, TableDefinition
+from ingest.txn._schema import readers
 
 
 def registrations(store: Metastore) -> list[tuple[int, str, int]]:
     with store._read() as c:
         return [tuple(r) for r in c.execute(
-            "SELECT min_open_txn, agent, reader_id FROM readers ORDER BY reader_id")]
+            sa.select(readers.c.min_open_txn, readers.c.agent, readers.c.reader_id)
+            .order_by(readers.c.reader_id))]
 
 
 def test_reading_registers_its_snapshot_and_unregisters_at_the_end(
@@ -56,9 +59,9 @@ def test_registrations_heartbeat_and_dead_ones_are_ignored_then_forgotten(
         assert store.live_readers(events, timeout_s=1)[0].heartbeat_at == opened + 100
     # A reader that died without unregistering: only its row is left.
     with store._write() as c:
-        c.execute("INSERT INTO readers (table_name, agent, min_open_txn, opened_at,"
-                  " heartbeat_at) VALUES ('default.events', 'dead', 1, ?, ?)",
-                  (clock.now, clock.now))
+        c.execute(sa.insert(readers).values(table_name="default.events", agent="dead",
+                                            min_open_txn=1, opened_at=clock.now,
+                                            heartbeat_at=clock.now))
     assert [r.agent for r in store.live_readers(events, timeout_s=300)] == ["dead"]
     clock.advance(301)
     assert store.live_readers(events, timeout_s=300) == []
@@ -98,12 +101,11 @@ def test_a_read_only_metastore_reads_unregistered(tmp_path: Path) -> None:
     assert _rows(path) == []
 
 
-def test_open_for_reading_never_upgrades_a_version_1_metastore(tmp_path: Path) -> None:
-    from ingest.txn._schema import _DDL
-
+def test_open_for_reading_never_upgrades_a_version_1_metastore(tmp_path: Path,
+                                                              legacy_sqlite) -> None:
     path = tmp_path / "v1.sqlite"
+    legacy_sqlite(path, 1)
     conn = sqlite3.connect(path)
-    conn.executescript(_DDL + "; INSERT INTO meta VALUES ('schema_version', '1');")
     conn.execute("INSERT INTO tables (name, location, row_schema, partition_columns,"
                  " bucket_count, bucket_columns, properties, created_at)"
                  " VALUES ('default.events', 'file:///x/events', ?, '[]', 0, '[]', '{}', 0)",

@@ -1,4 +1,5 @@
-"""Several real processes allocating from one metastore file get distinct, dense ids."""
+"""Several real processes allocating from one metastore (a SQLite file or a PostgreSQL
+database) get distinct, dense ids; a reader in another process sees whole commits only."""
 
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_processes_allocate_distinct_dense_ids(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path}/_ingest_metastore.sqlite"
+def test_processes_allocate_distinct_dense_ids(tmp_path: Path, shared_url: str) -> None:
+    url = shared_url
     schema = pa.schema([("x", pa.int64())])
     with Metastore.open(url) as store:
         store.create_table(TableDefinition("events", f"{tmp_path}/events", schema))
@@ -74,8 +75,8 @@ def test_processes_allocate_distinct_dense_ids(tmp_path: Path) -> None:
         assert snap.aborted_write_ids == tuple(w for w in write_ids if w % 2 == 0)
 
 
-def test_threads_share_one_store(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path}/_ingest_metastore.sqlite"
+def test_threads_share_one_store(tmp_path: Path, shared_url: str) -> None:
+    url = shared_url
     with Metastore.open(url) as store:
         store.create_table(
             TableDefinition("events", f"{tmp_path}/events", pa.schema([("x", pa.int64())]))

@@ -55,7 +55,8 @@ def test_missing_file_without_create(tmp_path: Path) -> None:
         Metastore.open(f"sqlite://{tmp_path}/none.sqlite", create=False)
 
 
-@pytest.mark.parametrize("url", ["postgres://x/y", "sqlite://relative.sqlite", "ms.sqlite"])
+@pytest.mark.parametrize("url", ["postgres://x/y", "sqlite://relative.sqlite", "ms.sqlite",
+                                 "postgresql://ingest@127.0.0.1:5432"])
 def test_bad_urls(url: str) -> None:
     with pytest.raises(ConfigError, match="Cannot open metastore"):
         Metastore.open(url)
@@ -133,13 +134,12 @@ def _tables(path: Path) -> set[str]:
     return {name for (name,) in rows}
 
 
-def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path) -> None:
-    from ingest.txn._schema import _DDL, SCHEMA_VERSION
+def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path,
+                                                         legacy_sqlite) -> None:
+    from ingest.txn._schema import SCHEMA_VERSION
 
     path = tmp_path / "v1.sqlite"
-    conn = sqlite3.connect(path)
-    conn.executescript(_DDL + "; INSERT INTO meta VALUES ('schema_version', '1');")
-    conn.close()
+    legacy_sqlite(path, 1)
     before = _tables(path)
     with Metastore.open(f"sqlite://{path}", read_only=True) as store:
         assert store.schema_version == 1
@@ -150,3 +150,56 @@ def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path) -> Non
     assert _tables(path) - before == {"committed_files", "readers", "compactions"}
     with Metastore.open(f"sqlite://{path}", read_only=True) as store:
         assert store.schema_version == 2
+
+
+def test_version_2_file_of_the_old_raw_ddl_works_as_before(tmp_path: Path,
+                                                          legacy_sqlite) -> None:
+    """A file written before the schema was declared with SQLAlchemy: every kind of row is
+    written and read back, and txn ids still come from AUTOINCREMENT (sqlite_sequence)."""
+    import pyarrow as pa
+
+    from ingest.acid.committed import CommittedFile
+    from ingest.txn import TableDefinition
+
+    path = tmp_path / "v2.sqlite"
+    url = legacy_sqlite(path, 2)
+    with Metastore.open(url, create=False) as store:
+        assert store.schema_version == 2
+        store.create_table(TableDefinition("default.t", str(tmp_path / "t"),
+                                           pa.schema([("id", pa.int64())])))
+        txn = store.open_transaction("default.t", agent="a")
+        entry = CommittedFile("delta_0000001_0000001/bucket_00000", 1, 100, "ab" * 8, 3)
+        store.commit(txn, sink=("sink", 0), offsets=[("topic", 0, 5, 9)],
+                     files={"default.t": [entry]})
+        cid, ctxn = store.begin_compaction("default.t", "", "major", agent="c",
+                                           stale_after_s=60)
+        store.finish_compaction(cid, ctxn, highest_write_id=1, rows=3, inputs=["d"],
+                                outputs=["base_0000001"])
+        store.mark_compactions_cleaned([cid])
+        with store.reading("default.t", agent="r") as snapshot:
+            assert [r.agent for r in store.live_readers("default.t", timeout_s=60)] == ["r"]
+    with Metastore.open(url, read_only=True) as store:
+        assert snapshot.high_watermark == 1
+        assert store.committed_files("default.t") == {entry.path: entry}
+        assert store.last_committed_batch("sink") == 0
+        assert [(w, tuple(r)) for w, r in store.offset_ranges("default.t")] == [
+            (1, ("topic", 0, 5, 9))]
+        assert [c.state for c in store.compactions("default.t")] == ["succeeded"]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'txns'"
+                            ).fetchall() == [(2,)]
+    conn.close()
+
+
+def test_new_sqlite_files_keep_autoincrement_ids(tmp_path: Path) -> None:
+    """The generated DDL keeps SQLite's INTEGER PRIMARY KEY AUTOINCREMENT: ids are rowids
+    and are never handed out twice."""
+    path = tmp_path / "new.sqlite"
+    Metastore.open(f"sqlite://{path}").close()
+    with sqlite3.connect(path) as conn:
+        ddl = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+    conn.close()
+    for table, column in (("txns", "txn_id"), ("readers", "reader_id"),
+                          ("compactions", "compaction_id")):
+        assert f"{column} INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT" in ddl[table], ddl[table]
+    assert "sqlite_sequence" in ddl
