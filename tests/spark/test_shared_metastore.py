@@ -1,6 +1,7 @@
-"""Two streaming jobs in separate processes write two tables through one metastore while a
-third process reads both again and again: write ids and transactions never collide, every
-read holds exactly whole committed micro-batches, and each table ends with every record once.
+"""Two streaming jobs in separate processes write two tables through one PostgreSQL metastore
+(as jobs on different hosts would) while a third process reads both again and again: write
+ids and transactions never collide, every read holds exactly whole committed micro-batches,
+and each table ends with every record once.
 """
 
 from __future__ import annotations
@@ -86,8 +87,7 @@ def run_two_jobs_and_a_reader(kafka_broker: str, metastore: str, locations: list
         assert sorted(ids.to_pylist()) == list(range(RECORDS))
 
 
-def test_two_jobs_and_a_reader_share_one_sqlite_metastore(
-        kafka_broker: str, tmp_path: Path) -> None:
-    metastore = f"sqlite://{tmp_path}/shared/meta.sqlite"
+def test_two_jobs_and_a_reader_share_one_postgresql_metastore(
+        kafka_broker: str, tmp_path: Path, pg_url: str) -> None:
     locations = [str(tmp_path / "wh" / "clicks"), str(tmp_path / "wh" / "orders")]
-    run_two_jobs_and_a_reader(kafka_broker, metastore, locations, tmp_path)
+    run_two_jobs_and_a_reader(kafka_broker, pg_url, locations, tmp_path)
