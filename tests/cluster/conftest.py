@@ -1,7 +1,7 @@
 """Fixtures of the cluster tests: a standalone Spark cluster and the `ingest` package as a zip.
 
-The cluster is started per test (the worker-kill test leaves it with one worker); the zip is
-what `spark-submit --py-files` ships to the driver and every executor.
+One cluster serves the module; before each test a worker killed by the one before is replaced.
+The zip is what `spark-submit --py-files` ships to the driver and every executor.
 """
 
 from __future__ import annotations
@@ -18,17 +18,23 @@ from conftest import free_port, require
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def spark_cluster(tmp_path: Path) -> Iterator[SparkCluster]:
-    """A master and two workers (1 core, 1 GiB each) on 127.0.0.1, killed after the test."""
+@pytest.fixture(scope="module")
+def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     require(shutil.which("java") is not None, "java on PATH")
     require(SPARK_CLASS.exists(), f"{SPARK_CLASS} from the pyspark package")
-    cluster = start_cluster(tmp_path / "cluster", [free_port() for _ in range(4)],
+    cluster = start_cluster(tmp_path_factory.mktemp("spark-cluster"), free_port,
                             workers=2, cores=1, memory="1g", timeout_s=180)
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def spark_cluster(_cluster: SparkCluster) -> SparkCluster:
+    """A master and two ALIVE workers (1 core, 1 GiB each) on 127.0.0.1."""
+    _cluster.replace_dead_workers(timeout_s=180)
+    return _cluster
 
 
 @pytest.fixture

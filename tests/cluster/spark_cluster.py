@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -68,9 +68,14 @@ class Daemon:
 class SparkCluster:
     """A master and its workers; `url` is what `spark-submit --master` takes."""
 
+    base: Path
     port: int
     master: Daemon
+    free_port: Callable[[], int]
+    cores: int
+    memory: str
     workers: list[Daemon] = field(default_factory=list)
+    started: int = 0
 
     @property
     def url(self) -> str:
@@ -107,6 +112,36 @@ class SparkCluster:
                 raise RuntimeError(f"{count} workers not ALIVE in {timeout_s:.0f} s\n{logs}")
             time.sleep(0.5)
 
+    def start_worker(self, slot: int | None = None) -> Daemon:
+        """Start a worker with a fresh work dir, in `slot` of `workers` (replacing a dead
+        one) or appended."""
+        name = f"worker{self.started}"
+        self.started += 1
+        work_dir = self.base / name
+        work_dir.mkdir()
+        ui = self.free_port()
+        worker = _start(name, [WORKER_CLASS, self.url, "--host", "127.0.0.1",
+                               "--cores", str(self.cores), "--memory", self.memory,
+                               "--webui-port", str(ui), "--work-dir", str(work_dir)],
+                        self.base / "logs", ui, work_dir)
+        if slot is None:
+            self.workers.append(worker)
+        else:
+            self.workers[slot] = worker
+        return worker
+
+    def replace_dead_workers(self, *, timeout_s: float) -> None:
+        """Start a new worker for each killed one and wait until all are ALIVE.
+
+        Raises:
+            RuntimeError: as `wait_for_workers`.
+        """
+        dead = [i for i, w in enumerate(self.workers) if w.proc.poll() is not None]
+        for i in dead:
+            self.start_worker(i)
+        if dead:
+            self.wait_for_workers(len(self.workers), timeout_s=timeout_s)
+
     def logs(self) -> str:
         return "\n".join(d.tail() for d in [self.master, *self.workers])
 
@@ -126,39 +161,32 @@ def _start(name: str, args: Sequence[str], log_dir: Path, webui_port: int,
     return Daemon(name, proc, log_path, log, webui_port, work_dir)
 
 
-def start_cluster(base: Path, ports: Sequence[int], *, workers: int = 2, cores: int = 1,
+def start_cluster(base: Path, free_port: Callable[[], int], *, workers: int = 2, cores: int = 1,
                   memory: str = "1g", timeout_s: float = 120) -> SparkCluster:
     """Start a master and `workers` workers on 127.0.0.1 and wait until all are ALIVE.
 
     Args:
         base: a directory for the daemons' logs and the workers' work dirs.
-        ports: 2 + workers free ports: master RPC, master UI, then each worker's UI.
+        free_port: gives a free TCP port on 127.0.0.1 (master RPC, master and worker UIs).
         workers: how many workers.
         cores: cores each worker offers.
         memory: memory each worker offers to executors.
-        timeout_s: how long to wait for the workers to register.
+        timeout_s: how long to wait for the master and the workers.
 
     Raises:
         RuntimeError: a daemon exited or did not register in time (everything started is
             killed first).
     """
-    port, ui, *worker_uis = ports
-    log_dir = base / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    (base / "logs").mkdir(parents=True, exist_ok=True)
+    port, ui = free_port(), free_port()
     master = _start("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port),
-                               "--webui-port", str(ui)], log_dir, ui)
-    cluster = SparkCluster(port, master)
+                               "--webui-port", str(ui)], base / "logs", ui)
+    cluster = SparkCluster(base, port, master, free_port, cores, memory)
     try:
         # Workers started before the master listens wait 10 s before they retry.
         cluster.wait_for_workers(0, timeout_s=timeout_s)
-        for i in range(workers):
-            work_dir = base / f"worker{i}"
-            work_dir.mkdir()
-            cluster.workers.append(_start(
-                f"worker{i}", [WORKER_CLASS, cluster.url, "--host", "127.0.0.1",
-                               "--cores", str(cores), "--memory", memory,
-                               "--webui-port", str(worker_uis[i]), "--work-dir", str(work_dir)],
-                log_dir, worker_uis[i], work_dir))
+        for _ in range(workers):
+            cluster.start_worker()
         cluster.wait_for_workers(workers, timeout_s=timeout_s)
     except BaseException:
         cluster.stop()

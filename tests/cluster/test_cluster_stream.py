@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.kafka, pytest.
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "kafka_to_acid.py"
-RECORDS = 4000
-PER_BATCH = 250  # 16 micro-batches, each spread over both executors
+RECORDS = 3000
+PER_BATCH = 250  # 12 micro-batches, each spread over both executors
 
 # What a small cluster needs: executors that fit one 1-core, 1 GiB worker each, so the job
 # keeps running on one worker; a task lost with its executor is retried elsewhere (Spark's
