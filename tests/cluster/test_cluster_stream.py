@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "kafka_to_acid.py"
 RECORDS = 3000
 PER_BATCH = 250  # 12 micro-batches, each spread over both executors
+FLUSH_ROWS = 10  # a write task flushes (fsyncs) many times: its staging file is open longer
 
 # What a small cluster needs: executors that fit one 1-core, 1 GiB worker each, so the job
 # keeps running on one worker; a task lost with its executor is retried elsewhere (Spark's
@@ -53,7 +54,7 @@ def submit(cluster: SparkCluster, ingest_zip: Path, servers: str, topic: str,
          "--bootstrap-servers", servers, "--topic", topic, "--table", str(base / "events"),
          "--schema", "id BIGINT, value STRING, ts TIMESTAMP", "--partition-by", "dt",
          "--checkpoint", str(base / "checkpoint"), "--max-offsets-per-trigger", str(PER_BATCH),
-         "--available-now"],
+         "--flush-rows", str(FLUSH_ROWS), "--available-now"],
         env=daemon_env(), cwd=base, stdout=log, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL)
 
@@ -102,17 +103,31 @@ def tasks_finished(executor_dir: Path) -> int:
     return len(re.findall(r"Finished task", (executor_dir / "stderr").read_text()))
 
 
-def stages_in_flight(executor_dir: Path) -> set[str]:
-    """The stages of the tasks the executor's log shows started and not finished."""
+def tasks_in_flight(executor_dir: Path) -> dict[str, str]:
+    """TID -> stage of the tasks the executor's log shows started and not finished."""
     log = (executor_dir / "stderr").read_text()
-    started = dict(re.findall(r"Running task \S+ in stage (\d+)\.\d+ \(TID (\d+)\)", log))
+    started = {tid: stage for stage, tid in re.findall(
+        r"Running task \S+ in stage (\d+)\.\d+ \(TID (\d+)\)", log)}
     finished = set(re.findall(r"Finished task .*\(TID (\d+)\)", log))
-    return {stage for stage, tid in started.items() if tid not in finished}
+    return {tid: stage for tid, stage in started.items() if tid not in finished}
 
 
-def result_stages(driver_log: str) -> set[str]:
-    """The driver's result stages: the sink's write tasks (the map stages read and parse)."""
-    return set(re.findall(r"Submitting ResultStage (\d+)", driver_log))
+def staging_files_of(location: str, tids: set[str]) -> list[Path]:
+    """The sink's staging files `_tmp.bucket_N.<task attempt id>` of these tasks (a task
+    attempt id is Spark's TID)."""
+    return [p for p in Path(location).glob("*/delta_*/_tmp.bucket_*")
+            if p.name.rsplit(".", 1)[-1] in tids]
+
+
+def writing_worker(cluster: SparkCluster, app: str,
+                   location: str) -> tuple[int, list[Path]] | None:
+    """A worker whose executor has a task in flight with a staging file on disk, and those
+    files; None if there is none now."""
+    for i, dirs in enumerate(executor_dirs(cluster, app)):
+        files = staging_files_of(location, set(tasks_in_flight(dirs[0]))) if dirs else []
+        if files:
+            return i, files
+    return None
 
 
 def test_every_record_exactly_once_with_executors_on_both_workers(
@@ -150,17 +165,17 @@ def test_sigkill_of_a_worker_mid_stream_the_job_goes_on_exactly_once(
         assert job.poll() is None, (tmp_path / "driver.log").read_text()[-6000:]
         assert time.monotonic() < deadline, (tmp_path / "driver.log").read_text()[-6000:]
         time.sleep(0.2)
-    # Kill while the victim's executor runs a write task of a later micro-batch (its staging
-    # file half written), so that task is lost with it and written again on the other worker.
+    # Kill the worker whose executor runs a write task with its staging file open, so the
+    # attempt dies half written and its task runs again on the other worker.
     app = app_id((tmp_path / "driver.log").read_text())
-    victim_dirs = executor_dirs(spark_cluster, app)[0]
-    assert victim_dirs, "no executor on the worker to kill"
-    while not stages_in_flight(victim_dirs[0]) & result_stages(
-            (tmp_path / "driver.log").read_text()):
-        assert job.poll() is None, "the stream ended before a write task ran on the victim"
-        time.sleep(0.01)
-    spark_cluster.workers[0].kill()
+    while not (found := writing_worker(spark_cluster, app, location)):
+        assert job.poll() is None, "the stream ended before a write task was caught writing"
+        time.sleep(0.005)
+    victim, half_written = found
+    spark_cluster.workers[victim].kill()
     committed_at_kill = committed_write_ids(location)
+    survivor = executor_dirs(spark_cluster, app)[1 - victim][0]
+    finished_at_kill = tasks_finished(survivor)
     assert committed_at_kill < RECORDS // PER_BATCH, "the stream ended before the kill"
 
     log = finish(job, spark_cluster, tmp_path)
@@ -171,11 +186,12 @@ def test_sigkill_of_a_worker_mid_stream_the_job_goes_on_exactly_once(
                      r"exited", log), log[-6000:]
     assert committed_ids(location) == list(range(RECORDS))
     assert f"{RECORDS:,} rows, 0 dead letters" in log
-    assert not list(Path(location).rglob("_tmp.*")), "the lost attempt's staging file stayed"
+    assert not any(p.exists() for p in half_written), "the killed attempt's file stayed"
+    assert not list(Path(location).rglob("_tmp.*"))
     with Metastore.open(default_metastore_url(location)) as store:
         ranges = [r for _, r in store.offset_ranges(location)]
     assert sum(r.until_offset - r.from_offset for r in ranges) == RECORDS
-    # Micro-batches after the kill ran on the surviving worker.
-    survivor = executor_dirs(spark_cluster, app)[1]
-    assert survivor and tasks_finished(survivor[-1]) > 0
-    print(f"killed worker0 after {committed_at_kill} committed micro-batches")
+    # The rest of the stream ran on the surviving worker.
+    assert tasks_finished(survivor) >= finished_at_kill + RECORDS // PER_BATCH - committed_at_kill
+    print(f"killed worker{victim} after {committed_at_kill} committed micro-batches, while it "
+          f"wrote {[str(p.relative_to(location)) for p in half_written]}")
