@@ -7,10 +7,14 @@ a worker (its executor and Python workers with it) mid-stream: the job goes on o
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -43,29 +47,36 @@ SPARK_CONF = {
 }
 
 
-def submit(cluster: SparkCluster, ingest_zip: Path, servers: str, topic: str,
-           base: Path) -> subprocess.Popen[bytes]:
-    """Start the job in client mode against the cluster; its output goes to base/driver.log."""
+@contextmanager
+def submitted(cluster: SparkCluster, ingest_zip: Path, servers: str, topic: str,
+              base: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run the job in client mode against the cluster, its output in base/driver.log; a job
+    still running on exit is killed with its whole session (driver JVM and Python)."""
     conf = [arg for key, value in SPARK_CONF.items() for arg in ("--conf", f"{key}={value}")]
-    log = open(base / "driver.log", "wb")  # noqa: SIM115 - the child holds it; closed on exit
-    return subprocess.Popen(
-        [str(SPARK_SUBMIT), "--master", cluster.url, "--deploy-mode", "client", *conf,
-         "--py-files", str(ingest_zip), str(JOB),
-         "--bootstrap-servers", servers, "--topic", topic, "--table", str(base / "events"),
-         "--schema", "id BIGINT, value STRING, ts TIMESTAMP", "--partition-by", "dt",
-         "--checkpoint", str(base / "checkpoint"), "--max-offsets-per-trigger", str(PER_BATCH),
-         "--flush-rows", str(FLUSH_ROWS), "--available-now"],
-        env=daemon_env(), cwd=base, stdout=log, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL)
+    with open(base / "driver.log", "wb") as log:
+        job = subprocess.Popen(
+            [str(SPARK_SUBMIT), "--master", cluster.url, "--deploy-mode", "client", *conf,
+             "--py-files", str(ingest_zip), str(JOB),
+             "--bootstrap-servers", servers, "--topic", topic, "--table", str(base / "events"),
+             "--schema", "id BIGINT, value STRING, ts TIMESTAMP", "--partition-by", "dt",
+             "--checkpoint", str(base / "checkpoint"),
+             "--max-offsets-per-trigger", str(PER_BATCH), "--flush-rows", str(FLUSH_ROWS),
+             "--available-now"],
+            env=daemon_env(), cwd=base, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        yield job
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
 
 
 def finish(job: subprocess.Popen[bytes], cluster: SparkCluster, base: Path) -> str:
     """Wait for the job; its exit code must be 0. Returns the driver's log."""
     try:
-        code = job.wait(timeout=240)
+        code: int | None = job.wait(timeout=240)
     except subprocess.TimeoutExpired:
-        job.kill()
-        job.wait()
         code = None
     log = (base / "driver.log").read_text()
     assert code == 0, f"job exit {code}\n{log[-6000:]}\n{cluster.logs()}"
@@ -136,19 +147,22 @@ def test_every_record_exactly_once_with_executors_on_both_workers(
     produce_events(kafka_broker, topic, events=sample_events(RECORDS), partitions=2,
                    key_fn=lambda e: str(e["id"]))  # type: ignore[index]
     started = time.monotonic()
-    log = finish(submit(spark_cluster, ingest_zip, kafka_broker, topic, tmp_path),
-                 spark_cluster, tmp_path)
+    with submitted(spark_cluster, ingest_zip, kafka_broker, topic, tmp_path) as job:
+        log = finish(job, spark_cluster, tmp_path)
     seconds = time.monotonic() - started
     location = str(tmp_path / "events")
     assert committed_ids(location) == list(range(RECORDS))
     assert f"{RECORDS:,} rows, 0 dead letters" in log
     assert committed_write_ids(location) == RECORDS // PER_BATCH
-    # The work ran in the workers' executors, each given the shipped zip.
+    # The work ran in both workers' executors, each given the shipped zip: per micro-batch a
+    # read task for each of the 2 Kafka partitions and at least one write task.
     app = app_id(log)
+    finished = []
     for dirs in executor_dirs(spark_cluster, app):
         assert len(dirs) == 1, dirs
         assert (dirs[0] / "ingest.zip").is_file()
-        assert tasks_finished(dirs[0]) >= RECORDS // PER_BATCH
+        finished.append(tasks_finished(dirs[0]))
+    assert min(finished) > 0 and sum(finished) >= 3 * RECORDS // PER_BATCH, finished
     print(f"{RECORDS} records in {seconds:.1f} s ({RECORDS / seconds:.0f} records/s, "
           f"spark-submit to exit)")
 
@@ -159,26 +173,27 @@ def test_sigkill_of_a_worker_mid_stream_the_job_goes_on_exactly_once(
     produce_events(kafka_broker, topic, events=sample_events(RECORDS), partitions=2,
                    key_fn=lambda e: str(e["id"]))  # type: ignore[index]
     location = str(tmp_path / "events")
-    job = submit(spark_cluster, ingest_zip, kafka_broker, topic, tmp_path)
-    deadline = time.monotonic() + 180
-    while committed_write_ids(location) < 1:
-        assert job.poll() is None, (tmp_path / "driver.log").read_text()[-6000:]
-        assert time.monotonic() < deadline, (tmp_path / "driver.log").read_text()[-6000:]
-        time.sleep(0.2)
-    # Kill the worker whose executor runs a write task with its staging file open, so the
-    # attempt dies half written and its task runs again on the other worker.
-    app = app_id((tmp_path / "driver.log").read_text())
-    while not (found := writing_worker(spark_cluster, app, location)):
-        assert job.poll() is None, "the stream ended before a write task was caught writing"
-        time.sleep(0.005)
-    victim, half_written = found
-    spark_cluster.workers[victim].kill()
-    committed_at_kill = committed_write_ids(location)
-    survivor = executor_dirs(spark_cluster, app)[1 - victim][0]
-    finished_at_kill = tasks_finished(survivor)
-    assert committed_at_kill < RECORDS // PER_BATCH, "the stream ended before the kill"
+    with submitted(spark_cluster, ingest_zip, kafka_broker, topic, tmp_path) as job:
+        deadline = time.monotonic() + 180
+        while committed_write_ids(location) < 1:
+            assert job.poll() is None, (tmp_path / "driver.log").read_text()[-6000:]
+            assert time.monotonic() < deadline, (tmp_path / "driver.log").read_text()[-6000:]
+            time.sleep(0.2)
+        # Kill the worker whose executor runs a write task with its staging file open, so the
+        # attempt dies half written and its task runs again on the other worker.
+        app = app_id((tmp_path / "driver.log").read_text())
+        while not (found := writing_worker(spark_cluster, app, location)):
+            assert job.poll() is None, "the stream ended before a write task was caught writing"
+            assert time.monotonic() < deadline, "no write task caught writing"
+            time.sleep(0.005)
+        victim, half_written = found
+        spark_cluster.workers[victim].kill()
+        committed_at_kill = committed_write_ids(location)
+        survivor = executor_dirs(spark_cluster, app)[1 - victim][0]
+        finished_at_kill = tasks_finished(survivor)
+        assert committed_at_kill < RECORDS // PER_BATCH, "the stream ended before the kill"
 
-    log = finish(job, spark_cluster, tmp_path)
+        log = finish(job, spark_cluster, tmp_path)
     assert re.search(r"Lost executor \d+ on 127\.0\.0\.1", log), log[-6000:]
     # The write task died with its executor and ran again (after its lost shuffle input was
     # computed again) on the other worker.
