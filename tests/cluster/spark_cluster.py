@@ -49,18 +49,23 @@ class Daemon:
     log: IO[bytes]
     webui_port: int
     work_dir: Path | None = None
+    killed: bool = False
 
     def kill(self) -> None:
-        """SIGKILL the daemon's whole process group (the JVM and whatever it started)."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """SIGKILL the daemon's whole process group (the JVM and whatever it started, even
+        after the JVM itself has exited)."""
+        if self.killed:
+            return
+        self.killed = True
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the group is gone
+            pass
         self.proc.wait(timeout=30)
         self.log.close()
 
     def tail(self, chars: int = 3000) -> str:
+        """The end of the daemon's log, for failure messages."""
         return f"--- {self.name} ({self.log_path}) ---\n{self.log_path.read_text()[-chars:]}"
 
 
