@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import fsspec
 
+from ingest.acid import storage
 from ingest.acid.initiator import (
     Backlog,
     CompactionThresholds,
@@ -88,7 +88,7 @@ def _write_ids(d: DirectoryStatus) -> str:
 def _backlogs(path: str, layout: TableLayout,
               thresholds: CompactionThresholds) -> Backlogs:
     """Each partition's compaction backlog and what the initiator would do with it."""
-    fs = fsspec.core.url_to_fs(path)[0]
+    fs = storage.url_to_fs(path)[0]
     out: Backlogs = {}
     for p in layout.partitions:
         if p.directories:

@@ -16,12 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
+from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path, storage
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import bucket_file_name
 from ingest.spark._executor_results import (
@@ -257,8 +256,8 @@ class _TaskWriter:
     def __init__(self, plan: TaskPlan, task_index: int, attempt_id: int) -> None:
         self.plan = plan
         self.task_index, self.attempt_id = task_index, attempt_id
-        self.fs, self.root = fsspec.core.url_to_fs(plan.table_root)
-        self.dl_fs, self.dl_root = fsspec.core.url_to_fs(plan.dead_letter_root)
+        self.fs, self.root = storage.url_to_fs(plan.table_root)
+        self.dl_fs, self.dl_root = storage.url_to_fs(plan.dead_letter_root)
         self.files: dict[tuple[str, int], _File] = {}
         self.dead: _File | None = None
 

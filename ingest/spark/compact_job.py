@@ -16,10 +16,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import fsspec
 import pyarrow as pa
 
-from ingest.acid import ValidWriteIdList, compact_partition, parse_codec
+from ingest.acid import ValidWriteIdList, compact_partition, parse_codec, storage
 from ingest.acid.compaction import CompactionKind, CompactionResult
 from ingest.errors import CommitConflictError, IngestError
 from ingest.table import CompactReport, PartitionCompaction, compact
@@ -169,7 +168,7 @@ def _report(plan: CompactReport, results: dict[str, CompactionResult | None], *,
 
 def _run_task(task: _PartitionTask) -> tuple[str, CompactionResult | None, str | None]:
     """On an executor: compact one partition as of the driver's snapshot."""
-    fs, root = fsspec.core.url_to_fs(task.location)
+    fs, root = storage.url_to_fs(task.location)
     directory = "/".join(x for x in (str(root).rstrip("/"), task.partition) if x)
     try:
         result = compact_partition(directory, ValidWriteIdList.from_hive_string(task.snapshot),

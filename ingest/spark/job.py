@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import fsspec
 import pyarrow as pa
 
+from ingest.acid import storage
 from ingest.acid.schema import parse_schema, to_ddl
 from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.spark.deadletter import (
@@ -210,7 +210,7 @@ def _check_existing(table: TableDefinition, wanted: TableDefinition) -> None:
 
 
 def _checkpoint_is_new(checkpoint: str) -> bool:
-    fs, path = fsspec.core.url_to_fs(checkpoint)
+    fs, path = storage.url_to_fs(checkpoint)
     offsets = f"{path.rstrip('/')}/offsets"
     return not fs.exists(offsets) or not [p for p in fs.ls(offsets, detail=False)
                                           if not p.rsplit("/", 1)[-1].startswith(".")]
