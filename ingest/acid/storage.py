@@ -8,11 +8,14 @@ applies underneath (docs/architecture.md, "Storage options").
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import fsspec
+
+from ingest.errors import ConfigError, IngestError
 
 _lock = threading.Lock()
 _registered: dict[str, dict[str, Any]] = {}
@@ -112,3 +115,145 @@ def redacted(options: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def parse_storage_options(items: Iterable[str], *, flag: str = "--storage-option",
+                          ) -> dict[str, Any]:
+    """`("KEY=VALUE", ...)` as fsspec options; a value is JSON when it parses as JSON
+    (`anon=false`, `client_kwargs={"region_name": "us-east-1"}`), else the string itself.
+
+    Raises:
+        ConfigError: an item has no `=` or an empty key (the message never shows the value).
+    """
+    out: dict[str, Any] = {}
+    for number, item in enumerate(items, 1):
+        key, eq, text = str(item).partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ConfigError(f"Cannot use {flag} number {number}: expected KEY=VALUE, got "
+                              f"{'no =' if not eq else 'an empty KEY'}",
+                              hint=f'for example {flag} endpoint_url=http://127.0.0.1:9000 '
+                                   f'or {flag} client_kwargs={{"region_name":"us-east-1"}}')
+        try:
+            out[key] = json.loads(text)
+        except ValueError:
+            out[key] = text
+    return out
+
+
+class StorageError(IngestError, OSError):
+    """The storage behind a table location failed: unreachable endpoint, refused
+    credentials, a missing bucket. Also an OSError, so storage-failure handlers still see it.
+
+    Attributes:
+        location: the table location the command named.
+        endpoint: the endpoint URL its options name, or None for the provider's default.
+    """
+
+    def __init__(self, message: str, *, location: str, endpoint: str | None,
+                 hint: str | None = None) -> None:
+        self.location = location
+        self.endpoint = endpoint
+        IngestError.__init__(self, message, hint=hint)
+
+
+# Exception class names (botocore, aiohttp, google-auth, azure) by what they mean; matched by
+# name so this layer imports none of those packages.
+_UNREACHABLE = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+                          "ClientConnectorError", "ServerDisconnectedError",
+                          "ClientOSError", "ConnectionClosedError", "ResponseStreamingError"})
+_NO_CREDENTIALS = frozenset({"NoCredentialsError", "PartialCredentialsError"})
+_REFUSED_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
+                  "InvalidToken", "ExpiredToken", "Forbidden", "403")
+
+
+def describe_failure(error: BaseException, location: str) -> StorageError | None:
+    """A `StorageError` naming the bucket and endpoint when `error` (or its cause) is a
+    failure of the storage service itself; None for anything else (a missing file in an
+    existing bucket stays a FileNotFoundError).
+
+    Args:
+        error: what an operation on `location` raised.
+        location: the table location the caller named.
+    """
+    if isinstance(error, (IngestError, StorageError)) or "://" not in str(location):
+        return None
+    endpoint = _endpoint(location)
+    bucket = root_of(location)
+    where = f"{bucket} at {endpoint or 'the default endpoint'}"
+    for cause in _chain(error):
+        names = {c.__name__ for c in type(cause).__mro__}
+        text = str(cause)
+        if names & _NO_CREDENTIALS:
+            return StorageError(
+                f"Cannot access {where}: no credentials found", location=location,
+                endpoint=endpoint, hint="give --storage-option key=... --storage-option "
+                "secret=... (or storage_options= in Python), or set FSSPEC_S3_KEY / "
+                "AWS_ACCESS_KEY_ID")
+        if names & _UNREACHABLE or isinstance(cause, (ConnectionError, TimeoutError)):
+            return StorageError(
+                f"Cannot reach {where}: {type(cause).__name__}: {_short(text)}",
+                location=location, endpoint=endpoint,
+                hint="check endpoint_url, that the server is up and the network path to it; "
+                     "nothing was committed by the failed operation")
+        if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
+            return StorageError(
+                f"Cannot access {where}: bucket {bucket.split('://', 1)[1]} does not exist",
+                location=location, endpoint=endpoint,
+                hint="create the bucket first, or fix the table location")
+        if isinstance(cause, PermissionError) or any(c in text for c in _REFUSED_CODES):
+            return StorageError(
+                f"Cannot access {where}: the server refused the credentials or denied "
+                f"access ({_short(text)})", location=location, endpoint=endpoint,
+                hint="check the key and secret storage options (or FSSPEC_S3_* / AWS_* "
+                     "environment) and the bucket's policy")
+    return None
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen and len(seen) < 10:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _endpoint(location: str) -> str | None:
+    options = options_for(location)
+    protocol = _normalize(location).split("://", 1)[0]
+    try:
+        config = fsspec.config.conf.get(protocol, {})
+    except AttributeError:
+        config = {}
+    found = (options.get("endpoint_url")
+             or (options.get("client_kwargs") or {}).get("endpoint_url")
+             or config.get("endpoint_url")
+             or (config.get("client_kwargs") or {}).get("endpoint_url"))
+    return str(found) if found else None
+
+
+def check_bucket(fs: fsspec.AbstractFileSystem, location: str) -> None:
+    """Fail clearly when the bucket of `location` does not exist. fsspec object stores
+    create a missing bucket on `makedirs`; a table must never create one by accident.
+
+    Raises:
+        StorageError: the bucket does not exist.
+        OSError: the storage failed otherwise (credentials, network).
+    """
+    bucket = root_of(location).split("://", 1)[1]
+    if not bucket:
+        return
+    try:
+        fs.info(bucket)
+    except FileNotFoundError as e:
+        raise StorageError(
+            f"Cannot use {location}: bucket {bucket} does not exist at "
+            f"{_endpoint(location) or 'the default endpoint'}", location=location,
+            endpoint=_endpoint(location),
+            hint="create the bucket first, or fix the table location") from e

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import click
 
+from ingest.cli._options import storage_option
 from ingest.cli._output import dumps
 from ingest.table import compaction_history, shown_state
 from ingest.txn import CompactionInfo
@@ -21,6 +22,7 @@ Examples:
   ingest compactions warehouse/events --json""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--metastore", metavar="URL",
               help="The metastore holding the table. Default: the one found from PATH.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
