@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from s3_server import flaky_s3, s3, s3_auth, s3_server  # noqa: F401 - tests/s3_server.py
 
 from ingest.acid import _stripe_encoder
 

@@ -53,9 +53,11 @@ def register(location: str, options: Mapping[str, Any] | None) -> None:
     Args:
         location: a URL prefix, e.g. `s3://bucket` or `s3://bucket/warehouse/events`.
         options: fsspec storage options (`endpoint_url`, `key`, `client_kwargs`, ...); None or
-            empty registers nothing. A later registration of the same prefix replaces it.
+            empty registers nothing, nor does a local path. A later registration of the same
+            prefix replaces it.
     """
-    if not options:
+    # Local paths take no storage options: a bucket's options must not reach a local file.
+    if not options or _normalize(location).split("://", 1)[0] in ("file", "local"):
         return
     with _lock:
         _registered[_normalize(location)] = dict(options)

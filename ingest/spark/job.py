@@ -361,6 +361,10 @@ def run_stream(
     interval_s, available_now = options.schedule
     table = options.table
     layout = table_layout(options.schema_ddl, options.partition_by)
+    # Registered before any file is touched; the sink ships the registrations to its tasks
+    # and the maintenance thread runs here (docs/architecture.md, "Storage options").
+    for location in (table, options.checkpoint):
+        storage.register(storage.root_of(location), options.storage)
     # Every option is checked before anything is created (docs/invariants.md, 6).
     check_partition_expression(spark, layout)
     url = metastore_url or default_metastore_url(table)

@@ -333,6 +333,7 @@ class AcidSink:
             close_files=self.options.txns_per_delta > 1 and last, options=self.options,
             committed_lengths=committed, compression=self._codecs[0],
             dead_letter_compression=self._codecs[1],
+            storage_options=storage.registered(),
         )
 
     def _committed_files(self, plan: TaskPlan, results: list[TaskResult]
