@@ -8,6 +8,7 @@ from typing import Any
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.spec import AbstractBufferedFile
 
 from ingest.acid import storage
 
@@ -74,6 +75,25 @@ def has_directories(fs: fsspec.AbstractFileSystem) -> bool:
     """Whether an empty directory can exist on fs (not on object stores, whose directories
     are only the common prefixes of their keys)."""
     return can_append(fs)
+
+
+def discard(f: Any) -> None:
+    """Close a file opened for writing without storing what is still buffered.
+
+    A local file keeps what was written (recovery and cleaning judge it). An object-store
+    file (fsspec's buffered files) stores nothing until it is closed, and closing it would
+    upload the partial bytes as a whole object: it is discarded instead (a multipart upload
+    aborted), and marked closed so that garbage collection does not upload it either. A
+    storage failure while discarding is ignored: nothing of the file became an object.
+    """
+    if isinstance(f, AbstractBufferedFile) and f.mode != "rb":
+        try:
+            f.discard()
+        except Exception:  # noqa: BLE001 - best effort: the upload was never completed
+            pass
+        f.closed = True
+        return
+    f.close()
 
 
 def truncate(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:

@@ -150,7 +150,8 @@ class BucketWriter:
         assert options.row_schema is not None
         _, template = _encoder(options).encode_file(
             acid_event_schema(options.row_schema).empty_table())
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        if _files.has_directories(fs):  # an object store's makedirs may create a bucket
+            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         file = fs.open(path, "wb")
         file.write(MAGIC)
         # Hive 3 starts the side file with a 0 entry: nothing is readable before the first flush.
@@ -388,11 +389,14 @@ class BucketWriter:
         self._closed = True
 
     def abandon(self) -> None:
-        """Close handles without writing anything more (the transaction is being aborted)."""
+        """Close handles without writing anything more (the transaction is being aborted).
+
+        On an object store nothing is uploaded: a closed handle would store what was written
+        so far as a whole object (`_files.discard`)."""
         if not self._closed:
-            self._file.close()
-            self._side.close()
             self._closed = True
+            _files.discard(self._file)
+            _files.discard(self._side)
 
     @property
     def rows_written(self) -> int:
