@@ -52,7 +52,7 @@ def run_job(servers: str, topic: str, s3: Bucket, checkpoint: Path,
         [sys.executable, str(JOB), "--bootstrap-servers", servers, "--topic", topic,
          "--table", f"{s3.url}/wh/events", "--schema", "id BIGINT, value STRING, ts TIMESTAMP",
          "--checkpoint", str(checkpoint), "--available-now", "--partition-by", "dt",
-         "--max-offsets-per-trigger", "60", "--maintenance-interval-s", "0",
+         "--max-offsets-per-trigger", "100",
          *s3.cli_args()],
         env=env, capture_output=True, text=True, timeout=180, check=False)
 
