@@ -82,7 +82,7 @@ def list_partitions(
     if not fs.isdir(root):
         if not _files.has_directories(fs):
             # An object store keeps no empty directory: a table or partition without files
-            # has no prefix at all and reads as empty (docs/format.md, "Object stores").
+            # has no prefix at all and reads as empty (docs/format.md §22).
             return []
         raise FileNotFoundError(f"Cannot read table, directory does not exist: {root}")
     values: list[tuple[str, str | None]] = []

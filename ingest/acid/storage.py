@@ -3,7 +3,7 @@
 Entry points (CLI, Python API, Spark job and tasks) register the options they were given for
 a location prefix; every file access resolves its URL here, so the options reach each call
 without threading them through every signature. fsspec's own config (`FSSPEC_S3_*`) still
-applies underneath (docs/architecture.md, "Storage options").
+applies underneath (docs/architecture.md §4).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _registered: dict[str, dict[str, Any]] = {}
 
 # Protocols whose listings s3fs-style filesystems would cache: another process (an executor, a
 # second job) writes files the cache does not know, and a compaction or clean that plans from a
-# stale listing could miss a committed delta (docs/invariants.md, "Object stores").
+# stale listing could miss a committed delta (docs/invariants.md §9).
 _NO_LISTINGS_CACHE = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "adl", "oss"})
 
 # Keys whose values never appear in messages or logs.

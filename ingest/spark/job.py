@@ -362,7 +362,7 @@ def run_stream(
     table = options.table
     layout = table_layout(options.schema_ddl, options.partition_by)
     # Registered before any file is touched; the sink ships the registrations to its tasks
-    # and the maintenance thread runs here (docs/architecture.md, "Storage options").
+    # and the maintenance thread runs here (docs/architecture.md §4).
     for location in (table, options.checkpoint):
         storage.register(storage.root_of(location), options.storage)
     # Every option is checked before anything is created (docs/invariants.md, 6).
