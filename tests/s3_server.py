@@ -92,6 +92,7 @@ class Bucket:
     name: str
     endpoint: str
     options: dict[str, Any]
+    upstream: str = ""  # behind a proxy: the server's own endpoint
     url: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -253,7 +254,7 @@ def flaky_s3(s3: Bucket) -> Iterator[tuple[Bucket, FlakyProxy]]:
     """The bucket of `s3`, reached through a `FlakyProxy` (options point at the proxy)."""
     proxy = FlakyProxy(s3.endpoint)
     through = Bucket(s3.name, proxy.endpoint, {**s3.options, "endpoint_url": proxy.endpoint,
-                                                **FAST_FAILING})
+                                                **FAST_FAILING}, upstream=s3.endpoint)
     try:
         yield through, proxy
     finally:

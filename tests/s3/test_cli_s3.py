@@ -99,7 +99,6 @@ def acid_dirs_local(root: Path) -> list[str]:
     return sorted(str(p.parent.relative_to(root)) for p in root.rglob("bucket_*"))
 
 
-@pytest.mark.slow
 def test_recover_cuts_a_torn_file_on_s3(s3: Bucket, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     table = f"{s3.url}/wh/t"
