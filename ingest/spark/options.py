@@ -26,9 +26,10 @@ FileLayout = Literal["partition", "task"]
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
             metavar: str | None = None, minimum: float | None = None,
-            minimum_open: bool = False) -> Any:
-    """A dataclass field that is also a flag: `--<field name with dashes>` unless `flag` says."""
-    return field(default=default, metadata={
+            minimum_open: bool = False, secret: bool = False) -> Any:
+    """A dataclass field that is also a flag: `--<field name with dashes>` unless `flag` says;
+    a `secret` one is left out of the options' repr (it may hold credentials)."""
+    return field(default=default, repr=not secret, metadata={
         "help": help, "flag": flag, "metavar": metavar, "minimum": minimum,
         "minimum_open": minimum_open})
 
@@ -132,7 +133,7 @@ class StreamOptions:
     maintenance_interval_s: float = _option(
         60.0, minimum=0, help="Least seconds between two compaction and cleaning runs.")
     storage_options: tuple[str, ...] = _option(
-        (), flag="--storage-option", metavar="KEY=VALUE", help=(
+        (), flag="--storage-option", metavar="KEY=VALUE", secret=True, help=(
             "fsspec storage option for the table's bucket (repeatable; a value is JSON when "
             "it parses), e.g. endpoint_url=http://host:9000; reaches the driver and the "
             "executors. fsspec's FSSPEC_S3_* environment applies too."))
@@ -236,12 +237,20 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type = StreamOptions) ->
             parser.add_argument(spec.flag, dest=spec.name, action="store_true", help=text)
             continue
         if spec.multiple:
-            parser.add_argument(spec.flag, dest=spec.name, action="append", default=[],
+            parser.add_argument(spec.flag, dest=spec.name, action=_AppendToTuple, default=(),
                                 metavar=spec.metavar, help=spec.help.replace("%", "%%"))
             continue
         parser.add_argument(spec.flag, dest=spec.name, type=_argparse_type(spec),
                             required=spec.required, default=spec.default,
                             choices=spec.choices or None, metavar=spec.metavar, help=text)
+
+
+class _AppendToTuple(argparse.Action):
+    """A repeated flag collected as a tuple (click's `multiple=True`, default `()`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest, None) or ()), values))
 
 
 def _argparse_type(spec: OptionSpec) -> Callable[[str], Any]:
