@@ -1,9 +1,8 @@
 """fsspec storage options per table location: the one place a URL becomes (filesystem, path).
 
 Entry points (CLI, Python API, Spark job and tasks) register the options they were given for
-a location prefix; every file access resolves its URL here, so the options reach each call
-without threading them through every signature. fsspec's own config (`FSSPEC_S3_*`) still
-applies underneath (docs/architecture.md §4).
+a location prefix; every file access resolves its URL here. fsspec's own config
+(`FSSPEC_S3_*`) still applies underneath (docs/architecture.md §4).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any
 
 import fsspec
 
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import ConfigError, IngestError, StorageError
 
 _lock = threading.Lock()
 _registered: dict[str, dict[str, Any]] = {}
@@ -141,22 +140,6 @@ def parse_storage_options(items: Iterable[str], *, flag: str = "--storage-option
         except ValueError:
             out[key] = text
     return out
-
-
-class StorageError(IngestError, OSError):
-    """The storage behind a table location failed: unreachable endpoint, refused
-    credentials, a missing bucket. Also an OSError, so storage-failure handlers still see it.
-
-    Attributes:
-        location: the table location the command named.
-        endpoint: the endpoint URL its options name, or None for the provider's default.
-    """
-
-    def __init__(self, message: str, *, location: str, endpoint: str | None,
-                 hint: str | None = None) -> None:
-        self.location = location
-        self.endpoint = endpoint
-        IngestError.__init__(self, message, hint=hint)
 
 
 # Exception class names (botocore, aiohttp, google-auth, azure) by what they mean; matched by
