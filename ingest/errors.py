@@ -67,6 +67,22 @@ class ConfigError(IngestError):
     """Bad options or configuration; the CLI exits with code 2."""
 
 
+class StorageError(IngestError, OSError):
+    """The storage behind a table location failed: unreachable endpoint, refused
+    credentials, a missing bucket. Also an OSError, so storage-failure handlers still see it.
+
+    Attributes:
+        location: the table location the command named.
+        endpoint: the endpoint URL its options name, or None for the provider's default.
+    """
+
+    def __init__(self, message: str, *, location: str, endpoint: str | None,
+                 hint: str | None = None) -> None:
+        self.location = location
+        self.endpoint = endpoint
+        IngestError.__init__(self, message, hint=hint)
+
+
 __all__ = [
     "BadRecordError",
     "CommitConflictError",
@@ -74,6 +90,7 @@ __all__ = [
     "CorruptFileError",
     "IngestError",
     "SchemaMismatchError",
+    "StorageError",
     "TableExistsError",
     "TableNotFoundError",
     "UnsupportedFormatError",

@@ -13,6 +13,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ingest.acid import storage
     from ingest.errors import ConfigError, IngestError
 
     p = argparse.ArgumentParser(prog="compact", description=__doc__.splitlines()[0])
@@ -29,8 +30,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="sqlite:///abs/path.sqlite or postgresql://user@host/db (password from "
                    "PGPASSWORD, ~/.pgpass or the URL; default: beside the table)")
     p.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
+    p.add_argument("--storage-option", dest="storage_options", action="append", default=[],
+                   metavar="KEY=VALUE", help="fsspec storage option for the table's bucket "
+                   "(repeatable; a value is JSON when it parses); reaches the executors")
     p.add_argument("--master", default=None, help="default local[2] outside spark-submit")
     args = p.parse_args(argv)
+    try:
+        storage.register(storage.root_of(args.table),
+                         storage.parse_storage_options(args.storage_options))
+    except ConfigError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 2
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")

@@ -10,6 +10,7 @@ import json
 import sys
 from dataclasses import asdict
 
+from ingest.acid import storage
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, recover_table_with_metastore
 
 
@@ -21,7 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backup-dir")
     parser.add_argument("--txn-timeout-s", type=float, default=DEFAULT_TXN_TIMEOUT_S)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--storage-option", dest="storage_options", action="append",
+                        default=[], metavar="KEY=VALUE",
+                        help="fsspec storage option for the table's bucket (repeatable)")
     args = parser.parse_args(argv)
+    storage.register(storage.root_of(args.path),
+                     storage.parse_storage_options(args.storage_options))
     result = recover_table_with_metastore(args.path, dry_run=args.dry_run,
                                           backup_dir=args.backup_dir,
                                           txn_timeout_s=args.txn_timeout_s)

@@ -2,7 +2,7 @@
 reader, side files, snapshots, recovery. Knows nothing of Spark, Kafka or the metastore
 (docs/architecture.md): snapshots arrive as ValidWriteIdList values."""
 
-from ingest.acid._files import can_append
+from ingest.acid._files import can_append, has_directories
 from ingest.acid.bucket_file import (
     BucketFileInfo,
     inspect_bucket_file,
@@ -81,6 +81,7 @@ __all__ = [
     "acid_state",
     "bucket_file_name",
     "can_append",
+    "has_directories",
     "compact_partition",
     "compactor_snapshot",
     "decode_bucket_property",

@@ -8,16 +8,19 @@ from typing import Any
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.spec import AbstractBufferedFile
+
+from ingest.acid import storage
 
 
 def resolve(
     path: str, fs: fsspec.AbstractFileSystem | None,
 ) -> tuple[fsspec.AbstractFileSystem, str]:
-    """(filesystem, path within it) for a URL or a plain path."""
+    """(filesystem, path within it) for a URL or a plain path; a URL's options are the ones
+    registered for its location (`ingest.acid.storage`)."""
     if fs is not None:
         return fs, fs._strip_protocol(path)
-    fs, stripped = fsspec.core.url_to_fs(str(path))
-    return fs, stripped
+    return storage.url_to_fs(str(path))
 
 
 def durable_flush(f: Any) -> None:
@@ -46,6 +49,51 @@ def can_append(fs: fsspec.AbstractFileSystem | str) -> bool:
         return protocol in _APPENDABLE_PROTOCOLS
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     return isinstance(fs, LocalFileSystem) or bool(_APPENDABLE_PROTOCOLS & set(protocols))
+
+
+def move_directory(fs: fsspec.AbstractFileSystem, source: str, target: str) -> None:
+    """Move every file below `source` to the same place below `target`.
+
+    On a filesystem with directories this is one rename. An object store has no directories
+    and no rename: each file is copied, then the sources are removed, so a crash leaves both
+    copies (callers name `target` so that readers ignore it until a commit says otherwise).
+
+    Raises:
+        OSError: the storage failed.
+    """
+    source, target = source.rstrip("/"), target.rstrip("/")
+    if can_append(fs):
+        fs.mv(source, target, recursive=True)
+        return
+    files = [str(f) for f in fs.find(source)]
+    for f in files:
+        fs.copy(f, target + f[len(source):])
+    fs.rm(files)
+
+
+def has_directories(fs: fsspec.AbstractFileSystem) -> bool:
+    """Whether an empty directory can exist on fs (not on object stores, whose directories
+    are only the common prefixes of their keys)."""
+    return can_append(fs)
+
+
+def discard(f: Any) -> None:
+    """Close a file opened for writing without storing what is still buffered.
+
+    A local file keeps what was written (recovery and cleaning judge it). An object-store
+    file (fsspec's buffered files) stores nothing until it is closed, and closing it would
+    upload the partial bytes as a whole object: it is discarded instead (a multipart upload
+    aborted), and marked closed so that garbage collection does not upload it either. A
+    storage failure while discarding is ignored: nothing of the file became an object.
+    """
+    if isinstance(f, AbstractBufferedFile) and f.mode != "rb":
+        try:
+            f.discard()
+        except Exception:  # noqa: BLE001 - best effort: the upload was never completed
+            pass
+        f.closed = True
+        return
+    f.close()
 
 
 def truncate(fs: fsspec.AbstractFileSystem, path: str, length: int) -> None:

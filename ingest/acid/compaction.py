@@ -253,7 +253,7 @@ def compact_partition(
                                       hint="run `ingest compact` again to re-plan")
         if i:
             crash_point("compact.between_renames")
-        fs.mv(temp, final, recursive=True)
+        _files.move_directory(fs, temp, final)
     crash_point("compact.after_rename")
     return CompactionResult(plan, rows, input_bytes, written, time.monotonic() - started)
 
@@ -277,7 +277,7 @@ def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> lis
         parsed = parse_directory(partner)
         assert parsed is not None
         final = format_delta(parsed.min_write_id, parsed.max_write_id, None, delete=True)
-        fs.mv(f"{root}/{TEMP_PREFIX}{final}", f"{root}/{final}", recursive=True)
+        _files.move_directory(fs, f"{root}/{TEMP_PREFIX}{final}", f"{root}/{final}")
         done.append(final)
     for name in names:
         if name.startswith(TEMP_PREFIX) and name[len(TEMP_PREFIX):] not in done:

@@ -227,11 +227,12 @@ def recover_table(
         The per-file report.
 
     Raises:
-        FileNotFoundError: `path` does not exist.
+        FileNotFoundError: `path` does not exist (on a filesystem with directories).
     """
     fs, root = _files.resolve(path, fs)
     root = root.rstrip("/")
-    if not fs.exists(root):
+    # An object store keeps no empty directory: a missing root there holds no file to recover.
+    if _files.has_directories(fs) and not fs.exists(root):
         raise FileNotFoundError(f"Cannot recover table, directory does not exist: {root}")
     backup_fs, backup_root = (None, None)
     if backup_dir is not None:

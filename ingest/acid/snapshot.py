@@ -74,11 +74,16 @@ def list_partitions(
     files) is a partition; `col=value` components of `path` itself count as partition values.
 
     Raises:
-        FileNotFoundError: `path` does not exist.
+        FileNotFoundError: `path` does not exist (on an object store, where directories do
+            not exist apart from their files, a missing `path` has no partitions instead).
     """
     fs, root = _files.resolve(path, fs)
     root = root.rstrip("/") or "/"
     if not fs.isdir(root):
+        if not _files.has_directories(fs):
+            # An object store keeps no empty directory: a table or partition without files
+            # has no prefix at all and reads as empty (docs/format.md §23).
+            return []
         raise FileNotFoundError(f"Cannot read table, directory does not exist: {root}")
     values: list[tuple[str, str | None]] = []
     for part in reversed(root.split("/")):

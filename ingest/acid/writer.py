@@ -150,13 +150,24 @@ class BucketWriter:
         assert options.row_schema is not None
         _, template = _encoder(options).encode_file(
             acid_event_schema(options.row_schema).empty_table())
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        if _files.has_directories(fs):  # an object store's makedirs may create a bucket
+            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         file = fs.open(path, "wb")
-        file.write(MAGIC)
-        # Hive 3 starts the side file with a 0 entry: nothing is readable before the first flush.
-        side = fs.open(side_file_path(path), "wb")
-        side.write(encode_length(0))
-        _files.durable_flush(side)
+        try:
+            file.write(MAGIC)
+            # Hive 3 starts the side file with a 0 entry: nothing is readable before the
+            # first flush.
+            side = fs.open(side_file_path(path), "wb")
+        except BaseException:
+            _files.discard(file)
+            raise
+        try:
+            side.write(encode_length(0))
+            _files.durable_flush(side)
+        except BaseException:
+            _files.discard(file)
+            _files.discard(side)
+            raise
         return cls(path, options, fs=fs, state=FileState(template, len(MAGIC)),
                    file=file, side=side)
 
@@ -378,21 +389,30 @@ class BucketWriter:
         """Write the final footer, close the file and remove the side file."""
         if self._closed:
             return
-        self._write_pending()
-        if self._flushed_stripe_count != self._stripe_count:
-            self._write_tail()
-        _files.durable_flush(self._file)
-        self._file.close()
-        self._side.close()
+        try:
+            self._write_pending()
+            if self._flushed_stripe_count != self._stripe_count:
+                self._write_tail()
+            _files.durable_flush(self._file)
+            self._file.close()
+            self._side.close()
+        except BaseException:
+            # A close that fails (an object store's upload) leaves nothing half stored, now
+            # or when the handles are garbage-collected.
+            self.abandon()
+            raise
         self._fs.rm_file(side_file_path(self.path))
         self._closed = True
 
     def abandon(self) -> None:
-        """Close handles without writing anything more (the transaction is being aborted)."""
+        """Close handles without writing anything more (the transaction is being aborted).
+
+        On an object store nothing is uploaded: a closed handle would store what was written
+        so far as a whole object (`_files.discard`)."""
         if not self._closed:
-            self._file.close()
-            self._side.close()
             self._closed = True
+            _files.discard(self._file)
+            _files.discard(self._side)
 
     @property
     def rows_written(self) -> int:

@@ -1,15 +1,22 @@
-"""Option parsing shared by several commands: `--property KEY=VALUE`, `--txn-timeout-s`.
+"""Option parsing shared by several commands: `--property KEY=VALUE`, `--txn-timeout-s`,
+`--storage-option KEY=VALUE`.
 
 Parsing only; what a value means is the table layer's (`ingest.table`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
+from ingest.acid import storage
 from ingest.errors import ConfigError
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def parse_properties(values: tuple[str, ...]) -> dict[str, str]:
@@ -45,3 +52,35 @@ class Seconds(click.ParamType):
 
 
 SECONDS = Seconds()
+
+
+STORAGE_OPTION_HELP = (
+    "fsspec storage option for the table's bucket, e.g. endpoint_url=http://host:9000, "
+    "key=..., secret=..., anon=false, client_kwargs={\"region_name\":\"us-east-1\"} "
+    "(repeatable; a value is JSON when it parses, else a string). fsspec's own FSSPEC_S3_* "
+    "environment applies too.")
+
+
+def storage_option(command: _F) -> _F:
+    """Add `--storage-option KEY=VALUE` (repeatable) to a command whose argument `path` (or
+    `file`) names a table location; the options are registered for that location's bucket
+    (`ingest.acid.storage`) before the command runs. Values are never echoed. A failure of
+    the storage service itself becomes a `StorageError` naming the bucket and endpoint."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, storage_options: tuple[str, ...] = (), **kwargs: Any) -> Any:
+        location = kwargs.get("path", kwargs.get("file"))
+        if storage_options and location is not None:
+            storage.register(storage.root_of(str(location)),
+                             storage.parse_storage_options(storage_options))
+        try:
+            return command(*args, **kwargs)
+        except Exception as e:
+            failure = None if location is None else storage.describe_failure(e, str(location))
+            if failure is None:
+                raise
+            raise failure from e
+
+    add = click.option("--storage-option", "storage_options", multiple=True,
+                       metavar="KEY=VALUE", help=STORAGE_OPTION_HELP)
+    return add(wrapper)  # type: ignore[return-value]

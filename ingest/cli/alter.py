@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ingest.cli._options import parse_properties
+from ingest.cli._options import parse_properties, storage_option
 from ingest.cli._output import dumps
 from ingest.table import alter_table
 
@@ -17,6 +17,7 @@ Examples:
   ingest alter warehouse/events --property orc.compress=ZLIB --json""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--property", "properties", multiple=True, required=True, metavar="KEY=VALUE",
               help="Table property to set, e.g. orc.compress=SNAPPY (repeatable); checked as "
                    "`ingest create` checks it.")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import click
 
 from ingest.acid import ValidWriteIdList
+from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, rows
 from ingest.errors import TableNotFoundError
 from ingest.table import Table, open_table
@@ -100,6 +101,7 @@ Examples:
   ingest cat warehouse/events/dt=2026-11-21 --row-id --snapshot "default.events:20:15:15,18:16\"""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--snapshot", metavar="DB.T:HWM:MINOPEN:OPEN:ABORTED",
               help="Read as of this valid write-id list (Hive's string form). Default: the "
                    "table's current snapshot from its metastore; without a metastore, every "

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from ingest.cli._options import SECONDS
+from ingest.cli._options import SECONDS, storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, CleanReport, PartitionClean, clean
@@ -21,6 +21,7 @@ Examples:
   ingest clean warehouse/events --partition dt=2026-01-01 --retention 0 --json""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--retention", "retention_s", type=SECONDS, metavar="SECONDS",
               help="Keep what became obsolete less than this long ago, for readers that do "
                    "not register in the metastore (Hive, Spark reading the files).  "

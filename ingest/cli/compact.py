@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from ingest.acid.initiator import Backlog
+from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
 from ingest.table import PartitionCompaction, compact
@@ -20,6 +21,7 @@ Examples:
   ingest compact warehouse/events --minor --partition dt=2026-01-01 --json""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--major", "kind", flag_value="major", default=True,
               help="Write a new base_N per partition: every visible row, deleted and aborted "
                    "rows gone (default).")

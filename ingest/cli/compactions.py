@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import click
 
+from ingest.cli._options import storage_option
 from ingest.cli._output import dumps
 from ingest.table import compaction_history, shown_state
 from ingest.txn import CompactionInfo
@@ -21,6 +22,7 @@ Examples:
   ingest compactions warehouse/events --json""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--metastore", metavar="URL",
               help="The metastore holding the table: sqlite:///abs/path.sqlite or "
                    "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the URL)."

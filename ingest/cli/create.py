@@ -6,7 +6,7 @@ import click
 
 from ingest.acid.names import MAX_BUCKET_COUNT
 from ingest.acid.schema import to_ddl
-from ingest.cli._options import parse_properties
+from ingest.cli._options import parse_properties, storage_option
 from ingest.cli._output import dumps
 from ingest.table import create_table
 from ingest.txn import default_metastore_url, redact_url
@@ -20,6 +20,7 @@ Examples:
   ingest create warehouse/users --schema "id BIGINT, name STRING" --buckets 4 --bucketed-by id""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--schema", "schema_ddl", required=True, metavar="COLUMNS",
               help='Hive column list, e.g. "id BIGINT, value STRING, dt STRING".')
 @click.option("--partitioned-by", multiple=True, metavar="COLUMN",

@@ -6,6 +6,7 @@ import time
 
 import click
 
+from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
 from ingest.table import delete
@@ -19,6 +20,7 @@ Examples:
   ingest delete warehouse/events --where "dt = '2026-01-01' AND value IS NULL\"""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--where", "where", required=True, metavar="CONDITION",
               help="Rows to delete: comparisons (= <> < <= > >=), IN (...), BETWEEN, "
                    "IS [NOT] NULL, AND/OR/NOT; strings in 'single quotes', "

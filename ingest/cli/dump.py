@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from ingest.acid import inspect_bucket_file, read_events
+from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, rows
 
 
 @click.command("dump")
 @click.argument("file")
+@storage_option
 @click.option("--meta", is_flag=True, help="Print stripes, user metadata and flush lengths "
               "instead of the events.")
 @click.option("--json", "as_json", is_flag=True, help="Errors as JSON on stderr (output is "

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.table import load_file
 
@@ -41,6 +42,7 @@ Examples:
   ingest load warehouse/events --input export.csv.gz --format csv --json""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--input", "input_path", required=True, metavar="FILE",
               help="Rows to insert: JSON Lines, CSV (with a header) or Parquet; .gz, .bz2, "
                    ".zst, .lz4 are decompressed.")

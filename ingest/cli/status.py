@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import fsspec
 
+from ingest.acid import storage
 from ingest.acid.initiator import (
     Backlog,
     CompactionThresholds,
@@ -22,6 +22,7 @@ from ingest.acid.snapshot import (
     TableLayout,
     describe_table,
 )
+from ingest.cli._options import storage_option
 from ingest.cli._output import dumps
 from ingest.cli.cat import table_snapshot, warnings_to_stderr
 from ingest.table import compaction_thresholds
@@ -88,7 +89,7 @@ def _write_ids(d: DirectoryStatus) -> str:
 def _backlogs(path: str, layout: TableLayout,
               thresholds: CompactionThresholds) -> Backlogs:
     """Each partition's compaction backlog and what the initiator would do with it."""
-    fs = fsspec.core.url_to_fs(path)[0]
+    fs = storage.url_to_fs(path)[0]
     out: Backlogs = {}
     for p in layout.partitions:
         if p.directories:
@@ -163,6 +164,7 @@ Examples:
   ingest status warehouse/events/dt=2026-11-21 --json""",
 )
 @click.argument("path")
+@storage_option
 @click.option("--snapshot", metavar="DB.T:HWM:MINOPEN:OPEN:ABORTED",
               help="Judge directories by this valid write-id list. Default: the table's "
                    "snapshot from its metastore, else every write id on disk as committed.")

@@ -25,6 +25,9 @@ def _click_option(spec: OptionSpec) -> Callable[[F], F]:
     if spec.type is bool:
         return click.option(spec.flag, spec.name, is_flag=True, default=spec.default,
                             help=spec.help)
+    if spec.multiple:
+        return click.option(spec.flag, spec.name, multiple=True, default=(),
+                            metavar=spec.metavar, help=spec.help)
     kind: click.ParamType[Any] = click.STRING
     if spec.choices:
         kind = click.Choice(list(spec.choices))

@@ -8,6 +8,7 @@ values (the snapshot's string form, file lists, a pyarrow expression) to the exe
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid import ValidWriteIdList
+from ingest.acid import ValidWriteIdList, storage
 from ingest.acid.snapshot import DataFile, Partition, list_partitions, plan_partition
 from ingest.acid.state import VisibleTxn
 from ingest.errors import ConfigError
@@ -42,6 +43,10 @@ class SourceOptions:
         max_partition_bytes: largest input partition (bytes plus the open cost per file).
         min_partitions: split into at least this many tasks when the table is big enough.
         max_write_ids_per_trigger: streaming only: at most this many write ids per batch.
+
+    The storage options (`storage_options` as a JSON object, or one `storage_option.<key>`
+    per option) are registered for the bucket of `path` when parsed, in the process that
+    plans the read; the planned tasks carry the filesystem itself to the executors.
     """
 
     path: str
@@ -62,6 +67,7 @@ class SourceOptions:
         if not path:
             raise ConfigError("The hive-acid source needs the table's location",
                               hint='spark.read.format("hive-acid").load("/warehouse/events")')
+        storage.register(storage.root_of(path), _storage_options(options))
         columns = options.get("columns")
         names = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
         return cls(path, options.get("metastore") or None, options.get("snapshot") or None,
@@ -69,6 +75,27 @@ class SourceOptions:
                    _positive(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES),
                    _positive(options, "minPartitions", 2),
                    _positive(options, "maxWriteIdsPerTrigger", None))
+
+
+def _storage_options(options: Mapping[str, str]) -> dict[str, object]:
+    """Raises: ConfigError: `storage_options` is not a JSON object."""
+    found: dict[str, object] = {}
+    text = options.get("storage_options")
+    if text:
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ConfigError("Option storage_options of the hive-acid source is not a JSON "
+                              "object", hint='for example .option("storage_options", '
+                              '\'{"endpoint_url": "http://127.0.0.1:9000"}\')')
+        found.update(parsed)
+    prefix = "storage_option."
+    found.update(storage.parse_storage_options(
+        [f"{k[len(prefix):]}={v}" for k, v in options.items() if k.lower().startswith(prefix)],
+        flag="option storage_option.<key>"))
+    return found
 
 
 def _positive(options: Mapping[str, str], key: str, default: int | None) -> int | None:

@@ -13,7 +13,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from ingest.acid import ValidWriteIdList
+from ingest.acid import ValidWriteIdList, storage
 from ingest.acid.predicate import parse_predicate
 from ingest.acid.state import VisibleTxn
 from ingest.spark._datasource_filters import Condition, conjunction
@@ -72,7 +72,7 @@ class ReadSetup:
         """The snapshot's bucket groups under the path the source was given (`visible_txn`:
         the metastore's committed compactor transactions, for `_vT` directories)."""
         fs, _ = _table_fs(self.defn)
-        path = str(fsspec.core.url_to_fs(self.options.path)[1]).rstrip("/")
+        path = str(storage.url_to_fs(self.options.path)[1]).rstrip("/")
         return bucket_groups(fs, path, snapshot, self.conditions, self.defn.partition_columns,
                              write_ids=write_ids, visible_txn=visible_txn)
 
@@ -85,7 +85,7 @@ class ReadSetup:
 
 
 def _table_fs(defn: TableDefinition) -> tuple[fsspec.AbstractFileSystem, str]:
-    fs, root = fsspec.core.url_to_fs(defn.location)
+    fs, root = storage.url_to_fs(defn.location)
     return fs, str(root).rstrip("/")
 
 

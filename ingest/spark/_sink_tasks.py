@@ -14,14 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
+from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path, storage
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import bucket_file_name
 from ingest.spark._executor_results import (
@@ -85,6 +84,8 @@ class TaskPlan:
         compression, dead_letter_compression: ORC codecs of the two tables.
         input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran before).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
+        storage_options: `ingest.acid.storage.registered()` on the driver, registered in the
+            task before it touches a file (executors are other processes).
     """
 
     table_root: str
@@ -105,6 +106,9 @@ class TaskPlan:
     committed_lengths: dict[str, int] = field(default_factory=dict, hash=False)
     compression: str = "zlib"
     dead_letter_compression: str = "zlib"
+    # The driver's storage registrations (credentials among them: never in a repr).
+    storage_options: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False,
+                                                       repr=False)
     input: Literal["kafka", "parsed"] = "kafka"
     parsed_arrow_schema: pa.Schema | None = None
 
@@ -257,8 +261,9 @@ class _TaskWriter:
     def __init__(self, plan: TaskPlan, task_index: int, attempt_id: int) -> None:
         self.plan = plan
         self.task_index, self.attempt_id = task_index, attempt_id
-        self.fs, self.root = fsspec.core.url_to_fs(plan.table_root)
-        self.dl_fs, self.dl_root = fsspec.core.url_to_fs(plan.dead_letter_root)
+        storage.register_all(plan.storage_options)
+        self.fs, self.root = storage.url_to_fs(plan.table_root)
+        self.dl_fs, self.dl_root = storage.url_to_fs(plan.dead_letter_root)
         self.files: dict[tuple[str, int], _File] = {}
         self.dead: _File | None = None
 

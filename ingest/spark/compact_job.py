@@ -13,21 +13,22 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-import fsspec
 import pyarrow as pa
 
-from ingest.acid import ValidWriteIdList, compact_partition, parse_codec
+from ingest.acid import ValidWriteIdList, compact_partition, parse_codec, storage
 from ingest.acid.compaction import CompactionKind, CompactionResult
 from ingest.errors import CommitConflictError, IngestError
 from ingest.table import CompactReport, PartitionCompaction, compact
 from ingest.table._committed import record_outputs
+from ingest.table._definition import uses_visibility_suffix
 from ingest.table._open import agent_name
 from ingest.table.compact import agent_alive, heartbeating
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import Metastore, TableDefinition, Transaction, default_metastore_url
+from ingest.txn.compactions import CompactorVisibility
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,6 +48,12 @@ class _PartitionTask:
     snapshot: str
     row_schema: pa.Schema
     compression: str
+    # `_vT` output names (object stores by default): the compactor's transaction id, else
+    # None; and which earlier compactor transactions count as committed.
+    visibility_txn_id: int | None = None
+    visible_txn: CompactorVisibility | None = None
+    # The driver's storage registrations (credentials among them: never in a repr).
+    storage_options: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -114,11 +121,16 @@ def compact_on_executors(
         codec = parse_codec(defn.properties.get("orc.compress", "zlib"),
                             where=f"Cannot compact {defn.name}: table property orc.compress=",
                             hint="fix the table property orc.compress")
+        visible = store.compactor_visibility(defn)
+        suffix = uses_visibility_suffix(defn, storage.url_to_fs(defn.location)[0].protocol)
         begun, failures = _begin(store, defn, kinds)
         for _, txn in begun.values():
             beating.enter_context(heartbeating(store, txn))
         tasks = [_PartitionTask(defn.location, partition, kinds[partition], plan.snapshot,
-                                defn.row_schema, codec) for partition in sorted(begun)]
+                                defn.row_schema, codec,
+                                begun[partition][1].txn_id if suffix else None, visible,
+                                storage.registered())
+                 for partition in sorted(begun)]
         log.info("compacting %d partitions of %s on executors", len(tasks), defn.name)
         outcomes = (spark.sparkContext.parallelize(tasks, len(tasks)).map(_run_task).collect()
                     if tasks else [])
@@ -169,12 +181,15 @@ def _report(plan: CompactReport, results: dict[str, CompactionResult | None], *,
 
 def _run_task(task: _PartitionTask) -> tuple[str, CompactionResult | None, str | None]:
     """On an executor: compact one partition as of the driver's snapshot."""
-    fs, root = fsspec.core.url_to_fs(task.location)
+    storage.register_all(task.storage_options)
+    fs, root = storage.url_to_fs(task.location)
     directory = "/".join(x for x in (str(root).rstrip("/"), task.partition) if x)
     try:
         result = compact_partition(directory, ValidWriteIdList.from_hive_string(task.snapshot),
                                    row_schema=task.row_schema, kind=task.kind, fs=fs,
-                                   compression=task.compression)  # type: ignore[arg-type]
+                                   compression=task.compression,  # type: ignore[arg-type]
+                                   visibility_txn_id=task.visibility_txn_id,
+                                   visible_txn=task.visible_txn)
     except (IngestError, OSError) as e:  # reported per partition; the others go on
         return task.partition, None, f"{type(e).__name__}: {e}"
     return task.partition, result, None

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import fsspec
 import pyarrow as pa
 
+from ingest.acid import storage
 from ingest.acid.schema import parse_schema, to_ddl
 from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.spark.deadletter import (
@@ -210,7 +210,7 @@ def _check_existing(table: TableDefinition, wanted: TableDefinition) -> None:
 
 
 def _checkpoint_is_new(checkpoint: str) -> bool:
-    fs, path = fsspec.core.url_to_fs(checkpoint)
+    fs, path = storage.url_to_fs(checkpoint)
     offsets = f"{path.rstrip('/')}/offsets"
     return not fs.exists(offsets) or not [p for p in fs.ls(offsets, detail=False)
                                           if not p.rsplit("/", 1)[-1].startswith(".")]
@@ -361,6 +361,10 @@ def run_stream(
     interval_s, available_now = options.schedule
     table = options.table
     layout = table_layout(options.schema_ddl, options.partition_by)
+    # Registered before any file is touched; the sink ships the registrations to its tasks
+    # and the maintenance thread runs here (docs/architecture.md §4).
+    for location in (table, options.checkpoint):
+        storage.register(storage.root_of(location), options.storage)
     # Every option is checked before anything is created (docs/invariants.md, 6).
     check_partition_expression(spark, layout)
     url = metastore_url or options.metastore or default_metastore_url(table)

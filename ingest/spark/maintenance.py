@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import fsspec
 
+from ingest.acid import storage
 from ingest.errors import CommitConflictError
 from ingest.spark.options import Maintenance
 from ingest.table import clean, compact
@@ -154,7 +155,7 @@ class StreamMaintenance:
         is logged and counted in `stats`, since maintenance must never stop a stream.
         """
         try:
-            fs, root = fsspec.core.url_to_fs(location)
+            fs, root = storage.url_to_fs(location)
             target = _Target(location, fs, root.rstrip("/"))
             compacted = 0
             if self.compact_mode == "auto":

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from ingest.acid.storage import parse_storage_options
 from ingest.errors import ConfigError
 from ingest.spark._kafka_options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
 
@@ -25,9 +26,10 @@ FileLayout = Literal["partition", "task"]
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
             metavar: str | None = None, minimum: float | None = None,
-            minimum_open: bool = False) -> Any:
-    """A dataclass field that is also a flag: `--<field name with dashes>` unless `flag` says."""
-    return field(default=default, metadata={
+            minimum_open: bool = False, secret: bool = False) -> Any:
+    """A dataclass field that is also a flag: `--<field name with dashes>` unless `flag` says;
+    a `secret` one is left out of the options' repr (it may hold credentials)."""
+    return field(default=default, repr=not secret, metadata={
         "help": help, "flag": flag, "metavar": metavar, "minimum": minimum,
         "minimum_open": minimum_open})
 
@@ -48,6 +50,7 @@ class OptionSpec:
         minimum_open: the bound itself is not allowed (x > minimum).
         help: one sentence.
         metavar: the value's placeholder in help output, or None for the type's.
+        multiple: the flag may be repeated; the value is a tuple of the given strings.
     """
 
     name: str
@@ -60,6 +63,7 @@ class OptionSpec:
     minimum_open: bool
     help: str
     metavar: str | None
+    multiple: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,9 +135,16 @@ class StreamOptions:
         "to `ingest clean`)."))
     maintenance_interval_s: float = _option(
         60.0, minimum=0, help="Least seconds between two compaction and cleaning runs.")
+    storage_options: tuple[str, ...] = _option(
+        (), flag="--storage-option", metavar="KEY=VALUE", secret=True, help=(
+            "fsspec storage option for the table's bucket (repeatable; a value is JSON when "
+            "it parses), e.g. endpoint_url=http://host:9000; reaches the driver and the "
+            "executors. fsspec's FSSPEC_S3_* environment applies too."))
 
     def __post_init__(self) -> None:
-        """Raises: ConfigError: a bad trigger, topic or broker list, or a value out of bounds."""
+        """Raises: ConfigError: a bad trigger, topic or broker list, storage option, or a
+        value out of bounds."""
+        object.__setattr__(self, "storage_options", tuple(self.storage_options or ()))
         _check(self)
         if not _TOPIC.fullmatch(self.topic):
             raise ConfigError(
@@ -145,9 +156,15 @@ class StreamOptions:
                 raise ConfigError(
                     f"--bootstrap-servers {self.bootstrap_servers!r}: {server.strip()!r} is "
                     "not HOST:PORT", hint="e.g. --bootstrap-servers broker1:9092,broker2:9092")
+        parse_storage_options(self.storage_options)
         interval_s, available_now = self.schedule
         if interval_s <= 0 and not available_now:
             raise ConfigError(f"--trigger must be a positive number of seconds, got {interval_s:g}")
+
+    @property
+    def storage(self) -> dict[str, Any]:
+        """`--storage-option` as fsspec options (parsed; checked when the options are built)."""
+        return parse_storage_options(self.storage_options)
 
     @property
     def schedule(self) -> tuple[float, bool]:
@@ -201,14 +218,15 @@ def option_specs(cls: type = StreamOptions) -> list[OptionSpec]:
         if is_dataclass(kind):
             out += option_specs(kind)  # type: ignore[arg-type]
             continue
-        base, choices = _base_type(kind)
+        multiple = get_origin(kind) is tuple
+        base, choices = (str, ()) if multiple else _base_type(kind)
         meta = f.metadata
         required = f.default is MISSING
         out.append(OptionSpec(
             name=f.name, flag=meta["flag"] or "--" + f.name.replace("_", "-"), type=base,
             required=required, default=None if required else f.default, choices=choices,
             minimum=meta["minimum"], minimum_open=meta["minimum_open"], help=meta["help"],
-            metavar=meta["metavar"]))
+            metavar=meta["metavar"], multiple=multiple))
     return out
 
 
@@ -221,9 +239,21 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type = StreamOptions) ->
         if spec.type is bool:
             parser.add_argument(spec.flag, dest=spec.name, action="store_true", help=text)
             continue
+        if spec.multiple:
+            parser.add_argument(spec.flag, dest=spec.name, action=_AppendToTuple, default=(),
+                                metavar=spec.metavar, help=spec.help.replace("%", "%%"))
+            continue
         parser.add_argument(spec.flag, dest=spec.name, type=_argparse_type(spec),
                             required=spec.required, default=spec.default,
                             choices=spec.choices or None, metavar=spec.metavar, help=text)
+
+
+class _AppendToTuple(argparse.Action):
+    """A repeated flag collected as a tuple (click's `multiple=True`, default `()`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest, None) or ()), values))
 
 
 def _argparse_type(spec: OptionSpec) -> Callable[[str], Any]:

@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING, Literal
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import can_append, is_side_file, parse_codec, rollback_file, side_file_path
+from ingest.acid import (
+    can_append,
+    is_side_file,
+    parse_codec,
+    rollback_file,
+    side_file_path,
+    storage,
+)
 from ingest.acid.committed import CommittedFile
 from ingest.acid.names import ACID_VERSION_FILE, format_delta
 from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
@@ -155,8 +162,8 @@ class AcidSink:
                 f"{protocol}:// storage cannot append to files, and a transaction batch "
                 "appends every micro-batch to the same bucket files",
                 hint="use --txns-per-delta 1 on object stores (s3, gs, abfs)")
-        self.fs, self.root = fsspec.core.url_to_fs(table_location)
-        self.dl_fs, self.dl_root = fsspec.core.url_to_fs(self.dead_letter_location)
+        self.fs, self.root = storage.url_to_fs(table_location)
+        self.dl_fs, self.dl_root = storage.url_to_fs(self.dead_letter_location)
         self._store: Metastore | None = None
         self._table: TableDefinition | None = None
         self._dead_letter: TableDefinition | None = None
@@ -327,6 +334,7 @@ class AcidSink:
             close_files=self.options.txns_per_delta > 1 and last, options=self.options,
             committed_lengths=committed, compression=self._codecs[0],
             dead_letter_compression=self._codecs[1],
+            storage_options=storage.registered(),
         )
 
     def _committed_files(self, plan: TaskPlan, results: list[TaskResult]
@@ -335,7 +343,7 @@ class AcidSink:
         assert self._table is not None and self._dead_letter is not None
         # Task paths start with the root each table's location names (as in `_sink_tasks`).
         tables = {target: (table.name, write_id,
-                           str(fsspec.core.url_to_fs(table.location)[1]).rstrip("/") + "/")
+                           str(storage.url_to_fs(table.location)[1]).rstrip("/") + "/")
                   for target, table, write_id in (
                       ("table", self._table, plan.write_id),
                       ("dead_letter", self._dead_letter, plan.dead_letter_write_id))}

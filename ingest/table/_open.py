@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import fsspec
 
+from ingest.acid import storage
 from ingest.errors import ConfigError
 from ingest.txn import (
     Metastore,
@@ -74,7 +75,7 @@ def _check_root(defn: TableDefinition, location: str) -> None:
 
 def table_fs(defn: TableDefinition) -> tuple[fsspec.AbstractFileSystem, str]:
     """The table's filesystem and its root path on it (no trailing slash)."""
-    fs, root = fsspec.core.url_to_fs(defn.location)
+    fs, root = storage.url_to_fs(defn.location)
     return fs, str(root).rstrip("/")
 
 

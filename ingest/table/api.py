@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import fsspec
 import pyarrow as pa
 
+from ingest.acid import storage
 from ingest.acid.committed import CommittedFiles
 from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
@@ -58,8 +59,10 @@ def open_table(
         location: the table root, or a partition directory inside it (reads then cover only
             that directory); a path or fsspec URL.
         metastore: see `MetastoreArg`. With a metastore, reads use its committed snapshot.
-        storage_options: fsspec options for reading the files (e.g. credentials); `load`
-            and `delete` use the table location's default options.
+        storage_options: fsspec options for the table's files (endpoint, credentials, ...);
+            registered for `location` and the table's root in this process
+            (`ingest.acid.storage`), so reads, `load` and `delete` all use them, as do
+            `ingest.table` functions called later on the same location.
 
     Returns:
         The table; it holds no open file or connection between calls.
@@ -71,7 +74,8 @@ def open_table(
         MetastoreError: a metastore exists but cannot be read.
         ConfigError: `metastore` is neither None, False, a URL nor a `Metastore`.
     """
-    fs, path = fsspec.core.url_to_fs(location, **(storage_options or {}))
+    storage.register(location, storage_options)
+    fs, path = storage.url_to_fs(location)
     path = str(path).rstrip("/") or "/"
     if metastore is False:
         if not fs.isdir(path):
@@ -84,19 +88,29 @@ def open_table(
             raise TableNotFoundError(e.message, table=location,
                                      hint=f"{e.hint}; or {_NO_METASTORE_HINT}") from e
         try:
-            return Table(fs, path, defn, store.url)
+            return _registered(Table(fs, path, defn, store.url), storage_options)
         finally:
             store.close()
     if isinstance(metastore, Metastore):
-        return Table(fs, path, _find_table(metastore, location), metastore)
+        return _registered(Table(fs, path, _find_table(metastore, location), metastore),
+                           storage_options)
     if isinstance(metastore, str):
         store = Metastore.open(metastore, create=False, read_only=True)
         try:
-            return Table(fs, path, _find_table(store, location), metastore)
+            return _registered(Table(fs, path, _find_table(store, location), metastore),
+                               storage_options)
         finally:
             store.close()
     raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
                       "sqlite:// or postgresql:// URL, a Metastore, None or False")
+
+
+def _registered(table: Table, storage_options: dict[str, Any] | None) -> Table:
+    """The table, its root registered with `storage_options` (opened at a partition, the
+    root is above the location already registered)."""
+    if table.definition is not None:
+        storage.register(table.definition.location, storage_options)
+    return table
 
 
 def _find_table(store: Metastore, location: str) -> TableDefinition:

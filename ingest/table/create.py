@@ -14,6 +14,7 @@ from dataclasses import replace
 import fsspec
 import pyarrow as pa
 
+from ingest.acid import has_directories, storage
 from ingest.acid.names import MAX_BUCKET_COUNT
 from ingest.acid.schema import parse_schema
 from ingest.errors import ConfigError, IngestError, TableExistsError
@@ -102,7 +103,7 @@ def create_table(
     if buckets > MAX_BUCKET_COUNT:
         raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most "
                           f"{MAX_BUCKET_COUNT} are possible (Hive's bucket id has 12 bits)")
-    fs, root = fsspec.core.url_to_fs(defn.location)
+    fs, root = storage.url_to_fs(defn.location)
     _check_location(fs, root, defn)
     layout = scan_layout(fs, root)
     next_write_id = 1
@@ -136,6 +137,11 @@ def _make_root(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition) 
         ConfigError: the path cannot be a directory (a file on the way, a name too long).
         OSError: any other storage failure.
     """
+    if not has_directories(fs):
+        # Nothing to make: an object store's directories are its keys' prefixes. Its
+        # makedirs would create a missing bucket; a table location never does.
+        storage.check_bucket(fs, defn.location)
+        return []
     missing, p = [], root.rstrip("/")
     while p and not fs.exists(p):
         missing.append(p)

@@ -13,7 +13,6 @@ import os
 import re
 from typing import Any, Literal
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +20,7 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
+from ingest.acid import storage
 from ingest.acid.schema import to_ddl
 from ingest.errors import BadRecordError, ConfigError, SchemaMismatchError
 from ingest.table.values import WIDE_DECIMAL
@@ -51,7 +51,7 @@ def read_input(
             text is not UTF-8 (the line is named).
         SchemaMismatchError: a value cannot be parsed as its column's type.
     """
-    fs, stripped = fsspec.core.url_to_fs(path)
+    fs, stripped = storage.url_to_fs(path)
     name = str(stripped).lower()
     ext = os.path.splitext(name)[1]
     codec = _COMPRESSED.get(ext)

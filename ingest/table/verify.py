@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import fsspec
 
+from ingest.acid import has_directories, storage
 from ingest.acid.bucket_file import inspect_bucket_file, read_events
 from ingest.acid.checksums import find_mismatches
 from ingest.acid.names import ParsedDirectory, parse_directory
@@ -116,7 +117,7 @@ def _resolve(path: str, fs: fsspec.AbstractFileSystem | None,
              ) -> tuple[fsspec.AbstractFileSystem, str]:
     if fs is not None:
         return fs, str(fs._strip_protocol(path))
-    found, stripped = fsspec.core.url_to_fs(str(path))
+    found, stripped = storage.url_to_fs(str(path))
     return found, str(stripped)
 
 
@@ -291,7 +292,8 @@ def verify_table(
     check_txn_timeout(txn_timeout_s)
     fs, root = _resolve(path, fs)
     root = root.rstrip("/")
-    if not fs.exists(root):
+    exists = fs.exists(root)
+    if not exists and has_directories(fs):
         raise FileNotFoundError(2, "No such file or directory", root)
     problems: list[Problem] = []
     notes: list[str] = []
@@ -301,6 +303,12 @@ def verify_table(
         # Reported, never repaired: a read-only command does not rebuild a metastore.
         problems.append(Problem("unreadable-metastore", str(e), e.location))
         store, table, close = None, None, False
+    if not exists and table is None:
+        # An object store has no empty directories: a missing prefix is an empty table only
+        # when a metastore lists one there.
+        if close and store is not None:
+            store.close()
+        raise FileNotFoundError(2, "No such file or directory", root)
     try:
         infos = [] if store is None or table is None else store.transactions(table.name)
         ranges = [] if store is None or table is None else store.offset_ranges(table.name)

@@ -28,21 +28,24 @@ def test_flags_and_defaults() -> None:
     specs = {s.flag: s for s in option_specs()}
     assert list(specs) == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint", "--trigger",
-        "--available-now", "--starting-offsets", "--partition-by", "--txns-per-delta",
+        "--available-now", "--starting-offsets", "--partition-by", "--metastore",
+        "--txns-per-delta",
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
-        "--maintenance-interval-s"]
+        "--maintenance-interval-s", "--storage-option"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
     assert defaults == {
         "--trigger": "60", "--available-now": False, "--starting-offsets": "earliest",
-        "--partition-by": None, "--txns-per-delta": 1, "--flush-rows": 100_000,
+        "--partition-by": None, "--metastore": None, "--txns-per-delta": 1,
+        "--flush-rows": 100_000,
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
         "--file-layout": "partition", "--writer-split-rows": 1_000_000,
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
-        "--maintenance-interval-s": 60.0}
+        "--maintenance-interval-s": 60.0, "--storage-option": ()}
+    assert [f for f, s in specs.items() if s.multiple] == ["--storage-option"]
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
     assert specs["--on-bad-record"].choices == ("dead-letter", "fail")

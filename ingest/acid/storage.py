@@ -1,0 +1,244 @@
+"""fsspec storage options per table location: the one place a URL becomes (filesystem, path).
+
+Entry points (CLI, Python API, Spark job and tasks) register the options they were given for
+a location prefix; every file access resolves its URL here. fsspec's own config
+(`FSSPEC_S3_*`) still applies underneath (docs/architecture.md §4).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import fsspec
+
+from ingest.errors import ConfigError, IngestError, StorageError
+
+_lock = threading.Lock()
+_registered: dict[str, dict[str, Any]] = {}
+
+# Protocols whose listings s3fs-style filesystems would cache: another process (an executor, a
+# second job) writes files the cache does not know, and a compaction or clean that plans from a
+# stale listing could miss a committed delta (docs/invariants.md §10).
+_NO_LISTINGS_CACHE = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "adl", "oss"})
+
+# Keys whose values never appear in messages or logs.
+_SECRET_WORDS = ("secret", "key", "token", "password", "credential", "sas", "session")
+
+
+def _normalize(location: str) -> str:
+    location = str(location).rstrip("/")
+    if "://" not in location:
+        return "file://" + location
+    protocol, rest = location.split("://", 1)
+    return f"{protocol.lower()}://{rest}"
+
+
+def root_of(location: str) -> str:
+    """The bucket (or container) holding `location`, as `protocol://bucket`; a local path's
+    root is `file://`. CLI options apply to the whole bucket of the table they name."""
+    normalized = _normalize(location)
+    protocol, rest = normalized.split("://", 1)
+    if protocol in ("file", "local"):
+        return "file://"
+    return f"{protocol}://{rest.lstrip('/').split('/', 1)[0]}"
+
+
+def register(location: str, options: Mapping[str, Any] | None) -> None:
+    """Use `options` for every URL at or below `location` in this process.
+
+    Args:
+        location: a URL prefix, e.g. `s3://bucket` or `s3://bucket/warehouse/events`.
+        options: fsspec storage options (`endpoint_url`, `key`, `client_kwargs`, ...); None or
+            empty registers nothing, nor does a local path. A later registration of the same
+            prefix replaces it.
+    """
+    # Local paths take no storage options: a bucket's options must not reach a local file.
+    if not options or _normalize(location).split("://", 1)[0] in ("file", "local"):
+        return
+    with _lock:
+        _registered[_normalize(location)] = dict(options)
+
+
+def register_all(registrations: Mapping[str, Mapping[str, Any]]) -> None:
+    """Register every (prefix, options) pair of `registered()` (how Spark tasks receive them)."""
+    for location, options in registrations.items():
+        register(location, options)
+
+
+def registered() -> dict[str, dict[str, Any]]:
+    """A copy of every registration in this process, to ship to other processes."""
+    with _lock:
+        return {k: dict(v) for k, v in _registered.items()}
+
+
+def options_for(url: str) -> dict[str, Any]:
+    """The options registered for the longest prefix of `url` (empty when none is)."""
+    target = _normalize(url)
+    with _lock:
+        best = max((p for p in _registered
+                    if target == p or target.startswith(p if p.endswith("/") else p + "/")),
+                   key=len, default=None)
+        return dict(_registered[best]) if best is not None else {}
+
+
+def url_to_fs(url: str,
+              storage_options: Mapping[str, Any] | None = None,
+              ) -> tuple[fsspec.AbstractFileSystem, str]:
+    """(filesystem, path within it) for a URL or plain path.
+
+    Args:
+        url: a path or fsspec URL.
+        storage_options: options for this call; they win over the registered ones for `url`,
+            which win over fsspec's config and environment (`FSSPEC_S3_*`).
+
+    Raises:
+        ValueError, ImportError: fsspec does not know the protocol or its package is missing.
+    """
+    options = {**options_for(url), **(storage_options or {})}
+    protocol = _normalize(url).split("://", 1)[0]
+    if protocol in _NO_LISTINGS_CACHE:
+        options.setdefault("use_listings_cache", False)
+    fs, path = fsspec.core.url_to_fs(str(url), **options)
+    return fs, str(path)
+
+
+def redacted(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` with the values of secret-looking keys replaced, for messages and logs."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            out[key] = redacted(value)
+        elif any(word in key.lower() for word in _SECRET_WORDS) and key != "key_prefix":
+            out[key] = "***"
+        else:
+            out[key] = value
+    return out
+
+
+def parse_storage_options(items: Iterable[str], *, flag: str = "--storage-option",
+                          ) -> dict[str, Any]:
+    """`("KEY=VALUE", ...)` as fsspec options; a value is JSON when it parses as JSON
+    (`anon=false`, `client_kwargs={"region_name": "us-east-1"}`), else the string itself.
+
+    Raises:
+        ConfigError: an item has no `=` or an empty key (the message never shows the value).
+    """
+    out: dict[str, Any] = {}
+    for number, item in enumerate(items, 1):
+        key, eq, text = str(item).partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ConfigError(f"Cannot use {flag} number {number}: expected KEY=VALUE, got "
+                              f"{'no =' if not eq else 'an empty KEY'}",
+                              hint=f'for example {flag} endpoint_url=http://127.0.0.1:9000 '
+                                   f'or {flag} client_kwargs={{"region_name":"us-east-1"}}')
+        try:
+            out[key] = json.loads(text)
+        except ValueError:
+            out[key] = text
+    return out
+
+
+# Exception class names (botocore, aiohttp, google-auth, azure) by what they mean; matched by
+# name so this layer imports none of those packages.
+_UNREACHABLE = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+                          "ClientConnectorError", "ServerDisconnectedError",
+                          "ClientOSError", "ConnectionClosedError", "ResponseStreamingError"})
+_NO_CREDENTIALS = frozenset({"NoCredentialsError", "PartialCredentialsError"})
+_REFUSED_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
+                  "InvalidToken", "ExpiredToken", "Forbidden", "403")
+
+
+def describe_failure(error: BaseException, location: str) -> StorageError | None:
+    """A `StorageError` naming the bucket and endpoint when `error` (or its cause) is a
+    failure of the storage service itself; None for anything else (a missing file in an
+    existing bucket stays a FileNotFoundError).
+
+    Args:
+        error: what an operation on `location` raised.
+        location: the table location the caller named.
+    """
+    if isinstance(error, (IngestError, StorageError)) or "://" not in str(location):
+        return None
+    endpoint = _endpoint(location)
+    bucket = root_of(location)
+    where = f"{bucket} at {endpoint or 'the default endpoint'}"
+    for cause in _chain(error):
+        names = {c.__name__ for c in type(cause).__mro__}
+        text = str(cause)
+        if names & _NO_CREDENTIALS:
+            return StorageError(
+                f"Cannot access {where}: no credentials found", location=location,
+                endpoint=endpoint, hint="give --storage-option key=... --storage-option "
+                "secret=... (or storage_options= in Python), or set FSSPEC_S3_KEY / "
+                "AWS_ACCESS_KEY_ID")
+        if names & _UNREACHABLE or isinstance(cause, (ConnectionError, TimeoutError)):
+            return StorageError(
+                f"Cannot reach {where}: {type(cause).__name__}: {_short(text)}",
+                location=location, endpoint=endpoint,
+                hint="check endpoint_url, that the server is up and the network path to it; "
+                     "nothing was committed by the failed operation")
+        if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
+            return StorageError(
+                f"Cannot access {where}: bucket {bucket.split('://', 1)[1]} does not exist",
+                location=location, endpoint=endpoint,
+                hint="create the bucket first, or fix the table location")
+        if isinstance(cause, PermissionError) or any(c in text for c in _REFUSED_CODES):
+            return StorageError(
+                f"Cannot access {where}: the server refused the credentials or denied "
+                f"access ({_short(text)})", location=location, endpoint=endpoint,
+                hint="check the key and secret storage options (or FSSPEC_S3_* / AWS_* "
+                     "environment) and the bucket's policy")
+    return None
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen and len(seen) < 10:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _endpoint(location: str) -> str | None:
+    options = options_for(location)
+    protocol = _normalize(location).split("://", 1)[0]
+    try:
+        config = fsspec.config.conf.get(protocol, {})
+    except AttributeError:
+        config = {}
+    found = (options.get("endpoint_url")
+             or (options.get("client_kwargs") or {}).get("endpoint_url")
+             or config.get("endpoint_url")
+             or (config.get("client_kwargs") or {}).get("endpoint_url"))
+    return str(found) if found else None
+
+
+def check_bucket(fs: fsspec.AbstractFileSystem, location: str) -> None:
+    """Fail clearly when the bucket of `location` does not exist. fsspec object stores
+    create a missing bucket on `makedirs`; a table must never create one by accident.
+
+    Raises:
+        StorageError: the bucket does not exist.
+        OSError: the storage failed otherwise (credentials, network).
+    """
+    bucket = root_of(location).split("://", 1)[1]
+    if not bucket:
+        return
+    try:
+        fs.info(bucket)
+    except FileNotFoundError as e:
+        raise StorageError(
+            f"Cannot use {location}: bucket {bucket} does not exist at "
+            f"{_endpoint(location) or 'the default endpoint'}", location=location,
+            endpoint=_endpoint(location),
+            hint="create the bucket first, or fix the table location") from e
