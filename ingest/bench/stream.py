@@ -3,6 +3,10 @@ each `--layout` (the sink's file_layout), against the same records read by the s
 source, parsed the same way, written by `df.write.orc`. Reports rows/s and files per
 micro-batch. Starts its own tansu broker and a local SparkSession; every run happens in one
 session, after a warm-up, so the only difference is the sink and its layout.
+
+With `--warehouse URL` (e.g. an S3 bucket, with `--storage-option`) and `--metastore URL`
+(e.g. PostgreSQL) every layout also runs there, and the report gives its ratio to the same
+layout on a local warehouse with the default SQLite metastore, measured in the same rounds.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pyarrow as pa
 
 from ingest.acid import CODECS
 from ingest.bench._common import report
+from ingest.txn import redact_url
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
 
@@ -106,16 +111,23 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
 
 
 def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
-            args: argparse.Namespace, layout: str) -> tuple[float, Any]:
+            args: argparse.Namespace, layout: str, *, remote: bool = False
+            ) -> tuple[float, Any]:
+    from ingest.acid import storage
     from ingest.spark.job import ensure_tables, run_stream, table_layout
     from ingest.table import create_table
 
+    metastore = args.metastore if remote else None
+    storage_options = tuple(args.storage_option) if remote else ()
+    if remote:
+        storage.register(storage.root_of(table), storage.parse_storage_options(storage_options))
     # The table is made first only to pick its codec; run_stream finds it and checks it.
     shape = table_layout(SCHEMA + (", dt STRING" if args.partition_by else ""), args.partition_by)
     create_table(table, _ddl(shape.row_schema), properties={
         "orc.compress": args.compression.upper()},
-        partitioned_by=(shape.partition_column,) if shape.partition_column else ())
-    ensure_tables(table, shape)
+        partitioned_by=(shape.partition_column,) if shape.partition_column else (),
+        metastore=metastore)
+    ensure_tables(table, shape, metastore_url=metastore)
     started = time.perf_counter()
     summary = run_stream(spark, bootstrap_servers=servers, topic=topic, table=table,
                          schema_ddl=SCHEMA + (", dt STRING" if args.partition_by else ""),
@@ -124,6 +136,7 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
                          txns_per_delta=args.txns_per_delta, file_layout=layout,
                          writer_split_rows=args.writer_split_rows,
                          max_offsets_per_trigger=args.max_offsets_per_trigger,
+                         metastore=metastore, storage_options=storage_options,
                          compact="off", clean="off")  # the sink alone
     return time.perf_counter() - started, summary
 
@@ -159,8 +172,17 @@ def run(argv: list[str]) -> None:
                         choices=CODECS,
                         help="ORC codec of both writers (tables default to zlib)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each, order alternated")
+    parser.add_argument("--warehouse", default=None, metavar="URL",
+                        help="also run every layout with the tables here (e.g. s3://bucket/wh) "
+                             "and report the ratio to the local run")
+    parser.add_argument("--metastore", default=None, metavar="URL",
+                        help="metastore of the --warehouse tables (e.g. postgresql://...)")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="fsspec option for the --warehouse store (repeatable)")
     args = parser.parse_args(argv)
     layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
+    cases = layouts + [f"{name}@remote" for name in layouts if args.warehouse]
+    run_id = f"{os.getpid()}_{int(time.time())}"  # fresh table names in a shared metastore
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -174,7 +196,7 @@ def run(argv: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-stream-"))
     broker, servers = _start_broker(tmp / "tansu.log")
     spark = None
-    runs: dict[str, list[float]] = {name: [] for name in [*layouts, "baseline"]}
+    runs: dict[str, list[float]] = {name: [] for name in [*cases, "baseline"]}
     summaries: dict[str, Any] = {}
     try:
         started = time.perf_counter()
@@ -188,19 +210,22 @@ def run(argv: list[str]) -> None:
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         # Warm-up: JVM JIT, Python workers, imports, for every path.
-        for name in layouts:
-            _ingest(spark, servers, "warmup", str(tmp / f"warm_{name}"),
-                    str(tmp / f"warm_ck_{name}"), args, name)
+        for case in cases:
+            name, remote = case.split("@")[0], case.endswith("@remote")
+            _ingest(spark, servers, "warmup", _location(args, tmp, f"warm_{name}", run_id, remote),
+                    str(tmp / f"warm_ck_{case}"), args, name, remote=remote)
         if not args.no_baseline:
             _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck"),
                       args.compression)
 
-        def one_ingest(name: str, i: int) -> None:
-            seconds, summary = _ingest(spark, servers, "bench", str(tmp / f"{name}{i}"),
-                                       str(tmp / f"ck_{name}{i}"), args, name)
+        def one_ingest(case: str, i: int) -> None:
+            name, remote = case.split("@")[0], case.endswith("@remote")
+            seconds, summary = _ingest(spark, servers, "bench",
+                                       _location(args, tmp, f"{name}{i}", run_id, remote),
+                                       str(tmp / f"ck_{case}{i}"), args, name, remote=remote)
             assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
-            runs[name].append(seconds)
-            summaries[name] = summary
+            runs[case].append(seconds)
+            summaries[case] = summary
 
         def one_baseline(i: int) -> None:
             out = str(tmp / f"plain_orc{i}")
@@ -210,7 +235,7 @@ def run(argv: list[str]) -> None:
             assert written == args.rows, f"baseline wrote {written} of {args.rows} rows"
 
         for i in range(args.repeats):
-            steps = [partial(one_ingest, name, i) for name in layouts]
+            steps = [partial(one_ingest, case, i) for case in cases]
             if not args.no_baseline:
                 steps.append(partial(one_baseline, i))
             # Rotate the order so no case always runs on a warmer broker and JVM.
@@ -223,6 +248,9 @@ def run(argv: list[str]) -> None:
         broker.terminate()
         broker.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.warehouse:
+        print(f"remote: tables under {args.warehouse}, metastore "
+              f"{redact_url(args.metastore) if args.metastore else 'default'}")
     print(f"rows={args.rows:,} codec={args.compression} topic partitions={args.partitions} "
           f"flush_rows={args.flush_rows:,} txns_per_delta={args.txns_per_delta} "
           f"partition_by={args.partition_by} writer_split_rows={args.writer_split_rows:,} "
@@ -244,6 +272,16 @@ def run(argv: list[str]) -> None:
               f"{args.rows / base_s:,.0f} rows/s  runs {[round(t, 2) for t in runs['baseline']]}")
         figures["baseline"] = {"seconds": round(base_s, 3),
                                "rows_per_s": round(args.rows / base_s)}
+    for name in layouts if args.warehouse else ():
+        median_s, summary = statistics.median(runs[f"{name}@remote"]), summaries[f"{name}@remote"]
+        ratio = figures[name]["seconds"] / median_s
+        print(f"ingest --file-layout {name} on {args.warehouse}: median {median_s:.2f} s  "
+              f"{args.rows / median_s:,.0f} rows/s  runs "
+              f"{[round(t, 2) for t in runs[f'{name}@remote']]} ({summary.batches} "
+              f"micro-batches, {summary.files} files); ratio to local {ratio:.3f}")
+        figures[f"{name}@remote"] = {"seconds": round(median_s, 3),
+                                     "rows_per_s": round(args.rows / median_s),
+                                     "ratio_to_local": round(ratio, 3)}
     first = figures[layouts[0]]
     report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
            flush_rows=args.flush_rows, txns_per_delta=args.txns_per_delta,
@@ -251,10 +289,20 @@ def run(argv: list[str]) -> None:
            max_offsets_per_trigger=args.max_offsets_per_trigger, repeats=args.repeats,
            layouts=figures, ingest_seconds=first["seconds"],
            ingest_rows_per_s=first["rows_per_s"],
+           **({"remote_ratio_to_local": figures[f"{layouts[0]}@remote"]["ratio_to_local"]}
+              if args.warehouse else {}),
            **({} if args.no_baseline else {
                "baseline_seconds": figures["baseline"]["seconds"],
                "baseline_rows_per_s": figures["baseline"]["rows_per_s"],
                "ratio": round(figures["baseline"]["seconds"] / first["seconds"], 3)}))
+
+
+def _location(args: argparse.Namespace, tmp: Path, name: str, run_id: str,
+              remote: bool) -> str:
+    """A new table's location: under --warehouse (named for this run) or the local tmp dir."""
+    if remote:
+        return f"{args.warehouse.rstrip('/')}/bench_{run_id}_{name}"
+    return str(tmp / name)
 
 
 def _key(event: bytes) -> bytes:
