@@ -15,6 +15,7 @@ import click
 
 from ingest.acid import storage
 from ingest.errors import ConfigError
+from ingest.txn import use_metastore
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -52,6 +53,25 @@ class Seconds(click.ParamType):
 
 
 SECONDS = Seconds()
+
+
+METASTORE_HELP = (
+    "Metastore holding the table: sqlite:///abs/path.sqlite or postgresql://user@host/db "
+    "(password from PGPASSWORD, ~/.pgpass or the URL)  [default: $INGEST_METASTORE, else "
+    "found beside the table]")
+
+
+def metastore_option(command: _F) -> _F:
+    """Add `--metastore URL` to a command that finds its table's metastore by itself (reads,
+    verify, recover): the URL is then used instead of `$INGEST_METASTORE` or the search."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, metastore_url: str | None = None, **kwargs: Any) -> Any:
+        with use_metastore(metastore_url):
+            return command(*args, **kwargs)
+
+    return click.option("--metastore", "metastore_url", metavar="URL",
+                        help=METASTORE_HELP)(wrapper)  # type: ignore[return-value]
 
 
 STORAGE_OPTION_HELP = (

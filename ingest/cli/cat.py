@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import click
 
 from ingest.acid import ValidWriteIdList
-from ingest.cli._options import storage_option
+from ingest.cli._options import metastore_option, storage_option
 from ingest.cli._output import dumps, rows
 from ingest.errors import TableNotFoundError
 from ingest.table import Table, open_table
@@ -102,6 +102,7 @@ Examples:
 )
 @click.argument("path")
 @storage_option
+@metastore_option
 @click.option("--snapshot", metavar="DB.T:HWM:MINOPEN:OPEN:ABORTED",
               help="Read as of this valid write-id list (Hive's string form). Default: the "
                    "table's current snapshot from its metastore; without a metastore, every "

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ingest.acid.recovery import FileRecovery
-from ingest.cli._options import SECONDS, storage_option
+from ingest.cli._options import SECONDS, metastore_option, storage_option
 from ingest.cli._output import dumps
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, recover_table_with_metastore
 
@@ -74,6 +74,7 @@ Examples:
 )
 @click.argument("path")
 @storage_option
+@metastore_option
 @click.option("--dry-run", is_flag=True, help="Report what would be done; change nothing.")
 @click.option("--backup-dir", metavar="DIR",
               help="Keep cut bytes, removed files and side files here.  [default: "

@@ -22,7 +22,7 @@ from ingest.acid.snapshot import (
     TableLayout,
     describe_table,
 )
-from ingest.cli._options import storage_option
+from ingest.cli._options import metastore_option, storage_option
 from ingest.cli._output import dumps
 from ingest.cli.cat import table_snapshot, warnings_to_stderr
 from ingest.table import compaction_thresholds
@@ -165,6 +165,7 @@ Examples:
 )
 @click.argument("path")
 @storage_option
+@metastore_option
 @click.option("--snapshot", metavar="DB.T:HWM:MINOPEN:OPEN:ABORTED",
               help="Judge directories by this valid write-id list. Default: the table's "
                    "snapshot from its metastore, else every write id on disk as committed.")

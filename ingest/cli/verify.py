@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import click
 
-from ingest.cli._options import SECONDS, storage_option
+from ingest.cli._options import SECONDS, metastore_option, storage_option
 from ingest.cli._output import dumps
 from ingest.cli.recover import Problems
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, verify_table
@@ -22,6 +22,7 @@ Examples:
 )
 @click.argument("path")
 @storage_option
+@metastore_option
 @click.option("--txn-timeout-s", type=SECONDS, default=DEFAULT_TXN_TIMEOUT_S,
               show_default=True, help="Report open transactions silent for this long.")
 @click.option("--shallow", is_flag=True, help="Read file tails only, not every stripe.")

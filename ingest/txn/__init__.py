@@ -24,6 +24,7 @@ from ingest.txn.placement import (
     METASTORE_FILENAME,
     default_metastore_url,
     find_metastore_for,
+    use_metastore,
 )
 from ingest.txn.readers import READER_HEARTBEAT_S, ReaderInfo
 from ingest.txn.store import MEMORY_URL, Metastore, TableRef
@@ -47,6 +48,7 @@ __all__ = [
     "TxnState",
     "default_metastore_url",
     "find_metastore_for",
+    "use_metastore",
     "normalize_location",
     "redact_url",
 ]

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.txn._connect import parse_url
@@ -27,8 +30,24 @@ def ingest_home() -> str:
     return os.environ.get(ENV_HOME) or os.path.join(os.path.expanduser("~"), ".cache", "ingest")
 
 
+# A metastore named for one call (a command's --metastore) wins over $INGEST_METASTORE.
+_chosen_metastore: ContextVar[str | None] = ContextVar("chosen_metastore", default=None)
+
+
+@contextmanager
+def use_metastore(url: str | None) -> Iterator[None]:
+    """Within the block, `default_metastore_url` (and so `find_metastore_for`) gives `url`
+    for every table, as `$INGEST_METASTORE` would; None changes nothing."""
+    token = _chosen_metastore.set(url) if url else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _chosen_metastore.reset(token)
+
+
 def _env_metastore_url() -> str | None:
-    value = os.environ.get(ENV_METASTORE)
+    value = _chosen_metastore.get() or os.environ.get(ENV_METASTORE)
     if not value:
         return None
     if "://" in value:
@@ -39,7 +58,8 @@ def _env_metastore_url() -> str | None:
 def default_metastore_url(table_location: str) -> str:
     """The metastore URL for a table at `table_location`.
 
-    `$INGEST_METASTORE` (a `sqlite://` or `postgresql://` URL, or a file path) wins. A local
+    A metastore chosen with `use_metastore`, else `$INGEST_METASTORE` (a `sqlite://` or
+    `postgresql://` URL, or a file path) wins. A local
     table uses `<parent of the table root>/_ingest_metastore.sqlite`; any other uses
     `$INGEST_HOME/metastores/<sha256(parent URL)[:16]>.sqlite`.
 
@@ -128,4 +148,5 @@ __all__ = [
     "default_metastore_url",
     "find_metastore_for",
     "ingest_home",
+    "use_metastore",
 ]

@@ -1,6 +1,6 @@
 """Every table command with a PostgreSQL metastore (`--metastore postgresql://…`, or
-INGEST_METASTORE for the commands that find theirs): no SQLite file appears beside the table,
-and the password never shows in the output."""
+INGEST_METASTORE): no SQLite file appears beside the table, and the password never shows in
+the output."""
 
 from __future__ import annotations
 
@@ -37,11 +37,15 @@ def test_table_commands_with_a_postgresql_metastore(
     cleaned = ok_json(["clean", table, "--retention", "0", *ms], capsys)
     assert cleaned["directories"] > 0
 
-    # cat and status find the table's metastore: INGEST_METASTORE names it.
-    monkeypatch.setenv("INGEST_METASTORE", pg_url)
-    code, out, err = run(["cat", table], capsys)
+    # The reading commands take --metastore too, or find it in INGEST_METASTORE.
+    code, out, err = run(["cat", table, *ms], capsys)
     assert code == 0, err
     assert sorted(json.loads(line)["id"] for line in out.splitlines()) == list(range(5, 30))
+    verified = ok_json(["verify", table, *ms], capsys)
+    assert verified["problems"] == []
+    recovered = ok_json(["recover", table, "--dry-run", *ms], capsys)
+    assert recovered["nothing_to_do"]
+    monkeypatch.setenv("INGEST_METASTORE", pg_url)
     code, out, err = run(["status", table, "--json"], capsys)
     assert code == 0, err
     status = json.loads(out)

@@ -16,6 +16,7 @@ from ingest.txn import (
     default_metastore_url,
     find_metastore_for,
     normalize_location,
+    use_metastore,
 )
 
 SCHEMA = pa.schema([("x", pa.int64())])
@@ -67,6 +68,16 @@ def test_env_var_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert default_metastore_url("/wh/events") == "sqlite:///x/ms.sqlite"
     monkeypatch.setenv("INGEST_METASTORE", str(tmp_path / "ms.sqlite"))
     assert default_metastore_url("memory://wh/events") == f"sqlite://{tmp_path}/ms.sqlite"
+
+
+def test_a_metastore_chosen_for_a_block_wins_over_the_env_var_and_ends_with_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INGEST_METASTORE", "sqlite:///x/ms.sqlite")
+    with use_metastore("postgresql://ingest@db/meta"):
+        assert default_metastore_url("/wh/events") == "postgresql://ingest@db/meta"
+        with use_metastore(None):  # a command without --metastore changes nothing
+            assert default_metastore_url("/wh/events") == "postgresql://ingest@db/meta"
+    assert default_metastore_url("/wh/events") == "sqlite:///x/ms.sqlite"
 
 
 def _create(location: str, name: str) -> None:
