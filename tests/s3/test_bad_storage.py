@@ -53,6 +53,8 @@ def test_a_bucket_that_does_not_exist(s3: Bucket, tmp_path: Path,
     code, _, err = run(["load", table, "--input", write_rows(tmp_path / "in.jsonl", range(3)),
                         *s3.cli_args()], capsys)
     assert code == 3 and "no-such-bucket-here" in err
+    code, _, err = run(["cat", table, *s3.cli_args()], capsys)
+    assert code == 3 and "bucket no-such-bucket-here does not exist" in err
 
 
 def test_a_bucket_removed_under_a_table(s3: Bucket, tmp_path: Path,
