@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import fsspec
 import pyarrow as pa
 
+from ingest.acid import has_directories
 from ingest.acid.committed import CommittedFile
 from ingest.acid.names import bucket_file_name, write_acid_version_file
 from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
@@ -47,11 +48,13 @@ class Written:
         missing, p = [], parent
         while p and not self.fs.exists(p):
             missing.append(p)
-            p = p.rsplit("/", 1)[0]
+            # A bucket name has no "/": stop there instead of looping on it (a missing bucket).
+            p = p.rsplit("/", 1)[0] if "/" in p else ""
         try:
             if self.fs.exists(directory):
                 raise FileExistsError(directory)
-            self.fs.makedirs(directory, exist_ok=False)
+            if has_directories(self.fs):  # an object store's makedirs may create a bucket
+                self.fs.makedirs(directory, exist_ok=False)
         except FileExistsError as e:
             raise _not_ours(directory) from e
         finally:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import storage
+from ingest.acid import has_directories, storage
 from ingest.acid.committed import CommittedFiles
 from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
@@ -79,6 +79,8 @@ def open_table(
     path = str(path).rstrip("/") or "/"
     if metastore is False:
         if not fs.isdir(path):
+            if not has_directories(fs):  # a missing bucket is named as such
+                storage.check_bucket(fs, location)
             raise FileNotFoundError(f"Cannot read table, directory does not exist: {path}")
         return Table(fs, path, None, None)
     if metastore is None:

@@ -53,6 +53,28 @@ def test_a_bucket_that_does_not_exist(s3: Bucket, tmp_path: Path,
     code, _, err = run(["load", table, "--input", write_rows(tmp_path / "in.jsonl", range(3)),
                         *s3.cli_args()], capsys)
     assert code == 3 and "no-such-bucket-here" in err
+    code, _, err = run(["cat", table, *s3.cli_args()], capsys)
+    assert code == 3 and "bucket no-such-bucket-here does not exist" in err
+
+
+def test_a_bucket_removed_under_a_table(s3: Bucket, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    table = f"{s3.url}/wh/t"
+    rows = write_rows(tmp_path / "in.jsonl", range(3))
+    assert run(["create", table, "--schema", DDL, *s3.cli_args()], capsys)[0] == 0
+    assert run(["load", table, "--input", rows, *s3.cli_args()], capsys)[0] == 0
+    fs = s3.fs()
+    fs.rm(f"{s3.name}/wh", recursive=True)
+    fs.rmdir(s3.name)
+    code, out, err = run(["load", table, "--input", rows, *s3.cli_args()], capsys)
+    assert (code, out) == (3, ""), err
+    assert f"bucket {s3.name} does not exist" in err and s3.endpoint in err
+    # The load did not bring the bucket back (fsspec's makedirs would have), nor commit.
+    assert s3.name not in s3.fs().ls("")
+    (ms,) = metastores(tmp_path)
+    with Metastore.open(f"sqlite://{ms}", create=False) as store:
+        states = {t.write_id: t.state for t in store.transactions("default.t")}
+    assert states == {1: "committed", 2: "aborted"}, states
 
 
 def test_refused_credentials(s3_auth: AuthServer, tmp_path: Path,
