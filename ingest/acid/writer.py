@@ -75,7 +75,7 @@ class BucketWriter:
             fs: its filesystem.
             state: the file's state (empty for a new file).
             file: the bucket file, open for appending at `state.position`.
-            side: its side file, open for appending.
+            side: its side file, open for appending; None on an object store (no append).
         """
         assert options.row_schema is not None and options.compression is not None
         assert options.bucket_id is not None and options.statement_id is not None
@@ -153,20 +153,20 @@ class BucketWriter:
         if _files.has_directories(fs):  # an object store's makedirs may create a bucket
             fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         file = fs.open(path, "wb")
+        side = None
         try:
             file.write(MAGIC)
             # Hive 3 starts the side file with a 0 entry: nothing is readable before the
-            # first flush.
-            side = fs.open(side_file_path(path), "wb")
+            # first flush. An object store stores the file whole at close or not at all, so
+            # there is no partly written file for a side file to describe (format.md §23).
+            if _files.can_append(fs):
+                side = fs.open(side_file_path(path), "wb")
+                side.write(encode_length(0))
+                _files.durable_flush(side)
         except BaseException:
             _files.discard(file)
-            raise
-        try:
-            side.write(encode_length(0))
-            _files.durable_flush(side)
-        except BaseException:
-            _files.discard(file)
-            _files.discard(side)
+            if side is not None:
+                _files.discard(side)
             raise
         return cls(path, options, fs=fs, state=FileState(template, len(MAGIC)),
                    file=file, side=side)
@@ -350,8 +350,9 @@ class BucketWriter:
             self._write_tail()
             _files.durable_flush(self._file)
             crash_point("writer.after_footer")
-            self._side.write(encode_length(self._position))
-            _files.durable_flush(self._side)
+            if self._side is not None:
+                self._side.write(encode_length(self._position))
+                _files.durable_flush(self._side)
             crash_point("writer.after_side_file")
             self._last_flush_length = self._position
         return self._last_flush_length
@@ -395,13 +396,15 @@ class BucketWriter:
                 self._write_tail()
             _files.durable_flush(self._file)
             self._file.close()
-            self._side.close()
+            if self._side is not None:
+                self._side.close()
         except BaseException:
             # A close that fails (an object store's upload) leaves nothing half stored, now
             # or when the handles are garbage-collected.
             self.abandon()
             raise
-        self._fs.rm_file(side_file_path(self.path))
+        if self._side is not None:
+            self._fs.rm_file(side_file_path(self.path))
         self._closed = True
 
     def abandon(self) -> None:
@@ -412,7 +415,8 @@ class BucketWriter:
         if not self._closed:
             self._closed = True
             _files.discard(self._file)
-            _files.discard(self._side)
+            if self._side is not None:
+                _files.discard(self._side)
 
     @property
     def rows_written(self) -> int:
