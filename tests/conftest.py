@@ -18,27 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from external import free_port, require  # noqa: F401  (tests import them from here)
 from pg_server import pg_server, pg_url  # noqa: F401  (the PostgreSQL metastore fixtures)
 from s3_server import flaky_s3, s3, s3_auth, s3_server  # noqa: F401 - tests/s3_server.py
 
 from ingest.acid import _stripe_encoder
-
-REQUIRE_ALL = os.environ.get("INGEST_REQUIRE_ALL") == "1"
-
-
-def require(condition: bool, what: str) -> None:
-    """Skip (dev loop) or fail (CI) when an external tool is missing."""
-    if condition:
-        return
-    if REQUIRE_ALL:
-        pytest.fail(f"required tool missing: {what} (INGEST_REQUIRE_ALL=1)")
-    pytest.skip(f"missing: {what}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

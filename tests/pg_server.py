@@ -7,9 +7,7 @@ real. Missing binaries skip the tests, or fail them under INGEST_REQUIRE_ALL=1.
 from __future__ import annotations
 
 import glob
-import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -18,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from external import free_port, require
 
 PG_USER = "ingest"
 PG_PASSWORD = "ingest-test-pw"
@@ -65,19 +64,6 @@ def pg_bin_dir() -> Path | None:
     return Path(newest).parent
 
 
-def _require(condition: bool, what: str) -> None:
-    # tests/conftest.py imports this module, so its `require` is not importable here.
-    if condition:
-        return
-    if os.environ.get("INGEST_REQUIRE_ALL") == "1":
-        pytest.fail(f"required tool missing: {what} (INGEST_REQUIRE_ALL=1)")
-    pytest.skip(f"missing: {what}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_postgres(*args: str) -> None:
@@ -92,9 +78,9 @@ def _as_postgres(*args: str) -> None:
 def pg_server() -> Iterator[PgServer]:
     """A PostgreSQL server for the whole session, stopped at its end."""
     bin_dir = pg_bin_dir()
-    _require(bin_dir is not None, "PostgreSQL server (/usr/lib/postgresql/*/bin/initdb; "
+    require(bin_dir is not None, "PostgreSQL server (/usr/lib/postgresql/*/bin/initdb; "
              "apt-get install postgresql)")
-    _require(shutil.which("runuser") is not None and _has_postgres_user(),
+    require(shutil.which("runuser") is not None and _has_postgres_user(),
              "runuser and a `postgres` user to run the PostgreSQL server as")
     assert bin_dir is not None
     root = Path(tempfile.mkdtemp(prefix="ingest-pg-"))
@@ -103,7 +89,7 @@ def pg_server() -> Iterator[PgServer]:
     pwfile.write_text(_ADMIN_PASSWORD + "\n")
     shutil.chown(pwfile, "postgres", "postgres")
     data = root / "data"
-    port = _free_port()
+    port = free_port()
     _as_postgres(str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres",
                  f"--pwfile={pwfile}", "--auth=scram-sha-256", "--encoding=UTF8",
                  "--no-sync", "--no-instructions")

@@ -21,16 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from external import free_port
 
 # Fail fast instead of retrying for a minute: one attempt, short timeouts.
 FAST_FAILING = {"config_kwargs": {"connect_timeout": 2, "read_timeout": 10,
                                   "retries": {"max_attempts": 1, "mode": "standard"}}}
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -44,7 +40,7 @@ class MotoServer:
 
 def start_moto(log: Path, **env: str) -> MotoServer:
     """Start `python -m moto.server` on a free loopback port; ready when it answers."""
-    port = _free_port()
+    port = free_port()
     out = open(log, "wb")  # noqa: SIM115 - the process owns it; closed in stop_moto
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

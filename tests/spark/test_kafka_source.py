@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from external import free_port
 
 from ingest.errors import ConfigError
 from ingest.spark._kafka_read import rate_limit
@@ -25,11 +25,6 @@ from ingest.spark.produce import ensure_topic, produce_events, sample_events
 
 QUERY_TIMEOUT_S = 120
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _produce(servers: str, topic: str, count: int, *, start_id: int = 0) -> None:
@@ -240,7 +235,7 @@ def test_missing_topic_fails_the_query_with_a_clear_error(
 @pytest.mark.kafka
 @pytest.mark.spark
 def test_unreachable_broker_fails_within_the_timeout(spark: Any, tmp_path: Path) -> None:
-    servers = f"127.0.0.1:{_free_port()}"
+    servers = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
     message = _failure(spark, servers, "t", tmp_path / "ckpt", **{"kafka.timeout.ms": "2000"})
     assert f"on Kafka at {servers} within 2 s" in message

@@ -13,6 +13,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
+from external import free_port
 from pg_server import PG_PASSWORD, PgServer
 
 from ingest.errors import UnsupportedFormatError
@@ -32,14 +33,9 @@ def _no_password(error: BaseException) -> None:
     assert PG_PASSWORD not in text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def test_unreachable_server_names_host_and_port() -> None:
-    port = _free_port()
+    port = free_port()
     url = f"postgresql://ingest:{PG_PASSWORD}@127.0.0.1:{port}/meta"
     with pytest.raises(MetastoreError) as info:
         Metastore.open(url)
