@@ -11,6 +11,7 @@ import sys
 from dataclasses import asdict
 
 from ingest.acid import storage
+from ingest.errors import ConfigError, IngestError
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, recover_table_with_metastore
 
 
@@ -26,11 +27,21 @@ def main(argv: list[str] | None = None) -> int:
                         default=[], metavar="KEY=VALUE",
                         help="fsspec storage option for the table's bucket (repeatable)")
     args = parser.parse_args(argv)
-    storage.register(storage.root_of(args.path),
-                     storage.parse_storage_options(args.storage_options))
-    result = recover_table_with_metastore(args.path, dry_run=args.dry_run,
-                                          backup_dir=args.backup_dir,
-                                          txn_timeout_s=args.txn_timeout_s)
+    try:
+        storage.register(storage.root_of(args.path),
+                         storage.parse_storage_options(args.storage_options))
+        result = recover_table_with_metastore(args.path, dry_run=args.dry_run,
+                                              backup_dir=args.backup_dir,
+                                              txn_timeout_s=args.txn_timeout_s)
+    except IngestError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ConfigError) else 3
+    except OSError as e:
+        failure = storage.describe_failure(e, args.path)
+        if failure is None:
+            raise
+        print(f"Error: {failure}", file=sys.stderr)
+        return 3
     report = result.report
     if args.json:
         print(json.dumps({"path": report.path, "clean": result.clean,

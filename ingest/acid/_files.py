@@ -65,7 +65,10 @@ def move_directory(fs: fsspec.AbstractFileSystem, source: str, target: str) -> N
     if can_append(fs):
         fs.mv(source, target, recursive=True)
         return
-    files = [str(f) for f in fs.find(source)]
+    # Markers (`_orc_acid_version`, `_metadata_acid`) last: a half-copied target never
+    # looks like a finished directory.
+    files = sorted((str(f) for f in fs.find(source)),
+                   key=lambda f: f.rsplit("/", 1)[-1].startswith("_"))
     for f in files:
         fs.copy(f, target + f[len(source):])
     fs.rm(files)

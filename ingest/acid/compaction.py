@@ -304,7 +304,8 @@ def _temp_dir(fs: fsspec.AbstractFileSystem, root: str, name: str) -> str:
     temp = f"{root}/{TEMP_PREFIX}{name}"
     if fs.exists(temp):
         fs.rm(temp, recursive=True)
-    fs.makedirs(temp, exist_ok=True)
+    if _files.has_directories(fs):  # an object store's makedirs may create a bucket
+        fs.makedirs(temp, exist_ok=True)
     write_acid_version_file(fs, temp)
     return temp
 

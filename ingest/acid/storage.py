@@ -19,13 +19,16 @@ from ingest.errors import ConfigError, IngestError, StorageError
 _lock = threading.Lock()
 _registered: dict[str, dict[str, Any]] = {}
 
-# Protocols whose listings s3fs-style filesystems would cache: another process (an executor, a
-# second job) writes files the cache does not know, and a compaction or clean that plans from a
-# stale listing could miss a committed delta (docs/invariants.md §10).
-_NO_LISTINGS_CACHE = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "adl", "oss"})
+# fsspec protocols of object stores: keys, not directories; no append, no atomic rename.
+# Their filesystems cache listings, which is turned off: another process (an executor, a
+# second job) writes files the cache does not know, and a compaction or clean that plans from
+# a stale listing could miss a committed delta (docs/invariants.md §10).
+OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl",
+                                    "oss"})
 
 # Keys whose values never appear in messages or logs.
-_SECRET_WORDS = ("secret", "key", "token", "password", "credential", "sas", "session")
+_SECRET_WORDS = ("secret", "key", "token", "password", "credential", "sas", "session",
+                 "connection")
 
 
 def _normalize(location: str) -> str:
@@ -99,7 +102,7 @@ def url_to_fs(url: str,
     """
     options = {**options_for(url), **(storage_options or {})}
     protocol = _normalize(url).split("://", 1)[0]
-    if protocol in _NO_LISTINGS_CACHE:
+    if protocol in OBJECT_STORE_PROTOCOLS:
         options.setdefault("use_listings_cache", False)
     fs, path = fsspec.core.url_to_fs(str(url), **options)
     return fs, str(path)
@@ -149,7 +152,9 @@ _UNREACHABLE = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "Rea
                           "ClientOSError", "ConnectionClosedError", "ResponseStreamingError"})
 _NO_CREDENTIALS = frozenset({"NoCredentialsError", "PartialCredentialsError"})
 _REFUSED_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
-                  "InvalidToken", "ExpiredToken", "Forbidden", "403")
+                  "InvalidToken", "ExpiredToken", "Forbidden", "(403)")
+# A missing file in a reachable bucket is the caller's to report (its name may hold "403").
+_NOT_A_SERVICE_FAILURE = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
 def describe_failure(error: BaseException, location: str) -> StorageError | None:
@@ -169,6 +174,13 @@ def describe_failure(error: BaseException, location: str) -> StorageError | None
     for cause in _chain(error):
         names = {c.__name__ for c in type(cause).__mro__}
         text = str(cause)
+        if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
+            return StorageError(
+                f"Cannot access {where}: bucket {bucket.split('://', 1)[1]} does not exist",
+                location=location, endpoint=endpoint,
+                hint="create the bucket first, or fix the table location")
+        if isinstance(cause, _NOT_A_SERVICE_FAILURE):
+            return None
         if names & _NO_CREDENTIALS:
             return StorageError(
                 f"Cannot access {where}: no credentials found", location=location,
@@ -181,11 +193,6 @@ def describe_failure(error: BaseException, location: str) -> StorageError | None
                 location=location, endpoint=endpoint,
                 hint="check endpoint_url, that the server is up and the network path to it; "
                      "nothing was committed by the failed operation")
-        if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
-            return StorageError(
-                f"Cannot access {where}: bucket {bucket.split('://', 1)[1]} does not exist",
-                location=location, endpoint=endpoint,
-                hint="create the bucket first, or fix the table location")
         if isinstance(cause, PermissionError) or any(c in text for c in _REFUSED_CODES):
             return StorageError(
                 f"Cannot access {where}: the server refused the credentials or denied "

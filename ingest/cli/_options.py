@@ -1,7 +1,8 @@
-"""Option parsing shared by several commands: `--property KEY=VALUE`, `--txn-timeout-s`,
-`--storage-option KEY=VALUE`.
+"""Options shared by several commands: `--property KEY=VALUE`, `--txn-timeout-s`,
+`--metastore URL` and `--storage-option KEY=VALUE`.
 
-Parsing only; what a value means is the table layer's (`ingest.table`).
+Parsing, and putting the two last in effect for the command (a chosen metastore, storage
+options registered for the table's bucket); what a value means is the table layer's.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ingest.cli._options import parse_properties, storage_option
+from ingest.cli._options import METASTORE_HELP, parse_properties, storage_option
 from ingest.cli._output import dumps
 from ingest.table import alter_table
 
@@ -21,10 +21,7 @@ Examples:
 @click.option("--property", "properties", multiple=True, required=True, metavar="KEY=VALUE",
               help="Table property to set, e.g. orc.compress=SNAPPY (repeatable); checked as "
                    "`ingest create` checks it.")
-@click.option("--metastore", metavar="URL",
-              help="Metastore holding the table: sqlite:///abs/path.sqlite or "
-                   "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the URL)"
-                   "  [default: found beside the table or in $INGEST_METASTORE]")
+@click.option("--metastore", metavar="URL", help=METASTORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 def command(path: str, properties: tuple[str, ...], metastore: str | None,
             as_json: bool) -> None:

@@ -18,7 +18,7 @@ from ingest.cli._options import metastore_option, storage_option
 from ingest.cli._output import dumps, rows
 from ingest.errors import TableNotFoundError
 from ingest.table import Table, open_table
-from ingest.txn import Metastore, TableDefinition, find_metastore_for
+from ingest.txn import Metastore, TableDefinition, chosen_metastore, find_metastore_for
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ def table_snapshot(path: str, option: str | None) -> Iterator[tuple[SnapshotChoi
     try:
         store, table = find_metastore_for(path, read_only=True)
     except TableNotFoundError:
-        pass
+        if chosen_metastore() is not None:  # --metastore named one: no fallback
+            raise
     try:
         if option is not None:
             yield SnapshotChoice(option, "option", table), store
@@ -90,6 +91,8 @@ def _open(path: str) -> Table:
     try:
         return open_table(path)
     except TableNotFoundError:
+        if chosen_metastore() is not None:
+            raise
         return open_table(path, metastore=False)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import click
 
-from ingest.cli._options import storage_option
+from ingest.cli._options import METASTORE_HELP, storage_option
 from ingest.cli._output import dumps
 from ingest.table import compaction_history, shown_state
 from ingest.txn import CompactionInfo
@@ -23,10 +23,7 @@ Examples:
 )
 @click.argument("path")
 @storage_option
-@click.option("--metastore", metavar="URL",
-              help="The metastore holding the table: sqlite:///abs/path.sqlite or "
-                   "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the URL)."
-                   " Default: the one found from PATH.")
+@click.option("--metastore", metavar="URL", help=METASTORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 def command(path: str, metastore: str | None, as_json: bool) -> None:
     """Show the compaction history of the table at PATH, oldest first.

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ingest.cli._options import storage_option
+from ingest.cli._options import METASTORE_HELP, storage_option
 from ingest.cli._output import dumps, progress
 from ingest.table import load_file
 
@@ -16,10 +16,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 # Options of every command that writes to an existing table (load, delete), in --help order.
 _WRITE_OPTIONS = (
-    click.option("--metastore", metavar="URL",
-                 help="Metastore holding the table: sqlite:///abs/path.sqlite or "
-                      "postgresql://user@host/db (password from PGPASSWORD, ~/.pgpass or the "
-                      "URL)  [default: found beside the table or in $INGEST_METASTORE]"),
+    click.option("--metastore", metavar="URL", help=METASTORE_HELP),
     click.option("--json", "as_json", is_flag=True,
                  help="Print the result as one JSON document."),
     click.option("--quiet", "-q", is_flag=True,

@@ -8,6 +8,7 @@ default and help text exist only here. Knows neither Spark nor click.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
@@ -96,6 +97,23 @@ class SinkOptions:
         _check(self)
 
 
+def _storage_items(value: Any) -> tuple[str, ...]:
+    """`storage_options` as `KEY=VALUE` items: from the flags, or a dict as Python callers
+    (and `open_table`) give them.
+
+    Raises:
+        ConfigError: a single string instead of a list of items.
+    """
+    if isinstance(value, Mapping):
+        return tuple(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                     for k, v in value.items())
+    if isinstance(value, str):
+        raise ConfigError("storage_options must be a dict or a list of KEY=VALUE items, "
+                          "not one string", hint='e.g. storage_options={"endpoint_url": '
+                                                 '"http://host:9000"}')
+    return tuple(value or ())
+
+
 @dataclass(frozen=True)
 class StreamOptions:
     """Everything `ingest stream` and `jobs/kafka_to_acid.py` take (besides the Spark master).
@@ -144,7 +162,7 @@ class StreamOptions:
     def __post_init__(self) -> None:
         """Raises: ConfigError: a bad trigger, topic or broker list, storage option, or a
         value out of bounds."""
-        object.__setattr__(self, "storage_options", tuple(self.storage_options or ()))
+        object.__setattr__(self, "storage_options", _storage_items(self.storage_options))
         _check(self)
         if not _TOPIC.fullmatch(self.topic):
             raise ConfigError(

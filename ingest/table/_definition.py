@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
-from ingest.acid import CODECS, parse_codec
+from ingest.acid import CODECS, can_append, parse_codec
 from ingest.acid.initiator import CompactionThresholds
 from ingest.acid.schema import to_ddl
 from ingest.acid.writer import Compression
@@ -34,11 +34,6 @@ DEFAULT_RETENTION_S = 300.0
 # transaction) so it becomes visible when T commits, not when it is renamed (docs/format.md
 # §17). Default: on only where a rename is not atomic (object stores).
 VISIBILITY_PROPERTY = "ingest.compaction.visibility_suffix"
-# fsspec protocols of object stores: a directory "rename" there copies object by object, so
-# a reader could see half an output under Hive 3 names. (memory:// is in-process test
-# storage and keeps Hive 3 names like a local disk.)
-OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl",
-                                    "oss"})
 
 # The codecs `orc.compress` may name, as Hive spells them: exactly those the writer has.
 ORC_CODECS: tuple[str, ...] = tuple(c.upper() for c in CODECS)
@@ -130,19 +125,30 @@ def uses_visibility_suffix(defn: TableDefinition, protocol: str | Sequence[str])
 
     Args:
         defn: the table; its `ingest.compaction.visibility_suffix` decides when set.
-        protocol: the table filesystem's fsspec protocol(s); unset, the suffix is used on
-            object stores (`OBJECT_STORE_PROTOCOLS`), where a rename is not atomic.
+        protocol: the table filesystem's fsspec protocol(s). Where files cannot be appended
+            to (object stores) a directory "rename" copies object by object, so a reader
+            could see half an output under a Hive 3 name: the suffix is then the default and
+            cannot be turned off. (memory:// keeps Hive 3 names like a local disk.)
 
     Raises:
-        ConfigError: the stored value is not true or false (set outside ingest).
+        ConfigError: the stored value is not true or false (set outside ingest), or it is
+            false on such storage.
     """
-    value = defn.properties.get(VISIBILITY_PROPERTY)
-    if value is not None:
-        return _boolean(VISIBILITY_PROPERTY, value,
-                        f"Cannot compact table {defn.name}: table property "
-                        f"{VISIBILITY_PROPERTY}={value!r}") == "true"
     protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
-    return any(p in OBJECT_STORE_PROTOCOLS for p in protocols)
+    no_rename = not any(can_append(f"{p}://") for p in protocols)
+    value = defn.properties.get(VISIBILITY_PROPERTY)
+    if value is None:
+        return no_rename
+    chosen = _boolean(VISIBILITY_PROPERTY, value,
+                      f"Cannot compact table {defn.name}: table property "
+                      f"{VISIBILITY_PROPERTY}={value!r}") == "true"
+    if no_rename and not chosen:
+        raise ConfigError(
+            f"Cannot compact table {defn.name} with {VISIBILITY_PROPERTY}=false: on "
+            f"{protocols[0]}:// a directory is moved file by file, so readers could see a "
+            "half-moved output under a Hive 3 name",
+            hint=f"set {VISIBILITY_PROPERTY}=true with `ingest alter`")
+    return chosen
 
 
 def compaction_thresholds(defn: TableDefinition) -> CompactionThresholds:

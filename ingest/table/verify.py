@@ -50,6 +50,7 @@ from ingest.txn import (
     TableDefinition,
     Transaction,
     TransactionInfo,
+    chosen_metastore,
     find_metastore_for,
 )
 
@@ -147,6 +148,8 @@ def _find(path: str, store: Metastore | None, table: TableDefinition | None, *,
     try:
         found_store, found_table = find_metastore_for(path, read_only=read_only)
     except TableNotFoundError:
+        if chosen_metastore() is not None:  # a command's --metastore: no fallback
+            raise
         return None, None, False
     return found_store, found_table, True
 

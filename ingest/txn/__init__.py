@@ -22,6 +22,7 @@ from ingest.txn.model import (
 )
 from ingest.txn.placement import (
     METASTORE_FILENAME,
+    chosen_metastore,
     default_metastore_url,
     find_metastore_for,
     use_metastore,
@@ -47,6 +48,7 @@ __all__ = [
     "TransactionInfo",
     "TxnState",
     "default_metastore_url",
+    "chosen_metastore",
     "find_metastore_for",
     "use_metastore",
     "normalize_location",

@@ -8,6 +8,7 @@ each serialises writers is in docs/invariants.md, 9.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import urllib.parse
@@ -60,12 +61,14 @@ def parse_url(url: str) -> Target:
     if url.startswith("sqlite://"):
         path = sqlite_path(url)
         return Target(url, url if path == ":memory:" else path, "sqlite", path=path)
-    if url.startswith(("postgresql://", "postgresql+psycopg://")):
+    if url.startswith(_POSTGRESQL_SCHEMES):
         try:
             parsed = sa.make_url(url)
-        except sa.exc.ArgumentError as e:
-            raise ConfigError(f"Cannot open metastore: {e}",
-                              hint="write postgresql://USER@HOST:PORT/DATABASE") from e
+        except (sa.exc.ArgumentError, ValueError) as e:
+            raise ConfigError(
+                f"Cannot open metastore {_without_userinfo(url)}: not a valid PostgreSQL URL",
+                hint="write postgresql://USER@HOST:PORT/DATABASE (a port is a number; a "
+                     "password with '@', ':' or '/' must be percent-encoded)") from e
         if not parsed.database:
             raise ConfigError(
                 f"Cannot open metastore {_shown(parsed)}: the URL names no database",
@@ -73,7 +76,8 @@ def parse_url(url: str) -> Target:
         return Target(url, _shown(parsed), "postgresql",
                       engine_url=parsed.set(drivername="postgresql+psycopg"))
     raise ConfigError(
-        f"Cannot open metastore {url!r}: only sqlite:// and postgresql:// URLs are supported",
+        f"Cannot open metastore {_without_userinfo(url)!r}: only sqlite:// and postgresql:// "
+        "URLs are supported",
         hint="use 'sqlite:///absolute/path.sqlite', 'sqlite://:memory:' or "
         "'postgresql://USER@HOST:PORT/DATABASE'",
     )
@@ -99,6 +103,20 @@ def sqlite_path(url: str) -> str:
     return rest
 
 
+# libpq and many hosting services spell the scheme postgres://.
+_POSTGRESQL_SCHEMES = ("postgresql://", "postgresql+psycopg://", "postgres://")
+
+
+def _without_userinfo(url: str) -> str:
+    """`url` with anything before an '@' of its authority cut out: never a password in a
+    message, whatever the scheme."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+
+
 def redact_url(url: str) -> str:
     """A metastore URL fit to print: a PostgreSQL URL without its password and query; any
     other URL unchanged.
@@ -106,9 +124,9 @@ def redact_url(url: str) -> str:
     Raises:
         ConfigError: a postgresql:// URL that cannot be parsed.
     """
-    if url.startswith(("postgresql://", "postgresql+psycopg://")):
+    if url.startswith(_POSTGRESQL_SCHEMES):
         return parse_url(url).location
-    return url
+    return _without_userinfo(url)
 
 
 def _shown(url: sa.URL) -> str:
@@ -133,14 +151,29 @@ def make_engine(target: Target, *, read_only: bool, busy_timeout_s: float) -> sa
         return sa.create_engine("sqlite://", creator=connect, poolclass=StaticPool,
                                 isolation_level="AUTOCOMMIT")
     assert target.engine_url is not None
-    args: dict[str, object] = {"application_name": "ingest"}
-    if "connect_timeout" not in target.engine_url.query:
+    query = target.engine_url.query
+    args: dict[str, object] = {}
+    if "application_name" not in query:
+        args["application_name"] = "ingest"
+    if "connect_timeout" not in query:
         args["connect_timeout"] = CONNECT_TIMEOUT_S
-    # A write waits for the write lock as long as SQLite's busy timeout would.
-    options = f"-c lock_timeout={int(busy_timeout_s * 1000)}"
+    # A host that dies or loses the network inside a write must not hold the write lock
+    # until the kernel notices (hours): TCP keepalives, and the server ends a transaction
+    # left idle (the lock is released with it).
+    for key, value in (("keepalives", 1), ("keepalives_idle", 30), ("keepalives_interval", 10),
+                       ("keepalives_count", 3)):
+        if key not in query:
+            args[key] = value
+    # A write waits for the write lock as long as SQLite's busy timeout would (0 would mean
+    # "forever" on PostgreSQL, "at once" on SQLite: at least 1 ms).
+    lock_ms = max(1, math.ceil(busy_timeout_s * 1000))
+    ours = (f"-c lock_timeout={lock_ms} "
+            f"-c idle_in_transaction_session_timeout={max(60_000, 4 * lock_ms)}")
     if read_only:
-        options += " -c default_transaction_read_only=on"
-    args["options"] = options
+        ours += " -c default_transaction_read_only=on"
+    # Kept with the user's own (?options=, $PGOPTIONS, e.g. a search_path), not instead.
+    theirs = query.get("options") or os.environ.get("PGOPTIONS")
+    args["options"] = " ".join(filter(None, [theirs if isinstance(theirs, str) else None, ours]))
     return sa.create_engine(target.engine_url, poolclass=NullPool, connect_args=args,
                             isolation_level="AUTOCOMMIT")
 

@@ -225,19 +225,37 @@ class SqlStore:
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sa.Connection]:
-        conn = self._connection()
-        for statement in begin_statements(self.dialect, write=write):
-            try:
-                conn.exec_driver_sql(statement)
-            except BaseException:
-                self._rollback_quietly(conn)
-                raise
+        conn = self._begin(write=write)
         try:
             yield conn
         except BaseException:
             self._rollback_quietly(conn)
             raise
-        conn.exec_driver_sql("COMMIT")
+        try:
+            conn.exec_driver_sql("COMMIT")
+        except BaseException:
+            # A COMMIT that failed may leave the transaction (and SQLite's write lock) open.
+            self._rollback_quietly(conn)
+            raise
+
+    def _begin(self, *, write: bool) -> sa.Connection:
+        """Begin a transaction on the store's connection. A connection the server dropped
+        while idle (a restart, an idle-connection reaper) is replaced once: nothing of the
+        transaction has run yet, so a long-running job does not fail a call for it."""
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                for statement in begin_statements(self.dialect, write=write):
+                    conn.exec_driver_sql(statement)
+                return conn
+            except sa.exc.DBAPIError as e:
+                self._rollback_quietly(conn)
+                if attempt == 2 or not e.connection_invalidated:
+                    raise
+            except BaseException:
+                self._rollback_quietly(conn)
+                raise
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _rollback_quietly(conn: sa.Connection) -> None:

@@ -46,6 +46,12 @@ def use_metastore(url: str | None) -> Iterator[None]:
             _chosen_metastore.reset(token)
 
 
+def chosen_metastore() -> str | None:
+    """The metastore `use_metastore` chose for this block, or None. A command given one must
+    fail when it does not list the table, never fall back to reading files without one."""
+    return _chosen_metastore.get()
+
+
 def _env_metastore_url() -> str | None:
     value = _chosen_metastore.get() or os.environ.get(ENV_METASTORE)
     if not value:
@@ -111,7 +117,9 @@ def find_metastore_for(path: str, *, read_only: bool = False,
         if url in tried:
             continue
         file = url[len("sqlite://") :]
-        if url.startswith("sqlite:///") and not os.path.exists(file):
+        # Only a metastore found by searching may be missing; a chosen one must open.
+        if (url.startswith("sqlite:///") and not os.path.exists(file)
+                and chosen_metastore() is None):
             continue
         tried.append(url)
         store = Metastore.open(url, create=False, read_only=read_only)
@@ -145,6 +153,7 @@ __all__ = [
     "ENV_HOME",
     "ENV_METASTORE",
     "METASTORE_FILENAME",
+    "chosen_metastore",
     "default_metastore_url",
     "find_metastore_for",
     "ingest_home",

@@ -324,3 +324,23 @@ def test_cat_row_id_is_the_real_one(table_3000: str, capsys: pytest.CaptureFixtu
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["row__id"] for r in rows] == [{"writeid": 1, "bucketid": 536870912, "rowid": 0},
                                             {"writeid": 1, "bucketid": 536870912, "rowid": 1}]
+
+
+@pytest.mark.parametrize("command", [["cat"], ["status"], ["recover", "--dry-run"]])
+def test_a_metastore_named_with_metastore_that_is_missing_is_an_error_not_a_fallback(
+        warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        command: list[str]) -> None:
+    """Without --metastore a table no metastore lists is read from its files (with a
+    warning); with it, the named metastore must exist and list the table."""
+    table = str(warehouse / "events")
+    ok_json(["create", table, "--schema", "id BIGINT"], capsys)
+    missing = f"sqlite://{tmp_path}/elsewhere/meta.sqlite"
+    code, out, err = run([command[0], table, *command[1:], "--metastore", missing], capsys)
+    assert (code, out) == (3, "")
+    assert f"Cannot open metastore {tmp_path}/elsewhere/meta.sqlite: file does not exist" in err
+    other = f"sqlite://{tmp_path}/other.sqlite"
+    ok_json(["create", str(tmp_path / "unrelated"), "--schema", "id BIGINT",
+             "--metastore", other], capsys)
+    code, out, err = run([command[0], table, *command[1:], "--metastore", other], capsys)
+    assert (code, out) == (3, "")
+    assert f"Cannot find an ingest table at or above {table}" in err

@@ -17,6 +17,7 @@ from support import run_cli as cli
 
 import ingest
 from ingest.acid.names import parse_directory
+from ingest.errors import ConfigError
 from ingest.table._definition import VISIBILITY_PROPERTY, uses_visibility_suffix
 from ingest.txn import TableDefinition, find_metastore_for
 
@@ -85,8 +86,12 @@ def test_default_follows_the_storage() -> None:
     assert uses_visibility_suffix(defn({}), ("s3", "s3a"))
     assert uses_visibility_suffix(defn({}), ("gcs", "gs"))
     assert not uses_visibility_suffix(defn({}), "memory")
-    assert not uses_visibility_suffix(defn({VISIBILITY_PROPERTY: "false"}), "s3")
     assert uses_visibility_suffix(defn({VISIBILITY_PROPERTY: "true"}), "file")
+    assert not uses_visibility_suffix(defn({VISIBILITY_PROPERTY: "false"}), "memory")
+    # Without an atomic rename a Hive 3 name would show a half-moved output: refused.
+    with pytest.raises(ConfigError, match=r"visibility_suffix=false: on s3:// a directory "
+                                          r"is moved file by file"):
+        uses_visibility_suffix(defn({VISIBILITY_PROPERTY: "false"}), ("s3", "s3a"))
 
 
 def test_minor_then_major_are_named_after_the_compactor_txn(

@@ -213,16 +213,28 @@ def test_writes_wait_for_the_write_lock(pg_url: str) -> None:
         assert got == [6]
 
 
-def test_a_dropped_connection_fails_one_call_then_reconnects(pg_server: PgServer,
-                                                             pg_url: str) -> None:
+def test_a_connection_dropped_while_idle_is_replaced_without_failing_a_call(
+        pg_server: PgServer, pg_url: str) -> None:
     with Metastore.open(pg_url) as store:
         store.create_table(TableDefinition("default.t", "/x/t", SCHEMA))
-        pg_server.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        f"WHERE datname = '{pg_url.rsplit('/', 1)[1]}'")
+        for _ in range(2):  # a server restart, an idle-connection reaper
+            pg_server.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            f"WHERE datname = '{pg_url.rsplit('/', 1)[1]}'")
+            assert [t.name for t in store.list_tables()] == ["default.t"]
+            txn = store.open_transaction("default.t", agent="after-drop")
+            store.commit(txn)
+
+
+def test_a_server_that_is_gone_is_a_metastore_error_without_the_password(
+        pg_server: PgServer, pg_url: str) -> None:
+    url = pg_url.rsplit("/", 1)[0] + "/" + pg_server.create_database()
+    with Metastore.open(url) as store:
+        pg_server.admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        f"WHERE datname = '{url.rsplit('/', 1)[1]}'")
+        pg_server.admin(f"DROP DATABASE {url.rsplit('/', 1)[1]} WITH (FORCE)")
         with pytest.raises(MetastoreError) as info:
             store.list_tables()
         _no_password(info.value)
-        assert [t.name for t in store.list_tables()] == ["default.t"]
 
 
 def test_ingest_metastore_names_a_postgresql_metastore(pg_url: str, tmp_path: Path,

@@ -55,11 +55,13 @@ def test_missing_file_without_create(tmp_path: Path) -> None:
         Metastore.open(f"sqlite://{tmp_path}/none.sqlite", create=False)
 
 
-@pytest.mark.parametrize("url", ["postgres://x/y", "sqlite://relative.sqlite", "ms.sqlite",
-                                 "postgresql://ingest@127.0.0.1:5432"])
+@pytest.mark.parametrize("url", ["mysql://u:pw-xyz@x/y", "sqlite://relative.sqlite", "ms.sqlite",
+                                 "postgresql://ingest@127.0.0.1:5432",
+                                 "postgres://u:pw-xyz@h:abc/db", "postgresql://u:pw-xyz@[::1/db"])
 def test_bad_urls(url: str) -> None:
-    with pytest.raises(ConfigError, match="Cannot open metastore"):
+    with pytest.raises(ConfigError, match="Cannot open metastore") as info:
         Metastore.open(url)
+    assert "pw-xyz" not in f"{info.value} {info.value.hint}"  # never the password
 
 
 def test_lock_held_too_long_is_a_metastore_error(tmp_path: Path) -> None:
