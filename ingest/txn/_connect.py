@@ -222,7 +222,8 @@ def explain(error: BaseException, target: Target) -> tuple[str, str | None]:
         return text, hint
     url = target.engine_url
     assert url is not None
-    where = f"{url.host or 'localhost'}:{url.port or 5432}"
+    # No host in the URL: libpq used its local socket.
+    where = f"{url.host}:{url.port or 5432}" if url.host else "the local socket"
     sqlstate = getattr(error, "sqlstate", None)
     if "password authentication failed" in text or sqlstate == "28P01":
         return (f"password authentication failed for user {url.username!r}",
@@ -233,14 +234,15 @@ def explain(error: BaseException, target: Target) -> tuple[str, str | None]:
                 "put it in PGPASSWORD, ~/.pgpass or the URL (postgresql://USER:PASSWORD@HOST/DB)")
     if sqlstate == "3D000" or ("database" in text and "does not exist" in text):
         return (f"database {url.database!r} does not exist on {where}",
-                f"create it first (createdb -h {url.host} {url.database}), or fix the URL")
+                f"create it first (createdb{' -h ' + url.host if url.host else ''} "
+                f"{url.database}), or fix the URL")
     if "resolve host" in text or "translate host name" in text:
         return (f"cannot resolve the host name {url.host!r}",
                 "check the host in the URL and this machine's DNS")
     if "Connection refused" in text or "could not connect" in text.lower():
         return (f"cannot connect to the server at {where} (connection refused)",
-                "check that PostgreSQL runs there and listens on TCP, and the host and port "
-                "in the URL")
+                "check that PostgreSQL runs there (listening on TCP for a host in the URL), "
+                "and the host and port in the URL")
     if "timeout expired" in text or "timed out" in text:
         timeout = url.query.get("connect_timeout", CONNECT_TIMEOUT_S)
         return (f"no answer from the server at {where} within {timeout} s",
