@@ -31,8 +31,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash, pytest.ma
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "kafka_to_acid.py"
-RECORDS = 600
-BURSTS = 20
+BURST = 25  # records a burst, one burst every ~0.5 s for as long as the kills go on
 KILLS = 3
 
 
@@ -85,25 +84,34 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=30)
 
 
-def _produce_live(servers: str, topic: str, done: threading.Event) -> None:
-    """RECORDS events in BURSTS bursts, one every ~0.7 s, while the job runs and dies."""
-    per_burst = RECORDS // BURSTS
-    try:
-        for burst in range(BURSTS):
-            produce_events(servers, topic, events=sample_events(per_burst,
-                                                                start_id=burst * per_burst),
-                           partitions=2, create_topic=burst == 0,
-                           key_fn=lambda e: str(e["id"]))  # type: ignore[index]
-            time.sleep(0.7)
-    finally:
-        done.set()
+class LiveProducer(threading.Thread):
+    """Produces bursts of events until stopped, so every run of the job has records arriving
+    while it is killed; `produced` counts them (ids 0..produced-1)."""
+
+    def __init__(self, servers: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.servers, self.topic = servers, topic
+        self.stop = threading.Event()
+        self.produced = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                produce_events(self.servers, self.topic,
+                               events=sample_events(BURST, start_id=self.produced),
+                               partitions=2, create_topic=self.produced == 0,
+                               key_fn=lambda e: str(e["id"]))  # type: ignore[index]
+                self.produced += BURST
+                self.stop.wait(0.5)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
 
 
 def run_chaos(kafka_broker: str, topic: str, target: Target, work: Path) -> None:
     rng = random.Random(os.environ.get("INGEST_CHAOS_SEED", "14"))
     checkpoint, log = work / "checkpoint", work / "job.log"
-    produced = threading.Event()
-    producer = threading.Thread(target=_produce_live, args=(kafka_broker, topic, produced))
+    producer = LiveProducer(kafka_broker, topic)
     producer.start()
     try:
         for kill in range(KILLS):
@@ -118,8 +126,11 @@ def run_chaos(kafka_broker: str, topic: str, target: Target, work: Path) -> None
             time.sleep(rng.uniform(0.0, 2.5))
             _kill_group(proc)
     finally:
-        producer.join(timeout=120)
-    assert produced.is_set()
+        producer.stop.set()
+        producer.join(timeout=60)
+    assert producer.error is None, producer.error
+    records = producer.produced
+    assert records >= 4 * BURST
 
     final = _start_job(kafka_broker, topic, target, checkpoint, log, available_now=True)
     assert final.wait(timeout=240) == 0, log.read_text()[-4000:]
@@ -128,7 +139,7 @@ def run_chaos(kafka_broker: str, topic: str, target: Target, work: Path) -> None
                        storage_options=target.storage_options or None)
     ids = sorted(table.to_arrow(columns=["id"]).column("id").to_pylist())
     assert len(ids) == len(set(ids)), "a record was written twice"
-    assert ids == list(range(RECORDS)), "a record was lost"
+    assert ids == list(range(records)), "a record was lost"
     with Metastore.open(target.metastore, create=False, read_only=True) as store:
         states = store.write_id_states(target.location)
     assert "open" not in states.values()
