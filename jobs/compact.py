@@ -7,8 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 
 
@@ -41,18 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    from pyspark.sql import SparkSession
-
     from ingest.spark.compact_job import compact_on_executors
+    from ingest.spark.session import job_session
 
-    builder = SparkSession.builder.appName(f"compact {args.table}")
-    if args.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
-        builder = builder.master(args.master or "local[2]").config("spark.ui.enabled", "false")
-    spark = builder.getOrCreate()
+    spark = job_session(f"compact {args.table}", args.master)
     try:
         done = compact_on_executors(spark, args.table, kind=args.kind or "major",
                                     partitions=args.partition, metastore_url=args.metastore,

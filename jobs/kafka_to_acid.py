@@ -7,8 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 
 
@@ -26,18 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    from pyspark.sql import SparkSession
-
     from ingest.spark.job import run_stream
+    from ingest.spark.session import job_session
 
-    builder = SparkSession.builder.appName(f"kafka_to_acid {options.topic}")
-    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
-        builder = builder.master(master or "local[2]").config("spark.ui.enabled", "false")
-    spark = builder.getOrCreate()
+    spark = job_session(f"kafka_to_acid {options.topic}", master)
     try:
         summary = run_stream(spark, options)
     except IngestError as e:

@@ -1,0 +1,30 @@
+"""The SparkSession a spark-submit entry point (`jobs/*.py`) runs in."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def job_session(app_name: str, master: str | None) -> SparkSession:
+    """Under spark-submit, the session spark-submit configured (unless `master` is given);
+    run as a plain script, a local one (`master`, default local[2]) without the UI.
+
+    Python workers use this interpreter unless PYSPARK_PYTHON says otherwise, and the job's
+    log lines go to stderr with their time.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
+        builder = builder.master(master or "local[2]").config("spark.ui.enabled", "false")
+    return builder.getOrCreate()
