@@ -81,6 +81,21 @@ def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
     return json.loads(out)
 
 
+def three_loads_and_a_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                             *create_args: str) -> str:
+    """`ingest create` (id BIGINT, value STRING; `create_args` added), three loads of ten rows
+    and one delete of four: a table of three deltas and a delete delta. Returns its location."""
+    location = str(tmp_path / "wh" / "events")
+    ok_json(["create", location, "--schema", "id BIGINT, value STRING", *create_args], capsys)
+    for k in range(3):
+        src = tmp_path / f"in{k}.jsonl"
+        src.write_text("".join(json.dumps({"id": i, "value": f"v{i}"}) + "\n"
+                               for i in range(k * 10, k * 10 + 10)))
+        ok_json(["load", location, "--input", str(src)], capsys)
+    ok_json(["delete", location, "--where", "id < 3 OR id = 25"], capsys)
+    return location
+
+
 def error_json(args: list[str], capsys: pytest.CaptureFixture[str], code: int) -> dict:
     """`ingest ARGS --json` that must fail with `code`: stdout empty, the error from stderr."""
     got, out, err = run_cli([*args, "--json"], capsys)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ok_json
+from support import ok_json, three_loads_and_a_delete
 from support import run_cli as cli
 
 from ingest.acid.compaction import TEMP_PREFIX
@@ -21,7 +21,6 @@ from ingest.txn import find_metastore_for
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
-DDL = "id BIGINT, value STRING"
 # (crash point, kind): every point, each with the kind that reaches it; minor compaction of a
 # range holding inserts and deletes renames twice.
 POINTS = [
@@ -55,14 +54,7 @@ def compact_killed(location: str, kind: str, point: str) -> subprocess.Completed
 @pytest.mark.parametrize(("point", "kind"), POINTS)
 def test_sigkill_during_compaction(point: str, kind: str, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    location = str(tmp_path / "wh" / "events")
-    ok_json(["create", location, "--schema", DDL], capsys)
-    for k in range(3):
-        src = tmp_path / f"in{k}.jsonl"
-        src.write_text("".join(json.dumps({"id": i, "value": f"v{i}"}) + "\n"
-                               for i in range(k * 10, k * 10 + 10)))
-        ok_json(["load", location, "--input", str(src)], capsys)
-    ok_json(["delete", location, "--where", "id < 3 OR id = 25"], capsys)
+    location = three_loads_and_a_delete(tmp_path, capsys)
     before = keyed(location)
     assert len(before) == 26
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import error_json, ok_json
+from support import error_json, ok_json, three_loads_and_a_delete
 from support import run_cli as cli
 
 import ingest
@@ -27,16 +27,8 @@ DDL = "id BIGINT, value STRING"
 def make_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], *,
                suffix: bool = True) -> str:
     """Three loads of ten rows and one delete: three deltas and a delete delta."""
-    location = str(tmp_path / "wh" / "events")
     props = ["--property", f"{VISIBILITY_PROPERTY}=TRUE"] if suffix else []
-    ok_json(["create", location, "--schema", DDL, *props], capsys)
-    for k in range(3):
-        src = tmp_path / f"in{k}.jsonl"
-        src.write_text("".join(json.dumps({"id": i, "value": f"v{i}"}) + "\n"
-                               for i in range(k * 10, k * 10 + 10)))
-        ok_json(["load", location, "--input", str(src)], capsys)
-    ok_json(["delete", location, "--where", "id < 3 OR id = 25"], capsys)
-    return location
+    return three_loads_and_a_delete(tmp_path, capsys, *props)
 
 
 def rows(location: str) -> list[tuple[object, ...]]:
