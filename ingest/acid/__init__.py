@@ -32,6 +32,7 @@ from ingest.acid.names import (
     write_acid_version_file,
 )
 from ingest.acid.predicate import Predicate, parse_predicate, parse_where
+from ingest.acid.read_view import ReadView
 from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table, rollback_file
 from ingest.acid.schema import parse_schema, to_ddl
 from ingest.acid.side_file import last_flush_length, read_flush_lengths, side_file_path
@@ -72,6 +73,7 @@ __all__ = [
     "Partition",
     "PartitionStatus",
     "Predicate",
+    "ReadView",
     "RecoveryReport",
     "TableLayout",
     "UnverifiedSnapshotWarning",

@@ -132,16 +132,28 @@ class ReaderRegistry(TransactionStore):
             TableNotFoundError: no such table.
             MetastoreError: the database failed.
         """
+        with self.leased_snapshot(table, agent=agent, heartbeat_s=heartbeat_s) as (_, snapshot):
+            yield snapshot
+
+    @contextmanager
+    def leased_snapshot(
+        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S
+    ) -> Iterator[tuple[int | None, ValidWriteIdList]]:
+        """`reading`, also yielding the lease's reader id (None when unregistered).
+
+        Raises:
+            See `reading`.
+        """
         reader_id, snapshot = self._register(table, agent)
         if reader_id is None:
-            yield snapshot
+            yield None, snapshot
             return
         stop = threading.Event()
         beat = threading.Thread(target=self._beat_until, args=(reader_id, stop, heartbeat_s),
                                 name="ingest-reader-heartbeat", daemon=True)
         beat.start()
         try:
-            yield snapshot
+            yield reader_id, snapshot
         finally:
             stop.set()
             beat.join()

@@ -10,10 +10,12 @@ transaction lifecycle (`_lifecycle`), registered readers (`readers`), the compac
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 
+from ingest.acid.read_view import ReadView
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn._db import MEMORY_URL, TABLE_COLUMNS, TableRef, table_from_row, table_key
@@ -34,7 +36,7 @@ from ingest.txn.model import (
     TransactionInfo,
     TxnState,
 )
-from ingest.txn.readers import ReaderRegistry, valid_write_ids
+from ingest.txn.readers import READER_HEARTBEAT_S, ReaderRegistry, valid_write_ids
 
 
 class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
@@ -185,6 +187,31 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
         """
         with self._translate("read a snapshot"), self._read() as c:
             return valid_write_ids(c, self._resolve(c, table))
+
+    @contextmanager
+    def read_view(
+        self, table: TableRef, *, agent: str, snapshot: ValidWriteIdList | None = None,
+        heartbeat_s: float = READER_HEARTBEAT_S,
+    ) -> Iterator[ReadView]:
+        """The table as of its committed snapshot, leased until the block ends.
+
+        The one call every reader makes: the snapshot and its lease are one write transaction
+        (`leased_snapshot`), the manifest is read before it and the compactor's visibility
+        after it (a compaction committed in between only adds an output the snapshot's own
+        write-id checks accept, and the lease keeps its inputs either way). With `snapshot`
+        given (a caller's own, e.g. an older one), that snapshot is used unleased.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the database failed.
+        """
+        name = self.get_table(table).name
+        committed = self.committed_files(name)
+        if snapshot is not None:
+            yield ReadView(name, snapshot, committed, self.compactor_visibility(name))
+            return
+        with self.leased_snapshot(name, agent=agent, heartbeat_s=heartbeat_s) as (lease, taken):
+            yield ReadView(name, taken, committed, self.compactor_visibility(name), lease)
 
     def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
         """Every allocated write id of the table mapped to its transaction's state.
