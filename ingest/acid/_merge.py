@@ -165,6 +165,17 @@ class DataFile:
     first_row_id: int = 0
 
 
+def read_length(fs: fsspec.AbstractFileSystem, path: str, snapshot: ValidWriteIdList) -> int:
+    """The bytes of a bucket file a snapshot reads: its side file's length, or its own
+    footers' when the side file stops below committed rows (with a `SideFileWarning` naming
+    the file)."""
+    length, warning = committed_read_length(
+        fs, path, snapshot.is_valid, lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
+    if warning is not None:
+        warnings.warn(SideFileWarning(warning), stacklevel=3)
+    return length
+
+
 @contextmanager
 def open_bounded(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
                  check_checksums: bool = True, tail: FileTail | None = None,
@@ -495,17 +506,15 @@ class Merger:
                 parts.append(DeleteRegistry.superseding_events(b.filter(keep)))
         return DeleteRegistry(parts)
 
+    def pin_lengths(self, lengths: Mapping[str, int]) -> None:
+        """Read these files (by path) to these lengths: the planner's, checked against the
+        committed-file manifest."""
+        self._lengths.update(lengths)
+
     def _length(self, f: DataFile) -> int:
-        """The side file's length, or the file's own footers' when the side file stops below
-        committed rows (with a warning naming the file), once per file and read."""
+        """The planner's length for the file, else `read_length`'s, once per file and read."""
         if f.path not in self._lengths:
-            snapshot = self.snapshot
-            length, warning = committed_read_length(
-                self.fs, f.path, snapshot.is_valid,
-                lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
-            if warning is not None:
-                warnings.warn(SideFileWarning(warning), stacklevel=2)
-            self._lengths[f.path] = length
+            self._lengths[f.path] = read_length(self.fs, f.path, self.snapshot)
         return self._lengths[f.path]
 
     def _tail(self, f: DataFile) -> tuple[int, FileTail | None]:

@@ -17,12 +17,12 @@ import pyarrow.compute as pc
 
 from ingest.acid import _files
 from ingest.acid._merge import ROW_ID_COLUMN, DataFile
-from ingest.acid.committed import CommittedFiles
 from ingest.acid.conditions import Domain
 from ingest.acid.names import parse_directory
+from ingest.acid.plan import Partition, list_partitions, plan_files
 from ingest.acid.predicate import Predicate, parse_predicate
-from ingest.acid.snapshot import Partition, list_partitions, plan_read, resolve_snapshot
-from ingest.acid.state import VisibleTxn
+from ingest.acid.read_view import ReadView
+from ingest.acid.snapshot import resolve_snapshot, start_merge
 from ingest.acid.writeids import ValidWriteIdList
 
 ALL_ON_DISK = "all-on-disk"
@@ -63,7 +63,7 @@ class SnapshotScan:
     def __init__(
         self,
         path: str,
-        snapshot: SnapshotArg,
+        snapshot: SnapshotArg | ReadView,
         *,
         columns: Sequence[str] | None = None,
         where: str | Predicate | None = None,
@@ -72,26 +72,34 @@ class SnapshotScan:
         row_schema: pa.Schema | None = None,
         limit: int | None = None,
         table: str = "",
-        committed: CommittedFiles | None = None,
-        visible_txn: VisibleTxn | None = None,
+        root: str | None = None,
     ) -> None:
-        """Plan the read; see `scan` for the arguments (`table`, `committed`: see
-        `read_batches`; `visible_txn`: which compactor transactions of `_vT` directories are
-        committed, None: all).
+        """Plan the read; see `scan` for the arguments. `snapshot` may also be a whole
+        `ReadView` (the metastore's: manifest and `_vT` visibility checked by the planner),
+        whose manifest paths are relative to `root` (default: `path`); `table` names the
+        table in a warning.
 
         Raises:
             See `scan`.
         """
         self.fs, self.root = _files.resolve(path, fs)
-        partitions = list_partitions(self.root, fs=self.fs)
-        name = table or self.root.rstrip("/").rsplit("/", 1)[-1]
-        self.snapshot = (_all_on_disk(partitions, name) if snapshot == ALL_ON_DISK
-                         else resolve_snapshot(snapshot, partitions, table=name, stacklevel=3))
+        self.root = self.root.rstrip("/") or "/"
+        if isinstance(snapshot, ReadView):
+            view = snapshot
+        else:
+            name = table or self.root.rsplit("/", 1)[-1]
+            if snapshot == ALL_ON_DISK or snapshot is None:
+                partitions = list_partitions(self.root, fs=self.fs)
+                snapshot = (_all_on_disk(partitions, name) if snapshot == ALL_ON_DISK
+                            else resolve_snapshot(None, partitions, table=name, stacklevel=3))
+            view = ReadView.unchecked(resolve_snapshot(snapshot, ()))
+        self.snapshot = view.snapshot
         self.limit = limit
-        self.stats = ScanStats(partitions=len(partitions))
-        self._merger, plans, row_schema = plan_read(
-            self.fs, self.root, partitions, self.snapshot, with_row_id=with_row_id,
-            row_schema=row_schema, committed=committed, visible_txn=visible_txn)
+        self.plan = plan = plan_files(self.fs, self.root, view, root=root)
+        self.stats = ScanStats(partitions=len(plan.partitions))
+        self._merger, row_schema = start_merge(self.fs, plan, with_row_id=with_row_id,
+                                               row_schema=row_schema)
+        plans = plan.by_partition()
         partition_columns = self._merger.partition_columns
         full = pa.schema(list(row_schema)
                          + [pa.field(c, pa.string()) for c in partition_columns])

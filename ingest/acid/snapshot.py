@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import fsspec
 import pyarrow as pa
-from fsspec.implementations.local import LocalFileSystem
 
 from ingest.acid import _files
 from ingest.acid._merge import (
@@ -29,87 +28,31 @@ from ingest.acid._merge import (
     open_bounded,
 )
 from ingest.acid.bucket_file import readable_length
-from ingest.acid.committed import CommittedFiles, damage_error, size_damage, tail_damage
+from ingest.acid.committed import CommittedFiles
 from ingest.acid.events import ROW_POSITION
 from ingest.acid.names import (
     DEFAULT_PARTITION_NAME,
     is_hidden,
-    is_side_file,
-    parse_bucket_file,
     parse_directory,
-    parse_partition,
 )
+from ingest.acid.plan import (
+    FilePlan,
+    Partition,
+    _bucket_files,
+    list_partitions,
+    plan_files,
+    plan_partition,
+)
+from ingest.acid.read_view import ReadView
 from ingest.acid.side_file import read_flush_lengths
-from ingest.acid.state import AcidState, VisibleTxn, acid_state
+from ingest.acid.state import VisibleTxn, acid_state
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.errors import CorruptFileError, SchemaMismatchError
+from ingest.errors import CorruptFileError
 from ingest.orc import read_tail
 
 
 class UnverifiedSnapshotWarning(UserWarning):
     """A table was read without a snapshot: open or aborted transactions' rows may show."""
-
-
-@dataclass(frozen=True)
-class Partition:
-    """One partition directory (or an unpartitioned table's root).
-
-    Attributes:
-        path: the directory, as the filesystem names it.
-        values: (column, value) pairs from the `col=value` path components, outermost first;
-            Hive's `__HIVE_DEFAULT_PARTITION__` becomes None.
-    """
-
-    path: str
-    values: tuple[tuple[str, str | None], ...] = ()
-    children: tuple[str, ...] = field(default=(), compare=False, repr=False)
-
-
-def list_partitions(
-    path: str, *, fs: fsspec.AbstractFileSystem | None = None
-) -> list[Partition]:
-    """Partition directories at or below `path`, sorted by path.
-
-    A directory holding anything but `col=value` sub-directories (base/delta dirs, original
-    files) is a partition; `col=value` components of `path` itself count as partition values.
-
-    Raises:
-        FileNotFoundError: `path` does not exist (on an object store, where directories do
-            not exist apart from their files, a missing `path` has no partitions instead).
-    """
-    fs, root = _files.resolve(path, fs)
-    root = root.rstrip("/") or "/"
-    if not fs.isdir(root):
-        if not _files.has_directories(fs):
-            # An object store keeps no empty directory: a table or partition without files
-            # has no prefix at all and reads as empty (docs/format.md §23).
-            return []
-        raise FileNotFoundError(f"Cannot read table, directory does not exist: {root}")
-    values: list[tuple[str, str | None]] = []
-    for part in reversed(root.split("/")):
-        kv = parse_partition(part)
-        if kv is None:
-            break
-        values.insert(0, kv)
-    found: list[Partition] = []
-    _walk(fs, root, tuple(values), found)
-    return sorted(found, key=lambda p: p.path)
-
-
-def _walk(fs: fsspec.AbstractFileSystem, directory: str,
-          values: tuple[tuple[str, str | None], ...], found: list[Partition]) -> None:
-    infos = fs.ls(directory, detail=True)
-    names = [str(i["name"]).rstrip("/").rsplit("/", 1)[-1] for i in infos]
-    subdirs = [(n, str(i["name"]).rstrip("/")) for n, i in zip(names, infos, strict=True)
-               if i.get("type") == "directory" and parse_partition(n) is not None]
-    visible = [n for n in names if not is_hidden(n)]
-    if subdirs and len(subdirs) == len(visible):
-        for name, full in sorted(subdirs):
-            kv = parse_partition(name)
-            assert kv is not None
-            _walk(fs, full, (*values, kv), found)
-        return
-    found.append(Partition(directory, values, tuple(names)))
 
 
 def resolve_snapshot(
@@ -158,62 +101,41 @@ def _open_read(
     return fs, root, partitions, snap
 
 
-def plan_partition(
-    fs: fsspec.AbstractFileSystem, partition: Partition, snapshot: ValidWriteIdList, *,
-    visible_txn: VisibleTxn | None = None,
-) -> tuple[AcidState, list[DataFile]]:
-    """The chosen directories of a partition and the files to read, in read order.
+def open_plan(
+    path: str, snapshot: ValidWriteIdList | str | None, fs: fsspec.AbstractFileSystem | None,
+    *, committed: CommittedFiles | None = None, visible_txn: VisibleTxn | None = None,
+    stacklevel: int,
+) -> tuple[fsspec.AbstractFileSystem, FilePlan]:
+    """The filesystem and the checked plan of a read of `path` as of `snapshot` (None: every
+    write id on disk, with a warning), against `committed` when given.
 
-    `visible_txn` says which compactor transactions (the T of a `_vT` directory) are
-    committed; None takes all as committed (see `acid_state`).
+    `stacklevel` is as for `resolve_snapshot`, counted from this function's caller.
 
     Raises:
-        FileNotFoundError: the partition vanished.
-        NotEnoughHistoryError, UnsupportedFormatError, CorruptFileError: see `acid_state`.
+        See `read_batches`.
     """
-    state = acid_state(fs, partition.path, snapshot, visible_txn=visible_txn)
-    files: list[DataFile] = []
-    offsets: dict[int, int] = {}
-    for rel in state.original_files:
-        bucket = _original_bucket_id(rel)
-        full = state.path(rel)
-        files.append(DataFile(full, bucket, "original", None, offsets.get(bucket, 0)))
-        tail_rows = _rows_at_readable_length(fs, full)
-        offsets[bucket] = offsets.get(bucket, 0) + tail_rows
-    dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
-    for d in dirs:
-        kind: FileKind = d.kind
-        for path, bucket in _bucket_files(fs, state.path(d.name)):
-            files.append(DataFile(path, bucket, kind, d))
-    return state, files
+    fs, root = _files.resolve(path, fs)
+    root = root.rstrip("/") or "/"
+    if snapshot is None:
+        table = root.rsplit("/", 1)[-1]
+        snapshot = resolve_snapshot(None, list_partitions(root, fs=fs), table=table,
+                                    stacklevel=stacklevel + 1)
+    snap = resolve_snapshot(snapshot, ())
+    view = ReadView(snap.table, snap, committed.entries if committed is not None else {},
+                    visible_txn)
+    return fs, plan_files(fs, root, view, root=committed.root if committed is not None else None)
 
 
-def _bucket_files(fs: fsspec.AbstractFileSystem, directory: str) -> list[tuple[str, int]]:
-    """(path, bucket id) of the bucket files in a base/delta directory, sorted by name."""
-    found = []
-    for name in sorted(str(n).rstrip("/").rsplit("/", 1)[-1]
-                       for n in fs.ls(directory, detail=False)):
-        if is_hidden(name) or is_side_file(name):
-            continue
-        bucket = parse_bucket_file(name)
-        if bucket is not None:
-            found.append((f"{directory}/{name}", bucket))
-    return found
-
-
-def _original_bucket_id(rel: str) -> int:
-    """`AcidUtils.parseBucketId` for original files: `000001_0` -> 1, `bucket_00001` -> 1."""
-    name = rel.rsplit("/", 1)[-1]
-    bucket = parse_bucket_file(name)
-    if bucket is not None:
-        return bucket
-    head = name.split("_", 1)[0]
-    return int(head) if head.isdigit() and "_" in name else 0
-
-
-def _rows_at_readable_length(fs: fsspec.AbstractFileSystem, path: str) -> int:
-    length = readable_length(fs, path)[0]
-    return read_tail(fs, path, length).number_of_rows if length else 0
+def start_merge(fs: fsspec.AbstractFileSystem, plan: FilePlan, *, with_row_id: bool,
+                row_schema: pa.Schema | None) -> tuple[Merger, pa.Schema]:
+    """The merger of a planned read, its read lengths pinned to the checked ones, and the
+    row schema (`row_schema`, else the newest data file's); the caller picks the columns
+    with `Merger.select`."""
+    reader = Merger(fs, plan.view.snapshot, None, with_row_id, plan.partition_columns)
+    reader.pin_lengths(plan.read_lengths())
+    if row_schema is None:
+        row_schema = _row_schema(fs, [f for t in plan.tasks for f in t.files])
+    return reader, row_schema if row_schema is not None else pa.schema([])
 
 
 def _row_schema(fs: fsspec.AbstractFileSystem, files: Sequence[DataFile]) -> pa.Schema | None:
@@ -290,89 +212,12 @@ def _prepare(
     with_row_id: bool, *, fs: fsspec.AbstractFileSystem | None, row_schema: pa.Schema | None,
     committed: CommittedFiles | None = None, visible_txn: VisibleTxn | None = None,
 ) -> tuple[Merger, list[tuple[Partition, list[DataFile]]]]:
-    fs, root, partitions, snap = _open_read(path, snapshot, fs, stacklevel=3)
-    reader, plans, row_schema = plan_read(fs, root, partitions, snap, with_row_id=with_row_id,
-                                          row_schema=row_schema, committed=committed,
-                                          visible_txn=visible_txn)
+    fs, plan = open_plan(path, snapshot, fs, committed=committed, visible_txn=visible_txn,
+                         stacklevel=3)
+    reader, row_schema = start_merge(fs, plan, with_row_id=with_row_id, row_schema=row_schema)
+    plans = plan.by_partition()
     reader.select(columns, row_schema, [f for _, files in plans for f in files])
     return reader, plans
-
-
-def plan_read(
-    fs: fsspec.AbstractFileSystem, root: str, partitions: Sequence[Partition],
-    snapshot: ValidWriteIdList, *, with_row_id: bool, row_schema: pa.Schema | None,
-    committed: CommittedFiles | None, visible_txn: VisibleTxn | None,
-) -> tuple[Merger, list[tuple[Partition, list[DataFile]]], pa.Schema]:
-    """What every read of a snapshot does before choosing columns: the merger, the files of
-    each partition in read order (checked against `committed` before any is opened for its
-    data), and the row schema (`row_schema`, else the newest data file's). The caller then
-    picks the columns with `Merger.select`.
-
-    Raises:
-        SchemaMismatchError: partitions disagree on their partition columns.
-        NotEnoughHistoryError, CorruptFileError, UnsupportedFormatError: see `read_batches`.
-    """
-    keys = {tuple(k for k, _ in p.values) for p in partitions}
-    if len(keys) > 1:
-        raise SchemaMismatchError(
-            f"Cannot read table {root}: its partition directories use different partition "
-            f"columns: {sorted(keys)}")
-    reader = Merger(fs, snapshot, None, with_row_id, next(iter(keys)) if keys else ())
-    planned = [(p, *plan_partition(fs, p, snapshot, visible_txn=visible_txn))
-               for p in partitions]
-    if committed is not None and len(committed):
-        for _, state, files in planned:
-            check_committed(fs, reader, state, files, committed)
-    plans = [(p, files) for p, _, files in planned]
-    if row_schema is None:
-        row_schema = _row_schema(fs, [f for _, files in plans for f in files])
-    return reader, plans, row_schema if row_schema is not None else pa.schema([])
-
-
-def check_committed(fs: fsspec.AbstractFileSystem, reader: Merger, state: AcidState,
-                     files: Sequence[DataFile], committed: CommittedFiles) -> None:
-    """Refuse a partition whose files differ from what their commits recorded, and read a
-    listed file only up to its committed length when nothing past it is valid here.
-
-    Refused: missing files of the chosen directories, files emptied or cut below their
-    committed length, and (only when the read stops exactly at the committed length: an open
-    transaction batch's file may have grown past it) a tail that hashes differently. In a
-    transaction batch's file, bytes past the committed length belong to its later write ids
-    (a commit of any of them records a new length); when the snapshot holds none of them
-    valid, the read stops at the committed length, whose tail the hash vouches for, instead
-    of at a later footer no commit checked. Uses the read lengths the merge computes anyway,
-    so no file is read twice for the check.
-
-    Raises:
-        CorruptFileError: naming the first such file.
-    """
-    table = (committed.root if isinstance(fs, LocalFileSystem)
-             else fs.unstrip_protocol(committed.root))
-    present = {f.path for f in files}
-    chosen = ([state.base] if state.base is not None else []) + list(state.deltas)
-    for d in chosen:
-        for path, entry in committed.in_directory(state.path(d.name)):
-            if path not in present:
-                damage = size_damage(path, entry, None)
-                assert damage is not None
-                raise damage_error(damage, table=table)
-    for f in files:
-        entry = committed.entry(f.path)
-        if entry is None:
-            continue
-        damage = size_damage(f.path, entry, int(fs.size(f.path)))
-        if damage is not None:
-            raise damage_error(damage, table=table)
-        d = f.directory
-        if (d is not None and d.max_write_id > entry.write_id
-                and not any(reader.snapshot.is_valid(w)
-                            for w in range(entry.write_id + 1, d.max_write_id + 1))):
-            reader._lengths[f.path] = entry.length  # the merge reads this length
-        # Merger._length is cached per file: the read below reuses it.
-        if reader._length(f) == entry.length:
-            damage = tail_damage(fs, f.path, entry)
-            if damage is not None:
-                raise damage_error(damage, table=table)
 
 
 def _stream(reader: Merger, plans: list[tuple[Partition, list[DataFile]]],
@@ -558,8 +403,10 @@ __all__ = [
     "Partition",
     "UnverifiedSnapshotWarning",
     "list_partitions",
+    "open_plan",
     "plan_partition",
     "read_batches",
     "read_table",
     "resolve_snapshot",
+    "start_merge",
 ]

@@ -24,6 +24,7 @@ from ingest.acid.committed import (
 )
 from ingest.acid.compaction import CompactionPlan
 from ingest.acid.names import ParsedDirectory, parse_bucket_file, parse_directory
+from ingest.acid.plan import covers
 from ingest.acid.recovery import FileRecovery, RecoveryReport
 from ingest.table._open import table_fs
 from ingest.table._written import relative_path
@@ -82,15 +83,7 @@ def _covered(fs: fsspec.AbstractFileSystem, path: str,
         names = [str(p).rstrip("/").rsplit("/", 1)[-1]
                  for p in (fs.ls(partition, detail=False) if fs.isdir(partition) else [])]
         listed[partition] = [d for d in map(parse_directory, names) if d is not None]
-    for other in listed[partition]:
-        if other == mine:
-            continue
-        if other.is_base and other.max_write_id >= mine.max_write_id:
-            return True
-        if (other.kind == mine.kind and other.min_write_id <= mine.min_write_id
-                and mine.max_write_id <= other.max_write_id):
-            return True
-    return False
+    return any(other != mine and covers(other, mine) for other in listed[partition])
 
 
 def guard_recovery(manifest: CommittedFiles, damage: Mapping[str, Damage],

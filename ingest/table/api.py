@@ -17,16 +17,15 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import has_directories, storage
-from ingest.acid.committed import CommittedFiles
+from ingest.acid.plan import FilePlan, ScanTask
 from ingest.acid.predicate import Predicate, parse_predicate
+from ingest.acid.read_view import ReadView
 from ingest.acid.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
-from ingest.acid.snapshot import Partition, list_partitions
-from ingest.acid.state import VisibleTxn
+from ingest.acid.snapshot import Partition, list_partitions, resolve_snapshot
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, TableNotFoundError
-from ingest.table._committed import table_manifest
 from ingest.table._definition import table_schema
-from ingest.table._open import agent_name
+from ingest.table._open import agent_name, table_fs
 from ingest.table.delete import DeleteResult
 from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
@@ -333,27 +332,21 @@ class Table:
             store.close()
 
     @contextmanager
-    def _read_snapshot(self, snapshot: SnapshotArg
-                       ) -> Iterator[tuple[SnapshotArg, CommittedFiles | None,
-                                           VisibleTxn | None]]:
-        """The snapshot a read uses, the table's committed-file manifest and which compactor
-        transactions are committed (for `_vT` directories), held for as long as the read
-        streams: the metastore's committed snapshot, registered as a reader's so the cleaner
-        keeps what it reads (a lease, docs/invariants.md, 7), unless the caller named one.
-        Without a metastore every `_vT` directory counts as committed."""
+    def _read_view(self, snapshot: SnapshotArg) -> Iterator[ReadView | SnapshotArg]:
+        """What a read uses, held for as long as it streams: with a metastore, its read view
+        (the committed snapshot leased for this reader so the cleaner keeps what it reads,
+        docs/invariants.md, 7; or the caller's own snapshot, checked against the same
+        manifest); without one, the caller's snapshot argument as it is."""
         if self.definition is None:
-            yield snapshot, None, None
+            yield snapshot
             return
-        with self._lease_store() as store:
-            committed = table_manifest(store, self.definition)
-            if snapshot is not None:
-                yield snapshot, committed, store.compactor_visibility(self.definition.name)
-                return
-            with store.reading(self.definition.name, agent=agent_name("read")) as taken:
-                # Read after the snapshot: a compaction committed in between only adds an
-                # output the snapshot's own write-id checks accept, and the lease keeps its
-                # inputs for this reader either way.
-                yield taken, committed, store.compactor_visibility(self.definition.name)
+        given = None
+        if snapshot is not None:
+            given = (all_on_disk(self._path, fs=self._fs, table=self.definition.name)
+                     if snapshot == ALL_ON_DISK else resolve_snapshot(snapshot, ()))
+        with self._lease_store() as store, store.read_view(
+                self.definition.name, agent=agent_name("read"), snapshot=given) as view:
+            yield view
 
     @contextmanager
     def _lease_store(self) -> Iterator[Metastore]:
@@ -399,15 +392,25 @@ class TableScan:
         as the block runs.
         """
         t = self.table
-        with t._read_snapshot(self.snapshot) as (snapshot, committed, visible):
+        with t._read_view(self.snapshot) as view:
             scan = SnapshotScan(
-                t._path, snapshot, columns=self.columns, where=self.where,
+                t._path, view, columns=self.columns, where=self.where,
                 with_row_id=self.with_row_id, fs=t._fs, limit=self.limit,
                 row_schema=t.definition.row_schema if t.definition is not None else None,
                 table=t.definition.name if t.definition is not None else "",
-                committed=committed, visible_txn=visible)
+                root=table_fs(t.definition)[1] if t.definition is not None else None)
             self.stats = scan.stats
             yield scan
+
+    def plan_files(self) -> FilePlan:
+        """Take the read view and plan the read: its scan tasks, each a partition's bucket
+        with its files, checked against the committed-file manifest; no row is read.
+
+        Raises:
+            See `to_batches`.
+        """
+        with self._open() as scan:
+            return scan.plan
 
     def plan(self) -> ScanPlan:
         """Take a snapshot and plan the read without reading row data.
@@ -451,5 +454,5 @@ class TableScan:
         return self.to_arrow().to_pandas()
 
 
-__all__ = ["Commit", "MetastoreArg", "OffsetRange", "ScanPlan", "ScanStats", "Table",
-           "TableScan", "open_table"]
+__all__ = ["Commit", "FilePlan", "MetastoreArg", "OffsetRange", "ScanPlan", "ScanStats",
+           "ScanTask", "Table", "TableScan", "open_table"]

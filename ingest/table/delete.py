@@ -19,7 +19,7 @@ from ingest.acid.committed import CommittedFiles
 from ingest.acid.events import BUCKET, ORIGINAL_TRANSACTION, ROW_ID
 from ingest.acid.names import decode_bucket_property, format_delta
 from ingest.acid.predicate import Predicate, parse_predicate
-from ingest.acid.snapshot import ROW_ID_COLUMN, list_partitions, read_table
+from ingest.acid.snapshot import ROW_ID_COLUMN, open_plan, start_merge
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.acid.writer import Compression
 from ingest.table._committed import table_manifest
@@ -117,11 +117,18 @@ def delete(
 def _matching_keys(fs: fsspec.AbstractFileSystem, root: str, predicate: Predicate,
                    snapshot: ValidWriteIdList, manifest: CommittedFiles,
                    ) -> Iterator[tuple[str, pa.Table]]:
-    """(partition path relative to root, keys of matching rows) per partition with matches."""
-    for partition in list_partitions(root, fs=fs):
-        # All columns: with no data file yet the reader cannot type a column subset.
-        table = read_table(partition.path, snapshot, with_row_id=True, fs=fs,
-                           committed=manifest)
+    """(partition path relative to root, keys of matching rows) per partition with matches.
+
+    The whole table is planned and checked against the manifest before any key is found, so
+    a damaged or missing committed file fails the delete before it writes anything."""
+    fs, plan = open_plan(root, snapshot, fs, committed=manifest, stacklevel=2)
+    # All columns: with no data file yet the reader cannot type a column subset.
+    merger, row_schema = start_merge(fs, plan, with_row_id=True, row_schema=None)
+    parts = plan.by_partition()
+    merger.select(None, row_schema, [f for _, files in parts for f in files])
+    for partition, files in parts:
+        table = pa.Table.from_batches(
+            list(merger.partition_batches(dict(partition.values), files)), schema=merger.schema)
         if table.num_rows == 0:
             continue
         matched = table.filter(predicate.expression)
