@@ -44,7 +44,7 @@ def register_metastore(scheme: str, backend: str | type[Metastore], *,
             module needs, named when importing it fails for a missing package.
 
     Raises:
-        ConfigError: the scheme is empty or contains "://", or `backend` is a string without
+        ConfigError: the scheme is empty or contains ":", or `backend` is a string without
             one ":" between a module and a class name.
     """
     if not scheme or "://" in scheme or ":" in scheme:
