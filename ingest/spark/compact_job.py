@@ -27,8 +27,13 @@ from ingest.table._definition import uses_visibility_suffix
 from ingest.table._open import agent_name
 from ingest.table.compact import agent_alive, heartbeating
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
-from ingest.txn import Metastore, TableDefinition, Transaction, default_metastore_url
-from ingest.txn.compactions import CompactorVisibility
+from ingest.txn import (
+    CompactorVisibility,
+    Metastore,
+    TableDefinition,
+    Transaction,
+    default_metastore_url,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

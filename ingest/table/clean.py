@@ -31,7 +31,6 @@ from ingest.table._open import MetastoreRef, open_table, table_fs
 from ingest.table._written import relative_path
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import CompactionInfo, Metastore, ReaderInfo, TableDefinition
-from ingest.txn.manifest import MANIFEST_VERSION
 
 
 @dataclass(frozen=True)
@@ -242,7 +241,7 @@ def _forgetter(store: Metastore, defn: TableDefinition,
                root: str) -> Callable[[Candidate], None]:
     """Drops a candidate's committed-file manifest entries (docs/format.md §20)."""
     def forget(c: Candidate) -> None:
-        if store.schema_version >= MANIFEST_VERSION:
+        if store.capabilities.committed_files:
             store.forget_committed_files(defn, [relative_path(root, p) for p, _ in c.files])
     return forget
 

@@ -42,13 +42,13 @@ from ingest.table._open import MetastoreRef, _check_root, agent_name, open_table
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import (
     CompactionInfo,
+    CompactorVisibility,
     Metastore,
     TableDefinition,
     Transaction,
     find_metastore_for,
     normalize_location,
 )
-from ingest.txn.compactions import CompactorVisibility
 
 CompactMode = Literal["major", "minor", "auto"]
 # How often a running compaction heartbeats its transaction; a compactor silent for

@@ -7,7 +7,6 @@ streaming job share. Knows the metastore's public interface and schema DDL; writ
 from __future__ import annotations
 
 import errno
-import os
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -190,11 +189,9 @@ def _registered(metastore: MetastoreRef, location: str) -> TableDefinition | Non
     or cannot be read (creating the table reports that)."""
     if isinstance(metastore, Metastore):
         return metastore.find_table(location)
-    url = metastore or default_metastore_url(location)
-    if url.startswith("sqlite:///") and not os.path.isfile(url[len("sqlite://"):]):
-        return None
     try:
-        with Metastore.open(url, read_only=True) as store:
+        with Metastore.open(metastore or default_metastore_url(location),
+                            read_only=True) as store:
             return store.find_table(location)
     except IngestError:
         return None

@@ -1,21 +1,27 @@
-"""The transaction store (Hive's metastore in miniature): tables, transactions, write ids.
+"""The metastore (Hive's in miniature): tables, transactions, write ids, snapshots.
 
 Hands out write ids and snapshots as `ingest.acid.ValidWriteIdList`; never reads ORC bytes
-and performs no table operation (those are `ingest.table`'s). The default store is one
-SQLite file per warehouse directory (see `placement`); a PostgreSQL database serves several
-hosts.
+and performs no table operation (those are `ingest.table`'s). `Metastore` is the interface;
+`Metastore.open(url)` picks its implementation by the URL's scheme (`register_metastore`).
+The default is one SQLite file per warehouse directory (see `placement`); a PostgreSQL
+database serves several hosts. Other layers import only the names below.
 """
 
 from ingest.acid.committed import CommittedFile
-from ingest.txn._connect import redact_url
-from ingest.txn.compactions import CompactionInfo
 from ingest.txn.errors import MetastoreError
 from ingest.txn.locations import normalize_location
+from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore
 from ingest.txn.model import (
     TXN_STATES,
+    CompactionInfo,
+    CompactionState,
+    CompactorVisibility,
+    MetastoreCapabilities,
     OffsetRange,
+    ReaderInfo,
     SinkProgress,
     TableDefinition,
+    TableRef,
     Transaction,
     TransactionInfo,
     TxnState,
@@ -27,17 +33,19 @@ from ingest.txn.placement import (
     find_metastore_for,
     use_metastore,
 )
-from ingest.txn.readers import READER_HEARTBEAT_S, ReaderInfo
-from ingest.txn.store import MEMORY_URL, Metastore, TableRef
+from ingest.txn.registry import MEMORY_URL, redact_url, register_metastore, supported_schemes
 
 __all__ = [
     "MEMORY_URL",
     "METASTORE_FILENAME",
-    "CompactionInfo",
     "READER_HEARTBEAT_S",
     "TXN_STATES",
     "CommittedFile",
+    "CompactionInfo",
+    "CompactionState",
+    "CompactorVisibility",
     "Metastore",
+    "MetastoreCapabilities",
     "MetastoreError",
     "OffsetRange",
     "ReaderInfo",
@@ -47,10 +55,12 @@ __all__ = [
     "Transaction",
     "TransactionInfo",
     "TxnState",
-    "default_metastore_url",
     "chosen_metastore",
+    "default_metastore_url",
     "find_metastore_for",
-    "use_metastore",
     "normalize_location",
     "redact_url",
+    "register_metastore",
+    "supported_schemes",
+    "use_metastore",
 ]

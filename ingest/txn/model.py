@@ -1,7 +1,9 @@
-"""Plain values the transaction store hands out: table definitions, transactions, progress.
+"""Plain values the metastore hands out: table definitions, transactions, progress, readers
+and compactions, whatever backend holds them.
 
 Mirrors the metastore's `Table` (with `transactional=true`, `bucketing_version=2` as Hive's
-full-ACID tables carry), `TxnInfo` and the Hive Streaming API's agent info. Knows no SQL.
+full-ACID tables carry), `TxnInfo`, `ShowCompactResponseElement` and the Hive Streaming API's
+agent info. Knows no SQL.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Literal, NamedTuple
 
 import pyarrow as pa
 
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, TableNotFoundError
 from ingest.txn.locations import normalize_location
 
 TxnState = Literal["open", "committed", "aborted"]
@@ -165,14 +167,161 @@ class TransactionInfo:
     reason: str | None
 
 
+TableRef = str | TableDefinition
+"""A table given as its definition, its `db.table` name, or its location (path or URL)."""
+
+
+def table_key(table: TableRef) -> tuple[str, str]:
+    """(what, value) identifying a table: ("name", `db.table`) or ("location", a normalised
+    URL); a string with a slash or scheme is a location.
+
+    Raises:
+        ConfigError: a name that is not `table` or `db.table`.
+    """
+    if isinstance(table, TableDefinition):
+        return "name", table.name
+    if "://" in table or "/" in table or table.startswith(("~", "file:")):
+        return "location", normalize_location(table)
+    return "name", qualify_table_name(table)
+
+
+def table_not_found(table: TableRef, location: str) -> TableNotFoundError:
+    """The error for a table the metastore at `location` (as messages name it) lacks."""
+    _, value = table_key(table)
+    return TableNotFoundError(
+        f"Cannot find table {value} in metastore {location}",
+        table=value,
+        hint="create it with `ingest create`, or set INGEST_METASTORE to the metastore "
+        "that holds it",
+    )
+
+
+@dataclass(frozen=True)
+class ReaderInfo:
+    """One registered reader (Hive's MIN_HISTORY_LEVEL row).
+
+    Attributes:
+        reader_id: its lease id.
+        table: the table it reads (`db.table`).
+        agent: who reads, e.g. "host:pid:ingest-cat".
+        min_open_txn: the lowest transaction open when its snapshot was taken, or the next
+            transaction id if none was: every transaction below it had finished.
+        opened_at: registration time (seconds since the epoch).
+        heartbeat_at: its last heartbeat.
+    """
+
+    reader_id: int
+    table: str
+    agent: str
+    min_open_txn: int
+    opened_at: float
+    heartbeat_at: float
+
+
+CompactionState = Literal["working", "ready for cleaning", "succeeded", "failed"]
+
+
+@dataclass(frozen=True)
+class CompactionInfo:
+    """One row of the compaction history, with its transaction's state.
+
+    Attributes:
+        compaction_id: the row's id.
+        table: `db.table`.
+        partition: relative to the table root, "" when unpartitioned.
+        kind: "major" or "minor".
+        state: as recorded: 'working', 'ready for cleaning', 'succeeded' or 'failed'.
+        txn_id: the compactor's transaction.
+        txn_state: that transaction's state now (None if it is missing).
+        agent: who ran the compaction (host:pid:ingest-compact).
+        heartbeat_at: the transaction's last heartbeat.
+        highest_write_id: the compactor snapshot's high watermark, once recorded.
+        started_at, finished_at, cleaned_at: seconds since the epoch.
+        rows: events written.
+        inputs, outputs: directory names, relative to the partition.
+        error: why it failed.
+    """
+
+    compaction_id: int
+    table: str
+    partition: str
+    kind: str
+    state: CompactionState
+    txn_id: int | None
+    txn_state: TxnState | None
+    agent: str
+    heartbeat_at: float | None
+    highest_write_id: int | None
+    started_at: float
+    finished_at: float | None
+    cleaned_at: float | None
+    rows: int | None
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    error: str | None
+
+    @property
+    def abandoned(self) -> bool:
+        """Still 'working' although its transaction has ended: the compactor died (Hive's
+        'attempted'). Its output, if renamed before it died, is in place all the same."""
+        return self.state == "working" and self.txn_state != "open"
+
+
+@dataclass(frozen=True)
+class CompactorVisibility:
+    """Which compactor transactions were committed when it was read: the predicate readers
+    pass as `visible_txn` for `_vT` directories (Hive's `AcidUtils.isDirUsable`).
+
+    Attributes:
+        highest_txn: the highest txn id allocated then; later ones count as not committed.
+        uncommitted: the table's compactor transactions then open or aborted.
+        aborted: those of them aborted (their `_vT` outputs never become visible).
+    """
+
+    highest_txn: int
+    uncommitted: frozenset[int]
+    aborted: frozenset[int]
+
+    def __call__(self, txn_id: int) -> bool:
+        return txn_id <= self.highest_txn and txn_id not in self.uncommitted
+
+
+@dataclass(frozen=True)
+class MetastoreCapabilities:
+    """What an open metastore records beyond tables, transactions and write ids, so callers
+    ask instead of knowing a backend or its schema version.
+
+    Attributes:
+        committed_files: it keeps the committed-file manifest (docs/format.md §20):
+            `record_committed_files` and `forget_committed_files` work; without it
+            `committed_files` is empty and files read as they are.
+        reader_leases: it can register readers (`leased_snapshot` may yield a lease; without
+            it every read is unregistered and `live_readers` is empty).
+        compaction_history: it records compactions (`begin_compaction` works; without it the
+            history is empty).
+    """
+
+    committed_files: bool
+    reader_leases: bool
+    compaction_history: bool
+
+
 __all__ = [
     "REQUIRED_PROPERTIES",
     "TXN_STATES",
+    "CompactionInfo",
+    "CompactionState",
+    "CompactorVisibility",
+    "MetastoreCapabilities",
     "OffsetRange",
+    "ReaderInfo",
     "SinkProgress",
     "TableDefinition",
+    "TableRef",
     "Transaction",
     "TransactionInfo",
     "TxnState",
     "qualify_table_name",
+    "table_key",
+    "table_not_found",
 ]

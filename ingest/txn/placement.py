@@ -15,10 +15,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from ingest.errors import ConfigError, TableNotFoundError
-from ingest.txn._connect import parse_url
 from ingest.txn.locations import ancestors, is_local, local_path, parent_location
+from ingest.txn.metastore import Metastore
 from ingest.txn.model import TableDefinition
-from ingest.txn.store import Metastore
 
 METASTORE_FILENAME = "_ingest_metastore.sqlite"
 ENV_METASTORE = "INGEST_METASTORE"
@@ -112,6 +111,7 @@ def find_metastore_for(path: str, *, read_only: bool = False,
         UnsupportedFormatError: a metastore file was written by a newer ingest.
     """
     tried: list[str] = []
+    searched: list[str] = []  # as messages name them (no password)
     for candidate in ancestors(path):
         url = default_metastore_url(candidate)
         if url in tried:
@@ -123,6 +123,7 @@ def find_metastore_for(path: str, *, read_only: bool = False,
             continue
         tried.append(url)
         store = Metastore.open(url, create=False, read_only=read_only)
+        searched.append(store.location)
         try:
             found = _table_above(store, path)
         except BaseException:
@@ -131,7 +132,7 @@ def find_metastore_for(path: str, *, read_only: bool = False,
         if found is not None:
             return store, found
         store.close()
-    where = ", ".join(parse_url(u).location for u in tried) or "none found"
+    where = ", ".join(searched) or "none found"
     raise TableNotFoundError(
         f"Cannot find an ingest table at or above {path}: no metastore lists one "
         f"(metastores searched: {where})",

@@ -344,3 +344,19 @@ def test_a_metastore_named_with_metastore_that_is_missing_is_an_error_not_a_fall
     code, out, err = run([command[0], table, *command[1:], "--metastore", other], capsys)
     assert (code, out) == (3, "")
     assert f"Cannot find an ingest table at or above {table}" in err
+
+
+@pytest.mark.parametrize("command", [["status"], ["cat"], ["create", "--schema", "id BIGINT"]])
+def test_a_metastore_url_of_an_unknown_scheme_is_a_usage_error(
+        warehouse: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    table = str(warehouse / "events")
+    if command[0] != "create":
+        ok_json(["create", table, "--schema", "id BIGINT"], capsys)
+    error = error_json([command[0], table, *command[1:], "--metastore",
+                        "mysql://admin:pw-xyz@db.example/metastore"], capsys, 2)
+    assert error["type"] == "ConfigError"
+    assert error["message"] == (
+        "Cannot open metastore 'mysql://db.example/metastore': scheme 'mysql://' is not "
+        "supported; supported schemes: postgres://, postgresql://, postgresql+psycopg://, "
+        "sqlite://")
+    assert "pw-xyz" not in json.dumps(error)

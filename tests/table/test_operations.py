@@ -30,6 +30,7 @@ from ingest.table import (
     partition_path,
 )
 from ingest.txn import METASTORE_FILENAME, Metastore, MetastoreError, default_metastore_url
+from ingest.txn.registry import backend_for
 
 DDL = "id BIGINT, value STRING, dt STRING"
 
@@ -230,13 +231,14 @@ def test_a_failure_mid_load_removes_every_file_and_aborts(
 
 
 def test_a_lost_commit_removes_the_files(table: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Metastore.commit
+    backend = backend_for(default_metastore_url(table))  # the table's kind of metastore
+    original = backend.commit
 
     def commit_after_timeout(self: Metastore, txn, **kwargs) -> None:  # noqa: ANN001
         self.abort(txn, reason="timed out (simulated)")
         original(self, txn, **kwargs)
 
-    monkeypatch.setattr(Metastore, "commit", commit_after_timeout)
+    monkeypatch.setattr(backend, "commit", commit_after_timeout)
     with pytest.raises(CommitConflictError, match="it is aborted"):
         load(table, rows(5))
     assert acid_dirs(Path(table)) == []

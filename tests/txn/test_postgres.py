@@ -18,8 +18,8 @@ from pg_server import PG_PASSWORD, PgServer
 
 from ingest.errors import UnsupportedFormatError
 from ingest.txn import Metastore, MetastoreError, TableDefinition
-from ingest.txn._connect import WRITE_LOCK_KEY
-from ingest.txn._schema import SCHEMA_VERSION, VERSION_TABLES, meta, metadata
+from ingest.txn.sql._connect import WRITE_LOCK_KEY
+from ingest.txn.sql._schema import SCHEMA_VERSION, VERSION_TABLES, meta, metadata
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -202,13 +202,13 @@ def test_writes_wait_for_the_write_lock(pg_url: str) -> None:
     with Metastore.open(pg_url) as store, Metastore.open(pg_url) as other:
         store.create_table(TableDefinition("default.t", "/x/t", SCHEMA))
         got: list[int] = []
-        with store._write():
+        with store._db.write():
             thread = threading.Thread(
                 target=lambda: got.append(other.open_transaction("default.t").write_id))
             thread.start()
             time.sleep(0.3)
             assert got == []  # waiting for the lock
-            store._take_write_ids(store._conn, "default.t", 5)  # type: ignore[arg-type]
+            store._transactions._take_write_ids(store._db._conn, "default.t", 5)  # type: ignore[arg-type]
         thread.join(10)
         assert got == [6]
 

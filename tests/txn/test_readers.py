@@ -14,11 +14,11 @@ import pytest
 import sqlalchemy as sa
 
 from ingest.txn import Metastore, TableDefinition
-from ingest.txn._schema import readers
+from ingest.txn.sql._schema import readers
 
 
 def registrations(store: Metastore) -> list[tuple[int, str, int]]:
-    with store._read() as c:
+    with store._db.read() as c:
         return [tuple(r) for r in c.execute(
             sa.select(readers.c.min_open_txn, readers.c.agent, readers.c.reader_id)
             .order_by(readers.c.reader_id))]
@@ -58,7 +58,7 @@ def test_registrations_heartbeat_and_dead_ones_are_ignored_then_forgotten(
             time.sleep(0.01)
         assert store.live_readers(events, timeout_s=1)[0].heartbeat_at == opened + 100
     # A reader that died without unregistering: only its row is left.
-    with store._write() as c:
+    with store._db.write() as c:
         c.execute(sa.insert(readers).values(table_name="default.events", agent="dead",
                                             min_open_txn=1, opened_at=clock.now,
                                             heartbeat_at=clock.now))

@@ -138,7 +138,7 @@ def _tables(path: Path) -> set[str]:
 
 def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path,
                                                          legacy_sqlite) -> None:
-    from ingest.txn._schema import SCHEMA_VERSION
+    from ingest.txn.sql._schema import SCHEMA_VERSION
 
     path = tmp_path / "v1.sqlite"
     legacy_sqlite(path, 1)

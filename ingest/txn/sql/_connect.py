@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy.pool import NullPool, StaticPool
 
 from ingest.errors import ConfigError
+from ingest.txn.registry import strip_userinfo
 
-MEMORY_URL = "sqlite://:memory:"
 CONNECT_TIMEOUT_S = 10
 """How long a PostgreSQL connection attempt waits; `?connect_timeout=S` in the URL overrides."""
 
@@ -66,7 +66,7 @@ def parse_url(url: str) -> Target:
             parsed = sa.make_url(url)
         except (sa.exc.ArgumentError, ValueError) as e:
             raise ConfigError(
-                f"Cannot open metastore {_without_userinfo(url)}: not a valid PostgreSQL URL",
+                f"Cannot open metastore {strip_userinfo(url)}: not a valid PostgreSQL URL",
                 hint="write postgresql://USER@HOST:PORT/DATABASE (a port is a number; a "
                      "password with '@', ':' or '/' must be percent-encoded)") from e
         if not parsed.database:
@@ -76,7 +76,7 @@ def parse_url(url: str) -> Target:
         return Target(url, _shown(parsed), "postgresql",
                       engine_url=parsed.set(drivername="postgresql+psycopg"))
     raise ConfigError(
-        f"Cannot open metastore {_without_userinfo(url)!r}: only sqlite:// and postgresql:// "
+        f"Cannot open metastore {strip_userinfo(url)!r}: only sqlite:// and postgresql:// "
         "URLs are supported",
         hint="use 'sqlite:///absolute/path.sqlite', 'sqlite://:memory:' or "
         "'postgresql://USER@HOST:PORT/DATABASE'",
@@ -107,16 +107,6 @@ def sqlite_path(url: str) -> str:
 _POSTGRESQL_SCHEMES = ("postgresql://", "postgresql+psycopg://", "postgres://")
 
 
-def _without_userinfo(url: str) -> str:
-    """`url` with anything before an '@' of its authority cut out: never a password in a
-    message, whatever the scheme."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    authority, slash, path = rest.partition("/")
-    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
-
-
 def redact_url(url: str) -> str:
     """A metastore URL fit to print: a PostgreSQL URL without its password and query; any
     other URL unchanged.
@@ -126,7 +116,7 @@ def redact_url(url: str) -> str:
     """
     if url.startswith(_POSTGRESQL_SCHEMES):
         return parse_url(url).location
-    return _without_userinfo(url)
+    return strip_userinfo(url)
 
 
 def _shown(url: sa.URL) -> str:
@@ -274,7 +264,6 @@ def empty_description(target: Target) -> str:
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
-    "MEMORY_URL",
     "Target",
     "begin_statements",
     "driver_error",

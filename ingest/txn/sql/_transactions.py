@@ -1,4 +1,4 @@
-"""Transaction lifecycle: open (with write ids), commit, abort, heartbeat, time-outs.
+"""Transaction lifecycle in SQL: open (with write ids), commit, abort, heartbeat, time-outs.
 
 Mirrors Hive's `TxnHandler.openTxns`, `allocateTableWriteIds`, `commitTxn` (here with sink
 progress, Kafka offsets and the committed-file manifest in the same database transaction, as
@@ -8,56 +8,37 @@ Every state change is compare-and-swap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
 
 from ingest.acid.committed import CommittedFile
-from ingest.errors import CommitConflictError, ConfigError, IngestError
+from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
-from ingest.txn._db import SqlStore, TableRef, inserted_id
-from ingest.txn._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
-from ingest.txn.manifest import record_files, require_manifest
-from ingest.txn.model import OffsetRange, SinkProgress, Transaction, TxnState
+from ingest.txn.model import OffsetRange, SinkProgress, TableRef, Transaction, TxnState
+from ingest.txn.sql._database import Database, inserted_id
+from ingest.txn.sql._manifest import Manifest
+from ingest.txn.sql._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
 
 
-class TransactionStore(SqlStore):
-    """The transaction half of `Metastore`; see the module docstring."""
+class Transactions:
+    """The `txns`, `txn_to_write_id`, `sink_progress` and `txn_offsets` writes of one
+    database; a commit records its files through the `Manifest`."""
+
+    def __init__(self, db: Database, manifest: Manifest) -> None:
+        self._db = db
+        self._manifest = manifest
 
     def open_transaction(
         self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = ()
     ) -> Transaction:
-        """Open one transaction and allocate its write id on `table` (and on each of `also`).
-
-        Args:
-            table: the table the transaction writes.
-            agent: who opened it, e.g. "host:pid:sink".
-            also: further tables written in the same transaction (e.g. the dead-letter table);
-                they must live in this metastore.
-
-        Returns:
-            The open transaction with its write ids.
-
-        Raises:
-            TableNotFoundError: a table is not in this metastore.
-            MetastoreError: the database failed.
-        """
+        """See `Metastore.open_transaction`; one write transaction."""
         return self._open(table, 1, agent=agent, also=also)[0]
 
     def allocate_write_ids(
         self, table: TableRef, count: int, *, agent: str = ""
     ) -> list[Transaction]:
-        """Open `count` transactions at once with consecutive write ids W..W+count-1.
-
-        Hive Streaming's transaction batch: each transaction is committed or aborted on its
-        own, and all may write one `delta_W_{W+count-1}` directory.
-
-        Raises:
-            ConfigError: count < 1.
-            TableNotFoundError: no such table.
-            MetastoreError: the database failed.
-        """
+        """See `Metastore.allocate_write_ids`; one write transaction."""
         if count < 1:
             raise ConfigError(f"Cannot allocate {count} write ids: count must be at least 1")
         return self._open(table, count, agent=agent, also=())
@@ -65,14 +46,14 @@ class TransactionStore(SqlStore):
     def _open(
         self, table: TableRef, count: int, *, agent: str, also: Sequence[TableRef]
     ) -> list[Transaction]:
-        with self._translate("open transactions"), self._write() as c:
-            name = self._resolve(c, table)
-            others = [self._resolve(c, t) for t in also]
+        with self._db.translate("open transactions"), self._db.write() as c:
+            name = self._db.resolve(c, table)
+            others = [self._db.resolve(c, t) for t in also]
             if name in others or len(set(others)) != len(others):
                 raise ConfigError(
                     f"Cannot open a transaction on {[name, *others]}: a table is repeated"
                 )
-            now = self._clock()
+            now = self._db.clock()
             first = {n: self._take_write_ids(c, n, count) for n in [name, *others]}
             out = []
             for i in range(count):
@@ -94,19 +75,9 @@ class TransactionStore(SqlStore):
         return first
 
     def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
-        """Add another table to an open transaction (Hive's allocateTableWriteIds).
-
-        Returns:
-            `txn` with the new table's write id in `other_write_ids`; if the transaction
-            already writes the table, its existing write id is kept.
-
-        Raises:
-            TableNotFoundError: no such table.
-            CommitConflictError: the transaction is no longer open.
-            MetastoreError: the database failed.
-        """
-        with self._translate("allocate a write id"), self._write() as c:
-            name = self._resolve(c, table)
+        """See `Metastore.allocate_write_id`; one write transaction."""
+        with self._db.translate("allocate a write id"), self._db.write() as c:
+            name = self._db.resolve(c, table)
             self._require_open(c, txn, "allocate a write id for")
             if name in txn.write_ids:
                 return txn
@@ -130,29 +101,7 @@ class TransactionStore(SqlStore):
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
     ) -> None:
-        """Commit an open transaction, recording sink progress, Kafka offsets and the
-        committed-file manifest atomically.
-
-        Compare-and-swap: the transaction moves from open to committed only if it is still
-        open; the sink's (sink_id, batch_id) may map to one committed write id only.
-
-        Args:
-            txn: the transaction to commit.
-            sink: the streaming sink's micro-batch this commit completes.
-            offsets: the Kafka ranges the transaction's rows came from.
-            files: per table the transaction writes (by name or location), the bucket files
-                it wrote (closed or flushed), each with the transaction's write id of that
-                table; an entry replaces the path's earlier one (docs/format.md §20).
-
-        Raises:
-            CommitConflictError: the transaction is not open (aborted, e.g. by a timeout, or
-                already committed), the sink's batch was already committed, or a file entry
-                would lower a committed length recorded before.
-            ConfigError: an offset range is malformed, or a file entry names a table the
-                transaction does not write, another write id, or a path twice.
-            TableNotFoundError: `files` names an unknown table.
-            MetastoreError: the database failed.
-        """
+        """See `Metastore.commit`: every record in one write transaction."""
         ranges = [OffsetRange(*o) for o in offsets]
         for r in ranges:
             if not 0 <= r.from_offset <= r.until_offset:
@@ -160,7 +109,7 @@ class TransactionStore(SqlStore):
                     f"Cannot commit transaction {txn.txn_id}: offset range {tuple(r)} must "
                     "satisfy 0 <= from_offset <= until_offset"
                 )
-        with self._translate(f"commit transaction {txn.txn_id}"), self._write() as c:
+        with self._db.translate(f"commit transaction {txn.txn_id}"), self._db.write() as c:
             if sink is not None:
                 sink = SinkProgress(*sink)
                 self._check_sink_batch(c, txn, sink)
@@ -181,15 +130,15 @@ class TransactionStore(SqlStore):
                              files: Mapping[str, Iterable[CommittedFile]]) -> None:
         write_ids = txn.write_ids
         for table, entries in files.items():
-            name = self._resolve(c, table)
+            name = self._db.resolve(c, table)
             if name not in write_ids:
                 raise ConfigError(
                     f"Cannot commit transaction {txn.txn_id} with files of {name}: it writes "
                     f"{sorted(write_ids)} only")
             entries = list(entries)
             if entries:
-                require_manifest(self.schema_version, self.location)
-                record_files(c, name, entries, write_id=write_ids[name])
+                self._manifest.require()
+                self._manifest.record(c, name, entries, write_id=write_ids[name])
 
     def _check_sink_batch(
         self, c: sa.Connection, txn: Transaction, sink: SinkProgress
@@ -208,44 +157,25 @@ class TransactionStore(SqlStore):
             )
 
     def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
-        """Abort a transaction; aborting an aborted one does nothing.
-
-        Raises:
-            CommitConflictError: the transaction is already committed.
-            MetastoreError: the database failed.
-        """
-        with self._translate(f"abort transaction {txn.txn_id}"), self._write() as c:
+        """See `Metastore.abort`."""
+        with self._db.translate(f"abort transaction {txn.txn_id}"), self._db.write() as c:
             state = self._state(c, txn)
             if state != "aborted":
                 self._swap_state(c, txn, "aborted", reason, "abort")
 
     def heartbeat(self, txn: Transaction) -> None:
-        """Record that the writer of an open transaction is alive.
-
-        Raises:
-            CommitConflictError: the transaction is no longer open (e.g. it timed out).
-            MetastoreError: the database failed.
-        """
-        with self._translate(f"heartbeat transaction {txn.txn_id}"), self._write() as c:
+        """See `Metastore.heartbeat`; compare-and-swap on the open state."""
+        with self._db.translate(f"heartbeat transaction {txn.txn_id}"), self._db.write() as c:
             cur = c.execute(sa.update(txns)
                             .where(txns.c.txn_id == txn.txn_id, txns.c.state == "open")
-                            .values(heartbeat_at=self._clock()))
+                            .values(heartbeat_at=self._db.clock()))
             if cur.rowcount != 1:
                 raise self._conflict(c, txn, "heartbeat")
 
     def abort_timed_out(self, timeout_s: float) -> list[Transaction]:
-        """Abort every open transaction whose last heartbeat is older than `timeout_s`.
-
-        Hive's `performTimeOuts` (hive.txn.timeout).
-
-        Returns:
-            The transactions aborted, by txn id.
-
-        Raises:
-            MetastoreError: the database failed.
-        """
-        with self._translate("abort timed-out transactions"), self._write() as c:
-            now = self._clock()
+        """See `Metastore.abort_timed_out`; one write transaction."""
+        with self._db.translate("abort timed-out transactions"), self._db.write() as c:
+            now = self._db.clock()
             rows = c.execute(
                 sa.select(txns.c.txn_id, txns.c.heartbeat_at)
                 .where(txns.c.state == "open", txns.c.heartbeat_at < now - timeout_s)
@@ -262,43 +192,11 @@ class TransactionStore(SqlStore):
                 out.append(self._load(c, int(txn_id)))
         return out
 
-    @contextmanager
-    def transaction(
-        self,
-        table: TableRef,
-        *,
-        agent: str = "",
-        also: Sequence[TableRef] = (),
-        sink: SinkProgress | None = None,
-        offsets: Iterable[OffsetRange] = (),
-    ) -> Iterator[Transaction]:
-        """Open a transaction; commit it on a clean exit, abort it if the block raises.
-
-        Example:
-            with store.transaction("default.events", agent="host:1:sink") as txn:
-                write_delta(txn.write_id)
-
-        Raises:
-            CommitConflictError: the commit lost (see `commit`).
-            TableNotFoundError: no such table.
-            MetastoreError: the database failed.
-        """
-        txn = self.open_transaction(table, agent=agent, also=also)
-        try:
-            yield txn
-        except BaseException as e:
-            try:
-                self.abort(txn, reason=f"aborted on error: {type(e).__name__}: {e}")
-            except IngestError as abort_error:
-                e.add_note(f"Also failed to abort transaction {txn.txn_id}: {abort_error}")
-            raise
-        self.commit(txn, sink=sink, offsets=offsets)
-
     def _state(self, c: sa.Connection, txn: Transaction) -> TxnState:
         row = c.execute(sa.select(txns.c.state).where(txns.c.txn_id == txn.txn_id)).first()
         if row is None:
             raise CommitConflictError(
-                f"Transaction {txn.txn_id} does not exist in metastore {self.location}",
+                f"Transaction {txn.txn_id} does not exist in metastore {self._db.location}",
                 hint="it was opened against another metastore",
             )
         state: TxnState = row[0]
@@ -313,7 +211,7 @@ class TransactionStore(SqlStore):
     ) -> None:
         cur = c.execute(sa.update(txns)
                         .where(txns.c.txn_id == txn.txn_id, txns.c.state == "open")
-                        .values(state=to, finished_at=self._clock(), reason=reason))
+                        .values(state=to, finished_at=self._db.clock(), reason=reason))
         if cur.rowcount != 1:
             raise self._conflict(c, txn, action)
 
@@ -354,3 +252,6 @@ def insert_txn(c: sa.Connection, agent: str, now: float) -> int:
     result = c.execute(sa.insert(txns).values(state="open", agent=agent, opened_at=now,
                                               heartbeat_at=now))
     return inserted_id(result)
+
+
+__all__ = ["Transactions", "insert_txn"]

@@ -1,7 +1,7 @@
-"""The compaction history and the compactor's own transactions (Hive's COMPACTION_QUEUE and
-COMPLETED_COMPACTIONS, one row per compaction of one partition).
+"""The compaction history in SQL and the compactor's own transactions (Hive's
+COMPACTION_QUEUE and COMPLETED_COMPACTIONS, one row per compaction of one partition).
 
-A compaction begins as 'working' with a transaction that allocates no write id; one metastore
+A compaction begins as 'working' with a transaction that allocates no write id; one database
 transaction later records its outcome and commits or aborts that transaction together, so
 the row and the transaction never disagree. Knows SQL only; never reads the files.
 """
@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
-from ingest.txn._db import SqlStore, TableRef, inserted_id
-from ingest.txn._lifecycle import insert_txn
-from ingest.txn._schema import compactions, txns
 from ingest.txn.errors import MetastoreError
-from ingest.txn.model import Transaction, TxnState
+from ingest.txn.model import (
+    CompactionInfo,
+    CompactionState,
+    CompactorVisibility,
+    TableRef,
+    Transaction,
+)
+from ingest.txn.sql._database import Database, inserted_id
+from ingest.txn.sql._schema import compactions, txns
+from ingest.txn.sql._transactions import insert_txn
 
-CompactionState = Literal["working", "ready for cleaning", "succeeded", "failed"]
+HISTORY_VERSION = 2  # the schema version that added `compactions`
 
 _c = compactions.c
 _COLUMNS = (
@@ -33,73 +38,16 @@ _COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class CompactionInfo:
-    """One row of the compaction history, with its transaction's state.
+class Compactions:
+    """The `compactions` table of one database, and the compactor transactions in `txns`."""
 
-    Attributes:
-        compaction_id: the row's id.
-        table: `db.table`.
-        partition: relative to the table root, "" when unpartitioned.
-        kind: "major" or "minor".
-        state: as recorded: 'working', 'ready for cleaning', 'succeeded' or 'failed'.
-        txn_id: the compactor's transaction.
-        txn_state: that transaction's state now (None if it is missing).
-        agent: who ran the compaction (host:pid:ingest-compact).
-        heartbeat_at: the transaction's last heartbeat.
-        highest_write_id: the compactor snapshot's high watermark, once recorded.
-        started_at, finished_at, cleaned_at: seconds since the epoch.
-        rows: events written.
-        inputs, outputs: directory names, relative to the partition.
-        error: why it failed.
-    """
-
-    compaction_id: int
-    table: str
-    partition: str
-    kind: str
-    state: CompactionState
-    txn_id: int | None
-    txn_state: TxnState | None
-    agent: str
-    heartbeat_at: float | None
-    highest_write_id: int | None
-    started_at: float
-    finished_at: float | None
-    cleaned_at: float | None
-    rows: int | None
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    error: str | None
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     @property
-    def abandoned(self) -> bool:
-        """Still 'working' although its transaction has ended: the compactor died (Hive's
-        'attempted'). Its output, if renamed before it died, is in place all the same."""
-        return self.state == "working" and self.txn_state != "open"
-
-
-@dataclass(frozen=True)
-class CompactorVisibility:
-    """Which compactor transactions were committed when it was read: the predicate readers
-    pass as `visible_txn` for `_vT` directories (Hive's `AcidUtils.isDirUsable`).
-
-    Attributes:
-        highest_txn: the highest txn id allocated then; later ones count as not committed.
-        uncommitted: the table's compactor transactions then open or aborted.
-        aborted: those of them aborted (their `_vT` outputs never become visible).
-    """
-
-    highest_txn: int
-    uncommitted: frozenset[int]
-    aborted: frozenset[int]
-
-    def __call__(self, txn_id: int) -> bool:
-        return txn_id <= self.highest_txn and txn_id not in self.uncommitted
-
-
-class CompactionStore(SqlStore):
-    """The compaction half of `Metastore`; see the module docstring."""
+    def available(self) -> bool:
+        """The open database has the compaction history."""
+        return self._db.schema_version >= HISTORY_VERSION
 
     def begin_compaction(
         self,
@@ -111,37 +59,15 @@ class CompactionStore(SqlStore):
         stale_after_s: float,
         is_alive: Callable[[str], bool] | None = None,
     ) -> tuple[int, Transaction]:
-        """Open a compactor transaction and record a 'working' compaction of one partition.
-
-        One compaction per partition at a time: the check and the insert share one write
-        transaction. A 'working' row whose transaction ended, went silent for
-        `stale_after_s`, or whose agent `is_alive` says is gone, is marked failed (and its
-        transaction aborted) first, so a crashed compactor never blocks the next one.
-
-        Args:
-            table: the table.
-            partition: the partition relative to the table root ("" when unpartitioned).
-            kind: "major" or "minor".
-            agent: who compacts, e.g. "host:pid:ingest-compact".
-            stale_after_s: heartbeat age after which a working compactor counts as dead.
-            is_alive: whether the process an agent string names still runs (None: assume so).
-
-        Returns:
-            (compaction id, the open compactor transaction; its write_id is 0).
-
-        Raises:
-            ConfigError: kind is neither "major" nor "minor".
-            CommitConflictError: a live compaction of this partition is working.
-            TableNotFoundError: no such table.
-            MetastoreError: the database failed, or it predates the compaction history.
-        """
+        """See `Metastore.begin_compaction`: the check and the insert share one write
+        transaction."""
         if kind not in ("major", "minor"):
             raise ConfigError(f"Cannot record a {kind!r} compaction: kind must be 'major' or "
                               "'minor'")
-        with self._translate("begin a compaction"), self._write() as c:
-            self._require_history(c)
-            name = self._resolve(c, table)
-            now = self._clock()
+        with self._db.translate("begin a compaction"), self._db.write() as c:
+            self._require_history()
+            name = self._db.resolve(c, table)
+            now = self._db.clock()
             for row in self._rows(c, _c.table_name == name, _c.partition == partition,
                                   _c.state == "working"):
                 info = _info(row)
@@ -172,18 +98,10 @@ class CompactionStore(SqlStore):
         inputs: Sequence[str],
         outputs: Sequence[str],
     ) -> None:
-        """Record a compaction whose output is in place ('ready for cleaning') and commit its
-        transaction, atomically.
-
-        Raises:
-            CommitConflictError: the row is no longer 'working' or the transaction no longer
-                open (another compactor took the partition over, or the transaction timed
-                out); the output stays where it is and nothing is recorded.
-            MetastoreError: the database failed.
-        """
-        with self._translate(f"record compaction {compaction_id}"), self._write() as c:
+        """See `Metastore.finish_compaction`; one write transaction."""
+        with self._db.translate(f"record compaction {compaction_id}"), self._db.write() as c:
             self._require_working(c, compaction_id, txn)
-            now = self._clock()
+            now = self._db.clock()
             c.execute(sa.update(compactions).where(_c.compaction_id == compaction_id).values(
                 state="ready for cleaning", finished_at=now, highest_write_id=highest_write_id,
                 rows=rows, inputs=json.dumps(list(inputs)), outputs=json.dumps(list(outputs))))
@@ -192,40 +110,26 @@ class CompactionStore(SqlStore):
                       .values(state="committed", finished_at=now))
 
     def fail_compaction(self, compaction_id: int, txn: Transaction, error: str) -> None:
-        """Record that a compaction failed and abort its transaction; a row that is no longer
-        'working' is left as it is.
-
-        Raises:
-            MetastoreError: the database failed.
-        """
-        with self._translate(f"record compaction {compaction_id}"), self._write() as c:
-            self._end(c, compaction_id, txn.txn_id, "failed", error, self._clock())
+        """See `Metastore.fail_compaction`."""
+        with self._db.translate(f"record compaction {compaction_id}"), self._db.write() as c:
+            self._end(c, compaction_id, txn.txn_id, "failed", error, self._db.clock())
 
     def forget_compaction(self, compaction_id: int, txn: Transaction) -> None:
-        """Remove the row of a compaction that found nothing to do, and abort its transaction.
-
-        Raises:
-            MetastoreError: the database failed.
-        """
-        with self._translate(f"remove compaction {compaction_id}"), self._write() as c:
+        """See `Metastore.forget_compaction`."""
+        with self._db.translate(f"remove compaction {compaction_id}"), self._db.write() as c:
             c.execute(sa.delete(compactions).where(_c.compaction_id == compaction_id,
                                                    _c.state == "working"))
-            _abort_txn(c, txn.txn_id, "nothing to compact", self._clock())
+            _abort_txn(c, txn.txn_id, "nothing to compact", self._db.clock())
 
     def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
-        """Which of the table's compactor transactions are committed now, for readers of
-        `_vT` directories; one read of the compaction history joined to its transactions.
-
-        Raises:
-            TableNotFoundError: no such table.
-            MetastoreError: the database failed.
-        """
-        with self._translate("read compactor transactions"), self._read() as c:
-            name = self._resolve(c, table)
+        """See `Metastore.compactor_visibility`: one read of the history joined to its
+        transactions."""
+        with self._db.translate("read compactor transactions"), self._db.read() as c:
+            name = self._db.resolve(c, table)
             highest = c.execute(
                 sa.select(sa.func.coalesce(sa.func.max(txns.c.txn_id), 0))).scalar_one()
             rows: list[Any] = []
-            if self.schema_version >= 2:
+            if self.available:
                 rows = list(c.execute(
                     sa.select(_c.txn_id, txns.c.state)
                     .join(txns, txns.c.txn_id == _c.txn_id)
@@ -234,30 +138,18 @@ class CompactionStore(SqlStore):
                                    frozenset(int(t) for t, st in rows if st == "aborted"))
 
     def compactions(self, table: TableRef) -> list[CompactionInfo]:
-        """The table's compaction history, oldest first (empty for a metastore read-only at
-        a schema version without one).
-
-        Raises:
-            TableNotFoundError: no such table.
-            MetastoreError: the database failed.
-        """
-        with self._translate("read compactions"), self._read() as c:
-            name = self._resolve(c, table)
-            if self.schema_version < 2:
+        """See `Metastore.compactions`."""
+        with self._db.translate("read compactions"), self._db.read() as c:
+            name = self._db.resolve(c, table)
+            if not self.available:
                 return []
             return [_info(row) for row in self._rows(c, _c.table_name == name)]
 
     def compactions_to_clean(self, table: TableRef) -> list[CompactionInfo]:
-        """Compactions of the table whose output is in place ('ready for cleaning'), with a
-        committed compactor transaction or none: what the cleaner may finish.
-
-        Raises:
-            TableNotFoundError: no such table.
-            MetastoreError: the database failed.
-        """
-        with self._translate("read the compaction history"), self._read() as c:
-            name = self._resolve(c, table)
-            if self.schema_version < 2:
+        """See `Metastore.compactions_to_clean`."""
+        with self._db.translate("read the compaction history"), self._db.read() as c:
+            name = self._db.resolve(c, table)
+            if not self.available:
                 return []
             rows = self._rows(
                 c, _c.table_name == name, _c.state == "ready for cleaning",
@@ -266,28 +158,24 @@ class CompactionStore(SqlStore):
         return [_info(row) for row in rows]
 
     def mark_compactions_cleaned(self, compaction_ids: Iterable[int]) -> None:
-        """Record that the cleaner removed every input of these compactions (state
-        'succeeded', `cleaned_at` now); rows in another state are left alone.
-
-        Raises:
-            MetastoreError: the database failed.
-        """
+        """See `Metastore.mark_compactions_cleaned`."""
         ids = list(compaction_ids)
-        if not ids or self.schema_version < 2:
+        if not ids or not self.available:
             return
-        with self._translate("record cleaned compactions"), self._write() as c:
+        with self._db.translate("record cleaned compactions"), self._db.write() as c:
             c.execute(sa.update(compactions)
                       .where(_c.compaction_id.in_(ids), _c.state == "ready for cleaning")
-                      .values(state="succeeded", cleaned_at=self._clock()))
+                      .values(state="succeeded", cleaned_at=self._db.clock()))
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _require_history(self, c: sa.Connection) -> None:
-        if self.schema_version < 2:
+    def _require_history(self) -> None:
+        if not self.available:
+            db = self._db
             raise MetastoreError(
-                f"Cannot record a compaction in metastore {self.location}: it has schema "
-                f"version {self.schema_version}, without a compaction history",
-                location=self.location, hint="open it writable so ingest upgrades it")
+                f"Cannot record a compaction in metastore {db.location}: it has schema "
+                f"version {db.schema_version}, without a compaction history",
+                location=db.location, hint="open it writable so ingest upgrades it")
 
     @staticmethod
     def _rows(c: sa.Connection, *where: sa.ColumnElement[bool]) -> list[Any]:
@@ -346,4 +234,4 @@ def _gone(info: CompactionInfo, now: float, stale_after_s: float,
     return None
 
 
-__all__ = ["CompactionInfo", "CompactionState", "CompactionStore", "CompactorVisibility"]
+__all__ = ["HISTORY_VERSION", "Compactions"]

@@ -1,0 +1,137 @@
+"""The committed-file manifest in SQL: what each commit recorded about the bucket files it
+wrote.
+
+One row per (table, file path relative to the table root): the committed length, the hash of
+the ORC tail ending there and the events below it (docs/format.md §20). A commit records its
+files in the same database transaction that commits it (`Manifest.record`, called by
+`Transactions.commit`); compaction outputs are recorded on their own. Hive has no such table;
+it keeps invariant 7 of docs/invariants.md checkable. Knows SQL only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import sqlalchemy as sa
+
+from ingest.acid.committed import CommittedFile
+from ingest.errors import CommitConflictError, ConfigError
+from ingest.txn.errors import MetastoreError
+from ingest.txn.model import TableRef
+from ingest.txn.sql._database import Database
+from ingest.txn.sql._schema import committed_files
+
+MANIFEST_VERSION = 2  # the schema version that added `committed_files`
+
+
+class Manifest:
+    """The `committed_files` table of one database."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @property
+    def available(self) -> bool:
+        """The open database has the manifest (a version-1 one opened read-only has not)."""
+        return self._db.schema_version >= MANIFEST_VERSION
+
+    def require(self) -> None:
+        """Refuse to write entries into a metastore that predates the manifest.
+
+        Raises:
+            MetastoreError: the schema version is below MANIFEST_VERSION.
+        """
+        if not self.available:
+            db = self._db
+            raise MetastoreError(
+                f"Cannot record committed files in metastore {db.location}: its schema "
+                f"version {db.schema_version} has no committed-file manifest",
+                location=db.location, hint="open it for writing once: that upgrades it")
+
+    def record(self, c: sa.Connection, table_name: str, files: Iterable[CommittedFile], *,
+               write_id: int | None = None) -> None:
+        """Insert or update the entries of `files`, inside the caller's write transaction.
+
+        An entry is updated only to a length at least the one recorded: a transaction batch's
+        file grows from commit to commit, and a commit that would record less would hide rows
+        an earlier commit promised.
+
+        Args:
+            c: the connection, inside a write transaction (`Database.write`).
+            table_name: the stored table name.
+            files: the entries.
+            write_id: when given, every entry's write id must be this one (a commit's).
+
+        Raises:
+            ConfigError: an entry names another write id than `write_id`, or a path twice.
+            CommitConflictError: an entry would lower a recorded committed length.
+        """
+        seen: set[str] = set()
+        for f in files:
+            if write_id is not None and f.write_id != write_id:
+                raise ConfigError(
+                    f"Cannot record committed file {f.path} of {table_name} with write id "
+                    f"{f.write_id}: the commit is of write id {write_id}")
+            if f.path in seen:
+                raise ConfigError(f"Cannot record committed file {f.path} of {table_name} "
+                                  "twice in one commit")
+            seen.add(f.path)
+            key = (committed_files.c.table_name == table_name, committed_files.c.path == f.path)
+            row = c.execute(sa.select(committed_files.c.length, committed_files.c.write_id)
+                            .where(*key)).first()
+            if row is not None and int(row[0]) > f.length:
+                raise CommitConflictError(
+                    f"Cannot record committed file {f.path} of {table_name} with {f.length:,} "
+                    f"bytes: write id {row[1]} committed it with {int(row[0]):,} bytes, and a "
+                    "commit never lowers a committed length",
+                    hint="the file was cut or rewritten after its commit; abort this "
+                    "transaction and run `ingest verify` on the table")
+            values = {"length": f.length, "tail_hash": f.tail_hash, "rows": f.rows}
+            if row is None:
+                c.execute(sa.insert(committed_files).values(
+                    table_name=table_name, path=f.path, write_id=f.write_id, **values))
+            else:
+                # Under the write lock nobody changes the row between the read above and here.
+                c.execute(sa.update(committed_files).where(*key).values(
+                    write_id=max(int(row[1]), f.write_id), **values))
+
+    def drop_table(self, c: sa.Connection, table_name: str) -> None:
+        """Delete every entry of a table, inside the caller's write transaction (nothing
+        without a manifest)."""
+        if self.available:
+            c.execute(sa.delete(committed_files)
+                      .where(committed_files.c.table_name == table_name))
+
+    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+        """See `Metastore.committed_files`; one read transaction."""
+        db = self._db
+        with db.translate("read committed files"), db.read() as c:
+            name = db.resolve(c, table)
+            if not self.available:
+                return {}
+            f = committed_files.c
+            rows = c.execute(sa.select(f.path, f.write_id, f.length, f.tail_hash, f.rows)
+                             .where(f.table_name == name)).all()
+        return {row[0]: CommittedFile(row[0], int(row[1]), int(row[2]), row[3], int(row[4]))
+                for row in sorted(rows, key=lambda r: r[0])}
+
+    def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
+        """See `Metastore.record_committed_files`; one write transaction."""
+        self.require()
+        db = self._db
+        with db.translate("record committed files"), db.write() as c:
+            self.record(c, db.resolve(c, table), files)
+
+    def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
+        """See `Metastore.forget_committed_files`; one write transaction."""
+        self.require()
+        db = self._db
+        with db.translate("forget committed files"), db.write() as c:
+            name = db.resolve(c, table)
+            f = committed_files.c
+            return sum(c.execute(sa.delete(committed_files)
+                                 .where(f.table_name == name, f.path == p)).rowcount
+                       for p in paths)
+
+
+__all__ = ["MANIFEST_VERSION", "Manifest"]
