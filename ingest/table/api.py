@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MetastoreArg = str | Metastore | Literal[False] | None
-"""None: the metastore `ingest` finds for the location; a `sqlite://` or `postgresql://` URL
-or an open `Metastore` (left open); False: no metastore, read the files as they are on disk."""
+"""None: the metastore `ingest` finds for the location; a metastore URL (`sqlite://`,
+`postgresql://`, ...) or an open `Metastore` (left open); False: no metastore, read the files as they are on disk."""
 
 _NO_METASTORE_HINT = ("pass metastore=False to read the files without a metastore (every "
                       "write id on disk then counts as committed, so rows of open or aborted "
@@ -103,7 +103,7 @@ def open_table(
         finally:
             store.close()
     raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
-                      "sqlite:// or postgresql:// URL, a Metastore, None or False")
+                      "metastore URL, a Metastore, None or False")
 
 
 def _registered(table: Table, storage_options: dict[str, Any] | None) -> Table:
