@@ -8,6 +8,7 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 
 from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
+from ingest.table._written import AbortedWriteRemoval, remove_aborted_writes
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.api import ScanPlan, Table, TableScan, open_table
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
@@ -39,6 +40,7 @@ from ingest.table.verify import (
 
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
+    "AbortedWriteRemoval",
     "AlterResult",
     "CleanReport",
     "Commit",
@@ -77,6 +79,7 @@ __all__ = [
     "partition_path",
     "read_input",
     "recover_table_with_metastore",
+    "remove_aborted_writes",
     "shown_state",
     "split_rows",
     "table_history",
