@@ -19,6 +19,13 @@ from ingest.acid.compaction import (
 )
 from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
 from ingest.acid.file_options import CODECS, parse_codec
+from ingest.acid.layout import (
+    DirectoryStatus,
+    FileStatus,
+    PartitionStatus,
+    TableLayout,
+    describe_table,
+)
 from ingest.acid.names import (
     ParsedDirectory,
     bucket_file_name,
@@ -37,13 +44,8 @@ from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table, ro
 from ingest.acid.schema import parse_schema, to_ddl
 from ingest.acid.side_file import last_flush_length, read_flush_lengths, side_file_path
 from ingest.acid.snapshot import (
-    DirectoryStatus,
-    FileStatus,
     Partition,
-    PartitionStatus,
-    TableLayout,
     UnverifiedSnapshotWarning,
-    describe_table,
     list_partitions,
     read_batches,
     read_table,

@@ -15,7 +15,7 @@ import fsspec
 
 from ingest.acid.compaction import compactor_snapshot
 from ingest.acid.names import is_hidden, parse_directory
-from ingest.acid.state import acid_state
+from ingest.acid.state import VisibleTxn, acid_state
 from ingest.acid.writeids import ValidWriteIdList
 
 Kind = Literal["major", "minor"]
@@ -113,8 +113,17 @@ def decide(backlog: Backlog, thresholds: CompactionThresholds) -> Decision:
 
 
 def measure_backlog(fs: fsspec.AbstractFileSystem, partition_dir: str,
-                    snapshot: ValidWriteIdList) -> Backlog:
+                    snapshot: ValidWriteIdList, *,
+                    visible_txn: VisibleTxn | None = None) -> Backlog:
     """List one partition and size what the compactor snapshot of `snapshot` reads.
+
+    Args:
+        fs: the filesystem holding the table.
+        partition_dir: the partition (or unpartitioned table) directory.
+        snapshot: the table's snapshot; the compactor snapshot is taken from it.
+        visible_txn: whether the compactor transaction T of a `_vT` directory is committed
+            (the metastore's compactor visibility). An output of an open or aborted T is
+            no base or delta here, as for every reader; None takes all as committed.
 
     Raises:
         FileNotFoundError: the partition directory does not exist.
@@ -122,7 +131,7 @@ def measure_backlog(fs: fsspec.AbstractFileSystem, partition_dir: str,
     """
     root = partition_dir.rstrip("/")
     snap = compactor_snapshot(snapshot)
-    state = acid_state(fs, root, snap)
+    state = acid_state(fs, root, snap, visible_txn=visible_txn)
     base_bytes = _bytes(fs, state.path(state.base.name)) if state.base is not None else 0
     if state.base is None:
         base_bytes = sum(_size(fs, state.path(f)) for f in state.original_files)

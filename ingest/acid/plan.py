@@ -129,12 +129,12 @@ def plan_partition(
     dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
     for d in dirs:
         kind: FileKind = d.kind
-        for path, bucket in _bucket_files(fs, state.path(d.name)):
+        for path, bucket in bucket_files(fs, state.path(d.name)):
             files.append(DataFile(path, bucket, kind, d))
     return state, files
 
 
-def _bucket_files(fs: fsspec.AbstractFileSystem, directory: str) -> list[tuple[str, int]]:
+def bucket_files(fs: fsspec.AbstractFileSystem, directory: str) -> list[tuple[str, int]]:
     """(path, bucket id) of the bucket files in a base/delta directory, sorted by name."""
     found = []
     for name in sorted(str(n).rstrip("/").rsplit("/", 1)[-1]
@@ -383,4 +383,4 @@ def _bucket_tasks(partition: Partition, files: Sequence[DataFile],
 
 
 __all__ = ["FilePlan", "Partition", "ScanTask", "covers", "list_partitions", "plan_files",
-           "plan_partition"]
+           "plan_partition", "bucket_files"]

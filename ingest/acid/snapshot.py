@@ -1,9 +1,9 @@
 """Read a Hive ACID table (or one partition) as of a snapshot: Hive's split-update read path.
 
-Finds partitions (`col=value/` directories), runs `acid_state` on each and hands the chosen
-files to `_merge.Merger`, which drops rows of invalid write ids and rows delete events name
-(`AcidUtils.getAcidState` + `VectorizedOrcAcidRowBatchReader`, docs/format.md §10, §11).
-Also describes a table's layout for `ingest status`. Takes the snapshot as a plain
+Plans with the one planner (`plan.plan_files`: partitions, `acid_state` on each, checked
+against the committed-file manifest) and hands the chosen files to `_merge.Merger`, which
+drops rows of invalid write ids and rows delete events name (`AcidUtils.getAcidState` +
+`VectorizedOrcAcidRowBatchReader`, docs/format.md §10, §11). Takes the snapshot as a plain
 `ValidWriteIdList`, and the metastore's committed-file manifest as plain `CommittedFiles`.
 """
 
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 import fsspec
 import pyarrow as pa
@@ -32,23 +30,18 @@ from ingest.acid.committed import CommittedFiles
 from ingest.acid.events import ROW_POSITION
 from ingest.acid.names import (
     DEFAULT_PARTITION_NAME,
-    is_hidden,
     parse_directory,
 )
 from ingest.acid.plan import (
     FilePlan,
     Partition,
-    _bucket_files,
     list_partitions,
     plan_files,
     plan_partition,
 )
 from ingest.acid.read_view import ReadView
-from ingest.acid.side_file import read_flush_lengths
-from ingest.acid.state import VisibleTxn, acid_state
+from ingest.acid.state import VisibleTxn
 from ingest.acid.writeids import ValidWriteIdList
-from ingest.errors import CorruptFileError
-from ingest.orc import read_tail
 
 
 class UnverifiedSnapshotWarning(UserWarning):
@@ -257,144 +250,7 @@ def read_table(
     return pa.Table.from_batches(list(_stream(reader, plans, limit)), schema=reader.schema)
 
 
-# -- layout (`ingest status`) -------------------------------------------------------------------
-
-DirectoryStatusName = Literal["chosen", "obsolete", "aborted", "not_visible", "original"]
-
-
-@dataclass(frozen=True)
-class FileStatus:
-    """One bucket (or original) file: its length, readable length, side file and rows.
-
-    Attributes:
-        rows: events below the readable length (0 when nothing is readable yet).
-        flush_lengths: every complete side-file entry, or None when there is no side file.
-        error: why the file could not be inspected (the rest of the layout is still given).
-    """
-
-    path: str
-    bucket_id: int | None
-    file_length: int
-    readable_length: int
-    flush_lengths: tuple[int, ...] | None
-    rows: int
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class DirectoryStatus:
-    """A base/delta/delete-delta directory (or a partition's original files) and its files.
-
-    `status`: chosen by the snapshot, obsolete (shadowed by a base or a wider delta), aborted
-    (every write id aborted), not_visible (nothing in it is valid yet), or original.
-    """
-
-    name: str
-    kind: FileKind
-    min_write_id: int | None
-    max_write_id: int | None
-    statement_id: int | None
-    status: DirectoryStatusName
-    files: tuple[FileStatus, ...]
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(f.file_length for f in self.files)
-
-    @property
-    def rows(self) -> int:
-        return sum(f.rows for f in self.files)
-
-
-@dataclass(frozen=True)
-class PartitionStatus:
-    path: str
-    values: tuple[tuple[str, str | None], ...]
-    directories: tuple[DirectoryStatus, ...]
-
-
-@dataclass(frozen=True)
-class TableLayout:
-    """What is on disk under a table, judged by one snapshot."""
-
-    path: str
-    snapshot: ValidWriteIdList
-    partitions: tuple[PartitionStatus, ...]
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(d.total_bytes for p in self.partitions for d in p.directories)
-
-    @property
-    def total_rows(self) -> int:
-        """Events in every readable file (inserts and delete events, any directory)."""
-        return sum(d.rows for p in self.partitions for d in p.directories)
-
-    @property
-    def chosen_rows(self) -> int:
-        """Insert events in the directories the snapshot reads (before deletes, validity)."""
-        return sum(d.rows for p in self.partitions for d in p.directories
-                   if d.status in ("chosen", "original") and d.kind != "delete_delta")
-
-
-def describe_table(
-    path: str,
-    snapshot: ValidWriteIdList | str | None = None,
-    *,
-    fs: fsspec.AbstractFileSystem | None = None,
-) -> TableLayout:
-    """Partitions, directories (chosen/obsolete/aborted) and bucket files of a table.
-
-    Reads only file tails and side files, never row data.
-
-    Raises:
-        FileNotFoundError: `path` does not exist.
-        ConfigError: a bad snapshot string.
-        NotEnoughHistoryError, UnsupportedFormatError: see `acid_state`.
-    """
-    fs, root, partitions, snap = _open_read(path, snapshot, fs, stacklevel=2)
-    out = []
-    for p in partitions:
-        state = acid_state(fs, p.path, snap)
-        chosen = {d.name for d in state.deltas} | ({state.base.name} if state.base else set())
-        dirs = []
-        if state.original_files:
-            files = tuple(_file_status(fs, state.path(rel), None) for rel in state.original_files)
-            dirs.append(DirectoryStatus(".", "original", None, None, None, "original", files))
-        for name in sorted(p.children):
-            parsed = parse_directory(name)
-            if parsed is None or is_hidden(name):
-                continue
-            status: DirectoryStatusName = (
-                "chosen" if name in chosen else "obsolete" if name in state.obsolete
-                else "aborted" if name in state.aborted else "not_visible")
-            files = tuple(_file_status(fs, f, b) for f, b in _bucket_files(fs, state.path(name)))
-            dirs.append(DirectoryStatus(name, parsed.kind, parsed.min_write_id,
-                                        parsed.max_write_id, parsed.statement_id, status, files))
-        out.append(PartitionStatus(p.path, p.values, tuple(dirs)))
-    return TableLayout(root, snap, tuple(out))
-
-
-def _file_status(fs: fsspec.AbstractFileSystem, path: str, bucket_id: int | None) -> FileStatus:
-    try:
-        length, size, lengths = readable_length(fs, path)
-        flushes = None if lengths is None else tuple(lengths)
-    except CorruptFileError as e:
-        return FileStatus(path, bucket_id, fs.size(path), 0,
-                          tuple(read_flush_lengths(fs, path) or ()), 0, str(e))
-    try:
-        rows = read_tail(fs, path, length).number_of_rows if length else 0
-    except CorruptFileError as e:
-        return FileStatus(path, bucket_id, size, length, flushes, 0, str(e))
-    return FileStatus(path, bucket_id, size, length, flushes, rows)
-
-
 __all__ = [
-    "DirectoryStatus",
-    "FileStatus",
-    "PartitionStatus",
-    "TableLayout",
-    "describe_table",
     "DEFAULT_PARTITION_NAME",
     "ROW_ID_COLUMN",
     "ROW_ID_TYPE",

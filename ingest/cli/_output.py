@@ -1,4 +1,4 @@
-"""Rendering for the CLI: JSON values for Arrow rows, and progress lines on stderr."""
+"""Rendering for the CLI: JSON values for Arrow rows, and progress and warning lines on stderr."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import base64
 import datetime as dt
 import decimal
 import json
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -92,3 +95,30 @@ def progress(message: str, *, quiet: bool = False) -> None:
     """A progress or summary line: stderr only, so stdout keeps results alone."""
     if not quiet:
         click.echo(message, err=True)
+
+
+@contextmanager
+def warnings_to_stderr() -> Iterator[None]:
+    """Show the warnings raised in the block (e.g. reading without a snapshot) as lines on
+    stderr at its end."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for w in caught:
+                click.echo(f"Warning: {w.message}", err=True)
+
+
+@contextmanager
+def warnings_as_they_come() -> Iterator[None]:
+    """Show warnings as lines on stderr the moment they are raised (the reader raises them
+    while rows stream: before the first row for a read without a snapshot)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _echo_warning
+        yield
+
+
+def _echo_warning(message: Warning | str, *args: object, **kwargs: object) -> None:
+    click.echo(f"Warning: {message}", err=True)

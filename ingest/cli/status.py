@@ -1,34 +1,18 @@
 """`ingest status PATH`: partitions, directories, bucket files, compaction backlog and
-transactions of a table."""
+transactions of a table, rendered from `ingest.table.table_status`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
-from ingest.acid import storage
-from ingest.acid.initiator import (
-    Backlog,
-    CompactionThresholds,
-    Decision,
-    decide,
-    measure_backlog,
-)
-from ingest.acid.snapshot import (
-    DirectoryStatus,
-    FileStatus,
-    PartitionStatus,
-    TableLayout,
-    describe_table,
-)
+from ingest.acid import DirectoryStatus, FileStatus, PartitionStatus
 from ingest.cli._options import metastore_option, storage_option
-from ingest.cli._output import dumps
-from ingest.cli.cat import table_snapshot, warnings_to_stderr
-from ingest.table import compaction_thresholds
+from ingest.cli._output import dumps, warnings_to_stderr
+from ingest.table import PartitionBacklog, StatusTotals, TableStatus, table_status
 from ingest.txn import TransactionInfo
-
-Backlogs = dict[str, tuple[Backlog, Decision]]
 
 
 def _file_json(f: FileStatus) -> dict[str, Any]:
@@ -66,16 +50,9 @@ def _txn_json(t: TransactionInfo) -> dict[str, Any]:
     }
 
 
-def _totals(layout: TableLayout) -> dict[str, int]:
-    dirs = [d for p in layout.partitions for d in p.directories]
-    return {
-        "partitions": len(layout.partitions),
-        "directories": len(dirs),
-        "files": sum(len(d.files) for d in dirs),
-        "bytes": layout.total_bytes,
-        "rows": layout.total_rows,
-        "chosen_rows": layout.chosen_rows,
-    }
+def _totals_json(t: StatusTotals) -> dict[str, int]:
+    return {"partitions": t.partitions, "directories": t.directories, "files": t.files,
+            "bytes": t.bytes, "rows": t.rows, "chosen_rows": t.chosen_rows}
 
 
 def _write_ids(d: DirectoryStatus) -> str:
@@ -86,29 +63,19 @@ def _write_ids(d: DirectoryStatus) -> str:
     return text if d.statement_id is None else f"{text} stmt {d.statement_id}"
 
 
-def _backlogs(path: str, layout: TableLayout,
-              thresholds: CompactionThresholds) -> Backlogs:
-    """Each partition's compaction backlog and what the initiator would do with it."""
-    fs = storage.url_to_fs(path)[0]
-    out: Backlogs = {}
-    for p in layout.partitions:
-        if p.directories:
-            backlog = measure_backlog(fs, p.path, layout.snapshot)
-            out[p.path] = (backlog, decide(backlog, thresholds))
-    return out
-
-
-def _backlog_json(p: PartitionStatus, backlogs: Backlogs) -> dict[str, Any] | None:
+def _backlog_json(p: PartitionStatus,
+                  backlogs: Mapping[str, PartitionBacklog]) -> dict[str, Any] | None:
     if p.path not in backlogs:
         return None
-    b, d = backlogs[p.path]
+    b, d = backlogs[p.path].backlog, backlogs[p.path].decision
     return {"deltas": b.deltas, "delete_deltas": b.delete_deltas, "base": b.base,
             "base_bytes": b.base_bytes, "delta_bytes": b.delta_bytes,
             "aborted_write_ids": b.aborted_write_ids,
             "initiator": {"kind": d.kind, "reason": d.reason}}
 
 
-def _backlog_line(b: Backlog, d: Decision) -> str:
+def _backlog_line(pb: PartitionBacklog) -> str:
+    b, d = pb.backlog, pb.decision
     base = f"base {b.base} {b.base_bytes:,} bytes" if b.base else (
         f"no base ({b.base_bytes:,} bytes of original files)" if b.base_bytes else "no base")
     return (f"  Compaction backlog: {b.deltas} deltas, {b.delete_deltas} delete deltas, "
@@ -116,10 +83,10 @@ def _backlog_line(b: Backlog, d: Decision) -> str:
             f"Initiator: {d.kind or 'nothing'} ({d.reason})")
 
 
-def _render_text(layout: TableLayout, table: str | None, source: str,
-                 txns: list[TransactionInfo], backlogs: Backlogs) -> None:
+def _render_text(status: TableStatus) -> None:
+    layout, table, backlogs = status.layout, status.table, status.backlogs
     click.echo(f"Table     {layout.path}" + (f"  ({table})" if table else ""))
-    click.echo(f"Snapshot  {layout.snapshot}  (from {source})")
+    click.echo(f"Snapshot  {layout.snapshot}  (from {status.snapshot_source})")
     for p in layout.partitions:
         label = "/".join(f"{k}={'<null>' if v is None else v}" for k, v in p.values)
         click.echo("")
@@ -140,20 +107,20 @@ def _render_text(layout: TableLayout, table: str | None, source: str,
                         f"{f.readable_length:,}, {side}, {f.rows:,} rows")
                 click.echo(line + (f"  ERROR: {f.error}" if f.error else ""))
         if p.path in backlogs:
-            click.echo(_backlog_line(*backlogs[p.path]))
+            click.echo(_backlog_line(backlogs[p.path]))
     click.echo("")
     for state in ("open", "aborted"):
-        rows = [t for t in txns if t.state == state]
+        rows = [t for t in status.transactions if t.state == state]
         if rows:
             click.echo(f"{state.capitalize()} transactions:")
             for t in rows:
                 extra = f", reason: {t.reason}" if t.reason else ""
                 click.echo(f"  txn {t.txn_id}  write id {t.write_id}  agent {t.agent or '-'}"
                            f"{extra}")
-    totals = _totals(layout)
-    click.echo(f"Totals: {totals['partitions']} partitions, {totals['directories']} directories, "
-               f"{totals['files']} files, {totals['bytes']:,} bytes, {totals['rows']:,} events "
-               f"({totals['chosen_rows']:,} insert events in chosen directories)")
+    t = status.totals
+    click.echo(f"Totals: {t.partitions} partitions, {t.directories} directories, "
+               f"{t.files} files, {t.bytes:,} bytes, {t.rows:,} events "
+               f"({t.chosen_rows:,} insert events in chosen directories)")
 
 
 @click.command(
@@ -180,30 +147,23 @@ def command(path: str, snapshot: str | None, as_json: bool) -> None:
     backlog (deltas, delete deltas, bytes, aborted write ids) and what `ingest compact
     --auto` would do with it; open and aborted transactions from the metastore; and totals.
     """
-    with table_snapshot(path, snapshot) as (choice, store):
-        with warnings_to_stderr():
-            layout = describe_table(path, choice.snapshot)
-            thresholds = (compaction_thresholds(choice.table) if choice.table is not None
-                          else CompactionThresholds())
-            backlogs = _backlogs(path, layout, thresholds)
-        txns: list[TransactionInfo] = []
-        if store is not None and choice.table is not None:
-            txns = store.transactions(choice.table.name, states=("open", "aborted"))
-    table = choice.table.name if choice.table is not None else None
+    with warnings_to_stderr():
+        status = table_status(path, snapshot=snapshot)
     if not as_json:
-        _render_text(layout, table, choice.source, txns, backlogs)
+        _render_text(status)
         return
+    layout = status.layout
     click.echo(dumps({
         "path": layout.path,
-        "table": table,
+        "table": status.table,
         "snapshot": str(layout.snapshot),
-        "snapshot_source": choice.source,
+        "snapshot_source": status.snapshot_source,
         "partitions": [
             {"path": p.path, "values": dict(p.values),
              "directories": [_directory_json(d) for d in p.directories],
-             "compaction": _backlog_json(p, backlogs)}
+             "compaction": _backlog_json(p, status.backlogs)}
             for p in layout.partitions
         ],
-        "transactions": [_txn_json(t) for t in txns],
-        "totals": _totals(layout),
+        "transactions": [_txn_json(t) for t in status.transactions],
+        "totals": _totals_json(status.totals),
     }))

@@ -65,6 +65,8 @@ class BatchReport:
         tombstones: records without a value, skipped or dead-lettered (on_tombstone).
         on_tombstone: which of the two.
         partition_dirs: the target's partition directories (filesystem paths) it wrote to.
+        dead_letter_dirs: the same for the dead-letter table (its root, when the batch held
+            dead letters).
     """
 
     batch_id: int
@@ -80,6 +82,7 @@ class BatchReport:
     tombstones: int = 0
     on_tombstone: str = "skip"
     partition_dirs: tuple[str, ...] = ()
+    dead_letter_dirs: tuple[str, ...] = ()
 
     def line(self) -> str:
         if self.skipped:
@@ -180,8 +183,13 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
         files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets,
         tombstones=sum(r.rows for r in results if isinstance(r, Tombstones)),
         on_tombstone=plan.options.on_tombstone,
-        partition_dirs=tuple(sorted({f.directory.rsplit("/", 1)[0] for f in files
-                                     if f.target == "table"})))
+        partition_dirs=_partition_dirs(files, "table"),
+        dead_letter_dirs=_partition_dirs(files, "dead_letter"))
+
+
+def _partition_dirs(files: Sequence[FileWritten], target: str) -> tuple[str, ...]:
+    """The partition directories of the delta directories `files` of `target` sit in."""
+    return tuple(sorted({f.directory.rsplit("/", 1)[0] for f in files if f.target == target}))
 
 
 def remove_staging_leftovers(results: Sequence[TaskResult], *, fs: fsspec.AbstractFileSystem,

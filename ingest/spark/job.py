@@ -315,13 +315,16 @@ class RunningStream:
 
 def _then_signal(sink: AcidSink, maintenance: StreamMaintenance) -> Any:
     """The foreachBatch function: the sink's commit, then a signal to the maintenance thread
-    (only the signal runs on the commit path; docs/invariants.md, 8.10)."""
+    (only the signal runs on the commit path; docs/invariants.md, 8.10). The dead-letter
+    table, written in the same transaction, is maintained alike: its partition is compacted
+    when the batch held dead letters, and it is cleaned on every run."""
 
     def write_batch(batch_df: Any, batch_id: int) -> None:
         sink(batch_df, batch_id)
         report = sink.reports[-1]
         if not report.skipped:
             maintenance.committed(sink.table_location, report.partition_dirs)
+            maintenance.committed(sink.dead_letter_location, report.dead_letter_dirs)
 
     return write_batch
 

@@ -3,7 +3,8 @@
 The commit path only records which partitions a micro-batch touched and wakes the thread; the
 thread compacts what the initiator picks (`ingest.table.compact(kind="auto")`, the table's
 compactor thresholds) and cleans at most once per interval, one run at a time. A failed run
-is logged and counted and never fails the stream (docs/invariants.md, 8.10).
+is logged and counted and never fails the stream (docs/invariants.md, 8.10). The job signals
+the target and its dead-letter table alike (`job._then_signal`).
 """
 
 from __future__ import annotations

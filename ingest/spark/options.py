@@ -145,9 +145,10 @@ class StreamOptions:
         DEFAULT_TIMEOUT_MS / 1000, minimum=0, minimum_open=True,
         help="Bound on reaching the broker and on reads.")
     compact: Maintenance = _option("auto", help=(
-        "Compact the partitions the stream writes on a driver thread, never delaying a "
-        "commit: 'auto' compacts what `ingest compact --auto` would (the table's compactor "
-        "thresholds); 'off' leaves it to `ingest compact` or jobs/compact.py."))
+        "Compact the partitions the stream writes (the dead-letter table's too) on a driver "
+        "thread, never delaying a commit: 'auto' compacts what `ingest compact --auto` would "
+        "(each table's compactor thresholds); 'off' leaves it to `ingest compact` or "
+        "jobs/compact.py."))
     clean: Maintenance = _option("auto", help=(
         "After compacting, remove directories no reader needs any more ('off': leave them "
         "to `ingest clean`)."))

@@ -58,12 +58,13 @@ from ingest.spark._sink_batch import (
 from ingest.spark._sink_tasks import TaskPlan
 from ingest.spark.deadletter import dead_letter_location
 from ingest.spark.options import SinkOptions
-from ingest.table import recover_table_with_metastore
+from ingest.table import recover_table_with_metastore, remove_aborted_writes
 from ingest.txn import (
     Metastore,
     SinkProgress,
     TableDefinition,
     Transaction,
+    TransactionInfo,
 )
 from ingest.txn import default_metastore_url as _default_metastore_url
 
@@ -221,27 +222,39 @@ class AcidSink:
                               "partition column are not supported yet")
 
     def _recover(self, store: Metastore) -> None:
-        """Abort what an earlier run of this sink left open (it crashed before committing)."""
+        """Abort what an earlier run of this sink left open (it crashed before committing)
+        and remove the files it left in those write ids' directories (docs/invariants.md,
+        8.1)."""
         assert self._table is not None and self._dead_letter is not None
-        for table, fs, root in ((self._table, self.fs, self.root),
-                                (self._dead_letter, self.dl_fs, self.dl_root)):
-            depth = len(table.partition_columns)
-            aborted = False
+        tables = {t.name: t for t in (self._table, self._dead_letter)}
+        # Listed before any abort: one transaction holds a write id in both tables.
+        left: dict[int, list[TransactionInfo]] = {}
+        for table in tables.values():
             for info in store.transactions(table, states=("open",)):
-                if not info.agent.endswith(self._agent_tag):
-                    continue
-                aborted = True
-                txn = Transaction(info.txn_id, info.table, info.write_id, info.opened_at,
-                                  info.agent)
-                store.abort(txn, reason="its stream was restarted before it committed")
-                removed = _remove_deltas(fs, root, depth, format_delta(
-                    info.write_id, info.write_id, 0))
-                log.warning("Aborted write id %d of %s left open by an earlier run of sink %r; "
-                            "removed %d uncommitted delta directories", info.write_id,
-                            info.table, self.sink_id, removed)
-            if aborted:
-                # Files of the earlier run's transaction batch were live until now: repair them.
-                recover_table_with_metastore(table.location, store=store, table=table)
+                if info.agent.endswith(self._agent_tag):
+                    left.setdefault(info.txn_id, []).append(info)
+        dead: dict[str, list[int]] = {}
+        for txn_id, infos in sorted(left.items()):
+            first = infos[0]
+            try:
+                store.abort(Transaction(txn_id, first.table, first.write_id, first.opened_at,
+                                        first.agent),
+                            reason="its stream was restarted before it committed")
+            except CommitConflictError as e:  # committed after all: its files are the table's
+                log.warning("Transaction %d of sink %r committed meanwhile; its files stay: %s",
+                            txn_id, self.sink_id, e)
+                continue
+            for info in infos:
+                dead.setdefault(info.table, []).append(info.write_id)
+        for name, write_ids in dead.items():
+            removal = remove_aborted_writes(store, tables[name], write_ids)
+            log.warning("Aborted write ids %s of %s left open by an earlier run of sink %r; "
+                        "removed %d of their files and %d delta directories%s", write_ids,
+                        name, self.sink_id, len(removal.removed), len(removal.directories),
+                        f"; kept {list(removal.kept)}" if removal.kept else "")
+        if self._table.name in dead:
+            # Files of the earlier run's transaction batch were live until now: repair them.
+            recover_table_with_metastore(self._table.location, store=store, table=self._table)
 
     # ------------------------------------------------------------------ the micro-batch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -451,15 +464,6 @@ def _delta_dirs(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str)
     pattern = "/".join([root.rstrip("/"), *["*"] * depth, name])
     return fs.glob(pattern) if depth else ([f"{root.rstrip('/')}/{name}"]
                                            if fs.exists(f"{root.rstrip('/')}/{name}") else [])
-
-
-def _remove_deltas(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str) -> int:
-    """Delete directory `name` in every partition of the table: the directories of a write
-    id this sink opened and aborted (an earlier run's, found at restart)."""
-    found = _delta_dirs(fs, root, depth, name)
-    for path in found:
-        fs.rm(path, recursive=True)
-    return len(found)
 
 
 def _remove_written(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str,

@@ -1,12 +1,14 @@
 """Table operations: a table as its users see it, on top of the metastore and the ACID files.
 
-Create, alter, load, delete, verify and recover a table; read input files; split rows by partition
-and bucket (once, for the CLI and the streaming sink alike); clean up after a failed write.
+Create, alter, load, delete, verify and recover a table; describe its status; read input files;
+split rows by partition and bucket (once, for the CLI and the streaming sink alike); clean up
+after a failed write.
 Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
 """
 
 from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
+from ingest.table._written import AbortedWriteRemoval, remove_aborted_writes
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.api import ScanPlan, Table, TableScan, open_table
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
@@ -23,7 +25,9 @@ from ingest.table.delete import DeleteResult, delete
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.load import LoadResult, load, load_file
+from ingest.table.locate import metastore_if_any, open_table_or_files
 from ingest.table.split import partition_path, split_rows
+from ingest.table.status import PartitionBacklog, StatusTotals, TableStatus, table_status
 from ingest.table.verify import (
     DEFAULT_TXN_TIMEOUT_S,
     Problem,
@@ -36,6 +40,7 @@ from ingest.table.verify import (
 
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
+    "AbortedWriteRemoval",
     "AlterResult",
     "CleanReport",
     "Commit",
@@ -45,14 +50,17 @@ __all__ = [
     "InputFormat",
     "LoadResult",
     "MetastoreRef",
+    "PartitionBacklog",
     "PartitionClean",
     "PartitionCompaction",
     "Problem",
     "Removed",
     "ScanPlan",
+    "StatusTotals",
     "Table",
     "TableScan",
     "TableRecovery",
+    "TableStatus",
     "VerifyReport",
     "alter_table",
     "clean",
@@ -65,13 +73,17 @@ __all__ = [
     "live_files_of",
     "load",
     "load_file",
+    "metastore_if_any",
     "open_table",
+    "open_table_or_files",
     "partition_path",
     "read_input",
     "recover_table_with_metastore",
+    "remove_aborted_writes",
     "shown_state",
     "split_rows",
     "table_history",
+    "table_status",
     "table_schema",
     "verify_table",
 ]

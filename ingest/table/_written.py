@@ -5,19 +5,29 @@ an error removes them before the transaction is aborted, and `commit` removes th
 the transaction is known not to be committed. So a failed load or delete leaves nothing behind
 (docs/invariants.md, 7). `commit` records each file's manifest entry with the commit
 (docs/format.md §20). Writes bucket files through `ingest.acid.BucketWriter`.
+`remove_aborted_writes` removes what a writer that died left in the directories of its
+aborted write ids (the streaming sink's restart repair), and only that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import has_directories
+from ingest.acid import has_directories, list_partitions
 from ingest.acid.committed import CommittedFile
-from ingest.acid.names import bucket_file_name, write_acid_version_file
+from ingest.acid.names import (
+    ACID_VERSION_FILE,
+    SIDE_FILE_SUFFIX,
+    bucket_file_name,
+    format_delta,
+    parse_bucket_file,
+    write_acid_version_file,
+)
 from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
 from ingest.table._open import table_fs
@@ -188,3 +198,89 @@ def commit(store: Metastore, txn: Transaction, written: Written) -> None:
         except OSError as rm_error:
             e.add_note(f"Also failed to remove files of write id {txn.write_id}: {rm_error}")
         raise
+
+
+@dataclass(frozen=True)
+class AbortedWriteRemoval:
+    """What `remove_aborted_writes` did.
+
+    Attributes:
+        removed: files removed (bucket files, their side files, hidden staging files).
+        directories: delta directories removed once nothing else was left in them.
+        kept: files left in those directories: listed by the committed-file manifest, or
+            not a file a write makes (their directories stay).
+        not_aborted: write ids left alone because they are not aborted.
+    """
+
+    removed: tuple[str, ...] = ()
+    directories: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+    not_aborted: tuple[int, ...] = ()
+
+
+def remove_aborted_writes(store: Metastore, table: TableDefinition,
+                          write_ids: Iterable[int]) -> AbortedWriteRemoval:
+    """Remove what writes that died left in their `delta_W_W_0000` directories, for each of
+    `write_ids` that the metastore holds aborted, in every partition of the table.
+
+    The directory is named by the write id, so no other writer writes into it; still, only
+    files a write makes there go (`bucket_N`, its `_flush_length` side file, hidden
+    `_tmp.bucket_N.*` staging files), never a file the committed-file manifest lists, and
+    the directory only when nothing but its `_orc_acid_version` marker is left (removed
+    last). Files of other write ids, committed or still open, are never looked at
+    (docs/invariants.md, 7).
+
+    Raises:
+        MetastoreError: the metastore failed.
+        OSError: the storage failed (what was removed until then stays removed).
+    """
+    snapshot = store.snapshot(table.name)
+    wanted = sorted(set(write_ids))
+    aborted = {format_delta(w, w, 0) for w in wanted if snapshot.is_aborted(w)}
+    not_aborted = tuple(w for w in wanted if not snapshot.is_aborted(w))
+    fs, root = table_fs(table)
+    if not aborted or not fs.exists(root):
+        return AbortedWriteRemoval(not_aborted=not_aborted)
+    listed = set(store.committed_files(table.name))
+    removed: list[str] = []
+    directories: list[str] = []
+    kept: list[str] = []
+    for partition in list_partitions(root, fs=fs):
+        for name in sorted(aborted & set(partition.children)):
+            directory = f"{partition.path}/{name}"
+            left = []
+            for path in sorted(str(p).rstrip("/") for p in fs.ls(directory, detail=False)):
+                file_name = path.rsplit("/", 1)[-1]
+                if file_name == ACID_VERSION_FILE:
+                    continue
+                if _made_by_a_write(file_name) and relative_path(root, _data_file(path)) \
+                        not in listed:
+                    _remove_file(fs, path)
+                    removed.append(path)
+                else:
+                    left.append(path)
+            kept.extend(left)
+            if not left:
+                # Marker last: a directory cut short keeps its name, and the next run ends it.
+                _remove_file(fs, f"{directory}/{ACID_VERSION_FILE}")
+                remove_empty_dirs(fs, [directory])
+                directories.append(directory)
+    return AbortedWriteRemoval(tuple(removed), tuple(directories), tuple(kept), not_aborted)
+
+
+def _made_by_a_write(name: str) -> bool:
+    """A bucket file, its side file, or a hidden staging file of one."""
+    data = name.removesuffix(SIDE_FILE_SUFFIX)
+    return parse_bucket_file(data) is not None or data.startswith("_tmp.bucket_")
+
+
+def _data_file(path: str) -> str:
+    """The data file a side file belongs to (a data file is its own)."""
+    return path.removesuffix(SIDE_FILE_SUFFIX)
+
+
+def _remove_file(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    try:
+        fs.rm_file(path)
+    except FileNotFoundError:
+        pass  # removed meanwhile (a cleaner, or an earlier run cut short)

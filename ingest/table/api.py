@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 MetastoreArg = str | Metastore | Literal[False] | None
 """None: the metastore `ingest` finds for the location; a metastore URL (`sqlite://`,
-`postgresql://`, ...) or an open `Metastore` (left open); False: no metastore, read the files as they are on disk."""
+`postgresql://`, ...) or an open `Metastore` (left open); False: no metastore, read the files
+as they are on disk."""
 
 _NO_METASTORE_HINT = ("pass metastore=False to read the files without a metastore (every "
                       "write id on disk then counts as committed, so rows of open or aborted "

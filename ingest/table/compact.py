@@ -28,6 +28,7 @@ from ingest.acid.compaction import (
 )
 from ingest.acid.file_options import Compression, WriterOptions
 from ingest.acid.initiator import Backlog, CompactionThresholds, decide, measure_backlog
+from ingest.acid.state import VisibleTxn
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, IngestError
 from ingest.faults import crash_point
@@ -42,7 +43,6 @@ from ingest.table._open import MetastoreRef, _check_root, agent_name, open_table
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import (
     CompactionInfo,
-    CompactorVisibility,
     Metastore,
     TableDefinition,
     Transaction,
@@ -169,14 +169,15 @@ class _Worker:
     tuning: WriterOptions | None
     agent: str
     dry_run: bool
-    visible: CompactorVisibility
+    visible: VisibleTxn  # the metastore's compactor visibility
     suffix: bool  # name outputs `..._v<compactor txn>`
 
     def partition(self, directory: str, rel: str, mode: CompactMode,
                   thresholds: CompactionThresholds) -> PartitionCompaction:
         backlog = None
         if mode == "auto":
-            backlog = measure_backlog(self.fs, directory, self.snapshot)
+            backlog = measure_backlog(self.fs, directory, self.snapshot,
+                                      visible_txn=self.visible)
             decision = decide(backlog, thresholds)
             if decision.kind is None:
                 return PartitionCompaction(rel, None, None, decision.reason, None, backlog)

@@ -84,3 +84,19 @@ def test_backlog_counts_what_the_compactor_would_fold(tmp_path: Path) -> None:
 def test_backlog_of_a_missing_partition_is_file_not_found(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         measure_backlog(FS, str(tmp_path / "nope"), snap(1))
+
+
+def test_backlog_skips_the_output_of_an_uncommitted_compactor_txn(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    for w in (1, 2, 3):
+        write_rows(root / format_delta(w, w, 0), w, range(w * 10, w * 10 + 10))
+    snapshot = snap(3)
+    compact_partition(str(root), snapshot, row_schema=SIMPLE_SCHEMA, kind="major",
+                      visibility_txn_id=9)
+    assert (root / "base_0000003_v0000009").is_dir()
+    # T=9 open or aborted: the deltas are what compaction would fold, as for every reader.
+    b = measure_backlog(FS, str(root), snapshot, visible_txn=lambda txn_id: txn_id != 9)
+    assert (b.base, b.deltas, b.base_bytes) == (None, 3, 0)
+    assert decide(b, CompactionThresholds(delta_num=2)).kind == "major"
+    committed = measure_backlog(FS, str(root), snapshot, visible_txn=lambda txn_id: True)
+    assert (committed.base, committed.deltas) == ("base_0000003_v0000009", 0)

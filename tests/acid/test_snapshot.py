@@ -20,11 +20,11 @@ from support import (
 )
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, acid_event_schema
+from ingest.acid.layout import describe_table
 from ingest.acid.names import encode_bucket_property, format_base, format_delta
 from ingest.acid.side_file import encode_length
 from ingest.acid.snapshot import (
     UnverifiedSnapshotWarning,
-    describe_table,
     list_partitions,
     read_batches,
     read_table,

@@ -102,3 +102,80 @@ def test_crash_recover_restart_is_exactly_once(
 
     again = recover(table)
     assert again["nothing_to_do"], again
+
+
+def files_under(directories: list[Path]) -> dict[str, bytes]:
+    """Every file below `directories`, by path, with its bytes."""
+    return {str(f): f.read_bytes() for d in directories for f in sorted(d.rglob("*"))
+            if f.is_file()}
+
+
+def test_restart_repair_removes_only_the_dead_attempts_files(
+        kafka_broker: str, topic: str, warehouse: Path) -> None:
+    """The sink dies before committing its second micro-batch (K=1, partitioned, with dead
+    letters) while `ingest load` has its own write open on the same table. The restarted
+    sink removes the dead attempt's directories in both tables; the other writer's
+    uncommitted directory and the committed directories stay byte for byte, and the other
+    writer commits afterwards."""
+    import pyarrow as pa
+
+    from ingest.acid import read_table as read_acid
+    from ingest.table._definition import table_compression
+    from ingest.table._open import table_fs
+    from ingest.table._written import commit, writing
+
+    events = [b"not json" if i % 10 == 5 else e for i, e in enumerate(sample_events(150))]
+    produce_events(kafka_broker, topic, events=events, partitions=2)
+    table, dead_letters = warehouse / "events", warehouse / "events__dead_letter"
+    args = [str(JOB), "--bootstrap-servers", kafka_broker, "--topic", topic,
+            "--table", str(table), "--schema", "id BIGINT, value STRING, ts TIMESTAMP",
+            "--partition-by", "dt", "--checkpoint", str(warehouse / "checkpoint"),
+            "--available-now", "--max-offsets-per-trigger", "60"]
+
+    crashed = run(args, crash_at="sink.before_commit", skip=1,
+                  counter=str(warehouse / "crash-counter"))
+    assert crashed.returncode != 0, "the armed crash point must stop the job"
+    url = default_metastore_url(str(table))
+    with Metastore.open(url) as store:
+        states = store.write_id_states(str(table))
+        assert states == {1: "committed", 2: "open"}, states
+    dead_dirs = sorted(table.glob("dt=*/delta_0000002_0000002_0000")) + sorted(
+        dead_letters.glob("delta_0000002_0000002_0000"))
+    assert len(dead_dirs) >= 2 and dead_dirs[-1].parent == dead_letters, dead_dirs
+    committed_dirs = sorted(table.glob("dt=*/delta_0000001_0000001_0000")) + sorted(
+        dead_letters.glob("delta_0000001_0000001_0000"))
+    assert len(committed_dirs) >= 2 and committed_dirs[-1].parent == dead_letters
+
+    # Another writer: `ingest load`'s write, open on the same table with its own write id,
+    # its directory beside the dead attempt's.
+    store = Metastore.open(url)
+    try:
+        defn = store.get_table(str(table))
+        with writing(store, defn, table_fs(defn)[0], agent="host:1:ingest-load") as (txn, w):
+            partition = dead_dirs[0].parent
+            directory = f"{partition}/delta_{txn.write_id:07d}_{txn.write_id:07d}_0000"
+            w.make_directory(str(partition), directory)
+            rows = pa.table({"id": [1000, 1001], "value": ["l0", "l1"],
+                             "ts": pa.array([0, 0], defn.row_schema.field("ts").type)},
+                            schema=defn.row_schema)
+            w.write_bucket(directory, 0, rows, row_schema=defn.row_schema,
+                           write_id=txn.write_id, compression=table_compression(defn))
+        others = [Path(directory)]
+        kept = files_under(committed_dirs + others)
+
+        # Maintenance off: only the sink's restart repair may remove anything.
+        restarted = run([*args, "--compact", "off", "--clean", "off"])
+        assert restarted.returncode == 0, restarted.stderr[-3000:]
+        assert not [d for d in dead_dirs if d.exists()], "the dead attempt's directories go"
+        assert "Aborted write ids [2] of default.events left open" in restarted.stderr
+        assert files_under(committed_dirs + others) == kept, "committed and other writes stay"
+        assert store.write_id_states(str(table))[txn.write_id] == "open"
+        commit(store, txn, w)
+        snapshot = store.snapshot(str(table))
+        dl_snapshot = store.snapshot(str(dead_letters))
+    finally:
+        store.close()
+    ids = read_acid(str(table), snapshot).column("id").to_pylist()
+    assert sorted(ids) == sorted([i for i in range(150) if i % 10 != 5] + [1000, 1001])
+    bad = read_acid(str(dead_letters), dl_snapshot).column("value").to_pylist()
+    assert bad == [b"not json"] * 15, "every dead letter exactly once"
