@@ -137,9 +137,16 @@ class ReaderRegistry(TransactionStore):
 
     @contextmanager
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S
+        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        keep_lease: bool = False,
     ) -> Iterator[tuple[int | None, ValidWriteIdList]]:
         """`reading`, also yielding the lease's reader id (None when unregistered).
+
+        Args:
+            keep_lease: when the block ends without an exception, leave the registration in
+                place for others to heartbeat (`heartbeat_reader`) and end (`end_reader`);
+                unrenewed, it lapses after the transaction time-out. For a read that goes
+                on in other processes after this one stops, such as Spark's tasks.
 
         Raises:
             See `reading`.
@@ -152,19 +159,41 @@ class ReaderRegistry(TransactionStore):
         beat = threading.Thread(target=self._beat_until, args=(reader_id, stop, heartbeat_s),
                                 name="ingest-reader-heartbeat", daemon=True)
         beat.start()
+        failed = False
         try:
             yield reader_id, snapshot
+        except BaseException:
+            failed = True
+            raise
         finally:
             stop.set()
             beat.join()
-            try:
-                with self._translate("unregister a reader"), self._write() as c:
-                    c.execute(sa.delete(readers).where(readers.c.reader_id == reader_id))
-            except IngestError:
-                # The registration expires by itself after the time-out; the rows read are
-                # not affected, so a failed removal must not fail the read.
-                log.warning("could not unregister reader %d in %s; it expires after the "
-                            "transaction time-out", reader_id, self.location, exc_info=True)
+            if failed or not keep_lease:
+                self.end_reader(reader_id)
+
+    def heartbeat_reader(self, reader_id: int) -> bool:
+        """Renew a registration another process took; False when it is gone (it lapsed and
+        a cleaner forgot it, or its reader ended it).
+
+        Raises:
+            MetastoreError: the database failed (a read-only metastore included).
+        """
+        if self.schema_version < 2:
+            return False
+        with self._translate("heartbeat a reader"), self._write() as c:
+            done = c.execute(sa.update(readers).where(readers.c.reader_id == reader_id)
+                             .values(heartbeat_at=self._clock()))
+        return int(done.rowcount) == 1
+
+    def end_reader(self, reader_id: int) -> None:
+        """Remove a registration; a failure is logged, never raised: the registration lapses
+        by itself after the time-out, and the rows already read are not affected."""
+        try:
+            with self._translate("unregister a reader"), self._write() as c:
+                c.execute(sa.delete(readers).where(readers.c.reader_id == reader_id))
+        except IngestError:
+            log.warning("could not unregister reader %d in %s; it expires after the "
+                        "transaction time-out", reader_id, self.location, exc_info=True)
 
     def _register(self, table: TableRef, agent: str) -> tuple[int | None, ValidWriteIdList]:
         if self.schema_version >= 2:

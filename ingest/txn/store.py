@@ -191,7 +191,7 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
     @contextmanager
     def read_view(
         self, table: TableRef, *, agent: str, snapshot: ValidWriteIdList | None = None,
-        heartbeat_s: float = READER_HEARTBEAT_S,
+        heartbeat_s: float = READER_HEARTBEAT_S, keep_lease: bool = False,
     ) -> Iterator[ReadView]:
         """The table as of its committed snapshot, leased until the block ends.
 
@@ -199,7 +199,9 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
         (`leased_snapshot`), the manifest is read before it and the compactor's visibility
         after it (a compaction committed in between only adds an output the snapshot's own
         write-id checks accept, and the lease keeps its inputs either way). With `snapshot`
-        given (a caller's own, e.g. an older one), that snapshot is used unleased.
+        given (a caller's own, e.g. an older one), that snapshot is used unleased. With
+        `keep_lease`, a block that ends without an exception leaves the lease registered for
+        the processes that go on reading (`leased_snapshot`).
 
         Raises:
             TableNotFoundError: no such table.
@@ -210,7 +212,8 @@ class Metastore(ReaderRegistry, CompactionStore, ManifestStore):
         if snapshot is not None:
             yield ReadView(name, snapshot, committed, self.compactor_visibility(name))
             return
-        with self.leased_snapshot(name, agent=agent, heartbeat_s=heartbeat_s) as (lease, taken):
+        with self.leased_snapshot(name, agent=agent, heartbeat_s=heartbeat_s,
+                                  keep_lease=keep_lease) as (lease, taken):
             yield ReadView(name, taken, committed, self.compactor_visibility(name), lease)
 
     def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
