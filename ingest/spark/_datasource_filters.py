@@ -95,7 +95,9 @@ def _tree(f: Filter, schema: pa.Schema) -> bounds.Condition | None:
         if f.value is None:
             return bounds.IsNull(field.name)
         value = _literal(f.value, field)
-        return None if value is None else bounds.Compare(field.name, "=", value)
+        # Never null, as `<=>` is: false for a null column value, also under NOT.
+        return None if value is None else bounds.And(bounds.IsNull(field.name, negate=True),
+                                                     bounds.Compare(field.name, "=", value))
     op = _OPERATORS.get(type(f))
     if op is not None:
         value = _literal(f.value, field)  # type: ignore[attr-defined]
