@@ -2,7 +2,10 @@
 
 A filter is accepted only when the expression gives exactly Spark's answer, nulls included
 (SQL's three-valued logic: a null comparison drops the row, also under NOT); anything else is
-handed back for Spark to evaluate. Knows Spark's `Filter` classes and Arrow types, no files.
+handed back for Spark to evaluate. Each accepted filter also comes as an `ingest.acid.conditions`
+tree where one can bound it, so partitions are pruned and stripes skipped by their statistics
+(the expression still decides every row). Knows Spark's `Filter` classes and Arrow types, no
+files.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
+from ingest.acid import conditions as bounds
+
 # Beyond this many values an IN list is left to Spark (it becomes one OR term per value).
 MAX_IN_VALUES = 1000
 
@@ -42,10 +47,18 @@ _STRING_MATCH = {StringStartsWith: pc.starts_with, StringEndsWith: pc.ends_with,
 
 @dataclass(frozen=True)
 class Condition:
-    """One pushed filter (or the `where` option) as an expression, and the columns it reads."""
+    """One pushed filter (or the `where` option) as an expression, and the columns it reads.
+
+    Attributes:
+        expression: the exact filter.
+        columns: the columns it reads.
+        tree: the same filter as a condition tree, for pruning by bounds only (true wherever
+            the expression is); None when it cannot be bounded (e.g. a LIKE).
+    """
 
     expression: pc.Expression
     columns: tuple[str, ...]
+    tree: bounds.Condition | None = None
 
 
 def to_condition(spark_filter: Filter, schema: pa.Schema) -> Condition | None:
@@ -55,7 +68,46 @@ def to_condition(spark_filter: Filter, schema: pa.Schema) -> Condition | None:
     expression = _expression(spark_filter, schema)
     if expression is None:
         return None
-    return Condition(expression, _columns(spark_filter))
+    return Condition(expression, _columns(spark_filter), _tree(spark_filter, schema))
+
+
+_OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
+              LessThanOrEqual: "<="}
+
+
+def _tree(f: Filter, schema: pa.Schema) -> bounds.Condition | None:
+    """The filter as a condition tree for pruning, or None when it has no bounds.
+
+    Only called for filters `_expression` accepts. A null literal is left out of an IN list:
+    its equality is never true, so the tree may only say "may match" more often, never less.
+    """
+    if isinstance(f, Not):
+        inner = _tree(f.child, schema)
+        return None if inner is None else bounds.Not(inner)
+    field = _column(f, schema)
+    if field is None:
+        return None
+    if isinstance(f, IsNull):
+        return bounds.IsNull(field.name)
+    if isinstance(f, IsNotNull):
+        return bounds.IsNull(field.name, negate=True)
+    if isinstance(f, EqualNullSafe):
+        if f.value is None:
+            return bounds.IsNull(field.name)
+        value = _literal(f.value, field)
+        # Never null, as `<=>` is: false for a null column value, also under NOT.
+        return None if value is None else bounds.And(bounds.IsNull(field.name, negate=True),
+                                                     bounds.Compare(field.name, "=", value))
+    op = _OPERATORS.get(type(f))
+    if op is not None:
+        value = _literal(f.value, field)  # type: ignore[attr-defined]
+        return None if value is None else bounds.Compare(field.name, op, value)
+    if isinstance(f, In):
+        values = [_literal(v, field) for v in f.value if v is not None]
+        if not values or any(v is None for v in values):
+            return None
+        return bounds.In(field.name, tuple(v for v in values if v is not None))
+    return None
 
 
 def _columns(f: Filter) -> tuple[str, ...]:
@@ -149,4 +201,14 @@ def conjunction(conditions: Sequence[Condition]) -> pc.Expression | None:
     return out
 
 
-__all__ = ["MAX_IN_VALUES", "Condition", "conjunction", "to_condition"]
+def tree_conjunction(conditions: Sequence[Condition]) -> bounds.Condition | None:
+    """The AND of the conditions' trees, leaving out those without one (an AND with fewer
+    terms may match more, never less), or None when none has a tree."""
+    out: bounds.Condition | None = None
+    for c in conditions:
+        if c.tree is not None:
+            out = c.tree if out is None else bounds.And(out, c.tree)
+    return out
+
+
+__all__ = ["MAX_IN_VALUES", "Condition", "conjunction", "to_condition", "tree_conjunction"]

@@ -1,15 +1,18 @@
-"""Driver side of the "hive-acid" source: the table, its snapshot, and the read split into tasks.
+"""Driver side of the "hive-acid" source: the options, the table, and the read split into tasks.
 
-Finds the table's metastore, takes one snapshot, lists the files it reads per partition and
-packs them into input partitions by bucket: a bucket's base, delta and delete-delta files
-always travel together, so each task applies every delete of its rows. Tasks carry plain
-values (the snapshot's string form, file lists, a pyarrow expression) to the executors.
+Finds the table's metastore; the read itself is planned by the one read planner
+(`ingest.acid.plan.plan_files`, from the metastore's read view), and its scan tasks are packed
+here into Spark's input partitions by size: a scan task (one bucket's insert files and the
+delete-delta files that apply to them) is never split, so each Spark task applies every
+delete of its rows. Tasks carry plain values (the snapshot, scan tasks with their checked
+read lengths, the filter as an expression and as a condition tree, the lease) to executors.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import fsspec
@@ -17,10 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.acid import ValidWriteIdList, storage
-from ingest.acid.snapshot import DataFile, Partition, list_partitions, plan_partition
-from ingest.acid.state import VisibleTxn
+from ingest.acid.conditions import Condition
+from ingest.acid.plan import ScanTask
+from ingest.acid.snapshot import DataFile
 from ingest.errors import ConfigError
-from ingest.spark._datasource_filters import Condition
 from ingest.txn import Metastore, TableDefinition, find_metastore_for, normalize_location
 
 # Spark's own file sources count opening a file as this many bytes when packing partitions
@@ -170,13 +173,35 @@ def output_schema(defn: TableDefinition, columns: Sequence[str] | None) -> pa.Sc
     return pa.schema([full.field(c) for c in columns])
 
 
-@dataclass(frozen=True)
-class BucketGroup:
-    """The files of one bucket of one partition: they are read together so deletes apply."""
+@contextmanager
+def lease_store(options: SourceOptions) -> Iterator[tuple[Metastore, TableDefinition]]:
+    """The table's metastore opened to hold a reader's lease: writable only when this process
+    may write it (`Metastore.open_for_reading`; otherwise the read goes unregistered).
 
-    values: tuple[tuple[str, str | None], ...]
-    files: tuple[DataFile, ...]
-    cost_bytes: int
+    Raises:
+        TableNotFoundError, MetastoreError: as for `open_metastore`.
+    """
+    with open_metastore(options) as (store, defn):
+        url = store.url
+    with Metastore.open_for_reading(url) as store:
+        yield store, defn
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The read's registration with the metastore, which tasks renew while they read.
+
+    Attributes:
+        metastore: the metastore's URL (left out of the repr: it may hold a password).
+        reader_id: the registration.
+        taken_at: when the planner last renewed it (seconds since the epoch).
+        heartbeat_s: how often a reading task renews it.
+    """
+
+    metastore: str = field(repr=False)
+    reader_id: int
+    taken_at: float
+    heartbeat_s: float
 
 
 @dataclass(frozen=True)
@@ -185,58 +210,54 @@ class ReadTask:
 
     Attributes:
         fs: the table's filesystem.
-        snapshot: Hive's string form of the one snapshot the whole query reads with.
+        snapshot: the one snapshot the whole query (or micro-batch) reads with.
         row_schema: the table's row columns.
         partition_columns: the table's partition columns.
         read_columns: columns the merge returns (output plus those the filter needs).
         output: the columns, in order and with Arrow types, the task yields.
-        condition: rows to keep, or None for all.
+        filter: rows to keep, exactly, or None for all.
+        condition: the filter as a condition tree, to skip stripes whose statistics rule out
+            every row (never decides a row itself); None skips none.
+        condition_columns: the columns `condition` reads.
         write_ids: (after, up to]: keep only rows these write ids inserted (streaming).
-        groups: the bucket groups of this task.
+        lease: the registration tasks renew while they read; None when unregistered.
+        scans: the scan tasks of this Spark task, from the planner.
     """
 
     fs: fsspec.AbstractFileSystem
-    snapshot: str
+    snapshot: ValidWriteIdList
     row_schema: pa.Schema
     partition_columns: tuple[str, ...]
     read_columns: tuple[str, ...]
     output: pa.Schema
-    condition: pc.Expression | None
+    filter: pc.Expression | None
+    condition: Condition | None
+    condition_columns: tuple[str, ...]
     write_ids: tuple[int, int] | None
-    groups: tuple[BucketGroup, ...] = field(default=())
+    lease: Lease | None = None
+    scans: tuple[ScanTask, ...] = field(default=())
 
 
-def bucket_groups(
-    fs: fsspec.AbstractFileSystem, path: str, snapshot: ValidWriteIdList,
-    conditions: Sequence[Condition], partition_columns: Sequence[str], *,
-    write_ids: tuple[int, int] | None = None, visible_txn: VisibleTxn | None = None,
-) -> list[BucketGroup]:
-    """The snapshot's files under `path`, one group per (partition, bucket) with inserts.
+def cost_bytes(fs: fsspec.AbstractFileSystem, task: ScanTask) -> int:
+    """What a scan task costs to read, as Spark counts files: bytes plus an open cost per
+    file (the checked read length where the planner has one, else the file's size)."""
+    lengths = dict(task.read_lengths)
+    return sum(lengths[f.path] if f.path in lengths else int(fs.size(f.path))
+               for f in task.files) + OPEN_COST_BYTES * len(task.files)
 
-    Partitions that conditions on partition columns alone rule out are skipped; with
-    `write_ids` (after, up to], so are insert files of directories holding none of them.
-    `visible_txn` says which compactors' `_vT` outputs are committed (docs/format.md §17).
 
-    Raises:
-        FileNotFoundError: `path` does not exist.
-        NotEnoughHistoryError, CorruptFileError, UnsupportedFormatError: see `plan_partition`.
-    """
-    groups: list[BucketGroup] = []
-    for partition in list_partitions(path, fs=fs):
-        if not _may_match(partition, conditions, partition_columns):
-            continue
-        inserts: dict[int, list[DataFile]] = {}
-        deletes: dict[int, list[DataFile]] = {}
-        for f in plan_partition(fs, partition, snapshot, visible_txn=visible_txn)[1]:
-            if f.kind == "delete_delta":
-                deletes.setdefault(f.bucket_id, []).append(f)
-            elif write_ids is None or _may_hold(f, write_ids):
-                inserts.setdefault(f.bucket_id, []).append(f)
-        for bucket in sorted(inserts):
-            files = tuple(inserts[bucket] + deletes.get(bucket, []))
-            cost = sum(fs.size(f.path) + OPEN_COST_BYTES for f in files)
-            groups.append(BucketGroup(partition.values, files, cost))
-    return groups
+def holding_write_ids(tasks: Sequence[ScanTask], write_ids: tuple[int, int]
+                      ) -> list[ScanTask]:
+    """The scan tasks cut to the insert files that may hold rows of write ids in
+    (after, up to], with all their delete files; tasks left without insert files dropped."""
+    out = []
+    for t in tasks:
+        inserts = [f for f in t.files if f.kind != "delete_delta" and _may_hold(f, write_ids)]
+        if inserts:
+            deletes = [f for f in t.files if f.kind == "delete_delta"]
+            out.append(ScanTask(t.partition, t.bucket_id, (*inserts, *deletes),
+                                t.read_lengths))
+    return out
 
 
 def _may_hold(f: DataFile, write_ids: tuple[int, int]) -> bool:
@@ -249,50 +270,39 @@ def _may_hold(f: DataFile, write_ids: tuple[int, int]) -> bool:
     return d.max_write_id > write_ids[0] and low <= write_ids[1]
 
 
-def _may_match(partition: Partition, conditions: Sequence[Condition],
-               partition_columns: Sequence[str]) -> bool:
-    """False when a condition on partition columns only is not true for this partition."""
-    values = dict(partition.values)
-    for c in conditions:
-        if not c.columns or not set(c.columns) <= set(partition_columns):
-            continue
-        one_row = pa.table({n: pa.array([values.get(n)], pa.string()) for n in c.columns})
-        if one_row.filter(c.expression).num_rows == 0:
-            return False
-    return True
-
-
-def pack(groups: Sequence[BucketGroup], *, max_partition_bytes: int, min_partitions: int
-         ) -> list[tuple[BucketGroup, ...]]:
-    """Bucket groups packed into tasks, Spark's way for files: the split size is the total
-    spread over `min_partitions` tasks, at least one open cost, at most
-    `max_partition_bytes`; the largest groups are placed first. A group is never split."""
-    if not groups:
+def pack(tasks: Sequence[tuple[ScanTask, int]], *, max_partition_bytes: int,
+         min_partitions: int) -> list[tuple[ScanTask, ...]]:
+    """Scan tasks (with their costs) packed into Spark tasks, Spark's way for files: the split
+    size is the total spread over `min_partitions` tasks, at least one open cost, at most
+    `max_partition_bytes`; the largest are placed first. A scan task is never split."""
+    if not tasks:
         return []
-    total = sum(g.cost_bytes for g in groups)
+    total = sum(cost for _, cost in tasks)
     target = min(max_partition_bytes, max(OPEN_COST_BYTES, total // max(min_partitions, 1)))
-    tasks: list[list[BucketGroup]] = []
-    current: list[BucketGroup] = []
+    packed: list[list[ScanTask]] = []
+    current: list[ScanTask] = []
     size = 0
-    for g in sorted(groups, key=lambda g: g.cost_bytes, reverse=True):
-        if current and size + g.cost_bytes > target:
-            tasks.append(current)
+    for task, cost in sorted(tasks, key=lambda tc: tc[1], reverse=True):
+        if current and size + cost > target:
+            packed.append(current)
             current, size = [], 0
-        current.append(g)
-        size += g.cost_bytes
+        current.append(task)
+        size += cost
     if current:
-        tasks.append(current)
-    return [tuple(t) for t in tasks]
+        packed.append(current)
+    return [tuple(t) for t in packed]
 
 
 __all__ = [
     "DEFAULT_MAX_PARTITION_BYTES",
     "OPEN_COST_BYTES",
-    "BucketGroup",
+    "Lease",
     "ReadTask",
     "SourceOptions",
     "arrow_schema",
-    "bucket_groups",
+    "cost_bytes",
+    "holding_write_ids",
+    "lease_store",
     "open_metastore",
     "output_schema",
     "pack",

@@ -1,10 +1,16 @@
 """What the batch and streaming readers of the "hive-acid" source share: the table, its
-output schema in Spark's and Arrow's terms, the `where` condition, and turning bucket groups
-into input partitions. Runs on the driver; what it builds pickles to the executors.
+output schema in Spark's and Arrow's terms, the `where` condition and pushed filters, planning
+a read view with the one read planner, and turning its scan tasks into input partitions.
+Runs on the driver; what it builds pickles to the executors.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import fsspec
@@ -13,27 +19,30 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from ingest.acid import ValidWriteIdList, storage
+from ingest.acid import ReadView, ValidWriteIdList, storage
+from ingest.acid.conditions import Domain
+from ingest.acid.plan import Partition, ScanTask, plan_files
 from ingest.acid.predicate import parse_predicate
-from ingest.acid.state import VisibleTxn
-from ingest.spark._datasource_filters import Condition, conjunction
+from ingest.spark._datasource_filters import Condition, conjunction, tree_conjunction
 from ingest.spark._datasource_plan import (
-    BucketGroup,
+    Lease,
     ReadTask,
     SourceOptions,
     arrow_schema,
-    bucket_groups,
+    cost_bytes,
+    holding_write_ids,
+    lease_store,
     output_schema,
     pack,
 )
-from ingest.txn import TableDefinition
+from ingest.txn import READER_HEARTBEAT_S, TableDefinition
 
 
 class TaskPartition(InputPartition):
-    """One Spark task: a `ReadTask` (bucket groups of the snapshot)."""
+    """One Spark task: a `ReadTask` (scan tasks of the read view)."""
 
     def __init__(self, task: ReadTask) -> None:
-        super().__init__(len(task.groups))
+        super().__init__(len(task.scans))
         self.task = task
 
 
@@ -44,8 +53,14 @@ def spark_arrow_schema(schema: pa.Schema) -> tuple[StructType, pa.Schema]:
     return spark_schema, to_arrow_schema(spark_schema, timezone="UTC")
 
 
+def reader_agent() -> str:
+    """The agent a Spark read's lease records: host:pid:ingest-spark-read (the planner)."""
+    return f"{socket.gethostname()}:{os.getpid()}:ingest-spark-read"
+
+
 class ReadSetup:
-    """What both readers share: options, the table, its schema, the `where` condition."""
+    """What both readers share: options, the table, its schema, the `where` condition and
+    the filters Spark pushed."""
 
     def __init__(self, options: SourceOptions, defn: TableDefinition) -> None:
         self.options = options
@@ -54,33 +69,77 @@ class ReadSetup:
         self.conditions: list[Condition] = []
         if options.where is not None:
             predicate = parse_predicate(options.where, arrow_schema(defn), option="where")
-            self.conditions.append(Condition(predicate.expression, predicate.columns))
+            self.conditions.append(Condition(predicate.expression, predicate.columns,
+                                             predicate.condition))
 
-    def task(self, snapshot: str, *, write_ids: tuple[int, int] | None = None) -> ReadTask:
-        """A task template: everything but the bucket groups; `write_ids` (after, up to]
-        keeps only rows those write ids inserted (streaming)."""
+    @contextmanager
+    def planned(self, *, snapshot: ValidWriteIdList | None = None,
+                write_ids: tuple[int, int] | None = None, keep_lease: bool
+                ) -> Iterator[list[InputPartition]]:
+        """Take the table's read view (leased from the metastore) and plan the read with the
+        one read planner; yields the input partitions while the view is held.
+
+        Args:
+            snapshot: a snapshot of the caller's own (the `snapshot` option), read unleased.
+            write_ids: (after, up to]: keep only rows these write ids inserted (streaming).
+            keep_lease: leave the lease registered when the block ends, for the tasks to
+                renew while they read (a batch read, whose planner process ends before its
+                tasks run); it is ended at once if there is nothing to read.
+
+        Raises:
+            TableNotFoundError, MetastoreError: the metastore.
+            FileNotFoundError: the path does not exist.
+            CorruptFileError: a committed file is missing, emptied, cut or its tail changed.
+            NotEnoughHistoryError, UnsupportedFormatError, SchemaMismatchError: see
+                `ingest.acid.plan.plan_files`.
+        """
+        with lease_store(self.options) as (store, defn), store.read_view(
+                defn, agent=reader_agent(), snapshot=snapshot, heartbeat_s=READER_HEARTBEAT_S,
+                keep_lease=keep_lease) as view:
+            scans = self._plan(view, write_ids)
+            lease = (None if view.lease_id is None
+                     else Lease(store.url, view.lease_id, time.time(), READER_HEARTBEAT_S))
+            parts = self._input_partitions(self._template(view.snapshot, write_ids, lease),
+                                           scans)
+            if not parts and keep_lease and view.lease_id is not None:
+                store.end_reader(view.lease_id)
+            yield parts
+
+    def _plan(self, view: ReadView, write_ids: tuple[int, int] | None) -> list[ScanTask]:
+        """The view's scan tasks under the source's path, partitions the conditions rule out
+        left unread (and, streaming, only files that may hold `write_ids`)."""
+        fs, root = _table_fs(self.defn)
+        path = str(storage.url_to_fs(self.options.path)[1]).rstrip("/")
+        tree = tree_conjunction(self.conditions)
+
+        def keep(p: Partition) -> bool:
+            return tree is None or tree.may_match(
+                {c: Domain.exactly(None if v is None else v.encode("utf-8"))
+                 for c, v in p.values})
+
+        tasks = list(plan_files(fs, path, view, root=root, keep=keep).tasks)
+        return tasks if write_ids is None else holding_write_ids(tasks, write_ids)
+
+    def _template(self, snapshot: ValidWriteIdList, write_ids: tuple[int, int] | None,
+                  lease: Lease | None) -> ReadTask:
+        """A task without its scan tasks."""
         needed = list(self.output.names)
+        columns: list[str] = []
         for c in self.conditions:
             needed += [n for n in c.columns if n not in needed]
+            columns += [n for n in c.columns if n not in columns]
         fs, _ = _table_fs(self.defn)
         return ReadTask(fs, snapshot, self.defn.row_schema, tuple(self.defn.partition_columns),
                         tuple(needed), spark_arrow_schema(self.output)[1],
-                        conjunction(self.conditions), write_ids)
+                        conjunction(self.conditions), tree_conjunction(self.conditions),
+                        tuple(columns), write_ids, lease)
 
-    def groups(self, snapshot: ValidWriteIdList, *, write_ids: tuple[int, int] | None = None,
-               visible_txn: VisibleTxn | None = None) -> list[BucketGroup]:
-        """The snapshot's bucket groups under the path the source was given (`visible_txn`:
-        the metastore's committed compactor transactions, for `_vT` directories)."""
-        fs, _ = _table_fs(self.defn)
-        path = str(storage.url_to_fs(self.options.path)[1]).rstrip("/")
-        return bucket_groups(fs, path, snapshot, self.conditions, self.defn.partition_columns,
-                             write_ids=write_ids, visible_txn=visible_txn)
-
-    def input_partitions(self, template: ReadTask, groups: list[BucketGroup]
-                         ) -> list[InputPartition]:
-        """The groups packed into tasks, each a copy of `template` with its groups."""
-        return [TaskPartition(replace(template, groups=g)) for g in pack(
-            groups, max_partition_bytes=self.options.max_partition_bytes,
+    def _input_partitions(self, template: ReadTask, scans: list[ScanTask]
+                          ) -> list[InputPartition]:
+        """The scan tasks packed into Spark tasks, each a copy of `template`."""
+        sized = [(t, cost_bytes(template.fs, t)) for t in scans]
+        return [TaskPartition(replace(template, scans=group)) for group in pack(
+            sized, max_partition_bytes=self.options.max_partition_bytes,
             min_partitions=self.options.min_partitions)]
 
 
@@ -89,4 +148,4 @@ def _table_fs(defn: TableDefinition) -> tuple[fsspec.AbstractFileSystem, str]:
     return fs, str(root).rstrip("/")
 
 
-__all__ = ["ReadSetup", "TaskPartition", "spark_arrow_schema"]
+__all__ = ["ReadSetup", "TaskPartition", "reader_agent", "spark_arrow_schema"]

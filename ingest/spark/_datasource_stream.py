@@ -7,11 +7,15 @@ transaction may still commit. It reads with the metastore's snapshot of the mome
 planned and keeps the rows inserted by write ids in (start, end] that no delete visible then
 removed. A delete of a row already emitted is not retracted (the source is append-only, as
 Kafka is); a replayed micro-batch may therefore return fewer rows, never other ones.
+Each micro-batch is planned from the metastore's read view by the one read planner; its lease
+is held (and heartbeated) by this driver-side reader, which lives as long as the query, from
+planning until Spark commits the batch's end offset or stops the query (docs/invariants.md, 7).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pyarrow as pa
@@ -64,6 +68,12 @@ class HiveAcidStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with open_metastore(options) as (_, defn):
             self.setup = ReadSetup(options, defn)
         self._target: int | None = None  # Trigger.AvailableNow: never plan past this
+        # The leases of planned micro-batches not yet committed, by their end write id.
+        self._leases: dict[int, ExitStack] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The reader is pickled into the tasks' read function: the leases stay here.
+        return {**self.__dict__, "_leases": {}}
 
     def _snapshot(self) -> ValidWriteIdList:
         with open_metastore(self.options) as (store, defn):
@@ -93,19 +103,35 @@ class HiveAcidStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, until = write_id_of(start), write_id_of(end)
         if until <= begin:
             return []
-        with open_metastore(self.options) as (store, defn):
-            snapshot, visible = store.snapshot(defn), store.compactor_visibility(defn)
-        write_ids = (begin, until)
-        template = self.setup.task(snapshot.to_hive_string(), write_ids=write_ids)
-        groups = self.setup.groups(snapshot, write_ids=write_ids, visible_txn=visible)
-        return self.setup.input_partitions(template, groups)
+        held = ExitStack()
+        try:
+            parts = held.enter_context(self.setup.planned(write_ids=(begin, until),
+                                                          keep_lease=False))
+        except BaseException:
+            held.close()
+            raise
+        previous = self._leases.pop(until, None)
+        if previous is not None:  # the same batch planned again: its earlier lease is done
+            previous.close()
+        self._leases[until] = held
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, TaskPartition)
+        if not isinstance(partition, TaskPartition):
+            return iter(())  # Spark's one placeholder partition of a batch with no tasks
         return read_task(partition.task)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint."""
+        """The batches up to `end` are done: end their leases (offsets live in Spark's
+        checkpoint)."""
+        done = write_id_of(end)
+        for until in sorted(w for w in self._leases if w <= done):
+            self._leases.pop(until).close()
+
+    def stop(self) -> None:
+        """The query stops: end every lease still held."""
+        while self._leases:
+            self._leases.popitem()[1].close()
 
 
 __all__ = ["OFFSET_KEY", "HiveAcidStreamReader", "readable_end"]

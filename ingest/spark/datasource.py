@@ -3,8 +3,10 @@
 `register(spark)`, then `spark.read.format("hive-acid").load(path)` reads one snapshot of the
 table with deletes applied (options `snapshot`, `columns`, `where`), and
 `spark.readStream.format("hive-acid").load(path)` emits the rows of newly committed write ids
-(`_datasource_stream`). Planning is in `_datasource_plan`, the executors' read in
-`_datasource_read`, filter pushdown in `_datasource_filters` (docs/architecture.md).
+(`_datasource_stream`). Both plan from the metastore's read view with the one read planner
+(`_datasource_setup`, options and packing in `_datasource_plan`); the executors' read is in
+`_datasource_read`, their renewal of the read's lease in `_datasource_lease`, filter pushdown
+in `_datasource_filters` (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -43,24 +45,29 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 class HiveAcidReader(DataSourceReader):
-    """Batch reads: one snapshot taken here, on the driver, when Spark first plans the
-    DataFrame (Spark keeps the planned tasks for the DataFrame's later queries)."""
+    """Batch reads: planned on the driver when Spark first plans the DataFrame (Spark keeps
+    the planned tasks for the DataFrame's later queries), from one read view of the table.
+
+    Lease: Spark plans in a Python process of its own that ends once `partitions` returns, and
+    tells no Python code when the query ends. So the planner registers the lease (heartbeated
+    while it plans) and leaves it registered; each task renews it when it starts and while it
+    reads, and it lapses after the transaction time-out once no task reads
+    (docs/invariants.md, 7).
+    """
 
     def __init__(self, options: SourceOptions) -> None:
-        """Open the table's metastore read-only and take the snapshot (or use `snapshot`).
+        """Open the table's metastore read-only and check the options against the table.
 
         Raises:
             TableNotFoundError: no metastore lists a table at or above the path.
-            ConfigError: `columns` names an unknown column, or `where` does not parse.
+            ConfigError: `columns` names an unknown column, `where` does not parse, or
+                `snapshot` is not a write-id list.
             MetastoreError: the metastore cannot be read.
         """
-        with open_metastore(options) as (store, defn):
+        with open_metastore(options) as (_, defn):
             self.setup = ReadSetup(options, defn)
-            snapshot = (options.snapshot if options.snapshot is not None
-                        else store.snapshot(defn).to_hive_string())
-            # Taken with the snapshot: which compactors' `_vT` outputs count as committed.
-            self.visible_txn = store.compactor_visibility(defn)
-        self.snapshot = snapshot
+        self.snapshot = (None if options.snapshot is None
+                         else ValidWriteIdList.from_hive_string(options.snapshot))
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's
         """Keep the filters an Arrow expression answers exactly; return the rest to Spark."""
@@ -73,12 +80,18 @@ class HiveAcidReader(DataSourceReader):
                 self.setup.conditions.append(condition)
 
     def partitions(self) -> list[InputPartition]:
-        groups = self.setup.groups(ValidWriteIdList.from_hive_string(self.snapshot),
-                                   visible_txn=self.visible_txn)
-        return self.setup.input_partitions(self.setup.task(self.snapshot), groups)
+        """Take the read view (its lease left registered for the tasks) and plan the read.
+
+        Raises:
+            CorruptFileError: a committed file is missing, emptied, cut or its tail changed.
+            See `ReadSetup.planned` for the rest.
+        """
+        with self.setup.planned(snapshot=self.snapshot, keep_lease=True) as parts:
+            return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, TaskPartition)
+        if not isinstance(partition, TaskPartition):
+            return iter(())  # Spark's one placeholder partition of a read with no tasks
         return read_task(partition.task)
 
 

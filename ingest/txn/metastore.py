@@ -410,15 +410,21 @@ class Metastore(abc.ABC):
 
     @abc.abstractmethod
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S
+        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        keep_lease: bool = False,
     ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
         """Take the table's snapshot and keep it registered (leased) until the block ends.
 
         The snapshot and the registration are one atomic step, so no compaction can commit
         between them; the lease is heartbeated every `heartbeat_s` while the block runs and
-        removed at its end (a failed removal is logged, never raised: the lease expires). A
-        metastore that cannot register (opened read-only, not writable, or without reader
-        leases) yields the snapshot unregistered.
+        removed at its end (`end_reader`). A metastore that cannot register (opened
+        read-only, not writable, or without reader leases) yields the snapshot unregistered.
+
+        Args:
+            keep_lease: when the block ends without an exception, leave the registration in
+                place for others to heartbeat (`heartbeat_reader`) and end (`end_reader`);
+                unrenewed, it lapses after the transaction time-out. For a read that goes
+                on in other processes after this one stops, such as Spark's tasks.
 
         Yields:
             (the lease's reader id, or None when unregistered; the snapshot).
@@ -427,6 +433,20 @@ class Metastore(abc.ABC):
             TableNotFoundError: no such table.
             MetastoreError: the metastore failed.
         """
+
+    @abc.abstractmethod
+    def heartbeat_reader(self, reader_id: int) -> bool:
+        """Renew a registration another process took; False when it is gone (it lapsed and
+        a cleaner forgot it, or its reader ended it).
+
+        Raises:
+            MetastoreError: the metastore failed (a read-only one included).
+        """
+
+    @abc.abstractmethod
+    def end_reader(self, reader_id: int) -> None:
+        """Remove a registration; a failure is logged, never raised: the registration lapses
+        by itself after the time-out, and the rows already read are not affected."""
 
     @contextmanager
     def reading(
@@ -448,7 +468,7 @@ class Metastore(abc.ABC):
     @contextmanager
     def read_view(
         self, table: TableRef, *, agent: str, snapshot: ValidWriteIdList | None = None,
-        heartbeat_s: float = READER_HEARTBEAT_S,
+        heartbeat_s: float = READER_HEARTBEAT_S, keep_lease: bool = False,
     ) -> Iterator[ReadView]:
         """The table as of its committed snapshot, leased until the block ends.
 
@@ -456,7 +476,9 @@ class Metastore(abc.ABC):
         (`leased_snapshot`), the manifest is read before it and the compactor's visibility
         after it (a compaction committed in between only adds an output the snapshot's own
         write-id checks accept, and the lease keeps its inputs either way). With `snapshot`
-        given (a caller's own, e.g. an older one), that snapshot is used unleased.
+        given (a caller's own, e.g. an older one), that snapshot is used unleased. With
+        `keep_lease`, a block that ends without an exception leaves the lease registered for
+        the processes that go on reading (`leased_snapshot`).
 
         Raises:
             TableNotFoundError: no such table.
@@ -467,7 +489,8 @@ class Metastore(abc.ABC):
         if snapshot is not None:
             yield ReadView(name, snapshot, committed, self.compactor_visibility(name))
             return
-        with self.leased_snapshot(name, agent=agent, heartbeat_s=heartbeat_s) as (lease, taken):
+        with self.leased_snapshot(name, agent=agent, heartbeat_s=heartbeat_s,
+                                  keep_lease=keep_lease) as (lease, taken):
             yield ReadView(name, taken, committed, self.compactor_visibility(name), lease)
 
     @abc.abstractmethod

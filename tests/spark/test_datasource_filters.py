@@ -12,13 +12,17 @@ from pyspark.sql.datasource import (
     EqualNullSafe,
     EqualTo,
     GreaterThan,
+    GreaterThanOrEqual,
     In,
+    IsNotNull,
     IsNull,
     LessThan,
+    LessThanOrEqual,
     Not,
     StringStartsWith,
 )
 
+from ingest.acid.conditions import Domain, value_key
 from ingest.spark._datasource_filters import to_condition
 
 SCHEMA = pa.schema([("i", pa.int32()), ("s", pa.string()), ("d", pa.date32()),
@@ -43,7 +47,7 @@ def kept(spark_filter: object) -> list[int]:
     return mask.column("_pos").to_pylist()
 
 
-@pytest.mark.parametrize(("spark_filter", "rows"), [
+CASES = [
     (EqualTo(("i",), 2), [1]),
     (Not(EqualTo(("i",), 2)), [0, 3]),              # null stays out under NOT
     (In(("i",), (1, 4)), [0, 3]),
@@ -55,9 +59,41 @@ def kept(spark_filter: object) -> list[int]:
     (LessThan(("dec",), decimal.Decimal("2")), [0, 3]),
     (StringStartsWith(("s",), "ab"), [0, 3]),
     (IsNull(("s",)), [1]),
-])
+    (Not(IsNotNull(("d",))), [2]),
+    (Not(GreaterThanOrEqual(("s",), "b")), [0, 3]),
+    (Not(LessThanOrEqual(("i",), 2)), [3]),
+    (Not(EqualNullSafe(("i",), None)), [0, 1, 3]),
+]
+
+
+@pytest.mark.parametrize(("spark_filter", "rows"), CASES)
 def test_pushed_filters_keep_the_rows_sql_keeps(spark_filter: object, rows: list[int]) -> None:
     assert kept(spark_filter) == rows
+
+
+def exact_domains(row: dict[str, object]) -> dict[str, Domain]:
+    """One row's values as domains, as a stripe of that one row would bound them."""
+    return {n: Domain.exactly(None if row[n] is None else
+                              value_key(pa.scalar(row[n], SCHEMA.field(n).type)))
+            for n in ("i", "s", "d", "dec")}
+
+
+@pytest.mark.parametrize(("spark_filter", "rows"), CASES)
+def test_a_pushed_filters_tree_may_match_every_row_it_keeps(spark_filter: object,
+                                                            rows: list[int]) -> None:
+    """The tree prunes by bounds: given a row's exact values it must never rule that row out
+    when the expression keeps it (else a stripe holding it would be skipped)."""
+    condition = to_condition(spark_filter, SCHEMA)  # type: ignore[arg-type]
+    assert condition is not None
+    if isinstance(spark_filter, StringStartsWith):
+        assert condition.tree is None  # no bounds: left out of pruning, still filtered
+        return
+    assert condition.tree is not None
+    may = [pos for pos, row in enumerate(TABLE.to_pylist())
+           if condition.tree.may_match(exact_domains(row))]
+    assert set(rows) <= set(may)
+    if isinstance(spark_filter, EqualTo | GreaterThan | LessThan | IsNull):
+        assert may == rows  # not vacuous: a bare comparison rules out every other row
 
 
 @pytest.mark.parametrize("spark_filter", [

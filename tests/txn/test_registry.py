@@ -76,6 +76,7 @@ class DictMetastore(Metastore):
         return ValidWriteIdList(self.get_table(table).name, 0)
 
     def leased_snapshot(self, table: TableRef, *, agent: str, heartbeat_s: float = 60.0,
+                        keep_lease: bool = False,
                         ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
         return nullcontext((None, self.snapshot(table)))  # no reader leases
 
@@ -97,6 +98,7 @@ class DictMetastore(Metastore):
     begin_compaction = finish_compaction = fail_compaction = forget_compaction = _refuse
     compactions = compactions_to_clean = _refuse
     mark_compactions_cleaned = live_readers = forget_dead_readers = _refuse
+    heartbeat_reader = end_reader = _refuse
 
 
 @pytest.fixture
@@ -222,7 +224,7 @@ def test_a_backend_implements_the_whole_interface() -> None:
         "record_committed_files", "forget_committed_files", "begin_compaction",
         "finish_compaction", "fail_compaction", "forget_compaction", "compactor_visibility",
         "compactions", "compactions_to_clean", "mark_compactions_cleaned", "live_readers",
-        "forget_dead_readers"])
+        "forget_dead_readers", "heartbeat_reader", "end_reader"])
     partial = type("Partial", (Metastore,), {"close": lambda self: None})
     with pytest.raises(TypeError, match="abstract method"):
         partial(url="partial://x", location="x")

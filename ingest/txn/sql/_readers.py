@@ -53,7 +53,8 @@ class Readers:
 
     @contextmanager
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S
+        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        keep_lease: bool = False,
     ) -> Iterator[tuple[int | None, ValidWriteIdList]]:
         """See `Metastore.leased_snapshot`: the snapshot and the registration are one write
         transaction; a daemon thread heartbeats it."""
@@ -65,20 +66,39 @@ class Readers:
         beat = threading.Thread(target=self._beat_until, args=(reader_id, stop, heartbeat_s),
                                 name="ingest-reader-heartbeat", daemon=True)
         beat.start()
-        db = self._db
+        failed = False
         try:
             yield reader_id, snapshot
+        except BaseException:
+            failed = True
+            raise
         finally:
             stop.set()
             beat.join()
-            try:
-                with db.translate("unregister a reader"), db.write() as c:
-                    c.execute(sa.delete(readers).where(readers.c.reader_id == reader_id))
-            except IngestError:
-                # The registration expires by itself after the time-out; the rows read are
-                # not affected, so a failed removal must not fail the read.
-                log.warning("could not unregister reader %d in %s; it expires after the "
-                            "transaction time-out", reader_id, db.location, exc_info=True)
+            if failed or not keep_lease:
+                self.end_reader(reader_id)
+
+    def heartbeat_reader(self, reader_id: int) -> bool:
+        """See `Metastore.heartbeat_reader`."""
+        if not self.available:
+            return False
+        db = self._db
+        with db.translate("heartbeat a reader"), db.write() as c:
+            done = c.execute(sa.update(readers).where(readers.c.reader_id == reader_id)
+                             .values(heartbeat_at=db.clock()))
+        return int(done.rowcount) == 1
+
+    def end_reader(self, reader_id: int) -> None:
+        """See `Metastore.end_reader`."""
+        db = self._db
+        try:
+            with db.translate("unregister a reader"), db.write() as c:
+                c.execute(sa.delete(readers).where(readers.c.reader_id == reader_id))
+        except IngestError:
+            # The registration expires by itself after the time-out; the rows read are
+            # not affected, so a failed removal must not fail the read.
+            log.warning("could not unregister reader %d in %s; it expires after the "
+                        "transaction time-out", reader_id, db.location, exc_info=True)
 
     def _register(self, table: TableRef, agent: str) -> tuple[int | None, ValidWriteIdList]:
         db = self._db

@@ -173,9 +173,17 @@ class SqlMetastore(Metastore):
         return self._progress.snapshot(table)
 
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S
+        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        keep_lease: bool = False,
     ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
-        return self._readers.leased_snapshot(table, agent=agent, heartbeat_s=heartbeat_s)
+        return self._readers.leased_snapshot(table, agent=agent, heartbeat_s=heartbeat_s,
+                                             keep_lease=keep_lease)
+
+    def heartbeat_reader(self, reader_id: int) -> bool:
+        return self._readers.heartbeat_reader(reader_id)
+
+    def end_reader(self, reader_id: int) -> None:
+        self._readers.end_reader(reader_id)
 
     def transactions(
         self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
