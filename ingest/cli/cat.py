@@ -17,7 +17,7 @@ from ingest.acid import ValidWriteIdList
 from ingest.cli._options import metastore_option, storage_option
 from ingest.cli._output import dumps, rows
 from ingest.errors import TableNotFoundError
-from ingest.table import Table, open_table
+from ingest.table import Table, check_snapshot_table, open_table
 from ingest.txn import Metastore, TableDefinition, chosen_metastore, find_metastore_for
 
 
@@ -39,6 +39,7 @@ def table_snapshot(path: str, option: str | None) -> Iterator[tuple[SnapshotChoi
 
     Raises:
         MetastoreError: a metastore file exists but cannot be read, or is empty.
+        ConfigError: the --snapshot names another table.
     """
     store: Metastore | None = None
     table: TableDefinition | None = None
@@ -49,6 +50,8 @@ def table_snapshot(path: str, option: str | None) -> Iterator[tuple[SnapshotChoi
             raise
     try:
         if option is not None:
+            if table is not None:
+                check_snapshot_table(option, table.name, where=f"table {table.name}")
             yield SnapshotChoice(option, "option", table), store
         elif store is not None and table is not None:
             yield SnapshotChoice(store.snapshot(table.name), "metastore", table), store

@@ -18,11 +18,12 @@ from ingest.table.compact import (
     compaction_history,
     shown_state,
 )
+from ingest.table._arguments import check_snapshot_table
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
-from ingest.table.load import LoadResult, load, load_file
+from ingest.table.load import LoadResult, MissingColumns, load, load_file
 from ingest.table.split import partition_path, split_rows
 from ingest.table.verify import (
     DEFAULT_TXN_TIMEOUT_S,
@@ -45,6 +46,7 @@ __all__ = [
     "InputFormat",
     "LoadResult",
     "MetastoreRef",
+    "MissingColumns",
     "PartitionClean",
     "PartitionCompaction",
     "Problem",
@@ -55,6 +57,7 @@ __all__ = [
     "TableRecovery",
     "VerifyReport",
     "alter_table",
+    "check_snapshot_table",
     "clean",
     "compact",
     "compaction_history",

@@ -138,7 +138,9 @@ def test_partition_columns_are_named_in_the_hint(parted: str) -> None:
     with pytest.raises(SchemaMismatchError, match="column 'dt' \\(STRING\\) is missing") as info:
         load(parted, pa.table({"id": [1], "value": ["a"]}))
     assert info.value.hint == ("the table's columns are: id BIGINT, value STRING; "
-                               "partitioned by dt (STRING)")
+                               "partitioned by dt (STRING); to load NULL into the columns the "
+                               "input lacks, ask for it with `ingest load --missing-columns "
+                               'null` (Python: missing_columns="null")')
 
 
 def test_partitioned_bucketed_load_places_every_row_in_its_bucket(parted: str) -> None:
@@ -193,7 +195,10 @@ def test_rows_that_do_not_fit_are_refused_before_anything_is_written(table: str)
     assert "column 'value' (STRING) is missing" in message
     assert "column 'id' is string and cannot be converted to BIGINT" in message
     assert "'x'" in message
-    assert info.value.hint == "the table's columns are: id BIGINT, value STRING, dt STRING"
+    assert info.value.hint == ("the table's columns are: id BIGINT, value STRING, dt STRING; "
+                               "to load NULL into the columns the input lacks, ask for it "
+                               "with `ingest load --missing-columns null` (Python: "
+                               'missing_columns="null")')
     assert acid_dirs(Path(table)) == []
     assert states(table) == {}, "no transaction was opened"
 
