@@ -19,6 +19,7 @@ from ingest.table.compact import (
     shown_state,
 )
 from ingest.table._arguments import check_snapshot_table
+from ingest.table._owner import check_owner
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.history import Commit, table_history
@@ -57,6 +58,7 @@ __all__ = [
     "TableRecovery",
     "VerifyReport",
     "alter_table",
+    "check_owner",
     "check_snapshot_table",
     "clean",
     "compact",

@@ -44,6 +44,7 @@ from ingest.table._committed import (
 )
 from ingest.table._definition import adopted_max_write_id
 from ingest.table._layout import AcidLayout, scan_layout
+from ingest.table._owner import check_owner
 from ingest.txn import (
     Metastore,
     MetastoreError,
@@ -209,7 +210,8 @@ def recover_table_with_metastore(
             whose stripes do not decode is reported unrecoverable).
 
     Raises:
-        ConfigError: txn_timeout_s is NaN, infinite or negative.
+        ConfigError: txn_timeout_s is NaN, infinite or negative, or the table's location
+            belongs to another metastore.
         FileNotFoundError: `path` does not exist.
         MetastoreError: the metastore failed.
     """
@@ -225,6 +227,7 @@ def recover_table_with_metastore(
                                                backup_dir=backup_dir,
                                                committed=lambda _w: True,
                                                check_data=check_data), None)
+        check_owner(table, store.url)
         if dry_run:
             now = time.time()
             infos = store.transactions(table.name, states=("open",))

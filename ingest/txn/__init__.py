@@ -25,6 +25,7 @@ from ingest.txn.placement import (
     chosen_metastore,
     default_metastore_url,
     find_metastore_for,
+    placed_metastore_url,
     use_metastore,
 )
 from ingest.txn.readers import READER_HEARTBEAT_S, ReaderInfo
@@ -50,6 +51,7 @@ __all__ = [
     "default_metastore_url",
     "chosen_metastore",
     "find_metastore_for",
+    "placed_metastore_url",
     "use_metastore",
     "normalize_location",
     "redact_url",

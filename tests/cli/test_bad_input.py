@@ -3,6 +3,7 @@ operation failed) with a message naming what was wrong, never 4, and commits not
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 from fsspec.registry import known_implementations
 from support import error_json, ok_json
 from support import run_cli as run
+
+from ingest.txn import Metastore
 
 DDL = "id BIGINT, v STRING"
 ALL_TYPES = ("id BIGINT, s STRING, d DATE, dec DECIMAL(10,2), ts TIMESTAMP, b BOOLEAN, "
@@ -27,6 +30,11 @@ def table(warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     src.write_text('{"id": 1, "v": "a"}\n')
     ok_json(["load", location, "--input", str(src)], capsys)
     return location
+
+
+def acid_names(location: str) -> list[str]:
+    """The table directory's entries but hidden ones (the metastore marker)."""
+    return sorted(p.name for p in Path(location).iterdir() if not p.name.startswith("_"))
 
 
 def cat_rows(location: str, capsys: pytest.CaptureFixture[str]) -> list[dict]:
@@ -47,7 +55,7 @@ def test_load_of_a_csv_with_an_unterminated_quote_exits_3_and_commits_nothing(
     assert error["message"] == (f"Cannot read input {src}: the quoted field opened on line 2 "
                                 "is never closed (the file ends inside it); nothing was loaded")
     assert cat_rows(table, capsys) == [{"id": 1, "v": "a"}]
-    assert sorted(p.name for p in Path(table).iterdir()) == ["delta_0000001_0000001_0000"]
+    assert acid_names(table) == ["delta_0000001_0000001_0000"]
 
 
 # -- item 2 ------------------------------------------------------------------------------
@@ -103,7 +111,7 @@ def test_compaction_kinds_exclude_each_other(table: str, flags: list[str],
     assert (code, out) == (2, "")
     assert "Error: " + " and ".join(flags) + " exclude each other: give one kind of " \
            "compaction (default --major)" in err
-    assert sorted(p.name for p in Path(table).iterdir()) == ["delta_0000001_0000001_0000"]
+    assert acid_names(table) == ["delta_0000001_0000001_0000"]
     assert ok_json(["compact", table, "--minor", "--dry-run"], capsys)["kind"] == "minor"
     assert ok_json(["compact", table, "--dry-run"], capsys)["kind"] == "major"
 
@@ -191,3 +199,113 @@ def test_a_storage_option_the_filesystem_does_not_take_exits_2(
                                 "storage options (endpoint_url, key, secret): ValueError: "
                                 "Invalid endpoint: notaurl")
     assert "hush" not in json.dumps(error)
+
+
+# -- item 10: a location belongs to one metastore ----------------------------------------
+
+
+@pytest.fixture
+def three_loads(warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """The issue's table: write ids 1..3 committed through the metastore beside it."""
+    location = str(warehouse / "t")
+    ok_json(["create", location, "--schema", DDL], capsys)
+    for i in (1, 2, 3):
+        src = tmp_path / f"in{i}.jsonl"
+        src.write_text(json.dumps({"id": i, "v": "a"}) + "\n")
+        ok_json(["load", location, "--input", str(src)], capsys)
+    return location
+
+
+def test_create_writes_a_hidden_marker_naming_the_metastore(
+        three_loads: str, warehouse: Path) -> None:
+    marker = json.loads((Path(three_loads) / "_ingest_metastore").read_text())
+    assert marker["metastore"] == f"sqlite://{warehouse}/_ingest_metastore.sqlite"
+    assert marker["table"] == "default.t"
+    with Metastore.open(marker["metastore"], read_only=True) as store:
+        assert store.get_table(three_loads).properties["ingest.location_token"] == \
+            marker["token"]
+
+
+@pytest.mark.parametrize("adopt", [["--adopt"], []])
+def test_create_through_another_metastore_is_refused_naming_both(
+        three_loads: str, warehouse: Path, tmp_path: Path, adopt: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    other = f"sqlite://{tmp_path}/other.sqlite"
+    owner = f"sqlite://{warehouse}/_ingest_metastore.sqlite"
+    before = tree(three_loads)
+    error = error_json(["create", three_loads, "--schema", DDL, "--metastore", other, *adopt],
+                       capsys, 2 if adopt else 3)
+    assert other in error["message"] or not adopt
+    if adopt:
+        assert error["message"] == (
+            f"Cannot create table default.t at file://{three_loads} in metastore {other}: "
+            f"metastore {owner} already lists table default.t; a location belongs to one "
+            "metastore, since two would hand out the same write ids")
+    assert tree(three_loads) == before
+    # Without the marker (a table from before it), the metastore beside it still decides.
+    (Path(three_loads) / "_ingest_metastore").unlink()
+    error = error_json(["create", three_loads, "--schema", DDL, "--metastore", other,
+                        "--adopt"], capsys, 2)
+    assert f"metastore {owner} already lists table default.t" in error["message"]
+    assert not (tmp_path / "other.sqlite").exists()
+
+
+def test_an_empty_table_is_not_created_again_in_another_metastore(
+        warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    location = str(warehouse / "empty")
+    ok_json(["create", location, "--schema", DDL], capsys)
+    other = f"sqlite://{tmp_path}/other.sqlite"
+    error = error_json(["create", location, "--schema", DDL, "--metastore", other], capsys, 2)
+    assert "already lists table default.empty" in error["message"]
+
+
+@pytest.mark.parametrize("command", [
+    ["load", "--input", "{src}"], ["delete", "--where", "id = 1"], ["clean"],
+    ["compact", "--minor"], ["recover"]])
+def test_writes_through_a_metastore_that_does_not_own_the_location_are_refused(
+        three_loads: str, warehouse: Path, tmp_path: Path, command: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Another metastore lists the location without the owner's token: an older ingest
+    # registered it there, or someone copied a definition by hand.
+    other = f"sqlite://{tmp_path}/other.sqlite"
+    owner = f"sqlite://{warehouse}/_ingest_metastore.sqlite"
+    with Metastore.open(owner, read_only=True) as mine, Metastore.open(other) as store:
+        defn = mine.get_table(three_loads)
+        properties = {k: v for k, v in defn.properties.items() if k != "ingest.location_token"}
+        store.create_table(dataclasses.replace(defn, properties=properties),
+                           next_write_id=4)
+    src = tmp_path / "more.jsonl"
+    src.write_text('{"id": 4, "v": "other"}\n')
+    args = [a.format(src=src) for a in command]
+    before = tree(three_loads)
+    error = error_json([args[0], three_loads, *args[1:], "--metastore", other], capsys, 2)
+    assert error["type"] == "ConfigError"
+    assert error["message"] == (
+        f"Cannot write table default.t at file://{three_loads} through metastore {other}: the "
+        f"location belongs to metastore {owner} (table default.t); a location belongs to one "
+        "metastore, since two would hand out the same write ids")
+    assert error["hint"] == f"use that metastore: --metastore {owner} (or INGEST_METASTORE)"
+    assert tree(three_loads) == before
+    with Metastore.open(other, read_only=True) as store:
+        assert store.transactions("default.t") == []
+    # Through the owner the same command runs.
+    code, out, err = run([args[0], three_loads, *args[1:]], capsys)
+    assert code == 0, err
+    assert [r["id"] for r in cat_rows(three_loads, capsys)] == (
+        [2, 3] if args[0] == "delete" else [1, 2, 3, 4] if args[0] == "load" else [1, 2, 3])
+
+
+def test_a_table_without_a_marker_keeps_working(
+        three_loads: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (Path(three_loads) / "_ingest_metastore").unlink()
+    src = tmp_path / "more.jsonl"
+    src.write_text('{"id": 4, "v": "b"}\n')
+    assert ok_json(["load", three_loads, "--input", str(src)], capsys)["write_id"] == 4
+    ok_json(["compact", three_loads], capsys)
+    assert [r["id"] for r in cat_rows(three_loads, capsys)] == [1, 2, 3, 4]
+
+
+def tree(location: str) -> dict[str, bytes | None]:
+    root = Path(location)
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(root.rglob("*"))}
