@@ -34,6 +34,7 @@ from ingest.spark._datasource_plan import (
 from ingest.spark._datasource_read import read_task
 from ingest.spark._datasource_setup import ReadSetup, TaskPartition, spark_arrow_schema
 from ingest.spark._datasource_stream import HiveAcidStreamReader
+from ingest.table import check_snapshot_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,10 +52,13 @@ class HiveAcidReader(DataSourceReader):
 
         Raises:
             TableNotFoundError: no metastore lists a table at or above the path.
-            ConfigError: `columns` names an unknown column, or `where` does not parse.
+            ConfigError: `columns` names an unknown column, `where` does not parse, or
+                `snapshot` is another table's.
             MetastoreError: the metastore cannot be read.
         """
         with open_metastore(options) as (store, defn):
+            if options.snapshot is not None:
+                check_snapshot_table(options.snapshot, defn.name, where=f"table {defn.name}")
             self.setup = ReadSetup(options, defn)
             snapshot = (options.snapshot if options.snapshot is not None
                         else store.snapshot(defn).to_hive_string())
