@@ -5,8 +5,10 @@ and bucket (once, for the CLI and the streaming sink alike); clean up after a fa
 Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
 """
 
+from ingest.table._arguments import check_snapshot_table
 from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
+from ingest.table._owner import check_owner
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.api import ScanPlan, Table, TableScan, open_table
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
@@ -18,8 +20,6 @@ from ingest.table.compact import (
     compaction_history,
     shown_state,
 )
-from ingest.table._arguments import check_snapshot_table
-from ingest.table._owner import check_owner
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.history import Commit, table_history

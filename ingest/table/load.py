@@ -27,7 +27,6 @@ from ingest.table.split import split_rows
 from ingest.table.values import describe_decimal_error, to_decimal, to_timestamp
 from ingest.txn import TableDefinition
 
-
 MissingColumns = Literal["error", "null"]
 """What `load` does with a table column the input lacks: refuse (the default) or, for a
 nullable column, load NULL."""
