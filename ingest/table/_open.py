@@ -52,10 +52,11 @@ def open_table(
 
     Raises:
         TableNotFoundError: no metastore lists a table at `location`.
-        ConfigError: `location` lies inside a table instead of being its root, or the
-            location belongs to another metastore.
+        ConfigError: `location` lies inside a table instead of being its root, is a URL no
+            filesystem serves, or belongs to another metastore.
         MetastoreError: the metastore cannot be opened or read.
     """
+    storage.check_url(location)  # before any metastore is searched for it
     if metastore is None:
         store, defn = find_metastore_for(location)
         try:

@@ -492,13 +492,13 @@ class _RowsOnlyScan(TableScan):
 
     def __init__(self, table: Table, where: str | None, snapshot: SnapshotArg, *,
                  limit: int | None) -> None:
-        schema = table.schema
-        parts = table.definition.partition_columns if table.definition is not None else []
-        column = parts[0] if parts else schema.names[0]
+        parts = table.definition.partition_columns if table.definition is not None else ()
+        # No column at all: a table without metastore whose directory holds no file yet.
+        names = list(parts[:1]) or table.schema.names[:1]
         predicate = None
         if where is not None and table.definition is not None:
             predicate = parse_predicate(where, table_schema(table.definition), option="where")
-        super().__init__(table, [column], predicate if predicate is not None else where,
+        super().__init__(table, names, predicate if predicate is not None else where,
                          snapshot, limit=limit, with_row_id=False)
 
     def plan(self) -> ScanPlan:

@@ -157,6 +157,16 @@ def test_an_unknown_url_scheme_exits_2_naming_it(args: list[str],
     assert error["message"] == "Cannot use foo://bucket/t: unknown URL scheme foo://"
 
 
+def test_stream_with_an_unknown_url_scheme_exits_2_before_contacting_kafka(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["stream", "--table", "foo://bucket/t", "--bootstrap-servers",
+                          "127.0.0.1:1", "--topic", "t", "--checkpoint", str(tmp_path / "ck"),
+                          "--schema", "id BIGINT"], capsys)
+    assert (code, out) == (2, "")
+    assert "Error: Cannot use foo://bucket/t: unknown URL scheme foo://" in err
+    assert "Kafka" not in err
+
+
 def _uninstalled_backend() -> tuple[str, str]:
     """A protocol fsspec knows whose package is not installed here: (protocol, package)."""
     for protocol in ("gcs", "abfs", "oss", "webhdfs", "dropbox"):

@@ -207,6 +207,8 @@ def test_no_columns_keeps_the_row_count(events: str) -> None:
     assert table.scan(columns=[]).plan().schema == pa.schema([])
     unpartitioned = ingest.open_table(events + "/dt=d1")
     assert unpartitioned.to_arrow(columns=[]).num_rows == 2
+    files_only = ingest.open_table(events, metastore=False)
+    assert files_only.to_arrow(columns=[], snapshot="all-on-disk").num_rows == 3
 
 
 def test_storage_options_must_be_a_dict(events: str) -> None:
