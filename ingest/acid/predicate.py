@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,11 +70,28 @@ class Predicate:
     condition: Condition | None = None
 
 
+# Deepest nesting of parentheses and NOTs a condition may have: the parser and every walk of
+# the condition tree recurse once per level, so a few hundred levels would exhaust Python's
+# recursion limit; no hand-written condition comes near 100.
+MAX_CONDITION_NESTING = 100
+
+
+def _balanced(terms: list[Condition], join: Callable[[Condition, Condition], Condition],
+              ) -> Condition:
+    """`a OP b OP c ...` as a balanced tree: a chain of thousands of ORs (generated
+    conditions) stays shallow for every recursive walk; AND and OR are associative."""
+    while len(terms) > 1:
+        paired = [join(terms[i], terms[i + 1]) for i in range(0, len(terms) - 1, 2)]
+        terms = paired + ([terms[-1]] if len(terms) % 2 else [])
+    return terms[0]
+
+
 class _Parser(TokenCursor):
     def __init__(self, text: str, schema: pa.Schema, option: str) -> None:
         self.text = text
         self.schema = schema
         self.option = option
+        self.depth = 0
         super().__init__(tokenize(text, _DIALECT, subject=option, hint=_STRAY_HINT))
         self.columns: list[str] = []
 
@@ -95,21 +114,36 @@ class _Parser(TokenCursor):
         return expr
 
     def or_expr(self) -> Condition:
-        expr = self.and_expr()
+        terms = [self.and_expr()]
         while self.take_word("OR"):
-            expr = expr | self.and_expr()
-        return expr
+            terms.append(self.and_expr())
+        return _balanced(terms, lambda a, b: a | b)
 
     def and_expr(self) -> Condition:
-        expr = self.not_expr()
+        terms = [self.not_expr()]
         while self.take_word("AND"):
-            expr = expr & self.not_expr()
-        return expr
+            terms.append(self.not_expr())
+        return _balanced(terms, lambda a, b: a & b)
 
     def not_expr(self) -> Condition:
+        tok = self.tok
         if self.take_word("NOT"):
-            return ~self.not_expr()
+            with self.nested(tok.pos):
+                return ~self.not_expr()
         return self.primary()
+
+    @contextmanager
+    def nested(self, pos: int) -> Iterator[None]:
+        """One level deeper, at most MAX_CONDITION_NESTING."""
+        if self.depth >= MAX_CONDITION_NESTING:
+            raise self.error(f"the condition nests parentheses and NOTs more than "
+                             f"{MAX_CONDITION_NESTING} levels deep", pos,
+                             f"write it with at most {MAX_CONDITION_NESTING} levels")
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def primary(self) -> Condition:
         tok = self.tok
@@ -117,7 +151,8 @@ class _Parser(TokenCursor):
             if self.tok.kind == "end" or self.tok.text == ")":
                 raise self.error(f"expected a condition after '(', found {self.tok.describe()}",
                                  self.tok.pos)
-            expr = self.or_expr()
+            with self.nested(tok.pos):
+                expr = self.or_expr()
             self.expect_punct(")", f"the condition opened at position {tok.pos}")
             return expr
         if self.is_literal_start():

@@ -45,6 +45,9 @@ from ingest.orc import FileTail
 Action = Literal["ok", "skipped", "truncated", "side-file-removed", "removed", "unrecoverable"]
 LiveFiles = Callable[[str], bool]
 Committed = Callable[[int], bool]
+CommittedLength = Callable[[str], "int | None"]
+"""A file's committed length (the committed-file manifest's, docs/format.md §20), or None
+when nothing records one."""
 # Default backup directory below the table: hidden from Hive and from our scans by the "_".
 BACKUP_DIR_NAME = "_ingest_recovery_backup"
 
@@ -149,6 +152,7 @@ class _Ctx:
     committed: Committed | None = None
     valid_write_ids: ValidWriteIdList | None = None
     check_data: bool = False
+    committed_length: CommittedLength | None = None
     removed_bytes: list[int] = field(default_factory=list)
 
     def holds_committed(self, path: str) -> bool:
@@ -162,6 +166,16 @@ class _Ctx:
         if parsed.is_base:
             return self.committed(parsed.max_write_id)
         return any(self.committed(w) for w in range(parsed.min_write_id, parsed.max_write_id + 1))
+
+    def below_committed(self, path: str, length: int) -> str | None:
+        """Why cutting `path` to `length` keeps every committed byte, or None when nothing
+        shows it: the commits recorded the file's committed length, and it is at most
+        `length` (docs/recovery.md, 4)."""
+        committed = None if self.committed_length is None else self.committed_length(path)
+        if committed is None or committed > length:
+            return None
+        return (f"; the committed length {committed:,} (recorded by the commit) lies at or "
+                "below it, so the lengths past it hold no committed row")
 
     def settled(self, write_id: int) -> bool:
         """Committed or aborted: no writer will add rows of it (open ones are not)."""
@@ -188,6 +202,7 @@ def recover_table(
     valid_write_ids: ValidWriteIdList | None = None,
     committed: Committed | None = None,
     check_data: bool = False,
+    committed_length: CommittedLength | None = None,
 ) -> RecoveryReport:
     """Truncate every bucket file under `path` to its last complete footer; drop dead side files.
 
@@ -222,6 +237,10 @@ def recover_table(
             committed, only the side files decide.
         check_data: also decode every stripe of the files left as they are; a file whose
             tail is sound but whose stripes do not decode is `unrecoverable`.
+        committed_length: a file's committed length from the committed-file manifest
+            (None: not recorded). A file of committed write ids whose later recorded flush
+            lengths end in no footer goes back to its last complete footer only when that
+            footer lies at or above its committed length; otherwise it is `unrecoverable`.
 
     Returns:
         The per-file report.
@@ -241,7 +260,7 @@ def recover_table(
     if committed is None and valid_write_ids is not None:
         committed = valid_write_ids.is_valid
     ctx = _Ctx(fs, root, dry_run, backup_root, backup_fs, live_files or (lambda _p: False),
-               committed, valid_write_ids, check_data)
+               committed, valid_write_ids, check_data, committed_length)
     results = []
     bucket_files, orphan_sides, acid_dirs, stray = _scan(fs, root)
     for file in bucket_files:
@@ -332,11 +351,13 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
             skipped.append(length)
             continue
         tail = tail_at_flush(fs, path, length, positive[:i], size)
-        if tail is not None and skipped and ctx.holds_committed(path):
+        safe = "" if tail is None or not skipped else ctx.below_committed(path, length)
+        if tail is not None and skipped and ctx.holds_committed(path) and safe is None:
             # Lengths recorded later than this one no longer end in a footer: the file lost
             # or damaged bytes below them, and the flushes there may be committed. Going back
             # to this length would make the file read without them, exit 0, from then on
-            # (docs/invariants.md, 7): left as it is, and named.
+            # (docs/invariants.md, 7): left as it is, and named, unless the commits recorded
+            # a committed length at or below it (`safe`).
             return FileRecovery(
                 path, size, size, "unrecoverable",
                 f"recorded flush lengths {sorted(set(skipped))} end in no complete ORC footer "
@@ -345,8 +366,8 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
                 "left untouched", entries, None, tuple(skipped), tail.number_of_rows)
         if tail is not None:
             later, note = _past_side_file(path, size, tail, ctx)
-            return _cut(path, size, later or tail, entries, tuple(skipped), ctx, note,
-                        by_footers=later is not None)
+            return _cut(path, size, later or tail, entries, tuple(skipped), ctx,
+                        note + (safe or ""), by_footers=later is not None)
         skipped.append(length)
     if skipped and ctx.holds_committed(path) and max(skipped) <= size:
         end = tail_at_end(fs, path, size)
@@ -364,8 +385,12 @@ def _recover_file(path: str, ctx: _Ctx) -> FileRecovery:
     if skipped:
         # Lengths were recorded (so transactions may have committed) but none is readable:
         # cutting anywhere could destroy what is left; a person must look
-        # (docs/invariants.md, 5).
-        last = last_complete_footer(fs, path, size)
+        # (docs/invariants.md, 5). Unless the commits recorded a committed length that the
+        # file's last complete footer reaches: then only uncommitted bytes lie past it.
+        last = tail_at_end(fs, path, size) or last_complete_footer(fs, path, size)
+        safe = None if last is None else ctx.below_committed(path, last.length)
+        if last is not None and safe is not None:
+            return _cut(path, size, last, entries, tuple(skipped), ctx, safe, by_footers=True)
         rows = 0 if last is None else last.number_of_rows
         return FileRecovery(
             path, size, size, "unrecoverable",
@@ -537,7 +562,8 @@ def _copy_to_backup(data: bytes, relative: str, ctx: _Ctx) -> str:
     return target
 
 
-__all__ = ["BACKUP_DIR_NAME", "Action", "Committed", "FileRecovery", "LiveFiles",
+__all__ = ["BACKUP_DIR_NAME", "Action", "Committed", "CommittedLength", "FileRecovery",
+           "LiveFiles",
            "RecoveryReport", "SideFileWarning", "committed_read_length", "default_backup_dir",
            "recover_file", "recover_table"]
 

@@ -21,6 +21,12 @@ COMMENT_KEY = b"comment"
 MAX_VARCHAR_LENGTH = 65535
 MAX_CHAR_LENGTH = 255
 MAX_DECIMAL_PRECISION = 38
+# Deepest ARRAY/MAP/STRUCT nesting a column type may have. Each level costs a few Python
+# frames in every recursive walk of a type (this parser, DDL and ORC type strings, the
+# writer's column tree, readers), so a few hundred levels exhaust Python's recursion limit;
+# 100 keeps every walk far inside it (tested end to end: create, load, cat, verify) and is
+# far beyond real schemas (Hive's text SerDe stops at 24 levels).
+MAX_TYPE_NESTING = 100
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ORC_UNQUOTED = re.compile(r"[A-Za-z0-9_]+")
@@ -66,6 +72,8 @@ _KEYWORDS = frozenset(
 class _Parser(TokenCursor):
     def __init__(self, text: str) -> None:
         self.text = text
+        self.depth = 0
+        self.column_name = ""
         super().__init__(tokenize(text, _DIALECT, subject="schema", hint=_HINT))
 
     def error(self, expected: str) -> ConfigError:
@@ -104,6 +112,7 @@ class _Parser(TokenCursor):
 
     def column(self) -> pa.Field:
         name = self.name()
+        self.column_name = name
         field = self.type_field(name)
         if self.take_word("comment"):
             if self.tok.kind != "string":
@@ -146,6 +155,28 @@ class _Parser(TokenCursor):
                     f"(got {precision},{scale})"
                 )
             return pa.field(name, pa.decimal128(precision, scale))
+        if word in ("array", "map", "struct"):
+            self.i = start
+            return self.nested_field(name)
+        self.i = start
+        raise self.error("a Hive type (BIGINT, STRING, DECIMAL(p,s), ARRAY<...>, ...)")
+
+    def nested_field(self, name: str) -> pa.Field:
+        """ARRAY, MAP or STRUCT, at most MAX_TYPE_NESTING levels deep."""
+        if self.depth >= MAX_TYPE_NESTING:
+            raise ConfigError(
+                f"Cannot parse schema: the type of column {self.column_name!r} nests "
+                f"ARRAY/MAP/STRUCT more than {MAX_TYPE_NESTING} levels deep (at position "
+                f"{self.tok.pos})",
+                hint=f"flatten the type to at most {MAX_TYPE_NESTING} levels of nesting")
+        self.depth += 1
+        try:
+            return self.container_field(name)
+        finally:
+            self.depth -= 1
+
+    def container_field(self, name: str) -> pa.Field:
+        word = self.advance().text.lower()
         if word == "array":
             self.expect_punct("<")
             item = self.type_field("item")
@@ -170,8 +201,7 @@ class _Parser(TokenCursor):
                         break
                     self.expect_punct(",")
             return pa.field(name, pa.struct(members))
-        self.i = start
-        raise self.error("a Hive type (BIGINT, STRING, DECIMAL(p,s), ARRAY<...>, ...)")
+        raise AssertionError(word)  # nested_field is called only for the three words
 
 
 def parse_schema(ddl: str) -> pa.Schema:
@@ -180,7 +210,7 @@ def parse_schema(ddl: str) -> pa.Schema:
     Types are case-insensitive; names may be backquoted and keep their case. VARCHAR(n) and
     CHAR(n) become Arrow strings with ``hive.type`` field metadata; TIMESTAMP is
     ``timestamp[ns]``; a bare DECIMAL is DECIMAL(10,0) as in Hive; ``COMMENT '...'`` is kept
-    in field metadata. Every field is nullable.
+    in field metadata. Every field is nullable. Types nest at most `MAX_TYPE_NESTING` levels.
 
     Args:
         ddl: the column list, without the surrounding parentheses.
@@ -189,7 +219,8 @@ def parse_schema(ddl: str) -> pa.Schema:
         The Arrow schema.
 
     Raises:
-        ConfigError: the text is not a column list; the message gives the position.
+        ConfigError: the text is not a column list (the message gives the position), or a
+            type nests deeper than `MAX_TYPE_NESTING`.
     """
     return _Parser(ddl).schema()
 
@@ -290,6 +321,7 @@ def to_orc_type_string(schema: pa.Schema) -> str:
 __all__ = [
     "COMMENT_KEY",
     "HIVE_TYPE_KEY",
+    "MAX_TYPE_NESTING",
     "parse_schema",
     "to_ddl",
     "to_orc_type_string",

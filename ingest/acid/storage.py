@@ -8,11 +8,13 @@ a location prefix; every file access resolves its URL here. fsspec's own config
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import fsspec
+from fsspec.registry import known_implementations
 
 from ingest.errors import ConfigError, IngestError, StorageError
 
@@ -98,14 +100,54 @@ def url_to_fs(url: str,
             which win over fsspec's config and environment (`FSSPEC_S3_*`).
 
     Raises:
-        ValueError, ImportError: fsspec does not know the protocol or its package is missing.
+        ConfigError: fsspec does not know the URL's scheme, the package of its filesystem is
+            not installed, or an object-store URL names no bucket.
     """
+    check_url(url)
     options = {**options_for(url), **(storage_options or {})}
     protocol = _normalize(url).split("://", 1)[0]
     if protocol in OBJECT_STORE_PROTOCOLS:
         options.setdefault("use_listings_cache", False)
     fs, path = fsspec.core.url_to_fs(str(url), **options)
     return fs, str(path)
+
+
+def check_url(url: str) -> None:
+    """Refuse a URL no filesystem can serve, before anything uses it.
+
+    Raises:
+        ConfigError: an unknown scheme (`foo://`), a scheme whose fsspec package is not
+            installed (naming the package), or an object-store URL without a bucket
+            (`s3://`, `s3:///t`).
+    """
+    text = str(url)
+    if "://" not in text or "::" in text:  # a local path; chained URLs are fsspec's to check
+        return
+    scheme, rest = text.split("://", 1)
+    protocol = scheme.lower()
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except ValueError as e:
+        raise ConfigError(
+            f"Cannot use {text}: unknown URL scheme {scheme}://",
+            hint="give a local path, or a URL fsspec knows (file://, s3://, gs://, abfs://, "
+                 "hdfs://, memory://)") from e
+    except ImportError as e:
+        package = _backend_package(protocol)
+        raise ConfigError(
+            f"Cannot use {text}: the {protocol}:// filesystem needs the Python package "
+            f"{package}, which is not installed ({e})",
+            hint=f"pip install {package}") from e
+    if protocol in OBJECT_STORE_PROTOCOLS and (not rest or rest.startswith("/")):
+        raise ConfigError(
+            f"Cannot use {text}: the bucket is missing (nothing between {protocol}:// and the "
+            "path)", hint=f"name the bucket first, e.g. {protocol}://BUCKET/warehouse/events")
+
+
+def _backend_package(protocol: str) -> str:
+    """The package holding `protocol`'s filesystem class, from fsspec's registry."""
+    known = known_implementations.get(protocol, {})
+    return str(known.get("class", protocol)).split(".", 1)[0]
 
 
 def redacted(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,6 +242,75 @@ def describe_failure(error: BaseException, location: str) -> StorageError | None
                 hint="check the key and secret storage options (or FSSPEC_S3_* / AWS_* "
                      "environment) and the bucket's policy")
     return None
+
+
+# Client libraries of fsspec's object stores: a TypeError, ValueError or AttributeError
+# raised inside them while storage options are given comes from an option they refused.
+_CLIENT_PACKAGES = frozenset({"botocore", "aiobotocore", "boto3", "google", "azure", "aiohttp"})
+_UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def describe_option_error(error: BaseException, location: str) -> ConfigError | None:
+    """A `ConfigError` naming the storage option when `error` (or its cause) is the
+    filesystem refusing an option given for `location` (an unknown key, a value of the wrong
+    kind); None for anything else. Secret values are never shown.
+
+    Args:
+        error: what an operation on `location` raised.
+        location: the table location the caller named.
+    """
+    options = options_for(location)
+    if not options or isinstance(error, IngestError):
+        return None
+    protocol = _normalize(location).split("://", 1)[0]
+    backend = {_backend_package(protocol)} | _CLIENT_PACKAGES
+    for cause in _chain(error):
+        if not isinstance(cause, (TypeError, ValueError, AttributeError)):
+            continue
+        found = _UNEXPECTED_KEYWORD.search(str(cause))
+        if isinstance(cause, TypeError) and found and found.group(1) in _keys(options):
+            return ConfigError(
+                f"Cannot use {location}: storage option {found.group(1)!r} is not an option "
+                f"of the {protocol}:// filesystem", hint="check the --storage-option keys "
+                "(storage_options= in Python) against the filesystem's documentation")
+        if _raised_in(cause, backend):
+            return ConfigError(
+                f"Cannot use {location}: the {protocol}:// filesystem refused its storage "
+                f"options ({', '.join(sorted(options))}): {type(cause).__name__}: "
+                f"{_short(_scrub(str(cause), options))}",
+                hint="check the --storage-option values (storage_options= in Python), e.g. "
+                     "endpoint_url=http://host:9000 and client_kwargs as a JSON object")
+    return None
+
+
+def _keys(options: Mapping[str, Any]) -> set[str]:
+    """Every key of `options` and of the mappings inside it (client_kwargs, config_kwargs)."""
+    keys = set(options)
+    for value in options.values():
+        if isinstance(value, Mapping):
+            keys |= _keys(value)
+    return keys
+
+
+def _raised_in(error: BaseException, packages: set[str]) -> bool:
+    """Whether the innermost frame of `error`'s traceback is in one of `packages`."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.split(".", 1)[0] in packages
+
+
+def _scrub(text: str, options: Mapping[str, Any]) -> str:
+    """`text` without the value of any secret-looking option."""
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            text = _scrub(text, value)
+        elif redacted({key: value})[key] == "***" and str(value):
+            text = text.replace(str(value), "***")
+    return text
 
 
 def _chain(error: BaseException) -> list[BaseException]:

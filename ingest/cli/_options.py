@@ -85,19 +85,25 @@ STORAGE_OPTION_HELP = (
 def storage_option(command: _F) -> _F:
     """Add `--storage-option KEY=VALUE` (repeatable) to a command whose argument `path` (or
     `file`) names a table location; the options are registered for that location's bucket
-    (`ingest.acid.storage`) before the command runs. Values are never echoed. A failure of
-    the storage service itself becomes a `StorageError` naming the bucket and endpoint."""
+    (`ingest.acid.storage`) before the command runs. Values are never echoed. A location no
+    filesystem serves (unknown scheme, backend not installed, no bucket) is a `ConfigError`;
+    a failure of the storage service itself becomes a `StorageError` naming the bucket and
+    endpoint."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, storage_options: tuple[str, ...] = (), **kwargs: Any) -> Any:
         location = kwargs.get("path", kwargs.get("file"))
+        if location is not None:
+            storage.check_url(str(location))
         if storage_options and location is not None:
             storage.register(storage.root_of(str(location)),
                              storage.parse_storage_options(storage_options))
         try:
             return command(*args, **kwargs)
         except Exception as e:
-            failure = None if location is None else storage.describe_failure(e, str(location))
+            failure = None if location is None else (
+                storage.describe_option_error(e, str(location))
+                or storage.describe_failure(e, str(location)))
             if failure is None:
                 raise
             raise failure from e

@@ -22,13 +22,13 @@ Examples:
 )
 @click.argument("path")
 @storage_option
-@click.option("--major", "kind", flag_value="major", default=True,
+@click.option("--major", is_flag=True,
               help="Write a new base_N per partition: every visible row, deleted and aborted "
                    "rows gone (default).")
-@click.option("--minor", "kind", flag_value="minor",
+@click.option("--minor", is_flag=True,
               help="Fold the deltas into one delta_min_max and the delete deltas into one "
                    "delete_delta_min_max.")
-@click.option("--auto", "kind", flag_value="auto",
+@click.option("--auto", is_flag=True,
               help="Let the initiator choose per partition from the table's thresholds "
                    "(delta count, delta bytes over base bytes, aborted write ids); partitions "
                    "that need nothing are left alone.")
@@ -38,8 +38,8 @@ Examples:
 @click.option("--dry-run", is_flag=True,
               help="Only show what would be read and written; write nothing.")
 @write_options
-def command(path: str, kind: str, partitions: tuple[str, ...], dry_run: bool,
-            metastore: str | None, as_json: bool, quiet: bool) -> None:
+def command(path: str, major: bool, minor: bool, auto: bool, partitions: tuple[str, ...],
+            dry_run: bool, metastore: str | None, as_json: bool, quiet: bool) -> None:
     """Compact the table at PATH as of the compactor's snapshot (below the lowest open
     write id: open transactions' deltas are left alone). Each partition's compaction is
     recorded in the metastore's history (`ingest compactions PATH`).
@@ -47,7 +47,9 @@ def command(path: str, kind: str, partitions: tuple[str, ...], dry_run: bool,
     Changes the disk unless --dry-run: writes new base or delta directories under a hidden
     name and renames them into place. Inputs are never changed or removed; readers stop
     using them at once and a cleaner may delete them later. Prints one line per partition.
+    --major, --minor and --auto exclude each other.
     """
+    kind = _kind(major=major, minor=minor, auto=auto)
     progress(f"{'Planning' if dry_run else 'Running'} {kind} compaction of {path}",
              quiet=quiet or as_json)
     report = compact(path, kind=kind, partitions=list(partitions) or None,  # type: ignore[arg-type]
@@ -67,6 +69,20 @@ def command(path: str, kind: str, partitions: tuple[str, ...], dry_run: bool,
     verb = "would be compacted (dry run: nothing written)" if dry_run else "compacted"
     click.echo(f"{done} of {len(report.partitions)} partitions {verb} "
                f"({report.kind}, snapshot {report.snapshot}).")
+
+
+def _kind(*, major: bool, minor: bool, auto: bool) -> str:
+    """The one kind of compaction asked for (major when none is).
+
+    Raises:
+        click.UsageError: more than one was given.
+    """
+    given = [k for k, on in (("major", major), ("minor", minor), ("auto", auto)) if on]
+    if len(given) > 1:
+        raise click.UsageError(
+            f"{' and '.join('--' + k for k in given)} exclude each other: give one kind of "
+            "compaction (default --major)")
+    return given[0] if given else "major"
 
 
 def _as_dict(p: PartitionCompaction) -> dict[str, object]:

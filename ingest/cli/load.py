@@ -45,20 +45,26 @@ Examples:
                    ".zst, .lz4 are decompressed.")
 @click.option("--format", "format_", type=click.Choice(["jsonl", "csv", "parquet"]),
               help="Input format  [default: from the file extension]")
+@click.option("--missing-columns", type=click.Choice(["error", "null"]), default="error",
+              show_default=True,
+              help="A table column the input lacks altogether: refuse the load (error), or "
+                   "load NULL into it (null; every Hive column is nullable).")
 @write_options
-def command(path: str, input_path: str, format_: str | None, metastore: str | None,
-            as_json: bool, quiet: bool) -> None:
+def command(path: str, input_path: str, format_: str | None, missing_columns: str,
+            metastore: str | None, as_json: bool, quiet: bool) -> None:
     """Insert every row of FILE into the table at PATH as one transaction.
 
     Changes the disk: writes delta_W_W_0000 directories (one per partition) and commits
     write id W in the metastore. All or nothing: if any row does not fit the table's
-    columns, nothing is written; on any failure the files written so far are removed and
+    columns (or a column is missing from the input, unless --missing-columns null), nothing
+    is written; on any failure the files written so far are removed and
     the transaction is aborted.
     """
     progress(f"Loading {input_path} into {path}", quiet=quiet or as_json)
     started = time.monotonic()
     result = load_file(path, input_path, format=format_,  # type: ignore[arg-type]
-                       metastore=metastore)
+                       metastore=metastore,
+                       missing_columns=missing_columns)  # type: ignore[arg-type]
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps({

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ingest.acid import storage
 from ingest.cli._output import progress
 from ingest.spark.options import OptionSpec, StreamOptions, option_specs
 
@@ -71,6 +72,8 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
 
     options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
     table_layout(options.schema_ddl, options.partition_by)  # bad --schema / --partition-by too
+    for location in (options.table, options.checkpoint):
+        storage.check_url(location)  # an unknown scheme or a missing backend too
     check_kafka(options.bootstrap_servers, options.topic,
                 timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:

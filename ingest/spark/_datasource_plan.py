@@ -10,6 +10,7 @@ read lengths, the filter as an expression and as a condition tree, the lease) to
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,6 +26,14 @@ from ingest.acid.plan import ScanTask
 from ingest.acid.snapshot import DataFile
 from ingest.errors import ConfigError
 from ingest.txn import Metastore, TableDefinition, find_metastore_for, normalize_location
+
+# The options the source reads (Spark passes option keys case-insensitively).
+KNOWN_OPTIONS = ("path", "metastore", "snapshot", "columns", "where", "maxPartitionBytes",
+                 "minPartitions", "maxWriteIdsPerTrigger", "storage_options")
+STORAGE_OPTION_PREFIX = "storage_option."
+# Keys Spark itself puts into a source's options: `load(path)` passes "path" (above), and
+# `load(path1, path2)` "paths"; a real read (tests/spark/test_datasource.py) shows no other.
+_SPARK_OPTIONS = ("paths",)
 
 # Spark's own file sources count opening a file as this many bytes when packing partitions
 # (spark.sql.files.openCostInBytes), so many small files do not all land in one task.
@@ -64,8 +73,11 @@ class SourceOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         """Raises:
-            ConfigError: no path, or a number option that is not a positive integer.
+            ConfigError: an option the source does not know (a misspelt one would be
+                ignored), several paths, no path, or a number option that is not a
+                positive integer.
         """
+        _check_keys(options)
         path = options.get("path")
         if not path:
             raise ConfigError("The hive-acid source needs the table's location",
@@ -78,6 +90,29 @@ class SourceOptions:
                    _positive(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES),
                    _positive(options, "minPartitions", 2),
                    _positive(options, "maxWriteIdsPerTrigger", None))
+
+
+def _check_keys(options: Mapping[str, str]) -> None:
+    """Refuse keys the source does not read, suggesting the closest known one.
+
+    Raises:
+        ConfigError: an unknown key, or Spark's "paths" (several locations).
+    """
+    known = {k.lower(): k for k in KNOWN_OPTIONS}
+    for key in options:
+        lower = key.lower()
+        if lower in known or lower.startswith(STORAGE_OPTION_PREFIX):
+            continue
+        if lower in _SPARK_OPTIONS:
+            raise ConfigError("The hive-acid source reads one table: give one location, "
+                              f"not several ({options[key]})",
+                              hint='spark.read.format("hive-acid").load("/warehouse/events")')
+        close = difflib.get_close_matches(lower, list(known), n=1, cutoff=0.6)
+        raise ConfigError(
+            f"Unknown option {key!r} of the hive-acid source"
+            + (f"; did you mean {known[close[0]]!r}?" if close else ""),
+            hint=f"its options are {', '.join(KNOWN_OPTIONS)} and "
+                 f"{STORAGE_OPTION_PREFIX}<key>")
 
 
 def _storage_options(options: Mapping[str, str]) -> dict[str, object]:
@@ -94,7 +129,7 @@ def _storage_options(options: Mapping[str, str]) -> dict[str, object]:
                               "object", hint='for example .option("storage_options", '
                               '\'{"endpoint_url": "http://127.0.0.1:9000"}\')')
         found.update(parsed)
-    prefix = "storage_option."
+    prefix = STORAGE_OPTION_PREFIX
     found.update(storage.parse_storage_options(
         [f"{k[len(prefix):]}={v}" for k, v in options.items() if k.lower().startswith(prefix)],
         flag="option storage_option.<key>"))

@@ -36,6 +36,7 @@ from ingest.spark._datasource_plan import (
 from ingest.spark._datasource_read import read_task
 from ingest.spark._datasource_setup import ReadSetup, TaskPartition, spark_arrow_schema
 from ingest.spark._datasource_stream import HiveAcidStreamReader
+from ingest.table import check_snapshot_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,10 +62,12 @@ class HiveAcidReader(DataSourceReader):
         Raises:
             TableNotFoundError: no metastore lists a table at or above the path.
             ConfigError: `columns` names an unknown column, `where` does not parse, or
-                `snapshot` is not a write-id list.
+                `snapshot` is another table's.
             MetastoreError: the metastore cannot be read.
         """
-        with open_metastore(options) as (_, defn):
+        with open_metastore(options) as (store, defn):
+            if options.snapshot is not None:
+                check_snapshot_table(options.snapshot, defn.name, where=f"table {defn.name}")
             self.setup = ReadSetup(options, defn)
         self.snapshot = (None if options.snapshot is None
                          else ValidWriteIdList.from_hive_string(options.snapshot))

@@ -367,6 +367,7 @@ def run_stream(
     # Registered before any file is touched; the sink ships the registrations to its tasks
     # and the maintenance thread runs here (docs/architecture.md §4).
     for location in (table, options.checkpoint):
+        storage.check_url(location)
         storage.register(storage.root_of(location), options.storage)
     # Every option is checked before anything is created (docs/invariants.md, 6).
     check_partition_expression(spark, layout)

@@ -58,7 +58,11 @@ from ingest.spark._sink_batch import (
 from ingest.spark._sink_tasks import TaskPlan
 from ingest.spark.deadletter import dead_letter_location
 from ingest.spark.options import SinkOptions
-from ingest.table import recover_table_with_metastore, remove_aborted_writes
+from ingest.table import (
+    check_owner,
+    recover_table_with_metastore,
+    remove_aborted_writes,
+)
 from ingest.txn import (
     Metastore,
     SinkProgress,
@@ -183,6 +187,8 @@ class AcidSink:
         try:
             self._table = store.get_table(self.table_location)
             self._dead_letter = store.get_table(self.dead_letter_location)
+            for defn in (self._table, self._dead_letter):
+                check_owner(defn, store.url)  # one metastore per location (invariant 7)
             self._check_definition(self._table)
             self._codecs = (_codec(self._table, self.compression),
                             _codec(self._dead_letter, self.compression))

@@ -6,8 +6,10 @@ after a failed write.
 Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
 """
 
+from ingest.table._arguments import check_snapshot_table
 from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
+from ingest.table._owner import check_owner
 from ingest.table._written import AbortedWriteRemoval, remove_aborted_writes
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.api import ScanPlan, Table, TableScan, open_table
@@ -24,7 +26,7 @@ from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
-from ingest.table.load import LoadResult, load, load_file
+from ingest.table.load import LoadResult, MissingColumns, load, load_file
 from ingest.table.locate import metastore_if_any, open_table_or_files
 from ingest.table.split import partition_path, split_rows
 from ingest.table.status import PartitionBacklog, StatusTotals, TableStatus, table_status
@@ -50,6 +52,7 @@ __all__ = [
     "InputFormat",
     "LoadResult",
     "MetastoreRef",
+    "MissingColumns",
     "PartitionBacklog",
     "PartitionClean",
     "PartitionCompaction",
@@ -63,6 +66,8 @@ __all__ = [
     "TableStatus",
     "VerifyReport",
     "alter_table",
+    "check_owner",
+    "check_snapshot_table",
     "clean",
     "compact",
     "compaction_history",

@@ -102,6 +102,17 @@ def guard_recovery(manifest: CommittedFiles, damage: Mapping[str, Damage],
     return keep
 
 
+def committed_length_of(manifest: CommittedFiles) -> Callable[[str], int | None]:
+    """A file's committed length from the manifest (None when it lists no entry), the bound
+    recovery may go back to (`recover_table`'s `committed_length`)."""
+
+    def length(path: str) -> int | None:
+        entry = manifest.entry(path)
+        return None if entry is None else entry.length
+
+    return length
+
+
 def keeping(live: Callable[[str], bool], keep: Container[str]) -> Callable[[str], bool]:
     """A `live_files` predicate that also holds the kept files back from recovery."""
     return lambda path: path in keep or live(path)
@@ -158,5 +169,6 @@ def record_outputs(store: Metastore, table: TableDefinition,
         store.record_committed_files(table, directory_entries(fs, root, directories))
 
 
-__all__ = ["directory_entries", "find_damage", "guard_recovery", "keeping",
+__all__ = ["committed_length_of", "directory_entries", "find_damage", "guard_recovery",
+           "keeping",
            "mark_unrecoverable", "record_outputs", "table_manifest"]

@@ -16,6 +16,7 @@ import fsspec
 
 from ingest.acid import storage
 from ingest.errors import ConfigError
+from ingest.table._owner import check_owner
 from ingest.txn import (
     Metastore,
     TableDefinition,
@@ -46,23 +47,28 @@ def open_store(metastore: MetastoreRef, location: str, *, create: bool) -> Itera
 def open_table(
     location: str, metastore: MetastoreRef,
 ) -> Iterator[tuple[Metastore, TableDefinition]]:
-    """The metastore holding the table at `location` (its root) and the table's definition.
+    """The metastore holding the table at `location` (its root) and the table's definition,
+    for an operation that writes: the metastore must own the location (`check_owner`).
 
     Raises:
         TableNotFoundError: no metastore lists a table at `location`.
-        ConfigError: `location` lies inside a table instead of being its root.
+        ConfigError: `location` lies inside a table instead of being its root, is a URL no
+            filesystem serves, or belongs to another metastore.
         MetastoreError: the metastore cannot be opened or read.
     """
+    storage.check_url(location)  # before any metastore is searched for it
     if metastore is None:
         store, defn = find_metastore_for(location)
         try:
             _check_root(defn, location)
+            check_owner(defn, store.url)
             yield store, defn
         finally:
             store.close()
         return
     with open_store(metastore, location, create=False) as store:
         defn = store.get_table(normalize_location(location))
+        check_owner(defn, store.url)
         yield store, defn
 
 

@@ -24,12 +24,19 @@ from ingest.acid.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, 
 from ingest.acid.snapshot import Partition, list_partitions, resolve_snapshot
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, TableNotFoundError
+from ingest.table._arguments import (
+    check_columns,
+    check_limit,
+    check_snapshot_table,
+    check_storage_options,
+    rows_as_table,
+)
 from ingest.table._definition import table_schema
 from ingest.table._open import agent_name, table_fs
 from ingest.table.delete import DeleteResult
 from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
-from ingest.table.load import LoadResult
+from ingest.table.load import LoadResult, MissingColumns, check_missing_columns
 from ingest.table.load import load as load_rows
 from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for, redact_url
 from ingest.txn.locations import ancestors, normalize_location
@@ -72,8 +79,11 @@ def open_table(
             names `metastore=False`).
         FileNotFoundError: with `metastore=False`, `location` is not a directory.
         MetastoreError: a metastore exists but cannot be read.
-        ConfigError: `metastore` is neither None, False, a URL nor a `Metastore`.
+        ConfigError: `metastore` is neither None, False, a URL nor a `Metastore`;
+            `storage_options` is not a dict; `location` is a URL no filesystem serves.
     """
+    storage_options = check_storage_options(storage_options, location=location)
+    storage.check_url(location)
     storage.register(location, storage_options)
     fs, path = storage.url_to_fs(location)
     path = str(path).rstrip("/") or "/"
@@ -105,6 +115,21 @@ def open_table(
             store.close()
     raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
                       "metastore URL, a Metastore, None or False")
+
+
+def _check_read(table: Table, columns: object, limit: object, snapshot: object,
+                ) -> tuple[list[str] | None, int | None]:
+    """The read arguments `Table.scan` takes, checked before anything is read.
+
+    Raises:
+        ConfigError: see `Table.scan`.
+    """
+    where = f"table {table.name}"
+    checked_columns = check_columns(columns, where=where)
+    checked_limit = check_limit(limit, where=where)
+    if table.definition is not None:
+        check_snapshot_table(snapshot, table.definition.name, where=where)
+    return checked_columns, checked_limit
 
 
 def _registered(table: Table, storage_options: dict[str, Any] | None) -> Table:
@@ -216,7 +241,8 @@ class Table:
         """A read, not started: `plan()`, `to_batches()`, `to_arrow()`, `to_pandas()`.
 
         Args:
-            columns: row and partition columns, in this order (default: all).
+            columns: a list of row and partition columns, in this order (default: all);
+                an empty list returns the rows with no columns (their count).
             where: a condition in the `ingest delete --where` language, e.g.
                 ``"dt = '2026-11-01' AND amount > 10"``; partition values are strings, and a
                 null never matches. It prunes partitions and skips stripes by their ORC
@@ -225,13 +251,17 @@ class Table:
                 `ValidWriteIdList` or Hive's string form of one, or "all-on-disk" (every
                 write id on disk is committed: no metastore consulted). Without a metastore,
                 None means "all-on-disk" and warns (`UnverifiedSnapshotWarning`).
-            limit: stop after this many matching rows.
+            limit: stop after this many matching rows (0: none); None reads them all.
             with_row_id: add Hive's ROW__ID as a first column `row__id`.
 
         Raises:
             ConfigError: `where` does not parse or names an unknown column (checked here when
-                the metastore knows the columns, else when reading).
+                the metastore knows the columns, else when reading); `columns` is a string
+                rather than a list; `limit` is negative; `snapshot` is another table's.
         """
+        columns, limit = _check_read(self, columns, limit, snapshot)
+        if columns == [] and not with_row_id:
+            return _RowsOnlyScan(self, where, snapshot, limit=limit)
         predicate = None
         if where is not None and self.definition is not None:
             predicate = parse_predicate(where, table_schema(self.definition), option="where")
@@ -275,23 +305,25 @@ class Table:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def load(self, data: Any) -> LoadResult:
+    def load(self, data: Any, *, missing_columns: MissingColumns = "error") -> LoadResult:
         """Insert rows in one transaction (`ingest.table.load`).
 
         Args:
-            data: a `pyarrow.Table` or `RecordBatch`, a pandas DataFrame, or anything
-                `pyarrow.table()` accepts; row and partition columns.
+            data: a `pyarrow.Table` or `RecordBatch`, a list of dicts (one per row), a pandas
+                DataFrame, or anything `pyarrow.table()` accepts; row and partition columns.
+            missing_columns: a table column `data` lacks is refused ("error"), or loaded as
+                NULL ("null").
 
         Raises:
-            ConfigError: opened without a metastore, or at a partition instead of the root.
+            ConfigError: opened without a metastore, or at a partition instead of the root;
+                `data` is not rows; a bad `missing_columns`.
             SchemaMismatchError, CommitConflictError, MetastoreError: see `load`.
         """
+        check_missing_columns(missing_columns)
         defn = self._require_root("load rows")
-        if isinstance(data, pa.RecordBatch):
-            data = pa.Table.from_batches([data])
-        elif not isinstance(data, pa.Table):
-            data = pa.table(data)
-        return load_rows(defn.location, data, metastore=self._metastore)
+        data = rows_as_table(data, where=defn.name)
+        return load_rows(defn.location, data, metastore=self._metastore,
+                         missing_columns=missing_columns)
 
     def delete(self, where: str, *, dry_run: bool = False) -> DeleteResult:
         """Delete the rows matching `where` in one transaction (`ingest.table.delete`).
@@ -453,6 +485,36 @@ class TableScan:
             See `to_batches`.
         """
         return self.to_arrow().to_pandas()
+
+
+class _RowsOnlyScan(TableScan):
+    """A read of no columns: the matching rows, each with no values (`columns=[]`).
+
+    Reads the table's cheapest column (a partition column is a constant) and drops it, so
+    the row count is the snapshot's.
+    """
+
+    def __init__(self, table: Table, where: str | None, snapshot: SnapshotArg, *,
+                 limit: int | None) -> None:
+        parts = table.definition.partition_columns if table.definition is not None else ()
+        # No column at all: a table without metastore whose directory holds no file yet.
+        names = list(parts[:1]) or table.schema.names[:1]
+        predicate = None
+        if where is not None and table.definition is not None:
+            predicate = parse_predicate(where, table_schema(table.definition), option="where")
+        super().__init__(table, names, predicate if predicate is not None else where,
+                         snapshot, limit=limit, with_row_id=False)
+
+    def plan(self) -> ScanPlan:
+        plan = super().plan()
+        return ScanPlan(plan.snapshot, plan.partitions, plan.partitions_pruned, pa.schema([]))
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        for batch in super().to_batches():
+            yield batch.select([])
+
+    def to_arrow(self) -> pa.Table:
+        return super().to_arrow().select([])
 
 
 __all__ = ["Commit", "FilePlan", "MetastoreArg", "OffsetRange", "ScanPlan", "ScanStats",

@@ -20,8 +20,24 @@ from ingest.errors import ConfigError, IngestError, TableExistsError
 from ingest.table._definition import ADOPTED_PROPERTY, check_properties, ddl_type
 from ingest.table._layout import AcidLayout, scan_layout
 from ingest.table._open import MetastoreRef, open_store
+from ingest.table._owner import (
+    MARKER_NAME,
+    TOKEN_PROPERTY,
+    OwnerMarker,
+    check_create,
+    is_in_memory,
+    new_token,
+    read_marker,
+    write_marker,
+)
 from ingest.table._written import remove_empty_dirs
-from ingest.txn import Metastore, TableDefinition, default_metastore_url, normalize_location
+from ingest.txn import (
+    Metastore,
+    TableDefinition,
+    default_metastore_url,
+    normalize_location,
+    redact_url,
+)
 
 
 def create_table(
@@ -48,7 +64,9 @@ def create_table(
         bucketed_by: columns hashed into buckets (Hive bucketing version 2).
         properties: extra table properties (`orc.compress` picks the load compression);
             known ones are checked (`check_properties`).
-        metastore: where to register it; default `default_metastore_url(location)`.
+        metastore: where to register it; default `default_metastore_url(location)`. It
+            becomes the location's one owner: a hidden marker in the directory names it
+            (docs/invariants.md, 7), and writes through any other metastore are refused.
         adopt: take over ACID data already under `location`: its rows count as committed
             and new write ids continue above every write id on disk. Without it such a
             location is refused, since the new table's writes would reuse those write ids.
@@ -58,7 +76,9 @@ def create_table(
 
     Raises:
         ConfigError: bad schema (no data column, a column named ROW__ID), partition, bucket
-            or property options, a location that is a file or too long, or metastore URL.
+            or property options, a location that is a file or too long, or metastore URL;
+            another metastore lists the location (its marker's, or the one placed beside
+            it).
         TableExistsError: the metastore has a table of that name or location, or the
             location holds ACID data and `adopt` is False.
         MetastoreError: the metastore cannot be opened or written.
@@ -112,13 +132,38 @@ def create_table(
         next_write_id = layout.max_write_id + 1
         defn = replace(defn, properties={**defn.properties,
                                          ADOPTED_PROPERTY: str(layout.max_write_id)})
+    target = (metastore.url if isinstance(metastore, Metastore)
+              else metastore or default_metastore_url(defn.location))
+    marker = None
+    if not is_in_memory(target):
+        check_create(fs, root, defn, target)
+        marker = OwnerMarker(redact_url(target), defn.name, new_token())
+        defn = replace(defn, properties={**defn.properties, TOKEN_PROPERTY: marker.token})
     made = _make_root(fs, root, defn)
+    before = read_marker(fs, root) if marker is not None else None
     try:
+        if marker is not None:
+            # Before the metastore's entry: a registered table is never without its marker.
+            write_marker(fs, root, marker)
         with open_store(metastore, defn.location, create=True) as store:
             return store.create_table(defn, next_write_id=next_write_id)
     except BaseException:
+        if marker is not None:
+            _restore_marker(fs, root, before)
         remove_empty_dirs(fs, made)
         raise
+
+
+def _restore_marker(fs: fsspec.AbstractFileSystem, root: str,
+                    before: OwnerMarker | None) -> None:
+    """Put back the marker a failed create replaced (or remove the one it wrote)."""
+    if before is not None:
+        write_marker(fs, root, before)
+        return
+    try:
+        fs.rm_file(f"{root.rstrip('/')}/{MARKER_NAME}")
+    except FileNotFoundError:
+        pass
 
 
 def _check_location(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition) -> None:

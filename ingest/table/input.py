@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+from collections import deque
 from typing import Any, Literal
 
 import numpy as np
@@ -73,6 +74,7 @@ def read_input(
             return pq.read_table(io.BytesIO(data))
         _check_utf8(path, data)
         if fmt == "csv":
+            _check_quotes(path, data)
             return _csv_timestamp_nulls(_with_block_size(data, lambda options: pcsv.read_csv(
                 pa.BufferReader(data), read_options=options,
                 convert_options=pcsv.ConvertOptions(column_types=_csv_types(schema))),
@@ -83,7 +85,7 @@ def read_input(
             parse_options=pjson.ParseOptions(explicit_schema=_json_schema(schema),
                                              unexpected_field_behavior="infer")),
             pjson.ReadOptions)
-        return _with_maps(path, data, table, schema)
+        return _with_maps(path, data, _without_absent_keys(data, table, schema), schema)
     except pa.ArrowInvalid as e:
         message = f"Cannot read input {path} as {fmt}: {e}"
         if "convert" in str(e) or "changed from" in str(e):
@@ -139,6 +141,31 @@ def _check_objects(path: str, data: bytes) -> None:
         f"Cannot read input {path}: line {line:,} is not a JSON object "
         f"({text.decode('utf-8', 'backslashreplace')!r}); nothing was loaded",
         hint=f"check that {path} is {_FORMAT_NAMES['jsonl']}")
+
+
+# A quoted CSV field: a quote at the start of a field (line start or after a comma; pyarrow
+# takes a quote elsewhere literally), its body with doubled quotes, then the closing quote,
+# or the end of the data when it is never closed.
+_QUOTED_FIELD = re.compile(rb'(?m)(?:^|(?<=,))"[^"]*(?:""[^"]*)*("|\Z)')
+
+
+def _check_quotes(path: str, data: bytes) -> None:
+    """A quoted CSV field must be closed (docs/invariants.md, 6).
+
+    pyarrow's reader takes an unterminated quote as a value running to the end of the file,
+    so one missing quote would load the rest of the file as a single string.
+    """
+    if b'"' not in data:
+        return
+    last = deque(_QUOTED_FIELD.finditer(data), maxlen=1)
+    if not last or last[0].group(1):
+        return
+    start = last[0].start()
+    line = data.count(b"\n", 0, start) + 1
+    raise BadRecordError(
+        f"Cannot read input {path}: the quoted field opened on line {line:,} is never closed "
+        "(the file ends inside it); nothing was loaded",
+        hint='close the quote on that line; a quote inside a quoted value is written twice ("")')
 
 
 _MIN_BLOCK_BYTES = 1 << 20
@@ -226,6 +253,32 @@ def _with_maps(path: str, data: bytes, table: pa.Table, schema: pa.Schema | None
                 f"JSON object of {f.type}: {e}") from e
         table = table.set_column(table.column_names.index(f.name), f.name, array)
     return table
+
+
+def _without_absent_keys(data: bytes, table: pa.Table, schema: pa.Schema | None) -> pa.Table:
+    """Drop the columns the JSON reader's explicit schema added though no record names them.
+
+    pyarrow adds every column of an explicit schema, all null when no record has it, so a
+    column wholly missing from the input would load as NULL for the types the reader is
+    given (`_json_schema`) and be refused for the others; `load` decides about missing
+    columns once, for every type (its `missing_columns`). A column some record names stays.
+    """
+    given = _json_schema(schema)
+    for f in given or []:
+        if f.name not in table.column_names:
+            continue
+        column = table.column(f.name)
+        if column.null_count < len(column) or _names_key(data, f.name):
+            continue
+        table = table.remove_column(table.column_names.index(f.name))
+    return table
+
+
+def _names_key(data: bytes, name: str) -> bool:
+    # `"name"` then `:` outside a string can only be an object key; inside a JSON string an
+    # opening quote would be escaped (`\"`), which the look-behind excludes.
+    key = re.escape(json.dumps(name, ensure_ascii=False).encode())
+    return re.search(rb'(?<!\\)' + key + rb'\s*:', data) is not None
 
 
 def _map_items(value: Any) -> Any:

@@ -9,6 +9,7 @@ through `ingest.acid`; the CLI's `ingest load`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +18,7 @@ from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import format_delta
 from ingest.acid.schema import to_ddl
 from ingest.acid.writer import Compression
-from ingest.errors import SchemaMismatchError
+from ingest.errors import ConfigError, SchemaMismatchError
 from ingest.table._definition import ddl_type, table_compression, table_schema
 from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
 from ingest.table._written import commit, join_path, writing
@@ -25,6 +26,10 @@ from ingest.table.input import InputFormat, read_input
 from ingest.table.split import split_rows
 from ingest.table.values import describe_decimal_error, to_decimal, to_timestamp
 from ingest.txn import TableDefinition
+
+MissingColumns = Literal["error", "null"]
+"""What `load` does with a table column the input lacks: refuse (the default) or, for a
+nullable column, load NULL."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ def load(
     metastore: MetastoreRef = None,
     agent: str = "",
     compression: Compression | None = None,
+    missing_columns: MissingColumns = "error",
 ) -> LoadResult:
     """Insert rows into a table in one transaction (Hive's INSERT INTO).
 
@@ -62,6 +68,8 @@ def load(
         metastore: as for `create_table`; default: found from the location.
         agent: recorded with the transaction; default host:pid:ingest-load.
         compression: ORC codec; default the table's `orc.compress` property, else zlib.
+        missing_columns: a table column the data lacks altogether is refused ("error"), or
+            loaded as NULL when the column is nullable ("null"); the same for every type.
 
     Returns:
         Counts, files and the write id (None for an empty input: nothing is committed).
@@ -69,11 +77,13 @@ def load(
     Raises:
         TableNotFoundError: no table at `location`.
         SchemaMismatchError: columns are missing or extra, or values do not fit their types.
+        ConfigError: `missing_columns` is neither "error" nor "null".
         CommitConflictError: the transaction was aborted meanwhile (e.g. timed out).
         MetastoreError: the metastore failed.
     """
+    check_missing_columns(missing_columns)
     with open_table(location, metastore) as (store, defn):
-        rows, partitions = _conform(data, defn)
+        rows, partitions = _conform(data, defn, missing_columns)
         codec = compression or table_compression(defn)
         if rows.num_rows == 0:
             return LoadResult(defn.name, defn.location, None, 0, (), (), 0)
@@ -104,19 +114,40 @@ def load_file(
     format: InputFormat | None = None,
     metastore: MetastoreRef = None,
     agent: str = "",
+    missing_columns: MissingColumns = "error",
 ) -> LoadResult:
     """`read_input` with the table's column types, then `load`.
 
     Raises:
         As `read_input` and `load`.
     """
+    check_missing_columns(missing_columns)
     with open_table(location, metastore) as (store, defn):
         data = read_input(input_path, format=format, schema=table_schema(defn))
-        return load(defn.location, data, metastore=store, agent=agent)
+        return load(defn.location, data, metastore=store, agent=agent,
+                    missing_columns=missing_columns)
 
 
-def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]:
-    """(rows cast to the row schema, partition columns as strings), or SchemaMismatchError."""
+def check_missing_columns(value: object) -> None:
+    """Refuse a `missing_columns` that is not one of `MissingColumns`.
+
+    Raises:
+        ConfigError: it is not "error" or "null".
+    """
+    if value not in get_args(MissingColumns):
+        raise ConfigError(f"Cannot load: missing_columns={value!r} is not one of "
+                          f"{', '.join(map(repr, get_args(MissingColumns)))}",
+                          hint='"error" refuses input without a table column; "null" loads '
+                               "NULL into a nullable column the input lacks")
+
+
+def _conform(data: pa.Table, defn: TableDefinition,
+             missing_columns: MissingColumns = "error") -> tuple[pa.Table, pa.Table]:
+    """(rows cast to the row schema, partition columns as strings), or SchemaMismatchError.
+
+    A table column `data` lacks is refused, or with missing_columns="null" and a nullable
+    column, filled with NULL: one rule for every type.
+    """
     target = table_schema(defn)
     found: dict[str, str] = {}
     problems: list[str] = []
@@ -130,11 +161,13 @@ def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]
             problems.append(f"columns {found[match]!r} and {column!r} both name {match!r}")
         else:
             found[match] = column
-    problems += [f"column {f.name!r} ({ddl_type(f)}) is missing" for f in target
-                 if f.name not in found]
+    absent = [f for f in target if f.name not in found]
+    refused = [f for f in absent if missing_columns != "null" or not f.nullable]
+    problems += [f"column {f.name!r} ({ddl_type(f)}) is missing" for f in refused]
     arrays: dict[str, pa.ChunkedArray] = {}
     for field in target:
         if field.name not in found:
+            arrays[field.name] = pa.chunked_array([pa.nulls(data.num_rows, field.type)])
             continue
         column = data.column(found[field.name])
         try:
@@ -153,7 +186,10 @@ def _conform(data: pa.Table, defn: TableDefinition) -> tuple[pa.Table, pa.Table]
             f"Cannot load {data.num_rows:,} rows into {defn.name}: " + "; ".join(problems),
             hint=f"the table's columns are: {to_ddl(defn.row_schema)}"
             + (f"; partitioned by {', '.join(defn.partition_columns)} (STRING)"
-               if defn.partition_columns else ""))
+               if defn.partition_columns else "")
+            + ("; to load NULL into the columns the input lacks, ask for it with "
+               "`ingest load --missing-columns null` (Python: missing_columns=\"null\")"
+               if missing_columns != "null" and any(f.nullable for f in refused) else ""))
     # A TIMESTAMP column holding a value outside nanoseconds stays timestamp[us].
     rows = pa.Table.from_arrays([arrays[f.name] for f in defn.row_schema], schema=pa.schema(
         [f.with_type(arrays[f.name].type) for f in defn.row_schema],
@@ -186,4 +222,4 @@ def _decimal(column: pa.ChunkedArray, field: pa.Field, problems: list[str]) -> p
     return converted
 
 
-__all__ = ["LoadResult", "load", "load_file"]
+__all__ = ["LoadResult", "MissingColumns", "check_missing_columns", "load", "load_file"]

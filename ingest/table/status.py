@@ -24,6 +24,7 @@ from ingest.acid.initiator import (
 from ingest.acid.layout import TableLayout, describe_table
 from ingest.acid.state import VisibleTxn
 from ingest.acid.writeids import ValidWriteIdList
+from ingest.table._arguments import check_snapshot_table
 from ingest.table._definition import compaction_thresholds
 from ingest.table.locate import metastore_if_any
 from ingest.txn import TransactionInfo
@@ -94,7 +95,7 @@ def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None) -
 
     Raises:
         FileNotFoundError: `path` does not exist.
-        ConfigError: a bad snapshot string.
+        ConfigError: a bad snapshot string, or another table's snapshot.
         TableNotFoundError: a chosen metastore does not list the table.
         MetastoreError: a metastore exists but cannot be read.
         NotEnoughHistoryError, UnsupportedFormatError: see `ingest.acid.acid_state`.
@@ -107,6 +108,8 @@ def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None) -
         if store is not None and defn is not None:
             if snapshot is None:
                 snapshot, source = store.snapshot(defn.name), "metastore"
+            else:
+                check_snapshot_table(snapshot, defn.name, where=f"table {defn.name}")
             visible = store.compactor_visibility(defn.name)
             thresholds = compaction_thresholds(defn)
             txns = tuple(store.transactions(defn.name, states=("open", "aborted")))

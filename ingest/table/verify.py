@@ -35,6 +35,7 @@ from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
 from ingest.orc import read_tail
 from ingest.table._committed import (
+    committed_length_of,
     find_damage,
     guard_recovery,
     keeping,
@@ -43,6 +44,7 @@ from ingest.table._committed import (
 )
 from ingest.table._definition import adopted_max_write_id
 from ingest.table._layout import AcidLayout, scan_layout
+from ingest.table._owner import check_owner
 from ingest.txn import (
     Metastore,
     MetastoreError,
@@ -208,7 +210,8 @@ def recover_table_with_metastore(
             whose stripes do not decode is reported unrecoverable).
 
     Raises:
-        ConfigError: txn_timeout_s is NaN, infinite or negative.
+        ConfigError: txn_timeout_s is NaN, infinite or negative, or the table's location
+            belongs to another metastore.
         FileNotFoundError: `path` does not exist.
         MetastoreError: the metastore failed.
     """
@@ -224,6 +227,7 @@ def recover_table_with_metastore(
                                                backup_dir=backup_dir,
                                                committed=lambda _w: True,
                                                check_data=check_data), None)
+        check_owner(table, store.url)
         if dry_run:
             now = time.time()
             infos = store.transactions(table.name, states=("open",))
@@ -253,11 +257,13 @@ def recover_table_with_metastore(
         if len(manifest) and not dry_run:
             # A dry run first: whatever it would cut below a committed length is held back.
             planned = recover_table(path, fs=fs, dry_run=True, live_files=keeping(live, damage),
-                                    valid_write_ids=snapshot)
+                                    valid_write_ids=snapshot,
+                                    committed_length=committed_length_of(manifest))
         keep = guard_recovery(manifest, damage, planned)
         report = recover_table(path, fs=fs, dry_run=dry_run, backup_dir=backup_dir,
                                live_files=keeping(live, keep),
-                               valid_write_ids=snapshot, check_data=check_data)
+                               valid_write_ids=snapshot, check_data=check_data,
+                               committed_length=committed_length_of(manifest))
         return TableRecovery(mark_unrecoverable(report, keep, damage), table.name, aborted)
     finally:
         if close and store is not None:
@@ -323,10 +329,13 @@ def verify_table(
         snapshot = (store.snapshot(table.name)
                     if store is not None and table is not None else None)
         committed = snapshot.is_valid if snapshot is not None else (lambda _w: True)
+        manifest = (table_manifest(store, table) if store is not None and table is not None
+                    else None)
         report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids),
-                               committed=committed)
-        damage = (find_damage(fs, table_manifest(store, table), under=root)
-                  if store is not None and table is not None else {})
+                               committed=committed,
+                               committed_length=(None if manifest is None
+                                                 else committed_length_of(manifest)))
+        damage = find_damage(fs, manifest, under=root) if manifest is not None else {}
         problems += [Problem(d.kind, f"{d.message}. Hint: restore it from a backup; `ingest "
                              "recover` leaves it untouched, as its bytes hold committed rows.",
                              path, d.entry.write_id) for path, d in damage.items()]

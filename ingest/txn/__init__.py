@@ -31,6 +31,7 @@ from ingest.txn.placement import (
     chosen_metastore,
     default_metastore_url,
     find_metastore_for,
+    placed_metastore_url,
     use_metastore,
 )
 from ingest.txn.registry import MEMORY_URL, redact_url, register_metastore, supported_schemes
@@ -58,6 +59,7 @@ __all__ = [
     "chosen_metastore",
     "default_metastore_url",
     "find_metastore_for",
+    "placed_metastore_url",
     "normalize_location",
     "redact_url",
     "register_metastore",

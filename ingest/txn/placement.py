@@ -80,6 +80,18 @@ def default_metastore_url(table_location: str) -> str:
     env = _env_metastore_url()
     if env is not None:
         return env
+    return placed_metastore_url(table_location)
+
+
+def placed_metastore_url(table_location: str) -> str:
+    """Where the metastore of a table at `table_location` lives when nobody chose one (no
+    `use_metastore`, no `$INGEST_METASTORE`): beside a local table's directory, else under
+    `$INGEST_HOME/metastores/`. `create` looks there for another metastore listing the
+    location.
+
+    Raises:
+        ConfigError: table_location is empty.
+    """
     if not table_location:
         raise ConfigError("Cannot place a metastore for an empty table location")
     parent = parent_location(table_location)
@@ -158,5 +170,6 @@ __all__ = [
     "default_metastore_url",
     "find_metastore_for",
     "ingest_home",
+    "placed_metastore_url",
     "use_metastore",
 ]

@@ -68,6 +68,10 @@ def test_adopt_continues_write_ids_above_every_id_on_disk(
     # A higher write id in a partition-less delete delta and a compacted-looking base.
     (Path(table_3000) / "base_0000005").mkdir()
     (Path(table_3000) / "delete_delta_0000007_0000007_0000").mkdir()
+    # The data arrives without its metastore (a location belongs to one metastore: adopting
+    # it elsewhere while its own lists it is refused, tests/cli/test_bad_input.py).
+    for f in Path(table_3000).parent.glob(METASTORE_FILENAME + "*"):
+        f.unlink()
     created = ok_json(["create", table_3000, "--schema", DDL, "--metastore", other, "--adopt"],
                       capsys)
     assert created["properties"]["ingest.adopted_max_write_id"] == "7"
@@ -79,10 +83,7 @@ def test_adopt_continues_write_ids_above_every_id_on_disk(
     (Path(table_3000) / "delete_delta_0000007_0000007_0000").rmdir()
     with Metastore.open(other, read_only=True) as store:
         assert store.snapshot(table_3000).high_watermark == 8
-    # The original metastore still reads its own 3,000 rows; the adopting one reads both.
-    assert cat_ids(table_3000, capsys) == list(range(3000))
-    assert len(cat_ids(table_3000, capsys, "--snapshot", "default.t:8:" + str(2**63 - 1)
-                       + "::")) == 3500
+    assert cat_ids(table_3000, capsys, "--metastore", other) == list(range(3500))
 
 
 def test_adopt_refused_when_the_metastore_already_lists_the_table(
@@ -179,6 +180,7 @@ def test_known_properties_are_normalised_and_others_kept(
     created = ok_json(["create", str(warehouse / "T"), "--schema", DDL, "--property",
                        "orc.compress=snappy", "--property", "comment=raw events",
                        "--property", "transactional=TRUE"], capsys)
+    assert len(created["properties"].pop("ingest.location_token")) == 32
     assert created["properties"] == {"orc.compress": "SNAPPY", "comment": "raw events",
                                      "transactional": "true", "bucketing_version": "2"}
 

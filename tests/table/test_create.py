@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from support import run_cli
 
-from ingest.errors import IngestError
+from ingest.errors import ConfigError, IngestError
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.table import create_table, default_table_name, load
 from ingest.table._written import Written
+from ingest.txn import METASTORE_FILENAME
 
 
 @pytest.mark.parametrize(("location", "name"), [
@@ -80,6 +81,14 @@ def test_create_table_api_adopts_partitioned_data(tmp_path: Path) -> None:
     load(location, data)
     load(location, data)
     other = f"sqlite://{tmp_path}/o.sqlite"
+    # A location belongs to one metastore: adopting it elsewhere is refused while its own
+    # lists it, and allowed once that one is gone (the data moved without its metastore).
+    with pytest.raises(ConfigError, match="already lists table default.p; a location "
+                                          "belongs to one metastore"):
+        create_table(location, "id BIGINT, v STRING, dt STRING", partitioned_by=["dt"],
+                     metastore=other, adopt=True)
+    for f in (tmp_path / "wh").glob(METASTORE_FILENAME + "*"):
+        f.unlink()
     defn = create_table(location, "id BIGINT, v STRING, dt STRING", partitioned_by=["dt"],
                         metastore=other, adopt=True)
     assert defn.properties["ingest.adopted_max_write_id"] == "2"
