@@ -5,6 +5,7 @@ and bucket (once, for the CLI and the streaming sink alike); clean up after a fa
 Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
 """
 
+from ingest.table._compactor import CompactorRun
 from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
 from ingest.table.alter import AlterResult, alter_table
@@ -41,6 +42,7 @@ __all__ = [
     "Commit",
     "CompactReport",
     "CompactionHistory",
+    "CompactorRun",
     "DeleteResult",
     "InputFormat",
     "LoadResult",
