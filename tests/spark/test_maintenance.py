@@ -13,7 +13,7 @@ from support import visible
 
 from ingest.acid import acid_state
 from ingest.spark.maintenance import StreamMaintenance
-from ingest.table import create_table, load
+from ingest.table import alter_table, compact, create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 # The initiator's delta count threshold as a table property: more than 2 deltas (Hive's ">").
@@ -93,3 +93,26 @@ def test_stop_returns_at_once_when_idle_and_nothing_runs_after_it(tmp_path: Path
     maintenance.committed(location, [f"{location}/dt=2026-11-21"])
     time.sleep(0.2)
     assert maintenance.stats.runs == runs
+
+
+def test_a_damaged_output_is_logged_and_the_inputs_it_hides_stay(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`--clean auto` runs unattended: with a compaction output cut in half, the cleaner
+    refuses (logged, counted) and deletes none of the deltas the output hides."""
+    location = make_table(tmp_path, 3)
+    alter_table(location, properties={"ingest.cleaner.retention.seconds": "0"})
+    compact(location, kind="major")
+    partition = Path(location, "dt=2026-11-21")
+    (base,) = partition.glob("base_*")
+    data = (base / "bucket_00000").read_bytes()
+    (base / "bucket_00000").write_bytes(data[:len(data) // 2])
+    listing = sorted(p.name for p in partition.iterdir())
+    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
+                                    interval_s=0)
+    maintenance.run_once(location, [str(partition)])
+    stats = maintenance.stats
+    assert stats.errors == 1 and stats.cleans == 0
+    assert "Cannot clean" in (stats.last_error or "")
+    assert str(base / "bucket_00000") in (stats.last_error or "")
+    assert "the stream goes on" in caplog.text
+    assert sorted(p.name for p in partition.iterdir()) == listing
