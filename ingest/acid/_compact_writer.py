@@ -63,6 +63,11 @@ class EventWriter(BucketWriter):
 
     _last_event: Key | None = None
 
+    @property
+    def events_written(self) -> int:
+        """Every event in the file: inserts, updates (Hive 2 deltas) and deletes."""
+        return self._inserts + self._updates + self._deletes
+
     def write_events(self, events: pa.RecordBatch | pa.Table) -> None:
         """Buffer events; each keeps its own key and currentTransaction.
 

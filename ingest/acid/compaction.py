@@ -513,7 +513,7 @@ def _write_bucket(fs: fsspec.AbstractFileSystem, path: str, options: BucketFileO
         writer.abandon()
         raise
     writer.close()
-    events = writer.rows_written + writer.deletes_written
+    events = writer.events_written  # update events of Hive 2 deltas too
     if events == 0 and not keep_empty:
         _remove(fs, path)
         return 0, 0
