@@ -13,10 +13,8 @@ the view as a value.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -26,17 +24,14 @@ import pyarrow as pa
 
 from ingest.acid import _files
 from ingest.acid._compact_check import check_outputs
-from ingest.acid._compact_writer import EventOrderError, EventWriter
+from ingest.acid._compact_writer import write_bucket
 from ingest.acid._merge import ROW_ID_COLUMN, DataFile, Merger, read_length, valid_mask
 from ingest.acid.bucket_file import read_events, readable_length
 from ingest.acid.committed import CommittedFile
 from ingest.acid.events import (
-    BUCKET,
     CURRENT_TRANSACTION,
     INSERT,
-    ORIGINAL_TRANSACTION,
     ROW,
-    ROW_ID,
     acid_event_schema,
 )
 from ingest.acid.file_options import BucketFileOptions, Compression, WriterOptions
@@ -47,7 +42,6 @@ from ingest.acid.names import (
     format_delta,
     half_renamed_minor,
     parse_directory,
-    side_file_path,
     write_acid_version_file,
     write_compacted_marker,
 )
@@ -62,8 +56,6 @@ CompactionKind = Literal["major", "minor"]
 # Output is written under this prefix + its final name: hidden from every reader (Hive's
 # hidden-file filter skips names starting with "." or "_") until it is renamed.
 TEMP_PREFIX = COMPACTION_TEMP_PREFIX
-_SORT = [(ORIGINAL_TRANSACTION, "ascending"), (BUCKET, "ascending"), (ROW_ID, "ascending"),
-         (CURRENT_TRANSACTION, "descending")]
 
 
 def compactor_snapshot(snapshot: ValidWriteIdList) -> ValidWriteIdList:
@@ -401,7 +393,7 @@ def _major(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, options: BucketF
                 yield _insert_events(batch, event_schema)
 
         path = f"{temp}/{bucket_file_name(bucket)}"
-        n, size = _write_bucket(fs, path, replace(options, bucket_id=bucket, kind="insert"),
+        n, size = write_bucket(fs, path, replace(options, bucket_id=bucket, kind="insert"),
                                 batches, keep_empty=True)
         rows, written, events[path] = rows + n, written + size, n
     return rows, written, events
@@ -467,7 +459,7 @@ def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, options: BucketF
 
             path = f"{temp}/{bucket_file_name(bucket)}"
             try:
-                n, size = _write_bucket(
+                n, size = write_bucket(
                     fs, path,
                     replace(options, bucket_id=bucket, kind="delete" if is_delete else "insert"),
                     batches, keep_empty=False)
@@ -483,99 +475,6 @@ def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, options: BucketF
             if n:
                 events[path] = n
     return rows, written, events
-
-
-def _write_bucket(fs: fsspec.AbstractFileSystem, path: str, options: BucketFileOptions,
-                  batches: Callable[[], Iterator[pa.RecordBatch]], *, keep_empty: bool
-                  ) -> tuple[int, int]:
-    """Write one output bucket file; (events, bytes).
-
-    Events are streamed while they arrive in key order; if they do not (deltas whose keys
-    interleave, delete events of many write ids), the file is started again from the
-    bucket's events sorted in memory.
-    """
-    writer = EventWriter.create(path, options, fs=fs)
-    try:
-        budget = options.tuning.stripe_size_bytes
-        for batch in _prefetched(batches(), budget_bytes=budget):
-            writer.write_events(batch)
-    except EventOrderError:
-        writer.abandon()
-        _remove(fs, path)
-        table = pa.Table.from_batches(list(batches()), schema=writer.event_schema)
-        writer = EventWriter.create(path, options, fs=fs)
-        try:
-            writer.write_events(table.sort_by(_SORT))
-        except BaseException:
-            writer.abandon()
-            raise
-    except BaseException:
-        writer.abandon()
-        raise
-    writer.close()
-    events = writer.events_written  # update events of Hive 2 deltas too
-    if events == 0 and not keep_empty:
-        _remove(fs, path)
-        return 0, 0
-    return events, writer.bytes_written
-
-
-def _prefetched(batches: Iterator[pa.RecordBatch], *, budget_bytes: int
-                ) -> Iterator[pa.RecordBatch]:
-    """`batches`, produced on a thread of their own while the caller encodes: reading and
-    encoding release the GIL, so the two overlap. Batches waiting hold at most about
-    `budget_bytes` (one batch always may wait, however large)."""
-    waiting: deque[pa.RecordBatch] = deque()
-    waiting_bytes = 0
-    done = stop = False
-    error: BaseException | None = None
-    cond = threading.Condition()
-
-    def produce() -> None:
-        nonlocal waiting_bytes, done, error
-        try:
-            for batch in batches:
-                with cond:
-                    while waiting and waiting_bytes + batch.nbytes > budget_bytes and not stop:
-                        cond.wait()
-                    if stop:
-                        return
-                    waiting.append(batch)
-                    waiting_bytes += batch.nbytes
-                    cond.notify_all()
-        except BaseException as e:  # handed to the consumer, raised there
-            error = e
-        finally:
-            with cond:
-                done = True
-                cond.notify_all()
-
-    thread = threading.Thread(target=produce, name="compaction-read", daemon=True)
-    thread.start()
-    try:
-        while True:
-            with cond:
-                while not waiting and not done:
-                    cond.wait()
-                if not waiting:
-                    if error is not None:
-                        raise error
-                    return
-                batch = waiting.popleft()
-                waiting_bytes -= batch.nbytes
-                cond.notify_all()
-            yield batch
-    finally:
-        with cond:
-            stop = True
-            cond.notify_all()
-        thread.join()
-
-
-def _remove(fs: fsspec.AbstractFileSystem, path: str) -> None:
-    for p in (path, side_file_path(path)):
-        if fs.exists(p):
-            fs.rm_file(p)
 
 
 __all__ = ["TEMP_PREFIX", "CompactionKind", "CompactionPlan", "CompactionResult",
