@@ -4,24 +4,36 @@
 compaction must keep every event's (originalTransaction, bucket, rowId, currentTransaction)
 as read. This subclass adds `write_events` and encodes the buffered events whole
 (`_compact_stripes.event_stripe`); tails, stripes and the side file stay
-the base class's. Mirrors the writer half of Hive's compactors (`CompactorMR`).
+the base class's. `write_bucket` writes one output file from a stream of events, read on a
+thread of its own while it encodes (`prefetched`). Mirrors the writer half of Hive's
+compactors (`CompactorMR`).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+
+import fsspec
 import numpy as np
 import pyarrow as pa
 
 from ingest.acid import _compact_stripes, _nested_nulls
 from ingest.acid.events import (
+    BUCKET,
     CURRENT_TRANSACTION,
     DELETE,
     INSERT,
     KEY_COLUMNS,
     OPERATION,
+    ORIGINAL_TRANSACTION,
     ROW,
+    ROW_ID,
     UPDATE,
 )
+from ingest.acid.file_options import BucketFileOptions
+from ingest.acid.names import side_file_path
 from ingest.acid.writer import BucketWriter
 from ingest.errors import SchemaMismatchError
 
@@ -62,6 +74,11 @@ class EventWriter(BucketWriter):
     """
 
     _last_event: Key | None = None
+
+    @property
+    def events_written(self) -> int:
+        """Every event in the file: inserts, updates (Hive 2 deltas) and deletes."""
+        return self._inserts + self._updates + self._deletes
 
     def write_events(self, events: pa.RecordBatch | pa.Table) -> None:
         """Buffer events; each keeps its own key and currentTransaction.
@@ -149,4 +166,102 @@ def _conform_events(table: pa.Table, schema: pa.Schema, *, path: str) -> pa.Tabl
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-__all__ = ["EventOrderError", "EventWriter", "event_keys", "is_sorted"]
+_SORT = [(ORIGINAL_TRANSACTION, "ascending"), (BUCKET, "ascending"), (ROW_ID, "ascending"),
+         (CURRENT_TRANSACTION, "descending")]
+
+
+def write_bucket(fs: fsspec.AbstractFileSystem, path: str, options: BucketFileOptions,
+                  batches: Callable[[], Iterator[pa.RecordBatch]], *, keep_empty: bool
+                  ) -> tuple[int, int]:
+    """Write one output bucket file; (events, bytes).
+
+    Events are streamed while they arrive in key order; if they do not (deltas whose keys
+    interleave, delete events of many write ids), the file is started again from the
+    bucket's events sorted in memory.
+    """
+    writer = EventWriter.create(path, options, fs=fs)
+    try:
+        budget = options.tuning.stripe_size_bytes
+        for batch in prefetched(batches(), budget_bytes=budget):
+            writer.write_events(batch)
+    except EventOrderError:
+        writer.abandon()
+        _remove(fs, path)
+        table = pa.Table.from_batches(list(batches()), schema=writer.event_schema)
+        writer = EventWriter.create(path, options, fs=fs)
+        try:
+            writer.write_events(table.sort_by(_SORT))
+        except BaseException:
+            writer.abandon()
+            raise
+    except BaseException:
+        writer.abandon()
+        raise
+    writer.close()
+    events = writer.events_written  # update events of Hive 2 deltas too
+    if events == 0 and not keep_empty:
+        _remove(fs, path)
+        return 0, 0
+    return events, writer.bytes_written
+
+
+def prefetched(batches: Iterator[pa.RecordBatch], *, budget_bytes: int
+                ) -> Iterator[pa.RecordBatch]:
+    """`batches`, produced on a thread of their own while the caller encodes: reading and
+    encoding release the GIL, so the two overlap. Batches waiting hold at most about
+    `budget_bytes` (one batch always may wait, however large)."""
+    waiting: deque[pa.RecordBatch] = deque()
+    waiting_bytes = 0
+    done = stop = False
+    error: BaseException | None = None
+    cond = threading.Condition()
+
+    def produce() -> None:
+        nonlocal waiting_bytes, done, error
+        try:
+            for batch in batches:
+                with cond:
+                    while waiting and waiting_bytes + batch.nbytes > budget_bytes and not stop:
+                        cond.wait()
+                    if stop:
+                        return
+                    waiting.append(batch)
+                    waiting_bytes += batch.nbytes
+                    cond.notify_all()
+        except BaseException as e:  # handed to the consumer, raised there
+            error = e
+        finally:
+            with cond:
+                done = True
+                cond.notify_all()
+
+    thread = threading.Thread(target=produce, name="compaction-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            with cond:
+                while not waiting and not done:
+                    cond.wait()
+                if not waiting:
+                    if error is not None:
+                        raise error
+                    return
+                batch = waiting.popleft()
+                waiting_bytes -= batch.nbytes
+                cond.notify_all()
+            yield batch
+    finally:
+        with cond:
+            stop = True
+            cond.notify_all()
+        thread.join()
+
+
+def _remove(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    for p in (path, side_file_path(path)):
+        if fs.exists(p):
+            fs.rm_file(p)
+
+
+__all__ = ["EventOrderError", "EventWriter", "event_keys", "is_sorted", "prefetched",
+           "write_bucket"]

@@ -170,17 +170,21 @@ def find_mismatches(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail, *,
 
 
 def check_stripes(fs: fsspec.AbstractFileSystem, path: str, tail: FileTail, *,
-                  data: bytes | memoryview | None = None) -> None:
+                  data: bytes | memoryview | None = None,
+                  damaged_value: Literal["raise", "ignore"] = "ignore") -> None:
     """Raise on the first stripe whose bytes differ from its recorded checksum (the readers'
     check). A value that fails its own check says the footer is damaged, not a stripe: the
-    stripes are read unchecked, as in a file without checksums, and `verify` reports it.
+    readers read the stripes unchecked, as in a file without checksums, and `verify` reports
+    it; with `damaged_value="raise"` (a compaction's output, a cleaner's cover) it is an
+    error too.
 
     Raises:
         CorruptFileError: a stripe's checksum differs (offset: where that stripe starts), or
-            the recorded checksums do not count the stripes.
+            the recorded checksums do not count the stripes (or, with "raise", fail their
+            own check).
     """
     for m in find_mismatches(fs, path, tail, data=data, first_mismatch_only=True,
-                             damaged_value="ignore"):
+                             damaged_value=damaged_value):
         raise CorruptFileError(
             m.message, path=path, offset=m.offset,
             hint=stripe_damage_hint(path))

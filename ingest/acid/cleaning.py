@@ -3,19 +3,24 @@
 Candidates are the directories `getAcidState` lists as obsolete (each with the chosen base or
 delta that hides it) or aborted (also `_vT` output of an aborted compactor transaction), and
 leftover hidden compaction output; never a directory a
-snapshot chooses, nor one holding a side file. Takes the snapshot as a value; which
-candidates may go now (readers, retention) is the caller's decision.
+snapshot chooses, nor one holding a side file. An obsolete directory is removed only after
+the base or delta that hides it has been checked (`check_cover`): the last readable copy of
+its rows must not go while that output is damaged. Takes the snapshot and the manifest as
+values; which candidates may go now (readers, retention) is the caller's decision.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import fsspec
 
+from ingest.acid.bucket_file import readable_length
+from ingest.acid.checksums import check_stripes
+from ingest.acid.committed import CommittedFiles, Damage, size_damage, tail_damage
 from ingest.acid.compaction import TEMP_PREFIX
 from ingest.acid.names import (
     ACID_VERSION_FILE,
@@ -25,9 +30,12 @@ from ingest.acid.names import (
     is_side_file,
     parse_directory,
 )
+from ingest.acid.plan import bucket_files
 from ingest.acid.state import AcidState, VisibleTxn, acid_state
 from ingest.acid.writeids import ValidWriteIdList
+from ingest.errors import CorruptFileError
 from ingest.faults import crash_point
+from ingest.orc import read_tail
 
 CleanKind = Literal["obsolete", "aborted", "temporary"]
 
@@ -144,6 +152,61 @@ def plan_cleaning(
             candidates.append(found)
     return CleaningPlan(root, tuple(sorted(candidates, key=lambda c: c.name)),
                         tuple(sorted(kept, key=lambda k: k.name)), covers)
+
+
+def check_cover(fs: fsspec.AbstractFileSystem, partition_dir: str, cover: str,
+                manifest: CommittedFiles, *, hides: Sequence[str]) -> None:
+    """Check the base or delta that hides obsolete directories, before any of them goes.
+
+    Every file the manifest lists in it must be there, no shorter than its committed
+    length, end there in the tail its commit hashed, and every stripe up to there must hash
+    to its recorded checksum; a bucket file the manifest does not list (output older than
+    the manifest) must end in a complete tail whose stripes match. Reads each file whole.
+
+    Args:
+        fs: the filesystem.
+        partition_dir: the partition directory.
+        cover: the name of the base or delta.
+        manifest: the table's committed-file manifest.
+        hides: the names of the obsolete directories it hides (for the message).
+
+    Raises:
+        CorruptFileError: naming the damaged file, the cover and what it hides.
+    """
+    directory = f"{partition_dir.rstrip('/')}/{cover}"
+    expected = dict(manifest.in_directory(directory))
+    on_disk = [path for path, _ in bucket_files(fs, directory)]
+    for path in sorted(set(expected) - set(on_disk)):
+        damage = size_damage(path, expected[path], None)
+        assert damage is not None
+        raise _cover_error(damage.message, path, partition_dir, cover, hides, manifest.root)
+    for path in on_disk:
+        entry = expected.get(path)
+        if entry is not None:
+            found: Damage | None = size_damage(path, entry, int(fs.size(path)))
+            if found is None:
+                found = tail_damage(fs, path, entry)
+            if found is not None:
+                raise _cover_error(found.message, path, partition_dir, cover, hides,
+                                   manifest.root)
+            length = entry.length
+        else:
+            length = readable_length(fs, path)[0]
+        try:
+            check_stripes(fs, path, read_tail(fs, path, length), damaged_value="raise")
+        except CorruptFileError as e:
+            raise _cover_error(e.message, path, partition_dir, cover, hides,
+                               manifest.root) from e
+
+
+def _cover_error(found: str, path: str, partition_dir: str, cover: str, hides: Sequence[str],
+                 table: str) -> CorruptFileError:
+    shown = ", ".join(hides[:3]) + (", ..." if len(hides) > 3 else "")
+    return CorruptFileError(
+        f"Cannot clean {partition_dir}: {cover}, which hides {shown}, is damaged, so nothing it "
+        f"hides was removed: {found}", path=path,
+        hint=f"the directories it hides still hold their rows; run `ingest verify {table}` to "
+        f"list the damage, and restore {path} from a backup")
 
 
 def remove_candidate(
@@ -280,5 +343,5 @@ def _times(info: Mapping[str, Any], renamed: bool) -> Iterable[float]:
             yield float(value)
 
 
-__all__ = ["Candidate", "CleanKind", "CleaningPlan", "Kept", "plan_cleaning",
+__all__ = ["Candidate", "CleanKind", "CleaningPlan", "Kept", "check_cover", "plan_cleaning",
            "remove_candidate"]

@@ -1,11 +1,13 @@
 """Compaction on Spark executors: one task per partition, the metastore only on the driver.
 
 The driver plans with `ingest.table.compact(dry_run=True)` (which partitions have work, the
-kind the initiator picks for "auto", and the compactor snapshot), records a 'working'
-compaction per partition, and heartbeats it; each task gets the snapshot as Hive's string and
-runs `compact_partition`; the driver records what the tasks did (manifest entries of the
-outputs, then the history row), as `ingest compact` does. A failed partition is recorded as
-failed and leaves the others' results in place.
+kind the initiator picks for "auto"; every input checked against the manifest, so a damaged
+table fails before anything is written), takes the table's read view (held, with its lease,
+until the tasks end, so a concurrent cleaner keeps their inputs) and begins a compaction per
+partition under the compactor's commit protocol (`ingest.table.CompactorRun`, as `ingest
+compact` does); each task gets the view as a value, with its partition's manifest entries,
+and runs `compact_partition`, which checks its inputs and outputs; the driver records what the
+tasks did. A failed partition is recorded as failed and leaves the others' results in place.
 """
 
 from __future__ import annotations
@@ -13,27 +15,18 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from ingest.acid import ValidWriteIdList, compact_partition, parse_codec, storage
+from ingest.acid import ReadView, compact_partition, parse_codec, storage
 from ingest.acid.compaction import CompactionKind, CompactionResult
 from ingest.errors import CommitConflictError, IngestError
-from ingest.table import CompactReport, PartitionCompaction, compact
-from ingest.table._committed import record_outputs
+from ingest.table import CompactorRun, CompactReport, PartitionCompaction, compact
 from ingest.table._definition import uses_visibility_suffix
 from ingest.table._open import agent_name
-from ingest.table.compact import agent_alive, heartbeating
-from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
-from ingest.txn import (
-    CompactorVisibility,
-    Metastore,
-    TableDefinition,
-    Transaction,
-    default_metastore_url,
-)
+from ingest.txn import Metastore, TableDefinition, default_metastore_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,13 +43,13 @@ class _PartitionTask:
     location: str
     partition: str
     kind: CompactionKind
-    snapshot: str
+    # The driver's read view: snapshot, `_vT` visibility and this partition's manifest
+    # entries (the lease stays with the driver).
+    view: ReadView
     row_schema: pa.Schema
     compression: str
-    # `_vT` output names (object stores by default): the compactor's transaction id, else
-    # None; and which earlier compactor transactions count as committed.
+    # `_vT` output names (object stores by default): the compactor's transaction id, else None.
     visibility_txn_id: int | None = None
-    visible_txn: CompactorVisibility | None = None
     # The driver's storage registrations (credentials among them: never in a repr).
     storage_options: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -121,19 +114,20 @@ def compact_on_executors(
         planned = {p.partition: p.result for p in plan.partitions if p.partition in kinds}
         return CompactJobReport(_report(plan, planned, dry_run=dry_run), kinds, (),
                                 time.monotonic() - started)
-    with Metastore.open(url, create=False) as store, ExitStack() as beating:
+    agent = agent_name("compact-job")
+    with Metastore.open(url, create=False) as store, \
+            store.read_view(location, agent=agent) as view, ExitStack() as beating:
         defn = store.get_table(location)
         codec = parse_codec(defn.properties.get("orc.compress", "zlib"),
                             where=f"Cannot compact {defn.name}: table property orc.compress=",
                             hint="fix the table property orc.compress")
-        visible = store.compactor_visibility(defn)
         suffix = uses_visibility_suffix(defn, storage.url_to_fs(defn.location)[0].protocol)
-        begun, failures = _begin(store, defn, kinds)
-        for _, txn in begun.values():
-            beating.enter_context(heartbeating(store, txn))
-        tasks = [_PartitionTask(defn.location, partition, kinds[partition], plan.snapshot,
-                                defn.row_schema, codec,
-                                begun[partition][1].txn_id if suffix else None, visible,
+        begun, failures = _begin(store, defn, kinds, agent=agent)
+        for run in begun.values():
+            beating.enter_context(run)  # heartbeats; a failed job records each as failed
+        tasks = [_PartitionTask(defn.location, partition, kinds[partition],
+                                _partition_view(view, partition), defn.row_schema, codec,
+                                begun[partition].txn.txn_id if suffix else None,
                                 storage.registered())
                  for partition in sorted(begun)]
         log.info("compacting %d partitions of %s on executors", len(tasks), defn.name)
@@ -142,38 +136,36 @@ def compact_on_executors(
         beating.close()  # stop heartbeating before the records end the transactions
         results = {partition: result for partition, result, _ in outcomes}
         for partition, result, error in outcomes:
-            cid, txn = begun[partition]
             if error is not None:
                 failures.append((partition, error))
-                store.fail_compaction(cid, txn, error)
-            elif result is None:  # it only finished a crashed compaction's second rename
-                store.forget_compaction(cid, txn)
+                begun[partition].fail(error)
             else:
-                record_outputs(store, defn, [result.plan])
-                store.finish_compaction(cid, txn,
-                                        highest_write_id=result.plan.snapshot.high_watermark,
-                                        rows=result.rows, inputs=result.plan.inputs,
-                                        outputs=result.plan.outputs)
+                begun[partition].finish(result)
     for partition, error in failures:
         log.warning("Cannot compact %s/%s: %s", defn.location, partition, error)
     return CompactJobReport(_report(plan, results, dry_run=False), kinds, tuple(failures),
                             time.monotonic() - started)
 
 
-def _begin(store: Metastore, defn: TableDefinition, kinds: dict[str, CompactionKind],
-           ) -> tuple[dict[str, tuple[int, Transaction]], list[tuple[str, str]]]:
-    """A 'working' history row and compactor transaction per partition; a partition another
-    compactor holds is a failure of this job, not an error."""
-    begun: dict[str, tuple[int, Transaction]] = {}
+def _begin(store: Metastore, defn: TableDefinition, kinds: dict[str, CompactionKind], *,
+           agent: str) -> tuple[dict[str, CompactorRun], list[tuple[str, str]]]:
+    """A compaction begun per partition; a partition another compactor holds is a failure
+    of this job, not an error."""
+    begun: dict[str, CompactorRun] = {}
     busy: list[tuple[str, str]] = []
     for partition, chosen in sorted(kinds.items()):
         try:
-            begun[partition] = store.begin_compaction(
-                defn, partition, chosen, agent=agent_name("compact-job"),
-                stale_after_s=DEFAULT_TXN_TIMEOUT_S, is_alive=agent_alive)
+            begun[partition] = CompactorRun.begin(store, defn, partition, chosen, agent=agent)
         except CommitConflictError as e:
             busy.append((partition, str(e)))
     return begun, busy
+
+
+def _partition_view(view: ReadView, partition: str) -> ReadView:
+    """The view a task needs: its partition's manifest entries only, no lease."""
+    prefix = f"{partition}/" if partition else ""
+    return replace(view, committed={rel: entry for rel, entry in view.committed.items()
+                                    if rel.startswith(prefix)}, lease_id=None)
 
 
 def _report(plan: CompactReport, results: dict[str, CompactionResult | None], *,
@@ -188,13 +180,13 @@ def _run_task(task: _PartitionTask) -> tuple[str, CompactionResult | None, str |
     """On an executor: compact one partition as of the driver's snapshot."""
     storage.register_all(task.storage_options)
     fs, root = storage.url_to_fs(task.location)
-    directory = "/".join(x for x in (str(root).rstrip("/"), task.partition) if x)
+    root = str(root).rstrip("/")
+    directory = "/".join(x for x in (root, task.partition) if x)
     try:
-        result = compact_partition(directory, ValidWriteIdList.from_hive_string(task.snapshot),
+        result = compact_partition(directory, task.view, root=root,
                                    row_schema=task.row_schema, kind=task.kind, fs=fs,
                                    compression=task.compression,  # type: ignore[arg-type]
-                                   visibility_txn_id=task.visibility_txn_id,
-                                   visible_txn=task.visible_txn)
+                                   visibility_txn_id=task.visibility_txn_id)
     except (IngestError, OSError) as e:  # reported per partition; the others go on
         return task.partition, None, f"{type(e).__name__}: {e}"
     return task.partition, result, None

@@ -7,6 +7,7 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 """
 
 from ingest.table._arguments import check_snapshot_table
+from ingest.table._compactor import CompactorRun
 from ingest.table._definition import compaction_thresholds, table_schema
 from ingest.table._open import MetastoreRef
 from ingest.table._owner import check_owner
@@ -48,6 +49,7 @@ __all__ = [
     "Commit",
     "CompactReport",
     "CompactionHistory",
+    "CompactorRun",
     "DeleteResult",
     "InputFormat",
     "LoadResult",

@@ -3,13 +3,13 @@
 Finds the files whose commits recorded more than they hold now: missing, emptied, cut below
 their committed length, or whose tail at that length changed (docs/format.md §20). Recovery
 leaves such files untouched and names them; it also never cuts a file below its committed
-length (docs/invariants.md, 5 and 7). Also builds the entries of files written outside a
-commit (compaction outputs). Reads tails only.
+length (docs/invariants.md, 5 and 7). Also builds the entries of files as they are on disk
+(`directory_entries`). Reads tails only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import replace
 
 import fsspec
@@ -22,7 +22,6 @@ from ingest.acid.committed import (
     size_damage,
     tail_damage,
 )
-from ingest.acid.compaction import CompactionPlan
 from ingest.acid.names import ParsedDirectory, parse_bucket_file, parse_directory
 from ingest.acid.plan import covers
 from ingest.acid.recovery import FileRecovery, RecoveryReport
@@ -154,21 +153,5 @@ def directory_entries(fs: fsspec.AbstractFileSystem, root: str, directories: lis
     return out
 
 
-def record_outputs(store: Metastore, table: TableDefinition,
-                   plans: Iterable[CompactionPlan]) -> None:
-    """Record the bucket files compactions wrote in the manifest (the compactor commits no
-    transaction; its outputs count as committed once written).
-
-    Raises:
-        CorruptFileError: an output file has no complete tail.
-        MetastoreError: the metastore failed.
-    """
-    fs, root = table_fs(table)
-    directories = [f"{p.partition.rstrip('/')}/{name}" for p in plans for name in p.outputs]
-    if directories:
-        store.record_committed_files(table, directory_entries(fs, root, directories))
-
-
 __all__ = ["committed_length_of", "directory_entries", "find_damage", "guard_recovery",
-           "keeping",
-           "mark_unrecoverable", "record_outputs", "table_manifest"]
+           "keeping", "mark_unrecoverable", "table_manifest"]

@@ -3,13 +3,17 @@
 Hive's Cleaner with our metastore: `ingest.acid.cleaning` says what no current snapshot reads;
 this module keeps what a registered reader may still use (its snapshot predates the compaction)
 and what is younger than the retention time (readers outside the metastore), then removes
-the rest and records the compactions whose inputs are all gone.
+the rest and records the compactions whose inputs are all gone. Before it removes anything it
+checks what it relies on: every committed file the current snapshot reads, against the
+manifest (`plan_files`: a removed directory or partition too), and, whole, each base or delta
+whose hiding makes a directory removable (`check_cover`). Damage stops the run with nothing
+removed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import fsspec
@@ -19,15 +23,19 @@ from ingest.acid.cleaning import (
     CleaningPlan,
     CleanKind,
     Kept,
+    check_cover,
     plan_cleaning,
     remove_candidate,
 )
+from ingest.acid.committed import CommittedFiles
 from ingest.acid.names import parse_directory
-from ingest.errors import ConfigError
+from ingest.acid.plan import plan_files
+from ingest.acid.read_view import ReadView
+from ingest.errors import ConfigError, CorruptFileError
 from ingest.faults import crash_point
 from ingest.table._definition import cleaner_retention_s
 from ingest.table._layout import partition_dirs
-from ingest.table._open import MetastoreRef, open_table, table_fs
+from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
 from ingest.table._written import relative_path
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import CompactionInfo, Metastore, ReaderInfo, TableDefinition
@@ -130,6 +138,12 @@ def clean(
     aborted write ids and leftover hidden compaction output go after `retention_s`. A
     directory holding a side file (an open transaction batch) always stays.
 
+    Nothing is removed unless every committed file the table's snapshot reads in the
+    partitions cleaned matches its manifest entry, and each base or delta that hides a
+    directory about to go is whole (present, committed length, tail hash, stripe checksums):
+    the directories it hides may be the last readable copy of its rows. A dry run checks
+    the same.
+
     Args:
         location: the table root.
         metastore: as for `ingest.table.load`.
@@ -147,8 +161,10 @@ def clean(
         TableNotFoundError: no table at `location`.
         ConfigError: a partition spec that is malformed or names no partition of the table,
             or a negative retention.
-        CorruptFileError, UnsupportedFormatError: a partition cannot be listed as a snapshot
-            would (run `ingest verify`).
+        CorruptFileError: a committed file is missing (with its directory or partition),
+            emptied, cut or changed, or the output hiding a directory is damaged; nothing was
+            removed (run `ingest verify`).
+        UnsupportedFormatError: a partition cannot be listed as a snapshot would.
         MetastoreError: the metastore failed or cannot be opened.
         OSError: the storage layer failed while removing; run `ingest clean` again.
     """
@@ -165,13 +181,23 @@ def clean(
                       for t in store.transactions(defn, states=("aborted",))}
         fs, root = table_fs(defn)
         decide = _Decision(retention, readers, records, aborted_at, time.time())
-        done: list[PartitionClean] = []
-        for directory in partition_dirs(defn, fs, root, partitions, action="clean"):
-            rel = directory[len(root):].strip("/")
+        dirs = partition_dirs(defn, fs, root, partitions, action="clean")
+        with store.read_view(defn.name, agent=agent_name("clean"), snapshot=snapshot) as view:
+            _check_reads(fs, root, view, None if partitions is None else dirs,
+                         table=defn.name)
+        manifest = CommittedFiles(root, view.committed)
+        chosen: list[tuple[CleaningPlan, str, list[Candidate], list[Kept]]] = []
+        for directory in dirs:
             plan = plan_cleaning(fs, directory, snapshot, visible_txn=visible,
                                  aborted_txn=visible.aborted.__contains__)
-            forget = None if dry_run else _forgetter(store, defn, root)
-            result = _clean_partition(fs, plan, rel, decide, forget)
+            rel = directory[len(root):].strip("/")
+            go, kept = _choose(plan, rel, decide)
+            _check_covers(fs, plan, go, manifest)
+            chosen.append((plan, rel, go, kept))
+        done: list[PartitionClean] = []
+        forget = None if dry_run else _forgetter(store, defn, root)
+        for plan, rel, go, kept in chosen:
+            result = _clean_partition(fs, plan, rel, go, kept, forget)
             done.append(result)
             if on_partition is not None:
                 on_partition(result)
@@ -246,17 +272,59 @@ def _forgetter(store: Metastore, defn: TableDefinition,
     return forget
 
 
-def _clean_partition(fs: fsspec.AbstractFileSystem, plan: CleaningPlan, partition: str,
-                     decide: _Decision,
-                     forget: Callable[[Candidate], None] | None) -> PartitionClean:
-    """Removes what may go (nothing when `forget` is None: a dry run)."""
-    removed: list[Removed] = []
+def _check_reads(fs: fsspec.AbstractFileSystem, root: str, view: ReadView,
+                 partitions: Collection[str] | None, *, table: str) -> None:
+    """Refuse to clean a table whose committed files, as the snapshot reads them, differ
+    from the manifest (`plan_files`; `partitions` None: every one, a removed one too).
+
+    Raises:
+        CorruptFileError: naming the first damaged file; nothing was removed.
+    """
+    keep = None if partitions is None else set(partitions).__contains__
+    try:
+        plan_files(fs, root, view, root=root,
+                   keep=None if keep is None else (lambda p: keep(p.path)))
+    except CorruptFileError as e:
+        raise CorruptFileError(f"Cannot clean {table}, nothing was removed: "
+                               f"{e.message[:1].lower()}{e.message[1:]}", path=e.path,
+                               offset=e.offset, hint=e.hint) from e
+
+
+def _choose(plan: CleaningPlan, partition: str, decide: _Decision
+            ) -> tuple[list[Candidate], list[Kept]]:
+    """The candidates that may go now, and what stays with the reason."""
+    go: list[Candidate] = []
     kept = list(plan.kept)
     for c in plan.candidates:
         why = decide.why_kept(plan, partition, c)
-        if why is not None:
+        if why is None:
+            go.append(c)
+        else:
             kept.append(Kept(c.name, why))
-            continue
+    return go, kept
+
+
+def _check_covers(fs: fsspec.AbstractFileSystem, plan: CleaningPlan,
+                  go: Sequence[Candidate], manifest: CommittedFiles) -> None:
+    """Check, whole, each base or delta whose hiding lets an obsolete candidate go.
+
+    Raises:
+        CorruptFileError: a cover is damaged; nothing of the table was removed yet.
+    """
+    hidden: dict[str, list[str]] = {}
+    for c in go:
+        if c.kind == "obsolete" and c.covered_by is not None:
+            hidden.setdefault(c.covered_by, []).append(c.name)
+    for cover, names in sorted(hidden.items()):
+        check_cover(fs, plan.partition, cover, manifest, hides=names)
+
+
+def _clean_partition(fs: fsspec.AbstractFileSystem, plan: CleaningPlan, partition: str,
+                     go: Sequence[Candidate], kept: Sequence[Kept],
+                     forget: Callable[[Candidate], None] | None) -> PartitionClean:
+    """Removes what may go (nothing when `forget` is None: a dry run)."""
+    removed: list[Removed] = []
+    for c in go:
         if forget is None:
             files = len(c.files)
         else:

@@ -1,20 +1,19 @@
 """Compact a table's partitions as of the compactor snapshot its metastore gives (Hive's Worker).
 
-Takes the table's snapshot from the metastore, asks the initiator (`ingest.acid.initiator`,
-kind "auto") or the caller which kind each partition needs, and runs `ingest.acid.compaction`
-on each in a compactor transaction recorded in the compaction history; with the table's
-visibility suffix the output is named after that transaction (`base_N_vT`). Obsolete inputs
-stay on disk for a cleaner; every snapshot already ignores them.
+Takes the table's read view from the metastore (snapshot, manifest, `_vT` visibility and a
+lease, so a concurrent cleaner keeps the inputs until the run ends), asks the initiator
+(`ingest.acid.initiator`, kind "auto") or the caller which kind each partition needs, plans
+every partition first (each plan checks its inputs against the manifest: a damaged table
+fails before anything is written), then runs `ingest.acid.compaction` on each under the
+compactor's commit protocol (`_compactor.CompactorRun`); with the table's visibility suffix
+the output is named after that transaction (`base_N_vT`). Obsolete inputs stay on disk for a
+cleaner; every snapshot already ignores them.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import fsspec
@@ -28,11 +27,10 @@ from ingest.acid.compaction import (
 )
 from ingest.acid.file_options import Compression, WriterOptions
 from ingest.acid.initiator import Backlog, CompactionThresholds, decide, measure_backlog
-from ingest.acid.state import VisibleTxn
-from ingest.acid.writeids import ValidWriteIdList
-from ingest.errors import ConfigError, IngestError
-from ingest.faults import crash_point
-from ingest.table._committed import record_outputs
+from ingest.acid.plan import plan_files
+from ingest.acid.read_view import ReadView
+from ingest.errors import ConfigError, CorruptFileError
+from ingest.table._compactor import HEARTBEAT_INTERVAL_S, CompactorRun, agent_alive
 from ingest.table._definition import (
     compaction_thresholds,
     table_compression,
@@ -40,20 +38,15 @@ from ingest.table._definition import (
 )
 from ingest.table._layout import partition_dirs
 from ingest.table._open import MetastoreRef, _check_root, agent_name, open_table, table_fs
-from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import (
     CompactionInfo,
     Metastore,
     TableDefinition,
-    Transaction,
     find_metastore_for,
     normalize_location,
 )
 
 CompactMode = Literal["major", "minor", "auto"]
-# How often a running compaction heartbeats its transaction; a compactor silent for
-# DEFAULT_TXN_TIMEOUT_S is taken for dead and the next one takes the partition over.
-HEARTBEAT_INTERVAL_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -114,7 +107,9 @@ def compact(
 
     Each partition's compaction runs in a transaction of its own and is recorded in the
     metastore's compaction history ('working', then 'ready for cleaning' once its output is
-    renamed into place, or 'failed'); one compaction per partition runs at a time.
+    renamed into place, or 'failed'); one compaction per partition runs at a time. Every
+    partition is planned, and its inputs checked against the committed-file manifest, before
+    the first is compacted; the run holds a reader lease until it ends.
 
     Args:
         location: the table root.
@@ -123,7 +118,8 @@ def compact(
         partitions: partition specs such as ``dt=2026-01-01`` (``a=1/b=2`` for several
             levels); default every partition.
         metastore: as for `ingest.table.load`.
-        dry_run: only plan: report inputs and outputs, write nothing (the metastore neither).
+        dry_run: only plan (and check the inputs): report inputs and outputs, write nothing
+            (the metastore neither: no lease is taken).
         tuning: stripe and encoder settings of the output files.
         agent: recorded with the compactor's transactions (default host:pid:ingest-compact).
 
@@ -136,25 +132,62 @@ def compact(
             partition of the table.
         CommitConflictError: another compaction is working on a partition, or wrote the same
             output meanwhile.
-        CorruptFileError: an input file cannot be read (run `ingest recover`).
+        CorruptFileError: a committed file the compaction would read is missing (with its
+            directory or partition too), emptied, cut or changed, or an output failed its
+            check; nothing of that partition was written (run `ingest verify`).
         MetastoreError: the metastore failed.
     """
     if kind not in ("major", "minor", "auto"):
         raise ConfigError(f"Cannot compact {location}: kind {kind!r} is not major, minor or "
                           "auto")
+    agent = agent or agent_name("compact")
     with open_table(location, metastore) as (store, defn):
-        snapshot = store.snapshot(defn)
-        visible = store.compactor_visibility(defn)
         fs, root = table_fs(defn)
         dirs = partition_dirs(defn, fs, root, partitions, action="compact")
-        worker = _Worker(store, defn, snapshot, fs, table_compression(defn), tuning,
-                         agent or agent_name("compact"), dry_run, visible,
-                         uses_visibility_suffix(defn, fs.protocol))
-        thresholds = compaction_thresholds(defn)
-        done = [worker.partition(directory, directory[len(root):].strip("/"), kind, thresholds)
-                for directory in dirs]
+        # A dry run reads tails only and leaves the metastore as it was: no lease.
+        given = store.snapshot(defn) if dry_run else None
+        with store.read_view(defn.name, agent=agent, snapshot=given) as view:
+            if partitions is None:
+                _refuse_missing_partitions(fs, root, view, dirs)
+            worker = _Worker(store, defn, view, fs, root, table_compression(defn), tuning,
+                             agent, dry_run, uses_visibility_suffix(defn, fs.protocol))
+            thresholds = compaction_thresholds(defn)
+            planned = [worker.plan(directory, kind, thresholds) for directory in dirs]
+            done = [worker.run(p) for p in planned]
     return CompactReport(defn.name, defn.location, kind,
-                         compactor_snapshot(snapshot).to_hive_string(), tuple(done), dry_run)
+                         compactor_snapshot(view.snapshot).to_hive_string(), tuple(done),
+                         dry_run)
+
+
+def _refuse_missing_partitions(fs: fsspec.AbstractFileSystem, root: str, view: ReadView,
+                               listed: Collection[str]) -> None:
+    """Refuse a partition the manifest holds committed files in but no listing found: it
+    was removed, not emptied (docs/invariants.md, 7). The listed partitions are left to
+    their own plans (pruned here, so nothing is read twice).
+
+    Raises:
+        CorruptFileError: naming a committed file of the missing partition.
+    """
+    present = set(listed)
+    compactor = replace(view, snapshot=compactor_snapshot(view.snapshot))
+    try:
+        plan_files(fs, root, compactor, root=root, keep=lambda p: p.path not in present)
+    except CorruptFileError as e:
+        raise CorruptFileError(f"Cannot compact {root}, nothing was written: "
+                               f"{e.message[:1].lower()}{e.message[1:]}", path=e.path,
+                               offset=e.offset, hint=e.hint) from e
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One partition after planning: the kind to run, or why nothing."""
+
+    directory: str
+    rel: str
+    kind: CompactionKind | None
+    reason: str
+    backlog: Backlog | None
+    has_work: bool
 
 
 @dataclass(frozen=True)
@@ -163,85 +196,62 @@ class _Worker:
 
     store: Metastore
     defn: TableDefinition
-    snapshot: ValidWriteIdList
+    view: ReadView
     fs: fsspec.AbstractFileSystem
+    root: str
     codec: Compression
     tuning: WriterOptions | None
     agent: str
     dry_run: bool
-    visible: VisibleTxn  # the metastore's compactor visibility
     suffix: bool  # name outputs `..._v<compactor txn>`
 
-    def partition(self, directory: str, rel: str, mode: CompactMode,
-                  thresholds: CompactionThresholds) -> PartitionCompaction:
+    def plan(self, directory: str, mode: CompactMode,
+             thresholds: CompactionThresholds) -> _Planned:
+        """Decide the kind and check the partition's inputs (`plan_compaction`).
+
+        Raises:
+            CorruptFileError: an input differs from its manifest entry.
+        """
+        rel = directory[len(self.root):].strip("/")
         backlog = None
         if mode == "auto":
-            backlog = measure_backlog(self.fs, directory, self.snapshot,
-                                      visible_txn=self.visible)
+            backlog = measure_backlog(self.fs, directory, self.view.snapshot,
+                                      visible_txn=self.view.visible_txn)
             decision = decide(backlog, thresholds)
             if decision.kind is None:
-                return PartitionCompaction(rel, None, None, decision.reason, None, backlog)
+                return _Planned(directory, rel, None, decision.reason, backlog, False)
             kind, reason = decision.kind, decision.reason
         else:
             kind, reason = mode, "requested"
+        plan = plan_compaction(self.fs, directory, self.view, root=self.root, kind=kind)
+        return _Planned(directory, rel, kind, reason, backlog, plan is not None)
+
+    def run(self, p: _Planned) -> PartitionCompaction:
+        """Compact one planned partition under the compactor's commit protocol."""
+        if p.kind is None:
+            return PartitionCompaction(p.rel, None, None, p.reason, None, p.backlog)
+        kind = p.kind
 
         def run(dry_run: bool, txn_id: int | None) -> CompactionResult | None:
-            return compact_partition(directory, self.snapshot, row_schema=self.defn.row_schema,
-                                     kind=kind, fs=self.fs, compression=self.codec,
-                                     tuning=self.tuning, dry_run=dry_run,
-                                     visibility_txn_id=txn_id if self.suffix else None,
-                                     visible_txn=self.visible)
+            return compact_partition(p.directory, self.view, root=self.root,
+                                     row_schema=self.defn.row_schema, kind=kind, fs=self.fs,
+                                     compression=self.codec, tuning=self.tuning,
+                                     dry_run=dry_run,
+                                     visibility_txn_id=txn_id if self.suffix else None)
 
-        if self.dry_run or plan_compaction(self.fs, directory, self.snapshot, kind=kind,
-                                           visible_txn=self.visible) is None:
+        if not p.has_work:
+            return PartitionCompaction(p.rel, None, kind, p.reason, None, p.backlog)
+        if self.dry_run:
             result = run(True, None)  # no transaction yet: outputs shown without `_v`
-            return PartitionCompaction(rel, result, kind, reason, None, backlog)
-        cid, txn = self.store.begin_compaction(self.defn, rel, kind, agent=self.agent,
-                                               stale_after_s=DEFAULT_TXN_TIMEOUT_S,
-                                               is_alive=agent_alive)
-        try:
-            with heartbeating(self.store, txn):
-                result = run(False, txn.txn_id)
-        except BaseException as e:
-            try:
-                self.store.fail_compaction(cid, txn, f"{type(e).__name__}: {e}")
-            except IngestError as record_error:
-                e.add_note(f"Also failed to record compaction {cid} as failed: {record_error}")
-            raise
+            return PartitionCompaction(p.rel, result, kind, p.reason, None, p.backlog)
+        compactor = CompactorRun.begin(self.store, self.defn, p.rel, kind, agent=self.agent)
+        with compactor:
+            result = run(False, compactor.txn.txn_id)
+        compactor.finish(result)
         if result is None:  # it only finished a crashed compaction's second rename
-            self.store.forget_compaction(cid, txn)
-            return PartitionCompaction(rel, None, kind, reason, None, backlog)
-        # The outputs' manifest entries (docs/format.md §20), then the record.
-        record_outputs(self.store, self.defn, [result.plan])
-        # Committed only now that the output is in place: a crash before leaves a 'working'
-        # row whose transaction times out, and the next compaction takes over.
-        self.store.finish_compaction(cid, txn, highest_write_id=result.plan.snapshot.high_watermark,
-                                     rows=result.rows, inputs=result.plan.inputs,
-                                     outputs=result.plan.outputs)
-        crash_point("compact.after_record")
-        return PartitionCompaction(rel, result, kind, reason, cid, backlog)
-
-
-@contextmanager
-def heartbeating(store: Metastore, txn: Transaction) -> Iterator[None]:
-    """Heartbeat the compactor's transaction from a thread while the block runs."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(HEARTBEAT_INTERVAL_S):
-            try:
-                store.heartbeat(txn)
-            except IngestError:
-                return  # the record at the end reports a lost transaction
-
-    thread = threading.Thread(target=beat, name=f"compactor-heartbeat-{txn.txn_id}",
-                              daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+            return PartitionCompaction(p.rel, None, kind, p.reason, None, p.backlog)
+        return PartitionCompaction(p.rel, result, kind, p.reason, compactor.compaction_id,
+                                   p.backlog)
 
 
 @dataclass(frozen=True)
@@ -289,20 +299,6 @@ def shown_state(info: CompactionInfo) -> str:
     return info.state
 
 
-def agent_alive(agent: str) -> bool:
-    """False only when `agent` (host:pid:...) names a process of this host that is gone."""
-    host, _, rest = agent.partition(":")
-    pid = rest.split(":", 1)[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-__all__ = ["CompactMode", "CompactReport", "CompactionHistory", "PartitionCompaction",
-           "agent_alive", "compact", "heartbeating", "compaction_history", "shown_state"]
+__all__ = ["HEARTBEAT_INTERVAL_S", "CompactMode", "CompactReport", "CompactionHistory",
+           "CompactorRun", "PartitionCompaction", "agent_alive", "compact", "compaction_history",
+           "shown_state"]

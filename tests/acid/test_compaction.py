@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import fsspec
+import fsspec.implementations.local
 import pyarrow as pa
 import pyarrow.orc as po
 import pytest
@@ -27,6 +28,7 @@ from ingest.acid import (
     WriterOptions,
     acid_state,
 )
+from ingest.acid.committed import committed_file_at
 from ingest.acid.compaction import (
     TEMP_PREFIX,
     compact_partition,
@@ -35,6 +37,7 @@ from ingest.acid.compaction import (
 )
 from ingest.acid.names import encode_bucket_property, format_base, format_delta, is_compacted_base
 from ingest.acid.snapshot import read_table
+from ingest.errors import CorruptFileError
 
 FS = fsspec.filesystem("file")
 BP0 = encode_bucket_property(0, 0)
@@ -272,3 +275,48 @@ def test_major_keeps_the_synthetic_row_ids_of_original_files(tmp_path: Path) -> 
     # Hive's rule: a snapshot older than a compacted base has not enough history.
     with pytest.raises(NotEnoughHistoryError):
         rows(root, snap(0))
+
+
+class RottingDisk(fsspec.implementations.local.LocalFileSystem):
+    """A local disk that hands back the first stripe of a hidden compaction output with one
+    byte changed, as storage that corrupted it after the write would."""
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None,
+                 **kwargs: object) -> bytes:
+        data = super().cat_file(path, start=start, end=end, **kwargs)
+        if f"/{TEMP_PREFIX}" in str(path) and start == 3 and data:
+            return bytes([data[0] ^ 0xFF]) + data[1:]
+        return data
+
+
+@pytest.mark.parametrize("kind", ["major", "minor"])
+def test_an_output_that_fails_its_check_is_never_renamed(tmp_path: Path, kind: str) -> None:
+    """Outputs are checked before the renames: a stripe that no longer hashes to its
+    checksum fails the compaction, its hidden output is removed and the inputs stay."""
+    root = tmp_path / "t"
+    for w in (1, 2, 3):
+        write_rows(root / format_delta(w, w), w, range(w * 10, w * 10 + 10))
+    delete_keys(root / format_delta(4, 4, delete=True), [(1, BP0, 0)], write_id=4)
+    was = fingerprint(root)
+    with pytest.raises(CorruptFileError, match="failed its check after writing: Checksum "
+                       "mismatch") as info:
+        compact_partition(str(root), snap(4), row_schema=SIMPLE_SCHEMA, kind=kind,
+                          fs=RottingDisk())
+    assert "nothing was renamed into place" in str(info.value)
+    assert fingerprint(root) == was
+
+
+def test_output_entries_are_made_when_the_output_is_checked(tmp_path: Path) -> None:
+    """The result carries the outputs' manifest entries, under their final names relative
+    to the table root, as the files are on disk after the renames."""
+    root = tmp_path / "t"
+    partition = root / "dt=1"
+    for w in (1, 2):
+        write_rows(partition / format_delta(w, w), w, range(w * 10, w * 10 + 10))
+    result = compact_partition(str(partition), snap(2), row_schema=SIMPLE_SCHEMA,
+                               root=str(root))
+    assert result is not None
+    (entry,) = result.output_files
+    assert entry.path == f"dt=1/{format_base(2)}/bucket_00000"
+    assert (entry.write_id, entry.rows) == (2, 20)
+    assert committed_file_at(FS, str(root / entry.path), entry.path, write_id=2) == entry

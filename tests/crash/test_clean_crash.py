@@ -59,7 +59,8 @@ def history_state(location: str, record: int) -> str:
 
 
 def acid_entries(location: str) -> dict[str, list[str]]:
-    return {p.name: sorted(os.listdir(p)) for p in sorted(Path(location).iterdir())}
+    return {p.name: sorted(os.listdir(p)) for p in sorted(Path(location).iterdir())
+            if p.is_dir()}
 
 
 @pytest.mark.parametrize("point", ["clean.midway_directory", "clean.before_record",

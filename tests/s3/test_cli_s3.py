@@ -13,6 +13,7 @@ from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.names import format_delta, parse_directory
+from ingest.table._owner import MARKER_NAME
 from ingest.txn import Metastore
 
 DDL = "id BIGINT, value STRING, dt STRING"
@@ -55,8 +56,8 @@ def test_every_command_on_s3_matches_the_local_run(s3: Bucket, tmp_path: Path,
                 ok([args[0], local, *args[1:], *extra], capsys))
 
     both("create", "--schema", DDL, "--partitioned-by", "dt")
-    # An empty table has no key at all on S3, and is still a table.
-    assert s3.fs().find(f"{s3.name}/wh") == []
+    # An empty table has no data key on S3 (only its owner marker), and is still a table.
+    assert s3.fs().find(f"{s3.name}/wh") == [f"{s3.name}/wh/events/{MARKER_NAME}"]
     assert both("cat") == ("", "")
     assert '"ok": true' in both("verify", "--json")[0].replace('"ok":true', '"ok": true')
     for path in inputs:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from support import visible
 
 from ingest.acid import acid_state
-from ingest.errors import ConfigError, TableNotFoundError
+from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
 from ingest.spark.compact_job import compact_on_executors
 from ingest.table import create_table, load
 from ingest.txn import Metastore, default_metastore_url
@@ -102,3 +103,18 @@ def test_the_spark_submit_entry_compacts_and_exits_0(tmp_path: Path) -> None:
     assert chosen(location, "2026-11-21").base is not None
     assert chosen(location, "2026-11-22").base is None
     assert visible(location) == before
+
+
+def test_a_damaged_input_fails_the_job_before_anything_is_written(
+        spark: Any, tmp_path: Path) -> None:
+    """The driver's plan checks every input against the manifest: a committed delta
+    directory removed fails the job naming its file; no task runs, nothing is begun."""
+    location = make_table(tmp_path, 3)
+    (victim,) = Path(location, "dt=2026-11-22").glob("delta_0000002_*")
+    shutil.rmtree(victim)
+    listing = sorted(str(p) for p in Path(location).rglob("*"))
+    with pytest.raises(CorruptFileError, match=f"nothing was written: .*{victim}"):
+        compact_on_executors(spark, location, kind="major")
+    assert sorted(str(p) for p in Path(location).rglob("*")) == listing
+    with Metastore.open(default_metastore_url(location)) as store:
+        assert store.compactions(location) == []

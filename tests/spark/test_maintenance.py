@@ -3,21 +3,17 @@ are counted (no Spark); the stream's foreachBatch signals its dead-letter table 
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Any
 
 import fsspec
 import pyarrow as pa
 import pytest
 from support import visible
 
-import ingest
 from ingest.acid import acid_state
 from ingest.spark.maintenance import StreamMaintenance
-from ingest.table import alter_table, create_table, load
-from ingest.table._definition import RETENTION_PROPERTY
+from ingest.table import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 # The initiator's delta count threshold as a table property: more than 2 deltas (Hive's ">").
@@ -99,40 +95,3 @@ def test_stop_returns_at_once_when_idle_and_nothing_runs_after_it(tmp_path: Path
     assert maintenance.stats.runs == runs
 
 
-@pytest.mark.spark
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
-def test_the_stream_compacts_and_cleans_its_dead_letter_table_too(spark: Any,
-                                                                   warehouse: Path) -> None:
-    from spark.test_sink import kafka_batch
-
-    from ingest.spark.job import _then_signal, ensure_tables, table_layout
-    from ingest.spark.options import SinkOptions
-    from ingest.spark.sink import AcidSink
-
-    location = str(warehouse / "events")
-    table, dead = ensure_tables(location, table_layout("id BIGINT, value STRING", None))
-    alter_table(dead.location, properties={**DELTA_NUM, RETENTION_PROPERTY: "0"})
-    sink = AcidSink(table.location, sink_id="test-sink", options=SinkOptions())
-    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
-                                    interval_s=0)
-    write_batch = _then_signal(sink, maintenance)
-    with sink:
-        for batch in range(3):  # one dead letter each: three deltas > 2
-            values = [json.dumps({"id": batch, "value": "ok"}).encode(), b"not json"]
-            write_batch(kafka_batch(spark, values, start=2 * batch, partitions=1), batch)
-    maintenance.start()
-    try:
-        # One run for each table the micro-batches wrote.
-        wait_for(lambda: maintenance.stats.runs >= 2)
-    finally:
-        stats = maintenance.stop()
-    assert (stats.compactions, stats.cleans, stats.errors) == (1, 2, 0), stats.last_error
-    dl_root = warehouse / "events__dead_letter"
-    dirs = sorted(p.name for p in dl_root.iterdir() if not p.name.startswith(("_", ".")))
-    assert len(dirs) == 1 and dirs[0].startswith("base_"), dirs  # compacted, then cleaned
-    dead_rows = ingest.open_table(sink.dead_letter_location).to_arrow()
-    assert dead_rows.column("value").to_pylist() == [b"not json"] * 3
-    # The target has its own thresholds (Hive's default 10): three deltas stay.
-    assert len([p for p in Path(location).iterdir() if p.name.startswith("delta_")]) == 3
-    assert sorted(ingest.open_table(location).to_arrow().column("id").to_pylist()) == [0, 1, 2]

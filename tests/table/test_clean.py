@@ -191,10 +191,15 @@ def test_minor_compaction_interrupted_between_renames_keeps_the_delete_deltas(
         location: str) -> None:
     before = visible(location)
     compact(location, kind="minor")
-    # The crash window: the insert delta is in place, the delete delta still hidden.
+    # The crash window: the insert delta is in place, the delete delta still hidden, and
+    # neither in the manifest (outputs are recorded after the renames).
     part = Path(location) / DT
     hidden = part / f"{TEMP_PREFIX}{format_delta(1, 6, None, delete=True)}"
     (part / format_delta(1, 6, None, delete=True)).rename(hidden)
+    with store_of(location) as store:
+        store.forget_committed_files(location, [
+            f"{DT}/{name}/bucket_00000" for name in (format_delta(1, 6, None),
+                                                    format_delta(1, 6, None, delete=True))])
     report = clean(location, retention_s=0)
     removed = {r.name for p in report.partitions for r in p.removed}
     kept = {k.name: k.reason for p in report.partitions for k in p.kept}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,8 @@ from ingest.table import compact, create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url
 
 DDL = "id BIGINT, value STRING, dt STRING"
+# The module, which `ingest.table.compact` (the function) hides.
+compact_module = importlib.import_module("ingest.table.compact")
 
 
 def rows(ids: range, dt: str = "2026-01-01") -> pa.Table:
@@ -77,3 +80,27 @@ def test_bad_input(tmp_path: Path) -> None:
         compact(location, partitions=["dt=2030-01-01"])
     assert compact(location, partitions=["dt=2026-01-01"]).partitions[0].result is not None
     assert compact(location, partitions=["dt=2026-01-01"]).partitions[0].result is None
+
+
+def test_compaction_holds_a_lease_while_it_reads(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compactor reads as a registered reader: a cleaner running meanwhile keeps what
+    its snapshot may read (docs/invariants.md, 7); the lease ends with the run."""
+    location = str(tmp_path / "wh" / "events")
+    create_table(location, DDL, partitioned_by=["dt"])
+    load(location, rows(range(0, 10)))
+    load(location, rows(range(10, 20)))
+    seen: list[list[str]] = []
+    real = compact_module.compact_partition
+
+    def watching(*args: object, **kwargs: object) -> object:
+        with Metastore.open(default_metastore_url(location)) as store:
+            seen.append([r.agent for r in store.live_readers(location, timeout_s=300)])
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compact_module, "compact_partition", watching)
+    report = compact(location, kind="major", agent="test:compactor")
+    assert report.partitions[0].result is not None
+    assert seen == [["test:compactor"]]
+    with Metastore.open(default_metastore_url(location)) as store:
+        assert store.live_readers(location, timeout_s=300) == []

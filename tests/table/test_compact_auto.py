@@ -97,18 +97,33 @@ def test_no_auto_compaction_and_dry_run_write_nothing(location: str, tmp_path: P
     assert compaction_history(location).compactions == ()
 
 
-def test_a_failed_compaction_is_recorded_and_changes_nothing(location: str) -> None:
+def test_a_damaged_input_is_refused_before_anything_is_begun(location: str) -> None:
+    """A torn tail fails the plan: no compaction is begun and nothing is written."""
     partition = Path(location, "dt=2026-01-01")
     victim = sorted(partition.glob("delta_0000002*/bucket_00000"))[0]
-    victim.write_bytes(victim.read_bytes()[:-20])  # a torn tail: unreadable
-    listing = sorted(p.name for p in partition.iterdir())
-    with pytest.raises(CorruptFileError):
+    victim.write_bytes(victim.read_bytes()[:-20])
+    was = fingerprint(partition)
+    with pytest.raises(CorruptFileError, match=f"nothing was written: .*{victim}"):
+        compact(location, partitions=["dt=2026-01-01"])
+    assert compaction_history(location).compactions == ()
+    assert fingerprint(partition) == was
+
+
+def test_a_failed_compaction_is_recorded_and_changes_nothing(location: str) -> None:
+    """A stripe whose bytes changed under a sound tail passes the plan and fails the read:
+    recorded failed, transaction aborted, and the hidden output removed."""
+    partition = Path(location, "dt=2026-01-01")
+    victim = sorted(partition.glob("delta_0000002*/bucket_00000"))[0]
+    data = bytearray(victim.read_bytes())
+    data[10] ^= 0xFF  # inside the first stripe (it starts after the 3-byte "ORC")
+    victim.write_bytes(bytes(data))
+    was = fingerprint(partition)
+    with pytest.raises(CorruptFileError, match=str(victim)):
         compact(location, partitions=["dt=2026-01-01"])
     (record,) = compaction_history(location).compactions
     assert record.state == "failed" and record.txn_state == "aborted"
     assert (record.error or "").startswith("CorruptFileError: ")
-    # Only the hidden, half-written output may be left; no reader sees it.
-    assert sorted(p.name for p in partition.iterdir() if not p.name.startswith(".")) == listing
+    assert fingerprint(partition) == was
 
 
 def test_threshold_properties_are_checked(tmp_path: Path, location: str) -> None:
@@ -190,8 +205,12 @@ def test_the_next_compaction_finishes_a_half_renamed_one(location: str) -> None:
     assert first.result is not None
     delta, delete = first.result.plan.outputs
     partition = Path(location, "dt=2026-01-01")
-    # What a kill between the two renames leaves.
+    # What a kill between the two renames leaves: the delete half hidden, and no manifest
+    # entry of either half (they are recorded after the renames).
     (partition / delete).rename(partition / f".compacting-{delete}")
+    with Metastore.open(default_metastore_url(location), create=False) as store:
+        store.forget_committed_files(location, [f"dt=2026-01-01/{name}/bucket_00000"
+                                                for name in (delta, delete)])
     assert keyed(location) == before
     (again, _) = compact(location, kind="minor").partitions
     # The same plan again: it only renames the delete half, and records nothing new.

@@ -4,6 +4,7 @@ A table of six 500-row loads over two partitions; one committed bucket file, its
 its partition is cut, emptied, removed or its tail changed. Every reader plans from the
 metastore's committed-file manifest, so each one either returns the committed rows exactly
 or fails naming the damage, exits non-zero and deletes nothing. Never rows missing with exit 0.
+Compaction and the cleaner read too: they refuse, write no output and remove no input.
 """
 
 from __future__ import annotations
@@ -141,9 +142,25 @@ def verify(table: Path, capsys: Capsys) -> tuple[int, str]:
     return code, out + err
 
 
+def compact_major(table: Path, capsys: Capsys) -> tuple[int, str]:
+    code, out, err = run(["compact", str(table), "--major"], capsys)
+    return code, err if code else out
+
+
+def compact_minor(table: Path, capsys: Capsys) -> tuple[int, str]:
+    code, out, err = run(["compact", str(table), "--minor"], capsys)
+    return code, err if code else out
+
+
+def clean(table: Path, capsys: Capsys) -> tuple[int, str]:
+    code, out, err = run(["clean", str(table), "--retention", "0"], capsys)
+    return code, err if code else out
+
+
 READERS: dict[str, Callable[[Path, Capsys], tuple[int, str]]] = {
     "to_arrow": read_api, "to_batches": read_batches_api, "plan_files": plan_api,
-    "cat": cat, "delete": delete, "verify": verify,
+    "cat": cat, "delete": delete, "verify": verify, "compact-major": compact_major,
+    "compact-minor": compact_minor, "clean": clean,
 }
 
 
