@@ -179,10 +179,15 @@ class HmsConnection:
 
     def _break(self, method: str, e: BaseException) -> MetastoreError:
         # After a transport or protocol error the stream is out of step: never reuse it.
+        if self.info.version == "?":  # it never answered like a metastore
+            hint = ("is this port a Hive Metastore? It did not answer in its Thrift protocol"
+                    if not isinstance(e, OSError) or "read 0 bytes" in str(e) else _START_HINT)
+        else:
+            hint = ("the metastore closed the connection or stopped answering: its log says "
+                    "why (it drops the connection on some internal errors)")
         self._broken = MetastoreError(
             f"Lost the Hive Metastore at {self.uri} during {method}: {_reason(e)}",
-            location=self.uri, hint=_START_HINT if isinstance(e, OSError) else
-            "is this port a Hive Metastore? It did not answer in its Thrift protocol")
+            location=self.uri, hint=hint)
         self.close()
         return self._broken
 

@@ -286,9 +286,13 @@ def get_table(conn: HmsConnection, name: str) -> HiveTable:
     """
     t = _stubs.ttypes()
     db, table_name = qualified_name(name)
-    request = t.GetTableRequest(dbName=db, tblName=table_name, catName=_DEFAULT_CATALOG,
-                                processorCapabilities=list(PROCESSOR_CAPABILITIES),
-                                processorIdentifier=PROCESSOR_ID)
+    # The old-style capability lets the server hand out an insert-only table at all ("Your
+    # client does not appear to support insert-only tables"), so that full_acid_problem can
+    # name what is wrong with it; we never write one.
+    request = t.GetTableRequest(
+        dbName=db, tblName=table_name, catName=_DEFAULT_CATALOG,
+        capabilities=t.ClientCapabilities(values=[t.ClientCapability.INSERT_ONLY_TABLES]),
+        processorCapabilities=list(PROCESSOR_CAPABILITIES), processorIdentifier=PROCESSOR_ID)
     try:
         result = conn.call("get_table_req", request, expect=(t.NoSuchObjectException,))
     except t.NoSuchObjectException as e:

@@ -83,8 +83,10 @@ def allocate_write_ids(conn: HmsConnection, table: str, txn_ids: Sequence[int]) 
     """One write id of `table` for each transaction: {txn id: write id}.
 
     Raises:
-        CommitConflictError: a transaction is no longer open (aborted by its timeout).
-        MetastoreError: the metastore failed (no such table among them).
+        CommitConflictError: the server says a transaction is no longer open.
+        MetastoreError: the metastore failed. Hive 4.0.1 and 3.1.3 also answer this way for a
+            transaction they aborted (an IllegalStateException they do not declare: an
+            internal error, or a dropped connection), so allocate right after opening.
     """
     t = _stubs.ttypes()
     db, name = qualified_name(table)
@@ -220,7 +222,8 @@ def commit_txn(conn: HmsConnection, txn_id: int, *,
 
 
 def abort_txn(conn: HmsConnection, txn_id: int) -> bool:
-    """Abort a transaction; False when it was not open any more (already aborted or committed).
+    """Abort a transaction. True when the server accepted it (Hive 3.1 and 4.0.1 accept one
+    already aborted again); False when it refused because the transaction is not open.
 
     Raises:
         MetastoreError: the metastore failed.
