@@ -89,15 +89,15 @@ EOF
   cat >"$dir/etc/log.properties" <<EOF
 io.trino=INFO
 EOF
-  # fs.native-local.enabled: Trino's own local file system, bound to the schemes local: and
-  # file: (io.trino.filesystem.manager.FileSystemModule); local.location is its root, and a
-  # location outside it is refused, so / (a plain path, not a local:// URL) lets every
-  # file: location of the metastore through.
+  # File access: the metastore stores locations as Hadoop spells them (file:/path). Trino's
+  # native local file system (fs.native-local.enabled, local.location) is bound to file: too,
+  # but lists files as local:///path, and its ACID reader then refuses them ("file
+  # 'local:///…/bucket_00000' does not start with directory 'file:/…'"). The Hadoop file
+  # system (fs.hadoop.enabled, plugin/hive/hdfs) keeps file: and reads them.
   cat >"$dir/etc/catalog/hive.properties" <<EOF
 connector.name=hive
 hive.metastore.uri=$uri
-fs.native-local.enabled=true
-local.location=/
+fs.hadoop.enabled=true
 hive.transaction-heartbeat-interval=${TRINO_TXN_HEARTBEAT:-10s}
 EOF
 }
