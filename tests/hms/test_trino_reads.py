@@ -4,6 +4,7 @@ an aborted or a still-open transaction) and no less."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
@@ -56,7 +57,7 @@ def _write_delta(table_dir: Path, partition: str | None, write_id: int,
 
 
 @pytest.fixture
-def hms4_conn(hms4: Server) -> hms.HmsConnection:
+def hms4_conn(hms4: Server) -> Iterator[hms.HmsConnection]:
     conn = hms.connect(hms4.uri)
     yield conn
     conn.close()

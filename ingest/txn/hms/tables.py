@@ -165,7 +165,8 @@ class HiveTable:
                                       for c in self.columns))
 
     def full_acid_problem(self) -> str | None:
-        """Why this is not a full-ACID ORC table we can write, naming the property; None if it is."""
+        """Why this is not a full-ACID ORC table we can write, naming the property; None if
+        it is one."""
         props = {k.lower(): v for k, v in self.properties.items()}
         if self.table_type == "VIRTUAL_VIEW":
             return "it is a view"
