@@ -3,7 +3,7 @@
 # reads (and writes) tables on the local disk through the metastore's `file:` locations.
 #
 #   scripts/trino.sh start THRIFT_URI [--dir DIR] [--port PORT]
-#       prints http://127.0.0.1:PORT as its last line once Trino answers queries
+#       prints http://127.0.0.1:PORT as its last line once Trino runs a query
 #   scripts/trino.sh stop [--dir DIR]
 #
 # Trino 476 from Maven Central (scripts/fetch-servers.sh trino), which needs Java 24 or later:
@@ -41,13 +41,21 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Trino answers /v1/info with "starting":false once it accepts queries.
+# Ready means a query runs: /v1/info says "starting":false before the node has registered
+# itself for work, and a query then fails with NO_NODES_AVAILABLE.
 ready() {  # port
   python3 - "$1" <<'PY'
 import json, sys, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
 try:
-    with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v1/info", timeout=2) as r:
-        sys.exit(0 if not json.load(r).get("starting", True) else 1)
+    req = urllib.request.Request(f"{base}/v1/statement", data=b"SELECT 1", method="POST",
+                                 headers={"X-Trino-User": "ingest-ready"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        doc = json.load(r)
+    while "nextUri" in doc:
+        with urllib.request.urlopen(doc["nextUri"], timeout=5) as r:
+            doc = json.load(r)
+    sys.exit(0 if doc.get("stats", {}).get("state") == "FINISHED" and "error" not in doc else 1)
 except Exception:
     sys.exit(1)
 PY
