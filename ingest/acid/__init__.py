@@ -33,6 +33,7 @@ from ingest.acid.names import (
     encode_bucket_property,
     format_base,
     format_delta,
+    format_partition,
     is_side_file,
     parse_bucket_file,
     parse_directory,
@@ -41,7 +42,7 @@ from ingest.acid.names import (
 from ingest.acid.predicate import Predicate, parse_predicate, parse_where
 from ingest.acid.read_view import ReadView
 from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table, rollback_file
-from ingest.acid.schema import parse_schema, to_ddl
+from ingest.acid.schema import COMMENT_KEY, parse_schema, to_ddl, to_orc_type_string
 from ingest.acid.side_file import last_flush_length, read_flush_lengths, side_file_path
 from ingest.acid.snapshot import (
     Partition,
@@ -57,6 +58,7 @@ from ingest.acid.writer import KEY_COLUMNS, BucketFileOptions, BucketWriter, Wri
 __all__ = [
     "ACID_FIELD_NAMES",
     "CODECS",
+    "COMMENT_KEY",
     "DELETE",
     "INSERT",
     "KEY_COLUMNS",
@@ -94,6 +96,7 @@ __all__ = [
     "finish_interrupted",
     "format_base",
     "format_delta",
+    "format_partition",
     "inspect_bucket_file",
     "is_side_file",
     "last_flush_length",
@@ -114,5 +117,6 @@ __all__ = [
     "rollback_file",
     "side_file_path",
     "to_ddl",
+    "to_orc_type_string",
     "write_acid_version_file",
 ]

@@ -1,0 +1,268 @@
+"""One Thrift connection to a Hive Metastore: open with a timeout, learn the server, map errors.
+
+Every call goes through `HmsConnection.call`, which turns transport and protocol failures into
+`MetastoreError` naming the URI, and a method the server lacks into `UnknownMethodError`.
+Hive's own exceptions (`NoSuchObjectException`, `TxnAbortedException`, ...) reach the caller
+only when it names them in `expect=`; others become `MetastoreError` with the server's message.
+A connection is not thread-safe: the heartbeat opens its own (Hive Streaming does the same).
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from ingest.errors import ConfigError
+from ingest.txn.errors import MetastoreError
+from ingest.txn.hms import _stubs
+
+CONNECT_TIMEOUT_S = 10.0
+"""How long opening the TCP connection may take."""
+CALL_TIMEOUT_S = 60.0
+"""How long one call may wait for its answer."""
+DEFAULT_TXN_TIMEOUT_S = 300.0
+"""Hive's default `hive.txn.timeout`, used when the server does not say."""
+
+# A valid-transaction list that sees nothing as open: the argument of the probe below.
+_EMPTY_TXN_LIST = "0:9223372036854775807::"
+_START_HINT = ("check the host and port and that the metastore runs; scripts/hms.sh start "
+               "starts a throwaway one and prints its URI")
+
+
+class UnknownMethodError(MetastoreError):
+    """The server does not implement a Thrift method (an older Hive).
+
+    Attributes:
+        method: the Thrift method name.
+    """
+
+    def __init__(self, message: str, *, location: str, method: str,
+                 hint: str | None = None) -> None:
+        self.method = method
+        super().__init__(message, location=location, hint=hint)
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a connection learnt about the server when it opened.
+
+    Attributes:
+        uri: `thrift://host:port`.
+        version: what fb303 `getVersion` answers: the release on Hive 4 ("4.0.1"); Hive 2.3
+            and 3.1 answer the constant "3.0".
+        major: 4 for Hive 4 or later, 3 for a server that answered "3.0" and knows write ids.
+        txn_timeout_s: the server's `hive.txn.timeout`: a transaction not heartbeated for this
+            long is aborted by the server.
+    """
+
+    uri: str
+    version: str
+    major: int
+    txn_timeout_s: float
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """Half the transaction timeout, as Hive's DbTxnManager heartbeats."""
+        return self.txn_timeout_s / 2
+
+
+def parse_thrift_uri(uri: str) -> tuple[str, int]:
+    """The host and port of `thrift://host:port`.
+
+    Raises:
+        ConfigError: another scheme, no host, or no valid port.
+    """
+    parsed = urllib.parse.urlsplit(uri.strip())
+    example = "for example thrift://metastore.example.com:9083"
+    if parsed.scheme != "thrift":
+        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: expected the scheme thrift://",
+                          hint=example)
+    try:
+        port = parsed.port
+    except ValueError as e:
+        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: the port is not a number "
+                          "from 1 to 65535", hint=example) from e
+    if not parsed.hostname or port is None or port == 0:
+        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: expected thrift://HOST:PORT",
+                          hint=example)
+    return parsed.hostname, port
+
+
+def parse_time_s(text: str, default_unit_s: float = 1.0) -> float:
+    """Seconds in a Hive time value such as "300s", "5m", "300" or "1500ms".
+
+    Raises:
+        ValueError: not a number with an optional unit.
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
+    if not match:
+        raise ValueError(f"not a Hive time value: {text!r}")
+    units = {"": default_unit_s, "d": 86400, "day": 86400, "days": 86400, "h": 3600,
+             "hour": 3600, "hours": 3600, "m": 60, "min": 60, "mins": 60, "minute": 60,
+             "minutes": 60, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+             "ms": 1e-3, "msec": 1e-3, "msecs": 1e-3, "millisecond": 1e-3,
+             "milliseconds": 1e-3, "us": 1e-6, "usec": 1e-6, "microsecond": 1e-6,
+             "microseconds": 1e-6, "ns": 1e-9, "nsec": 1e-9, "nanosecond": 1e-9,
+             "nanoseconds": 1e-9}
+    if match.group(2) not in units:
+        raise ValueError(f"unknown time unit in {text!r}")
+    return float(match.group(1)) * units[match.group(2)]
+
+
+class HmsConnection:
+    """An open connection to one Hive Metastore; use `connect` to make one.
+
+    Attributes:
+        uri: `thrift://host:port`, as messages name it.
+        info: the server's version and transaction timeout.
+    """
+
+    def __init__(self, uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
+        host, port = parse_thrift_uri(uri)
+        self.uri = f"thrift://{host}:{port}"
+        service, _, protocol, tsocket, ttransport, _ = _stubs.require()
+        self._socket = tsocket.TSocket(host, port)
+        self._socket.setTimeout(connect_timeout_s * 1000)
+        self._transport = ttransport.TBufferedTransport(self._socket)
+        try:
+            self._transport.open()
+        except Exception as e:
+            raise MetastoreError(f"Cannot reach the Hive Metastore at {self.uri}: {_reason(e)}",
+                                 location=self.uri, hint=_START_HINT) from e
+        # The first calls (connect's checks) keep the short timeout: a port that is not a
+        # metastore may never answer; then every call gets the longer one.
+        self._call_timeout_ms = call_timeout_s * 1000
+        self._client: Any = service.Client(protocol.TBinaryProtocol(self._transport))
+        self._broken: MetastoreError | None = None
+        self.info = ServerInfo(self.uri, "?", 0, DEFAULT_TXN_TIMEOUT_S)
+
+    def call(self, method: str, *args: Any, expect: tuple[type[BaseException], ...] = ()) -> Any:
+        """Call one Thrift method of the metastore.
+
+        Args:
+            method: the Thrift method name, e.g. "open_txns".
+            *args: its arguments (Thrift structs from `hive_metastore.ttypes`).
+            expect: Hive exception classes (from ttypes) the caller handles; they pass through.
+
+        Raises:
+            UnknownMethodError: the server does not implement `method`.
+            MetastoreError: the connection failed (it is unusable afterwards), the answer was
+                not Thrift, or the server raised an exception not in `expect`.
+        """
+        if self._broken is not None:
+            raise MetastoreError(f"Cannot call {method} on the Hive Metastore at {self.uri}: "
+                                 f"the connection failed earlier ({self._broken.message})",
+                                 location=self.uri, hint="open a new connection")
+        app_error, thrift_error = _stubs.require()[5]
+        try:
+            return getattr(self._client, method)(*args)
+        except expect:
+            raise
+        except app_error as e:
+            if e.type == app_error.UNKNOWN_METHOD:
+                raise UnknownMethodError(
+                    f"The Hive Metastore at {self.uri} (version {self.info.version}) does not "
+                    f"know the call {method}", location=self.uri, method=method) from e
+            raise MetastoreError(f"The Hive Metastore at {self.uri} failed {method}: "
+                                 f"{e.message or e}", location=self.uri) from e
+        except thrift_error as e:
+            if _is_hive_exception(e):
+                raise MetastoreError(f"The Hive Metastore at {self.uri} refused {method}: "
+                                     f"{_reason(e)}", location=self.uri) from e
+            raise self._break(method, e) from e
+        except (OSError, EOFError) as e:
+            raise self._break(method, e) from e
+
+    def _break(self, method: str, e: BaseException) -> MetastoreError:
+        # After a transport or protocol error the stream is out of step: never reuse it.
+        if self.info.version == "?":  # it never answered like a metastore
+            hint = ("is this port a Hive Metastore? It did not answer in its Thrift protocol"
+                    if not isinstance(e, OSError) or "read 0 bytes" in str(e) else _START_HINT)
+        else:
+            hint = ("the metastore closed the connection or stopped answering: its log says "
+                    "why (it drops the connection on some internal errors)")
+        self._broken = MetastoreError(
+            f"Lost the Hive Metastore at {self.uri} during {method}: {_reason(e)}",
+            location=self.uri, hint=hint)
+        self.close()
+        return self._broken
+
+    def close(self) -> None:
+        """Close the socket; further calls raise MetastoreError."""
+        try:
+            self._transport.close()
+        except OSError:
+            pass  # closing a socket the peer already dropped: nothing left to release
+        if self._broken is None:
+            self._broken = MetastoreError("the connection was closed", location=self.uri)
+
+    def __enter__(self) -> HmsConnection:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def connect(uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+            call_timeout_s: float = CALL_TIMEOUT_S) -> HmsConnection:
+    """Open a connection, check that the server has write ids (Hive 3 or later), and learn its
+    version and `hive.txn.timeout`.
+
+    Raises:
+        ConfigError: the URI is not `thrift://host:port`, or the `hms` extra is missing.
+        MetastoreError: nothing answers there, the answer is not the metastore's Thrift
+            protocol, or the server is Hive 2 (no `get_valid_write_ids`).
+    """
+    conn = HmsConnection(uri, connect_timeout_s=connect_timeout_s,
+                         call_timeout_s=call_timeout_s)
+    try:
+        conn.info = _server_info(conn)
+    except BaseException:
+        conn.close()
+        raise
+    conn._socket.setTimeout(conn._call_timeout_ms)
+    return conn
+
+
+def _server_info(conn: HmsConnection) -> ServerInfo:
+    t = _stubs.ttypes()
+    version = str(conn.call("getVersion"))
+    try:
+        # Write ids (and this call) came with Hive 3.0 (HIVE-18192); Hive 2 answers
+        # UNKNOWN_METHOD, and its ACID tables have no write ids for our directories.
+        conn.call("get_valid_write_ids",
+                  t.GetValidWriteIdsRequest(fullTableNames=[], validTxnList=_EMPTY_TXN_LIST))
+    except UnknownMethodError as e:
+        raise MetastoreError(
+            f"Cannot use the Hive Metastore at {conn.uri}: it does not know get_valid_write_ids, "
+            "so it is Hive 2.x or older, whose transactions have no write ids; Hive 3.0 or later "
+            "is required", location=conn.uri,
+            hint="point --metastore at a Hive 3.1 or 4.x metastore") from e
+    leading = version.split(".", 1)[0]
+    major = int(leading) if leading.isdigit() and int(leading) >= 4 else 3
+    return ServerInfo(conn.uri, version, major, _txn_timeout_s(conn))
+
+
+def _txn_timeout_s(conn: HmsConnection) -> float:
+    t = _stubs.ttypes()
+    try:
+        text = conn.call("get_config_value", "hive.txn.timeout", f"{DEFAULT_TXN_TIMEOUT_S:g}s",
+                         expect=(t.ConfigValSecurityException,))
+        return parse_time_s(str(text))
+    except (t.ConfigValSecurityException, ValueError):
+        # A server that hides or garbles the value: Hive's default is what it then uses too.
+        return DEFAULT_TXN_TIMEOUT_S
+
+
+def _is_hive_exception(e: BaseException) -> bool:
+    return type(e).__module__.startswith("hive_metastore")
+
+
+def _reason(e: BaseException) -> str:
+    message = getattr(e, "message", None) or str(e) or type(e).__name__
+    return str(message).strip()

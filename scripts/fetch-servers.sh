@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Fetch the real servers the Hive Metastore tests run against from Maven Central (through
+# tests/servers/pom.xml, cached in ~/.m2) and lay each out once under $INGEST_SERVERS
+# (default ~/.cache/ingest/servers). Idempotent: a server already laid out is left alone.
+#
+#   scripts/fetch-servers.sh [hms4] [hms3] [trino]     (no argument: all three)
+#
+# Prints the directory of each server. Needs mvn and tar; nothing else.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+pom="$here/../tests/servers/pom.xml"
+root="${INGEST_SERVERS:-$HOME/.cache/ingest/servers}"
+
+# Versions, as the pom names them (the pom is the one place that chooses them).
+HMS4_VERSION=4.0.1
+HMS3_VERSION=3.1.3
+TRINO_VERSION=476
+
+mvn_quiet() {
+  # -q hides Maven's progress; on failure its log is printed, so the reason is never lost.
+  local log
+  log="$(mktemp)"
+  if ! mvn -B -q -f "$pom" "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "fetch-servers: mvn $* failed (see above)" >&2
+    return 1
+  fi
+  rm -f "$log"
+}
+
+fetch_hms() {  # profile version bin-dir-name
+  local profile=$1 version=$2 dest="$root/hms-$2"
+  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  # The class path points into ~/.m2: the jars are not copied.
+  mvn_quiet -P "$profile" dependency:build-classpath -DexcludeTypes=tar.gz \
+    -Dmdep.outputFile="$dest/classpath"
+  # The binary distribution, for the schema tool's scripts (its lib/ lacks Hadoop, so the
+  # class path above is the one the server runs with).
+  mvn_quiet -P "$profile" dependency:copy-dependencies -DincludeTypes=tar.gz \
+    -DoutputDirectory="$dest"
+  local tarball
+  tarball="$(find "$dest" -maxdepth 1 -name '*-bin.tar.gz' | head -1)"
+  [ -n "$tarball" ] || { echo "fetch-servers: no -bin.tar.gz copied into $dest" >&2; return 1; }
+  mkdir -p "$dest/home"
+  tar xzf "$tarball" -C "$dest/home" --strip-components=1 --wildcards '*/scripts/metastore/upgrade/derby/*'
+  rm -f "$tarball"
+  [ -d "$dest/home/scripts/metastore/upgrade/derby" ] || {
+    echo "fetch-servers: no derby schema scripts in $tarball" >&2; return 1; }
+  echo "$version" >"$dest/version"
+  touch "$dest/.complete"
+  echo "$dest"
+}
+
+fetch_trino() {
+  local dest="$root/trino-$TRINO_VERSION"
+  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
+  mvn_quiet -P trino dependency:resolve
+  local tarball="$HOME/.m2/repository/io/trino/trino-server/$TRINO_VERSION/trino-server-$TRINO_VERSION.tar.gz"
+  [ -f "$tarball" ] || { echo "fetch-servers: $tarball missing after mvn" >&2; return 1; }
+  rm -rf "$dest" "$dest.tmp"
+  mkdir -p "$dest.tmp"
+  # The tarball hard-links shared jars across plugins, so unpack it whole, then keep only the
+  # hive plugin: every plugin left in plugin/ is loaded at start (55 of them: +20 s, +500 MB).
+  tar xzf "$tarball" -C "$dest.tmp"
+  find "$dest.tmp/trino-server-$TRINO_VERSION/plugin" -mindepth 1 -maxdepth 1 ! -name hive \
+    -exec rm -rf {} +
+  mv "$dest.tmp/trino-server-$TRINO_VERSION" "$dest"
+  rmdir "$dest.tmp"
+  echo "$TRINO_VERSION" >"$dest/version"
+  touch "$dest/.complete"
+  echo "$dest"
+}
+
+command -v mvn >/dev/null || { echo "fetch-servers: mvn not found (apt-get install maven)" >&2; exit 1; }
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino)
+for target in "${targets[@]}"; do
+  case "$target" in
+    hms4) fetch_hms hms4 "$HMS4_VERSION" ;;
+    hms3) fetch_hms hms3 "$HMS3_VERSION" ;;
+    trino) fetch_trino ;;
+    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3 or trino)" >&2; exit 2 ;;
+  esac
+done

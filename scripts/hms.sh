@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# A throwaway Hive Metastore on 127.0.0.1, for the tests and for trying `--metastore thrift://`:
+# embedded Derby initialised by Hive's own schema tool, transactions on (DbTxnManager), its own
+# process group and its own directory.
+#
+#   scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT]
+#       prints thrift://127.0.0.1:PORT as its last line once the Thrift port answers
+#   scripts/hms.sh stop [--dir DIR]
+#       stops the server started in DIR (default: the last one started without --dir)
+#
+# Versions: 4 = Hive 4.0.1 (default), 3 = Hive 3.1.3, both from Maven Central through
+# scripts/fetch-servers.sh; 2 = Hive 2.3 from pyspark's own jars (no schema scripts ship with
+# them, so DataNucleus creates the tables): only good for checking that Hive 2 is refused.
+# Environment: HMS_TXN_TIMEOUT_S (hive.txn.timeout, default 300), HMS_REAPER_INTERVAL_S (how
+# often timed-out transactions are aborted, default Hive's: 60 s on 4, 180 s on 3),
+# HMS_START_TIMEOUT_S (default 180), HMS_HEAP (default 384m), HMS_JAVA (default Java 17).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+last_file="${TMPDIR:-/tmp}/ingest-hms.last"
+
+die() { echo "hms.sh: $*" >&2; exit 1; }
+
+find_java() {
+  if [ -n "${HMS_JAVA:-}" ]; then echo "$HMS_JAVA"; return; fi
+  local j
+  for j in /usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/java-17-openjdk-*/bin/java; do
+    [ -x "$j" ] && { echo "$j"; return; }
+  done
+  command -v java || die "no Java found (apt-get install openjdk-17-jdk-headless, or set HMS_JAVA)"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+port_answers() {  # port
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+site_xml() {  # dir port version
+  local dir=$1 port=$2 version=$3
+  local timeout="${HMS_TXN_TIMEOUT_S:-300}"
+  # One file for every version: each reads the key names it knows and ignores the others.
+  # Checked in MetastoreConf (hive-standalone-metastore-common 4.0.1, -metastore 3.1.3).
+  cat <<EOF
+<?xml version="1.0"?>
+<configuration>
+  <property><name>javax.jdo.option.ConnectionURL</name>
+    <value>jdbc:derby:;databaseName=$dir/metastore_db;create=true</value></property>
+  <property><name>javax.jdo.option.ConnectionDriverName</name>
+    <value>org.apache.derby.jdbc.EmbeddedDriver</value></property>
+  <property><name>metastore.thrift.port</name><value>$port</value></property>
+  <property><name>metastore.thrift.bind.host</name><value>127.0.0.1</value></property>
+  <property><name>metastore.warehouse.dir</name><value>file://$dir/warehouse</value></property>
+  <property><name>hive.metastore.warehouse.dir</name><value>file://$dir/warehouse</value></property>
+  <property><name>metastore.warehouse.external.dir</name><value>file://$dir/external</value></property>
+  <!-- Transactions: what Hive's docs list for turning them on. The metastore itself only needs
+       the timeout; the other two are read by clients that ask for them. -->
+  <property><name>hive.support.concurrency</name><value>true</value></property>
+  <property><name>hive.txn.manager</name><value>org.apache.hadoop.hive.ql.lockmgr.DbTxnManager</value></property>
+  <property><name>metastore.txn.timeout</name><value>${timeout}s</value></property>
+  <property><name>hive.txn.timeout</name><value>${timeout}s</value></property>
+  <!-- Hive 4 aborts timed-out transactions in AcidHouseKeeperService, a "remote only" task
+       that runs only with housekeeping threads on; Hive 3.1 starts its remote-only tasks only
+       when the compaction initiator is on (HiveMetaStore.startRemoteOnlyTasks), so 3 gets the
+       initiator (it queues compactions that no worker runs: metastore.compactor.worker.threads
+       stays 0, our compactor does the work). -->
+  <property><name>metastore.housekeeping.threads.on</name><value>true</value></property>
+  <property><name>metastore.compactor.initiator.on</name><value>$([ "$version" = 3 ] && echo true || echo false)</value></property>
+  <property><name>metastore.compactor.cleaner.on</name><value>false</value></property>
+  <property><name>metastore.compactor.worker.threads</name><value>0</value></property>
+EOF
+  if [ -n "${HMS_REAPER_INTERVAL_S:-}" ]; then
+    cat <<EOF
+  <property><name>metastore.acid.housekeeper.interval</name><value>${HMS_REAPER_INTERVAL_S}s</value></property>
+  <property><name>metastore.timedout.txn.reaper.interval</name><value>${HMS_REAPER_INTERVAL_S}s</value></property>
+  <property><name>metastore.timedout.txn.reaper.start</name><value>${HMS_REAPER_INTERVAL_S}s</value></property>
+EOF
+  fi
+  cat <<EOF
+  <!-- As the binary distribution's own conf/metastore-site.xml: the default partition
+       expression proxy and always-on tasks live in hive-exec, which a standalone metastore
+       does not have (3.1.3 fails to start without these). -->
+  <property><name>metastore.expression.proxy</name>
+    <value>org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy</value></property>
+  <property><name>metastore.task.threads.always</name>
+    <value>org.apache.hadoop.hive.metastore.events.EventCleanerTask</value></property>
+EOF
+  if [ "$version" = 2 ]; then
+    cat <<EOF
+  <!-- Hive 2.3 from pyspark: no schema scripts, so DataNucleus creates the tables. -->
+  <property><name>datanucleus.schema.autoCreateAll</name><value>true</value></property>
+  <property><name>hive.metastore.schema.verification</name><value>false</value></property>
+  <property><name>hive.async.log.enabled</name><value>false</value></property>
+EOF
+  fi
+  echo "</configuration>"
+}
+
+log4j2() {
+  cat <<'EOF'
+status = warn
+appender.console.type = Console
+appender.console.name = console
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss.SSS} %-5p [%t] %c{2}: %m%n
+rootLogger.level = warn
+rootLogger.appenderRef.console.ref = console
+logger.txn.name = org.apache.hadoop.hive.metastore.txn
+logger.txn.level = info
+logger.hms.name = org.apache.hadoop.hive.metastore.HiveMetaStore
+logger.hms.level = info
+EOF
+}
+
+# The class path and the Hive home (schema scripts) of a version.
+server_layout() {  # version -> sets cp, home, main, schematool, label
+  case "$1" in
+    4|3)
+      local which dest
+      which=$([ "$1" = 4 ] && echo hms4 || echo hms3)
+      dest="$(bash "$here/fetch-servers.sh" "$which" | tail -1)"
+      cp="$(cat "$dest/classpath")"
+      home="$dest/home"
+      label="Hive Metastore $(cat "$dest/version")"
+      main=org.apache.hadoop.hive.metastore.HiveMetaStore
+      if [ "$1" = 4 ]; then
+        schematool=org.apache.hadoop.hive.metastore.tools.schematool.MetastoreSchemaTool
+      else
+        schematool=org.apache.hadoop.hive.metastore.tools.MetastoreSchemaTool
+      fi
+      ;;
+    2)
+      local jars
+      jars="$("${PYTHON:-python3}" -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')" \
+        || die "--version 2 needs pyspark (its jars hold Hive 2.3): run with PYTHON=<the venv's python>"
+      local hive
+      hive="$(ls "$jars"/hive-metastore-2.*.jar 2>/dev/null | head -1)"
+      [ -n "$hive" ] || die "no hive-metastore-2.*.jar in $jars"
+      cp="$jars/*"
+      home=""
+      label="Hive Metastore $(basename "$hive" .jar | sed 's/^hive-metastore-//') (pyspark's jars)"
+      main=org.apache.hadoop.hive.metastore.HiveMetaStore
+      schematool=""
+      ;;
+    *) die "unknown --version '$1' (expected 4, 3 or 2)" ;;
+  esac
+}
+
+# The schema tool runs once per version into a template database that each start copies
+# (10 s saved per start on a 2-core machine).
+schema_template() {  # java version -> path of an initialised metastore_db
+  local java=$1 version=$2
+  local template="${INGEST_SERVERS:-$HOME/.cache/ingest/servers}/derby-schema-$version"
+  if [ -d "$template/metastore_db" ]; then echo "$template/metastore_db"; return; fi
+  local work
+  work="$(mktemp -d "${template}.XXXXXX")"
+  mkdir -p "$work/conf"
+  site_xml "$work" 0 "$version" >"$work/conf/metastore-site.xml"
+  log4j2 >"$work/conf/log4j2.properties"
+  if ! METASTORE_HOME="$home" "$java" -Xmx256m -Dderby.stream.error.file="$work/derby.log" \
+      -Dlog4j.configurationFile="$work/conf/log4j2.properties" -cp "$work/conf:$cp" \
+      "$schematool" -dbType derby -initSchema >"$work/schematool.log" 2>&1; then
+    tail -30 "$work/schematool.log" >&2
+    rm -rf "$work"
+    die "schema tool failed for Hive $version (log above)"
+  fi
+  # Another start may have built it meanwhile: keep the first.
+  mv -T "$work" "$template" 2>/dev/null || rm -rf "$work"
+  echo "$template/metastore_db"
+}
+
+start() {
+  local version=4 dir="" port=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --version) version="$2"; shift 2 ;;
+      --dir) dir="$2"; shift 2 ;;
+      --port) port="$2"; shift 2 ;;
+      *) die "unknown option '$1' for start" ;;
+    esac
+  done
+  local java
+  java="$(find_java)"
+  server_layout "$version"
+  if [ -z "$dir" ]; then
+    dir="$(mktemp -d "${TMPDIR:-/tmp}/ingest-hms.XXXXXX")"
+    touch "$dir/.made-by-hms-sh"
+    echo "$dir" >"$last_file"
+  fi
+  mkdir -p "$dir/conf" "$dir/warehouse" "$dir/external"
+  [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null && die "a metastore already runs in $dir (pid $(cat "$dir/pid"))"
+  [ -n "$port" ] || port="$(free_port)"
+  local started=$SECONDS
+  if [ -n "$schematool" ] && [ ! -d "$dir/metastore_db" ]; then
+    cp -r "$(schema_template "$java" "$version")" "$dir/metastore_db"
+  fi
+  site_xml "$dir" "$port" "$version" >"$dir/conf/metastore-site.xml"
+  cp "$dir/conf/metastore-site.xml" "$dir/conf/hive-site.xml"  # Hive 2 reads hive-site.xml
+  log4j2 >"$dir/conf/log4j2.properties"
+  # setsid: its own session and process group, so stop signals exactly this server.
+  METASTORE_HOME="$home" setsid "$java" "-Xmx${HMS_HEAP:-384m}" -XX:+UseSerialGC \
+    -Djava.net.preferIPv4Stack=true -Dderby.stream.error.file="$dir/derby.log" \
+    -Dlog4j.configurationFile="$dir/conf/log4j2.properties" \
+    -cp "$dir/conf:$cp" "$main" -p "$port" >"$dir/hms.log" 2>&1 </dev/null &
+  local pid=$!
+  echo "$pid" >"$dir/pid"
+  echo "$port" >"$dir/port"
+  local deadline=$((SECONDS + ${HMS_START_TIMEOUT_S:-180}))
+  until port_answers "$port"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -40 "$dir/hms.log" >&2
+      die "$label exited before its port $port answered (log: $dir/hms.log)"
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      tail -40 "$dir/hms.log" >&2
+      stop --dir "$dir" >/dev/null 2>&1 || true
+      die "$label did not answer on port $port within ${HMS_START_TIMEOUT_S:-180} s (log: $dir/hms.log)"
+    fi
+    sleep 0.2
+  done
+  echo "hms.sh: $label up in $((SECONDS - started)) s; dir $dir, log $dir/hms.log, pid $pid" >&2
+  echo "thrift://127.0.0.1:$port"
+}
+
+stop() {
+  local dir=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      *) die "unknown option '$1' for stop" ;;
+    esac
+  done
+  if [ -z "$dir" ]; then
+    [ -f "$last_file" ] || die "no --dir given and no metastore started without one ($last_file)"
+    dir="$(cat "$last_file")"
+  fi
+  [ -f "$dir/pid" ] || die "no metastore pid file in $dir"
+  local pid
+  pid="$(cat "$dir/pid")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 20))
+    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  rm -f "$dir/pid"
+  if [ -f "$dir/.made-by-hms-sh" ]; then
+    rm -rf "$dir"
+    [ "$(cat "$last_file" 2>/dev/null)" = "$dir" ] && rm -f "$last_file"
+  fi
+  echo "hms.sh: stopped the metastore of $dir" >&2
+}
+
+case "${1:-}" in
+  start) shift; start "$@" ;;
+  stop) shift; stop "$@" ;;
+  *) echo "usage: scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT] | stop [--dir DIR]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,59 @@
+"""Fixtures of the Hive Metastore tests: one server per version for the session (Hive 4.0.1,
+3.1.3, and Hive 2.3 from pyspark's jars for the refusal), Trino on the Hive 4 one, and a new
+database per test whose managed location is the test's own directory."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hms_server import Server, hms_server, trino_server
+
+from ingest.txn import hms
+
+
+@pytest.fixture(scope="session")
+def hms4() -> Iterator[Server]:
+    with hms_server("4") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def hms3() -> Iterator[Server]:
+    with hms_server("3") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def hms2() -> Iterator[Server]:
+    with hms_server("2") as server:
+        yield server
+
+
+@pytest.fixture(params=["4", "3"], ids=["hive4", "hive3"])
+def metastore(request: pytest.FixtureRequest) -> Server:
+    """Each test that takes it runs against Hive 4 and Hive 3.1."""
+    return request.getfixturevalue(f"hms{request.param}")
+
+
+@pytest.fixture
+def conn(metastore: Server) -> Iterator[hms.HmsConnection]:
+    with hms.connect(metastore.uri) as connection:
+        yield connection
+
+
+@pytest.fixture
+def database(conn: hms.HmsConnection, tmp_path: Path) -> str:
+    """A new database managing tables under tmp_path/db (Hive 4 creates that directory)."""
+    name = "t_" + uuid.uuid4().hex[:10]
+    hms.create_database(conn, name, location=f"file://{tmp_path}/ext",
+                        managed_location=f"file://{tmp_path}/db")
+    return name
+
+
+@pytest.fixture(scope="session")
+def trino_on_hms4(hms4: Server) -> Iterator[Server]:
+    with trino_server(hms4.uri) as server:
+        yield server

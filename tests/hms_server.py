@@ -1,0 +1,113 @@
+"""Throwaway Hive Metastores and Trino for the tests, started through the same scripts a user
+runs (scripts/hms.sh, scripts/trino.sh) with a directory of the test's own, and stopped by
+them (each server is its own process group). A server that cannot start skips its tests, or
+fails them under INGEST_REQUIRE_ALL=1 (.ci/run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from external import require
+
+ROOT = Path(__file__).resolve().parent.parent
+HMS_SH = ROOT / "scripts" / "hms.sh"
+TRINO_SH = ROOT / "scripts" / "trino.sh"
+
+TXN_TIMEOUT_S = 20
+"""The test metastores' hive.txn.timeout: short, so a test can watch the server abort an
+unheartbeated transaction; writers heartbeat at half of it."""
+REAPER_INTERVAL_S = 2
+"""How often the test metastores look for timed-out transactions."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running server: its URI (thrift:// or http://), directory and log file."""
+
+    uri: str
+    directory: Path
+    log: Path
+
+
+def _script_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # The scripts run python3 for small helpers and pyspark's jars (Hive 2) via $PYTHON.
+    env["PYTHON"] = sys.executable
+    env["HMS_TXN_TIMEOUT_S"] = str(TXN_TIMEOUT_S)
+    env["HMS_REAPER_INTERVAL_S"] = str(REAPER_INTERVAL_S)
+    env["TRINO_TXN_HEARTBEAT"] = "3s"
+    return env
+
+
+def _run(script: Path, args: list[str], what: str, log_name: str,
+         directory: Path, timeout_s: float) -> str:
+    try:
+        done = subprocess.run(["bash", str(script), *args], capture_output=True, text=True,
+                              timeout=timeout_s, env=_script_env())
+    except subprocess.TimeoutExpired as e:
+        subprocess.run(["bash", str(script), "stop", "--dir", str(directory)],
+                       capture_output=True, timeout=60, env=_script_env())
+        require(False, f"{what}: {script.name} start did not finish in {timeout_s:.0f} s "
+                f"({e.stderr or ''})")
+        raise AssertionError("unreachable") from e
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        log = directory / log_name
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+        require(False, f"{what}: {script.name} start failed ({done.returncode}): "
+                f"{done.stderr[-2000:]}{tail}")
+    return lines[-1]
+
+
+@contextmanager
+def hms_server(version: str) -> Iterator[Server]:
+    """A Hive Metastore of `version` ("4", "3", or "2" from pyspark's jars) until the block ends."""
+    require(shutil.which("mvn") is not None or version == "2",
+            "mvn (Maven) to fetch the Hive Metastore from Maven Central")
+    require(shutil.which("java") is not None, "java on PATH")
+    _require_client()
+    directory = Path(tempfile.mkdtemp(prefix=f"ingest-hms{version}-"))
+    uri = _run(HMS_SH, ["start", "--version", version, "--dir", str(directory)],
+               f"Hive Metastore {version}", "hms.log", directory, 900)
+    try:
+        yield Server(uri, directory, directory / "hms.log")
+    finally:
+        subprocess.run(["bash", str(HMS_SH), "stop", "--dir", str(directory)],
+                       capture_output=True, timeout=60, env=_script_env())
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextmanager
+def trino_server(thrift_uri: str) -> Iterator[Server]:
+    """Trino with a `hive` catalog on the metastore at `thrift_uri` until the block ends."""
+    require(shutil.which("mvn") is not None, "mvn (Maven) to fetch Trino from Maven Central")
+    try:
+        import trino  # noqa: F401
+    except ImportError:
+        require(False, "the trino Python client (pip install 'ingest[test]')")
+    directory = Path(tempfile.mkdtemp(prefix="ingest-trino-"))
+    uri = _run(TRINO_SH, ["start", thrift_uri, "--dir", str(directory)], "Trino",
+               "trino.log", directory, 1800)
+    try:
+        yield Server(uri, directory, directory / "trino.log")
+    finally:
+        subprocess.run(["bash", str(TRINO_SH), "stop", "--dir", str(directory)],
+                       capture_output=True, timeout=90, env=_script_env())
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _require_client() -> None:
+    try:
+        import hive_metastore  # noqa: F401
+        import thrift  # noqa: F401
+    except ImportError:
+        require(False, "the Hive Metastore client (pip install 'ingest[hms]')")
