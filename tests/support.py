@@ -81,6 +81,13 @@ def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
     return json.loads(out)
 
 
+def cat_ids(table: Path | str, capsys: pytest.CaptureFixture[str], *extra: str) -> list[int]:
+    """`ingest cat TABLE EXTRA...` that must succeed: the `id` of every row, sorted."""
+    code, out, err = run_cli(["cat", str(table), *extra], capsys)
+    assert code == 0, err
+    return sorted(json.loads(line)["id"] for line in out.splitlines())
+
+
 def three_loads_and_a_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                              *create_args: str) -> str:
     """`ingest create` (id BIGINT, value STRING; `create_args` added), three loads of ten rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import fsspec
 import pyarrow as pa
@@ -18,11 +19,10 @@ import pyarrow.compute as pc
 from ingest.acid import _files
 from ingest.acid._merge import ROW_ID_COLUMN, DataFile
 from ingest.acid.conditions import Domain
-from ingest.acid.names import parse_directory
 from ingest.acid.plan import Partition, list_partitions, plan_files
 from ingest.acid.predicate import Predicate, parse_predicate
 from ingest.acid.read_view import ReadView
-from ingest.acid.snapshot import resolve_snapshot, start_merge
+from ingest.acid.snapshot import on_disk_snapshot, resolve_snapshot, start_merge
 from ingest.acid.writeids import ValidWriteIdList
 
 ALL_ON_DISK = "all-on-disk"
@@ -90,7 +90,7 @@ class SnapshotScan:
             name = table or self.root.rsplit("/", 1)[-1]
             if snapshot == ALL_ON_DISK or snapshot is None:
                 partitions = list_partitions(self.root, fs=self.fs)
-                snapshot = (_all_on_disk(partitions, name) if snapshot == ALL_ON_DISK
+                snapshot = (on_disk_snapshot(partitions, name) if snapshot == ALL_ON_DISK
                             else resolve_snapshot(None, partitions, table=name, stacklevel=3))
             view = ReadView.unchecked(resolve_snapshot(snapshot, ()))
         self.snapshot = view.snapshot
@@ -180,17 +180,18 @@ class SnapshotScan:
         return pa.Table.from_batches(list(self.batches()), schema=self.schema)
 
 
-def scan(
-    path: str,
-    snapshot: SnapshotArg,
-    *,
-    columns: Sequence[str] | None = None,
-    where: str | Predicate | None = None,
-    with_row_id: bool = False,
-    fs: fsspec.AbstractFileSystem | None = None,
-    row_schema: pa.Schema | None = None,
-    limit: int | None = None,
-) -> SnapshotScan:
+class ScanOptions(TypedDict, total=False):
+    """The keyword-only options of `scan` (and of `SnapshotScan`); see `scan`."""
+
+    columns: Sequence[str] | None
+    where: str | Predicate | None
+    with_row_id: bool
+    fs: fsspec.AbstractFileSystem | None
+    row_schema: pa.Schema | None
+    limit: int | None
+
+
+def scan(path: str, snapshot: SnapshotArg, **options: Unpack[ScanOptions]) -> SnapshotScan:
     """Plan a read of `path` as of `snapshot`, optionally filtered.
 
     Args:
@@ -212,8 +213,10 @@ def scan(
         NotEnoughHistoryError, UnsupportedFormatError, CorruptFileError: see `read_batches`.
         SchemaMismatchError: partitions disagree on their partition columns.
     """
-    return SnapshotScan(path, snapshot, columns=columns, where=where, with_row_id=with_row_id,
-                        fs=fs, row_schema=row_schema, limit=limit)
+    unknown = sorted(set(options) - set(ScanOptions.__annotations__))
+    if unknown:  # `table` and `root` are SnapshotScan's own, not scan's
+        raise TypeError(f"scan() got an unexpected keyword argument {unknown[0]!r}")
+    return SnapshotScan(path, snapshot, **options)
 
 
 def _partition_domains(p: Partition) -> dict[str, Domain]:
@@ -228,18 +231,10 @@ def all_on_disk(path: str, *, fs: fsspec.AbstractFileSystem | None = None,
         FileNotFoundError: `path` does not exist.
     """
     fs, root = _files.resolve(path, fs)
-    return _all_on_disk(list_partitions(root, fs=fs),
-                        table or root.rstrip("/").rsplit("/", 1)[-1])
+    return on_disk_snapshot(list_partitions(root, fs=fs),
+                            table or root.rstrip("/").rsplit("/", 1)[-1])
 
 
-def _all_on_disk(partitions: Sequence[Partition], table: str) -> ValidWriteIdList:
-    """Every write id a directory names is committed: chosen explicitly, so no warning."""
-    hwm = 0
-    for p in partitions:
-        for name in p.children:
-            parsed = parse_directory(name)
-            if parsed is not None:
-                hwm = max(hwm, parsed.max_write_id)
-    return ValidWriteIdList.all_committed(table, hwm)
-
-__all__ = ["ALL_ON_DISK", "all_on_disk", "ScanStats", "SnapshotArg", "SnapshotScan", "scan"]
+__all__ = [
+    "ALL_ON_DISK", "all_on_disk", "ScanOptions", "ScanStats", "SnapshotArg", "SnapshotScan", "scan",
+]

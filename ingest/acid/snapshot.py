@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
+from typing import TypedDict, Unpack
 
 import fsspec
 import pyarrow as pa
@@ -64,34 +65,27 @@ def resolve_snapshot(
         return snapshot
     if isinstance(snapshot, str):
         return ValidWriteIdList.from_hive_string(snapshot)
+    snap = on_disk_snapshot(partitions, table or "unknown")
+    warnings.warn(UnverifiedSnapshotWarning(
+        f"Reading {table or 'the table'} without a snapshot: every write id named by its "
+        f"directories (1..{snap.high_watermark}) is taken as committed, so rows of open or "
+        "aborted transactions may be returned. Pass the metastore's snapshot (a "
+        "ValidWriteIdList or Hive's 'db.table:hwm:minOpen:open:aborted' string) to read only "
+        "committed data."),
+        stacklevel=stacklevel + 1)
+    return snap
+
+
+def on_disk_snapshot(partitions: Sequence[Partition], table: str) -> ValidWriteIdList:
+    """The snapshot that takes every write id a directory of `partitions` names as committed
+    (its high-water mark is the highest such id; 0 when none is named); no warning."""
     hwm = 0
     for p in partitions:
         for name in p.children:
             parsed = parse_directory(name)
             if parsed is not None:
                 hwm = max(hwm, parsed.max_write_id)
-    warnings.warn(UnverifiedSnapshotWarning(
-        f"Reading {table or 'the table'} without a snapshot: every write id named by its "
-        f"directories (1..{hwm}) is taken as committed, so rows of open or aborted "
-        "transactions may be returned. Pass the metastore's snapshot (a ValidWriteIdList or "
-        "Hive's 'db.table:hwm:minOpen:open:aborted' string) to read only committed data."),
-        stacklevel=stacklevel + 1)
-    return ValidWriteIdList.all_committed(table or "unknown", hwm)
-
-
-def _open_read(
-    path: str, snapshot: ValidWriteIdList | str | None, fs: fsspec.AbstractFileSystem | None,
-    *, stacklevel: int,
-) -> tuple[fsspec.AbstractFileSystem, str, list[Partition], ValidWriteIdList]:
-    """(fs, root, partitions, snapshot) of a read of `path`; the table is named by its root.
-
-    `stacklevel` is as for `resolve_snapshot`, counted from this function's caller.
-    """
-    fs, root = _files.resolve(path, fs)
-    partitions = list_partitions(root, fs=fs)
-    table = root.rstrip("/").rsplit("/", 1)[-1]
-    snap = resolve_snapshot(snapshot, partitions, table=table, stacklevel=stacklevel + 1)
-    return fs, root, partitions, snap
+    return ValidWriteIdList.all_committed(table, hwm)
 
 
 def open_plan(
@@ -149,17 +143,22 @@ def _row_schema(fs: fsspec.AbstractFileSystem, files: Sequence[DataFile]) -> pa.
     return None
 
 
+class ReadOptions(TypedDict, total=False):
+    """The keyword-only options of `read_batches` and `read_table`; see `read_batches`."""
+
+    fs: fsspec.AbstractFileSystem | None
+    limit: int | None
+    row_schema: pa.Schema | None
+    committed: CommittedFiles | None
+    visible_txn: VisibleTxn | None
+
+
 def read_batches(
     path: str,
     snapshot: ValidWriteIdList | str | None = None,
     columns: Sequence[str] | None = None,
     with_row_id: bool = False,
-    *,
-    fs: fsspec.AbstractFileSystem | None = None,
-    limit: int | None = None,
-    row_schema: pa.Schema | None = None,
-    committed: CommittedFiles | None = None,
-    visible_txn: VisibleTxn | None = None,
+    **options: Unpack[ReadOptions],
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows a snapshot sees, one record batch per stripe read (empty ones skipped).
 
@@ -195,19 +194,21 @@ def read_batches(
         UnsupportedFormatError: something Hive writes that this reader does not handle.
         SchemaMismatchError: partitions disagree on their partition columns.
     """
-    reader, plans = _prepare(path, snapshot, columns, with_row_id, fs=fs, row_schema=row_schema,
-                             committed=committed, visible_txn=visible_txn)
-    return _stream(reader, plans, limit)
+    reader, plans = _prepare(path, snapshot, columns, with_row_id, options)
+    return _stream(reader, plans, options.get("limit"))
 
 
 def _prepare(
     path: str, snapshot: ValidWriteIdList | str | None, columns: Sequence[str] | None,
-    with_row_id: bool, *, fs: fsspec.AbstractFileSystem | None, row_schema: pa.Schema | None,
-    committed: CommittedFiles | None = None, visible_txn: VisibleTxn | None = None,
+    with_row_id: bool, options: ReadOptions,
 ) -> tuple[Merger, list[tuple[Partition, list[DataFile]]]]:
-    fs, plan = open_plan(path, snapshot, fs, committed=committed, visible_txn=visible_txn,
-                         stacklevel=3)
-    reader, row_schema = start_merge(fs, plan, with_row_id=with_row_id, row_schema=row_schema)
+    unknown = sorted(set(options) - set(ReadOptions.__annotations__))
+    if unknown:  # as a signature that named the options would
+        raise TypeError(f"got an unexpected keyword argument {unknown[0]!r}")
+    fs, plan = open_plan(path, snapshot, options.get("fs"), committed=options.get("committed"),
+                         visible_txn=options.get("visible_txn"), stacklevel=3)
+    reader, row_schema = start_merge(fs, plan, with_row_id=with_row_id,
+                                     row_schema=options.get("row_schema"))
     plans = plan.by_partition()
     reader.select(columns, row_schema, [f for _, files in plans for f in files])
     return reader, plans
@@ -233,21 +234,16 @@ def read_table(
     snapshot: ValidWriteIdList | str | None = None,
     columns: Sequence[str] | None = None,
     with_row_id: bool = False,
-    *,
-    fs: fsspec.AbstractFileSystem | None = None,
-    limit: int | None = None,
-    row_schema: pa.Schema | None = None,
-    committed: CommittedFiles | None = None,
-    visible_txn: VisibleTxn | None = None,
+    **options: Unpack[ReadOptions],
 ) -> pa.Table:
     """Every row a snapshot sees, as one table (`read_batches` concatenated).
 
     Raises:
         See `read_batches`.
     """
-    reader, plans = _prepare(path, snapshot, columns, with_row_id, fs=fs, row_schema=row_schema,
-                             committed=committed, visible_txn=visible_txn)
-    return pa.Table.from_batches(list(_stream(reader, plans, limit)), schema=reader.schema)
+    reader, plans = _prepare(path, snapshot, columns, with_row_id, options)
+    return pa.Table.from_batches(list(_stream(reader, plans, options.get("limit"))),
+                                 schema=reader.schema)
 
 
 __all__ = [
@@ -257,8 +253,10 @@ __all__ = [
     "DataFile",
     "FileKind",
     "Partition",
+    "ReadOptions",
     "UnverifiedSnapshotWarning",
     "list_partitions",
+    "on_disk_snapshot",
     "open_plan",
     "plan_partition",
     "read_batches",

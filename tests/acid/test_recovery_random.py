@@ -96,6 +96,15 @@ def best_valid_length(fs: fsspec.AbstractFileSystem, path: str, lengths: list[in
     return 0
 
 
+def last_tail_start(raw: bytes, lengths: tuple[int, ...]) -> int:
+    """Where the tail that ends at the last flush length starts in `raw`."""
+    fs = fsspec.filesystem("memory")
+    _, _, probe = setup(raw, None)
+    start = read_tail(fs, probe, lengths[-1]).start
+    fs.rm(probe.rsplit("/", 2)[0], recursive=True)
+    return start
+
+
 def check(fs: fsspec.AbstractFileSystem, root: str, path: str,
           lengths: tuple[int, ...], *, readers: bool = True, floor: int | None = None) -> None:
     prefixes = valid_prefixes(lengths)
@@ -168,10 +177,7 @@ def test_garbage_past_last_flush(compression: str, data: st.DataObject) -> None:
 def test_corrupted_last_tail(compression: str, data: st.DataObject) -> None:
     """Flip bytes of the tail that ends at the last flush length (a torn footer write)."""
     raw, lengths = original(compression)
-    fs0 = fsspec.filesystem("memory")
-    _, _, probe = setup(raw, None)
-    tail_start = read_tail(fs0, probe, lengths[-1]).start
-    fs0.rm(probe.rsplit("/", 2)[0], recursive=True)
+    tail_start = last_tail_start(raw, lengths)
     buf = bytearray(raw)
     for _ in range(data.draw(st.integers(1, 4), label="flips")):
         at = data.draw(st.integers(tail_start, lengths[-1] - 1), label="at")
@@ -185,10 +191,7 @@ def test_corrupted_last_tail(compression: str, data: st.DataObject) -> None:
 @given(compressions, st.data())
 def test_readers_detect_corrupted_last_tail(compression: str, data: st.DataObject) -> None:
     raw, lengths = original(compression)
-    fs0 = fsspec.filesystem("memory")
-    _, _, probe = setup(raw, None)
-    tail_start = read_tail(fs0, probe, lengths[-1]).start
-    fs0.rm(probe.rsplit("/", 2)[0], recursive=True)
+    tail_start = last_tail_start(raw, lengths)
     buf = bytearray(raw)
     at = data.draw(st.integers(tail_start, lengths[-1] - 1), label="at")
     buf[at] ^= data.draw(st.integers(1, 255), label="xor")

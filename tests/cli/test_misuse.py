@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import error_json, ok_json
+from support import cat_ids, error_json, ok_json
 from support import run_cli as run
 
 from ingest.txn import METASTORE_FILENAME, Metastore
@@ -24,12 +24,6 @@ def tree(root: Path) -> dict[str, bytes | None]:
     """Every file and directory under root: its bytes (None for a directory)."""
     return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
             for p in sorted(root.rglob("*"))}
-
-
-def cat_ids(table: str, capsys: pytest.CaptureFixture[str], *extra: str) -> list[int]:
-    code, out, err = run(["cat", table, *extra], capsys)
-    assert code == 0, err
-    return sorted(json.loads(line)["id"] for line in out.splitlines())
 
 
 @pytest.fixture

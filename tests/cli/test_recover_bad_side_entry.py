@@ -9,7 +9,7 @@ from pathlib import Path
 
 import fsspec
 import pytest
-from support import SIMPLE_SCHEMA, simple_table
+from support import SIMPLE_SCHEMA, cat_ids, simple_table
 from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter, format_delta, write_acid_version_file
@@ -44,12 +44,6 @@ def flushed_and_committed(tmp_path: Path, capsys: Capsys, *, manifest: bool = Tr
                                   write_id=txn.write_id, length=length)
         store.commit(txn, files={"default.T": [entry]} if manifest else None)
     return table, path, length, w
-
-
-def cat_ids(table: Path, capsys: Capsys) -> list[int]:
-    code, out, err = run(["cat", str(table)], capsys)
-    assert code == 0, err
-    return sorted(json.loads(line)["id"] for line in out.splitlines())
 
 
 def append_entry(path: Path, length: int) -> None:

@@ -4,7 +4,6 @@ metastore skip the output until T commits (docs/format.md §17)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import error_json, ok_json, three_loads_and_a_delete
+from support import cat_ids, error_json, ok_json, three_loads_and_a_delete
 from support import run_cli as cli
 
 import ingest
@@ -36,12 +35,6 @@ def rows(location: str) -> list[tuple[object, ...]]:
     t = ingest.open_table(location).to_arrow(with_row_id=True)
     return sorted((r["row__id"]["writeid"], r["row__id"]["rowid"], r["id"], r["value"])
                   for r in t.to_pylist())
-
-
-def cat_ids(location: str, capsys: pytest.CaptureFixture[str]) -> list[int]:
-    code, out, err = cli(["cat", location], capsys)
-    assert code == 0, err
-    return sorted(json.loads(line)["id"] for line in out.splitlines())
 
 
 def history(location: str, capsys: pytest.CaptureFixture[str]) -> list[dict]:
