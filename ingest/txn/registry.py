@@ -144,13 +144,15 @@ def redact_url(url: str) -> str:
     return backend.redact_url(url)
 
 
-# The built-in backends, registered by name so none is imported before a URL needs it. A new
-# backend (the Hive Metastore client for thrift://) is one more call here, with its extra.
+# The built-in backends, registered by name so none is imported before a URL needs it; a
+# backend with an optional dependency names its extra.
 _SQL = "ingest.txn.sql:SqlMetastore"
 register_metastore("sqlite", _SQL, examples=("sqlite:///absolute/path.sqlite", MEMORY_URL))
 register_metastore("postgresql", _SQL, examples=("postgresql://USER@HOST:PORT/DATABASE",))
 register_metastore("postgres", _SQL)  # libpq's and many hosting services' spelling
 register_metastore("postgresql+psycopg", _SQL)
+register_metastore("thrift", "ingest.txn.hms.metastore:HiveMetastore",
+                   examples=("thrift://HOST:9083",), extra="hms")
 
 __all__ = ["MEMORY_URL", "backend_for", "redact_url", "register_metastore", "strip_userinfo",
            "supported_schemes", "url_scheme"]

@@ -354,5 +354,5 @@ def test_a_metastore_url_of_an_unknown_scheme_is_a_usage_error(
     assert error["message"] == (
         "Cannot open metastore 'mysql://db.example/metastore': scheme 'mysql://' is not "
         "supported; supported schemes: postgres://, postgresql://, postgresql+psycopg://, "
-        "sqlite://")
+        "sqlite://, thrift://")
     assert "pw-xyz" not in json.dumps(error)

@@ -112,7 +112,7 @@ def registrations() -> Iterator[None]:
 
 @pytest.mark.parametrize("url, what", [
     ("mysql://admin:pw-xyz@db.example/metastore", "scheme 'mysql://' is not supported"),
-    ("thrift://hms.example:9083", "scheme 'thrift://' is not supported"),
+    ("hive://hms.example:9083", "scheme 'hive://' is not supported"),
     ("ms.sqlite", "it is not a URL"),
 ])
 def test_an_unknown_scheme_names_it_and_the_supported_ones(url: str, what: str) -> None:
@@ -122,13 +122,15 @@ def test_an_unknown_scheme_names_it_and_the_supported_ones(url: str, what: str) 
         shown = url.replace("admin:pw-xyz@", "")
         assert info.value.message == (
             f"Cannot open metastore {shown!r}: {what}; supported schemes: postgres://, "
-            "postgresql://, postgresql+psycopg://, sqlite://")
-        assert info.value.hint == ("use 'sqlite:///absolute/path.sqlite', 'sqlite://:memory:' "
-                                   "or 'postgresql://USER@HOST:PORT/DATABASE'")
+            "postgresql://, postgresql+psycopg://, sqlite://, thrift://")
+        assert info.value.hint == ("use 'sqlite:///absolute/path.sqlite', 'sqlite://:memory:', "
+                                   "'postgresql://USER@HOST:PORT/DATABASE' or "
+                                   "'thrift://HOST:9083'")
 
 
 def test_the_built_in_schemes_open_the_sql_backend(tmp_path: Path) -> None:
-    assert supported_schemes() == ["postgres", "postgresql", "postgresql+psycopg", "sqlite"]
+    assert supported_schemes() == ["postgres", "postgresql", "postgresql+psycopg", "sqlite",
+                                   "thrift"]
     for url in (MEMORY_URL, f"sqlite://{tmp_path}/ms.sqlite"):
         with Metastore.open(url) as store:
             assert type(store).__name__ == "SqlMetastore"

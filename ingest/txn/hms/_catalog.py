@@ -1,0 +1,149 @@
+"""Hive tables as `TableDefinition`s: register one (its database too), find one by name or by
+location, list them. Below `HiveMetastore`; knows the HMS connection and the model, not
+transactions.
+
+A database created here has the table's parent directory as its location and, on Hive 4, as
+its managed location (set by `alter_database`: Hive 4.0.1 refuses to create a database whose
+managed directory exists), since Hive 4 keeps a managed table inside its database's managed
+location or the warehouse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ingest.errors import ConfigError, TableNotFoundError
+from ingest.txn.hms import _stubs
+from ingest.txn.hms.connection import HmsConnection
+from ingest.txn.hms.tables import (
+    HiveTable,
+    HiveTableSpec,
+    create_database,
+    create_table,
+    get_table,
+    hadoop_location,
+)
+from ingest.txn.locations import normalize_location
+from ingest.txn.model import TableDefinition, TableRef, table_key
+
+
+def to_definition(table: HiveTable, uri: str) -> TableDefinition:
+    """Our definition of a full-ACID Hive table; its parameters become the properties.
+
+    Raises:
+        UnsupportedFormatError: the table is not full-ACID ORC (naming the property).
+        ConfigError: a column type our reader does not know.
+    """
+    table.require_full_acid(uri)
+    return TableDefinition(
+        name=table.name, location=normalize_location(table.location),
+        row_schema=table.row_schema,
+        partition_columns=tuple(c.name for c in table.partition_columns),
+        bucket_count=table.bucket_count if table.bucket_columns else 0,
+        bucket_columns=table.bucket_columns if table.bucket_count else (),
+        properties=dict(table.properties))
+
+
+def find_hive_table(conn: HmsConnection, ref: TableRef) -> HiveTable | None:
+    """The Hive table `ref` names (by name, or by location among every table), or None.
+
+    Raises:
+        MetastoreError: the metastore failed.
+    """
+    what, value = table_key(ref)
+    if what == "name":
+        try:
+            return get_table(conn, value)
+        except TableNotFoundError:
+            return None
+    # The metastore has no lookup by location: compare each table's, normalised.
+    for table in all_tables(conn):
+        if table.location and normalize_location(table.location) == value:
+            return table
+    return None
+
+
+def all_tables(conn: HmsConnection) -> list[HiveTable]:
+    """Every table of every database, views and non-ACID tables included, by name.
+
+    Raises:
+        MetastoreError: the metastore failed.
+    """
+    out = []
+    for db in sorted(conn.call("get_all_databases")):
+        for name in sorted(conn.call("get_all_tables", db)):
+            try:
+                out.append(get_table(conn, f"{db}.{name}"))
+            except TableNotFoundError:
+                continue  # dropped meanwhile
+    return out
+
+
+def register_table(conn: HmsConnection, defn: TableDefinition) -> HiveTable:
+    """Create the Hive table of `defn`, and its database when missing.
+
+    Raises:
+        TableExistsError: a table of that name exists.
+        ConfigError: the server refused the definition (on Hive 4: a location outside the
+            database's managed location and the warehouse, with the way out).
+        UnsupportedFormatError: a column type Hive cannot hold.
+        MetastoreError: the metastore failed.
+    """
+    database = defn.name.split(".", 1)[0]
+    parent = defn.location.rstrip("/").rsplit("/", 1)[0]
+    _ensure_database(conn, database, parent)
+    spec = HiveTableSpec.from_schema(
+        defn.name, defn.row_schema, partition_columns=defn.partition_columns,
+        bucket_columns=defn.bucket_columns, bucket_count=defn.bucket_count,
+        location=defn.location, properties=defn.properties)
+    try:
+        return create_table(conn, spec)
+    except ConfigError as e:
+        if "managed" not in e.message:
+            raise
+        raise ConfigError(
+            f"Cannot create table {defn.name} at {defn.location} in the Hive Metastore at "
+            f"{conn.uri}: Hive {conn.info.version} keeps a managed (transactional) table inside "
+            f"its database's managed location or the warehouse ({e.message})",
+            hint=f"name the table in a database that does not exist yet (e.g. --name "
+                 f"{defn.name.split('.', 1)[1]}_db.{defn.name.split('.', 1)[1]}): ingest "
+                 "creates it with the table's parent directory as its managed location; or "
+                 "put the table under the database's managed location") from e
+
+
+def _ensure_database(conn: HmsConnection, name: str, parent: str) -> None:
+    t = _stubs.ttypes()
+    try:
+        conn.call("get_database", name, expect=(t.NoSuchObjectException,))
+        return
+    except t.NoSuchObjectException:
+        pass
+    created = create_database(conn, name, location=parent)
+    if created and conn.info.major >= 4:
+        db: Any = conn.call("get_database", name)
+        db.managedLocationUri = hadoop_location(parent)
+        conn.call("alter_database", name, db)
+
+
+def seed_write_ids(conn: HmsConnection, table: HiveTable, next_write_id: int) -> None:
+    """Make the table's next write id `next_write_id` (adopting data on disk): Hive's
+    `seed_write_id`, allowed only before any write id of the table was allocated.
+
+    Raises:
+        MetastoreError: the metastore refused it.
+    """
+    t = _stubs.ttypes()
+    conn.call("seed_write_id", t.SeedTableWriteIdsRequest(
+        dbName=table.database, tableName=table.table_name, seedWriteId=next_write_id - 1))
+
+
+def set_parameters(conn: HmsConnection, table: HiveTable, properties: dict[str, str]) -> None:
+    """Hive's ALTER TABLE ... SET TBLPROPERTIES: add or replace table parameters.
+
+    Raises:
+        MetastoreError: the metastore failed.
+    """
+    thrift = table.thrift
+    thrift.parameters = {**(thrift.parameters or {}), **properties}
+    conn.call("alter_table", table.database, table.table_name, thrift)
+
