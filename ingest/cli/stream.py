@@ -68,12 +68,20 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     micro-batch. The broker, the topic and an existing table's schema are checked before
     anything is written.
     """
-    from ingest.spark.job import StreamSummary, check_kafka, run_stream, table_layout
+    from ingest.spark.job import (
+        StreamSummary,
+        check_kafka,
+        check_sink_progress,
+        run_stream,
+        table_layout,
+    )
 
     options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
     table_layout(options.schema_ddl, options.partition_by)  # bad --schema / --partition-by too
     for location in (options.table, options.checkpoint):
         storage.check_url(location)  # an unknown scheme or a missing backend too
+    if options.metastore is not None:
+        check_sink_progress(options.metastore)  # a Hive Metastore: not yet
     check_kafka(options.bootstrap_servers, options.topic,
                 timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:

@@ -35,8 +35,10 @@ from ingest.table import create_table, default_table_name, recover_table_with_me
 from ingest.txn import (
     Metastore,
     TableDefinition,
+    backend_for,
     default_metastore_url,
     normalize_location,
+    redact_url,
 )
 
 if TYPE_CHECKING:
@@ -147,6 +149,23 @@ def check_partition_expression(spark: SparkSession, layout: TableLayout) -> None
     except AnalysisException as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise _bad_expression(text, first) from None
+
+
+def check_sink_progress(metastore_url: str) -> None:
+    """Refuse a metastore that cannot commit a micro-batch's offsets with its data, before
+    any table or checkpoint is created.
+
+    Raises:
+        ConfigError: the metastore keeps no sink progress (a Hive Metastore, for now), or
+            the URL is not a metastore URL.
+    """
+    if not backend_for(metastore_url).keeps_sink_progress:
+        raise ConfigError(
+            f"Cannot stream with metastore {redact_url(metastore_url)}: the streaming job is "
+            "not supported on a Hive Metastore yet: it cannot commit a micro-batch's Kafka "
+            "offsets with its data, which exactly once needs",
+            hint="stream with the default metastore (or a postgresql:// one); load, delete, "
+            "cat and status work on a Hive Metastore")
 
 
 def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> int:
@@ -372,6 +391,7 @@ def run_stream(
     # Every option is checked before anything is created (docs/invariants.md, 6).
     check_partition_expression(spark, layout)
     url = metastore_url or options.metastore or default_metastore_url(table)
+    check_sink_progress(url)
     if options.sink.txns_per_delta > 1:
         AcidSink(table, sink_id="check", options=options.sink, metastore_url=url)
     check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)
@@ -437,6 +457,7 @@ __all__ = [
     "TableLayout",
     "check_kafka",
     "check_partition_expression",
+    "check_sink_progress",
     "ensure_tables",
     "run_stream",
     "table_layout",

@@ -34,7 +34,13 @@ from ingest.txn.placement import (
     placed_metastore_url,
     use_metastore,
 )
-from ingest.txn.registry import MEMORY_URL, redact_url, register_metastore, supported_schemes
+from ingest.txn.registry import (
+    MEMORY_URL,
+    backend_for,
+    redact_url,
+    register_metastore,
+    supported_schemes,
+)
 
 __all__ = [
     "MEMORY_URL",
@@ -63,6 +69,7 @@ __all__ = [
     "normalize_location",
     "redact_url",
     "register_metastore",
+    "backend_for",
     "supported_schemes",
     "use_metastore",
 ]

@@ -14,7 +14,7 @@ import abc
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Self
+from typing import ClassVar, Self
 
 from ingest.acid.committed import CommittedFile
 from ingest.acid.read_view import ReadView
@@ -51,7 +51,12 @@ class Metastore(abc.ABC):
     Attributes:
         url: the URL it was opened with (with its password, if any: it reopens it).
         location: how messages name it, never with a password (a file path, a URL).
+        keeps_sink_progress: the backend commits a stream's micro-batch id and Kafka offset
+            ranges with the micro-batch's transaction (exactly once across restarts,
+            docs/invariants.md, 4); the streaming job refuses one that does not.
     """
+
+    keeps_sink_progress: ClassVar[bool] = True
 
     def __init__(self, *, url: str, location: str) -> None:
         """Record the URL and name; implementations are made by `open`."""

@@ -43,6 +43,19 @@ def test_unreachable_broker_fails_before_spark_starts(tmp_path: Path) -> None:
     assert not (tmp_path / "t").exists()
 
 
+def test_a_hive_metastore_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """Exactly once needs the offsets committed with the data, which the Hive Metastore
+    backend does not keep yet: refused before Kafka, Spark or any file."""
+    result = CliRunner().invoke(command, [
+        "--bootstrap-servers", f"127.0.0.1:{free_port()}", "--topic", "t",
+        "--table", str(tmp_path / "t"), "--schema", "id BIGINT",
+        "--checkpoint", str(tmp_path / "ck"), "--metastore", "thrift://127.0.0.1:1"])
+    assert isinstance(result.exception, ConfigError), result.output
+    assert "not supported on a Hive Metastore yet" in str(result.exception)
+    assert "thrift://127.0.0.1:1" in str(result.exception)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.kafka
 @pytest.mark.spark
 @pytest.mark.slow

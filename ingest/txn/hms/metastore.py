@@ -4,7 +4,7 @@
 Transactions follow Hive Streaming v2: `open_txns`, `allocate_table_write_ids`, a SHARED_READ
 lock for INSERT, heartbeats on a connection of their own at half `hive.txn.timeout`, then the
 written partitions added (`add_partitions`, `add_dynamic_partitions`) and `commit_txn`, or
-`abort_txn`. Not yet kept here (issue 20): the committed-file manifest, reader leases, the
+`abort_txn`. Not yet kept here: the committed-file manifest, reader leases, the
 compaction history, sink progress and Kafka offsets; `capabilities` says so, and the calls
 only the stream, `compact` and `clean` make refuse with a `ConfigError` before any change.
 """
@@ -65,11 +65,9 @@ from ingest.txn.model import (
     table_not_found,
 )
 
-_ISSUE = "(issue 20)"
-
 
 def _unsupported(what: str) -> NoReturn:
-    raise ConfigError(f"{what} is not supported on a Hive Metastore yet {_ISSUE}",
+    raise ConfigError(f"{what} is not supported on a Hive Metastore yet",
                       hint="use a SQLite or PostgreSQL metastore (--metastore sqlite:///... or "
                            "postgresql://...) for this table")
 
@@ -89,6 +87,8 @@ class HiveMetastore(Metastore):
     Attributes:
         server_version: what the server says it is ("4.0.1"; Hive 3.1 says "3.0").
     """
+
+    keeps_sink_progress = False
 
     def __init__(self, conn: HmsConnection, *, url: str, read_only: bool,
                  clock: Callable[[], float]) -> None:
@@ -261,7 +261,7 @@ class HiveMetastore(Metastore):
         recorded (no manifest yet, `capabilities.committed_files` is False): the partitions
         of its paths are added to the metastore and registered with the transaction before
         the commit, and a write of delete deltas takes Hive's lock for DELETE (SHARED_WRITE)
-        first. Sink progress and offsets are refused (`ConfigError`, issue 20)."""
+        first. Sink progress and offsets are refused (`ConfigError`)."""
         ranges = list(offsets)
         if sink is not None or ranges:
             _unsupported("Recording a stream's progress and Kafka offsets (exactly-once)")
