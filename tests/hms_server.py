@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -111,3 +112,29 @@ def _require_client() -> None:
         import thrift  # noqa: F401
     except ImportError:
         require(False, "the Hive Metastore client (pip install 'ingest[hms]')")
+
+
+# A fresh Trino answers SELECT 1 before its node is active for the catalogs' queries: those
+# fail with NO_NODES_AVAILABLE ("nodes is empty" for writes) for a few seconds.
+_NOT_YET_SCHEDULABLE = ("NO_NODES_AVAILABLE", "nodes is empty")
+
+
+def trino_query(trino: Server, sql: str, *, timeout_s: float = 60.0) -> list[list[object]]:
+    """The rows of `sql` run by Trino on its `hive` catalog, retried while Trino's node is not
+    yet schedulable (a deadline, then the error)."""
+    import trino as client
+
+    host, port = trino.uri.removeprefix("http://").split(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with client.dbapi.connect(host=host, port=int(port), user="ingest-test",
+                                      catalog="hive") as conn:
+                cursor = conn.cursor()
+                cursor.execute(sql)
+                return [list(row) for row in cursor.fetchall()]
+        except client.exceptions.TrinoQueryError as e:
+            if (not any(s in str(e) for s in _NOT_YET_SCHEDULABLE)
+                    or time.monotonic() > deadline):
+                raise
+            time.sleep(1)

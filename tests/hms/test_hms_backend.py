@@ -1,6 +1,6 @@
 """The `thrift://` metastore backend (`HiveMetastore`) against a real Hive Metastore 4.0.1: the
 behaviour of `tests/txn` that applies to it (tables, transactions, write ids, snapshots), what
-it does not keep yet (issue 20), and its refusals of bad input."""
+it does not keep yet, and its refusals of bad input."""
 
 from __future__ import annotations
 
@@ -134,11 +134,11 @@ def test_two_writers_get_distinct_write_ids(store: Metastore, hms4: Server,
     assert store.write_id_states(defn) == {1: "committed", 2: "committed"}
 
 
-def test_what_is_not_kept_yet_is_refused_naming_issue_20(store: Metastore,
-                                                         defn: TableDefinition) -> None:
+def test_what_is_not_kept_yet_is_refused_as_not_yet_supported(store: Metastore,
+                                                              defn: TableDefinition) -> None:
     store.create_table(defn)
     txn = store.open_transaction(defn)
-    with pytest.raises(ConfigError, match=r"not supported on a Hive Metastore yet \(issue 20\)"):
+    with pytest.raises(ConfigError, match=r"is not supported on a Hive Metastore yet"):
         store.commit(txn, sink=SinkProgress("s", 0))
     store.abort(txn)
     assert store.write_id_states(defn) == {1: "aborted"}  # the refused commit left it open
@@ -148,7 +148,7 @@ def test_what_is_not_kept_yet_is_refused_naming_issue_20(store: Metastore,
                  lambda: store.begin_compaction(defn, "", "major", agent="a", stale_after_s=1),
                  lambda: store.compactions_to_clean(defn),
                  lambda: store.record_committed_files(defn, [])):
-        with pytest.raises(ConfigError, match=r"\(issue 20\)"):
+        with pytest.raises(ConfigError, match=r"is not supported on a Hive Metastore yet"):
             call()
     assert store.committed_files(defn) == {}
     assert store.compactions(defn) == []

@@ -5,38 +5,18 @@ back exactly through `ingest cat` and `open_table`; bad input fails cleanly."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from external import free_port
-from hms_server import Server
+from hms_server import Server, trino_query
 from support import ok_json, run_cli
 
 import ingest
 from ingest.txn import Metastore, hms
 
 pytestmark = pytest.mark.hms
-
-
-def _query(trino: Server, sql: str) -> list[list[object]]:
-    import trino as client
-
-    host, port = trino.uri.removeprefix("http://").split(":")
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with client.dbapi.connect(host=host, port=int(port), user="ingest-test",
-                                      catalog="hive") as conn:
-                cursor = conn.cursor()
-                cursor.execute(sql)
-                return [list(row) for row in cursor.fetchall()]
-        except client.exceptions.TrinoQueryError as e:
-            # A fresh Trino answers SELECT 1 before its node takes writes ("nodes is empty").
-            if "nodes is empty" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(1)
 
 
 def _load_and_delete(tmp_path: Path, uri: str, capsys: pytest.CaptureFixture[str]
@@ -79,7 +59,7 @@ def test_compact_clean_and_stream_progress_refuse_before_writing(
     for command in (["compact", location], ["clean", location]):
         code, _, err = run_cli([*command, "--metastore", hms4.uri], capsys)
         assert code == 2, err
-        assert "not supported on a Hive Metastore yet (issue 20)" in err
+        assert "is not supported on a Hive Metastore yet" in err
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
@@ -114,7 +94,7 @@ def test_trino_reads_what_load_and_delete_committed(
         hms4: Server, trino_on_hms4: Server, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     _, name = _load_and_delete(tmp_path, hms4.uri, capsys)
-    assert _query(trino_on_hms4, f"SELECT id, v, dt FROM {name} ORDER BY id") == [
+    assert trino_query(trino_on_hms4, f"SELECT id, v, dt FROM {name} ORDER BY id") == [
         [0, "v0", "2024-01-01"], [3, "v3", "2024-01-02"], [4, "v4", "2024-01-01"]]
 
 
@@ -124,7 +104,7 @@ def test_rows_trino_inserts_read_back_exactly(
         hms4: Server, trino_on_hms4: Server, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     location, name = _load_and_delete(tmp_path, hms4.uri, capsys)
-    _query(trino_on_hms4, f"INSERT INTO {name} VALUES (10, 'trino', '2024-01-01'), "
+    trino_query(trino_on_hms4, f"INSERT INTO {name} VALUES (10, 'trino', '2024-01-01'), "
                           "(11, 'trino', '2024-01-03')")
     expected = [0, 3, 4, 10, 11]
     rows = _cat(location, hms4.uri, capsys)
@@ -149,13 +129,13 @@ def test_a_table_another_engine_registered_is_a_target(
                             managed_location=f"file://{tmp_path}/db")
         hms.create_table(conn, hms.HiveTableSpec(
             f"{db}.t", (hms.HiveColumn("id", "bigint"), hms.HiveColumn("v", "string"))))
-    _query(trino_on_hms4, f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')")
+    trino_query(trino_on_hms4, f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')")
     with Metastore.open(hms4.uri) as store:
         where = store.get_table(f"{db}.t").location
     assert where == f"file://{tmp_path}/db/t"
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": 3, "v": "c"}) + "\n")
     ok_json(["load", where, "--input", str(src), "--metastore", hms4.uri], capsys)
-    assert _query(trino_on_hms4, f"SELECT id, v FROM {db}.t ORDER BY id") == [
+    assert trino_query(trino_on_hms4, f"SELECT id, v FROM {db}.t ORDER BY id") == [
         [1, "a"], [2, "b"], [3, "c"]]
     assert [r["id"] for r in _cat(where, hms4.uri, capsys)] == [1, 2, 3]

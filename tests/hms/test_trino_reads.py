@@ -10,7 +10,7 @@ from pathlib import Path
 import fsspec
 import pyarrow as pa
 import pytest
-from hms_server import Server
+from hms_server import Server, trino_query
 
 from ingest.acid import (
     BucketFileOptions,
@@ -25,17 +25,6 @@ from ingest.txn import hms
 pytestmark = [pytest.mark.hms, pytest.mark.trino, pytest.mark.slow]
 
 ROWS = pa.schema([("id", pa.int64()), ("v", pa.string())])
-
-
-def _query(trino: Server, sql: str) -> list[list[object]]:
-    import trino as client
-
-    host, port = trino.uri.removeprefix("http://").split(":")
-    with client.dbapi.connect(host=host, port=int(port), user="ingest-test",
-                              catalog="hive") as conn:
-        cursor = conn.cursor()
-        cursor.execute(sql)
-        return [list(row) for row in cursor.fetchall()]
 
 
 def _write_delta(table_dir: Path, partition: str | None, write_id: int,
@@ -91,11 +80,11 @@ def test_trino_reads_exactly_the_committed_rows(hms4_conn: hms.HmsConnection,
     with hms.write_transaction(conn, table) as pending:
         _write_delta(table_dir, "dt=2024-01-02", pending.write_id, [(100, "open")])
         pending.partitions = ["dt=2024-01-02"]
-        assert _query(trino_on_hms4, sql) == expected
+        assert trino_query(trino_on_hms4, sql) == expected
     # Once the metastore commits it, the same files are read.
-    assert _query(trino_on_hms4, sql) == [*expected, [100, "open", "2024-01-02"]]
+    assert trino_query(trino_on_hms4, sql) == [*expected, [100, "open", "2024-01-02"]]
     assert hms.snapshot(conn, table.name).aborted_write_ids == (aborted.write_id,)
-    assert _query(trino_on_hms4, f"SELECT count(*) FROM {db}.events WHERE id = 99") == [[0]]
+    assert trino_query(trino_on_hms4, f"SELECT count(*) FROM {db}.events WHERE id = 99") == [[0]]
 
 
 def test_trino_reads_a_bucketed_table(hms4_conn: hms.HmsConnection, trino_on_hms4: Server,
@@ -117,8 +106,8 @@ def test_trino_reads_a_bucketed_table(hms4_conn: hms.HmsConnection, trino_on_hms
             rows = [(i, f"v{i}") for i, b in zip(range(20), buckets, strict=True) if b == bucket]
             _write_delta(table_dir, None, write.write_id, rows, bucket=bucket)
     assert len(set(buckets)) > 1
-    assert _query(trino_on_hms4, f"SELECT id, v FROM {db}.bucketed ORDER BY id") == [
+    assert trino_query(trino_on_hms4, f"SELECT id, v FROM {db}.bucketed ORDER BY id") == [
         [i, f"v{i}"] for i in range(20)]
     # Trino's "$bucket" is the file's bucket number: each row is in the bucket Hive would pick.
-    assert _query(trino_on_hms4, f'SELECT id, "$bucket" FROM {db}.bucketed ORDER BY id') == [
+    assert trino_query(trino_on_hms4, f'SELECT id, "$bucket" FROM {db}.bucketed ORDER BY id') == [
         [i, b] for i, b in enumerate(buckets)]
