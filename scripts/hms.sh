@@ -18,7 +18,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 last_file="${TMPDIR:-/tmp}/ingest-hms.last"
 
-die() { echo "hms.sh: $*" >&2; exit 1; }
+name=hms.sh
+made_marker=.made-by-hms-sh
+stop_grace_s=20
+# shellcheck source=scripts/_server_lib.sh
+source "$here/_server_lib.sh"
 
 find_java() {
   if [ -n "${HMS_JAVA:-}" ]; then echo "$HMS_JAVA"; return; fi
@@ -27,10 +31,6 @@ find_java() {
     [ -x "$j" ] && { echo "$j"; return; }
   done
   command -v java || die "no Java found (apt-get install openjdk-17-jdk-headless, or set HMS_JAVA)"
-}
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 port_answers() {  # port
@@ -185,7 +185,7 @@ start() {
   server_layout "$version"
   if [ -z "$dir" ]; then
     dir="$(mktemp -d "${TMPDIR:-/tmp}/ingest-hms.XXXXXX")"
-    touch "$dir/.made-by-hms-sh"
+    touch "$dir/$made_marker"
     echo "$dir" >"$last_file"
   fi
   mkdir -p "$dir/conf" "$dir/warehouse" "$dir/external"
@@ -223,34 +223,6 @@ start() {
   echo "thrift://127.0.0.1:$port"
 }
 
-stop() {
-  local dir=""
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --dir) dir="$2"; shift 2 ;;
-      *) die "unknown option '$1' for stop" ;;
-    esac
-  done
-  if [ -z "$dir" ]; then
-    [ -f "$last_file" ] || die "no --dir given and no metastore started without one ($last_file)"
-    dir="$(cat "$last_file")"
-  fi
-  [ -f "$dir/pid" ] || die "no metastore pid file in $dir"
-  local pid
-  pid="$(cat "$dir/pid")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM -- "-$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + 20))
-    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-  fi
-  rm -f "$dir/pid"
-  if [ -f "$dir/.made-by-hms-sh" ]; then
-    rm -rf "$dir"
-    [ "$(cat "$last_file" 2>/dev/null)" = "$dir" ] && rm -f "$last_file"
-  fi
-  echo "hms.sh: stopped the metastore of $dir" >&2
-}
 
 case "${1:-}" in
   start) shift; start "$@" ;;

