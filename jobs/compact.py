@@ -34,8 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default=None, help="default local[2] outside spark-submit")
     args = p.parse_args(argv)
     try:
-        storage.register(storage.root_of(args.table),
-                         storage.parse_storage_options(args.storage_options))
+        storage_options = storage.parse_storage_options(args.storage_options)
     except ConfigError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         done = compact_on_executors(spark, args.table, kind=args.kind or "major",
                                     partitions=args.partition, metastore_url=args.metastore,
-                                    dry_run=args.dry_run)
+                                    dry_run=args.dry_run, storage_options=storage_options)
     except IngestError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 3

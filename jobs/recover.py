@@ -27,17 +27,18 @@ def main(argv: list[str] | None = None) -> int:
                         default=[], metavar="KEY=VALUE",
                         help="fsspec storage option for the table's bucket (repeatable)")
     args = parser.parse_args(argv)
+    options: dict[str, object] = {}
     try:
-        storage.register(storage.root_of(args.path),
-                         storage.parse_storage_options(args.storage_options))
+        options = storage.parse_storage_options(args.storage_options)
         result = recover_table_with_metastore(args.path, dry_run=args.dry_run,
                                               backup_dir=args.backup_dir,
-                                              txn_timeout_s=args.txn_timeout_s)
+                                              txn_timeout_s=args.txn_timeout_s,
+                                              storage_options=options)
     except IngestError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 3
     except OSError as e:
-        failure = storage.describe_failure(e, args.path)
+        failure = storage.describe_failure(e, args.path, options)
         if failure is None:
             raise
         print(f"Error: {failure}", file=sys.stderr)

@@ -16,8 +16,9 @@ from ingest.acid import storage
 def resolve(
     path: str, fs: fsspec.AbstractFileSystem | None,
 ) -> tuple[fsspec.AbstractFileSystem, str]:
-    """(filesystem, path within it) for a URL or a plain path; a URL's options are the ones
-    registered for its location (`ingest.acid.storage`)."""
+    """(filesystem, path within it) for a URL or a plain path: `fs` when given (made with the
+    table's storage options by the caller), else the URL's filesystem with fsspec's own
+    config and environment alone (`ingest.acid.storage.url_to_fs`)."""
     if fs is not None:
         return fs, fs._strip_protocol(path)
     return storage.url_to_fs(str(path))

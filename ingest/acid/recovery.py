@@ -203,6 +203,7 @@ def recover_table(
     committed: Committed | None = None,
     check_data: bool = False,
     committed_length: CommittedLength | None = None,
+    backup_fs: fsspec.AbstractFileSystem | None = None,
 ) -> RecoveryReport:
     """Truncate every bucket file under `path` to its last complete footer; drop dead side files.
 
@@ -241,6 +242,7 @@ def recover_table(
             (None: not recorded). A file of committed write ids whose later recorded flush
             lengths end in no footer goes back to its last complete footer only when that
             footer lies at or above its committed length; otherwise it is `unrecoverable`.
+        backup_fs: the filesystem of `backup_dir` (from its URL when None).
 
     Returns:
         The per-file report.
@@ -253,9 +255,9 @@ def recover_table(
     # An object store keeps no empty directory: a missing root there holds no file to recover.
     if _files.has_directories(fs) and not fs.exists(root):
         raise FileNotFoundError(f"Cannot recover table, directory does not exist: {root}")
-    backup_fs, backup_root = (None, None)
+    backup_root = None
     if backup_dir is not None:
-        backup_fs, backup_root = _files.resolve(backup_dir, None)
+        backup_fs, backup_root = _files.resolve(backup_dir, backup_fs)
         backup_root = backup_root.rstrip("/")
     if committed is None and valid_write_ids is not None:
         committed = valid_write_ids.is_valid

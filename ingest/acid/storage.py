@@ -1,7 +1,8 @@
-"""fsspec storage options per table location: the one place a URL becomes (filesystem, path).
+"""fsspec storage options: the one place a URL and its options become (filesystem, path).
 
-Entry points (CLI, Python API, Spark job and tasks) register the options they were given for
-a location prefix; every file access resolves its URL here. fsspec's own config
+There is no process-wide state: a table carries its own options (`ingest.open_table(...,
+storage_options=...)`, the CLI's `--storage-option`) and every caller passes them with the
+URL; a Spark task receives its table's options as a value. fsspec's own config
 (`FSSPEC_S3_*`) still applies underneath (docs/architecture.md §4).
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,9 +17,6 @@ import fsspec
 from fsspec.registry import known_implementations
 
 from ingest.errors import ConfigError, IngestError, StorageError
-
-_lock = threading.Lock()
-_registered: dict[str, dict[str, Any]] = {}
 
 # fsspec protocols of object stores: keys, not directories; no append, no atomic rename.
 # Their filesystems cache listings, which is turned off: another process (an executor, a
@@ -51,42 +48,19 @@ def root_of(location: str) -> str:
     return f"{protocol}://{rest.lstrip('/').split('/', 1)[0]}"
 
 
-def register(location: str, options: Mapping[str, Any] | None) -> None:
-    """Use `options` for every URL at or below `location` in this process.
-
-    Args:
-        location: a URL prefix, e.g. `s3://bucket` or `s3://bucket/warehouse/events`.
-        options: fsspec storage options (`endpoint_url`, `key`, `client_kwargs`, ...); None or
-            empty registers nothing, nor does a local path. A later registration of the same
-            prefix replaces it.
-    """
-    # Local paths take no storage options: a bucket's options must not reach a local file.
-    if not options or _normalize(location).split("://", 1)[0] in ("file", "local"):
-        return
-    with _lock:
-        _registered[_normalize(location)] = dict(options)
+def options_for(url: str, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The options that apply to `url`: `storage_options` (a copy), except that a local path
+    takes none (a bucket's options given for a whole command must not reach a local file, such
+    as a local checkpoint or input file)."""
+    if not storage_options or _normalize(url).split("://", 1)[0] in ("file", "local"):
+        return {}
+    return dict(storage_options)
 
 
-def register_all(registrations: Mapping[str, Mapping[str, Any]]) -> None:
-    """Register every (prefix, options) pair of `registered()` (how Spark tasks receive them)."""
-    for location, options in registrations.items():
-        register(location, options)
-
-
-def registered() -> dict[str, dict[str, Any]]:
-    """A copy of every registration in this process, to ship to other processes."""
-    with _lock:
-        return {k: dict(v) for k, v in _registered.items()}
-
-
-def options_for(url: str) -> dict[str, Any]:
-    """The options registered for the longest prefix of `url` (empty when none is)."""
-    target = _normalize(url)
-    with _lock:
-        best = max((p for p in _registered
-                    if target == p or target.startswith(p if p.endswith("/") else p + "/")),
-                   key=len, default=None)
-        return dict(_registered[best]) if best is not None else {}
+def same_root(a: str, b: str) -> bool:
+    """Whether two locations lie in one bucket (or are both local): a table's storage
+    options apply to a file beside it (an input file, a backup directory), not elsewhere."""
+    return root_of(a) == root_of(b)
 
 
 def url_to_fs(url: str,
@@ -96,20 +70,34 @@ def url_to_fs(url: str,
 
     Args:
         url: a path or fsspec URL.
-        storage_options: options for this call; they win over the registered ones for `url`,
-            which win over fsspec's config and environment (`FSSPEC_S3_*`).
+        storage_options: the options of the table (or file) `url` belongs to; they win over
+            fsspec's config and environment (`FSSPEC_S3_*`). None: those alone. A local path
+            ignores them.
 
     Raises:
         ConfigError: fsspec does not know the URL's scheme, the package of its filesystem is
             not installed, or an object-store URL names no bucket.
     """
     check_url(url)
-    options = {**options_for(url), **(storage_options or {})}
+    options = options_for(url, storage_options)
     protocol = _normalize(url).split("://", 1)[0]
     if protocol in OBJECT_STORE_PROTOCOLS:
         options.setdefault("use_listings_cache", False)
     fs, path = fsspec.core.url_to_fs(str(url), **options)
     return fs, str(path)
+
+
+def path_of(url: str) -> str:
+    """The path of `url` within its filesystem (as `url_to_fs` would give it, without a
+    trailing slash), without making a filesystem: no options are needed to name a path.
+
+    Raises:
+        ConfigError: see `check_url`.
+    """
+    check_url(url)
+    protocol = _normalize(url).split("://", 1)[0] if "://" in str(url) else "file"
+    cls = fsspec.get_filesystem_class(protocol)
+    return str(cls._strip_protocol(str(url))).rstrip("/") or "/"
 
 
 def check_url(url: str) -> None:
@@ -199,7 +187,9 @@ _REFUSED_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
 _NOT_A_SERVICE_FAILURE = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
-def describe_failure(error: BaseException, location: str) -> StorageError | None:
+def describe_failure(error: BaseException, location: str,
+                     storage_options: Mapping[str, Any] | None = None,
+                     ) -> StorageError | None:
     """A `StorageError` naming the bucket and endpoint when `error` (or its cause) is a
     failure of the storage service itself; None for anything else (a missing file in an
     existing bucket stays a FileNotFoundError).
@@ -207,10 +197,11 @@ def describe_failure(error: BaseException, location: str) -> StorageError | None
     Args:
         error: what an operation on `location` raised.
         location: the table location the caller named.
+        storage_options: the options the operation used (for the endpoint it names).
     """
     if isinstance(error, (IngestError, StorageError)) or "://" not in str(location):
         return None
-    endpoint = _endpoint(location)
+    endpoint = _endpoint(location, storage_options)
     bucket = root_of(location)
     where = f"{bucket} at {endpoint or 'the default endpoint'}"
     for cause in _chain(error):
@@ -250,7 +241,9 @@ _CLIENT_PACKAGES = frozenset({"botocore", "aiobotocore", "boto3", "google", "azu
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
 
 
-def describe_option_error(error: BaseException, location: str) -> ConfigError | None:
+def describe_option_error(error: BaseException, location: str,
+                          storage_options: Mapping[str, Any] | None,
+                          ) -> ConfigError | None:
     """A `ConfigError` naming the storage option when `error` (or its cause) is the
     filesystem refusing an option given for `location` (an unknown key, a value of the wrong
     kind); None for anything else. Secret values are never shown.
@@ -258,8 +251,9 @@ def describe_option_error(error: BaseException, location: str) -> ConfigError | 
     Args:
         error: what an operation on `location` raised.
         location: the table location the caller named.
+        storage_options: the options the operation was given for `location`.
     """
-    options = options_for(location)
+    options = options_for(location, storage_options)
     if not options or isinstance(error, IngestError):
         return None
     protocol = _normalize(location).split("://", 1)[0]
@@ -327,8 +321,8 @@ def _short(text: str) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _endpoint(location: str) -> str | None:
-    options = options_for(location)
+def _endpoint(location: str, storage_options: Mapping[str, Any] | None) -> str | None:
+    options = options_for(location, storage_options)
     protocol = _normalize(location).split("://", 1)[0]
     try:
         config = fsspec.config.conf.get(protocol, {})
@@ -341,9 +335,11 @@ def _endpoint(location: str) -> str | None:
     return str(found) if found else None
 
 
-def check_bucket(fs: fsspec.AbstractFileSystem, location: str) -> None:
+def check_bucket(fs: fsspec.AbstractFileSystem, location: str,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
     """Fail clearly when the bucket of `location` does not exist. fsspec object stores
     create a missing bucket on `makedirs`; a table must never create one by accident.
+    `storage_options` (those `fs` was made with) only name the endpoint in the message.
 
     Raises:
         StorageError: the bucket does not exist.
@@ -357,6 +353,6 @@ def check_bucket(fs: fsspec.AbstractFileSystem, location: str) -> None:
     except FileNotFoundError as e:
         raise StorageError(
             f"Cannot use {location}: bucket {bucket} does not exist at "
-            f"{_endpoint(location) or 'the default endpoint'}", location=location,
-            endpoint=_endpoint(location),
+            f"{_endpoint(location, storage_options) or 'the default endpoint'}",
+            location=location, endpoint=_endpoint(location, storage_options),
             hint="create the bucket first, or fix the table location") from e

@@ -119,15 +119,14 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
 
     metastore = args.metastore if remote else None
     storage_options = tuple(args.storage_option) if remote else ()
-    if remote:
-        storage.register(storage.root_of(table), storage.parse_storage_options(storage_options))
+    options = storage.parse_storage_options(storage_options)
     # The table is made first only to pick its codec; run_stream finds it and checks it.
     shape = table_layout(SCHEMA + (", dt STRING" if args.partition_by else ""), args.partition_by)
     create_table(table, _ddl(shape.row_schema), properties={
         "orc.compress": args.compression.upper()},
         partitioned_by=(shape.partition_column,) if shape.partition_column else (),
-        metastore=metastore)
-    ensure_tables(table, shape, metastore_url=metastore)
+        metastore=metastore, storage_options=options)
+    ensure_tables(table, shape, metastore_url=metastore, storage_options=options)
     started = time.perf_counter()
     summary = run_stream(spark, bootstrap_servers=servers, topic=topic, table=table,
                          schema_ddl=SCHEMA + (", dt STRING" if args.partition_by else ""),

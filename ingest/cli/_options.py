@@ -1,8 +1,10 @@
 """Options shared by several commands: `--property KEY=VALUE`, `--txn-timeout-s`,
 `--metastore URL` and `--storage-option KEY=VALUE`.
 
-Parsing, and putting the two last in effect for the command (a chosen metastore, storage
-options registered for the table's bucket); what a value means is the table layer's.
+Parsing them and handing them to the command as values (`metastore`, `storage_options`);
+the command passes them to the table it opens. `$INGEST_METASTORE` and the metastore beside
+the table stay the defaults, resolved by the table layer when no `--metastore` is given.
+What a value means is the table layer's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import click
 
 from ingest.acid import storage
 from ingest.errors import ConfigError
-from ingest.txn import use_metastore
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -64,15 +65,11 @@ METASTORE_HELP = (
 
 def metastore_option(command: _F) -> _F:
     """Add `--metastore URL` to a command that finds its table's metastore by itself (reads,
-    verify, recover): the URL is then used instead of `$INGEST_METASTORE` or the search."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, metastore_url: str | None = None, **kwargs: Any) -> Any:
-        with use_metastore(metastore_url):
-            return command(*args, **kwargs)
-
-    return click.option("--metastore", "metastore_url", metavar="URL",
-                        help=METASTORE_HELP)(wrapper)  # type: ignore[return-value]
+    verify, recover), as its parameter `metastore` (None when not given): the command
+    passes it on, and the table layer uses it instead of `$INGEST_METASTORE` or the search,
+    never falling back to them when it does not list the table."""
+    return click.option("--metastore", "metastore", metavar="URL",
+                        help=METASTORE_HELP)(command)
 
 
 STORAGE_OPTION_HELP = (
@@ -84,8 +81,9 @@ STORAGE_OPTION_HELP = (
 
 def storage_option(command: _F) -> _F:
     """Add `--storage-option KEY=VALUE` (repeatable) to a command whose argument `path` (or
-    `file`) names a table location; the options are registered for that location's bucket
-    (`ingest.acid.storage`) before the command runs. Values are never echoed. A location no
+    `file`) names a table location; the command receives them parsed, as its parameter
+    `storage_options` (a dict, empty when none was given), and passes them to the table it
+    opens: they are that table's options. Values are never echoed. A location no
     filesystem serves (unknown scheme, backend not installed, no bucket) is a `ConfigError`;
     a failure of the storage service itself becomes a `StorageError` naming the bucket and
     endpoint."""
@@ -95,15 +93,13 @@ def storage_option(command: _F) -> _F:
         location = kwargs.get("path", kwargs.get("file"))
         if location is not None:
             storage.check_url(str(location))
-        if storage_options and location is not None:
-            storage.register(storage.root_of(str(location)),
-                             storage.parse_storage_options(storage_options))
+        options = storage.parse_storage_options(storage_options)
         try:
-            return command(*args, **kwargs)
+            return command(*args, storage_options=options, **kwargs)
         except Exception as e:
             failure = None if location is None else (
-                storage.describe_option_error(e, str(location))
-                or storage.describe_failure(e, str(location)))
+                storage.describe_option_error(e, str(location), options)
+                or storage.describe_failure(e, str(location), options))
             if failure is None:
                 raise
             raise failure from e

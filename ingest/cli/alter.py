@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ingest.cli._options import METASTORE_HELP, parse_properties, storage_option
@@ -24,13 +26,14 @@ Examples:
 @click.option("--metastore", metavar="URL", help=METASTORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 def command(path: str, properties: tuple[str, ...], metastore: str | None,
-            as_json: bool) -> None:
+            as_json: bool, storage_options: dict[str, Any]) -> None:
     """Set properties of the table at PATH (Hive's ALTER TABLE ... SET TBLPROPERTIES).
 
     Changes the metastore only, never a data file; later loads and micro-batches use the
     new values (e.g. orc.compress picks their codec). Other properties are kept.
     """
-    result = alter_table(path, properties=parse_properties(properties), metastore=metastore)
+    result = alter_table(path, properties=parse_properties(properties), metastore=metastore,
+                         storage_options=storage_options)
     defn = result.table
     if as_json:
         click.echo(dumps({

@@ -6,6 +6,8 @@ lists the table: `ingest.table.locate`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ingest.cli._options import metastore_option, storage_option
@@ -34,7 +36,8 @@ Examples:
 @click.option("--json", "as_json", is_flag=True,
               help="Errors as JSON on stderr (rows are always JSON lines).")
 def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
-            limit: int | None, as_json: bool) -> None:
+            limit: int | None, as_json: bool, metastore: str | None,
+            storage_options: dict[str, Any]) -> None:
     """Print every row a snapshot of an ACID table sees, one JSON object per line.
 
     Changes no table: the snapshot is registered in the metastore while rows are read, so
@@ -44,7 +47,7 @@ def command(path: str, snapshot: str | None, columns: str | None, row_id: bool,
     a bucket file's last flush length and deleted rows are left out, as Hive's readers do.
     """
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    table = open_table_or_files(path)
+    table = open_table_or_files(path, metastore, storage_options)
     with warnings_as_they_come():
         for batch in table.to_batches(names, snapshot=snapshot, limit=limit,
                                       with_row_id=row_id):

@@ -4,6 +4,7 @@ and aborted directories no reader can use any more."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
 
@@ -36,7 +37,8 @@ Examples:
               help="A registered reader whose last heartbeat is older counts as dead.")
 @write_options
 def command(path: str, retention_s: float | None, partitions: tuple[str, ...], dry_run: bool,
-            txn_timeout_s: float, metastore: str | None, as_json: bool, quiet: bool) -> None:
+            txn_timeout_s: float, metastore: str | None, as_json: bool, quiet: bool,
+            storage_options: dict[str, Any]) -> None:
     """Remove directories no reader of the table at PATH can use any more.
 
     Changes the disk unless --dry-run: deletes, file by file, the directories a compaction
@@ -56,7 +58,7 @@ def command(path: str, retention_s: float | None, partitions: tuple[str, ...], d
 
     report = clean(path, metastore=metastore, retention_s=retention_s, dry_run=dry_run,
                    partitions=list(partitions) or None, txn_timeout_s=txn_timeout_s,
-                   on_partition=show)
+                   on_partition=show, storage_options=storage_options)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps(_as_dict(report, seconds)))

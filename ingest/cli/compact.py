@@ -3,6 +3,8 @@ partitions."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ingest.acid.initiator import Backlog
@@ -39,7 +41,8 @@ Examples:
               help="Only show what would be read and written; write nothing.")
 @write_options
 def command(path: str, major: bool, minor: bool, auto: bool, partitions: tuple[str, ...],
-            dry_run: bool, metastore: str | None, as_json: bool, quiet: bool) -> None:
+            dry_run: bool, metastore: str | None, as_json: bool, quiet: bool,
+            storage_options: dict[str, Any]) -> None:
     """Compact the table at PATH as of the compactor's snapshot (below the lowest open
     write id: open transactions' deltas are left alone). Each partition's compaction is
     recorded in the metastore's history (`ingest compactions PATH`).
@@ -53,7 +56,7 @@ def command(path: str, major: bool, minor: bool, auto: bool, partitions: tuple[s
     progress(f"{'Planning' if dry_run else 'Running'} {kind} compaction of {path}",
              quiet=quiet or as_json)
     report = compact(path, kind=kind, partitions=list(partitions) or None,  # type: ignore[arg-type]
-                     metastore=metastore, dry_run=dry_run)
+                     metastore=metastore, dry_run=dry_run, storage_options=storage_options)
     if as_json:
         click.echo(dumps({
             "table": report.table, "location": report.location, "kind": report.kind,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -25,7 +26,8 @@ Examples:
 @storage_option
 @click.option("--metastore", metavar="URL", help=METASTORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
-def command(path: str, metastore: str | None, as_json: bool) -> None:
+def command(path: str, metastore: str | None, as_json: bool,
+            storage_options: dict[str, Any]) -> None:
     """Show the compaction history of the table at PATH, oldest first.
 
     Read-only (the metastore is opened read-only). One line per compaction of one partition:
@@ -33,6 +35,7 @@ def command(path: str, metastore: str | None, as_json: bool) -> None:
     'attempted' when its compactor died while working); start time (UTC); duration; rows
     written; input and output directories.
     """
+    del storage_options  # the history is the metastore's: no file is read
     history = compaction_history(path, metastore=metastore)
     now = time.time()
     if as_json:

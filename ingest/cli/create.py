@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ingest.acid.names import MAX_BUCKET_COUNT
@@ -47,7 +49,8 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the table as one JSON document.")
 def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets: int,
             bucketed_by: tuple[str, ...], name: str | None, properties: tuple[str, ...],
-            metastore: str | None, adopt: bool, as_json: bool) -> None:
+            metastore: str | None, adopt: bool, as_json: bool,
+            storage_options: dict[str, Any]) -> None:
     """Create an empty Hive ACID (transactional ORC) table at PATH.
 
     Changes the disk: creates the PATH directory and records the table in the metastore
@@ -56,7 +59,8 @@ def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets
     """
     defn = create_table(path, schema_ddl, name=name, partitioned_by=partitioned_by,
                         buckets=buckets, bucketed_by=bucketed_by,
-                        properties=parse_properties(properties), metastore=metastore, adopt=adopt)
+                        properties=parse_properties(properties), metastore=metastore, adopt=adopt,
+                        storage_options=storage_options)
     metastore_url = redact_url(metastore or default_metastore_url(defn.location))
     if as_json:
         click.echo(dumps({

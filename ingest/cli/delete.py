@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
 
@@ -29,7 +30,7 @@ Examples:
               help="Only count the rows that would be deleted; write nothing.")
 @write_options
 def command(path: str, where: str, dry_run: bool, metastore: str | None, as_json: bool,
-            quiet: bool) -> None:
+            quiet: bool, storage_options: dict[str, Any]) -> None:
     """Delete the rows of the table at PATH that match --where, as one transaction.
 
     Changes the disk unless --dry-run: writes delete_delta_W_W_0000 directories holding
@@ -39,7 +40,8 @@ def command(path: str, where: str, dry_run: bool, metastore: str | None, as_json
     progress(f"{'Counting' if dry_run else 'Deleting'} rows of {path} where {where}",
              quiet=quiet or as_json)
     started = time.monotonic()
-    result = delete(path, where, metastore=metastore, dry_run=dry_run)
+    result = delete(path, where, metastore=metastore, dry_run=dry_run,
+                    storage_options=storage_options)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps({

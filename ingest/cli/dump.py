@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from ingest.acid import inspect_bucket_file, read_events
+from ingest.acid import inspect_bucket_file, read_events, storage
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, rows
 
@@ -16,7 +18,7 @@ from ingest.cli._output import dumps, rows
               "instead of the events.")
 @click.option("--json", "as_json", is_flag=True, help="Errors as JSON on stderr (output is "
               "always JSON).")
-def command(file: str, meta: bool, as_json: bool) -> None:
+def command(file: str, meta: bool, as_json: bool, storage_options: dict[str, Any]) -> None:
     """Print every event of one ACID bucket file as a JSON line.
 
     Read-only. Honours the `_flush_length` side file: only events below the last complete
@@ -27,7 +29,8 @@ def command(file: str, meta: bool, as_json: bool) -> None:
       ingest dump warehouse/events/delta_0000001_0000001_0000/bucket_00000
       ingest dump --meta warehouse/events/delta_0000002_0000004/bucket_00000
     """
-    info = inspect_bucket_file(file)
+    fs = storage.url_to_fs(file, storage_options)[0]
+    info = inspect_bucket_file(file, fs=fs)
     if meta:
         tail = info.tail
         click.echo(dumps({
@@ -45,6 +48,6 @@ def command(file: str, meta: bool, as_json: bool) -> None:
                               for k, v in (tail.user_metadata if tail else {}).items()},
         }))
         return
-    for batch in read_events(info.path, length=info.readable_length):
+    for batch in read_events(info.path, fs=fs, length=info.readable_length):
         for row in rows(batch):
             click.echo(dumps(row))

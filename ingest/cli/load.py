@@ -51,7 +51,8 @@ Examples:
                    "load NULL into it (null; every Hive column is nullable).")
 @write_options
 def command(path: str, input_path: str, format_: str | None, missing_columns: str,
-            metastore: str | None, as_json: bool, quiet: bool) -> None:
+            metastore: str | None, as_json: bool, quiet: bool,
+            storage_options: dict[str, Any]) -> None:
     """Insert every row of FILE into the table at PATH as one transaction.
 
     Changes the disk: writes delta_W_W_0000 directories (one per partition) and commits
@@ -64,7 +65,8 @@ def command(path: str, input_path: str, format_: str | None, missing_columns: st
     started = time.monotonic()
     result = load_file(path, input_path, format=format_,  # type: ignore[arg-type]
                        metastore=metastore,
-                       missing_columns=missing_columns)  # type: ignore[arg-type]
+                       missing_columns=missing_columns,  # type: ignore[arg-type]
+                       storage_options=storage_options)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps({

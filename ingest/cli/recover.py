@@ -85,7 +85,8 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 def command(path: str, dry_run: bool, backup_dir: str | None, no_backup: bool,
-            txn_timeout_s: float, as_json: bool, quiet: bool) -> None:
+            txn_timeout_s: float, as_json: bool, quiet: bool, metastore: str | None,
+            storage_options: dict[str, Any]) -> None:
     """Bring a table back to a clean state after writers died, losing no committed row.
 
     Changes files (unless --dry-run): aborts timed-out transactions in the metastore, cuts
@@ -101,7 +102,8 @@ def command(path: str, dry_run: bool, backup_dir: str | None, no_backup: bool,
     started = time.monotonic()
     result = recover_table_with_metastore(path, dry_run=dry_run, backup_dir=backup_dir,
                                           backup=not no_backup, txn_timeout_s=txn_timeout_s,
-                                          check_data=True)
+                                          check_data=True, metastore=metastore,
+                                          storage_options=storage_options)
     seconds = time.monotonic() - started
     report = result.report
     if as_json:

@@ -137,7 +137,8 @@ Examples:
               help="Judge directories by this valid write-id list. Default: the table's "
                    "snapshot from its metastore, else every write id on disk as committed.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
-def command(path: str, snapshot: str | None, as_json: bool) -> None:
+def command(path: str, snapshot: str | None, as_json: bool, metastore: str | None,
+            storage_options: dict[str, Any]) -> None:
     """Show what is on disk under an ACID table and what a snapshot reads of it.
 
     Read-only; reads file tails and side files, never row data. Lists each partition's
@@ -148,7 +149,8 @@ def command(path: str, snapshot: str | None, as_json: bool) -> None:
     --auto` would do with it; open and aborted transactions from the metastore; and totals.
     """
     with warnings_to_stderr():
-        status = table_status(path, snapshot=snapshot)
+        status = table_status(path, snapshot=snapshot, metastore=metastore,
+                              storage_options=storage_options)
     if not as_json:
         _render_text(status)
         return

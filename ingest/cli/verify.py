@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from typing import Any
 
 import click
 
@@ -29,7 +30,7 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
-            quiet: bool) -> None:
+            quiet: bool, metastore: str | None, storage_options: dict[str, Any]) -> None:
     """Check that a table's metastore and files agree; exit 1 listing every problem.
 
     Read-only, metastore included. Checks: a metastore lists
@@ -40,7 +41,8 @@ def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
     needs no recovery, files of open transactions included.
     """
     started = time.monotonic()
-    report = verify_table(path, txn_timeout_s=txn_timeout_s, deep=not shallow)
+    report = verify_table(path, txn_timeout_s=txn_timeout_s, deep=not shallow,
+                          metastore=metastore, storage_options=storage_options)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps({"path": report.path, "table": report.table, "ok": report.ok,

@@ -55,10 +55,10 @@ class SourceOptions:
         max_partition_bytes: largest input partition (bytes plus the open cost per file).
         min_partitions: split into at least this many tasks when the table is big enough.
         max_write_ids_per_trigger: streaming only: at most this many write ids per batch.
-
-    The storage options (`storage_options` as a JSON object, or one `storage_option.<key>`
-    per option) are registered for the bucket of `path` when parsed, in the process that
-    plans the read; the planned tasks carry the filesystem itself to the executors.
+        storage_options: the table's fsspec options (`storage_options` as a JSON object, or
+            one `storage_option.<key>` per option); the driver makes the table's
+            filesystem with them, and the planned tasks carry that filesystem (which
+            pickles with exactly these options) to the executors.
     """
 
     path: str
@@ -69,6 +69,9 @@ class SourceOptions:
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     min_partitions: int = 2
     max_write_ids_per_trigger: int | None = None
+    # Credentials among them: never in a repr.
+    storage_options: Mapping[str, object] = field(default_factory=dict, repr=False,
+                                                  hash=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -82,14 +85,14 @@ class SourceOptions:
         if not path:
             raise ConfigError("The hive-acid source needs the table's location",
                               hint='spark.read.format("hive-acid").load("/warehouse/events")')
-        storage.register(storage.root_of(path), _storage_options(options))
+        storage_options = _storage_options(options)
         columns = options.get("columns")
         names = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
         return cls(path, options.get("metastore") or None, options.get("snapshot") or None,
                    names or None, options.get("where") or None,
                    _positive(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES),
                    _positive(options, "minPartitions", 2),
-                   _positive(options, "maxWriteIdsPerTrigger", None))
+                   _positive(options, "maxWriteIdsPerTrigger", None), storage_options)
 
 
 def _check_keys(options: Mapping[str, str]) -> None:

@@ -108,8 +108,8 @@ class ReadSetup:
     def _plan(self, view: ReadView, write_ids: tuple[int, int] | None) -> list[ScanTask]:
         """The view's scan tasks under the source's path, partitions the conditions rule out
         left unread (and, streaming, only files that may hold `write_ids`)."""
-        fs, root = _table_fs(self.defn)
-        path = str(storage.url_to_fs(self.options.path)[1]).rstrip("/")
+        fs, root = self._table_fs()
+        path = storage.path_of(self.options.path)
         tree = tree_conjunction(self.conditions)
 
         def keep(p: Partition) -> bool:
@@ -128,11 +128,16 @@ class ReadSetup:
         for c in self.conditions:
             needed += [n for n in c.columns if n not in needed]
             columns += [n for n in c.columns if n not in columns]
-        fs, _ = _table_fs(self.defn)
+        fs, _ = self._table_fs()
         return ReadTask(fs, snapshot, self.defn.row_schema, tuple(self.defn.partition_columns),
                         tuple(needed), spark_arrow_schema(self.output)[1],
                         conjunction(self.conditions), tree_conjunction(self.conditions),
                         tuple(columns), write_ids, lease)
+
+    def _table_fs(self) -> tuple[fsspec.AbstractFileSystem, str]:
+        """The table's filesystem, made with the source's storage options, and its root."""
+        fs, root = storage.url_to_fs(self.defn.location, self.options.storage_options)
+        return fs, str(root).rstrip("/")
 
     def _input_partitions(self, template: ReadTask, scans: list[ScanTask]
                           ) -> list[InputPartition]:
@@ -141,11 +146,6 @@ class ReadSetup:
         return [TaskPartition(replace(template, scans=group)) for group in pack(
             sized, max_partition_bytes=self.options.max_partition_bytes,
             min_partitions=self.options.min_partitions)]
-
-
-def _table_fs(defn: TableDefinition) -> tuple[fsspec.AbstractFileSystem, str]:
-    fs, root = storage.url_to_fs(defn.location)
-    return fs, str(root).rstrip("/")
 
 
 __all__ = ["ReadSetup", "TaskPartition", "reader_agent", "spark_arrow_schema"]

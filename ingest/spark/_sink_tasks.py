@@ -84,8 +84,9 @@ class TaskPlan:
         compression, dead_letter_compression: ORC codecs of the two tables.
         input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran before).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
-        storage_options: `ingest.acid.storage.registered()` on the driver, registered in the
-            task before it touches a file (executors are other processes).
+        storage_options: the fsspec options of the two tables (the sink's own, nothing else
+            of the driver's process): the task makes its filesystems with them (executors
+            are other processes).
     """
 
     table_root: str
@@ -106,9 +107,8 @@ class TaskPlan:
     committed_lengths: dict[str, int] = field(default_factory=dict, hash=False)
     compression: str = "zlib"
     dead_letter_compression: str = "zlib"
-    # The driver's storage registrations (credentials among them: never in a repr).
-    storage_options: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False,
-                                                       repr=False)
+    # The tables' storage options (credentials among them: never in a repr).
+    storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
     input: Literal["kafka", "parsed"] = "kafka"
     parsed_arrow_schema: pa.Schema | None = None
 
@@ -261,9 +261,9 @@ class _TaskWriter:
     def __init__(self, plan: TaskPlan, task_index: int, attempt_id: int) -> None:
         self.plan = plan
         self.task_index, self.attempt_id = task_index, attempt_id
-        storage.register_all(plan.storage_options)
-        self.fs, self.root = storage.url_to_fs(plan.table_root)
-        self.dl_fs, self.dl_root = storage.url_to_fs(plan.dead_letter_root)
+        self.fs, self.root = storage.url_to_fs(plan.table_root, plan.storage_options)
+        self.dl_fs, self.dl_root = storage.url_to_fs(plan.dead_letter_root,
+                                                     plan.storage_options)
         self.files: dict[tuple[str, int], _File] = {}
         self.dead: _File | None = None
 

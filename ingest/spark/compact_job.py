@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,8 +51,8 @@ class _PartitionTask:
     compression: str
     # `_vT` output names (object stores by default): the compactor's transaction id, else None.
     visibility_txn_id: int | None = None
-    # The driver's storage registrations (credentials among them: never in a repr).
-    storage_options: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    # The table's own storage options (credentials among them: never in a repr).
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ def compact_on_executors(
     partitions: list[str] | None = None,
     metastore_url: str | None = None,
     dry_run: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> CompactJobReport:
     """Compact a table's partitions in parallel, one Spark task per partition.
 
@@ -98,6 +100,7 @@ def compact_on_executors(
         partitions: specs such as ``dt=2026-01-01``; default every partition.
         metastore_url: default: beside the table.
         dry_run: plan only; nothing is written.
+        storage_options: the table's fsspec options; each task receives exactly these.
 
     Raises:
         TableNotFoundError: no table at `location`.
@@ -106,7 +109,9 @@ def compact_on_executors(
     """
     started = time.monotonic()
     url = metastore_url or default_metastore_url(location)
-    plan = compact(location, kind=kind, partitions=partitions, metastore=url, dry_run=True)
+    options = dict(storage_options or {})
+    plan = compact(location, kind=kind, partitions=partitions, metastore=url, dry_run=True,
+                   storage_options=options)
     kinds: dict[str, CompactionKind] = {
         p.partition: p.kind for p in plan.partitions
         if p.result is not None and p.kind in ("major", "minor")}
@@ -121,14 +126,15 @@ def compact_on_executors(
         codec = parse_codec(defn.properties.get("orc.compress", "zlib"),
                             where=f"Cannot compact {defn.name}: table property orc.compress=",
                             hint="fix the table property orc.compress")
-        suffix = uses_visibility_suffix(defn, storage.url_to_fs(defn.location)[0].protocol)
+        suffix = uses_visibility_suffix(defn, storage.url_to_fs(defn.location,
+                                                                options)[0].protocol)
         begun, failures = _begin(store, defn, kinds, agent=agent)
         for run in begun.values():
             beating.enter_context(run)  # heartbeats; a failed job records each as failed
         tasks = [_PartitionTask(defn.location, partition, kinds[partition],
                                 _partition_view(view, partition), defn.row_schema, codec,
                                 begun[partition].txn.txn_id if suffix else None,
-                                storage.registered())
+                                options)
                  for partition in sorted(begun)]
         log.info("compacting %d partitions of %s on executors", len(tasks), defn.name)
         outcomes = (spark.sparkContext.parallelize(tasks, len(tasks)).map(_run_task).collect()
@@ -178,8 +184,7 @@ def _report(plan: CompactReport, results: dict[str, CompactionResult | None], *,
 
 def _run_task(task: _PartitionTask) -> tuple[str, CompactionResult | None, str | None]:
     """On an executor: compact one partition as of the driver's snapshot."""
-    storage.register_all(task.storage_options)
-    fs, root = storage.url_to_fs(task.location)
+    fs, root = storage.url_to_fs(task.location, task.storage_options)
     root = str(root).rstrip("/")
     directory = "/".join(x for x in (root, task.partition) if x)
     try:

@@ -179,8 +179,11 @@ def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
 
 
 def ensure_tables(location: str, layout: TableLayout, *,
-                  metastore_url: str | None = None) -> tuple[TableDefinition, TableDefinition]:
-    """Create the table and its dead-letter table when missing; check them when present.
+                  metastore_url: str | None = None,
+                  storage_options: Mapping[str, Any] | None = None,
+                  ) -> tuple[TableDefinition, TableDefinition]:
+    """Create the table and its dead-letter table when missing (with `storage_options`, the
+    tables' fsspec options); check them when present.
 
     Raises:
         SchemaMismatchError: an existing table's columns or partitioning differ.
@@ -195,7 +198,8 @@ def ensure_tables(location: str, layout: TableLayout, *,
         table = store.find_table(location)
         if table is None:
             table = create_table(location, to_ddl(layout.row_schema), name=wanted.name,
-                                 partitioned_by=partitions, metastore=store)
+                                 partitioned_by=partitions, metastore=store,
+                                 storage_options=storage_options)
             log.info("Created table %s at %s (%s)%s", table.name, table.location,
                      to_ddl(table.row_schema),
                      f" partitioned by {partitions[0]}" if partitions else "")
@@ -205,7 +209,7 @@ def ensure_tables(location: str, layout: TableLayout, *,
         dead = store.find_table(dl_location)
         if dead is None:
             dead = create_table(dl_location, DEAD_LETTER_DDL, name=dead_letter_name(table.name),
-                                metastore=store)
+                                metastore=store, storage_options=storage_options)
         else:
             _check_existing(dead, TableDefinition(dead.name, dl_location, dead_letter_schema()))
     return table, dead
@@ -228,8 +232,8 @@ def _check_existing(table: TableDefinition, wanted: TableDefinition) -> None:
             hint="use the table's partitioning, or write to a new --table location")
 
 
-def _checkpoint_is_new(checkpoint: str) -> bool:
-    fs, path = storage.url_to_fs(checkpoint)
+def _checkpoint_is_new(checkpoint: str, storage_options: Mapping[str, Any]) -> bool:
+    fs, path = storage.url_to_fs(checkpoint, storage_options)
     offsets = f"{path.rstrip('/')}/offsets"
     return not fs.exists(offsets) or not [p for p in fs.ls(offsets, detail=False)
                                           if not p.rsplit("/", 1)[-1].startswith(".")]
@@ -383,30 +387,33 @@ def run_stream(
     interval_s, available_now = options.schedule
     table = options.table
     layout = table_layout(options.schema_ddl, options.partition_by)
-    # Registered before any file is touched; the sink ships the registrations to its tasks
-    # and the maintenance thread runs here (docs/architecture.md §4).
+    # The tables' (and the checkpoint's) storage options, passed as a value to everything
+    # that touches a file: the sink ships them to its tasks (docs/architecture.md §4).
+    storage_options = dict(options.storage)
     for location in (table, options.checkpoint):
         storage.check_url(location)
-        storage.register(storage.root_of(location), options.storage)
     # Every option is checked before anything is created (docs/invariants.md, 6).
     check_partition_expression(spark, layout)
     url = metastore_url or options.metastore or default_metastore_url(table)
     check_sink_progress(url)
     if options.sink.txns_per_delta > 1:
-        AcidSink(table, sink_id="check", options=options.sink, metastore_url=url)
+        AcidSink(table, sink_id="check", options=options.sink, metastore_url=url,
+                 storage_options=storage_options)
     check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)
-    target, _ = ensure_tables(table, layout, metastore_url=url)
+    target, _ = ensure_tables(table, layout, metastore_url=url,
+                              storage_options=storage_options)
     checkpoint = options.checkpoint
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id)
         # Repair what dead writers left (torn stripes, stale side files) before adding to it;
         # files of transactions still open belong to live writers and are left alone.
-        recovery = recover_table_with_metastore(target.location, store=store, table=target)
+        recovery = recover_table_with_metastore(target.location, store=store, table=target,
+                                                storage_options=storage_options)
     for repaired in recovery.report.changed:
         log.warning("recovered %s: %s (%s -> %s bytes)", repaired.path, repaired.action,
                     repaired.old_length, repaired.new_length)
-    if last is not None and _checkpoint_is_new(checkpoint):
+    if last is not None and _checkpoint_is_new(checkpoint, storage_options):
         raise ConfigError(
             f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
             f"committed micro-batches up to {last} into {target.name}; starting over would "
@@ -417,7 +424,7 @@ def run_stream(
     sink = AcidSink(target.location, sink_id=sink_id, options=options.sink,
                     row_schema=layout.row_schema, partition_columns=target.partition_columns,
                     partition_expression=layout.partition_expression, metastore_url=url,
-                    lag_fn=lag)
+                    lag_fn=lag, storage_options=storage_options)
     frame = kafka_dataframe(spark, bootstrap_servers=options.bootstrap_servers,
                             topic=options.topic, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
@@ -427,7 +434,7 @@ def run_stream(
     if options.compact != "off" or options.clean != "off":
         maintenance = StreamMaintenance(
             metastore_url=url, compact=options.compact, clean=options.clean,
-            interval_s=options.maintenance_interval_s)
+            interval_s=options.maintenance_interval_s, storage_options=storage_options)
         batch_fn = _then_signal(sink, maintenance)
         maintenance.start()
     writer = (frame.writeStream.foreachBatch(batch_fn).option("checkpointLocation", checkpoint)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import fsspec
 
@@ -67,7 +68,8 @@ class StreamMaintenance:
     """
 
     def __init__(self, *, metastore_url: str, compact: Maintenance = "auto",
-                 clean: Maintenance = "auto", interval_s: float = 60.0) -> None:
+                 clean: Maintenance = "auto", interval_s: float = 60.0,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
         """Nothing runs until `start()`.
 
         Args:
@@ -75,8 +77,10 @@ class StreamMaintenance:
             compact: "auto" compacts the touched partitions the initiator picks; "off" never.
             clean: "auto" runs the cleaner after compacting; "off" never.
             interval_s: least seconds from the end of one run to the start of the next.
+            storage_options: the fsspec options of the tables (the stream's own).
         """
         self.metastore_url = metastore_url
+        self.storage_options = dict(storage_options or {})
         self.compact_mode, self.clean_mode = compact, clean
         self.interval_s = interval_s
         self._lock = threading.Lock()
@@ -156,7 +160,7 @@ class StreamMaintenance:
         is logged and counted in `stats`, since maintenance must never stop a stream.
         """
         try:
-            fs, root = storage.url_to_fs(location)
+            fs, root = storage.url_to_fs(location, self.storage_options)
             target = _Target(location, fs, root.rstrip("/"))
             compacted = 0
             if self.compact_mode == "auto":
@@ -177,7 +181,8 @@ class StreamMaintenance:
             partition = directory[len(target.root):].strip("/")
             try:
                 report = compact(target.location, kind="auto", metastore=self.metastore_url,
-                                 partitions=[partition] if partition else None)
+                                 partitions=[partition] if partition else None,
+                                 storage_options=self.storage_options)
             except CommitConflictError as e:  # another compactor holds it: its turn
                 log.info("not compacting %s now: %s", directory, e)
                 continue
@@ -203,7 +208,8 @@ class StreamMaintenance:
         now have no reader left.
         """
         try:
-            clean(target.location, metastore=self.metastore_url)
+            clean(target.location, metastore=self.metastore_url,
+                  storage_options=self.storage_options)
         except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
             self._failed(f"Cannot clean {target.location}", e)
             return

@@ -29,7 +29,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import fsspec
 import pyarrow as pa
@@ -120,6 +120,7 @@ class AcidSink:
         metastore_url: str | None = None,
         compression: str | None = None,
         lag_fn: Callable[[Mapping[tuple[str, int], int]], int | None] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         """Check the options; nothing is opened until the first micro-batch.
 
@@ -141,6 +142,9 @@ class AcidSink:
             compression: ORC codec of the bucket files; default each table's
                 `orc.compress` property (zlib when unset, which Hive 3 reads).
             lag_fn: maps the batch's end offsets to the records still behind, for the log.
+            storage_options: the fsspec options of the table and of its dead-letter table
+                beside it (endpoint, credentials); each task receives exactly these, as a
+                value. None: fsspec's own config and environment.
 
         Raises:
             ConfigError: K > 1 on a filesystem that cannot append.
@@ -167,8 +171,10 @@ class AcidSink:
                 f"{protocol}:// storage cannot append to files, and a transaction batch "
                 "appends every micro-batch to the same bucket files",
                 hint="use --txns-per-delta 1 on object stores (s3, gs, abfs)")
-        self.fs, self.root = storage.url_to_fs(table_location)
-        self.dl_fs, self.dl_root = storage.url_to_fs(self.dead_letter_location)
+        self.storage_options = dict(storage_options or {})
+        self.fs, self.root = storage.url_to_fs(table_location, self.storage_options)
+        self.dl_fs, self.dl_root = storage.url_to_fs(self.dead_letter_location,
+                                                     self.storage_options)
         self._store: Metastore | None = None
         self._table: TableDefinition | None = None
         self._dead_letter: TableDefinition | None = None
@@ -188,7 +194,7 @@ class AcidSink:
             self._table = store.get_table(self.table_location)
             self._dead_letter = store.get_table(self.dead_letter_location)
             for defn in (self._table, self._dead_letter):
-                check_owner(defn, store.url)  # one metastore per location (invariant 7)
+                check_owner(defn, store.url, self.storage_options)  # one metastore per location (7)
             self._check_definition(self._table)
             self._codecs = (_codec(self._table, self.compression),
                             _codec(self._dead_letter, self.compression))
@@ -253,14 +259,16 @@ class AcidSink:
             for info in infos:
                 dead.setdefault(info.table, []).append(info.write_id)
         for name, write_ids in dead.items():
-            removal = remove_aborted_writes(store, tables[name], write_ids)
+            removal = remove_aborted_writes(store, tables[name], write_ids,
+                                            storage_options=self.storage_options)
             log.warning("Aborted write ids %s of %s left open by an earlier run of sink %r; "
                         "removed %d of their files and %d delta directories%s", write_ids,
                         name, self.sink_id, len(removal.removed), len(removal.directories),
                         f"; kept {list(removal.kept)}" if removal.kept else "")
         if self._table.name in dead:
             # Files of the earlier run's transaction batch were live until now: repair them.
-            recover_table_with_metastore(self._table.location, store=store, table=self._table)
+            recover_table_with_metastore(self._table.location, store=store, table=self._table,
+                                         storage_options=self.storage_options)
 
     # ------------------------------------------------------------------ the micro-batch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -353,7 +361,7 @@ class AcidSink:
             close_files=self.options.txns_per_delta > 1 and last, options=self.options,
             committed_lengths=committed, compression=self._codecs[0],
             dead_letter_compression=self._codecs[1],
-            storage_options=storage.registered(),
+            storage_options=dict(self.storage_options),
         )
 
     def _committed_files(self, plan: TaskPlan, results: list[TaskResult]
@@ -362,7 +370,7 @@ class AcidSink:
         assert self._table is not None and self._dead_letter is not None
         # Task paths start with the root each table's location names (as in `_sink_tasks`).
         tables = {target: (table.name, write_id,
-                           str(storage.url_to_fs(table.location)[1]).rstrip("/") + "/")
+                           storage.path_of(table.location) + "/")
                   for target, table, write_id in (
                       ("table", self._table, plan.write_id),
                       ("dead_letter", self._dead_letter, plan.dead_letter_write_id))}

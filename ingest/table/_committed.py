@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import fsspec
 
+from ingest.acid import storage
 from ingest.acid.committed import (
     CommittedFile,
     CommittedFiles,
@@ -25,7 +26,6 @@ from ingest.acid.committed import (
 from ingest.acid.names import ParsedDirectory, parse_bucket_file, parse_directory
 from ingest.acid.plan import covers
 from ingest.acid.recovery import FileRecovery, RecoveryReport
-from ingest.table._open import table_fs
 from ingest.table._written import relative_path
 from ingest.txn import Metastore, TableDefinition
 
@@ -37,7 +37,7 @@ def table_manifest(store: Metastore, table: TableDefinition) -> CommittedFiles:
     Raises:
         MetastoreError: the metastore failed.
     """
-    return CommittedFiles(table_fs(table)[1], store.committed_files(table.name))
+    return CommittedFiles(storage.path_of(table.location), store.committed_files(table.name))
 
 
 def find_damage(fs: fsspec.AbstractFileSystem, manifest: CommittedFiles, *,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import fsspec
 
@@ -27,6 +28,10 @@ from ingest.txn import (
 
 MetastoreRef = str | Metastore | None
 """A metastore URL, an open Metastore (left open), or None for the table's default one."""
+
+StorageOptions = Mapping[str, Any] | None
+"""The fsspec options of a table's files (endpoint, credentials, ...), given by the caller
+with the table; None: fsspec's own config and environment alone."""
 
 
 @contextmanager
@@ -45,10 +50,11 @@ def open_store(metastore: MetastoreRef, location: str, *, create: bool) -> Itera
 
 @contextmanager
 def open_table(
-    location: str, metastore: MetastoreRef,
+    location: str, metastore: MetastoreRef, storage_options: StorageOptions = None,
 ) -> Iterator[tuple[Metastore, TableDefinition]]:
     """The metastore holding the table at `location` (its root) and the table's definition,
-    for an operation that writes: the metastore must own the location (`check_owner`).
+    for an operation that writes: the metastore must own the location (`check_owner`, which
+    reads the location's marker with `storage_options`).
 
     Raises:
         TableNotFoundError: no metastore lists a table at `location`.
@@ -61,14 +67,14 @@ def open_table(
         store, defn = find_metastore_for(location)
         try:
             _check_root(defn, location)
-            check_owner(defn, store.url)
+            check_owner(defn, store.url, storage_options)
             yield store, defn
         finally:
             store.close()
         return
     with open_store(metastore, location, create=False) as store:
         defn = store.get_table(normalize_location(location))
-        check_owner(defn, store.url)
+        check_owner(defn, store.url, storage_options)
         yield store, defn
 
 
@@ -79,9 +85,11 @@ def _check_root(defn: TableDefinition, location: str) -> None:
             hint=f"give the table root: {defn.location}")
 
 
-def table_fs(defn: TableDefinition) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The table's filesystem and its root path on it (no trailing slash)."""
-    fs, root = storage.url_to_fs(defn.location)
+def table_fs(defn: TableDefinition, storage_options: StorageOptions = None,
+             ) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The table's filesystem, made with the table's `storage_options`, and its root path on
+    it (no trailing slash)."""
+    fs, root = storage.url_to_fs(defn.location, storage_options)
     return fs, str(root).rstrip("/")
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import fsspec
 
@@ -91,13 +93,19 @@ def write_marker(fs: fsspec.AbstractFileSystem, root: str, marker: OwnerMarker) 
     fs.pipe_file(marker_path(root), marker.encode())
 
 
-def check_owner(defn: TableDefinition, store_url: str) -> None:
+def check_owner(defn: TableDefinition, store_url: str,
+                storage_options: Mapping[str, Any] | None = None) -> None:
     """Refuse a write to `defn`'s location through a metastore that does not own it.
+
+    Args:
+        defn: the table.
+        store_url: the metastore the write goes through.
+        storage_options: the table's storage options (to read its marker).
 
     Raises:
         ConfigError: the location's marker names another metastore's table (both named).
     """
-    fs, root = storage.url_to_fs(defn.location)
+    fs, root = storage.url_to_fs(defn.location, storage_options)
     marker = read_marker(fs, root)
     if marker is None or defn.properties.get(TOKEN_PROPERTY) == marker.token:
         return

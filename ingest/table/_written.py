@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import has_directories, list_partitions
+from ingest.acid import has_directories, list_partitions, storage
 from ingest.acid.committed import CommittedFile
 from ingest.acid.names import (
     ACID_VERSION_FILE,
@@ -30,7 +30,7 @@ from ingest.acid.names import (
 )
 from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
-from ingest.table._open import table_fs
+from ingest.table._open import StorageOptions, table_fs
 from ingest.txn import Metastore, TableDefinition, Transaction
 
 
@@ -154,7 +154,7 @@ def writing(store: Metastore, defn: TableDefinition, fs: fsspec.AbstractFileSyst
     files and aborts it (`fail`). Committing (`commit`) or aborting an empty write is the
     caller's, after the block."""
     txn = store.open_transaction(defn, agent=agent)
-    written = Written(fs, table_fs(defn)[1])
+    written = Written(fs, storage.path_of(defn.location))
     try:
         yield txn, written
     except BaseException as e:
@@ -219,7 +219,8 @@ class AbortedWriteRemoval:
 
 
 def remove_aborted_writes(store: Metastore, table: TableDefinition,
-                          write_ids: Iterable[int]) -> AbortedWriteRemoval:
+                          write_ids: Iterable[int], *,
+                          storage_options: StorageOptions = None) -> AbortedWriteRemoval:
     """Remove what writes that died left in their `delta_W_W_0000` directories, for each of
     `write_ids` that the metastore holds aborted, in every partition of the table.
 
@@ -230,6 +231,12 @@ def remove_aborted_writes(store: Metastore, table: TableDefinition,
     last). Files of other write ids, committed or still open, are never looked at
     (docs/invariants.md, 7).
 
+    Args:
+        store: the table's metastore.
+        table: the table.
+        write_ids: the write ids of the dead writes.
+        storage_options: the table's storage options.
+
     Raises:
         MetastoreError: the metastore failed.
         OSError: the storage failed (what was removed until then stays removed).
@@ -238,7 +245,7 @@ def remove_aborted_writes(store: Metastore, table: TableDefinition,
     wanted = sorted(set(write_ids))
     aborted = {format_delta(w, w, 0) for w in wanted if snapshot.is_aborted(w)}
     not_aborted = tuple(w for w in wanted if not snapshot.is_aborted(w))
-    fs, root = table_fs(table)
+    fs, root = table_fs(table, storage_options)
     if not aborted or not fs.exists(root):
         return AbortedWriteRemoval(not_aborted=not_aborted)
     listed = set(store.committed_files(table.name))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ingest.errors import ConfigError
 from ingest.table._definition import check_properties
-from ingest.table._open import MetastoreRef, open_table
+from ingest.table._open import MetastoreRef, StorageOptions, open_table
 from ingest.txn import TableDefinition
 
 
@@ -28,6 +28,7 @@ def alter_table(
     *,
     properties: Mapping[str, str],
     metastore: MetastoreRef = None,
+    storage_options: StorageOptions = None,
 ) -> AlterResult:
     """Set table properties of the table at `location`; the others are kept.
 
@@ -35,6 +36,7 @@ def alter_table(
         location: the table root.
         properties: the properties to set, e.g. ``{"orc.compress": "SNAPPY"}``.
         metastore: as for `create_table`; default: found from the location.
+        storage_options: the table's fsspec options, to read the location's owner marker.
 
     Returns:
         The table as stored afterwards and what changed.
@@ -48,7 +50,7 @@ def alter_table(
         raise ConfigError(f"Cannot alter table at {location}: no property to set",
                           hint=f"for example `ingest alter {location} --property "
                           "orc.compress=SNAPPY`")
-    with open_table(location, metastore) as (store, defn):
+    with open_table(location, metastore, storage_options) as (store, defn):
         wanted = check_properties(properties, table=defn.name, action="alter")
         changed = tuple((k, defn.properties.get(k), v) for k, v in sorted(wanted.items())
                         if defn.properties.get(k) != v)

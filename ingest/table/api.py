@@ -1,16 +1,20 @@
 """The Python entry point to a table: `open_table(location)` -> `Table`, read as Arrow.
 
-A `Table` finds its metastore as the CLI does, reads the metastore's committed snapshot by
-default, and streams rows through `ingest.acid.scan` (partition pruning, stripe skipping, exact
-filter); load and delete delegate to `ingest.table.load` and `ingest.table.delete`. Reading
-files without a metastore is an explicit choice (`metastore=False`). Knows no ORC bytes.
+`open_table` resolves the location, its filesystem and its metastore once; the `Table`
+carries them (its storage options included: no process-wide state) and every table operation
+is a method on it: reads (the metastore's committed snapshot by default, streamed through
+`ingest.acid.scan`), and `load`, `delete`, `compact`, `clean`, `verify`, `recover`, `alter`,
+`history`, `status`, which delegate to the `ingest.table` functions of those names with the
+table's own metastore and options. Reading files without a metastore is an explicit choice
+(`metastore=False`). Knows no ORC bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import fsspec
@@ -32,17 +36,31 @@ from ingest.table._arguments import (
     rows_as_table,
 )
 from ingest.table._definition import table_schema
-from ingest.table._open import agent_name, table_fs
+from ingest.table._open import agent_name
+from ingest.table.alter import AlterResult, alter_table
+from ingest.table.clean import CleanReport, PartitionClean
+from ingest.table.clean import clean as clean_table
+from ingest.table.compact import CompactMode, CompactReport
+from ingest.table.compact import compact as compact_table
 from ingest.table.delete import DeleteResult
 from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
 from ingest.table.load import LoadResult, MissingColumns, check_missing_columns
 from ingest.table.load import load as load_rows
+from ingest.table.verify import (
+    DEFAULT_TXN_TIMEOUT_S,
+    TableRecovery,
+    VerifyReport,
+    recover_table_with_metastore,
+    verify_table,
+)
 from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for, redact_url
 from ingest.txn.locations import ancestors, normalize_location
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ingest.table.status import TableStatus
 
 MetastoreArg = str | Metastore | Literal[False] | None
 """None: the metastore `ingest` finds for the location; a metastore URL (`sqlite://`,
@@ -67,9 +85,9 @@ def open_table(
             that directory); a path or fsspec URL.
         metastore: see `MetastoreArg`. With a metastore, reads use its committed snapshot.
         storage_options: fsspec options for the table's files (endpoint, credentials, ...);
-            registered for `location` and the table's root in this process
-            (`ingest.acid.storage`), so reads, `load` and `delete` all use them, as do
-            `ingest.table` functions called later on the same location.
+            the `Table` carries a copy and every one of its reads and operations uses them
+            (nothing is kept in the process: two tables may use two endpoints). None:
+            fsspec's own config and environment (`FSSPEC_S3_*`).
 
     Returns:
         The table; it holds no open file or connection between calls.
@@ -82,17 +100,16 @@ def open_table(
         ConfigError: `metastore` is neither None, False, a URL nor a `Metastore`;
             `storage_options` is not a dict; `location` is a URL no filesystem serves.
     """
-    storage_options = check_storage_options(storage_options, location=location)
+    options = check_storage_options(storage_options, location=location) or {}
     storage.check_url(location)
-    storage.register(location, storage_options)
-    fs, path = storage.url_to_fs(location)
+    fs, path = storage.url_to_fs(location, options)
     path = str(path).rstrip("/") or "/"
     if metastore is False:
         if not fs.isdir(path):
             if not has_directories(fs):  # a missing bucket is named as such
-                storage.check_bucket(fs, location)
+                storage.check_bucket(fs, location, options)
             raise FileNotFoundError(f"Cannot read table, directory does not exist: {path}")
-        return Table(fs, path, None, None)
+        return Table(fs, path, None, None, options)
     if metastore is None:
         try:
             store, defn = find_metastore_for(location, read_only=True)
@@ -100,17 +117,15 @@ def open_table(
             raise TableNotFoundError(e.message, table=location,
                                      hint=f"{e.hint}; or {_NO_METASTORE_HINT}") from e
         try:
-            return _registered(Table(fs, path, defn, store.url), storage_options)
+            return Table(fs, path, defn, store.url, options)
         finally:
             store.close()
     if isinstance(metastore, Metastore):
-        return _registered(Table(fs, path, _find_table(metastore, location), metastore),
-                           storage_options)
+        return Table(fs, path, _find_table(metastore, location), metastore, options)
     if isinstance(metastore, str):
         store = Metastore.open(metastore, create=False, read_only=True)
         try:
-            return _registered(Table(fs, path, _find_table(store, location), metastore),
-                               storage_options)
+            return Table(fs, path, _find_table(store, location), metastore, options)
         finally:
             store.close()
     raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
@@ -132,14 +147,6 @@ def _check_read(table: Table, columns: object, limit: object, snapshot: object,
     return checked_columns, checked_limit
 
 
-def _registered(table: Table, storage_options: dict[str, Any] | None) -> Table:
-    """The table, its root registered with `storage_options` (opened at a partition, the
-    root is above the location already registered)."""
-    if table.definition is not None:
-        storage.register(table.definition.location, storage_options)
-    return table
-
-
 def _find_table(store: Metastore, location: str) -> TableDefinition:
     for candidate in ancestors(location):
         found = store.find_table(candidate)
@@ -158,11 +165,15 @@ class Table:
     """
 
     def __init__(self, fs: fsspec.AbstractFileSystem, path: str,
-                 definition: TableDefinition | None, metastore: str | Metastore | None) -> None:
+                 definition: TableDefinition | None, metastore: str | Metastore | None,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
         self._fs = fs
         self._path = path
         self.definition = definition
         self._metastore = metastore
+        # The table's own options, read-only: every operation gets exactly these.
+        self._storage_options: Mapping[str, Any] = MappingProxyType(
+            dict(storage_options or {}))
 
     def __repr__(self) -> str:
         return f"Table({self.location!r})"
@@ -184,6 +195,19 @@ class Table:
     @property
     def has_metastore(self) -> bool:
         return self.definition is not None
+
+    @property
+    def metastore_url(self) -> str | None:
+        """The URL of the metastore the table was opened with (None: opened without one)."""
+        if isinstance(self._metastore, Metastore):
+            return self._metastore.url
+        return self._metastore
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """A copy of the fsspec options the table's files are reached with (secrets
+        included: never log them; `ingest.acid.storage.redacted` hides them)."""
+        return dict(self._storage_options)
 
     @property
     def schema(self) -> pa.Schema:
@@ -323,7 +347,8 @@ class Table:
         defn = self._require_root("load rows")
         data = rows_as_table(data, where=defn.name)
         return load_rows(defn.location, data, metastore=self._metastore,
-                         missing_columns=missing_columns)
+                         missing_columns=missing_columns,
+                         storage_options=self._storage_options)
 
     def delete(self, where: str, *, dry_run: bool = False) -> DeleteResult:
         """Delete the rows matching `where` in one transaction (`ingest.table.delete`).
@@ -333,7 +358,98 @@ class Table:
             CorruptFileError, CommitConflictError, MetastoreError: see `delete`.
         """
         defn = self._require_root("delete rows")
-        return delete_rows(defn.location, where, metastore=self._metastore, dry_run=dry_run)
+        return delete_rows(defn.location, where, metastore=self._metastore, dry_run=dry_run,
+                           storage_options=self._storage_options)
+
+    # -- maintenance and administration ------------------------------------------------------
+
+    def compact(self, kind: CompactMode = "major", *, partitions: Sequence[str] | None = None,
+                dry_run: bool = False) -> CompactReport:
+        """Compact the table partition by partition (`ingest.table.compact`).
+
+        Raises:
+            ConfigError: opened without a metastore or at a partition; see `compact`.
+            CommitConflictError, CorruptFileError, MetastoreError: see `compact`.
+        """
+        defn = self._require_root("compact")
+        return compact_table(defn.location, kind=kind, partitions=partitions,
+                             metastore=self._metastore, dry_run=dry_run,
+                             storage_options=self._storage_options)
+
+    def clean(self, *, retention_s: float | None = None, dry_run: bool = False,
+              partitions: Sequence[str] | None = None,
+              txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+              on_partition: Callable[[PartitionClean], None] | None = None) -> CleanReport:
+        """Remove what no reader can use any more (`ingest.table.clean`).
+
+        Raises:
+            ConfigError: opened without a metastore or at a partition; see `clean`.
+            CorruptFileError, MetastoreError, OSError: see `clean`.
+        """
+        defn = self._require_root("clean")
+        return clean_table(defn.location, metastore=self._metastore, retention_s=retention_s,
+                           dry_run=dry_run, partitions=partitions,
+                           txn_timeout_s=txn_timeout_s, on_partition=on_partition,
+                           storage_options=self._storage_options)
+
+    def verify(self, *, deep: bool = True,
+               txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S) -> VerifyReport:
+        """Check the table's (or the opened partition's) files against its metastore,
+        changing nothing (`ingest.table.verify_table`); without a metastore, the files only.
+
+        Raises:
+            ConfigError, FileNotFoundError, MetastoreError: see `verify_table`.
+        """
+        with self._store_or_none() as store:
+            return verify_table(self.location, fs=self._fs, txn_timeout_s=txn_timeout_s,
+                                deep=deep, store=store, table=self.definition,
+                                metastore=False if store is None else None,
+                                storage_options=self._storage_options)
+
+    def recover(self, *, dry_run: bool = False, backup_dir: str | None = None,
+                backup: bool = True, txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+                check_data: bool = False) -> TableRecovery:
+        """Abort timed-out transactions and bring every bucket file back to its last
+        complete footer, losing no committed row (`recover_table_with_metastore`).
+
+        Raises:
+            ConfigError, FileNotFoundError, MetastoreError: see
+                `recover_table_with_metastore`.
+        """
+        with self._store_or_none(writable=not dry_run) as store:
+            return recover_table_with_metastore(
+                self.location, fs=self._fs, dry_run=dry_run, backup_dir=backup_dir,
+                backup=backup, txn_timeout_s=txn_timeout_s, store=store,
+                table=self.definition, check_data=check_data,
+                metastore=False if store is None else None,
+                storage_options=self._storage_options)
+
+    def alter(self, properties: Mapping[str, str]) -> AlterResult:
+        """Set table properties; the others are kept (`ingest.table.alter_table`). The
+        `Table` keeps the definition it was opened with; open it again to see the change.
+
+        Raises:
+            ConfigError: opened without a metastore or at a partition; see `alter_table`.
+            MetastoreError: see `alter_table`.
+        """
+        defn = self._require_root("alter")
+        return alter_table(defn.location, properties=properties, metastore=self._metastore,
+                           storage_options=self._storage_options)
+
+    def status(self, snapshot: ValidWriteIdList | str | None = None) -> TableStatus:
+        """The table's (or the opened partition's) layout, backlog and transactions, as
+        `ingest status` shows them (`ingest.table.table_status`).
+
+        Raises:
+            ConfigError, FileNotFoundError, MetastoreError: see `table_status`.
+        """
+        # Imported here: `ingest.table.status` finds tables through `locate`, which opens
+        # them with this module.
+        from ingest.table.status import table_status
+
+        return table_status(self.location, snapshot=snapshot,
+                            metastore=self._metastore if self.definition is not None else False,
+                            storage_options=self._storage_options)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -351,6 +467,23 @@ class Table:
                               f"inside table {defn.name}, not its root",
                               hint=f"open the table root: ingest.open_table({defn.location!r})")
         return defn
+
+    @contextmanager
+    def _store_or_none(self, *, writable: bool = False) -> Iterator[Metastore | None]:
+        """The table's metastore (None without one); `writable` opens it for writing."""
+        if self.definition is None:
+            yield None
+            return
+        if isinstance(self._metastore, Metastore) or not writable:
+            with self._store() as store:
+                yield store
+            return
+        assert self._metastore is not None
+        store = Metastore.open(self._metastore, create=False)
+        try:
+            yield store
+        finally:
+            store.close()
 
     @contextmanager
     def _store(self) -> Iterator[Metastore]:
@@ -431,7 +564,8 @@ class TableScan:
                 with_row_id=self.with_row_id, fs=t._fs, limit=self.limit,
                 row_schema=t.definition.row_schema if t.definition is not None else None,
                 table=t.definition.name if t.definition is not None else "",
-                root=table_fs(t.definition)[1] if t.definition is not None else None)
+                root=(storage.path_of(t.definition.location) if t.definition is not None
+                      else None))
             self.stats = scan.stats
             yield scan
 

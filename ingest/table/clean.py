@@ -35,7 +35,13 @@ from ingest.errors import ConfigError, CorruptFileError
 from ingest.faults import crash_point
 from ingest.table._definition import cleaner_retention_s
 from ingest.table._layout import partition_dirs
-from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
+from ingest.table._open import (
+    MetastoreRef,
+    StorageOptions,
+    agent_name,
+    open_table,
+    table_fs,
+)
 from ingest.table._written import relative_path
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import CompactionInfo, Metastore, ReaderInfo, TableDefinition
@@ -129,6 +135,7 @@ def clean(
     partitions: Sequence[str] | None = None,
     txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
     on_partition: Callable[[PartitionClean], None] | None = None,
+    storage_options: StorageOptions = None,
 ) -> CleanReport:
     """Remove what no reader can use any more from the table at `location`.
 
@@ -153,6 +160,8 @@ def clean(
         partitions: partition specs such as ``dt=2026-01-01``; default every partition.
         txn_timeout_s: a registered reader silent for longer counts as dead.
         on_partition: called with each partition's result as soon as it is done.
+        storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
+            own config and environment.
 
     Returns:
         What was removed and what stays, per partition.
@@ -171,7 +180,7 @@ def clean(
     if retention_s is not None and not retention_s >= 0:
         raise ConfigError(f"Cannot clean {location}: retention {retention_s} s must be at "
                           "least 0", hint="for example --retention 300")
-    with open_table(location, metastore) as (store, defn):
+    with open_table(location, metastore, storage_options) as (store, defn):
         retention = cleaner_retention_s(defn) if retention_s is None else retention_s
         snapshot = store.snapshot(defn)
         readers = store.live_readers(defn, timeout_s=txn_timeout_s)
@@ -179,7 +188,7 @@ def clean(
         visible = store.compactor_visibility(defn)
         aborted_at = {t.write_id: t.finished_at or 0.0
                       for t in store.transactions(defn, states=("aborted",))}
-        fs, root = table_fs(defn)
+        fs, root = table_fs(defn, storage_options)
         decide = _Decision(retention, readers, records, aborted_at, time.time())
         dirs = partition_dirs(defn, fs, root, partitions, action="clean")
         with store.read_view(defn.name, agent=agent_name("clean"), snapshot=snapshot) as view:

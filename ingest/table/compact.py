@@ -37,7 +37,14 @@ from ingest.table._definition import (
     uses_visibility_suffix,
 )
 from ingest.table._layout import partition_dirs
-from ingest.table._open import MetastoreRef, _check_root, agent_name, open_table, table_fs
+from ingest.table._open import (
+    MetastoreRef,
+    StorageOptions,
+    _check_root,
+    agent_name,
+    open_table,
+    table_fs,
+)
 from ingest.txn import (
     CompactionInfo,
     Metastore,
@@ -102,6 +109,7 @@ def compact(
     dry_run: bool = False,
     tuning: WriterOptions | None = None,
     agent: str = "",
+    storage_options: StorageOptions = None,
 ) -> CompactReport:
     """Compact the table at `location`, partition by partition.
 
@@ -122,6 +130,8 @@ def compact(
             (the metastore neither: no lease is taken).
         tuning: stripe and encoder settings of the output files.
         agent: recorded with the compactor's transactions (default host:pid:ingest-compact).
+        storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
+            own config and environment.
 
     Returns:
         One entry per partition looked at.
@@ -141,8 +151,8 @@ def compact(
         raise ConfigError(f"Cannot compact {location}: kind {kind!r} is not major, minor or "
                           "auto")
     agent = agent or agent_name("compact")
-    with open_table(location, metastore) as (store, defn):
-        fs, root = table_fs(defn)
+    with open_table(location, metastore, storage_options) as (store, defn):
+        fs, root = table_fs(defn, storage_options)
         dirs = partition_dirs(defn, fs, root, partitions, action="compact")
         # A dry run reads tails only and leaves the metastore as it was: no lease.
         given = store.snapshot(defn) if dry_run else None
@@ -269,14 +279,20 @@ class CompactionHistory:
     compactions: tuple[CompactionInfo, ...]
 
 
-def compaction_history(location: str, *, metastore: str | None = None) -> CompactionHistory:
-    """Read a table's compaction history; opens the metastore read-only.
+def compaction_history(location: str, *, metastore: MetastoreRef = None,
+                       ) -> CompactionHistory:
+    """Read a table's compaction history; opens the metastore read-only (an open
+    `Metastore` is used as it is, and left open). Reads no file.
 
     Raises:
         TableNotFoundError: no table at `location`.
         ConfigError: `location` lies inside a table instead of being its root.
         MetastoreError: the metastore cannot be opened or read.
     """
+    if isinstance(metastore, Metastore):
+        defn = metastore.get_table(normalize_location(location))
+        _check_root(defn, location)
+        return CompactionHistory(defn.name, defn.location, tuple(metastore.compactions(defn)))
     if metastore is None:
         store, defn = find_metastore_for(location, read_only=True)
     else:

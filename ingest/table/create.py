@@ -19,7 +19,7 @@ from ingest.acid.schema import parse_schema
 from ingest.errors import ConfigError, IngestError, TableExistsError
 from ingest.table._definition import ADOPTED_PROPERTY, check_properties, ddl_type
 from ingest.table._layout import AcidLayout, scan_layout
-from ingest.table._open import MetastoreRef, open_store
+from ingest.table._open import MetastoreRef, StorageOptions, open_store
 from ingest.table._owner import (
     MARKER_NAME,
     TOKEN_PROPERTY,
@@ -51,6 +51,7 @@ def create_table(
     properties: dict[str, str] | None = None,
     metastore: MetastoreRef = None,
     adopt: bool = False,
+    storage_options: StorageOptions = None,
 ) -> TableDefinition:
     """Create a transactional table: its directory, and its entry in the metastore.
 
@@ -70,6 +71,8 @@ def create_table(
         adopt: take over ACID data already under `location`: its rows count as committed
             and new write ids continue above every write id on disk. Without it such a
             location is refused, since the new table's writes would reuse those write ids.
+        storage_options: fsspec options of the table's storage (endpoint, credentials);
+            None: fsspec's own config and environment.
 
     Returns:
         The stored definition.
@@ -122,7 +125,7 @@ def create_table(
     if buckets > MAX_BUCKET_COUNT:
         raise ConfigError(f"Cannot create table {defn.name}: {buckets} buckets, at most "
                           f"{MAX_BUCKET_COUNT} are possible (Hive's bucket id has 12 bits)")
-    fs, root = storage.url_to_fs(defn.location)
+    fs, root = storage.url_to_fs(defn.location, storage_options)
     _check_location(fs, root, defn)
     layout = scan_layout(fs, root)
     next_write_id = 1
@@ -139,7 +142,7 @@ def create_table(
         check_create(fs, root, defn, target)
         marker = OwnerMarker(redact_url(target), defn.name, new_token())
         defn = replace(defn, properties={**defn.properties, TOKEN_PROPERTY: marker.token})
-    made = _make_root(fs, root, defn)
+    made = _make_root(fs, root, defn, storage_options)
     before = read_marker(fs, root) if marker is not None else None
     try:
         if marker is not None:
@@ -173,7 +176,8 @@ def _check_location(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinit
             "directory", hint="give the path of a new or empty directory for the table")
 
 
-def _make_root(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition) -> list[str]:
+def _make_root(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition,
+               storage_options: StorageOptions) -> list[str]:
     """Create the table root and its missing parents; return those created, deepest first.
     On failure remove them again, so a refused path leaves nothing behind.
 
@@ -184,7 +188,7 @@ def _make_root(fs: fsspec.AbstractFileSystem, root: str, defn: TableDefinition) 
     if not has_directories(fs):
         # Nothing to make: an object store's directories are its keys' prefixes. Its
         # makedirs would create a missing bucket; a table location never does.
-        storage.check_bucket(fs, defn.location)
+        storage.check_bucket(fs, defn.location, storage_options)
         return []
     missing, p = [], root.rstrip("/")
     while p and not fs.exists(p):

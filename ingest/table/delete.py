@@ -24,7 +24,13 @@ from ingest.acid.writeids import ValidWriteIdList
 from ingest.acid.writer import Compression
 from ingest.table._committed import table_manifest
 from ingest.table._definition import table_compression, table_schema
-from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
+from ingest.table._open import (
+    MetastoreRef,
+    StorageOptions,
+    agent_name,
+    open_table,
+    table_fs,
+)
 from ingest.table._written import commit, join_path, writing
 from ingest.table.split import split_rows
 
@@ -51,6 +57,7 @@ def delete(
     agent: str = "",
     dry_run: bool = False,
     compression: Compression | None = None,
+    storage_options: StorageOptions = None,
 ) -> DeleteResult:
     """Delete the rows matching `where` in one transaction (Hive's DELETE ... WHERE).
 
@@ -67,6 +74,8 @@ def delete(
         agent: recorded with the transaction; default host:pid:ingest-delete.
         dry_run: only count the matching rows; no transaction, nothing written.
         compression: as for `load`.
+        storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
+            own config and environment.
 
     Returns:
         How many rows were deleted (or would be), the write id and the files.
@@ -79,10 +88,10 @@ def delete(
         CommitConflictError: the transaction was aborted meanwhile.
         MetastoreError: the metastore failed.
     """
-    with open_table(location, metastore) as (store, defn):
+    with open_table(location, metastore, storage_options) as (store, defn):
         predicate = parse_predicate(where, table_schema(defn))
         codec = compression or table_compression(defn)
-        fs, root = table_fs(defn)
+        fs, root = table_fs(defn, storage_options)
         if dry_run:
             snapshot = store.snapshot(defn)
             count = sum(k.num_rows for _, k in _matching_keys(

@@ -12,6 +12,7 @@ import json
 import os
 import re
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -35,6 +36,7 @@ _COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
 
 def read_input(
     path: str, *, format: InputFormat | None = None, schema: pa.Schema | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> pa.Table:
     """Read a JSON Lines, CSV or Parquet file (optionally .gz/.bz2/.zst/.lz4 compressed).
 
@@ -44,6 +46,7 @@ def read_input(
         schema: expected columns; JSON and CSV values of these columns are parsed as these
             types (so '007' stays a string), except decimals and timestamps, which stay
             text for `load` to convert (ingest/table/values.py); other columns are inferred.
+        storage_options: fsspec options for the file's storage; None: fsspec's own config.
 
     Raises:
         FileNotFoundError: no such file.
@@ -52,7 +55,7 @@ def read_input(
             text is not UTF-8 (the line is named).
         SchemaMismatchError: a value cannot be parsed as its column's type.
     """
-    fs, stripped = storage.url_to_fs(path)
+    fs, stripped = storage.url_to_fs(path, storage_options)
     name = str(stripped).lower()
     ext = os.path.splitext(name)[1]
     codec = _COMPRESSED.get(ext)

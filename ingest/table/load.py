@@ -14,13 +14,20 @@ from typing import Literal, get_args
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.acid import storage
 from ingest.acid.bucketing import bucket_ids
 from ingest.acid.names import format_delta
 from ingest.acid.schema import to_ddl
 from ingest.acid.writer import Compression
 from ingest.errors import ConfigError, SchemaMismatchError
 from ingest.table._definition import ddl_type, table_compression, table_schema
-from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
+from ingest.table._open import (
+    MetastoreRef,
+    StorageOptions,
+    agent_name,
+    open_table,
+    table_fs,
+)
 from ingest.table._written import commit, join_path, writing
 from ingest.table.input import InputFormat, read_input
 from ingest.table.split import split_rows
@@ -53,6 +60,7 @@ def load(
     agent: str = "",
     compression: Compression | None = None,
     missing_columns: MissingColumns = "error",
+    storage_options: StorageOptions = None,
 ) -> LoadResult:
     """Insert rows into a table in one transaction (Hive's INSERT INTO).
 
@@ -70,6 +78,8 @@ def load(
         compression: ORC codec; default the table's `orc.compress` property, else zlib.
         missing_columns: a table column the data lacks altogether is refused ("error"), or
             loaded as NULL when the column is nullable ("null"); the same for every type.
+        storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
+            own config and environment.
 
     Returns:
         Counts, files and the write id (None for an empty input: nothing is committed).
@@ -82,12 +92,12 @@ def load(
         MetastoreError: the metastore failed.
     """
     check_missing_columns(missing_columns)
-    with open_table(location, metastore) as (store, defn):
+    with open_table(location, metastore, storage_options) as (store, defn):
         rows, partitions = _conform(data, defn, missing_columns)
         codec = compression or table_compression(defn)
         if rows.num_rows == 0:
             return LoadResult(defn.name, defn.location, None, 0, (), (), 0)
-        fs, root = table_fs(defn)
+        fs, root = table_fs(defn, storage_options)
         buckets = (bucket_ids(rows, defn.bucket_columns, defn.bucket_count)
                    if defn.bucket_count else None)
         parts: list[str] = []
@@ -115,17 +125,24 @@ def load_file(
     metastore: MetastoreRef = None,
     agent: str = "",
     missing_columns: MissingColumns = "error",
+    storage_options: StorageOptions = None,
 ) -> LoadResult:
     """`read_input` with the table's column types, then `load`.
+
+    `storage_options` are the table's; the input file is read with them too when it lies in
+    the table's bucket (the CLI's `--storage-option` names the table's bucket), else with
+    fsspec's own config alone.
 
     Raises:
         As `read_input` and `load`.
     """
     check_missing_columns(missing_columns)
-    with open_table(location, metastore) as (store, defn):
-        data = read_input(input_path, format=format, schema=table_schema(defn))
+    with open_table(location, metastore, storage_options) as (store, defn):
+        beside = storage.same_root(input_path, defn.location)
+        data = read_input(input_path, format=format, schema=table_schema(defn),
+                          storage_options=storage_options if beside else None)
         return load(defn.location, data, metastore=store, agent=agent,
-                    missing_columns=missing_columns)
+                    missing_columns=missing_columns, storage_options=storage_options)
 
 
 def check_missing_columns(value: object) -> None:

@@ -26,8 +26,9 @@ from ingest.acid.state import VisibleTxn
 from ingest.acid.writeids import ValidWriteIdList
 from ingest.table._arguments import check_snapshot_table
 from ingest.table._definition import compaction_thresholds
+from ingest.table._open import StorageOptions
 from ingest.table.locate import metastore_if_any
-from ingest.txn import TransactionInfo
+from ingest.txn import Metastore, TransactionInfo
 
 SnapshotSource = Literal["option", "metastore", "directories"]
 
@@ -84,7 +85,9 @@ class TableStatus:
                             self.layout.total_rows, self.layout.chosen_rows)
 
 
-def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None) -> TableStatus:
+def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None,
+                 metastore: str | Metastore | Literal[False] | None = None,
+                 storage_options: StorageOptions = None) -> TableStatus:
     """Describe the table (or partition) at `path` as `ingest status` shows it.
 
     Args:
@@ -92,6 +95,10 @@ def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None) -
         snapshot: judge directories by this valid write-id list (or Hive's string form);
             default the metastore's current snapshot, else every write id on disk as
             committed (which warns, `UnverifiedSnapshotWarning`).
+        metastore: the metastore URL chosen by the caller (it must list the table), or an
+            open one; None: the one found from `path`, else the files alone; False: the
+            files alone.
+        storage_options: the table's fsspec options.
 
     Raises:
         FileNotFoundError: `path` does not exist.
@@ -100,7 +107,8 @@ def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None) -
         MetastoreError: a metastore exists but cannot be read.
         NotEnoughHistoryError, UnsupportedFormatError: see `ingest.acid.acid_state`.
     """
-    with metastore_if_any(path) as (store, defn):
+    fs = storage.url_to_fs(path, storage_options)[0]
+    with metastore_if_any(path, metastore) as (store, defn):
         source: SnapshotSource = "option"
         visible: VisibleTxn | None = None
         txns: tuple[TransactionInfo, ...] = ()
@@ -115,8 +123,7 @@ def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None) -
             txns = tuple(store.transactions(defn.name, states=("open", "aborted")))
         elif snapshot is None:
             source = "directories"
-        layout = describe_table(path, snapshot, visible_txn=visible)
-    fs = storage.url_to_fs(path)[0]
+        layout = describe_table(path, snapshot, fs=fs, visible_txn=visible)
     backlogs = {}
     for p in layout.partitions:
         if p.directories:

@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import fsspec
 
@@ -44,6 +45,7 @@ from ingest.table._committed import (
 )
 from ingest.table._definition import adopted_max_write_id
 from ingest.table._layout import AcidLayout, scan_layout
+from ingest.table._open import StorageOptions
 from ingest.table._owner import check_owner
 from ingest.txn import (
     Metastore,
@@ -52,11 +54,14 @@ from ingest.txn import (
     TableDefinition,
     Transaction,
     TransactionInfo,
-    chosen_metastore,
     find_metastore_for,
 )
 
 DEFAULT_TXN_TIMEOUT_S = 300.0
+
+ChosenMetastore = str | Literal[False] | None
+"""A metastore URL the caller chose (it must list the table), None to find the table's
+metastore from its path (the files alone when none lists it), or False for the files alone."""
 
 
 @dataclass(frozen=True)
@@ -117,10 +122,10 @@ class TableRecovery:
 
 
 def _resolve(path: str, fs: fsspec.AbstractFileSystem | None,
-             ) -> tuple[fsspec.AbstractFileSystem, str]:
+             storage_options: StorageOptions) -> tuple[fsspec.AbstractFileSystem, str]:
     if fs is not None:
         return fs, str(fs._strip_protocol(path))
-    found, stripped = storage.url_to_fs(str(path))
+    found, stripped = storage.url_to_fs(str(path), storage_options)
     return found, str(stripped)
 
 
@@ -141,16 +146,21 @@ def live_files_of(open_write_ids: set[int],
 
 
 def _find(path: str, store: Metastore | None, table: TableDefinition | None, *,
-          read_only: bool = False) -> tuple[Metastore | None, TableDefinition | None, bool]:
-    """(metastore, table, whether we opened the store and must close it)."""
+          metastore: ChosenMetastore, read_only: bool = False,
+          ) -> tuple[Metastore | None, TableDefinition | None, bool]:
+    """(metastore, table, whether we opened the store and must close it); `metastore` is a
+    URL the caller chose, which must list the table, or False for the files alone."""
     if store is not None:
         if table is None:
             table = store.get_table(path)
         return store, table, False
+    if metastore is False:
+        return None, None, False
     try:
-        found_store, found_table = find_metastore_for(path, read_only=read_only)
+        found_store, found_table = find_metastore_for(path, read_only=read_only,
+                                                      metastore=metastore)
     except TableNotFoundError:
-        if chosen_metastore() is not None:  # a command's --metastore: no fallback
+        if metastore is not None:  # a command's --metastore: no fallback
             raise
         return None, None, False
     return found_store, found_table, True
@@ -185,6 +195,8 @@ def recover_table_with_metastore(
     store: Metastore | None = None,
     table: TableDefinition | None = None,
     check_data: bool = False,
+    metastore: ChosenMetastore = None,
+    storage_options: StorageOptions = None,
 ) -> TableRecovery:
     """Abort timed-out transactions, then recover every bucket file no open transaction owns.
 
@@ -208,8 +220,15 @@ def recover_table_with_metastore(
         store, table: an open metastore and the table (found from `path` when None).
         check_data: also decode the stripes of every file recovery leaves as it is (a file
             whose stripes do not decode is reported unrecoverable).
+        metastore: the metastore URL to use when `store` is None (a command's
+            `--metastore`): it must list the table. None: the one found from `path`
+            (`$INGEST_METASTORE`, else beside the table); the files alone when none does;
+            False: the files alone.
+        storage_options: the table's fsspec options (also used for `backup_dir` when it
+            lies in the table's bucket).
 
     Raises:
+        TableNotFoundError: `metastore` does not list a table at or above `path`.
         ConfigError: txn_timeout_s is NaN, infinite or negative, or the table's location
             belongs to another metastore.
         FileNotFoundError: `path` does not exist.
@@ -220,14 +239,19 @@ def recover_table_with_metastore(
         backup_dir = None
     elif backup_dir is None:
         backup_dir = default_backup_dir(path)
-    store, table, close = _find(path, store, table)
+    fs = _resolve(path, fs, storage_options)[0]
+    backup_fs = None
+    if backup_dir is not None:
+        backup_fs = storage.url_to_fs(backup_dir, storage_options if storage.same_root(
+            backup_dir, path) else None)[0]
+    store, table, close = _find(path, store, table, metastore=metastore)
     try:
         if store is None or table is None:
             return TableRecovery(recover_table(path, fs=fs, dry_run=dry_run,
-                                               backup_dir=backup_dir,
+                                               backup_dir=backup_dir, backup_fs=backup_fs,
                                                committed=lambda _w: True,
                                                check_data=check_data), None)
-        check_owner(table, store.url)
+        check_owner(table, store.url, storage_options)
         if dry_run:
             now = time.time()
             infos = store.transactions(table.name, states=("open",))
@@ -251,7 +275,7 @@ def recover_table_with_metastore(
                                       snapshot.aborted_write_ids + extra)
         live = live_files_of(open_ids, snapshot.high_watermark)
         manifest = table_manifest(store, table)
-        scan_fs, scan_root = _resolve(path, fs)
+        scan_fs, scan_root = _resolve(path, fs, storage_options)
         damage = find_damage(scan_fs, manifest, under=scan_root)
         planned = None
         if len(manifest) and not dry_run:
@@ -261,7 +285,7 @@ def recover_table_with_metastore(
                                     committed_length=committed_length_of(manifest))
         keep = guard_recovery(manifest, damage, planned)
         report = recover_table(path, fs=fs, dry_run=dry_run, backup_dir=backup_dir,
-                               live_files=keeping(live, keep),
+                               backup_fs=backup_fs, live_files=keeping(live, keep),
                                valid_write_ids=snapshot, check_data=check_data,
                                committed_length=committed_length_of(manifest))
         return TableRecovery(mark_unrecoverable(report, keep, damage), table.name, aborted)
@@ -279,6 +303,8 @@ def verify_table(
     store: Metastore | None = None,
     table: TableDefinition | None = None,
     now: float | None = None,
+    metastore: ChosenMetastore = None,
+    storage_options: StorageOptions = None,
 ) -> VerifyReport:
     """Read-only consistency check of a table's files against its metastore.
 
@@ -289,17 +315,20 @@ def verify_table(
         deep: also decode every stripe up to the flush length (else only tails are read).
         store, table: an open metastore and the table (found from `path` when None).
         now: the current time in seconds since the epoch (tests pass their clock's).
+        metastore: as for `recover_table_with_metastore`.
+        storage_options: the table's fsspec options.
 
     Returns:
         The report; `ok` when nothing is wrong.
 
     Raises:
+        TableNotFoundError: `metastore` does not list a table at or above `path`.
         ConfigError: txn_timeout_s is NaN, infinite or negative.
         FileNotFoundError: `path` does not exist.
         MetastoreError: the metastore failed after it was opened.
     """
     check_txn_timeout(txn_timeout_s)
-    fs, root = _resolve(path, fs)
+    fs, root = _resolve(path, fs, storage_options)
     root = root.rstrip("/")
     exists = fs.exists(root)
     if not exists and has_directories(fs):
@@ -307,7 +336,7 @@ def verify_table(
     problems: list[Problem] = []
     notes: list[str] = []
     try:
-        store, table, close = _find(path, store, table, read_only=True)
+        store, table, close = _find(path, store, table, metastore=metastore, read_only=True)
     except MetastoreError as e:
         # Reported, never repaired: a read-only command does not rebuild a metastore.
         problems.append(Problem("unreadable-metastore", str(e), e.location))
@@ -355,7 +384,7 @@ def verify_table(
                 notes.append(f"no metastore lists a table at or above {path}: files checked "
                              "only")
         else:
-            table_fs, table_root = _resolve(table.location, None)
+            table_fs, table_root = _resolve(table.location, None, storage_options)
             dirs = (layout if table_root.rstrip("/") == root
                     else scan_layout(table_fs, table_root)).directories
             problems += _write_id_problems(infos, dirs, ranges, adopted_max_write_id(table))

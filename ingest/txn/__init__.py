@@ -28,11 +28,9 @@ from ingest.txn.model import (
 )
 from ingest.txn.placement import (
     METASTORE_FILENAME,
-    chosen_metastore,
     default_metastore_url,
     find_metastore_for,
     placed_metastore_url,
-    use_metastore,
 )
 from ingest.txn.registry import (
     MEMORY_URL,
@@ -62,7 +60,6 @@ __all__ = [
     "Transaction",
     "TransactionInfo",
     "TxnState",
-    "chosen_metastore",
     "default_metastore_url",
     "find_metastore_for",
     "placed_metastore_url",
@@ -71,5 +68,4 @@ __all__ = [
     "register_metastore",
     "backend_for",
     "supported_schemes",
-    "use_metastore",
 ]

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.txn.locations import ancestors, is_local, local_path, parent_location
@@ -29,30 +26,8 @@ def ingest_home() -> str:
     return os.environ.get(ENV_HOME) or os.path.join(os.path.expanduser("~"), ".cache", "ingest")
 
 
-# A metastore named for one call (a command's --metastore) wins over $INGEST_METASTORE.
-_chosen_metastore: ContextVar[str | None] = ContextVar("chosen_metastore", default=None)
-
-
-@contextmanager
-def use_metastore(url: str | None) -> Iterator[None]:
-    """Within the block, `default_metastore_url` (and so `find_metastore_for`) gives `url`
-    for every table, as `$INGEST_METASTORE` would; None changes nothing."""
-    token = _chosen_metastore.set(url) if url else None
-    try:
-        yield
-    finally:
-        if token is not None:
-            _chosen_metastore.reset(token)
-
-
-def chosen_metastore() -> str | None:
-    """The metastore `use_metastore` chose for this block, or None. A command given one must
-    fail when it does not list the table, never fall back to reading files without one."""
-    return _chosen_metastore.get()
-
-
 def _env_metastore_url() -> str | None:
-    value = _chosen_metastore.get() or os.environ.get(ENV_METASTORE)
+    value = os.environ.get(ENV_METASTORE)
     if not value:
         return None
     if "://" in value:
@@ -63,8 +38,8 @@ def _env_metastore_url() -> str | None:
 def default_metastore_url(table_location: str) -> str:
     """The metastore URL for a table at `table_location`.
 
-    A metastore chosen with `use_metastore`, else `$INGEST_METASTORE` (a `sqlite://` or
-    `postgresql://` URL, or a file path) wins. A local
+    `$INGEST_METASTORE` (a `sqlite://` or `postgresql://` URL, or a file path) wins; it is
+    the default of the CLI and of `open_table`, read here at the edge, never stored. A local
     table uses `<parent of the table root>/_ingest_metastore.sqlite`; any other uses
     `$INGEST_HOME/metastores/<sha256(parent URL)[:16]>.sqlite`.
 
@@ -85,9 +60,9 @@ def default_metastore_url(table_location: str) -> str:
 
 def placed_metastore_url(table_location: str) -> str:
     """Where the metastore of a table at `table_location` lives when nobody chose one (no
-    `use_metastore`, no `$INGEST_METASTORE`): beside a local table's directory, else under
-    `$INGEST_HOME/metastores/`. `create` looks there for another metastore listing the
-    location.
+    `--metastore`/`metastore=`, no `$INGEST_METASTORE`): beside a local table's directory,
+    else under `$INGEST_HOME/metastores/`. `create` looks there for another metastore
+    listing the location.
 
     Raises:
         ConfigError: table_location is empty.
@@ -101,37 +76,39 @@ def placed_metastore_url(table_location: str) -> str:
     return "sqlite://" + os.path.join(ingest_home(), "metastores", f"{digest}.sqlite")
 
 
-def find_metastore_for(path: str, *, read_only: bool = False,
+def find_metastore_for(path: str, *, read_only: bool = False, metastore: str | None = None,
                        ) -> tuple[Metastore, TableDefinition]:
     """Find the table containing `path` (its root or a directory inside) and its metastore.
 
-    Walks up from `path`: each ancestor is tried as a table root, in the metastore
-    `default_metastore_url` gives for it, nearest first; only existing metastore files are
-    opened. The caller closes the returned metastore.
+    With `metastore`, that metastore alone: it must exist and list the table (a chosen
+    metastore never falls back to another). Without, walks up from `path`: each ancestor is
+    tried as a table root, in the metastore `default_metastore_url` gives for it, nearest
+    first; only existing metastore files are opened. The caller closes the returned metastore.
 
     Args:
         path: a table root or partition directory, as a path or fsspec URL.
         read_only: open the metastores read-only (SQLite `mode=ro`, PostgreSQL read-only
             transactions), for commands that must change nothing.
+        metastore: the URL a caller chose (a command's `--metastore`), or None to search.
 
     Returns:
         (the open metastore, the table definition).
 
     Raises:
-        TableNotFoundError: no metastore lists a table at or above `path`.
+        TableNotFoundError: no metastore lists a table at or above `path` (or the chosen one
+            does not).
         MetastoreError: a metastore file exists but cannot be read, or is empty.
         UnsupportedFormatError: a metastore file was written by a newer ingest.
     """
     tried: list[str] = []
     searched: list[str] = []  # as messages name them (no password)
     for candidate in ancestors(path):
-        url = default_metastore_url(candidate)
+        url = metastore or default_metastore_url(candidate)
         if url in tried:
             continue
         file = url[len("sqlite://") :]
         # Only a metastore found by searching may be missing; a chosen one must open.
-        if (url.startswith("sqlite:///") and not os.path.exists(file)
-                and chosen_metastore() is None):
+        if url.startswith("sqlite:///") and not os.path.exists(file) and metastore is None:
             continue
         tried.append(url)
         store = Metastore.open(url, create=False, read_only=read_only)
@@ -166,10 +143,8 @@ __all__ = [
     "ENV_HOME",
     "ENV_METASTORE",
     "METASTORE_FILENAME",
-    "chosen_metastore",
     "default_metastore_url",
     "find_metastore_for",
     "ingest_home",
     "placed_metastore_url",
-    "use_metastore",
 ]

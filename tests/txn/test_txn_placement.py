@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from contextvars import ContextVar
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,7 +17,6 @@ from ingest.txn import (
     default_metastore_url,
     find_metastore_for,
     normalize_location,
-    use_metastore,
 )
 
 SCHEMA = pa.schema([("x", pa.int64())])
@@ -70,14 +70,35 @@ def test_env_var_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert default_metastore_url("memory://wh/events") == f"sqlite://{tmp_path}/ms.sqlite"
 
 
-def test_a_metastore_chosen_for_a_block_wins_over_the_env_var_and_ends_with_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("INGEST_METASTORE", "sqlite:///x/ms.sqlite")
-    with use_metastore("postgresql://ingest@db/meta"):
-        assert default_metastore_url("/wh/events") == "postgresql://ingest@db/meta"
-        with use_metastore(None):  # a command without --metastore changes nothing
-            assert default_metastore_url("/wh/events") == "postgresql://ingest@db/meta"
-    assert default_metastore_url("/wh/events") == "sqlite:///x/ms.sqlite"
+def test_no_process_state_chooses_a_metastore() -> None:
+    """A chosen metastore is a value passed down (`find_metastore_for(metastore=...)`), never
+    a context variable of the process."""
+    import ingest.txn
+    from ingest.txn import placement
+
+    for module in (ingest.txn, placement):
+        assert not hasattr(module, "use_metastore")
+        assert not hasattr(module, "chosen_metastore")
+    assert not [v for v in vars(placement).values() if isinstance(v, ContextVar)]
+
+
+def test_a_chosen_metastore_is_the_only_one_searched(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = tmp_path / "wh" / "events"
+    _create(str(root), "events")  # beside the table
+    other = f"sqlite://{tmp_path}/other.sqlite"
+    with Metastore.open(other) as store:
+        store.create_table(TableDefinition("elsewhere", str(tmp_path / "x"), SCHEMA))
+    monkeypatch.setenv("INGEST_METASTORE", f"sqlite://{tmp_path}/missing.sqlite")
+    # The env var is the default; the chosen URL wins over it and over the search, and
+    # does not fall back to the metastore beside the table that does list it.
+    with pytest.raises(TableNotFoundError, match="other.sqlite"):
+        find_metastore_for(str(root / "dt=1"), metastore=other)
+    monkeypatch.delenv("INGEST_METASTORE")
+    store, defn = find_metastore_for(str(root / "dt=1"),
+                                     metastore=default_metastore_url(str(root)))
+    with store:
+        assert defn.name == "default.events"
 
 
 def _create(location: str, name: str) -> None:
