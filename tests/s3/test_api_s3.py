@@ -1,5 +1,5 @@
 """`ingest.open_table(location, storage_options=...)` on S3: read, load and delete use the
-options given once; the storage-option registry resolves the right options per location."""
+options given once, carried by the table; the process keeps none."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ from ingest.table import create_table
 
 def test_open_table_storage_options_reach_read_load_and_delete(s3: Bucket) -> None:
     location = f"{s3.url}/wh/users"
-    storage.register(storage.root_of(location), s3.options)
-    create_table(location, "id BIGINT, name STRING", partitioned_by=["dt"])
-    # The bucket now points at a closed port: only open_table's options can reach the table.
-    storage.register(storage.root_of(location), {"endpoint_url": "http://127.0.0.1:1"})
+    create_table(location, "id BIGINT, name STRING", partitioned_by=["dt"],
+                 storage_options=s3.options)
     table = ingest.open_table(location, storage_options=s3.options)
     assert table.to_arrow().num_rows == 0
     table.load(pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"], "dt": ["x", "x", "y"]}))
@@ -30,19 +28,24 @@ def test_open_table_storage_options_reach_read_load_and_delete(s3: Bucket) -> No
     assert part.column("id").to_pylist() == [3]
 
 
-def test_registry_longest_prefix_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(storage, "_registered", {})
-    storage.register("s3://bucket-a", {"endpoint_url": "http://one", "key": "k1"})
-    storage.register("s3://bucket-a/wh/special", {"endpoint_url": "http://two"})
-    assert storage.options_for("s3://bucket-a/wh/t")["endpoint_url"] == "http://one"
-    assert storage.options_for("s3://bucket-a/wh/special/dt=1") == {"endpoint_url":
-                                                                    "http://two"}
-    assert storage.options_for("s3://bucket-a/wh/specialist") == {"endpoint_url": "http://one",
-                                                                   "key": "k1"}
-    assert storage.options_for("s3://bucket-b/t") == {}
-    # Local paths never take a bucket's options.
-    storage.register("/tmp", {"endpoint_url": "http://x"})
-    assert storage.options_for("/tmp/t") == {}
+def test_the_process_keeps_no_storage_options(s3: Bucket) -> None:
+    """Options live with the table that was given them: there is no registry to fill, and a
+    URL resolved without options gets none, whatever tables the process opened before."""
+    for name in ("register", "register_all", "registered", "_registered", "_lock"):
+        assert not hasattr(storage, name), name
+    location = f"{s3.url}/wh/t"
+    create_table(location, "id BIGINT", storage_options=s3.options)
+    table = ingest.open_table(location, storage_options=s3.options)
+    assert table.storage_options == s3.options
+    table.storage_options["endpoint_url"] = "http://127.0.0.1:1"  # a copy: the table's stay
+    assert table.to_arrow().num_rows == 0
+    fs, _ = storage.url_to_fs(location)
+    assert "endpoint_url" not in fs.storage_options
+    fs, _ = storage.url_to_fs(location, {"endpoint_url": "http://h:1"})
+    assert fs.storage_options["endpoint_url"] == "http://h:1"
+    # A local path never takes a bucket's options (a checkpoint or input file beside them).
+    assert storage.options_for("/tmp/t", s3.options) == {}
+    assert storage.options_for("s3://b/t", s3.options) == s3.options
 
 
 def test_storage_option_values_parse_as_json_else_string() -> None:

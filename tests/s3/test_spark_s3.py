@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 from s3_server import Bucket
 
-from ingest.acid import storage
 from ingest.spark import register
 from ingest.spark.compact_job import compact_on_executors
 from ingest.table import create_table, load
@@ -21,31 +20,28 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow,
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")]
 
 
-def test_compaction_on_executors_and_the_hive_acid_source_on_s3(
-        spark: Any, s3: Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compaction_on_executors_and_the_hive_acid_source_on_s3(spark: Any, s3: Bucket) -> None:
     location = f"{s3.url}/wh/events"
-    storage.register(s3.url, s3.options)
-    create_table(location, "id BIGINT, value STRING", partitioned_by=("dt",))
+    create_table(location, "id BIGINT, value STRING", partitioned_by=("dt",),
+                 storage_options=s3.options)
     for i in range(3):
         ids = [i * 10, i * 10 + 1]
         load(location, pa.table({"id": ids, "value": [f"v{x}" for x in ids],
-                                 "dt": ["a", "b"]}))
-    done = compact_on_executors(spark, location, kind="major")
+                                 "dt": ["a", "b"]}), storage_options=s3.options)
+    done = compact_on_executors(spark, location, kind="major", storage_options=s3.options)
     assert not done.failures and "compacted 2 of 2 partitions" in done.line()
     bases = sorted({p.split("/")[-2] for p in s3.fs().find(f"{s3.name}/wh/events")
                     if "/base_" in p})
     # Named after each partition's compactor transaction: published by its commit.
     assert len(bases) == 2 and all("_v" in b for b in bases), bases
 
-    # This process forgets the options: the source's own options must reach the bucket.
-    monkeypatch.setattr(storage, "_registered", {})
+    # The process keeps no options: the source's own options must reach the bucket.
     register(spark, filter_pushdown=False)
     # Named: the source may plan in a Python worker started before this test's $INGEST_HOME.
     metastore = default_metastore_url(location)
     as_json = (spark.read.format("hive-acid").option("metastore", metastore)
                .option("storage_options", json.dumps(s3.options)).load(location))
     assert sorted(r["id"] for r in as_json.collect()) == [0, 1, 10, 11, 20, 21]
-    monkeypatch.setattr(storage, "_registered", {})
     reader = spark.read.format("hive-acid").option("metastore", metastore)
     for key, value in s3.options.items():
         reader = reader.option(f"storage_option.{key}", value)
