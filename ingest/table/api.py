@@ -110,24 +110,20 @@ def open_table(
                 storage.check_bucket(fs, location, options)
             raise FileNotFoundError(f"Cannot read table, directory does not exist: {path}")
         return Table(fs, path, None, None, options)
-    if metastore is None:
+    if metastore is None or isinstance(metastore, str):
         try:
-            store, defn = find_metastore_for(location, read_only=True)
+            # A metastore named by URL must list the table: no search, no fallback.
+            store, defn = find_metastore_for(location, read_only=True, metastore=metastore)
         except TableNotFoundError as e:
             raise TableNotFoundError(e.message, table=location,
                                      hint=f"{e.hint}; or {_NO_METASTORE_HINT}") from e
         try:
-            return Table(fs, path, defn, store.url, options)
+            # The URL as given (a password in it included) reopens the same metastore.
+            return Table(fs, path, defn, metastore or store.url, options)
         finally:
             store.close()
     if isinstance(metastore, Metastore):
         return Table(fs, path, _find_table(metastore, location), metastore, options)
-    if isinstance(metastore, str):
-        store = Metastore.open(metastore, create=False, read_only=True)
-        try:
-            return Table(fs, path, _find_table(store, location), metastore, options)
-        finally:
-            store.close()
     raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
                       "metastore URL, a Metastore, None or False")
 

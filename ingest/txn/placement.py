@@ -121,6 +121,12 @@ def find_metastore_for(path: str, *, read_only: bool = False, metastore: str | N
         if found is not None:
             return store, found
         store.close()
+    if metastore is not None:
+        raise TableNotFoundError(
+            f"Cannot find an ingest table at or above {path} in metastore "
+            f"{Metastore.redact_url(metastore)}, the one chosen for it",
+            table=path, hint="give the metastore that lists the table, or the table's own "
+                             "location; a chosen metastore is never replaced by another")
     where = ", ".join(searched) or "none found"
     raise TableNotFoundError(
         f"Cannot find an ingest table at or above {path}: no metastore lists one "
