@@ -40,7 +40,7 @@ def _normalize(location: str) -> str:
 
 def root_of(location: str) -> str:
     """The bucket (or container) holding `location`, as `protocol://bucket`; a local path's
-    root is `file://`. CLI options apply to the whole bucket of the table they name."""
+    root is `file://`. A table's options also reach files in its bucket (`same_root`)."""
     normalized = _normalize(location)
     protocol, rest = normalized.split("://", 1)
     if protocol in ("file", "local"):
