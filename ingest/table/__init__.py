@@ -9,7 +9,7 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 from ingest.table._arguments import check_snapshot_table
 from ingest.table._compactor import CompactorRun
 from ingest.table._definition import compaction_thresholds, table_schema
-from ingest.table._open import MetastoreRef
+from ingest.table._open import MetastoreRef, StorageOptions
 from ingest.table._owner import check_owner
 from ingest.table._written import AbortedWriteRemoval, remove_aborted_writes
 from ingest.table.alter import AlterResult, alter_table
@@ -60,6 +60,7 @@ __all__ = [
     "PartitionCompaction",
     "Problem",
     "Removed",
+    "StorageOptions",
     "ScanPlan",
     "StatusTotals",
     "Table",
