@@ -46,8 +46,8 @@ def test_thrift_urls_open_the_hive_metastore_backend(store: Metastore, hms4: Ser
     assert type(store).__name__ == "HiveMetastore"
     assert store.location == hms4.uri
     caps = store.capabilities
-    assert (caps.committed_files, caps.reader_leases, caps.compaction_history) == (
-        False, False, False)
+    assert (caps.committed_files, caps.reader_leases, caps.compaction_history,
+            caps.visibility_suffix) == (False, False, True, True)
 
 
 def test_create_find_and_list_map_back_to_the_definition(store: Metastore,
