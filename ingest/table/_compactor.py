@@ -116,8 +116,10 @@ class CompactorRun:
         if result is None:
             self.store.forget_compaction(self.compaction_id, self.txn)
             return
-        # The outputs' manifest entries (docs/format.md §20), then the record.
-        self.store.record_committed_files(self.table, result.output_files)
+        # The outputs' manifest entries (docs/format.md §20), then the record; a metastore
+        # without a manifest (a Hive Metastore) reads files as they are.
+        if self.store.capabilities.committed_files:
+            self.store.record_committed_files(self.table, result.output_files)
         plan = result.plan
         self.store.finish_compaction(self.compaction_id, self.txn,
                                      highest_write_id=plan.snapshot.high_watermark,

@@ -120,7 +120,8 @@ def _boolean(key: str, value: str, where: str) -> str:
     return value.lower()
 
 
-def uses_visibility_suffix(defn: TableDefinition, protocol: str | Sequence[str]) -> bool:
+def uses_visibility_suffix(defn: TableDefinition, protocol: str | Sequence[str],
+                           metastore: bool | None = None) -> bool:
     """Whether compaction of the table names its output `base_N_vT` / `delta_A_B_vT`.
 
     Args:
@@ -129,13 +130,26 @@ def uses_visibility_suffix(defn: TableDefinition, protocol: str | Sequence[str])
             to (object stores) a directory "rename" copies object by object, so a reader
             could see half an output under a Hive 3 name: the suffix is then the default and
             cannot be turned off. (memory:// keeps Hive 3 names like a local disk.)
+        metastore: what the metastore's readers need
+            (`MetastoreCapabilities.visibility_suffix`): True (Hive 4) names every output
+            `_vT`; False (Hive 3, which cannot parse it) never does; None leaves it to the
+            table.
 
     Raises:
         ConfigError: the stored value is not true or false (set outside ingest), or it is
-            false on such storage.
+            false on such storage, or the storage needs the suffix and the metastore's
+            readers cannot parse it.
     """
     protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
     no_rename = not any(can_append(f"{p}://") for p in protocols)
+    if metastore is not None:
+        if no_rename and not metastore:
+            raise ConfigError(
+                f"Cannot compact table {defn.name} on {protocols[0]}://: a directory is moved "
+                "file by file there, so the output needs Hive 4's _vT names, and the Hive 3 "
+                "metastore's readers do not parse them",
+                hint="use a Hive 4 metastore for tables on object stores")
+        return metastore
     value = defn.properties.get(VISIBILITY_PROPERTY)
     if value is None:
         return no_rename

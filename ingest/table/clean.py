@@ -212,9 +212,15 @@ def clean(
                 on_partition(result)
         cleaned: list[int] = []
         if not dry_run:
+            # A record that names its inputs is cleaned once they are gone; one that does
+            # not (Hive's queue) once its partition has nothing left to remove or keep, since
+            # Hive's mark_cleaned also forgets the aborted write ids below its high-water
+            # mark, which then read as committed.
+            spotless = {p.partition for p in done if not p.kept}
             cleaned = [r.compaction_id for r in records
-                       if not any(fs.exists(f"{_join(root, r.partition)}/{name}")
-                                  for name in r.inputs)]
+                       if (not any(fs.exists(f"{_join(root, r.partition)}/{name}")
+                                   for name in r.inputs) if r.inputs
+                           else r.partition in spotless)]
             crash_point("clean.before_record")  # removed, history not updated: harmless
             store.mark_compactions_cleaned(cleaned)
             crash_point("clean.after_record")
@@ -233,17 +239,31 @@ class _Decision:
     aborted_at: dict[int, float]
     now: float
 
+    def record_of(self, partition: str, cover: str | None) -> CompactionInfo | None:
+        """The compaction that wrote `cover`: by its recorded outputs, or by the `_vT`
+        suffix naming its transaction (a history that keeps no outputs: Hive's queue)."""
+        parsed = parse_directory(cover) if cover else None
+        suffix = None if parsed is None else parsed.visibility_txn_id
+        return next((r for r in self.records if r.partition == partition
+                     and (cover in r.outputs
+                          or (suffix is not None and suffix == r.txn_id))), None)
+
     def why_kept(self, plan: CleaningPlan, partition: str, c: Candidate) -> str | None:
         since = c.changed_at
         if c.kind == "obsolete":
-            record = next((r for r in self.records if r.partition == partition
-                           and c.covered_by in r.outputs), None)
+            record = self.record_of(partition, c.covered_by)
             # The later of the record's finish and the cover's rename into place (a crashed
             # minor compaction's second half is renamed by the next one).
             times = [plan.cover_times.get(c.covered_by or ""),
                      None if record is None else record.finished_at]
             since = max((t for t in times if t is not None), default=None)
-            if record is not None and record.txn_id is not None:
+            if record is not None and record.next_txn_id is not None:
+                # Hive's rule: a transaction opened before the compactor's committed (at or
+                # below the highest id then) may have listed the partition without the
+                # output, or with a `_vT` output it may not use yet.
+                blockers = [r for r in self.readers if r.min_open_txn <= record.next_txn_id
+                            and r.min_open_txn != record.txn_id]
+            elif record is not None and record.txn_id is not None:
                 # Readers registered after the compactor committed listed the partition
                 # with its output in place (a compactor commits only after its renames), so
                 # they skip this directory.

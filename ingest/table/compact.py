@@ -160,7 +160,9 @@ def compact(
             if partitions is None:
                 _refuse_missing_partitions(fs, root, view, dirs)
             worker = _Worker(store, defn, view, fs, root, table_compression(defn), tuning,
-                             agent, dry_run, uses_visibility_suffix(defn, fs.protocol))
+                             agent, dry_run,
+                             uses_visibility_suffix(defn, fs.protocol,
+                                                    store.capabilities.visibility_suffix))
             thresholds = compaction_thresholds(defn)
             planned = [worker.plan(directory, kind, thresholds) for directory in dirs]
             done = [worker.run(p) for p in planned]

@@ -240,6 +240,9 @@ class CompactionInfo:
         rows: events written.
         inputs, outputs: directory names, relative to the partition.
         error: why it failed.
+        next_txn_id: the highest transaction id allocated when the compactor's transaction
+            committed (Hive's CQ_NEXT_TXN_ID), when the metastore records it: a transaction
+            at or below it may have listed the partition before the output was visible.
     """
 
     compaction_id: int
@@ -259,6 +262,7 @@ class CompactionInfo:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     error: str | None
+    next_txn_id: int | None = None
 
     @property
     def abandoned(self) -> bool:
@@ -299,11 +303,15 @@ class MetastoreCapabilities:
             it every read is unregistered and `live_readers` is empty).
         compaction_history: it records compactions (`begin_compaction` works; without it the
             history is empty).
+        visibility_suffix: whether compactor output must carry Hive 4's `_vT` suffix for the
+            metastore's own readers (True: a Hive 4 metastore; False: Hive 3, whose readers
+            do not parse it); None: the table's property decides.
     """
 
     committed_files: bool
     reader_leases: bool
     compaction_history: bool
+    visibility_suffix: bool | None = None
 
 
 __all__ = [

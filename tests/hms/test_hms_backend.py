@@ -46,8 +46,8 @@ def test_thrift_urls_open_the_hive_metastore_backend(store: Metastore, hms4: Ser
     assert type(store).__name__ == "HiveMetastore"
     assert store.location == hms4.uri
     caps = store.capabilities
-    assert (caps.committed_files, caps.reader_leases, caps.compaction_history) == (
-        False, False, False)
+    assert (caps.committed_files, caps.reader_leases, caps.compaction_history,
+            caps.visibility_suffix) == (False, False, True, True)
 
 
 def test_create_find_and_list_map_back_to_the_definition(store: Metastore,
@@ -85,6 +85,8 @@ def test_a_table_hive_did_not_take_as_transactional_is_refused_naming_the_proper
         store.get_table(f"{db}.plain")
     with pytest.raises(UnsupportedFormatError, match="transactional"):
         store.open_transaction(f"{db}.plain")
+    with pytest.raises(UnsupportedFormatError, match="transactional"):
+        store.begin_compaction(f"{db}.plain", "", "major", agent="a", stale_after_s=60)
 
 
 def test_commit_abort_and_snapshots(store: Metastore, defn: TableDefinition) -> None:
@@ -145,8 +147,6 @@ def test_what_is_not_kept_yet_is_refused_as_not_yet_supported(store: Metastore,
     for call in (lambda: store.last_committed_batch("s"),
                  lambda: store.committed_write_id("s", 0),
                  lambda: store.allocate_write_ids(defn, 2),
-                 lambda: store.begin_compaction(defn, "", "major", agent="a", stale_after_s=1),
-                 lambda: store.compactions_to_clean(defn),
                  lambda: store.record_committed_files(defn, [])):
         with pytest.raises(ConfigError, match=r"is not supported on a Hive Metastore yet"):
             call()

@@ -52,17 +52,6 @@ def test_create_load_delete_cat_status_round_trip(hms4: Server, tmp_path: Path,
     assert rows.column("id").to_pylist() == [0, 3, 4]
 
 
-def test_compact_clean_and_stream_progress_refuse_before_writing(
-        hms4: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    location, _ = _load_and_delete(tmp_path, hms4.uri, capsys)
-    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    for command in (["compact", location], ["clean", location]):
-        code, _, err = run_cli([*command, "--metastore", hms4.uri], capsys)
-        assert code == 2, err
-        assert "is not supported on a Hive Metastore yet" in err
-    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
-
-
 def test_an_unreachable_metastore_fails_and_writes_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     uri = f"thrift://127.0.0.1:{free_port()}"

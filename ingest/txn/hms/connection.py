@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -153,13 +154,24 @@ class HmsConnection:
             MetastoreError: the connection failed (it is unusable afterwards), the answer was
                 not Thrift, or the server raised an exception not in `expect`.
         """
+        return self.call_with(method, lambda client: getattr(client, method)(*args),
+                              expect=expect)
+
+    def call_with(self, method: str, body: Callable[[Any], Any], *,
+                  expect: tuple[type[BaseException], ...] = ()) -> Any:
+        """Run `body(client)` (the Thrift client) with `call`'s error mapping; for calls whose
+        structs are newer than the stubs (`ingest.txn.hms._compact_api`).
+
+        Raises:
+            As `call`.
+        """
         if self._broken is not None:
             raise MetastoreError(f"Cannot call {method} on the Hive Metastore at {self.uri}: "
                                  f"the connection failed earlier ({self._broken.message})",
                                  location=self.uri, hint="open a new connection")
         app_error, thrift_error = _stubs.require()[5]
         try:
-            return getattr(self._client, method)(*args)
+            return body(self._client)
         except expect:
             raise
         except app_error as e:
