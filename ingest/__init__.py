@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ingest.table.api import Table, open_table
+    from ingest.table import Table, open_table
 
 _LAZY = {"open_table", "Table"}
 

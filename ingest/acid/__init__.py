@@ -2,14 +2,7 @@
 reader, side files, snapshots, recovery. Knows nothing of Spark, Kafka or the metastore
 (docs/architecture.md): snapshots arrive as ValidWriteIdList values."""
 
-from ingest.acid._files import can_append, has_directories
-from ingest.acid.bucket_file import (
-    BucketFileInfo,
-    inspect_bucket_file,
-    read_bucket_file,
-    read_events,
-)
-from ingest.acid.compaction import (
+from ingest.acid.compaction.compact import (
     CompactionPlan,
     CompactionResult,
     compact_partition,
@@ -17,16 +10,8 @@ from ingest.acid.compaction import (
     finish_interrupted,
     plan_compaction,
 )
-from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
-from ingest.acid.file_options import CODECS, parse_codec
-from ingest.acid.layout import (
-    DirectoryStatus,
-    FileStatus,
-    PartitionStatus,
-    TableLayout,
-    describe_table,
-)
-from ingest.acid.names import (
+from ingest.acid.format.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
+from ingest.acid.format.names import (
     ParsedDirectory,
     bucket_file_name,
     decode_bucket_property,
@@ -39,21 +24,36 @@ from ingest.acid.names import (
     parse_directory,
     write_acid_version_file,
 )
-from ingest.acid.predicate import Predicate, parse_predicate, parse_where
-from ingest.acid.read_view import ReadView
-from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table, rollback_file
-from ingest.acid.schema import COMMENT_KEY, parse_schema, to_ddl, to_orc_type_string
-from ingest.acid.side_file import last_flush_length, read_flush_lengths, side_file_path
-from ingest.acid.snapshot import (
+from ingest.acid.format.schema import COMMENT_KEY, parse_schema, to_ddl, to_orc_type_string
+from ingest.acid.format.side_file import last_flush_length, read_flush_lengths, side_file_path
+from ingest.acid.format.writeids import ValidWriteIdList
+from ingest.acid.predicate.where import Predicate, parse_predicate, parse_where
+from ingest.acid.read.bucket_file import (
+    BucketFileInfo,
+    inspect_bucket_file,
+    read_bucket_file,
+    read_events,
+)
+from ingest.acid.read.directories import AcidState, NotEnoughHistoryError, acid_state
+from ingest.acid.read.layout import (
+    DirectoryStatus,
+    FileStatus,
+    PartitionStatus,
+    TableLayout,
+    describe_table,
+)
+from ingest.acid.read.reader import (
     Partition,
     UnverifiedSnapshotWarning,
     list_partitions,
     read_batches,
     read_table,
 )
-from ingest.acid.state import AcidState, NotEnoughHistoryError, acid_state
-from ingest.acid.writeids import ValidWriteIdList
-from ingest.acid.writer import KEY_COLUMNS, BucketFileOptions, BucketWriter, WriterOptions
+from ingest.acid.read.view import ReadView
+from ingest.acid.recovery.recover import FileRecovery, RecoveryReport, recover_table, rollback_file
+from ingest.acid.write.options import CODECS, parse_codec
+from ingest.acid.write.writer import KEY_COLUMNS, BucketFileOptions, BucketWriter, WriterOptions
+from ingest.io.files import can_append, has_directories
 
 __all__ = [
     "ACID_FIELD_NAMES",

@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ingest.acid import storage
 from ingest.errors import ConfigError
+from ingest.io import storage
 from ingest.txn import use_metastore
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -85,7 +85,7 @@ STORAGE_OPTION_HELP = (
 def storage_option(command: _F) -> _F:
     """Add `--storage-option KEY=VALUE` (repeatable) to a command whose argument `path` (or
     `file`) names a table location; the options are registered for that location's bucket
-    (`ingest.acid.storage`) before the command runs. Values are never echoed. A location no
+    (`ingest.io.storage`) before the command runs. Values are never echoed. A location no
     filesystem serves (unknown scheme, backend not installed, no bucket) is a `ConfigError`;
     a failure of the storage service itself becomes a `StorageError` naming the bucket and
     endpoint."""

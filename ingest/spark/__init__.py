@@ -6,13 +6,13 @@ shares table operations (row splitting, table creation, recovery) with the CLI v
 """
 
 from ingest.spark.compact_job import CompactJobReport, compact_on_executors
-from ingest.spark.datasource import register
-from ingest.spark.deadletter import dead_letter_location, dead_letter_name
 from ingest.spark.job import RunningStream, StreamSummary, check_kafka, ensure_tables, run_stream
-from ingest.spark.kafka_source import kafka_dataframe, register_kafka_source
+from ingest.spark.kafka.source import kafka_dataframe, register_kafka_source
 from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
 from ingest.spark.options import SinkOptions, StreamOptions
-from ingest.spark.sink import AcidSink, BatchReport
+from ingest.spark.sink.deadletter import dead_letter_location, dead_letter_name
+from ingest.spark.sink.driver import AcidSink, BatchReport
+from ingest.spark.source.datasource import register
 
 __all__ = [
     "AcidSink",

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid import storage
 from ingest.errors import CommitConflictError
+from ingest.io import storage
 from ingest.spark.options import Maintenance
 from ingest.table import clean, compact
 

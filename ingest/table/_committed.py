@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import fsspec
 
-from ingest.acid.committed import (
+from ingest.acid.format.committed import (
     CommittedFile,
     CommittedFiles,
     Damage,
@@ -22,9 +22,9 @@ from ingest.acid.committed import (
     size_damage,
     tail_damage,
 )
-from ingest.acid.names import ParsedDirectory, parse_bucket_file, parse_directory
-from ingest.acid.plan import covers
-from ingest.acid.recovery import FileRecovery, RecoveryReport
+from ingest.acid.format.names import ParsedDirectory, parse_bucket_file, parse_directory
+from ingest.acid.read.plan import covers
+from ingest.acid.recovery.recover import FileRecovery, RecoveryReport
 from ingest.table._open import table_fs
 from ingest.table._written import relative_path
 from ingest.txn import Metastore, TableDefinition

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 import fsspec
 
-from ingest.acid import storage
 from ingest.errors import ConfigError
+from ingest.io import storage
 from ingest.table._owner import check_owner
 from ingest.txn import (
     Metastore,

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid import storage
 from ingest.errors import ConfigError, IngestError
+from ingest.io import storage
 from ingest.txn import (
     MEMORY_URL,
     Metastore,

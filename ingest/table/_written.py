@@ -19,8 +19,8 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import has_directories, list_partitions
-from ingest.acid.committed import CommittedFile
-from ingest.acid.names import (
+from ingest.acid.format.committed import CommittedFile
+from ingest.acid.format.names import (
     ACID_VERSION_FILE,
     SIDE_FILE_SUFFIX,
     bucket_file_name,
@@ -28,7 +28,7 @@ from ingest.acid.names import (
     parse_bucket_file,
     write_acid_version_file,
 )
-from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
+from ingest.acid.write.writer import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
 from ingest.table._open import table_fs
 from ingest.txn import Metastore, TableDefinition, Transaction

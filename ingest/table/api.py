@@ -1,7 +1,7 @@
 """The Python entry point to a table: `open_table(location)` -> `Table`, read as Arrow.
 
 A `Table` finds its metastore as the CLI does, reads the metastore's committed snapshot by
-default, and streams rows through `ingest.acid.scan` (partition pruning, stripe skipping, exact
+default, and streams rows through `ingest.acid.read.scan` (partition pruning, stripe skipping, exact
 filter); load and delete delegate to `ingest.table.load` and `ingest.table.delete`. Reading
 files without a metastore is an explicit choice (`metastore=False`). Knows no ORC bytes.
 """
@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import has_directories, storage
-from ingest.acid.plan import FilePlan, ScanTask
-from ingest.acid.predicate import Predicate, parse_predicate
-from ingest.acid.read_view import ReadView
-from ingest.acid.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
-from ingest.acid.snapshot import Partition, list_partitions, resolve_snapshot
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid import has_directories
+from ingest.acid.format.writeids import ValidWriteIdList
+from ingest.acid.predicate.where import Predicate, parse_predicate
+from ingest.acid.read.plan import FilePlan, ScanTask
+from ingest.acid.read.reader import Partition, list_partitions, resolve_snapshot
+from ingest.acid.read.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
+from ingest.acid.read.view import ReadView
 from ingest.errors import ConfigError, TableNotFoundError
+from ingest.io import storage
 from ingest.table._arguments import (
     check_columns,
     check_limit,
@@ -38,8 +39,15 @@ from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
 from ingest.table.load import LoadResult, MissingColumns, check_missing_columns
 from ingest.table.load import load as load_rows
-from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for, redact_url
-from ingest.txn.locations import ancestors, normalize_location
+from ingest.txn import (
+    Metastore,
+    OffsetRange,
+    TableDefinition,
+    find_metastore_for,
+    normalize_location,
+    redact_url,
+)
+from ingest.txn.locations import ancestors
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,7 +76,7 @@ def open_table(
         metastore: see `MetastoreArg`. With a metastore, reads use its committed snapshot.
         storage_options: fsspec options for the table's files (endpoint, credentials, ...);
             registered for `location` and the table's root in this process
-            (`ingest.acid.storage`), so reads, `load` and `delete` all use them, as do
+            (`ingest.io.storage`), so reads, `load` and `delete` all use them, as do
             `ingest.table` functions called later on the same location.
 
     Returns:

@@ -15,13 +15,13 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid.committed import CommittedFiles
-from ingest.acid.events import BUCKET, ORIGINAL_TRANSACTION, ROW_ID
-from ingest.acid.names import decode_bucket_property, format_delta
-from ingest.acid.predicate import Predicate, parse_predicate
-from ingest.acid.snapshot import ROW_ID_COLUMN, open_plan, start_merge
-from ingest.acid.writeids import ValidWriteIdList
-from ingest.acid.writer import Compression
+from ingest.acid.format.committed import CommittedFiles
+from ingest.acid.format.events import BUCKET, ORIGINAL_TRANSACTION, ROW_ID
+from ingest.acid.format.names import decode_bucket_property, format_delta
+from ingest.acid.format.writeids import ValidWriteIdList
+from ingest.acid.predicate.where import Predicate, parse_predicate
+from ingest.acid.read.reader import ROW_ID_COLUMN, open_plan, start_merge
+from ingest.acid.write.writer import Compression
 from ingest.table._committed import table_manifest
 from ingest.table._definition import table_compression, table_schema
 from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
@@ -62,7 +62,7 @@ def delete(
 
     Args:
         location: the table root.
-        where: the predicate, see `ingest.acid.predicate.parse_predicate`.
+        where: the predicate, see `ingest.acid.predicate.where.parse_predicate`.
         metastore: as for `load`.
         agent: recorded with the transaction; default host:pid:ingest-delete.
         dry_run: only count the matching rows; no transaction, nothing written.

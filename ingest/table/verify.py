@@ -20,19 +20,20 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid import has_directories, storage
-from ingest.acid.bucket_file import inspect_bucket_file, read_events
-from ingest.acid.checksums import find_mismatches
-from ingest.acid.names import ParsedDirectory, parse_directory
-from ingest.acid.recovery import (
+from ingest.acid import has_directories
+from ingest.acid.format.checksums import find_mismatches
+from ingest.acid.format.names import ParsedDirectory, parse_directory
+from ingest.acid.format.writeids import ValidWriteIdList
+from ingest.acid.read.bucket_file import inspect_bucket_file, read_events
+from ingest.acid.recovery.recover import (
     FileRecovery,
     RecoveryReport,
     committed_read_length,
     default_backup_dir,
     recover_table,
 )
-from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
+from ingest.io import storage
 from ingest.orc import read_tail
 from ingest.table._committed import (
     committed_length_of,

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from s3_server import Bucket
 
-from ingest.acid import storage
+from ingest.io import storage
 from ingest.spark import register
 from ingest.spark.compact_job import compact_on_executors
 from ingest.table import create_table, load

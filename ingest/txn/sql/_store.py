@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Self
 
-from ingest.acid.committed import CommittedFile
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format.committed import CommittedFile
+from ingest.acid.format.writeids import ValidWriteIdList
 from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore
 from ingest.txn.model import (
     TXN_STATES,
