@@ -9,7 +9,7 @@ database serves several hosts. Other layers import only the names below.
 
 from ingest.acid.format.committed import CommittedFile
 from ingest.txn.errors import MetastoreError
-from ingest.txn.locations import normalize_location
+from ingest.txn.locations import ancestors, normalize_location
 from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore
 from ingest.txn.model import (
     TXN_STATES,
@@ -62,14 +62,15 @@ __all__ = [
     "Transaction",
     "TransactionInfo",
     "TxnState",
+    "ancestors",
+    "backend_for",
     "chosen_metastore",
     "default_metastore_url",
     "find_metastore_for",
-    "placed_metastore_url",
     "normalize_location",
+    "placed_metastore_url",
     "redact_url",
     "register_metastore",
-    "backend_for",
     "supported_schemes",
     "use_metastore",
 ]
