@@ -20,9 +20,9 @@ _LAZY = {"open_table", "Table"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from ingest.table import api
+        from ingest import table
 
-        return getattr(api, name)
+        return getattr(table, name)
     raise AttributeError(f"module 'ingest' has no attribute {name!r}")
 
 

@@ -39,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2
-    from ingest.spark import compact_on_executors
-    from ingest.spark.session import job_session
+    from ingest.spark import compact_on_executors, job_session
 
     spark = job_session(f"compact {args.table}", args.master)
     try:

@@ -16,10 +16,17 @@ import numpy as np
 import pyarrow as pa
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid.compaction.compact import compact_partition
-from ingest.acid.format.events import BUCKET, KEY_COLUMNS, ORIGINAL_TRANSACTION, ROW_ID
-from ingest.acid.format.names import bucket_file_name, encode_bucket_property, format_delta
-from ingest.acid.read.reader import read_table
+from ingest.acid.compaction import compact_partition
+from ingest.acid.format import (
+    BUCKET,
+    KEY_COLUMNS,
+    ORIGINAL_TRANSACTION,
+    ROW_ID,
+    bucket_file_name,
+    encode_bucket_property,
+    format_delta,
+)
+from ingest.acid.read import read_table
 from ingest.bench._common import median_seconds, report, sample_rows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ingest.acid.compaction.initiator import Backlog
+from ingest.acid.compaction import Backlog
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ingest.acid.format.names import MAX_BUCKET_COUNT
-from ingest.acid.format.schema import to_ddl
+from ingest.acid.format import MAX_BUCKET_COUNT, to_ddl
 from ingest.cli._options import parse_properties, storage_option
 from ingest.cli._output import dumps
 from ingest.table import create_table

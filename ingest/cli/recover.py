@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ingest.acid.recovery.recover import FileRecovery
+from ingest.acid.recovery import FileRecovery
 from ingest.cli._options import SECONDS, metastore_option, storage_option
 from ingest.cli._output import dumps
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, recover_table_with_metastore

@@ -17,8 +17,7 @@ import click
 
 from ingest.cli._output import progress
 from ingest.io import storage
-from ingest.spark import StreamOptions
-from ingest.spark.options import OptionSpec, option_specs
+from ingest.spark import OptionSpec, StreamOptions, option_specs
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,8 +68,13 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     micro-batch. The broker, the topic and an existing table's schema are checked before
     anything is written.
     """
-    from ingest.spark import StreamSummary, check_kafka, run_stream
-    from ingest.spark.job import check_sink_progress, table_layout
+    from ingest.spark import (
+        StreamSummary,
+        check_kafka,
+        check_sink_progress,
+        run_stream,
+        table_layout,
+    )
 
     options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
     table_layout(options.schema_ddl, options.partition_by)  # bad --schema / --partition-by too

@@ -15,13 +15,12 @@ from ingest.spark.job import (
     run_stream,
     table_layout,
 )
-from ingest.spark.kafka.source import kafka_dataframe, register_kafka_source
+from ingest.spark.kafka import kafka_dataframe, register_kafka_source
 from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
 from ingest.spark.options import OptionSpec, SinkOptions, StreamOptions, add_arguments, option_specs
 from ingest.spark.session import job_session
-from ingest.spark.sink.deadletter import dead_letter_location, dead_letter_name
-from ingest.spark.sink.driver import AcidSink, BatchReport
-from ingest.spark.source.datasource import register
+from ingest.spark.sink import AcidSink, BatchReport, dead_letter_location, dead_letter_name
+from ingest.spark.source import register
 
 __all__ = [
     "AcidSink",

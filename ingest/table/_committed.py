@@ -14,17 +14,19 @@ from dataclasses import replace
 
 import fsspec
 
-from ingest.acid.format.committed import (
+from ingest.acid.format import (
     CommittedFile,
     CommittedFiles,
     Damage,
+    ParsedDirectory,
     committed_file_at,
+    parse_bucket_file,
+    parse_directory,
     size_damage,
     tail_damage,
 )
-from ingest.acid.format.names import ParsedDirectory, parse_bucket_file, parse_directory
-from ingest.acid.read.plan import covers
-from ingest.acid.recovery.recover import FileRecovery, RecoveryReport
+from ingest.acid.read import covers
+from ingest.acid.recovery import FileRecovery, RecoveryReport
 from ingest.table._open import table_fs
 from ingest.table._written import relative_path
 from ingest.txn import Metastore, TableDefinition

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from ingest.acid.compaction.compact import CompactionKind, CompactionResult
+from ingest.acid.compaction import CompactionKind, CompactionResult
 from ingest.errors import IngestError
 from ingest.faults import crash_point
 from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid.format.names import (
+from ingest.acid.format import (
     ParsedDirectory,
     is_acid_directory_prefix,
     parse_directory,
     parse_partition,
 )
-from ingest.acid.read.reader import list_partitions
+from ingest.acid.read import list_partitions
 from ingest.errors import ConfigError
 from ingest.txn import TableDefinition
 

@@ -19,16 +19,16 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import has_directories, list_partitions
-from ingest.acid.format.committed import CommittedFile
-from ingest.acid.format.names import (
+from ingest.acid.format import (
     ACID_VERSION_FILE,
     SIDE_FILE_SUFFIX,
+    CommittedFile,
     bucket_file_name,
     format_delta,
     parse_bucket_file,
     write_acid_version_file,
 )
-from ingest.acid.write.writer import BucketFileOptions, BucketWriter, Compression
+from ingest.acid.write import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
 from ingest.table._open import table_fs
 from ingest.txn import Metastore, TableDefinition, Transaction

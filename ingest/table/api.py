@@ -17,12 +17,21 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import has_directories
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.predicate.where import Predicate, parse_predicate
-from ingest.acid.read.plan import FilePlan, ScanTask
-from ingest.acid.read.reader import Partition, list_partitions, resolve_snapshot
-from ingest.acid.read.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
-from ingest.acid.read.view import ReadView
+from ingest.acid.format import ValidWriteIdList
+from ingest.acid.predicate import Predicate, parse_predicate
+from ingest.acid.read import (
+    ALL_ON_DISK,
+    FilePlan,
+    Partition,
+    ReadView,
+    ScanStats,
+    ScanTask,
+    SnapshotArg,
+    SnapshotScan,
+    all_on_disk,
+    list_partitions,
+    resolve_snapshot,
+)
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.io import storage
 from ingest.table._arguments import (
@@ -43,11 +52,11 @@ from ingest.txn import (
     Metastore,
     OffsetRange,
     TableDefinition,
+    ancestors,
     find_metastore_for,
     normalize_location,
     redact_url,
 )
-from ingest.txn.locations import ancestors
 
 if TYPE_CHECKING:
     import pandas as pd

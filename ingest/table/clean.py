@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid.compaction.cleaning import (
+from ingest.acid.compaction import (
     Candidate,
     CleaningPlan,
     CleanKind,
@@ -27,10 +27,8 @@ from ingest.acid.compaction.cleaning import (
     plan_cleaning,
     remove_candidate,
 )
-from ingest.acid.format.committed import CommittedFiles
-from ingest.acid.format.names import parse_directory
-from ingest.acid.read.plan import plan_files
-from ingest.acid.read.view import ReadView
+from ingest.acid.format import CommittedFiles, parse_directory
+from ingest.acid.read import ReadView, plan_files
 from ingest.errors import ConfigError, CorruptFileError
 from ingest.faults import crash_point
 from ingest.table._definition import cleaner_retention_s

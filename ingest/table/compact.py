@@ -18,17 +18,19 @@ from typing import Literal
 
 import fsspec
 
-from ingest.acid.compaction.compact import (
+from ingest.acid.compaction import (
+    Backlog,
     CompactionKind,
     CompactionResult,
+    CompactionThresholds,
     compact_partition,
     compactor_snapshot,
+    decide,
+    measure_backlog,
     plan_compaction,
 )
-from ingest.acid.compaction.initiator import Backlog, CompactionThresholds, decide, measure_backlog
-from ingest.acid.read.plan import plan_files
-from ingest.acid.read.view import ReadView
-from ingest.acid.write.options import Compression, WriterOptions
+from ingest.acid.read import ReadView, plan_files
+from ingest.acid.write import Compression, WriterOptions
 from ingest.errors import ConfigError, CorruptFileError
 from ingest.table._compactor import HEARTBEAT_INTERVAL_S, CompactorRun, agent_alive
 from ingest.table._definition import (

@@ -14,8 +14,7 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import has_directories
-from ingest.acid.format.names import MAX_BUCKET_COUNT
-from ingest.acid.format.schema import parse_schema
+from ingest.acid.format import MAX_BUCKET_COUNT, parse_schema
 from ingest.errors import ConfigError, IngestError, TableExistsError
 from ingest.io import storage
 from ingest.table._definition import ADOPTED_PROPERTY, check_properties, ddl_type

@@ -15,13 +15,18 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid.format.committed import CommittedFiles
-from ingest.acid.format.events import BUCKET, ORIGINAL_TRANSACTION, ROW_ID
-from ingest.acid.format.names import decode_bucket_property, format_delta
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.predicate.where import Predicate, parse_predicate
-from ingest.acid.read.reader import ROW_ID_COLUMN, open_plan, start_merge
-from ingest.acid.write.writer import Compression
+from ingest.acid.format import (
+    BUCKET,
+    ORIGINAL_TRANSACTION,
+    ROW_ID,
+    CommittedFiles,
+    ValidWriteIdList,
+    decode_bucket_property,
+    format_delta,
+)
+from ingest.acid.predicate import Predicate, parse_predicate
+from ingest.acid.read import ROW_ID_COLUMN, open_plan, start_merge
+from ingest.acid.write import Compression
 from ingest.table._committed import table_manifest
 from ingest.table._definition import table_compression, table_schema
 from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs

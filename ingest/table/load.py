@@ -14,10 +14,8 @@ from typing import Literal, get_args
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.format.bucketing import bucket_ids
-from ingest.acid.format.names import format_delta
-from ingest.acid.format.schema import to_ddl
-from ingest.acid.write.writer import Compression
+from ingest.acid.format import bucket_ids, format_delta, to_ddl
+from ingest.acid.write import Compression
 from ingest.errors import ConfigError, SchemaMismatchError
 from ingest.table._definition import ddl_type, table_compression, table_schema
 from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.format.names import format_partition
+from ingest.acid.format import format_partition
 
 
 def partition_path(columns: Sequence[str], values: Sequence[str | None]) -> str:

@@ -13,16 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ingest.acid.compaction.initiator import (
-    Backlog,
-    CompactionThresholds,
-    Decision,
-    decide,
-    measure_backlog,
-)
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.read.directories import VisibleTxn
-from ingest.acid.read.layout import TableLayout, describe_table
+from ingest.acid.compaction import Backlog, CompactionThresholds, Decision, decide, measure_backlog
+from ingest.acid.format import ValidWriteIdList
+from ingest.acid.read import TableLayout, VisibleTxn, describe_table
 from ingest.io import storage
 from ingest.table._arguments import check_snapshot_table
 from ingest.table._definition import compaction_thresholds

@@ -21,11 +21,9 @@ from dataclasses import dataclass
 import fsspec
 
 from ingest.acid import has_directories
-from ingest.acid.format.checksums import find_mismatches
-from ingest.acid.format.names import ParsedDirectory, parse_directory
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.read.bucket_file import inspect_bucket_file, read_events
-from ingest.acid.recovery.recover import (
+from ingest.acid.format import ParsedDirectory, ValidWriteIdList, find_mismatches, parse_directory
+from ingest.acid.read import inspect_bucket_file, read_events
+from ingest.acid.recovery import (
     FileRecovery,
     RecoveryReport,
     committed_read_length,

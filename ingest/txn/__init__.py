@@ -7,7 +7,7 @@ The default is one SQLite file per warehouse directory (see `placement`); a Post
 database serves several hosts. Other layers import only the names below.
 """
 
-from ingest.acid.format.committed import CommittedFile
+from ingest.acid.format import CommittedFile
 from ingest.txn.errors import MetastoreError
 from ingest.txn.locations import ancestors, normalize_location
 from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore

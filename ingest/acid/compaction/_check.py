@@ -13,9 +13,15 @@ from collections.abc import Mapping, Sequence
 
 import fsspec
 
-from ingest.acid.format.checksums import check_stripes
-from ingest.acid.format.committed import CommittedFile, tail_bytes_at, tail_hash
-from ingest.acid.format.names import COMPACTION_TEMP_PREFIX, is_side_file, parse_bucket_file
+from ingest.acid.format import (
+    COMPACTION_TEMP_PREFIX,
+    CommittedFile,
+    check_stripes,
+    is_side_file,
+    parse_bucket_file,
+    tail_bytes_at,
+    tail_hash,
+)
 from ingest.errors import CorruptFileError
 from ingest.orc import TailError, parse_tail
 

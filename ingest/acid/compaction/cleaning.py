@@ -19,20 +19,21 @@ from typing import Any, Literal
 import fsspec
 
 from ingest.acid.compaction.compact import TEMP_PREFIX
-from ingest.acid.format.checksums import check_stripes
-from ingest.acid.format.committed import CommittedFiles, Damage, size_damage, tail_damage
-from ingest.acid.format.names import (
+from ingest.acid.format import (
     ACID_VERSION_FILE,
     METADATA_FILE,
+    CommittedFiles,
+    Damage,
     ParsedDirectory,
+    ValidWriteIdList,
+    check_stripes,
     format_delta,
     is_side_file,
     parse_directory,
+    size_damage,
+    tail_damage,
 )
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.read.bucket_file import readable_length
-from ingest.acid.read.directories import AcidState, VisibleTxn, acid_state
-from ingest.acid.read.plan import bucket_files
+from ingest.acid.read import AcidState, VisibleTxn, acid_state, bucket_files, readable_length
 from ingest.errors import CorruptFileError
 from ingest.faults import crash_point
 from ingest.orc import read_tail

@@ -23,10 +23,14 @@ import numpy as np
 import pyarrow as pa
 
 from ingest.acid.compaction._check import check_outputs
-from ingest.acid.format.committed import CommittedFile
-from ingest.acid.format.events import CURRENT_TRANSACTION, INSERT, ROW, acid_event_schema
-from ingest.acid.format.names import (
+from ingest.acid.format import (
     COMPACTION_TEMP_PREFIX,
+    CURRENT_TRANSACTION,
+    INSERT,
+    ROW,
+    CommittedFile,
+    ValidWriteIdList,
+    acid_event_schema,
     bucket_file_name,
     format_base,
     format_delta,
@@ -35,14 +39,22 @@ from ingest.acid.format.names import (
     write_acid_version_file,
     write_compacted_marker,
 )
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.read.bucket_file import read_events, readable_length
-from ingest.acid.read.directories import AcidState, VisibleTxn
-from ingest.acid.read.merge import ROW_ID_COLUMN, DataFile, Merger, read_length, valid_mask
-from ingest.acid.read.plan import Partition, plan_files, plan_partition
-from ingest.acid.read.view import ReadView
-from ingest.acid.write.event_writer import write_bucket
-from ingest.acid.write.options import BucketFileOptions, Compression, WriterOptions
+from ingest.acid.read import (
+    ROW_ID_COLUMN,
+    AcidState,
+    DataFile,
+    Merger,
+    Partition,
+    ReadView,
+    VisibleTxn,
+    plan_files,
+    plan_partition,
+    read_events,
+    read_length,
+    readable_length,
+    valid_mask,
+)
+from ingest.acid.write import BucketFileOptions, Compression, WriterOptions, write_bucket
 from ingest.errors import CommitConflictError, CorruptFileError, UnsupportedFormatError
 from ingest.faults import crash_point
 from ingest.io import files as _files

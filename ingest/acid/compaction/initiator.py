@@ -14,9 +14,8 @@ from typing import Literal
 import fsspec
 
 from ingest.acid.compaction.compact import compactor_snapshot
-from ingest.acid.format.names import is_hidden, parse_directory
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.read.directories import VisibleTxn, acid_state
+from ingest.acid.format import ValidWriteIdList, is_hidden, parse_directory
+from ingest.acid.read import VisibleTxn, acid_state
 
 Kind = Literal["major", "minor"]
 

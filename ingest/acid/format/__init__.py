@@ -5,6 +5,7 @@ the committed-file manifest's entries, valid write-id lists and bucketing hashes
 Reads and writes no rows; every other room of `ingest.acid` builds on it (docs/format.md).
 """
 
+from ingest.acid.format import checksums
 from ingest.acid.format.bucketing import bucket_ids
 from ingest.acid.format.checksums import (
     StripeHasher,
@@ -83,6 +84,7 @@ from ingest.acid.format.side_file import encode_length, last_flush_length, read_
 from ingest.acid.format.writeids import ValidWriteIdList
 
 __all__ = [
+    "checksums",
     "ACID_FIELD_NAMES",
     "ACID_STATS",
     "ACID_VERSION_FILE",

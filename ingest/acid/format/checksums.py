@@ -17,8 +17,7 @@ import xxhash
 from ingest.acid.format.footer import CHECKSUMS_ALGORITHM as ALGORITHM
 from ingest.acid.format.footer import CHECKSUMS_KEY, KEY_INDEX, parse_key_index
 from ingest.errors import CorruptFileError
-from ingest.orc import FileTail, StripeInfo
-from ingest.orc.proto_fields import ColumnStatistics, IntegerStatistics
+from ingest.orc import ColumnStatistics, FileTail, IntegerStatistics, StripeInfo
 
 CHECK_ENV = "INGEST_CHECK_CHECKSUMS"  # "0" turns the reader's check off (verify always checks)
 _CURRENT_COLUMN = 5  # column id of currentTransaction: 0 is the event struct, 1 operation, ...

@@ -16,8 +16,7 @@ import fsspec
 import xxhash
 
 from ingest.errors import ConfigError, CorruptFileError
-from ingest.orc import TailError, parse_tail
-from ingest.orc.tail import tail_bytes_needed
+from ingest.orc import TailError, parse_tail, tail_bytes_needed
 
 # The first read of a tail: enough for the tails our writer and Hive write; longer ones take
 # a second read (the postscript says how long).

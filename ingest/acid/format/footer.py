@@ -10,10 +10,18 @@ from collections.abc import Sequence
 import xxhash
 
 from ingest.errors import CorruptFileError
-from ingest.orc import CompressionKind, FileTail, Message, serialize_tail
-from ingest.orc._protobuf import length_field, varint_field
-from ingest.orc.proto_fields import Footer, Metadata, UserMetadataItem
-from ingest.orc.tail import MAGIC
+from ingest.orc import (
+    MAGIC,
+    CompressionKind,
+    FileTail,
+    Footer,
+    Message,
+    Metadata,
+    UserMetadataItem,
+    length_field,
+    serialize_tail,
+    varint_field,
+)
 
 KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"

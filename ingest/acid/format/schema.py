@@ -11,7 +11,7 @@ import re
 
 import pyarrow as pa
 
-from ingest.acid.predicate.lexer import Dialect, TokenCursor, syntax_error, tokenize
+from ingest.acid.predicate import Dialect, TokenCursor, syntax_error, tokenize
 from ingest.errors import ConfigError, UnsupportedFormatError
 
 HIVE_TYPE_KEY = b"hive.type"

@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.format.events import BUCKET, KEY_COLUMNS, ROW_ID
-from ingest.acid.format.events import CURRENT_TRANSACTION as CURRENT
-from ingest.acid.format.events import ORIGINAL_TRANSACTION as OTID
+from ingest.acid.format import BUCKET, KEY_COLUMNS, ROW_ID
+from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
+from ingest.acid.format import ORIGINAL_TRANSACTION as OTID
 
 # A delete event drops every row with its key whatever that row's write id (Hive 3); stored as
 # "supersedes anything written before write id +inf".

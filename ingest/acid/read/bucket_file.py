@@ -15,9 +15,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 
-from ingest.acid.format import checksums
-from ingest.acid.format.events import ACID_FIELD_NAMES, acid_event_schema
-from ingest.acid.format.side_file import read_flush_lengths
+from ingest.acid.format import ACID_FIELD_NAMES, acid_event_schema, checksums, read_flush_lengths
 from ingest.errors import CorruptFileError
 from ingest.io import files as _files
 from ingest.orc import FileTail, open_orc, read_tail

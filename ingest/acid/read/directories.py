@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 import fsspec
 
-from ingest.acid.format.names import (
+from ingest.acid.format import (
     ParsedDirectory,
+    ValidWriteIdList,
     half_renamed_minor,
     is_acid_directory_prefix,
     is_compacted_base,
     is_hidden,
     parse_directory,
 )
-from ingest.acid.format.writeids import ValidWriteIdList
 from ingest.errors import IngestError, UnsupportedFormatError
 
 VisibleTxn = Callable[[int], bool]

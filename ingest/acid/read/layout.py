@@ -13,9 +13,7 @@ from typing import Literal
 
 import fsspec
 
-from ingest.acid.format.names import is_hidden, parse_directory
-from ingest.acid.format.side_file import read_flush_lengths
-from ingest.acid.format.writeids import ValidWriteIdList
+from ingest.acid.format import ValidWriteIdList, is_hidden, parse_directory, read_flush_lengths
 from ingest.acid.read.bucket_file import readable_length
 from ingest.acid.read.directories import VisibleTxn, acid_state
 from ingest.acid.read.merge import FileKind

@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 from fsspec.implementations.local import LocalFileSystem
 
-from ingest.acid.format import checksums
-from ingest.acid.format.events import (
+from ingest.acid.format import (
     ACID_FIELD_NAMES,
+    ACID_STATS,
     BUCKET,
     DELETE,
     KEY_COLUMNS,
@@ -35,13 +35,15 @@ from ingest.acid.format.events import (
     ROW,
     ROW_ID,
     ROW_POSITION,
+    ParsedDirectory,
+    ValidWriteIdList,
+    checksums,
+    encode_bucket_property,
+    parse_acid_stats,
 )
-from ingest.acid.format.events import CURRENT_TRANSACTION as CURRENT
-from ingest.acid.format.events import ORIGINAL_TRANSACTION as OTID
-from ingest.acid.format.footer import ACID_STATS, parse_acid_stats
-from ingest.acid.format.names import ParsedDirectory, encode_bucket_property
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.predicate.conditions import Condition, Domain
+from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
+from ingest.acid.format import ORIGINAL_TRANSACTION as OTID
+from ingest.acid.predicate import Condition, Domain
 from ingest.acid.read._delete_registry import DeleteRegistry
 from ingest.acid.read._stripe_decoder import StripeDecoder, ahead, finished
 from ingest.acid.read.bucket_file import damage_hint
@@ -50,13 +52,14 @@ from ingest.acid.read.tails import SideFileWarning, committed_read_length
 from ingest.errors import ConfigError, CorruptFileError, UnsupportedFormatError
 from ingest.orc import (
     FileTail,
+    SubMicroseconds,
     TimestampPrecisionWarning,
+    WideColumn,
     open_orc,
     read_tail,
     wide_timestamp_columns,
     with_wide_timestamps,
 )
-from ingest.orc.timestamps import SubMicroseconds, WideColumn
 
 # Hive 3 `RecordIdentifier.StructInfo`: ROW__ID is struct<writeid:bigint,bucketid:int,rowid:bigint>.
 ROW_ID_COLUMN = "row__id"

@@ -17,22 +17,20 @@ from dataclasses import dataclass, field
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from ingest.acid.format.committed import (
+from ingest.acid.format import (
     CommittedFile,
     CommittedFiles,
-    damage_error,
-    size_damage,
-    tail_damage,
-)
-from ingest.acid.format.names import (
     ParsedDirectory,
+    ValidWriteIdList,
+    damage_error,
     is_hidden,
     is_side_file,
     parse_bucket_file,
     parse_directory,
     parse_partition,
+    size_damage,
+    tail_damage,
 )
-from ingest.acid.format.writeids import ValidWriteIdList
 from ingest.acid.read.bucket_file import readable_length
 from ingest.acid.read.directories import AcidState, VisibleTxn, acid_state
 from ingest.acid.read.merge import DataFile, FileKind, read_length

@@ -16,10 +16,13 @@ from typing import TypedDict, Unpack
 import fsspec
 import pyarrow as pa
 
-from ingest.acid.format.committed import CommittedFiles
-from ingest.acid.format.events import ROW_POSITION
-from ingest.acid.format.names import DEFAULT_PARTITION_NAME, parse_directory
-from ingest.acid.format.writeids import ValidWriteIdList
+from ingest.acid.format import (
+    DEFAULT_PARTITION_NAME,
+    ROW_POSITION,
+    CommittedFiles,
+    ValidWriteIdList,
+    parse_directory,
+)
 from ingest.acid.read.bucket_file import readable_length
 from ingest.acid.read.directories import VisibleTxn
 from ingest.acid.read.merge import (

@@ -16,9 +16,8 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.predicate.conditions import Domain
-from ingest.acid.predicate.where import Predicate, parse_predicate
+from ingest.acid.format import ValidWriteIdList
+from ingest.acid.predicate import Domain, Predicate, parse_predicate
 from ingest.acid.read.merge import ROW_ID_COLUMN, DataFile
 from ingest.acid.read.plan import Partition, list_partitions, plan_files
 from ingest.acid.read.reader import on_disk_snapshot, resolve_snapshot, start_merge

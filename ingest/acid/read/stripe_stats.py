@@ -14,16 +14,17 @@ from decimal import Decimal, InvalidOperation
 
 import pyarrow as pa
 
-from ingest.acid.format.events import ROW_POSITION
-from ingest.acid.predicate.conditions import UNKNOWN, Domain
-from ingest.orc import FileTail, Message
-from ingest.orc.proto_fields import (
+from ingest.acid.format import ROW_POSITION
+from ingest.acid.predicate import UNKNOWN, Domain
+from ingest.orc import (
     BucketStatistics,
     ColumnStatistics,
     DateStatistics,
     DecimalStatistics,
     DoubleStatistics,
+    FileTail,
     IntegerStatistics,
+    Message,
     StringStatistics,
     TimestampStatistics,
     Type,

@@ -15,14 +15,25 @@ from collections.abc import Callable, Iterator
 import fsspec
 import pyarrow.orc as po
 
-from ingest.acid.format.events import ACID_FIELD_NAMES
-from ingest.acid.format.footer import KEY_INDEX, parse_key_index
-from ingest.acid.format.names import parse_directory, side_file_path
+from ingest.acid.format import (
+    ACID_FIELD_NAMES,
+    KEY_INDEX,
+    parse_directory,
+    parse_key_index,
+    side_file_path,
+)
 from ingest.acid.read.bucket_file import read_events, readable_length
 from ingest.errors import CorruptFileError
-from ingest.orc import BoundedFile, FileTail, Message, StripeInfo, check_extends, read_tail
-from ingest.orc.proto_fields import Footer
-from ingest.orc.tail import MAGIC
+from ingest.orc import (
+    MAGIC,
+    BoundedFile,
+    FileTail,
+    Footer,
+    Message,
+    StripeInfo,
+    check_extends,
+    read_tail,
+)
 
 # The ACID columns but `row`: what the cheap check decodes of the stripes a flush added.
 _EVENT_COLUMNS = [name for name in ACID_FIELD_NAMES if name != "row"]

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ingest.acid.format.committed import CommittedFile
-from ingest.acid.format.writeids import ValidWriteIdList
+from ingest.acid.format import CommittedFile, ValidWriteIdList
 from ingest.acid.read.directories import VisibleTxn
 
 

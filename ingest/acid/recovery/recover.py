@@ -16,18 +16,19 @@ from typing import Literal
 
 import fsspec
 
-from ingest.acid.format.names import (
+from ingest.acid.format import (
     SIDE_FILE_SUFFIX,
+    ValidWriteIdList,
+    encode_length,
     is_acid_directory_prefix,
     is_hidden,
     is_side_file,
     parse_bucket_file,
     parse_directory,
+    read_flush_lengths,
     side_file_path,
 )
-from ingest.acid.format.side_file import encode_length, read_flush_lengths
-from ingest.acid.format.writeids import ValidWriteIdList
-from ingest.acid.read.tails import (
+from ingest.acid.read import (
     SideFileWarning,
     committed_footer_past,
     committed_read_length,

@@ -18,24 +18,22 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ingest.acid.format.events import INSERT, KEY_COLUMNS
+from ingest.acid.format import INSERT, KEY_COLUMNS
 from ingest.acid.write._event_columns import event_column
 from ingest.orc import (
-    CompressionKind,
-    FileTail,
-    Message,
-    StripeInfo,
-    compress_stream,
-    decompress_stream,
-)
-from ingest.orc._protobuf import VARINT
-from ingest.orc.proto_fields import (
+    VARINT,
     ColumnEncoding,
     ColumnEncodingKind,
+    CompressionKind,
+    FileTail,
     Footer,
+    Message,
     Stream,
     StreamKind,
     StripeFooter,
+    StripeInfo,
+    compress_stream,
+    decompress_stream,
 )
 
 # Columns in front of the user's: root, operation, originalTransaction, bucket, rowId,

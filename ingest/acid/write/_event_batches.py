@@ -12,9 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid.format.events import DELETE, KEY_COLUMNS, ROW
-from ingest.acid.format.names import decode_bucket_property
-from ingest.acid.format.schema import to_orc_type_string
+from ingest.acid.format import DELETE, KEY_COLUMNS, ROW, decode_bucket_property, to_orc_type_string
 from ingest.errors import SchemaMismatchError, UnsupportedFormatError
 
 _KEY_TYPES = (pa.int64(), pa.int32(), pa.int64())

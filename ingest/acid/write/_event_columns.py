@@ -14,11 +14,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ingest.orc import CompressionKind, Message, compress_stream
-from ingest.orc._protobuf import encode_varint, length_field, varint_field, zigzag_encode
-from ingest.orc.compression import compress_stream_with_positions
-from ingest.orc.proto_fields import ColumnStatistics, IntegerStatistics, RowIndex, RowIndexEntry
-from ingest.orc.statistics import INT64_MAX, INT64_MIN
+from ingest.orc import (
+    INT64_MAX,
+    INT64_MIN,
+    ColumnStatistics,
+    CompressionKind,
+    IntegerStatistics,
+    Message,
+    RowIndex,
+    RowIndexEntry,
+    compress_stream,
+    compress_stream_with_positions,
+    encode_varint,
+    length_field,
+    varint_field,
+    zigzag_encode,
+)
 
 MAX_RUN = 512  # values in one RLE v2 run
 _DELTA_RUN = 0xC0  # header bits: encoding DELTA (3), bit width 0 (fixed delta)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ingest.acid.format.events import KEY_COLUMNS, ROW
+from ingest.acid.format import KEY_COLUMNS, ROW
 from ingest.acid.write._acid_stripes import AcidStripe, _Columns, _user_columns, _UserStripe
 from ingest.acid.write._stripe_encoder import StripeEncoder, _column_groups, _pool
-from ingest.orc import Message, StripeInfo, compress_stream
-from ingest.orc.proto_fields import StripeFooter
+from ingest.orc import Message, StripeFooter, StripeInfo, compress_stream
 
 # Below this many rows a stripe is encoded in one call: a thread hand-off costs more.
 MIN_ROWS_TO_SPLIT = 8 * 1024

@@ -10,22 +10,21 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ingest.acid.format import footer as _acid_footer
-from ingest.acid.format.checksums import parse_checksums
-from ingest.acid.format.footer import (
+from ingest.acid.format import (
     ACID_STATS,
     CHECKSUMS_KEY,
     KEY_INDEX,
     WRITTEN_KEYS,
+    decode_bucket_property,
     parse_acid_stats,
+    parse_checksums,
+    parse_key_index,
 )
-from ingest.acid.format.names import decode_bucket_property
-from ingest.acid.read.bucket_file import as_read_back
+from ingest.acid.read import as_read_back
 from ingest.acid.write._stripe_encoder import PYARROW_BLOCK_UNIT
 from ingest.acid.write.options import BucketFileOptions
 from ingest.errors import CorruptFileError, SchemaMismatchError, UnsupportedFormatError
-from ingest.orc import FileTail, Message, StripeInfo
-from ingest.orc.proto_fields import Footer, Metadata, UserMetadataItem
+from ingest.orc import FileTail, Footer, Message, Metadata, StripeInfo, UserMetadataItem
 
 
 @dataclass
@@ -80,7 +79,7 @@ def restore(path: str, tail: FileTail, file_row_schema: pa.Schema,
             f"Cannot append to {path}: it was written with a compression block size "
             f"of {tail.block_size:,} bytes, and the ORC encoder writes only multiples of "
             f"{PYARROW_BLOCK_UNIT:,}", hint="write the new rows to a new delta instead")
-    keys = _acid_footer.parse_key_index(tail.user_metadata.get(KEY_INDEX, b""), path)
+    keys = parse_key_index(tail.user_metadata.get(KEY_INDEX, b""), path)
     if len(keys) != len(tail.stripes):
         raise CorruptFileError(
             f"Cannot append to {path}: {KEY_INDEX} has {len(keys)} entries for "

@@ -19,7 +19,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid.format.events import (
+from ingest.acid.format import (
     BUCKET,
     CURRENT_TRANSACTION,
     DELETE,
@@ -30,8 +30,8 @@ from ingest.acid.format.events import (
     ROW,
     ROW_ID,
     UPDATE,
+    side_file_path,
 )
-from ingest.acid.format.names import side_file_path
 from ingest.acid.write import _event_stripes as _compact_stripes
 from ingest.acid.write import _nested_nulls
 from ingest.acid.write.options import BucketFileOptions

@@ -13,10 +13,9 @@ from typing import Literal
 
 import pyarrow as pa
 
-from ingest.acid.format.names import MAX_BUCKET_ID, MAX_STATEMENT_ID
-from ingest.orc.compression import CODECS, parse_codec
-from ingest.orc.compression import Codec as Compression
-from ingest.orc.statistics import INT64_MAX
+from ingest.acid.format import MAX_BUCKET_ID, MAX_STATEMENT_ID
+from ingest.orc import CODECS, INT64_MAX, parse_codec
+from ingest.orc import Codec as Compression
 
 EventKind = Literal["insert", "delete"]
 

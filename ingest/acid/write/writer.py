@@ -18,21 +18,25 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 
-from ingest.acid.format.checksums import StripeHasher, file_checksums, pack_checksum
-from ingest.acid.format.committed import CommittedFile, tail_bytes_at
-from ingest.acid.format.committed import tail_hash as hash_tail
-from ingest.acid.format.events import (
+from ingest.acid.format import (
     ACID_FIELD_NAMES,
     BUCKET,
     KEY_COLUMNS,
     ROW,
+    AcidTail,
+    CommittedFile,
+    StripeHasher,
     acid_event_schema,
+    encode_bucket_property,
+    encode_length,
+    file_checksums,
+    pack_checksum,
     row_schema_of,
+    side_file_path,
+    tail_bytes_at,
 )
-from ingest.acid.format.footer import AcidTail
-from ingest.acid.format.names import encode_bucket_property
-from ingest.acid.format.side_file import encode_length, side_file_path
-from ingest.acid.read.bucket_file import readable_length
+from ingest.acid.format import tail_hash as hash_tail
+from ingest.acid.read import readable_length
 from ingest.acid.write import _event_batches, _nested_nulls
 from ingest.acid.write._acid_stripes import AcidStripe
 from ingest.acid.write._file_state import FileState, restore, writable_row_schema
@@ -46,10 +50,15 @@ from ingest.errors import (
 )
 from ingest.faults import crash_point
 from ingest.io import files as _files
-from ingest.orc import Message, merge_statistics, open_orc, read_tail
-from ingest.orc.proto_fields import StripeStatistics
-from ingest.orc.statistics import INT64_MAX
-from ingest.orc.tail import MAGIC
+from ingest.orc import (
+    INT64_MAX,
+    MAGIC,
+    Message,
+    StripeStatistics,
+    merge_statistics,
+    open_orc,
+    read_tail,
+)
 
 
 class BucketWriter:

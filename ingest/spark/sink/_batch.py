@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import fsspec
 import pyarrow as pa
 
-from ingest.acid.format.names import write_acid_version_file
+from ingest.acid.format import write_acid_version_file
 from ingest.errors import BadRecordError
 from ingest.spark.sink._results import (
     RESULT_DDL,

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ingest.table.values import (
+from ingest.table import (
     WIDE_DECIMAL,
     describe_decimal_error,
     outside_nanoseconds,

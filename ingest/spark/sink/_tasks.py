@@ -21,8 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
-from ingest.acid.format.bucketing import bucket_ids
-from ingest.acid.format.names import bucket_file_name
+from ingest.acid.format import bucket_file_name, bucket_ids
 from ingest.io import storage
 from ingest.spark.sink._parse import parse_json_values
 from ingest.spark.sink._results import (

@@ -35,8 +35,7 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import can_append, is_side_file, parse_codec, rollback_file, side_file_path
-from ingest.acid.format.committed import CommittedFile
-from ingest.acid.format.names import ACID_VERSION_FILE, format_delta
+from ingest.acid.format import ACID_VERSION_FILE, CommittedFile, format_delta
 from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
 from ingest.io import storage

@@ -21,9 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.acid import ValidWriteIdList
-from ingest.acid.predicate.conditions import Condition
-from ingest.acid.read.plan import ScanTask
-from ingest.acid.read.reader import DataFile
+from ingest.acid.predicate import Condition
+from ingest.acid.read import DataFile, ScanTask
 from ingest.errors import ConfigError
 from ingest.io import storage
 from ingest.txn import Metastore, TableDefinition, find_metastore_for, normalize_location

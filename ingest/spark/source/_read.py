@@ -16,9 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.acid import ReadView
-from ingest.acid.read.merge import ROW_ID_COLUMN, ScanCounts
-from ingest.acid.read.plan import FilePlan
-from ingest.acid.read.reader import start_merge
+from ingest.acid.read import ROW_ID_COLUMN, FilePlan, ScanCounts, start_merge
 from ingest.spark.source._lease import renewing
 from ingest.spark.source._plan import ReadTask
 

@@ -20,9 +20,8 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from ingest.acid import ReadView, ValidWriteIdList
-from ingest.acid.predicate.conditions import Domain
-from ingest.acid.predicate.where import parse_predicate
-from ingest.acid.read.plan import Partition, ScanTask, plan_files
+from ingest.acid.predicate import Domain, parse_predicate
+from ingest.acid.read import Partition, ScanTask, plan_files
 from ingest.io import storage
 from ingest.spark.source._filters import Condition, conjunction, tree_conjunction
 from ingest.spark.source._plan import (

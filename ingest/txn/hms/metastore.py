@@ -20,8 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import NoReturn, Self
 
 from ingest.acid import ValidWriteIdList
-from ingest.acid.format.committed import CommittedFile
-from ingest.acid.format.names import parse_partition
+from ingest.acid.format import CommittedFile, parse_partition
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn.errors import MetastoreError
 from ingest.txn.hms import _stubs
