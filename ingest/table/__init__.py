@@ -29,6 +29,12 @@ from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.load import LoadResult, MissingColumns, load, load_file
 from ingest.table.locate import metastore_if_any, open_table_or_files
+from ingest.table.recover import (
+    DEFAULT_TXN_TIMEOUT_S,
+    TableRecovery,
+    live_files_of,
+    recover_table_with_metastore,
+)
 from ingest.table.split import partition_path, split_rows
 from ingest.table.status import PartitionBacklog, StatusTotals, TableStatus, table_status
 from ingest.table.values import (
@@ -38,15 +44,7 @@ from ingest.table.values import (
     to_decimal,
     to_nanosecond_timestamp,
 )
-from ingest.table.verify import (
-    DEFAULT_TXN_TIMEOUT_S,
-    Problem,
-    TableRecovery,
-    VerifyReport,
-    live_files_of,
-    recover_table_with_metastore,
-    verify_table,
-)
+from ingest.table.verify import Problem, VerifyReport, verify_table
 
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",

@@ -35,7 +35,7 @@ from ingest.table._definition import cleaner_retention_s
 from ingest.table._layout import partition_dirs
 from ingest.table._open import MetastoreRef, agent_name, open_table, table_fs
 from ingest.table._written import relative_path
-from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
+from ingest.table.recover import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import CompactionInfo, Metastore, ReaderInfo, TableDefinition
 
 
