@@ -428,12 +428,9 @@ def _timestamp_merger(fs: fsspec.AbstractFileSystem, plan: CompactionPlan,
     timestamp[us] where an input holds a value outside timestamp[ns]; it refuses to drop a
     digit (docs/format.md §19)."""
     assert row_schema is not None
-    merger = Merger(fs, plan.snapshot, None, with_row_id, ())
-    merger.pin_lengths(plan.read_lengths)
-    merger.set_row_schema(row_schema)
-    merger.sub_microseconds = "error"  # a rewrite keeps every digit or refuses
-    merger.fit_timestamps(plan.files)
-    return merger
+    # A rewrite keeps every digit or refuses.
+    return Merger(fs, plan.snapshot, row_schema=row_schema, files=plan.files,
+                  lengths=plan.read_lengths, with_row_id=with_row_id, sub_microseconds="error")
 
 
 def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, options: BucketFileOptions

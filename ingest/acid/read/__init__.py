@@ -41,6 +41,7 @@ from ingest.acid.read.plan import (
 from ingest.acid.read.reader import (
     UnverifiedSnapshotWarning,
     open_plan,
+    plan_row_schema,
     read_batches,
     read_table,
     resolve_snapshot,
@@ -107,6 +108,7 @@ __all__ = [
     "read_table",
     "readable_length",
     "resolve_snapshot",
+    "plan_row_schema",
     "start_merge",
     "tail_at_end",
     "tail_at_flush",

@@ -136,7 +136,7 @@ def _ns_to_us(found: pa.DataType, wanted: pa.DataType) -> bool:
 
 def _to_microseconds(arr: pa.Array, field: pa.Field,
                      sub_microseconds: SubMicroseconds) -> pa.Array:
-    """A nanosecond column of a read that widened it (`Merger.fit_timestamps`): floored to
+    """A nanosecond column of a read that widened it (`Merger._fit_timestamps`): floored to
     the microsecond, saying so when a digit below it is dropped (docs/format.md §19)."""
     nanos = arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
     floored = pa.array(nanos // 1000, pa.timestamp("us"),
@@ -284,52 +284,60 @@ class ScanCounts:
 
 
 class Merger:
-    """One read: the options, the snapshot and the output schema; merges partitions.
+    """One read, complete from its construction: the snapshot, the row schema and columns, the
+    files with their read lengths, the output schema; merges partitions.
 
     `condition` (optional) lets it skip stripes of insert events whose statistics prove that
     no row can match; it never filters rows (the caller does, exactly) and never skips
     delete events, so a delete still hides its row wherever that row's stripe went.
     """
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList,
-                 columns: Sequence[str] | None, with_row_id: bool,
-                 partition_columns: Sequence[str]) -> None:
+    def __init__(self, fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, *,
+                 row_schema: pa.Schema, files: Sequence[DataFile],
+                 lengths: Mapping[str, int] | None = None,
+                 columns: Sequence[str] | None = None, with_row_id: bool = False,
+                 partition_columns: Sequence[str] = (),
+                 condition: Condition | None = None, condition_columns: Sequence[str] = (),
+                 sub_microseconds: SubMicroseconds = "warn") -> None:
+        """Read `columns` (None: all) of `row_schema` from `files`, each to its length in
+        `lengths` (the planner's, checked against the manifest; else `read_length`'s), and
+        widen a TIMESTAMP column to microseconds where one of `files` needs it.
+
+        Args:
+            sub_microseconds: "error" for rows rewritten (compaction): keep every digit or
+                refuse; "warn" for reads.
+            condition, condition_columns: skip stripes by `condition` over these row and
+                partition column names.
+
+        Raises:
+            ConfigError: a column the table does not have.
+            CorruptFileError: a file's tail cannot be read.
+            UnsupportedFormatError: wide TIMESTAMP values inside a list, map or union column.
+        """
         self.fs = fs
         self.snapshot = snapshot
         self.requested = list(columns) if columns is not None else None
         self.with_row_id = with_row_id
         self.partition_columns = list(partition_columns)
-        self.row_schema: pa.Schema = pa.schema([])
         self.row_fields: list[str] | None = None  # None: every field
-        self._lengths: dict[str, int] = {}
+        self._lengths: dict[str, int] = dict(lengths or {})
         self._tails: dict[str, FileTail | None] = {}
         self._stats: dict[str, tuple[int, int, int] | None] = {}
         self._wide: dict[tuple[str, int], list[WideColumn]] = {}  # by path and length
-        # Rows rewritten (compaction) must keep every digit: refuse rather than drop one.
-        self.sub_microseconds: SubMicroseconds = "warn"
-        self.condition: Condition | None = None
+        self.sub_microseconds: SubMicroseconds = sub_microseconds
+        self.condition: Condition | None = condition
+        self._condition_columns: tuple[str, ...] = tuple(condition_columns)
         self.counts = ScanCounts()
         self._partition_domains: dict[str, Domain] = {}
-        self._condition_columns: tuple[str, ...] = ()
         # Stripes are decoded one ahead on a worker thread (pyarrow releases the GIL), so the
         # merge overlaps the next decode; INGEST_READ_AHEAD=0 reads on one thread.
         self.read_ahead = os.environ.get(READ_AHEAD_ENV, "1") != "0"
+        self.row_schema: pa.Schema = row_schema
+        self._check_columns()
+        self._fit_timestamps(files)
 
-    def select(self, columns: Sequence[str] | None, row_schema: pa.Schema,
-               files: Sequence[DataFile]) -> None:
-        """Read `columns` (None: all) of `row_schema`, widening a TIMESTAMP column to
-        microseconds where one of `files` needs it (`fit_timestamps`).
-
-        Raises:
-            ConfigError: a column the table does not have.
-            CorruptFileError, UnsupportedFormatError: see `fit_timestamps`.
-        """
-        self.requested = list(columns) if columns is not None else None
-        self.set_row_schema(row_schema)
-        self.fit_timestamps(files)
-
-    def set_row_schema(self, row_schema: pa.Schema) -> None:
-        self.row_schema = row_schema
+    def _check_columns(self) -> None:
+        row_schema = self.row_schema
         if self.requested is None:
             self.row_fields = None
             return
@@ -509,11 +517,6 @@ class Merger:
                 parts.append(DeleteRegistry.superseding_events(b.filter(keep)))
         return DeleteRegistry(parts)
 
-    def pin_lengths(self, lengths: Mapping[str, int]) -> None:
-        """Read these files (by path) to these lengths: the planner's, checked against the
-        committed-file manifest."""
-        self._lengths.update(lengths)
-
     def _length(self, f: DataFile) -> int:
         """The planner's length for the file, else `read_length`'s, once per file and read."""
         if f.path not in self._lengths:
@@ -534,7 +537,7 @@ class Merger:
                             sub_microseconds=self.sub_microseconds,
                             wide=self._wide.get((f.path, length)))
 
-    def fit_timestamps(self, files: Sequence[DataFile]) -> None:
+    def _fit_timestamps(self, files: Sequence[DataFile]) -> None:
         """Read a TIMESTAMP column as timestamp[us] in every batch of this read when one of
         `files` holds a value outside timestamp[ns] there (by its column statistics).
 
@@ -609,11 +612,6 @@ class Merger:
     @property
     def condition_columns(self) -> frozenset[str]:
         return frozenset(self._condition_columns)
-
-    def set_condition(self, condition: Condition | None, columns: Sequence[str]) -> None:
-        """Skip stripes by `condition` over `columns` (row and partition column names)."""
-        self.condition = condition
-        self._condition_columns = tuple(columns)
 
     def _field_names(self, file_fields: list[str]) -> tuple[dict[str, str], dict[str, str]]:
         """(table name -> file name, file name -> table name) for a file's row fields.

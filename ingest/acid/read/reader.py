@@ -1,7 +1,7 @@
 """Read a Hive ACID table (or one partition) as of a snapshot: Hive's split-update read path.
 
 Plans with the one planner (`plan.plan_files`: partitions, `acid_state` on each, checked
-against the committed-file manifest) and hands the chosen files to `_merge.Merger`, which
+against the committed-file manifest) and hands the chosen files to `merge.Merger`, which
 drops rows of invalid write ids and rows delete events name (`AcidUtils.getAcidState` +
 `VectorizedOrcAcidRowBatchReader`, docs/format.md §10, §11). Takes the snapshot as a plain
 `ValidWriteIdList`, and the metastore's committed-file manifest as plain `CommittedFiles`.
@@ -23,6 +23,7 @@ from ingest.acid.format import (
     ValidWriteIdList,
     parse_directory,
 )
+from ingest.acid.predicate import Condition
 from ingest.acid.read.bucket_file import readable_length
 from ingest.acid.read.directories import VisibleTxn
 from ingest.acid.read.merge import (
@@ -107,16 +108,30 @@ def open_plan(
     return fs, plan_files(fs, root, view, root=committed.root if committed is not None else None)
 
 
-def start_merge(fs: fsspec.AbstractFileSystem, plan: FilePlan, *, with_row_id: bool,
-                row_schema: pa.Schema | None) -> tuple[Merger, pa.Schema]:
-    """The merger of a planned read, its read lengths pinned to the checked ones, and the
-    row schema (`row_schema`, else the newest data file's); the caller picks the columns
-    with `Merger.select`."""
-    reader = Merger(fs, plan.view.snapshot, None, with_row_id, plan.partition_columns)
-    reader.pin_lengths(plan.read_lengths())
+def plan_row_schema(fs: fsspec.AbstractFileSystem, plan: FilePlan,
+                    row_schema: pa.Schema | None = None) -> pa.Schema:
+    """The row schema a planned read uses: `row_schema`, else the newest data file's (empty
+    when there is none)."""
     if row_schema is None:
         row_schema = _row_schema(fs, [f for t in plan.tasks for f in t.files])
-    return reader, row_schema if row_schema is not None else pa.schema([])
+    return row_schema if row_schema is not None else pa.schema([])
+
+
+def start_merge(fs: fsspec.AbstractFileSystem, plan: FilePlan, *, row_schema: pa.Schema,
+                columns: Sequence[str] | None = None, with_row_id: bool = False,
+                condition: Condition | None = None,
+                condition_columns: Sequence[str] = ()) -> Merger:
+    """The merger of a planned read (every reader's): its files read to the planner's checked
+    lengths, `columns` (None: all) of `row_schema` (see `plan_row_schema`).
+
+    Raises:
+        ConfigError, CorruptFileError, UnsupportedFormatError: see `Merger`.
+    """
+    return Merger(fs, plan.view.snapshot, row_schema=row_schema,
+                  files=[f for t in plan.tasks for f in t.files], lengths=plan.read_lengths(),
+                  columns=columns, with_row_id=with_row_id,
+                  partition_columns=plan.partition_columns, condition=condition,
+                  condition_columns=condition_columns)
 
 
 def _row_schema(fs: fsspec.AbstractFileSystem, files: Sequence[DataFile]) -> pa.Schema | None:
@@ -201,11 +216,9 @@ def _prepare(
         raise TypeError(f"got an unexpected keyword argument {unknown[0]!r}")
     fs, plan = open_plan(path, snapshot, options.get("fs"), committed=options.get("committed"),
                          visible_txn=options.get("visible_txn"), stacklevel=3)
-    reader, row_schema = start_merge(fs, plan, with_row_id=with_row_id,
-                                     row_schema=options.get("row_schema"))
-    plans = plan.by_partition()
-    reader.select(columns, row_schema, [f for _, files in plans for f in files])
-    return reader, plans
+    reader = start_merge(fs, plan, row_schema=plan_row_schema(fs, plan, options.get("row_schema")),
+                         columns=columns, with_row_id=with_row_id)
+    return reader, plan.by_partition()
 
 
 def _stream(reader: Merger, plans: list[tuple[Partition, list[DataFile]]],
@@ -256,5 +269,6 @@ __all__ = [
     "read_batches",
     "read_table",
     "resolve_snapshot",
+    "plan_row_schema",
     "start_merge",
 ]

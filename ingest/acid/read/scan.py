@@ -1,7 +1,7 @@
 """A filtered snapshot read: partitions pruned by their values, stripes skipped by their ORC
 statistics, then the condition applied exactly to each batch.
 
-Builds on the snapshot reader (`snapshot.plan_partition`, `_merge.Merger`); a row filter in
+Builds on the reader (`reader.start_merge`, `merge.Merger`); a row filter in
 the `ingest delete --where` language is pruned with `conditions` and `stripe_stats`. Takes
 the snapshot as a value (docs/architecture.md §2); knows no metastore.
 """
@@ -20,7 +20,12 @@ from ingest.acid.format import ValidWriteIdList
 from ingest.acid.predicate import Domain, Predicate, parse_predicate
 from ingest.acid.read.merge import ROW_ID_COLUMN, DataFile
 from ingest.acid.read.plan import Partition, list_partitions, plan_files
-from ingest.acid.read.reader import on_disk_snapshot, resolve_snapshot, start_merge
+from ingest.acid.read.reader import (
+    on_disk_snapshot,
+    plan_row_schema,
+    resolve_snapshot,
+    start_merge,
+)
 from ingest.acid.read.view import ReadView
 from ingest.io import files as _files
 
@@ -96,10 +101,9 @@ class SnapshotScan:
         self.limit = limit
         self.plan = plan = plan_files(self.fs, self.root, view, root=root)
         self.stats = ScanStats(partitions=len(plan.partitions))
-        self._merger, row_schema = start_merge(self.fs, plan, with_row_id=with_row_id,
-                                               row_schema=row_schema)
+        row_schema = plan_row_schema(self.fs, plan, row_schema)
         plans = plan.by_partition()
-        partition_columns = self._merger.partition_columns
+        partition_columns = plan.partition_columns
         full = pa.schema(list(row_schema)
                          + [pa.field(c, pa.string()) for c in partition_columns])
         self.predicate = (parse_predicate(where, full, option="where") if isinstance(where, str)
@@ -108,14 +112,15 @@ class SnapshotScan:
         read_columns = requested
         if requested is not None and self.predicate is not None:
             read_columns = requested + [c for c in self.predicate.columns if c not in requested]
-        self._merger.select(read_columns, row_schema, [f for _, files in plans for f in files])
+        condition = self.predicate.condition if self.predicate is not None else None
+        self._merger = start_merge(
+            self.fs, plan, row_schema=row_schema, columns=read_columns, with_row_id=with_row_id,
+            condition=condition,
+            condition_columns=self.predicate.columns if self.predicate is not None else ())
         self._out_names: list[str] | None = None
         if read_columns != requested:
             assert requested is not None
             self._out_names = ([ROW_ID_COLUMN] if with_row_id else []) + requested
-        condition = self.predicate.condition if self.predicate is not None else None
-        self._merger.set_condition(condition,
-                                   self.predicate.columns if self.predicate is not None else ())
         self._plans: list[tuple[Partition, list[DataFile]]] = []
         for p, files in plans:
             if condition is not None and not condition.may_match(_partition_domains(p)):

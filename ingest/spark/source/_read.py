@@ -40,11 +40,10 @@ def read_task(task: ReadTask, *, counts: ScanCounts | None = None
     with renewing(task.lease):
         plan = FilePlan(ReadView.unchecked(task.snapshot), (), 0, task.partition_columns,
                         task.scans)
-        merger, _ = start_merge(task.fs, plan, with_row_id=task.write_ids is not None,
-                                row_schema=task.row_schema)
-        merger.select(list(task.read_columns), task.row_schema,
-                      [f for s in task.scans for f in s.files])
-        merger.set_condition(task.condition, task.condition_columns)
+        merger = start_merge(task.fs, plan, row_schema=task.row_schema,
+                             columns=list(task.read_columns),
+                             with_row_id=task.write_ids is not None,
+                             condition=task.condition, condition_columns=task.condition_columns)
         names = task.output.names
         stream = merger.read_partitions([(s.values, s.files) for s in task.scans])
         try:
