@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ingest.table.api import Table, open_table
+    from ingest.table import Table, open_table
 
 _LAZY = {"open_table", "Table"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from ingest.table import api
+        from ingest import table
 
-        return getattr(api, name)
+        return getattr(table, name)
     raise AttributeError(f"module 'ingest' has no attribute {name!r}")
 
 

@@ -11,8 +11,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ingest.acid import storage
     from ingest.errors import ConfigError, IngestError
+    from ingest.io import storage
 
     p = argparse.ArgumentParser(prog="compact", description=__doc__.splitlines()[0])
     p.add_argument("table", metavar="PATH", help="table root (path or URL)")
@@ -38,8 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2
-    from ingest.spark.compact_job import compact_on_executors
-    from ingest.spark.session import job_session
+    from ingest.spark import compact_on_executors, job_session
 
     spark = job_session(f"compact {args.table}", args.master)
     try:

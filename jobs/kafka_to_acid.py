@@ -12,7 +12,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from ingest.errors import ConfigError, IngestError
-    from ingest.spark.options import StreamOptions, add_arguments
+    from ingest.spark import StreamOptions, add_arguments
 
     p = argparse.ArgumentParser(prog="kafka_to_acid", description=__doc__.splitlines()[0])
     add_arguments(p)  # the same flags as `ingest stream`, from StreamOptions
@@ -24,8 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2
-    from ingest.spark.job import run_stream
-    from ingest.spark.session import job_session
+    from ingest.spark import job_session, run_stream
 
     spark = job_session(f"kafka_to_acid {options.topic}", master)
     try:

@@ -10,8 +10,8 @@ import json
 import sys
 from dataclasses import asdict
 
-from ingest.acid import storage
 from ingest.errors import ConfigError, IngestError
+from ingest.io import storage
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, recover_table_with_metastore
 
 

@@ -22,7 +22,7 @@ from external import free_port, require  # noqa: F401  (tests import them from h
 from pg_server import pg_server, pg_url  # noqa: F401  (the PostgreSQL metastore fixtures)
 from s3_server import flaky_s3, s3, s3_auth, s3_server  # noqa: F401 - tests/s3_server.py
 
-from ingest.acid import _stripe_encoder
+from ingest.acid.write import _stripe_encoder
 
 
 @pytest.fixture(scope="session")

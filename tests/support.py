@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid.snapshot import read_table
+from ingest.acid.read.reader import read_table
 from ingest.cli import main as cli_main
 from ingest.txn import METASTORE_FILENAME, Metastore
 

@@ -1,5 +1,5 @@
-"""Imports point down the layers only: orc < acid < txn < table < spark < cli; above the
-metastore interface nothing knows SQL.
+"""Imports point down the layers only: io < orc < acid < txn < table < spark < cli; above the
+metastore interface nothing knows SQL; a package is entered through its face.
 
 The layers and what each may import: docs/architecture.md.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ingest"
-LAYERS = ["orc", "acid", "txn", "table", "spark", "cli"]
+LAYERS = ["io", "orc", "acid", "txn", "table", "spark", "cli"]
 # Modules outside the layers: shared leaves (anyone may import them) and tools on top.
 SHARED = {"errors", "faults"}
 TOP = {"bench", "__main__"}
@@ -98,3 +98,125 @@ def test_the_sql_backend_check_catches_each_form(tmp_path: Path, source: str,
     module = tmp_path / "m.py"
     module.write_text(source + "\n")
     assert any(_txn_internal(m) for m in _imports(module, with_names=True)) == bad
+
+
+# Faces. Every package's `__init__` lists its public names in `__all__`; from outside a package
+# (`ingest.acid.read`, `ingest.spark.sink`, `ingest.table`, ...) code imports those names from
+# the package itself, never from one of its modules ("deep import"), and never a `_private`
+# module or name of another package. A package's own modules, and its sub-packages, may import
+# its modules directly (a face must not import itself). Tools on top (`ingest.bench`,
+# `ingest/__main__.py`) may reach anywhere.
+FACE_CHECKED = sorted([p for p in MODULES if p.relative_to(PACKAGE).parts[0].removesuffix(".py")
+                       not in TOP] + list(JOBS.glob("*.py")))
+UNFACED = {"ingest.bench", "ingest.cli"}  # a tool, and the command (nothing imports them)
+
+
+def _package_of(path: Path) -> str:
+    """The package a file's imports are judged from (`ingest.acid.read` for its modules and its
+    `__init__`; `jobs` for the entry points)."""
+    parts = path.resolve().relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1])
+
+
+def _within(package: str, outer: str) -> bool:
+    return package == outer or package.startswith(outer + ".")
+
+
+def _is_package(module: str) -> bool:
+    return (PACKAGE.parent / module.replace(".", "/") / "__init__.py").is_file()
+
+
+def _is_module(module: str) -> bool:
+    return (PACKAGE.parent / (module.replace(".", "/") + ".py")).is_file()
+
+
+def _face(package: str) -> set[str]:
+    tree = ast.parse((PACKAGE.parent / package.replace(".", "/") / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def _face_violations(source: str, importer: str) -> list[str]:
+    """What is wrong with the `ingest` imports of `source`, a module of package `importer`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [(node.module, a.name) for a in node.names]
+        else:
+            continue
+        for module, name in targets:
+            if module.split(".")[0] != "ingest":
+                continue
+            full = module.split(".") + ([name] if name else [])
+            for i, part in enumerate(full[1:], start=1):
+                # A private module belongs to its package; a private name, to its module's.
+                owner = ".".join(full[:i])
+                owner = owner if _is_package(owner) else owner.rsplit(".", 1)[0]
+                if part.startswith("_") and not part.startswith("__") and not _within(
+                        importer, owner):
+                    found.append(f"{'.'.join(full[:i + 1])} is private to {owner}")
+                    break
+            else:
+                if _is_module(module):
+                    package = module.rsplit(".", 1)[0]
+                    # ingest.errors and ingest.faults are shared leaves, not behind a face
+                    if package != "ingest" and not _within(importer, package):
+                        found.append(f"{module} goes around the face of {package}: import "
+                                     f"from {package} (add the name to its __all__)")
+                elif name and _is_package(module) and not _within(importer, module) and (
+                        _is_module(f"{module}.{name}") or _is_package(f"{module}.{name}")) and (
+                        name not in _face(module)):
+                    found.append(f"{module}.{name} is a module its face does not offer")
+    return found
+
+
+@pytest.mark.parametrize("path", FACE_CHECKED, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_packages_are_entered_through_their_faces(path: Path) -> None:
+    problems = _face_violations(path.read_text(), _package_of(path))
+    assert not problems, f"{path.relative_to(PACKAGE.parent)}: " + "; ".join(problems)
+
+
+PACKAGES = sorted({".".join(p.relative_to(PACKAGE.parent).parts[:-1])
+                   for p in PACKAGE.rglob("__init__.py")})
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_package_has_a_face(package: str) -> None:
+    if package in UNFACED or package == "ingest":
+        return
+    names = _face(package)
+    assert names, f"{package}/__init__.py lists no __all__"
+    tree = ast.parse((PACKAGE.parent / package.replace(".", "/") / "__init__.py").read_text())
+    bound = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+             for a in n.names} | {n.name for n in tree.body if isinstance(
+                 n, (ast.FunctionDef, ast.ClassDef))}
+    assert names <= bound, f"{package}.__all__ names what it does not bind: {names - bound}"
+
+
+@pytest.mark.parametrize("source, importer, bad", [
+    ("from ingest.acid.read.plan import plan_files", "ingest.table", True),
+    ("from ingest.acid.read import plan_files", "ingest.table", False),
+    ("from ingest.acid.read.plan import plan_files", "ingest.acid.read", False),
+    ("from ingest.acid.format.names import format_delta", "ingest.acid.read", True),
+    ("from ingest.acid.format import format_delta", "ingest.acid.read", False),
+    ("from ingest.acid.read.merge import Merger", "ingest.acid", True),
+    ("from ingest.acid.read._delete_registry import DeleteRegistry", "ingest.acid.read", False),
+    ("from ingest.acid.read._delete_registry import DeleteRegistry", "ingest.acid.write", True),
+    ("from ingest.spark.sink.driver import _remove_written", "ingest.spark", True),
+    ("from ingest.table import _open", "ingest.spark", True),
+    ("import ingest.acid.read.scan", "ingest.table", True),
+    ("from ingest.io import storage", "ingest.acid.read", False),
+    ("from ingest.acid.read import merge", "ingest.acid.compaction", True),
+    ("from ingest.txn.model import TableRef", "ingest.txn.hms", False),
+    ("from ingest.txn.model import TableRef", "ingest.table", True),
+    ("from ingest.errors import ConfigError", "ingest.acid.read", False),
+    ("from ingest.acid.write._acid_stripes import _Columns", "ingest.acid.write", False),
+    ("from ingest.acid.write._acid_stripes import _Columns", "ingest.acid", True),
+])
+def test_the_face_check_catches_each_form(source: str, importer: str, bad: bool) -> None:
+    assert bool(_face_violations(source + "\n", importer)) == bad

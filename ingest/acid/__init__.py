@@ -1,14 +1,19 @@
-"""Hive ACID on ORC: directory and bucket names, the event struct, the bucket-file writer and
-reader, side files, snapshots, recovery. Knows nothing of Spark, Kafka or the metastore
-(docs/architecture.md): snapshots arrive as ValidWriteIdList values."""
+"""Hive ACID on ORC, in rooms that import downward in this order:
 
-from ingest.acid._files import can_append, has_directories
-from ingest.acid.bucket_file import (
-    BucketFileInfo,
-    inspect_bucket_file,
-    read_bucket_file,
-    read_events,
-)
+- `predicate`: the WHERE language (conditions, the lexer shared with column lists);
+- `format`: names, the event struct, schemas, side files, footer keys, checksums, manifest
+  entries, valid write-id lists, bucketing;
+- `read`: bucket files up to their flush length, complete tails, the directories a read uses,
+  the read view, the one planner, the merge, scans, the on-disk layout;
+- `write`: the bucket-file writer and its options;
+- `recovery`: files back to their last complete footer;
+- `compaction`: the initiator, compaction, cleaning.
+
+Knows nothing of Spark, Kafka or the metastore (docs/architecture.md): a read's committed state
+arrives as a `ReadView` or a `ValidWriteIdList` value. The names below are the layer's face;
+each room's own face (`ingest.acid.read`, ...) offers more.
+"""
+
 from ingest.acid.compaction import (
     CompactionPlan,
     CompactionResult,
@@ -17,17 +22,16 @@ from ingest.acid.compaction import (
     finish_interrupted,
     plan_compaction,
 )
-from ingest.acid.events import ACID_FIELD_NAMES, DELETE, INSERT, UPDATE, acid_event_schema
-from ingest.acid.file_options import CODECS, parse_codec
-from ingest.acid.layout import (
-    DirectoryStatus,
-    FileStatus,
-    PartitionStatus,
-    TableLayout,
-    describe_table,
-)
-from ingest.acid.names import (
+from ingest.acid.format import (
+    ACID_FIELD_NAMES,
+    COMMENT_KEY,
+    DELETE,
+    INSERT,
+    KEY_COLUMNS,
+    UPDATE,
     ParsedDirectory,
+    ValidWriteIdList,
+    acid_event_schema,
     bucket_file_name,
     decode_bucket_property,
     encode_bucket_property,
@@ -35,25 +39,42 @@ from ingest.acid.names import (
     format_delta,
     format_partition,
     is_side_file,
+    last_flush_length,
     parse_bucket_file,
     parse_directory,
+    parse_schema,
+    read_flush_lengths,
+    side_file_path,
+    to_ddl,
+    to_orc_type_string,
     write_acid_version_file,
 )
 from ingest.acid.predicate import Predicate, parse_predicate, parse_where
-from ingest.acid.read_view import ReadView
-from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table, rollback_file
-from ingest.acid.schema import COMMENT_KEY, parse_schema, to_ddl, to_orc_type_string
-from ingest.acid.side_file import last_flush_length, read_flush_lengths, side_file_path
-from ingest.acid.snapshot import (
+from ingest.acid.read import (
+    AcidState,
+    BucketFileInfo,
+    DirectoryStatus,
+    FileStatus,
+    NotEnoughHistoryError,
     Partition,
+    PartitionStatus,
+    ReadView,
+    TableLayout,
     UnverifiedSnapshotWarning,
+    acid_state,
+    describe_table,
+    inspect_bucket_file,
     list_partitions,
     read_batches,
+    read_bucket_file,
+    read_events,
     read_table,
 )
-from ingest.acid.state import AcidState, NotEnoughHistoryError, acid_state
-from ingest.acid.writeids import ValidWriteIdList
-from ingest.acid.writer import KEY_COLUMNS, BucketFileOptions, BucketWriter, WriterOptions
+from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table, rollback_file
+from ingest.acid.write import CODECS, BucketFileOptions, BucketWriter, WriterOptions, parse_codec
+
+# Kept here for callers of this face; their home is ingest.io.
+from ingest.io import can_append, has_directories
 
 __all__ = [
     "ACID_FIELD_NAMES",

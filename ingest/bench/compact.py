@@ -17,9 +17,16 @@ import pyarrow as pa
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.compaction import compact_partition
-from ingest.acid.events import BUCKET, KEY_COLUMNS, ORIGINAL_TRANSACTION, ROW_ID
-from ingest.acid.names import bucket_file_name, encode_bucket_property, format_delta
-from ingest.acid.snapshot import read_table
+from ingest.acid.format import (
+    BUCKET,
+    KEY_COLUMNS,
+    ORIGINAL_TRANSACTION,
+    ROW_ID,
+    bucket_file_name,
+    encode_bucket_property,
+    format_delta,
+)
+from ingest.acid.read import read_table
 from ingest.bench._common import median_seconds, report, sample_rows
 
 

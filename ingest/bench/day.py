@@ -16,9 +16,8 @@ from collections import Counter
 import fsspec
 import pyarrow as pa
 
-from ingest.acid.names import is_hidden, is_side_file, parse_bucket_file
-from ingest.acid.snapshot import read_table
-from ingest.acid.state import acid_state
+from ingest.acid.format import is_hidden, is_side_file, parse_bucket_file
+from ingest.acid.read import acid_state, read_table
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
 from ingest.table import clean, compact, create_table, load
 from ingest.txn import Metastore, default_metastore_url

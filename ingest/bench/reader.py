@@ -26,11 +26,20 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid._merge import READ_AHEAD_ENV
-from ingest.acid.checksums import CHECK_ENV, find_mismatches
-from ingest.acid.events import BUCKET, KEY_COLUMNS, ORIGINAL_TRANSACTION, ROW_ID
-from ingest.acid.names import bucket_file_name, encode_bucket_property, format_base, format_delta
-from ingest.acid.snapshot import read_table
+from ingest.acid.format import (
+    BUCKET,
+    KEY_COLUMNS,
+    ORIGINAL_TRANSACTION,
+    ROW_ID,
+    bucket_file_name,
+    encode_bucket_property,
+    find_mismatches,
+    format_base,
+    format_delta,
+)
+from ingest.acid.format.checksums import CHECK_ENV
+from ingest.acid.read import read_table
+from ingest.acid.read.merge import READ_AHEAD_ENV
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
 from ingest.orc import read_tail
 from ingest.table import open_table

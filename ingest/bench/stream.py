@@ -76,7 +76,7 @@ def _events(count: int, start: int = 0) -> Iterator[bytes]:
 def _parse_only(parse_schema: pa.Schema, out_schema: pa.Schema,
                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The sink's parsing (same function), good rows only: the baseline's input to write.orc."""
-    from ingest.spark._sink_parse import parse_json_values
+    from ingest.spark.sink._parse import parse_json_values
 
     for batch in batches:
         rows = parse_json_values(batch.column("value"), parse_schema).rows
@@ -90,8 +90,8 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
     """Same source, same parse, Spark's ORC writer; returns seconds until the query ended."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-    from ingest.acid.schema import parse_schema
-    from ingest.spark.kafka_source import kafka_dataframe
+    from ingest.acid.format import parse_schema
+    from ingest.spark.kafka import kafka_dataframe
 
     schema = parse_schema(SCHEMA)
     spark_schema = from_arrow_schema(schema)
@@ -113,8 +113,8 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
 def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
             args: argparse.Namespace, layout: str, *, remote: bool = False
             ) -> tuple[float, Any]:
-    from ingest.acid import storage
-    from ingest.spark.job import ensure_tables, run_stream, table_layout
+    from ingest.io import storage
+    from ingest.spark import ensure_tables, run_stream, table_layout
     from ingest.table import create_table
 
     metastore = args.metastore if remote else None
@@ -141,7 +141,7 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
 
 
 def _ddl(schema: pa.Schema) -> str:
-    from ingest.acid.schema import to_ddl
+    from ingest.acid.format import to_ddl
 
     return to_ddl(schema)
 
@@ -190,7 +190,7 @@ def run(argv: list[str]) -> None:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support")
     from pyspark.sql import SparkSession
 
-    from ingest.spark.produce import produce_events
+    from ingest.spark.kafka import produce_events
 
     tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-stream-"))
     broker, servers = _start_broker(tmp / "tansu.log")

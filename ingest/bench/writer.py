@@ -25,9 +25,10 @@ import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 
-from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions, _files
-from ingest.acid.checksums import stripe_checksum
+from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions
+from ingest.acid.format.checksums import stripe_checksum
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
+from ingest.io import files as _files
 from ingest.orc import read_tail
 
 

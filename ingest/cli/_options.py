@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ingest.acid import storage
 from ingest.errors import ConfigError
+from ingest.io import storage
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

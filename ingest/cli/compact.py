@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ingest.acid.initiator import Backlog
+from ingest.acid.compaction import Backlog
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options

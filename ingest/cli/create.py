@@ -6,8 +6,7 @@ from typing import Any
 
 import click
 
-from ingest.acid.names import MAX_BUCKET_COUNT
-from ingest.acid.schema import to_ddl
+from ingest.acid.format import MAX_BUCKET_COUNT, to_ddl
 from ingest.cli._options import parse_properties, storage_option
 from ingest.cli._output import dumps
 from ingest.table import create_table

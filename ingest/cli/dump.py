@@ -6,9 +6,10 @@ from typing import Any
 
 import click
 
-from ingest.acid import inspect_bucket_file, read_events, storage
+from ingest.acid import inspect_bucket_file, read_events
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, rows
+from ingest.io import storage
 
 
 @click.command("dump")

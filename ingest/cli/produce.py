@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ingest.errors import ConfigError
-from ingest.spark.produce import produce_events, sample_events
+from ingest.spark.kafka import produce_events, sample_events
 
 
 def _jsonl_lines(path: Path) -> Iterator[bytes]:

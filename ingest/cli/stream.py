@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import click
 
-from ingest.acid import storage
 from ingest.cli._output import progress
-from ingest.spark.options import OptionSpec, StreamOptions, option_specs
+from ingest.io import storage
+from ingest.spark import OptionSpec, StreamOptions, option_specs
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,7 +68,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     micro-batch. The broker, the topic and an existing table's schema are checked before
     anything is written.
     """
-    from ingest.spark.job import (
+    from ingest.spark import (
         StreamSummary,
         check_kafka,
         check_sink_progress,

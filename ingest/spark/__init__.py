@@ -6,31 +6,45 @@ shares table operations (row splitting, table creation, recovery) with the CLI v
 """
 
 from ingest.spark.compact_job import CompactJobReport, compact_on_executors
-from ingest.spark.datasource import register
-from ingest.spark.deadletter import dead_letter_location, dead_letter_name
-from ingest.spark.job import RunningStream, StreamSummary, check_kafka, ensure_tables, run_stream
-from ingest.spark.kafka_source import kafka_dataframe, register_kafka_source
+from ingest.spark.job import (
+    RunningStream,
+    StreamSummary,
+    check_kafka,
+    check_sink_progress,
+    ensure_tables,
+    run_stream,
+    table_layout,
+)
+from ingest.spark.kafka import kafka_dataframe, register_kafka_source
 from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
-from ingest.spark.options import SinkOptions, StreamOptions
-from ingest.spark.sink import AcidSink, BatchReport
+from ingest.spark.options import OptionSpec, SinkOptions, StreamOptions, add_arguments, option_specs
+from ingest.spark.session import job_session
+from ingest.spark.sink import AcidSink, BatchReport, dead_letter_location, dead_letter_name
+from ingest.spark.source import register
 
 __all__ = [
     "AcidSink",
     "BatchReport",
     "CompactJobReport",
     "MaintenanceStats",
+    "OptionSpec",
     "RunningStream",
     "SinkOptions",
-    "StreamOptions",
     "StreamMaintenance",
+    "StreamOptions",
     "StreamSummary",
+    "add_arguments",
     "check_kafka",
+    "check_sink_progress",
     "compact_on_executors",
     "dead_letter_location",
     "dead_letter_name",
     "ensure_tables",
+    "job_session",
     "kafka_dataframe",
+    "option_specs",
     "register",
     "register_kafka_source",
     "run_stream",
+    "table_layout",
 ]

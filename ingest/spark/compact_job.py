@@ -21,12 +21,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from ingest.acid import ReadView, compact_partition, parse_codec, storage
+from ingest.acid import ReadView, compact_partition, parse_codec
 from ingest.acid.compaction import CompactionKind, CompactionResult
 from ingest.errors import CommitConflictError, IngestError
-from ingest.table import CompactorRun, CompactReport, PartitionCompaction, compact
-from ingest.table._definition import uses_visibility_suffix
-from ingest.table._open import agent_name
+from ingest.io import storage
+from ingest.table import (
+    CompactorRun,
+    CompactReport,
+    PartitionCompaction,
+    agent_name,
+    compact,
+    uses_visibility_suffix,
+)
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 
 if TYPE_CHECKING:

@@ -18,19 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ingest.acid import storage
-from ingest.acid.schema import parse_schema, to_ddl
+from ingest.acid.format import parse_schema, to_ddl
 from ingest.errors import ConfigError, IngestError, SchemaMismatchError
-from ingest.spark.deadletter import (
+from ingest.io import storage
+from ingest.spark.kafka import check_topic, kafka_dataframe
+from ingest.spark.maintenance import StreamMaintenance
+from ingest.spark.options import StreamOptions
+from ingest.spark.sink import (
     DEAD_LETTER_DDL,
+    AcidSink,
+    BatchReport,
     dead_letter_location,
     dead_letter_name,
     dead_letter_schema,
 )
-from ingest.spark.kafka_source import check_topic, kafka_dataframe
-from ingest.spark.maintenance import StreamMaintenance
-from ingest.spark.options import StreamOptions
-from ingest.spark.sink import AcidSink, BatchReport
 from ingest.table import create_table, default_table_name, recover_table_with_metastore
 from ingest.txn import (
     Metastore,

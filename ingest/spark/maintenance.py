@@ -18,8 +18,8 @@ from typing import Any
 
 import fsspec
 
-from ingest.acid import storage
 from ingest.errors import CommitConflictError
+from ingest.io import storage
 from ingest.spark.options import Maintenance
 from ingest.table import clean, compact
 

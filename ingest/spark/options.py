@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from ingest.acid.storage import parse_storage_options
 from ingest.errors import ConfigError
-from ingest.spark._kafka_options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
+from ingest.io import parse_storage_options
+from ingest.spark.kafka import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
 
 OnBadRecord = Literal["dead-letter", "fail"]
 OnTombstone = Literal["skip", "dead-letter"]

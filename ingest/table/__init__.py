@@ -8,8 +8,8 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 
 from ingest.table._arguments import check_snapshot_table
 from ingest.table._compactor import CompactorRun
-from ingest.table._definition import compaction_thresholds, table_schema
-from ingest.table._open import MetastoreRef, StorageOptions
+from ingest.table._definition import compaction_thresholds, table_schema, uses_visibility_suffix
+from ingest.table._open import MetastoreRef, StorageOptions, agent_name
 from ingest.table._owner import check_owner
 from ingest.table._written import AbortedWriteRemoval, remove_aborted_writes
 from ingest.table.alter import AlterResult, alter_table
@@ -29,20 +29,26 @@ from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.load import LoadResult, MissingColumns, load, load_file
 from ingest.table.locate import metastore_if_any, open_table_or_files
-from ingest.table.split import partition_path, split_rows
-from ingest.table.status import PartitionBacklog, StatusTotals, TableStatus, table_status
-from ingest.table.verify import (
+from ingest.table.recover import (
     DEFAULT_TXN_TIMEOUT_S,
-    Problem,
     TableRecovery,
-    VerifyReport,
     live_files_of,
     recover_table_with_metastore,
-    verify_table,
 )
+from ingest.table.split import partition_path, split_rows
+from ingest.table.status import PartitionBacklog, StatusTotals, TableStatus, table_status
+from ingest.table.values import (
+    WIDE_DECIMAL,
+    describe_decimal_error,
+    outside_nanoseconds,
+    to_decimal,
+    to_nanosecond_timestamp,
+)
+from ingest.table.verify import Problem, VerifyReport, verify_table
 
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
+    "WIDE_DECIMAL",
     "AbortedWriteRemoval",
     "AlterResult",
     "CleanReport",
@@ -64,10 +70,11 @@ __all__ = [
     "ScanPlan",
     "StatusTotals",
     "Table",
-    "TableScan",
     "TableRecovery",
+    "TableScan",
     "TableStatus",
     "VerifyReport",
+    "agent_name",
     "alter_table",
     "check_owner",
     "check_snapshot_table",
@@ -78,12 +85,14 @@ __all__ = [
     "create_table",
     "default_table_name",
     "delete",
+    "describe_decimal_error",
     "live_files_of",
     "load",
     "load_file",
     "metastore_if_any",
     "open_table",
     "open_table_or_files",
+    "outside_nanoseconds",
     "partition_path",
     "read_input",
     "recover_table_with_metastore",
@@ -91,7 +100,10 @@ __all__ = [
     "shown_state",
     "split_rows",
     "table_history",
-    "table_status",
     "table_schema",
+    "table_status",
+    "to_decimal",
+    "to_nanosecond_timestamp",
+    "uses_visibility_suffix",
     "verify_table",
 ]

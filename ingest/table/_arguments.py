@@ -12,8 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest.acid.scan import ALL_ON_DISK
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format import ValidWriteIdList
+from ingest.acid.read import ALL_ON_DISK
 from ingest.errors import ConfigError
 
 

@@ -14,18 +14,20 @@ from dataclasses import replace
 
 import fsspec
 
-from ingest.acid import storage
-from ingest.acid.committed import (
+from ingest.acid.format import (
     CommittedFile,
     CommittedFiles,
     Damage,
+    ParsedDirectory,
     committed_file_at,
+    parse_bucket_file,
+    parse_directory,
     size_damage,
     tail_damage,
 )
-from ingest.acid.names import ParsedDirectory, parse_bucket_file, parse_directory
-from ingest.acid.plan import covers
+from ingest.acid.read import covers
 from ingest.acid.recovery import FileRecovery, RecoveryReport
+from ingest.io import storage
 from ingest.table._written import relative_path
 from ingest.txn import Metastore, TableDefinition
 

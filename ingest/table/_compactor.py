@@ -20,7 +20,7 @@ from types import TracebackType
 from ingest.acid.compaction import CompactionKind, CompactionResult
 from ingest.errors import IngestError
 from ingest.faults import crash_point
-from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
+from ingest.table.recover import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import Metastore, TableDefinition, Transaction
 
 # How often a running compaction heartbeats its transaction; a compactor silent for

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from ingest.acid import CODECS, can_append, parse_codec
-from ingest.acid.initiator import CompactionThresholds
-from ingest.acid.schema import to_ddl
-from ingest.acid.writer import Compression
+from ingest.acid.compaction import CompactionThresholds
+from ingest.acid.format import to_ddl
+from ingest.acid.write import Compression
 from ingest.errors import ConfigError
 from ingest.txn import TableDefinition
 

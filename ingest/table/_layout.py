@@ -1,7 +1,7 @@
 """The ACID directories under a table root, found by walking it: what create and verify see;
 and the partition directories a compaction or cleaning run was asked for.
 
-Knows directory names (`ingest.acid.names`) and fsspec, not the metastore. Like Hive's
+Knows directory names (`ingest.acid.format.names`) and fsspec, not the metastore. Like Hive's
 `AcidUtils.getAcidState`, names starting with `_` or `.` are skipped; a name that starts like
 an ACID directory but does not parse is reported as stray.
 """
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid.names import (
+from ingest.acid.format import (
     ParsedDirectory,
     is_acid_directory_prefix,
     parse_directory,
     parse_partition,
 )
-from ingest.acid.snapshot import list_partitions
+from ingest.acid.read import list_partitions
 from ingest.errors import ConfigError
 from ingest.txn import TableDefinition
 

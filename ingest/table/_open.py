@@ -15,8 +15,8 @@ from typing import Any
 
 import fsspec
 
-from ingest.acid import storage
 from ingest.errors import ConfigError
+from ingest.io import storage
 from ingest.table._owner import check_owner
 from ingest.txn import (
     Metastore,

@@ -20,8 +20,8 @@ from typing import Any
 
 import fsspec
 
-from ingest.acid import storage
 from ingest.errors import ConfigError, IngestError
+from ingest.io import storage
 from ingest.txn import (
     MEMORY_URL,
     Metastore,

@@ -18,18 +18,19 @@ from dataclasses import dataclass
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import has_directories, list_partitions, storage
-from ingest.acid.committed import CommittedFile
-from ingest.acid.names import (
+from ingest.acid import has_directories, list_partitions
+from ingest.acid.format import (
     ACID_VERSION_FILE,
     SIDE_FILE_SUFFIX,
+    CommittedFile,
     bucket_file_name,
     format_delta,
     parse_bucket_file,
     write_acid_version_file,
 )
-from ingest.acid.writer import BucketFileOptions, BucketWriter, Compression
+from ingest.acid.write import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
+from ingest.io import storage
 from ingest.table._open import StorageOptions, table_fs
 from ingest.txn import Metastore, TableDefinition, Transaction
 

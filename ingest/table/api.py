@@ -3,7 +3,7 @@
 `open_table` resolves the location, its filesystem and its metastore once; the `Table`
 carries them (its storage options included: no process-wide state) and every table operation
 is a method on it: reads (the metastore's committed snapshot by default, streamed through
-`ingest.acid.scan`), and `load`, `delete`, `compact`, `clean`, `verify`, `recover`, `alter`,
+`ingest.acid.read.scan`), and `load`, `delete`, `compact`, `clean`, `verify`, `recover`, `alter`,
 `history`, `status`, which delegate to the `ingest.table` functions of those names with the
 table's own metastore and options. Reading files without a metastore is an explicit choice
 (`metastore=False`). Knows no ORC bytes.
@@ -20,14 +20,24 @@ from typing import TYPE_CHECKING, Any, Literal
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import has_directories, storage
-from ingest.acid.plan import FilePlan, ScanTask
+from ingest.acid import has_directories
+from ingest.acid.format import ValidWriteIdList
 from ingest.acid.predicate import Predicate, parse_predicate
-from ingest.acid.read_view import ReadView
-from ingest.acid.scan import ALL_ON_DISK, ScanStats, SnapshotArg, SnapshotScan, all_on_disk
-from ingest.acid.snapshot import Partition, list_partitions, resolve_snapshot
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.read import (
+    ALL_ON_DISK,
+    FilePlan,
+    Partition,
+    ReadView,
+    ScanStats,
+    ScanTask,
+    SnapshotArg,
+    SnapshotScan,
+    all_on_disk,
+    list_partitions,
+    resolve_snapshot,
+)
 from ingest.errors import ConfigError, TableNotFoundError
+from ingest.io import storage
 from ingest.table._arguments import (
     check_columns,
     check_limit,
@@ -47,15 +57,21 @@ from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
 from ingest.table.load import LoadResult, MissingColumns, check_missing_columns
 from ingest.table.load import load as load_rows
-from ingest.table.verify import (
+from ingest.table.recover import (
     DEFAULT_TXN_TIMEOUT_S,
     TableRecovery,
-    VerifyReport,
     recover_table_with_metastore,
-    verify_table,
 )
-from ingest.txn import Metastore, OffsetRange, TableDefinition, find_metastore_for, redact_url
-from ingest.txn.locations import ancestors, normalize_location
+from ingest.table.verify import VerifyReport, verify_table
+from ingest.txn import (
+    Metastore,
+    OffsetRange,
+    TableDefinition,
+    ancestors,
+    find_metastore_for,
+    normalize_location,
+    redact_url,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -202,7 +218,7 @@ class Table:
     @property
     def storage_options(self) -> dict[str, Any]:
         """A copy of the fsspec options the table's files are reached with (secrets
-        included: never log them; `ingest.acid.storage.redacted` hides them)."""
+        included: never log them; `ingest.io.storage.redacted` hides them)."""
         return dict(self._storage_options)
 
     @property

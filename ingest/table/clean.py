@@ -1,13 +1,13 @@
 """Clean a table: remove what compaction made obsolete, aborted writes and compaction leftovers.
 
-Hive's Cleaner with our metastore: `ingest.acid.cleaning` says what no current snapshot reads;
-this module keeps what a registered reader may still use (its snapshot predates the compaction)
-and what is younger than the retention time (readers outside the metastore), then removes
-the rest and records the compactions whose inputs are all gone. Before it removes anything it
-checks what it relies on: every committed file the current snapshot reads, against the
-manifest (`plan_files`: a removed directory or partition too), and, whole, each base or delta
-whose hiding makes a directory removable (`check_cover`). Damage stops the run with nothing
-removed.
+Hive's Cleaner with our metastore: `ingest.acid.compaction.cleaning` says what no current
+snapshot reads; this module keeps what a registered reader may still use (its snapshot predates
+the compaction) and what is younger than the retention time (readers outside the metastore),
+then removes the rest and records the compactions whose inputs are all gone. Before it removes
+anything it checks what it relies on: every committed file the current snapshot reads, against
+the manifest (`plan_files`: a removed directory or partition too), and, whole, each base or
+delta whose hiding makes a directory removable (`check_cover`). Damage stops the run with
+nothing removed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import fsspec
 
-from ingest.acid.cleaning import (
+from ingest.acid.compaction import (
     Candidate,
     CleaningPlan,
     CleanKind,
@@ -27,10 +27,8 @@ from ingest.acid.cleaning import (
     plan_cleaning,
     remove_candidate,
 )
-from ingest.acid.committed import CommittedFiles
-from ingest.acid.names import parse_directory
-from ingest.acid.plan import plan_files
-from ingest.acid.read_view import ReadView
+from ingest.acid.format import CommittedFiles, parse_directory
+from ingest.acid.read import ReadView, plan_files
 from ingest.errors import ConfigError, CorruptFileError
 from ingest.faults import crash_point
 from ingest.table._definition import cleaner_retention_s
@@ -43,7 +41,7 @@ from ingest.table._open import (
     table_fs,
 )
 from ingest.table._written import relative_path
-from ingest.table.verify import DEFAULT_TXN_TIMEOUT_S
+from ingest.table.recover import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import CompactionInfo, Metastore, ReaderInfo, TableDefinition
 
 
@@ -53,7 +51,8 @@ class Removed:
 
     Attributes:
         name: relative to its partition.
-        kind: "obsolete", "aborted" or "temporary" (see `ingest.acid.cleaning.Candidate`).
+        kind: "obsolete", "aborted" or "temporary" (see
+            `ingest.acid.compaction.cleaning.Candidate`).
         covered_by: for "obsolete", the base or delta that hides it.
         files: files removed.
         size_bytes: their bytes.

@@ -2,11 +2,11 @@
 
 Takes the table's read view from the metastore (snapshot, manifest, `_vT` visibility and a
 lease, so a concurrent cleaner keeps the inputs until the run ends), asks the initiator
-(`ingest.acid.initiator`, kind "auto") or the caller which kind each partition needs, plans
-every partition first (each plan checks its inputs against the manifest: a damaged table
+(`ingest.acid.compaction.initiator`, kind "auto") or the caller which kind each partition needs,
+plans every partition first (each plan checks its inputs against the manifest: a damaged table
 fails before anything is written), then runs `ingest.acid.compaction` on each under the
-compactor's commit protocol (`_compactor.CompactorRun`); with the table's visibility suffix
-the output is named after that transaction (`base_N_vT`). Obsolete inputs stay on disk for a
+compactor's commit protocol (`_compactor.CompactorRun`); with the table's visibility suffix the
+output is named after that transaction (`base_N_vT`). Obsolete inputs stay on disk for a
 cleaner; every snapshot already ignores them.
 """
 
@@ -19,16 +19,18 @@ from typing import Literal
 import fsspec
 
 from ingest.acid.compaction import (
+    Backlog,
     CompactionKind,
     CompactionResult,
+    CompactionThresholds,
     compact_partition,
     compactor_snapshot,
+    decide,
+    measure_backlog,
     plan_compaction,
 )
-from ingest.acid.file_options import Compression, WriterOptions
-from ingest.acid.initiator import Backlog, CompactionThresholds, decide, measure_backlog
-from ingest.acid.plan import plan_files
-from ingest.acid.read_view import ReadView
+from ingest.acid.read import ReadView, plan_files
+from ingest.acid.write import Compression, WriterOptions
 from ingest.errors import ConfigError, CorruptFileError
 from ingest.table._compactor import HEARTBEAT_INTERVAL_S, CompactorRun, agent_alive
 from ingest.table._definition import (

@@ -13,10 +13,10 @@ from dataclasses import replace
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import has_directories, storage
-from ingest.acid.names import MAX_BUCKET_COUNT
-from ingest.acid.schema import parse_schema
+from ingest.acid import has_directories
+from ingest.acid.format import MAX_BUCKET_COUNT, parse_schema
 from ingest.errors import ConfigError, IngestError, TableExistsError
+from ingest.io import storage
 from ingest.table._definition import ADOPTED_PROPERTY, check_properties, ddl_type
 from ingest.table._layout import AcidLayout, scan_layout
 from ingest.table._open import MetastoreRef, StorageOptions, open_store

@@ -15,13 +15,18 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.acid.committed import CommittedFiles
-from ingest.acid.events import BUCKET, ORIGINAL_TRANSACTION, ROW_ID
-from ingest.acid.names import decode_bucket_property, format_delta
+from ingest.acid.format import (
+    BUCKET,
+    ORIGINAL_TRANSACTION,
+    ROW_ID,
+    CommittedFiles,
+    ValidWriteIdList,
+    decode_bucket_property,
+    format_delta,
+)
 from ingest.acid.predicate import Predicate, parse_predicate
-from ingest.acid.snapshot import ROW_ID_COLUMN, open_plan, start_merge
-from ingest.acid.writeids import ValidWriteIdList
-from ingest.acid.writer import Compression
+from ingest.acid.read import ROW_ID_COLUMN, open_plan, plan_row_schema, start_merge
+from ingest.acid.write import Compression
 from ingest.table._committed import table_manifest
 from ingest.table._definition import table_compression, table_schema
 from ingest.table._open import (
@@ -69,7 +74,7 @@ def delete(
 
     Args:
         location: the table root.
-        where: the predicate, see `ingest.acid.predicate.parse_predicate`.
+        where: the predicate, see `ingest.acid.predicate.where.parse_predicate`.
         metastore: as for `load`.
         agent: recorded with the transaction; default host:pid:ingest-delete.
         dry_run: only count the matching rows; no transaction, nothing written.
@@ -132,9 +137,8 @@ def _matching_keys(fs: fsspec.AbstractFileSystem, root: str, predicate: Predicat
     a damaged or missing committed file fails the delete before it writes anything."""
     fs, plan = open_plan(root, snapshot, fs, committed=manifest, stacklevel=2)
     # All columns: with no data file yet the reader cannot type a column subset.
-    merger, row_schema = start_merge(fs, plan, with_row_id=True, row_schema=None)
+    merger = start_merge(fs, plan, row_schema=plan_row_schema(fs, plan), with_row_id=True)
     parts = plan.by_partition()
-    merger.select(None, row_schema, [f for _, files in parts for f in files])
     for partition, files in parts:
         table = pa.Table.from_batches(
             list(merger.partition_batches(dict(partition.values), files)), schema=merger.schema)

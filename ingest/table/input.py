@@ -22,9 +22,9 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
-from ingest.acid import storage
-from ingest.acid.schema import to_ddl
+from ingest.acid.format import to_ddl
 from ingest.errors import BadRecordError, ConfigError, SchemaMismatchError
+from ingest.io import storage
 from ingest.table.values import WIDE_DECIMAL
 
 InputFormat = Literal["jsonl", "csv", "parquet"]

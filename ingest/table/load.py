@@ -14,12 +14,10 @@ from typing import Literal, get_args
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid import storage
-from ingest.acid.bucketing import bucket_ids
-from ingest.acid.names import format_delta
-from ingest.acid.schema import to_ddl
-from ingest.acid.writer import Compression
+from ingest.acid.format import bucket_ids, format_delta, to_ddl
+from ingest.acid.write import Compression
 from ingest.errors import ConfigError, SchemaMismatchError
+from ingest.io import storage
 from ingest.table._definition import ddl_type, table_compression, table_schema
 from ingest.table._open import (
     MetastoreRef,

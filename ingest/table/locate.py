@@ -15,8 +15,7 @@ from typing import Literal
 from ingest.errors import TableNotFoundError
 from ingest.table._open import StorageOptions
 from ingest.table.api import Table, open_table
-from ingest.txn import Metastore, TableDefinition, find_metastore_for, redact_url
-from ingest.txn.locations import ancestors
+from ingest.txn import Metastore, TableDefinition, ancestors, find_metastore_for, redact_url
 
 
 @contextmanager

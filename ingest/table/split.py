@@ -13,14 +13,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.names import format_partition
+from ingest.acid.format import format_partition
 
 
 def partition_path(columns: Sequence[str], values: Sequence[str | None]) -> str:
     """Hive's partition directory, e.g. ``dt=2026-01-01/country=__HIVE_DEFAULT_PARTITION__``.
 
     Names and values are escaped as Hive's FileUtils.escapePathName does (``/`` → ``%2F``);
-    a null or empty value is the default partition (`ingest.acid.names.format_partition`).
+    a null or empty value is the default partition (`ingest.acid.format.names.format_partition`).
 
     Raises:
         ValueError: `columns` and `values` differ in length.

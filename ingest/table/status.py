@@ -13,17 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ingest.acid import storage
-from ingest.acid.initiator import (
-    Backlog,
-    CompactionThresholds,
-    Decision,
-    decide,
-    measure_backlog,
-)
-from ingest.acid.layout import TableLayout, describe_table
-from ingest.acid.state import VisibleTxn
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.compaction import Backlog, CompactionThresholds, Decision, decide, measure_backlog
+from ingest.acid.format import ValidWriteIdList
+from ingest.acid.read import TableLayout, VisibleTxn, describe_table
+from ingest.io import storage
 from ingest.table._arguments import check_snapshot_table
 from ingest.table._definition import compaction_thresholds
 from ingest.table._open import StorageOptions

@@ -7,9 +7,9 @@ The default is one SQLite file per warehouse directory (see `placement`); a Post
 database serves several hosts. Other layers import only the names below.
 """
 
-from ingest.acid.committed import CommittedFile
+from ingest.acid.format import CommittedFile
 from ingest.txn.errors import MetastoreError
-from ingest.txn.locations import normalize_location
+from ingest.txn.locations import ancestors, normalize_location
 from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore
 from ingest.txn.model import (
     TXN_STATES,
@@ -60,12 +60,13 @@ __all__ = [
     "Transaction",
     "TransactionInfo",
     "TxnState",
+    "ancestors",
+    "backend_for",
     "default_metastore_url",
     "find_metastore_for",
-    "placed_metastore_url",
     "normalize_location",
+    "placed_metastore_url",
     "redact_url",
     "register_metastore",
-    "backend_for",
     "supported_schemes",
 ]

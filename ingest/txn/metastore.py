@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import ClassVar, Self
 
-from ingest.acid.committed import CommittedFile
-from ingest.acid.read_view import ReadView
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format import CommittedFile, ValidWriteIdList
+from ingest.acid.read import ReadView
 from ingest.errors import ConfigError, IngestError
 from ingest.txn.model import (
     TXN_STATES,

@@ -18,8 +18,8 @@ from conftest import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.acid.bucketing import bucket_ids, bucket_number, hash_code_murmur, murmur3_hash32
-from ingest.acid.schema import HIVE_TYPE_KEY
+from ingest.acid.format.bucketing import bucket_ids, bucket_number, hash_code_murmur, murmur3_hash32
+from ingest.acid.format.schema import HIVE_TYPE_KEY
 from ingest.errors import ConfigError, SchemaMismatchError, UnsupportedFormatError
 
 

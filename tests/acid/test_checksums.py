@@ -14,16 +14,16 @@ import pytest
 from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, read_events
-from ingest.acid.checksums import (
+from ingest.acid.format.checksums import (
     CHECK_ENV,
     CHECKSUMS_KEY,
     find_mismatches,
     parse_checksums,
     stripe_checksum,
 )
-from ingest.acid.names import format_delta
-from ingest.acid.side_file import read_flush_lengths
-from ingest.acid.snapshot import read_table
+from ingest.acid.format.names import format_delta
+from ingest.acid.format.side_file import read_flush_lengths
+from ingest.acid.read.reader import read_table
 from ingest.errors import CorruptFileError
 from ingest.orc import Message, read_tail, serialize_tail
 from ingest.orc.proto_fields import Footer, UserMetadataItem

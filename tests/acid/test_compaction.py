@@ -28,15 +28,20 @@ from ingest.acid import (
     WriterOptions,
     acid_state,
 )
-from ingest.acid.committed import committed_file_at
-from ingest.acid.compaction import (
+from ingest.acid.compaction.compact import (
     TEMP_PREFIX,
     compact_partition,
     compactor_snapshot,
     plan_compaction,
 )
-from ingest.acid.names import encode_bucket_property, format_base, format_delta, is_compacted_base
-from ingest.acid.snapshot import read_table
+from ingest.acid.format.committed import committed_file_at
+from ingest.acid.format.names import (
+    encode_bucket_property,
+    format_base,
+    format_delta,
+    is_compacted_base,
+)
+from ingest.acid.read.reader import read_table
 from ingest.errors import CorruptFileError
 
 FS = fsspec.filesystem("file")

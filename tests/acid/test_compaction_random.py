@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from support import SIMPLE_SCHEMA, write_deletes
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid.compaction import compact_partition
-from ingest.acid.names import encode_bucket_property, format_delta
-from ingest.acid.snapshot import read_table
+from ingest.acid.compaction.compact import compact_partition
+from ingest.acid.format.names import encode_bucket_property, format_delta
+from ingest.acid.read.reader import read_table
 
 Key = tuple[int, int, int]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import fsspec
 from support import SIMPLE_SCHEMA, delete_keys, snap, write_rows
 
-from ingest.acid.compaction import TEMP_PREFIX, compact_partition, finish_interrupted
-from ingest.acid.names import encode_bucket_property, format_delta, half_renamed_minor
-from ingest.acid.snapshot import read_table
-from ingest.acid.state import acid_state
+from ingest.acid.compaction.compact import TEMP_PREFIX, compact_partition, finish_interrupted
+from ingest.acid.format.names import encode_bucket_property, format_delta, half_renamed_minor
+from ingest.acid.read.directories import acid_state
+from ingest.acid.read.reader import read_table
 
 FS = fsspec.filesystem("file")
 BP = encode_bucket_property(0, 0)

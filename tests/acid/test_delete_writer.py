@@ -19,7 +19,7 @@ from ingest.acid import (
     read_bucket_file,
     read_flush_lengths,
 )
-from ingest.acid.names import encode_bucket_property, format_delta
+from ingest.acid.format.names import encode_bucket_property, format_delta
 from ingest.errors import SchemaMismatchError
 from ingest.orc import read_tail
 

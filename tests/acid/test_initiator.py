@@ -8,15 +8,15 @@ import fsspec
 import pytest
 from support import SIMPLE_SCHEMA, delete_keys, snap, write_rows
 
-from ingest.acid.compaction import compact_partition
-from ingest.acid.initiator import (
+from ingest.acid.compaction.compact import compact_partition
+from ingest.acid.compaction.initiator import (
     Backlog,
     CompactionThresholds,
     Decision,
     decide,
     measure_backlog,
 )
-from ingest.acid.names import encode_bucket_property, format_delta
+from ingest.acid.format.names import encode_bucket_property, format_delta
 
 FS = fsspec.filesystem("file")
 HIVE = CompactionThresholds()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.acid.names import (
+from ingest.acid.format.names import (
     DEFAULT_PARTITION_NAME,
     ParsedDirectory,
     bucket_file_name,

@@ -8,7 +8,7 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from ingest.acid.predicate import parse_predicate, parse_where
+from ingest.acid.predicate.where import parse_predicate, parse_where
 from ingest.errors import ConfigError
 
 SCHEMA = pa.schema([

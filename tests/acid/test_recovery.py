@@ -11,15 +11,10 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 from support import SIMPLE_SCHEMA, simple_table
 
-from ingest.acid import (
-    BucketFileOptions,
-    BucketWriter,
-    ValidWriteIdList,
-    _recovery_tails,
-    read_events,
-)
-from ingest.acid.recovery import recover_table
-from ingest.acid.side_file import encode_length, read_flush_lengths
+from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, read_events
+from ingest.acid.format.side_file import encode_length, read_flush_lengths
+from ingest.acid.read import tails as _recovery_tails
+from ingest.acid.recovery.recover import recover_table
 from ingest.orc import read_tail
 from ingest.orc.proto_fields import Footer
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, read_events
-from ingest.acid.recovery import recover_table
-from ingest.acid.side_file import encode_length, read_flush_lengths
+from ingest.acid.format.side_file import encode_length, read_flush_lengths
+from ingest.acid.recovery.recover import recover_table
 from ingest.errors import CorruptFileError
 from ingest.orc import read_tail
 

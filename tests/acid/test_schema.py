@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.acid.events import ACID_FIELD_NAMES, acid_event_schema, row_schema_of
-from ingest.acid.schema import HIVE_TYPE_KEY, parse_schema, to_ddl, to_orc_type_string
+from ingest.acid.format.events import ACID_FIELD_NAMES, acid_event_schema, row_schema_of
+from ingest.acid.format.schema import HIVE_TYPE_KEY, parse_schema, to_ddl, to_orc_type_string
 from ingest.errors import ConfigError, UnsupportedFormatError
 
 

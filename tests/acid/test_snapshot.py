@@ -20,10 +20,10 @@ from support import (
 )
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList, acid_event_schema
-from ingest.acid.layout import describe_table
-from ingest.acid.names import encode_bucket_property, format_base, format_delta
-from ingest.acid.side_file import encode_length
-from ingest.acid.snapshot import (
+from ingest.acid.format.names import encode_bucket_property, format_base, format_delta
+from ingest.acid.format.side_file import encode_length
+from ingest.acid.read.layout import describe_table
+from ingest.acid.read.reader import (
     UnverifiedSnapshotWarning,
     list_partitions,
     read_batches,

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from support import SIMPLE_SCHEMA, simple_table, write_deletes
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid.names import encode_bucket_property, format_delta
-from ingest.acid.snapshot import read_table
+from ingest.acid.format.names import encode_bucket_property, format_delta
+from ingest.acid.read.reader import read_table
 
 # The memory filesystem: no fsync, so an example costs milliseconds; the fsspec (non-local)
 # read path is the one exercised here, test_snapshot.py covers the local one.

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from ingest.acid._sql_lexer import Dialect, tokenize
-from ingest.acid.predicate import parse_where
-from ingest.acid.schema import parse_schema, to_ddl
+from ingest.acid.format.schema import parse_schema, to_ddl
+from ingest.acid.predicate.lexer import Dialect, tokenize
+from ingest.acid.predicate.where import parse_where
 from ingest.errors import ConfigError
 
 SQL = Dialect(punctuation=("<>", "<=", "<", "=", "(", ")", ","))

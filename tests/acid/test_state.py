@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.acid.names import format_base, format_delta, write_compacted_marker
-from ingest.acid.state import (
+from ingest.acid.format.names import format_base, format_delta, write_compacted_marker
+from ingest.acid.format.writeids import ValidWriteIdList
+from ingest.acid.read.directories import (
     AcidState,
     DirectoryEntry,
     NotEnoughHistoryError,
@@ -20,7 +21,6 @@ from ingest.acid.state import (
     choose_directories,
     delta_sort_key,
 )
-from ingest.acid.writeids import ValidWriteIdList
 from ingest.errors import IngestError, UnsupportedFormatError
 
 
@@ -111,7 +111,7 @@ def test_sort_order_is_hives() -> None:
     ]
     parsed = choose_directories(entries, ValidWriteIdList("t", 0)).deltas  # all NONE-valid
     assert parsed == ()
-    from ingest.acid.names import parse_directory
+    from ingest.acid.format.names import parse_directory
 
     parsed_all = [parse_directory(e.name) for e in entries]
     ordered = sorted((p for p in parsed_all if p is not None), key=delta_sort_key)
@@ -326,7 +326,7 @@ def _valid_base(e: DirectoryEntry, wid: int, snap: ValidWriteIdList) -> bool:
 @settings(max_examples=400, deadline=None)
 @given(directory_entries(), snapshots())
 def test_invariants(entries: list[DirectoryEntry], snap: ValidWriteIdList) -> None:
-    from ingest.acid.names import parse_directory
+    from ingest.acid.format.names import parse_directory
 
     try:
         state = choose_directories(entries, snap)

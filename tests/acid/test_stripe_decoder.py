@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.orc as po
 import pytest
 
-from ingest.acid._stripe_decoder import StripeDecoder, ahead
+from ingest.acid.read._stripe_decoder import StripeDecoder, ahead
 
 
 def _orc(tmp_path: Path, stripes: int) -> po.ORCFile:

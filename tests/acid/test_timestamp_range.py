@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.acid.snapshot import read_table
+from ingest.acid.read.reader import read_table
 from ingest.errors import SchemaMismatchError, UnsupportedFormatError
 from ingest.orc import TimestampPrecisionWarning
 from ingest.table import compact, create_table, load, load_file

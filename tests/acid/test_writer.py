@@ -20,7 +20,7 @@ from ingest.acid import (
     read_bucket_file,
     read_flush_lengths,
 )
-from ingest.acid.events import acid_event_schema
+from ingest.acid.format.events import acid_event_schema
 from ingest.errors import ConfigError, CorruptFileError, SchemaMismatchError
 from ingest.orc import open_orc, parse_tail, read_tail
 from ingest.orc.compression import CODECS

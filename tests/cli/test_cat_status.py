@@ -11,7 +11,7 @@ from support import SIMPLE_SCHEMA, simple_table, write_deletes
 from support import run_cli as _run
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import encode_bucket_property, format_delta
+from ingest.acid.format.names import encode_bucket_property, format_delta
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 
 

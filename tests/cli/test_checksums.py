@@ -14,7 +14,7 @@ from support import SIMPLE_SCHEMA
 from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import format_delta
+from ingest.acid.format.names import format_delta
 from ingest.orc import read_tail
 from ingest.txn import Metastore, OffsetRange
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from support import error_json, ok_json, run_cli, visible
 
-from ingest.acid.names import format_base, format_delta
+from ingest.acid.format.names import format_base, format_delta
 from ingest.table import clean, compact, create_table, load, open_table
 from ingest.txn import Metastore, default_metastore_url
 

@@ -17,7 +17,7 @@ from cli.test_recover_damaged import bucket, make_table
 from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter, format_delta, write_acid_version_file
-from ingest.acid.snapshot import read_table
+from ingest.acid.read.reader import read_table
 from ingest.orc import read_tail
 from ingest.orc.proto_fields import PostScript
 from ingest.txn import Metastore, default_metastore_url

@@ -9,7 +9,7 @@ import pytest
 from support import error_json, ok_json
 from support import run_cli as run
 
-from ingest.acid.snapshot import read_table
+from ingest.acid.read.reader import read_table
 from ingest.txn import METASTORE_FILENAME, Metastore
 
 DDL = "id BIGINT, value STRING, dt STRING"

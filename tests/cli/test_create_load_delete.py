@@ -15,7 +15,7 @@ from support import error_json, ok_json, visible
 from support import run_cli as run
 
 from ingest.acid import read_bucket_file
-from ingest.acid.names import decode_bucket_property, parse_bucket_file
+from ingest.acid.format.names import decode_bucket_property, parse_bucket_file
 from ingest.txn import METASTORE_FILENAME, Metastore
 
 DDL = "id BIGINT, value STRING, dt STRING"

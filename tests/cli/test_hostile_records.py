@@ -20,7 +20,7 @@ from support import run_cli as run
 from support import visible
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import format_delta, write_acid_version_file
+from ingest.acid.format.names import format_delta, write_acid_version_file
 
 
 def ok_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:

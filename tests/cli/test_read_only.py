@@ -13,7 +13,7 @@ from support import SIMPLE_SCHEMA, metastore_contents, simple_table
 from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import format_delta
+from ingest.acid.format.names import format_delta
 from ingest.txn import METASTORE_FILENAME, Metastore
 
 READ_ONLY = ("cat", "status", "verify")

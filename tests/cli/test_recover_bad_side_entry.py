@@ -13,8 +13,8 @@ from support import SIMPLE_SCHEMA, cat_ids, simple_table
 from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter, format_delta, write_acid_version_file
-from ingest.acid.committed import committed_file_at
-from ingest.acid.side_file import encode_length
+from ingest.acid.format.committed import committed_file_at
+from ingest.acid.format.side_file import encode_length
 from ingest.txn import Metastore, default_metastore_url
 
 Capsys = pytest.CaptureFixture[str]

@@ -15,7 +15,7 @@ import pytest
 from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter, format_delta, write_acid_version_file
-from ingest.acid.recovery import BACKUP_DIR_NAME
+from ingest.acid.recovery.recover import BACKUP_DIR_NAME
 from ingest.txn import Metastore, default_metastore_url
 
 Capsys = pytest.CaptureFixture[str]

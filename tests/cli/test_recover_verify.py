@@ -11,7 +11,7 @@ from support import SIMPLE_SCHEMA, simple_table
 from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import format_delta
+from ingest.acid.format.names import format_delta
 from ingest.table import verify_table
 from ingest.txn import Metastore, OffsetRange
 

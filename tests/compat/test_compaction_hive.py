@@ -23,10 +23,10 @@ from conftest import require
 from support import SIMPLE_SCHEMA, run_cli, simple_table, write_deletes
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid.compaction import compact_partition
-from ingest.acid.names import encode_bucket_property, format_base, format_delta
-from ingest.acid.snapshot import read_table
-from ingest.acid.state import acid_state
+from ingest.acid.compaction.compact import compact_partition
+from ingest.acid.format.names import encode_bucket_property, format_base, format_delta
+from ingest.acid.read.directories import acid_state
+from ingest.acid.read.reader import read_table
 
 pytestmark = pytest.mark.java
 

@@ -19,14 +19,14 @@ from conftest import require
 from support import SIMPLE_SCHEMA, simple_table, write_deletes
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid.names import (
+from ingest.acid.format.names import (
     encode_bucket_property,
     format_base,
     format_delta,
     write_compacted_marker,
 )
-from ingest.acid.snapshot import read_table
-from ingest.acid.state import NotEnoughHistoryError, acid_state
+from ingest.acid.read.directories import NotEnoughHistoryError, acid_state
+from ingest.acid.read.reader import read_table
 
 pytestmark = pytest.mark.java
 

@@ -13,8 +13,8 @@ from conftest import require
 from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid.compaction import compact_partition
-from ingest.acid.names import format_delta
+from ingest.acid.compaction.compact import compact_partition
+from ingest.acid.format.names import format_delta
 
 pytestmark = pytest.mark.java
 SNAPSHOT = "default.t:3:::"

@@ -25,7 +25,7 @@ from conftest import require
 from support import ALL_TYPES_SCHEMA, SIMPLE_SCHEMA, all_types_table, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions
-from ingest.acid.events import acid_event_schema
+from ingest.acid.format.events import acid_event_schema
 from ingest.orc.compression import CODECS
 
 pytestmark = [pytest.mark.java, pytest.mark.usefixtures("split_stripes_into_column_groups")]

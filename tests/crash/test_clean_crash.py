@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from support import run_cli, visible, write_rows
 
-from ingest.acid.names import format_base, format_delta
+from ingest.acid.format.names import format_base, format_delta
 from ingest.table import compact, create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url
 

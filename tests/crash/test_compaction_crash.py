@@ -15,8 +15,8 @@ import pytest
 from support import ok_json, three_loads_and_a_delete
 from support import run_cli as cli
 
-from ingest.acid.compaction import TEMP_PREFIX
-from ingest.acid.snapshot import read_table
+from ingest.acid.compaction.compact import TEMP_PREFIX
+from ingest.acid.read.reader import read_table
 from ingest.txn import find_metastore_for
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]

@@ -12,7 +12,7 @@ from fsspec.implementations.local import LocalFileSystem
 from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, read_events
-from ingest.acid.names import format_delta
+from ingest.acid.format.names import format_delta
 from ingest.table import recover_table_with_metastore, verify_table
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 

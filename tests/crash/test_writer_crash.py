@@ -16,7 +16,7 @@ from conftest import require
 from support import run_cli as cli
 
 from ingest.acid import read_events
-from ingest.acid.names import is_side_file, parse_bucket_file
+from ingest.acid.format.names import is_side_file, parse_bucket_file
 from ingest.txn import find_metastore_for
 
 SCRIPT = Path(__file__).with_name("writer_script.py")

@@ -15,7 +15,7 @@ import sys
 import pyarrow as pa
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import format_delta
+from ingest.acid.format.names import format_delta
 from ingest.faults import ENV_VAR
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 

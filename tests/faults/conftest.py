@@ -52,7 +52,7 @@ def _write_base_and_open_batch(root: Path, compacted: dict[int, range],
         format_delta,
         write_acid_version_file,
     )
-    from ingest.acid.names import write_compacted_marker
+    from ingest.acid.format.names import write_compacted_marker
     from ingest.txn import Metastore, default_metastore_url
 
     fs_root = str(root)

@@ -13,7 +13,7 @@ import pytest
 from external import free_port
 from hms_server import Server
 
-from ingest.acid.committed import CommittedFile
+from ingest.acid.format.committed import CommittedFile
 from ingest.errors import (
     CommitConflictError,
     ConfigError,

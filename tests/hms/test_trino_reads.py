@@ -19,7 +19,7 @@ from ingest.acid import (
     format_delta,
     write_acid_version_file,
 )
-from ingest.acid.bucketing import bucket_ids
+from ingest.acid.format.bucketing import bucket_ids
 from ingest.txn import hms
 
 pytestmark = [pytest.mark.hms, pytest.mark.trino, pytest.mark.slow]

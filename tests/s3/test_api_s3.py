@@ -8,8 +8,8 @@ import pytest
 from s3_server import Bucket
 
 import ingest
-from ingest.acid import storage
 from ingest.errors import ConfigError
+from ingest.io import storage
 from ingest.table import create_table
 
 

@@ -12,7 +12,7 @@ from s3_server import Bucket
 from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import format_delta, parse_directory
+from ingest.acid.format.names import format_delta, parse_directory
 from ingest.table._owner import MARKER_NAME
 from ingest.txn import Metastore
 

@@ -14,9 +14,9 @@ from s3_server import Bucket
 
 import ingest
 from ingest.errors import ConfigError
+from ingest.spark.kafka.produce import produce_events, sample_events
 from ingest.spark.options import SinkOptions, StreamOptions
-from ingest.spark.produce import produce_events, sample_events
-from ingest.spark.sink import AcidSink
+from ingest.spark.sink.driver import AcidSink
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "kafka_to_acid.py"

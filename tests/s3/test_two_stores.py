@@ -18,10 +18,10 @@ import s3fs
 from s3_server import AuthServer, Bucket
 
 import ingest
-from ingest.spark._executor_results import FileWritten, from_arrow
-from ingest.spark._sink_tasks import TaskPlan, write_task
 from ingest.spark.job import ensure_tables, table_layout
-from ingest.spark.sink import AcidSink
+from ingest.spark.sink._results import FileWritten, from_arrow
+from ingest.spark.sink._tasks import TaskPlan, write_task
+from ingest.spark.sink.driver import AcidSink
 from ingest.table import Table, create_table
 
 DDL = "id BIGINT, value STRING"

@@ -21,8 +21,8 @@ import pytest
 from support import run_cli
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import format_delta
-from ingest.acid.side_file import side_file_path
+from ingest.acid.format.names import format_delta
+from ingest.acid.format.side_file import side_file_path
 from ingest.cli._output import dumps, rows
 from ingest.spark import register
 from ingest.table import alter_table, compact, create_table, delete, load

@@ -22,8 +22,8 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from ingest.acid.conditions import Domain, value_key
-from ingest.spark._datasource_filters import to_condition
+from ingest.acid.predicate.conditions import Domain, value_key
+from ingest.spark.source._filters import to_condition
 
 SCHEMA = pa.schema([("i", pa.int32()), ("s", pa.string()), ("d", pa.date32()),
                     ("dec", pa.decimal128(5, 2)), ("f", pa.float64()),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ingest.spark._executor_results import (
+from ingest.spark.sink._results import (
     RESULT_SCHEMA,
     BadRecords,
     FileWritten,

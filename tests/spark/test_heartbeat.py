@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ingest.spark._heartbeat import Heartbeat
+from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.txn import Metastore, TableDefinition
 
 

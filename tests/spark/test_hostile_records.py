@@ -22,13 +22,13 @@ from conftest import free_port, require
 from support import run_cli
 
 from ingest.acid import read_bucket_file
-from ingest.acid.snapshot import read_table
+from ingest.acid.read.reader import read_table
 from ingest.errors import ConfigError
-from ingest.spark._executor_results import FileWritten, Tombstones, from_arrow
-from ingest.spark._sink_batch import BatchReport
-from ingest.spark._sink_parse import parse_json_values
-from ingest.spark._sink_tasks import META_FIELDS, TaskPlan, parse_task, write_task
 from ingest.spark.options import SinkOptions, StreamOptions
+from ingest.spark.sink._batch import BatchReport
+from ingest.spark.sink._parse import parse_json_values
+from ingest.spark.sink._results import FileWritten, Tombstones, from_arrow
+from ingest.spark.sink._tasks import META_FIELDS, TaskPlan, parse_task, write_task
 from ingest.txn import Metastore, default_metastore_url
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()),
@@ -209,7 +209,7 @@ def _hostile_events(good: int, seed: int) -> tuple[list[Any], dict[str, int]]:
 def test_10000_good_records_among_hostile_ones_commit_once_and_bad_ones_are_dead_lettered(
         spark: Any, kafka_broker: str, topic: str, warehouse: Path) -> None:
     from ingest.spark.job import StreamSummary, run_stream
-    from ingest.spark.produce import produce_events
+    from ingest.spark.kafka.produce import produce_events
 
     events, counts = _hostile_events(10_000, seed=11)
     produce_events(kafka_broker, topic, events=events, partitions=3)

@@ -12,8 +12,9 @@ import pytest
 from external import free_port
 
 from ingest.errors import ConfigError
-from ingest.spark._kafka_read import rate_limit
-from ingest.spark.kafka_source import (
+from ingest.spark.kafka._read import rate_limit
+from ingest.spark.kafka.produce import ensure_topic, produce_events, sample_events
+from ingest.spark.kafka.source import (
     ARROW_SCHEMA,
     SCHEMA,
     KafkaSourceOptions,
@@ -21,7 +22,6 @@ from ingest.spark.kafka_source import (
     kafka_dataframe,
     register_kafka_source,
 )
-from ingest.spark.produce import ensure_topic, produce_events, sample_events
 
 QUERY_TIMEOUT_S = 120
 

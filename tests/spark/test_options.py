@@ -102,6 +102,6 @@ def test_trigger() -> None:
 
 def test_kafka_modules_import_no_cycle() -> None:
     """_kafka_read (confluent-kafka) sits below kafka_source (Spark's reader protocol)."""
-    tree = ast.parse((ROOT / "ingest/spark/_kafka_read.py").read_text())
+    tree = ast.parse((ROOT / "ingest/spark/kafka/_read.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "ingest.spark.kafka_source" not in imported
+    assert "ingest.spark.kafka.source" not in imported

@@ -17,16 +17,16 @@ from compat import javatools
 from conftest import require
 
 from ingest.acid import read_flush_lengths
-from ingest.acid.bucketing import bucket_ids
-from ingest.acid.names import parse_bucket_file
-from ingest.acid.snapshot import read_table
+from ingest.acid.format.bucketing import bucket_ids
+from ingest.acid.format.names import parse_bucket_file
+from ingest.acid.read.reader import read_table
 from ingest.errors import BadRecordError, ConfigError
-from ingest.spark._executor_results import FileWritten, from_arrow
-from ingest.spark._sink_parse import parse_json_values
-from ingest.spark._sink_tasks import TaskPlan, write_task
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions, stream_trigger
-from ingest.spark.sink import AcidSink
+from ingest.spark.sink._parse import parse_json_values
+from ingest.spark.sink._results import FileWritten, from_arrow
+from ingest.spark.sink._tasks import TaskPlan, write_task
+from ingest.spark.sink.driver import AcidSink
 from ingest.table import create_table
 from ingest.txn import Metastore, default_metastore_url
 
@@ -78,7 +78,7 @@ def make_sink(warehouse: Path, *, partition_by: str | None = "dt", **options: An
 # -- no Spark --------------------------------------------------------------------------------
 
 def test_parse_reports_each_bad_record_with_its_reason() -> None:
-    from ingest.acid.schema import parse_schema
+    from ingest.acid.format.schema import parse_schema
 
     values = pa.array([b'{"id": 1, "value": "a"}', None, b"  ", b'{"id": "x"}',
                        b'{\n "id": 5\n}', b'{"id": 6}{"id": 7}', b"\xff", b"[1]",
@@ -118,7 +118,7 @@ def test_txns_per_delta_refused_on_object_stores() -> None:
 def test_retried_append_attempt_does_not_duplicate_rows(tmp_path: Path) -> None:
     """K > 1: an attempt that flushed and then failed is cut back by the retry."""
     from ingest.acid import read_bucket_file
-    from ingest.acid.schema import parse_schema
+    from ingest.acid.format.schema import parse_schema
 
     schema = parse_schema(SCHEMA)
     base = dict(table_root=str(tmp_path / "t"), dead_letter_root=str(tmp_path / "dl"),

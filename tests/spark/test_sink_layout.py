@@ -9,11 +9,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from ingest.acid.snapshot import read_table
-from ingest.spark._sink_tasks import writer_slots
+from ingest.acid.read.reader import read_table
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions
-from ingest.spark.sink import AcidSink
+from ingest.spark.sink._tasks import writer_slots
+from ingest.spark.sink.driver import AcidSink
 from ingest.txn import Metastore, default_metastore_url
 
 SCHEMA = "id BIGINT, value STRING, dt STRING"

@@ -12,11 +12,11 @@ import fsspec
 import pytest
 from spark.test_sink import PANDAS_WARNING, event, ids, kafka_batch, make_sink
 
-from ingest.acid.committed import committed_file_at
-from ingest.acid.snapshot import read_table
+from ingest.acid.format.committed import committed_file_at
+from ingest.acid.read.reader import read_table
 from ingest.errors import CorruptFileError
-from ingest.spark._executor_results import FileWritten
-from ingest.spark.sink import _remove_written
+from ingest.spark.sink._results import FileWritten
+from ingest.spark.sink.driver import _remove_written
 from ingest.table import verify_table
 from ingest.table._committed import table_manifest
 from ingest.txn import Metastore

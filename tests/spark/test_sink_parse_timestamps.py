@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ingest.spark._sink_parse import parse_json_values
+from ingest.spark.sink._parse import parse_json_values
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns"))])
 

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pytest
 
 from ingest.spark import register
-from ingest.spark._datasource_lease import renewing
-from ingest.spark._datasource_plan import Lease
+from ingest.spark.source._lease import renewing
+from ingest.spark.source._plan import Lease
 from ingest.table import compact, create_table, load
 from ingest.txn import Metastore, default_metastore_url
 

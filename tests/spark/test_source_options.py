@@ -12,7 +12,7 @@ import pytest
 
 from ingest.errors import ConfigError
 from ingest.spark import register
-from ingest.spark._datasource_plan import SourceOptions
+from ingest.spark.source._plan import SourceOptions
 from ingest.table import create_table, load
 
 pytestmark = [pytest.mark.spark,

@@ -11,10 +11,10 @@ import pytest
 from pyspark.sql.datasource import LessThan
 
 import ingest
-from ingest.acid._merge import ScanCounts
+from ingest.acid.read.merge import ScanCounts
 from ingest.spark import register
-from ingest.spark._datasource_read import read_task
-from ingest.spark.datasource import HiveAcidDataSource
+from ingest.spark.source._read import read_task
+from ingest.spark.source.datasource import HiveAcidDataSource
 from ingest.table import create_table, delete, load
 
 LOADS, ROWS = 6, 100

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from ingest.acid import ValidWriteIdList
-from ingest.acid.snapshot import read_table
+from ingest.acid.read.reader import read_table
 from ingest.errors import TableNotFoundError
 from ingest.spark.job import RunningStream, run_stream
-from ingest.spark.produce import produce_events, sample_events
+from ingest.spark.kafka.produce import produce_events, sample_events
 from ingest.table import alter_table
 from ingest.table._definition import RETENTION_PROPERTY
 from ingest.txn import Metastore, default_metastore_url
@@ -38,7 +38,7 @@ RECORDS, PER_BATCH = 1_500, 30
 # loop until told to stop; one JSON line per read.
 READER = """
 import json, os, sys, time
-from ingest.acid.snapshot import read_table
+from ingest.acid.read.reader import read_table
 from ingest.errors import IngestError
 from ingest.txn import Metastore
 url, location, out, stop = sys.argv[1:]

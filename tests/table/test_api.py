@@ -16,8 +16,8 @@ import pytest
 
 import ingest
 from ingest.acid import BucketFileOptions, BucketWriter, UnverifiedSnapshotWarning
-from ingest.acid._merge import READ_AHEAD_ENV
-from ingest.acid.names import bucket_file_name, format_delta
+from ingest.acid.format.names import bucket_file_name, format_delta
+from ingest.acid.read.merge import READ_AHEAD_ENV
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.table import create_table
 from ingest.txn import MEMORY_URL, Metastore, OffsetRange, default_metastore_url

@@ -10,8 +10,8 @@ import pytest
 
 import ingest
 from ingest.acid import ValidWriteIdList
-from ingest.acid.predicate import MAX_CONDITION_NESTING, parse_predicate
-from ingest.acid.schema import MAX_TYPE_NESTING, parse_schema
+from ingest.acid.format.schema import MAX_TYPE_NESTING, parse_schema
+from ingest.acid.predicate.where import MAX_CONDITION_NESTING, parse_predicate
 from ingest.errors import BadRecordError, ConfigError, SchemaMismatchError
 from ingest.table import create_table, load_file, read_input
 from ingest.txn import Metastore, default_metastore_url

@@ -17,9 +17,9 @@ import pytest
 from support import SIMPLE_SCHEMA, visible, write_rows
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.cleaning import Candidate, plan_cleaning, remove_candidate
-from ingest.acid.compaction import TEMP_PREFIX
-from ingest.acid.names import format_base, format_delta
+from ingest.acid.compaction.cleaning import Candidate, plan_cleaning, remove_candidate
+from ingest.acid.compaction.compact import TEMP_PREFIX
+from ingest.acid.format.names import format_base, format_delta
 from ingest.errors import ConfigError
 from ingest.table import alter_table, clean, compact, create_table, delete, load
 from ingest.table.verify import verify_table
@@ -348,7 +348,7 @@ def test_cleaning_a_memory_table_goes_through_fsspec() -> None:
         assert [name for p in fs.ls(root, detail=False)
                 if not (name := p.rsplit("/", 1)[-1]).startswith("_")] == [format_base(4)]
         with Metastore.open(default_metastore_url(loc), create=False) as store:
-            from ingest.acid.snapshot import read_table
+            from ingest.acid.read.reader import read_table
 
             got = read_table(loc, store.snapshot(loc)).to_pylist()
         assert sorted(r["id"] for r in got) == [0, 2]

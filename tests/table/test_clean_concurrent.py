@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.acid.snapshot import read_batches, read_table
+from ingest.acid.read.reader import read_batches, read_table
 from ingest.table import compact, create_table, load
 from ingest.txn import Metastore, default_metastore_url
 

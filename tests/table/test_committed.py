@@ -10,8 +10,8 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.committed import CommittedFile, CommittedFiles
-from ingest.acid.recovery import FileRecovery, RecoveryReport
+from ingest.acid.format.committed import CommittedFile, CommittedFiles
+from ingest.acid.recovery.recover import FileRecovery, RecoveryReport
 from ingest.table._committed import (
     directory_entries,
     find_damage,

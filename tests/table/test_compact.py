@@ -10,8 +10,8 @@ import pytest
 from support import SIMPLE_SCHEMA
 
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.acid.names import format_delta
-from ingest.acid.snapshot import read_table
+from ingest.acid.format.names import format_delta
+from ingest.acid.read.reader import read_table
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.table import compact, create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest.acid.snapshot import read_table
+from ingest.acid.read.reader import read_table
 from ingest.errors import CommitConflictError, ConfigError, CorruptFileError, TableNotFoundError
 from ingest.table import alter_table, compact, compaction_history, create_table, delete, load
 from ingest.table.compact import agent_alive

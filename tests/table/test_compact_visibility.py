@@ -15,7 +15,7 @@ from support import cat_ids, error_json, ok_json, three_loads_and_a_delete
 from support import run_cli as cli
 
 import ingest
-from ingest.acid.names import parse_directory
+from ingest.acid.format.names import parse_directory
 from ingest.errors import ConfigError
 from ingest.table._definition import VISIBILITY_PROPERTY, uses_visibility_suffix
 from ingest.txn import TableDefinition, find_metastore_for

@@ -17,13 +17,18 @@ from support import ALL_TYPES_SCHEMA, all_types_table, write_deletes
 
 import ingest
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
-from ingest.acid._merge import READ_AHEAD_ENV
-from ingest.acid.conditions import value_key
-from ingest.acid.names import bucket_file_name, encode_bucket_property, format_base, format_delta
-from ingest.acid.predicate import parse_predicate
-from ingest.acid.scan import scan
-from ingest.acid.snapshot import read_table
-from ingest.acid.stripe_stats import row_columns, stripe_domains
+from ingest.acid.format.names import (
+    bucket_file_name,
+    encode_bucket_property,
+    format_base,
+    format_delta,
+)
+from ingest.acid.predicate.conditions import value_key
+from ingest.acid.predicate.where import parse_predicate
+from ingest.acid.read.merge import READ_AHEAD_ENV
+from ingest.acid.read.reader import read_table
+from ingest.acid.read.scan import scan
+from ingest.acid.read.stripe_stats import row_columns, stripe_domains
 from ingest.orc import read_tail
 from ingest.table import create_table
 

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from ingest.acid import read_bucket_file
-from ingest.acid.bucketing import bucket_ids
-from ingest.acid.names import decode_bucket_property, parse_bucket_file
-from ingest.acid.snapshot import read_table
+from ingest.acid.format.bucketing import bucket_ids
+from ingest.acid.format.names import decode_bucket_property, parse_bucket_file
+from ingest.acid.read.reader import read_table
 from ingest.errors import (
     CommitConflictError,
     ConfigError,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.acid.committed import CommittedFile
+from ingest.acid.format.committed import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError, TableNotFoundError
 from ingest.txn import Metastore, MetastoreError, TableDefinition
 

@@ -13,8 +13,8 @@ from typing import NoReturn, Self
 import pyarrow as pa
 import pytest
 
-from ingest.acid.committed import CommittedFile
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format.committed import CommittedFile
+from ingest.acid.format.writeids import ValidWriteIdList
 from ingest.errors import ConfigError, TableExistsError, TableNotFoundError
 from ingest.txn import (
     MEMORY_URL,

@@ -160,7 +160,7 @@ def test_version_2_file_of_the_old_raw_ddl_works_as_before(tmp_path: Path,
     written and read back, and txn ids still come from AUTOINCREMENT (sqlite_sequence)."""
     import pyarrow as pa
 
-    from ingest.acid.committed import CommittedFile
+    from ingest.acid.format.committed import CommittedFile
     from ingest.txn import TableDefinition
 
     path = tmp_path / "v2.sqlite"

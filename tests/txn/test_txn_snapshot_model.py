@@ -6,7 +6,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format.writeids import ValidWriteIdList
 from ingest.errors import CommitConflictError
 from ingest.txn import Metastore, TableDefinition, Transaction
 

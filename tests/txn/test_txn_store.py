@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format.writeids import ValidWriteIdList
 from ingest.errors import (
     CommitConflictError,
     ConfigError,

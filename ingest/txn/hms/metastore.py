@@ -22,8 +22,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NoReturn, Self
 
 from ingest.acid import ValidWriteIdList
-from ingest.acid.committed import CommittedFile
-from ingest.acid.names import parse_partition
+from ingest.acid.format import CommittedFile, parse_partition
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn.errors import MetastoreError
 from ingest.txn.hms import _stubs

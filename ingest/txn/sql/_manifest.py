@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
-from ingest.acid.committed import CommittedFile
+from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.txn.errors import MetastoreError
 from ingest.txn.model import TableRef

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format import ValidWriteIdList
 from ingest.txn.model import TXN_STATES, OffsetRange, TableRef, TransactionInfo, TxnState
 from ingest.txn.sql._database import Database
 from ingest.txn.sql._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns

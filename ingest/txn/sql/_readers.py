@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format import ValidWriteIdList
 from ingest.errors import IngestError
 from ingest.txn.metastore import READER_HEARTBEAT_S
 from ingest.txn.model import ReaderInfo, TableRef

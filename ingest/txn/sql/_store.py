@@ -15,8 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Self
 
-from ingest.acid.committed import CommittedFile
-from ingest.acid.writeids import ValidWriteIdList
+from ingest.acid.format import CommittedFile, ValidWriteIdList
 from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore
 from ingest.txn.model import (
     TXN_STATES,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
 
-from ingest.acid.committed import CommittedFile
+from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
 from ingest.txn.model import OffsetRange, SinkProgress, TableRef, Transaction, TxnState

@@ -1,0 +1,154 @@
+"""The delete half of the merge: keys that hide rows of one bucket (Hive's
+`ColumnizedDeleteEventRegistry`), built from visible delete events (and, for Hive 2 "legacy"
+deltas, update and delete events inside insert deltas) and probed once per stripe.
+Knows event columns, not files or snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.acid.format import BUCKET, KEY_COLUMNS, ROW_ID
+from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
+from ingest.acid.format import ORIGINAL_TRANSACTION as OTID
+
+# A delete event drops every row with its key whatever that row's write id (Hive 3); stored as
+# "supersedes anything written before write id +inf".
+_ALWAYS = np.iinfo(np.int64).max
+_KEY_DTYPE = np.dtype([("o", "<i8"), ("b", "<i4"), ("r", "<i8")])
+
+
+def _packed_keys(otid: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array:
+    """The (originalTransaction, bucket, rowId) triples as 20-byte binary values, for hashing."""
+    n = len(otid)
+    packed = np.empty(n, dtype=_KEY_DTYPE)
+    packed["o"] = _np(otid, np.int64)
+    packed["b"] = _np(bucket, np.int32)
+    packed["r"] = _np(row_id, np.int64)
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(_KEY_DTYPE.itemsize), n,
+                                                [None, pa.py_buffer(packed)])
+
+
+def _np(arr: pa.Array | pa.ChunkedArray, dtype: type[np.generic]) -> np.ndarray:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count:
+        arr = arr.fill_null(-1)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+
+class DeleteRegistry:
+    """Keys that hide rows of one bucket: Hive's `ColumnizedDeleteEventRegistry`.
+
+    Each key carries the write id it supersedes rows below: +inf for a split-update delete
+    event (it hides the key whatever wrote it), the event's currentTransaction for an update or
+    delete event found in an insert delta (Hive 2 "legacy" ACID without split-update).
+    Held in memory per bucket; lookups are one hash probe per row (`pyarrow.compute.index_in`).
+    """
+
+    def __init__(self, parts: Sequence[pa.Table]) -> None:
+        parts = [p for p in parts if p.num_rows]
+        self._size = 0
+        self._keys: pa.Array | None = None
+        self._supersedes: np.ndarray | None = None
+        self._only_deletes = True
+        self._groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        if not parts:
+            return
+        table = pa.concat_tables(parts)
+        table = table.group_by(list(KEY_COLUMNS), use_threads=False).aggregate(
+            [("supersedes", "max")])
+        table = table.sort_by([(c, "ascending") for c in KEY_COLUMNS])
+        self._keys = _packed_keys(table[OTID], table[BUCKET], table[ROW_ID])
+        self._supersedes = _np(table["supersedes_max"], np.int64)
+        self._only_deletes = bool((self._supersedes == _ALWAYS).all())
+        self._size = table.num_rows
+        # Per (originalTransaction, bucket): the sorted rowIds, for the one-group fast path.
+        otid, bucket = _np(table[OTID], np.int64), _np(table[BUCKET], np.int32)
+        row_id = _np(table[ROW_ID], np.int64)
+        starts = np.flatnonzero(np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])])
+        ends = np.r_[starts[1:], len(otid)]
+        self._groups = {
+            (int(otid[s]), int(bucket[s])): (row_id[s:e], self._supersedes[s:e])
+            for s, e in zip(starts, ends, strict=True)
+        }
+
+    @staticmethod
+    def delete_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+        """Registry entries for split-update delete events (already filtered for visibility)."""
+        return _entries(batch, pa.array(np.full(batch.num_rows, _ALWAYS, dtype=np.int64)))
+
+    @staticmethod
+    def superseding_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+        """Registry entries for update/delete events of an insert delta (legacy ACID)."""
+        return _entries(batch, batch[CURRENT])
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def only_deletes(self) -> bool:
+        """True when no entry depends on the row's write id (no legacy update events)."""
+        return self._only_deletes
+
+    def keep_mask(self, batch: pa.RecordBatch) -> np.ndarray | None:
+        """Boolean mask of rows of `batch` no key hides, or None when none is hidden.
+
+        `batch` needs the three key columns, and currentTransaction unless `only_deletes`.
+        """
+        if self._keys is None or batch.num_rows == 0:
+            return None
+        otid, bucket = _np(batch[OTID], np.int64), _np(batch[BUCKET], np.int32)
+        if otid[0] == otid.min() == otid.max() and bucket[0] == bucket.min() == bucket.max():
+            # The usual stripe: one write id, one bucket, rowIds ascending. Look the group's
+            # few deleted rowIds up in the stripe instead of hashing every row.
+            row_id = _np(batch[ROW_ID], np.int64)
+            if len(row_id) < 2 or bool((row_id[1:] > row_id[:-1]).all()):
+                return self._keep_sorted(int(otid[0]), int(bucket[0]), row_id, batch)
+        probe = _packed_keys(batch[OTID], batch[BUCKET], batch[ROW_ID])
+        if self._only_deletes:
+            hit = pc.is_in(probe, value_set=self._keys)
+            if not pc.any(hit).as_py():
+                return None
+            return ~_np(hit, np.bool_)
+        index = pc.index_in(probe, value_set=self._keys)
+        if index.null_count == len(index):
+            return None
+        assert self._supersedes is not None
+        idx = _np(index, np.int64)
+        found = idx >= 0
+        supersedes = np.where(found, self._supersedes[np.where(found, idx, 0)], np.int64(-1))
+        return ~(supersedes > _np(batch[CURRENT], np.int64))
+
+    def _keep_sorted(self, otid: int, bucket: int, row_id: np.ndarray, batch: pa.RecordBatch
+                     ) -> np.ndarray | None:
+        group = self._groups.get((otid, bucket))
+        if group is None:
+            return None
+        deleted, supersedes = group
+        pos = np.searchsorted(row_id, deleted)
+        inside = pos < len(row_id)
+        hit = inside.copy()
+        hit[inside] = row_id[pos[inside]] == deleted[inside]
+        if not self._only_deletes:
+            current = _np(batch[CURRENT], np.int64)
+            hit[hit] = supersedes[hit] > current[pos[hit]]
+        if not hit.any():
+            return None
+        keep = np.ones(len(row_id), dtype=np.bool_)
+        keep[pos[hit]] = False
+        return keep
+
+
+def _entries(batch: pa.RecordBatch | pa.Table, supersedes: pa.Array) -> pa.Table:
+    """The key columns of `batch` and the write id each key supersedes rows below."""
+    return pa.table({OTID: batch[OTID], BUCKET: batch[BUCKET], ROW_ID: batch[ROW_ID],
+                     "supersedes": supersedes})
+
+
+__all__ = ["DeleteRegistry"]

@@ -1,0 +1,24 @@
+"""Writing ACID bucket files: `BucketWriter` (Hive's OrcRecordUpdater: inserts or delete events,
+flushes with side-file entries, appends), its options, and the writer of whole events with
+their own keys that compaction uses (`write_bucket`).
+"""
+
+from ingest.acid.write.event_writer import write_bucket
+from ingest.acid.write.options import (
+    CODECS,
+    BucketFileOptions,
+    Compression,
+    WriterOptions,
+    parse_codec,
+)
+from ingest.acid.write.writer import BucketWriter
+
+__all__ = [
+    "CODECS",
+    "BucketFileOptions",
+    "BucketWriter",
+    "Compression",
+    "WriterOptions",
+    "parse_codec",
+    "write_bucket",
+]

@@ -1,0 +1,19 @@
+"""Kafka for Spark: the "ingest-kafka" source (Python Data Source API, confluent-kafka below it)
+and a producer for tests, demos and `ingest produce`.
+"""
+
+from ingest.spark.kafka._options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
+from ingest.spark.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
+from ingest.spark.kafka.source import check_topic, kafka_dataframe, register_kafka_source
+
+__all__ = [
+    "DEFAULT_STARTING_OFFSETS",
+    "DEFAULT_TIMEOUT_MS",
+    "check_topic",
+    "encode_event",
+    "ensure_topic",
+    "kafka_dataframe",
+    "produce_events",
+    "register_kafka_source",
+    "sample_events",
+]

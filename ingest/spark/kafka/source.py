@@ -1,0 +1,303 @@
+"""A Kafka source for Structured Streaming, written with Spark's Python Data Source API.
+
+Short name "ingest-kafka"; the columns and the main options are those of Spark's own JVM "kafka"
+source (KafkaSourceProvider), read with confluent-kafka. Offsets are a JSON dict
+topic -> partition -> next offset and live in Spark's checkpoint; nothing is committed to Kafka.
+It knows Kafka and Spark's reader protocol, not ORC or ACID; the confluent-kafka calls (metadata,
+watermarks, reading a range) are in `_kafka_read`, the options and offsets in `_kafka_options`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ingest.errors import ConfigError, IngestError
+from ingest.spark.kafka._options import (
+    DEFAULT_STARTING_OFFSETS,
+    DEFAULT_TIMEOUT_MS,
+    KafkaSourceOptions,
+    Offsets,
+    describe,
+    offsets_from_json,
+    offsets_to_json,
+)
+from ingest.spark.kafka._read import ARROW_SCHEMA, KafkaClient, rate_limit, read_range
+from ingest.txn import OffsetRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "ingest-kafka"
+JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+    StructField("headers", ArrayType(StructType([
+        StructField("key", StringType()), StructField("value", BinaryType()),
+    ]))),
+])
+
+
+class KafkaInputPartition(InputPartition):
+    """Read offsets [from_offset, until_offset) of one Kafka partition."""
+
+    def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int) -> None:
+        super().__init__((topic, partition, from_offset, until_offset))
+        self.topic, self.partition = topic, partition
+        self.from_offset, self.until_offset = from_offset, until_offset
+
+    @property
+    def offsets(self) -> OffsetRange:
+        return OffsetRange(self.topic, self.partition, self.from_offset, self.until_offset)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches from Kafka offsets (driver) and reads offset ranges (executors)."""
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self.options = options
+        self._client: KafkaClient | None = None
+        self._target: Offsets | None = None  # Trigger.AvailableNow: never plan past this
+        self._latest: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None  # a librdkafka handle cannot travel to the executors
+        return state
+
+    @property
+    def client(self) -> KafkaClient:
+        if self._client is None:
+            self._client = KafkaClient(self.options)
+        return self._client
+
+    def _fetch_latest(self) -> tuple[Offsets, Offsets]:
+        tps = self.client.partitions()
+        marks = self.client.watermarks(tps)
+        return {tp: m[0] for tp, m in marks.items()}, {tp: m[1] for tp, m in marks.items()}
+
+    def initialOffset(self) -> dict[str, Any]:
+        earliest, latest = self._fetch_latest()
+        starting = self.options.starting_offsets
+        if starting == "earliest":
+            return offsets_to_json(earliest)
+        if starting == "latest":
+            return offsets_to_json(latest)
+        assert isinstance(starting, dict)
+        missing = sorted(set(latest) - set(starting))
+        if missing:
+            raise ConfigError(
+                f"Option 'startingOffsets' must give every partition of the subscribed topics; "
+                f"missing {[describe(tp) for tp in missing]}.",
+                hint="use -2 for earliest and -1 for latest")
+        return offsets_to_json({tp: earliest[tp] if o == -2 else latest[tp] if o == -1 else o
+                                for tp, o in starting.items() if tp in latest})
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        _, self._target = self._fetch_latest()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.options.max_offsets_per_trigger)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = offsets_from_json(start)
+        earliest, latest = self._fetch_latest()
+        self._latest = dict(latest)
+        if self._target is not None:
+            latest = {tp: min(o, self._target[tp]) for tp, o in latest.items()
+                      if tp in self._target}
+        # A partition added since the last batch is read from its earliest offset, as Spark does.
+        begin_all = {tp: begin.get(tp, earliest.get(tp, 0)) for tp in latest}
+        end: Offsets = {}
+        for tp, high in latest.items():
+            if high < begin_all[tp]:
+                self._data_loss(f"partition {describe(tp)} ends at offset {high}, below offset "
+                                f"{begin_all[tp]} already read (was the topic recreated?)")
+            end[tp] = max(high, begin_all[tp])
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(begin_all, end, limit.max_rows)
+        elif not isinstance(limit, ReadAllAvailable):
+            raise IngestError(f"The ingest-kafka source does not support read limit {limit!r}.")
+        for tp, offset in begin.items():
+            end.setdefault(tp, offset)  # keep partitions of deleted topics in the checkpoint
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None if self._latest is None else offsets_to_json(self._latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        begin, until = offsets_from_json(start), offsets_from_json(end)
+        ranges = {tp: (begin.get(tp), u) for tp, u in until.items() if begin.get(tp) != u}
+        if not ranges:
+            return []
+        marks = self.client.watermarks(sorted(ranges))
+        out: list[InputPartition] = []
+        for (topic, partition), (from_offset, until_offset) in sorted(ranges.items()):
+            low = marks[(topic, partition)][0]
+            if from_offset is None:
+                from_offset = low
+            elif from_offset < low:
+                self._data_loss(f"partition {topic}-{partition}: offsets [{from_offset}, "
+                                f"{min(low, until_offset)}) were planned but the earliest "
+                                f"available offset is {low} (removed by retention?)")
+                from_offset = low
+            if from_offset < until_offset:
+                out.append(KafkaInputPartition(topic, partition, from_offset, until_offset))
+        return out
+
+    def _data_loss(self, what: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise IngestError(
+                f"Kafka data loss on {self.options.bootstrap_servers}: {what}.",
+                hint="set option failOnDataLoss=false to skip the lost records with a warning")
+        log.warning("Kafka data loss on %s, skipping: %s (failOnDataLoss=false)",
+                    self.options.bootstrap_servers, what)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        return read_range(self.options, partition.offsets)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, not in a Kafka consumer group."""
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class KafkaDataSource(DataSource):
+    """The "ingest-kafka" streaming source: `spark.readStream.format("ingest-kafka")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        return KafkaStreamReader(KafkaSourceOptions.parse(self.options))
+
+
+def check_topic(bootstrap_servers: str, topic: str, *, timeout_s: float) -> int:
+    """Check the broker answers and the topic exists; returns its partition count.
+
+    Raises:
+        ConfigError: the topic does not exist, or timeout_s is not a positive number of ms.
+        IngestError: the broker cannot be reached within timeout_s.
+    """
+    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
+                                        "subscribe": topic,
+                                        "kafka.timeout.ms": str(int(timeout_s * 1000))})
+    client = KafkaClient(options)
+    try:
+        return len(client.partitions())
+    finally:
+        client.close()
+
+
+def register_kafka_source(spark: SparkSession) -> None:
+    """Register the "ingest-kafka" source with this session (idempotent)."""
+    spark.dataSource.register(KafkaDataSource)
+
+
+def jvm_kafka_available(spark: SparkSession) -> bool:
+    """Whether Spark's own "kafka" source (spark-sql-kafka-0-10) is on the driver's classpath."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: no py4j gateway to ask
+        return False
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(JVM_PROVIDER, False, loader)
+    except Exception:  # py4j raises Py4JJavaError(ClassNotFoundException); nothing else to learn
+        return False
+    return True
+
+
+def kafka_dataframe(
+    spark: SparkSession,
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    starting_offsets: str | Mapping[str, Mapping[str, int]] = DEFAULT_STARTING_OFFSETS,
+    max_offsets_per_trigger: int | None = None,
+    fail_on_data_loss: bool = True,
+    timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
+    source: Literal["auto", "jvm", "python"] = "auto",
+) -> DataFrame:
+    """A streaming DataFrame of Kafka records with the columns of Spark's "kafka" source.
+
+    Uses Spark's JVM source when its classes are on the classpath (source="auto"), else
+    "ingest-kafka". `timeout_s` applies to "ingest-kafka" only.
+
+    Raises:
+        ConfigError: source="jvm" but spark-sql-kafka-0-10 is not on the classpath.
+    """
+    use_jvm = source == "jvm" or (source == "auto" and jvm_kafka_available(spark))
+    if source == "jvm" and not jvm_kafka_available(spark):
+        raise ConfigError(f"Spark's kafka source ({JVM_PROVIDER}) is not on the classpath.",
+                          hint="add org.apache.spark:spark-sql-kafka-0-10 to spark.jars.packages")
+    starting = starting_offsets if isinstance(starting_offsets, str) else json.dumps(
+        {t: {str(p): int(o) for p, o in parts.items()} for t, parts in starting_offsets.items()})
+    if use_jvm:
+        reader = spark.readStream.format("kafka").option("includeHeaders", "true")
+    else:
+        register_kafka_source(spark)
+        reader = spark.readStream.format(SOURCE_NAME).option(
+            "kafka.timeout.ms", str(int(timeout_s * 1000)))
+    reader = (reader.option("kafka.bootstrap.servers", bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", starting)
+              .option("failOnDataLoss", str(fail_on_data_loss).lower()))
+    if max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    return reader.load()
+
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "SCHEMA",
+    "SOURCE_NAME",
+    "KafkaDataSource",
+    "KafkaInputPartition",
+    "KafkaSourceOptions",
+    "KafkaStreamReader",
+    "check_topic",
+    "jvm_kafka_available",
+    "kafka_dataframe",
+    "offsets_from_json",
+    "offsets_to_json",
+    "register_kafka_source",
+]

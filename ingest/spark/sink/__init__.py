@@ -1,0 +1,21 @@
+"""The foreachBatch sink: each micro-batch one committed ACID transaction (`AcidSink` on the
+driver; parsing and writing in Spark tasks), and the dead-letter table beside the target.
+"""
+
+from ingest.spark.sink._batch import BatchReport
+from ingest.spark.sink.deadletter import (
+    DEAD_LETTER_DDL,
+    dead_letter_location,
+    dead_letter_name,
+    dead_letter_schema,
+)
+from ingest.spark.sink.driver import AcidSink
+
+__all__ = [
+    "DEAD_LETTER_DDL",
+    "AcidSink",
+    "BatchReport",
+    "dead_letter_location",
+    "dead_letter_name",
+    "dead_letter_schema",
+]

@@ -1,0 +1,211 @@
+"""One micro-batch of the AcidSink on the executors and back (sink.py owns the transaction).
+
+`run_tasks` runs a `TaskPlan` as one or two mapInArrow stages over `_sink_tasks`;
+`publish_results` reads what the tasks report (`_executor_results` records): it raises on
+bad records, puts the winning attempts' files in place before the commit, and sums them into
+a `BatchReport`;
+`remove_staging_leftovers` deletes the other attempts' staging files after the commit.
+It knows Spark, fsspec and the task results; it never calls the metastore.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid.format import write_acid_version_file
+from ingest.errors import BadRecordError
+from ingest.spark.sink._results import (
+    RESULT_DDL,
+    BadRecords,
+    FileWritten,
+    OffsetsRead,
+    TaskResult,
+    Tombstones,
+    from_arrow,
+    merge_offsets,
+)
+from ingest.spark.sink._tasks import (
+    META_BUCKET,
+    META_FIELDS,
+    META_SLOT,
+    TaskPlan,
+    parse_task,
+    write_task,
+)
+from ingest.txn import OffsetRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset"]
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What one micro-batch did (also the per-batch log line).
+
+    Attributes:
+        batch_id: Spark's micro-batch id.
+        write_id: the target's write id, or the committed one when skipped.
+        rows: rows written to the target.
+        dead_letters: records written to the dead-letter table.
+        files: bucket files written (both tables).
+        bytes: bytes added to bucket files.
+        seconds: wall time of the micro-batch in the sink.
+        offsets: the Kafka ranges the batch held.
+        lag: records behind the topic's end after this batch, when known.
+        skipped: the batch was already committed (a replay).
+        tombstones: records without a value, skipped or dead-lettered (on_tombstone).
+        on_tombstone: which of the two.
+        partition_dirs: the target's partition directories (filesystem paths) it wrote to.
+        dead_letter_dirs: the same for the dead-letter table (its root, when the batch held
+            dead letters).
+    """
+
+    batch_id: int
+    write_id: int
+    rows: int = 0
+    dead_letters: int = 0
+    files: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    offsets: tuple[OffsetRange, ...] = ()
+    lag: int | None = None
+    skipped: bool = False
+    tombstones: int = 0
+    on_tombstone: str = "skip"
+    partition_dirs: tuple[str, ...] = ()
+    dead_letter_dirs: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        if self.skipped:
+            return (f"batch {self.batch_id}: already committed as write id {self.write_id}, "
+                    "skipped (replay)")
+        lag = "" if self.lag is None else f", kafka lag {self.lag:,}"
+        return (f"batch {self.batch_id}: write id {self.write_id}, {self.rows:,} rows, "
+                f"{self.dead_letters:,} dead letters, {self.tombstones:,} tombstones "
+                f"({'skipped' if self.on_tombstone == 'skip' else 'dead-lettered'}), "
+                f"{self.files} files, {self.bytes:,} bytes, "
+                f"{self.seconds:.2f} s{lag}")
+
+
+def run_tasks(batch_df: DataFrame, plan: TaskPlan, *,
+              partition_expression: str | None) -> list[TaskResult]:
+    """Parse and write on the executors; what the tasks reported."""
+    with warnings.catch_warnings():
+        # pyspark 4.3 warns on every mapInArrow that pandas 3 is "not yet fully
+        # supported"; mapInArrow never touches pandas.
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
+                                category=FutureWarning)
+        return _run_tasks_quietly(batch_df, plan, partition_expression)
+
+
+def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
+                       partition_expression: str | None) -> list[TaskResult]:
+    kafka = batch_df.select(*KAFKA_COLUMNS)
+    by_partition = plan.options.file_layout == "partition"
+    two_stage = plan.partition_from == "column" or plan.bucket_count > 0 or by_partition
+    if not two_stage:
+        out = kafka.mapInArrow(partial(write_task, plan), RESULT_DDL)
+    else:
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+        spark_schema = from_arrow_schema(pa.schema([*META_FIELDS, *plan.parse_schema]))
+        tz = batch_df.sparkSession.conf.get("spark.sql.session.timeZone")
+        parse_plan = replace(plan, parsed_arrow_schema=to_arrow_schema(spark_schema,
+                                                                       timezone=tz))
+        parsed = kafka.mapInArrow(partial(parse_task, parse_plan), spark_schema)
+        if plan.partition_from == "column":
+            assert plan.partition_column is not None and partition_expression
+            parsed = parsed.withColumn(plan.partition_column,
+                                       F.expr(partition_expression).cast("string"))
+        keys = [plan.partition_column] if plan.partition_column else []
+        if plan.bucket_count:
+            # A bucket file has one writer: every row of a (partition, bucket) in one task.
+            parsed = parsed.repartition(plan.bucket_count, *keys, META_BUCKET)
+        elif by_partition:
+            # No partition count: adaptive execution merges the small shuffle partitions of a
+            # small micro-batch into one write task, and splits a large one by data size.
+            parsed = parsed.repartition(*keys, META_SLOT)
+        out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
+                                RESULT_DDL)
+    return from_arrow(out.toArrow())
+
+
+def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: int,
+                    fs: fsspec.AbstractFileSystem,
+                    dl_fs: fsspec.AbstractFileSystem) -> BatchReport:
+    """Check the task results, put the winning attempts' files in place (before commit).
+
+    Args:
+        results: the rows `run_tasks` collected.
+        plan: the plan the tasks ran.
+        batch_id: Spark's micro-batch id (for the report and the error).
+        fs: the target table's filesystem.
+        dl_fs: the dead-letter table's filesystem.
+
+    Raises:
+        BadRecordError: a task reported records it could not parse (on_bad_record="fail").
+    """
+    bad = [r for r in results if isinstance(r, BadRecords)]
+    if bad:
+        first = min(bad, key=lambda r: (r.topic, r.partition, r.offset))
+        raise BadRecordError(
+            f"Cannot parse Kafka record {first.topic}-{first.partition} offset "
+            f"{first.offset} in micro-batch {batch_id}: {first.error} (the "
+            f"micro-batch held at least {sum(r.rows for r in bad)} bad records; "
+            "nothing of it was committed)",
+            hint="fix the producer, or run with --on-bad-record dead-letter to keep such "
+                 "records in the dead-letter table")
+    files = [r for r in results if isinstance(r, FileWritten)]
+    directories: set[tuple[str, str]] = set()
+    for f in files:
+        target_fs = fs if f.target == "table" else dl_fs
+        if f.staging is not None:
+            target_fs.mv(f.staging, f.path)
+        directories.add((f.target, f.directory))
+    for target, directory in sorted(directories):
+        write_acid_version_file(fs if target == "table" else dl_fs, directory)
+    offsets = tuple(r.as_range() for r in merge_offsets(
+        r for r in results if isinstance(r, OffsetsRead)))
+    return BatchReport(
+        batch_id, plan.write_id,
+        rows=sum(f.rows for f in files if f.target == "table"),
+        dead_letters=sum(f.rows for f in files if f.target == "dead_letter"),
+        files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets,
+        tombstones=sum(r.rows for r in results if isinstance(r, Tombstones)),
+        on_tombstone=plan.options.on_tombstone,
+        partition_dirs=_partition_dirs(files, "table"),
+        dead_letter_dirs=_partition_dirs(files, "dead_letter"))
+
+
+def _partition_dirs(files: Sequence[FileWritten], target: str) -> tuple[str, ...]:
+    """The partition directories of the delta directories `files` of `target` sit in."""
+    return tuple(sorted({f.directory.rsplit("/", 1)[0] for f in files if f.target == target}))
+
+
+def remove_staging_leftovers(results: Sequence[TaskResult], *, fs: fsspec.AbstractFileSystem,
+                             dl_fs: fsspec.AbstractFileSystem) -> None:
+    """After the commit: delete the staging files of attempts that did not win."""
+    dirs = {(r.target, r.directory) for r in results
+            if isinstance(r, FileWritten) and r.staging is not None}
+    for target, directory in dirs:
+        target_fs = fs if target == "table" else dl_fs
+        for leftover in target_fs.glob(f"{directory}/_tmp.bucket_*"):
+            remove_quietly(target_fs, leftover)
+
+
+def remove_quietly(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    """Delete a file that may already be gone."""
+    try:
+        fs.rm_file(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,413 @@
+"""What the AcidSink runs inside Spark tasks (mapInArrow): parse records, write bucket files.
+
+Each task writes the rows it holds with `BucketWriter`, flushing every `flush_rows` rows, and
+yields one small Arrow batch describing what it did (files, Kafka offset ranges, bad records).
+It never talks to the metastore: the driver commits. Attempt safety (see sink.py):
+- one delta per micro-batch: every attempt writes hidden staging files
+  (`_tmp.bucket_N.<task attempt id>`), which only the driver renames to `bucket_N`;
+- transaction batches: a task first cuts each bucket file back to the length the driver says
+  was committed before this micro-batch, so a retried attempt never duplicates rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
+from ingest.acid.format import bucket_file_name, bucket_ids
+from ingest.io import storage
+from ingest.spark.sink._parse import parse_json_values
+from ingest.spark.sink._results import (
+    BadRecords,
+    FileWritten,
+    OffsetsRead,
+    Target,
+    TaskResult,
+    Tombstones,
+    merge_offsets,
+    offsets_read,
+    to_arrow,
+)
+from ingest.table import split_rows
+
+if TYPE_CHECKING:
+    from ingest.spark.options import SinkOptions
+
+log = logging.getLogger(__name__)
+
+# Columns the parse stage adds next to the parsed row columns (two-stage plans only).
+META_KEY, META_VALUE = "__kafka_key", "__kafka_value"
+META_TOPIC, META_PARTITION, META_OFFSET = "__kafka_topic", "__kafka_partition", "__kafka_offset"
+META_ERROR, META_BUCKET, META_TOMBSTONE = "__error", "__bucket", "__tombstone"
+# Under file_layout="partition" the write stage is partitioned by (table partition, slot): the
+# row's position in its parse task // writer_split_rows (see `writer_slots`).
+META_SLOT = "__slot"
+META_FIELDS = [
+    pa.field(META_KEY, pa.binary()), pa.field(META_VALUE, pa.binary()),
+    pa.field(META_TOPIC, pa.string()), pa.field(META_PARTITION, pa.int32()),
+    pa.field(META_OFFSET, pa.int64()), pa.field(META_ERROR, pa.string()),
+    pa.field(META_BUCKET, pa.int32()), pa.field(META_TOMBSTONE, pa.bool_()),
+    pa.field(META_SLOT, pa.int32()),
+]
+
+DEAD_LETTER_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("error", pa.string()),
+])
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything a write (or parse) task needs; pickled into each task.
+
+    Attributes:
+        table_root, dead_letter_root: fsspec URLs of the two tables.
+        row_schema: the target's row columns (what BucketWriter writes).
+        parse_schema: the JSON fields parsed: the row columns plus a bare partition field.
+        partition_column: the single partition column, or None.
+        partition_from: "field" (a parsed JSON field), "column" (computed before the write
+            stage, present in its input) or "none".
+        bucket_columns, bucket_count: Hive bucketing of the target (0 = unbucketed).
+        write_id, dead_letter_write_id: the micro-batch's write ids.
+        delta_dir, dead_letter_delta_dir: directory names the rows go to.
+        append: transaction batches: append to bucket files shared by the run.
+        close_files: append mode, last micro-batch of the run: close (final footer, side
+            file removed) instead of leaving the files open.
+        options: the sink's options (flush_rows, on_bad_record).
+        committed_lengths: append mode: file path -> flush length committed before this batch.
+        compression, dead_letter_compression: ORC codecs of the two tables.
+        input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran before).
+        parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
+        storage_options: the fsspec options of the two tables (the sink's own, nothing else
+            of the driver's process): the task makes its filesystems with them (executors
+            are other processes).
+    """
+
+    table_root: str
+    dead_letter_root: str
+    row_schema: pa.Schema
+    parse_schema: pa.Schema
+    partition_column: str | None
+    partition_from: Literal["field", "column", "none"]
+    bucket_columns: tuple[str, ...]
+    bucket_count: int
+    write_id: int
+    dead_letter_write_id: int
+    delta_dir: str
+    dead_letter_delta_dir: str
+    append: bool
+    close_files: bool
+    options: SinkOptions
+    committed_lengths: dict[str, int] = field(default_factory=dict, hash=False)
+    compression: str = "zlib"
+    dead_letter_compression: str = "zlib"
+    # The tables' storage options (credentials among them: never in a repr).
+    storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
+    input: Literal["kafka", "parsed"] = "kafka"
+    parsed_arrow_schema: pa.Schema | None = None
+
+
+@dataclass
+class _Split:
+    """One input batch, split: good rows (+ partition, bucket) and dead letters."""
+
+    good: pa.Table
+    partition: pa.Array | None
+    bucket: pa.Array | None
+    bad: pa.Table
+    topics: pa.Array
+    partitions: pa.Array
+    offsets: pa.Array
+    tombstones: int = 0
+
+
+def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch) -> tuple[pa.Table, pa.Table]:
+    """Parse raw Kafka rows: (parsed good rows with their input index, dead-letter rows)."""
+    parsed = parse_json_values(batch.column("value"), plan.parse_schema,
+                               skip_tombstones=_skip_tombstones(plan))
+    bad_idx = pa.array([i for i, _ in parsed.bad], pa.int64())
+    source = pa.Table.from_batches([batch])
+    bad = pa.table({
+        "key": source.column("key").take(bad_idx),
+        "value": source.column("value").take(bad_idx),
+        "topic": source.column("topic").take(bad_idx),
+        "partition": source.column("partition").take(bad_idx),
+        "offset": source.column("offset").take(bad_idx),
+        "error": pa.array([reason for _, reason in parsed.bad], pa.string()),
+    }, schema=DEAD_LETTER_SCHEMA)
+    return parsed.rows.append_column("__index", parsed.good), bad
+
+
+def _split_kafka(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
+    good, bad = parse_kafka_batch(plan, batch)
+    good = good.drop_columns(["__index"])
+    partition = None
+    if plan.partition_from == "field":
+        assert plan.partition_column is not None
+        partition = pc.cast(good.column(plan.partition_column), pa.string()).combine_chunks()
+    bucket = None
+    if plan.bucket_count:
+        bucket = bucket_ids(good, plan.bucket_columns, plan.bucket_count)
+    return _Split(good, partition, bucket, bad, batch.column("topic"),
+                  batch.column("partition"), batch.column("offset"),
+                  batch.column("value").null_count)
+
+
+def _skip_tombstones(plan: TaskPlan) -> bool:
+    return plan.options.on_tombstone == "skip"
+
+
+def _split_parsed(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
+    table = pa.Table.from_batches([batch])
+    error = table.column(META_ERROR)
+    is_bad = pc.is_valid(error)
+    tombstone = pc.fill_null(table.column(META_TOMBSTONE), False)
+    bad_rows = table.filter(is_bad)
+    bad = pa.table({
+        "key": bad_rows.column(META_KEY), "value": bad_rows.column(META_VALUE),
+        "topic": bad_rows.column(META_TOPIC), "partition": bad_rows.column(META_PARTITION),
+        "offset": bad_rows.column(META_OFFSET), "error": bad_rows.column(META_ERROR),
+    }, schema=DEAD_LETTER_SCHEMA)
+    good_rows = table.filter(pc.and_(pc.invert(is_bad), pc.invert(tombstone)))
+    good = pa.table({f.name: pc.cast(good_rows.column(f.name), f.type, safe=False)
+                     for f in plan.parse_schema}, schema=plan.parse_schema)
+    partition = None
+    if plan.partition_column is not None:
+        partition = pc.cast(good_rows.column(plan.partition_column), pa.string()).combine_chunks()
+    bucket = good_rows.column(META_BUCKET).combine_chunks() if plan.bucket_count else None
+    return _Split(good, partition, bucket, bad, batch.column(META_TOPIC),
+                  batch.column(META_PARTITION), batch.column(META_OFFSET),
+                  pc.sum(pc.cast(tombstone, pa.int64())).as_py() or 0)
+
+
+def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The parse stage of a two-stage plan: Kafka rows -> parsed columns + META_FIELDS."""
+    assert plan.parsed_arrow_schema is not None
+    out_schema = plan.parsed_arrow_schema
+    seen = 0
+    for batch in batches:
+        n = batch.num_rows
+        parsed = parse_json_values(batch.column("value"), plan.parse_schema,
+                                   skip_tombstones=_skip_tombstones(plan))
+        errors: list[str | None] = [None] * n
+        for i, reason in parsed.bad:
+            errors[i] = reason
+        error = pa.array(errors, pa.string())
+        is_bad = pc.is_valid(error)
+        # A skipped tombstone is neither good nor bad: the write stage counts and drops it.
+        is_bad_or_skipped = pc.or_(is_bad, pc.fill_null(pc.is_null(batch.column("value")),
+                                                         False))
+        # Good rows never need their raw bytes again: only dead letters carry them on.
+        null_bin = pa.nulls(n, pa.binary())
+        columns: dict[str, pa.Array] = {
+            META_KEY: pc.if_else(is_bad, batch.column("key"), null_bin),
+            META_VALUE: pc.if_else(is_bad, batch.column("value"), null_bin),
+            META_TOPIC: batch.column("topic"), META_PARTITION: batch.column("partition"),
+            META_OFFSET: batch.column("offset"), META_ERROR: error,
+            META_TOMBSTONE: pc.is_null(batch.column("value")),
+        }
+        # Scatter the good rows back to input positions (bad positions stay null).
+        positions = pa.array(pc.fill_null(pc.cumulative_sum(
+            pc.cast(pc.invert(is_bad_or_skipped), pa.int64())), 0).to_numpy() - 1)
+        take = pc.if_else(is_bad_or_skipped, pa.nulls(n, pa.int64()), positions)
+        rows = parsed.rows.combine_chunks()
+        for f in plan.parse_schema:
+            columns[f.name] = rows.column(f.name).take(take)
+        if plan.bucket_count:
+            ids = bucket_ids(rows, plan.bucket_columns, plan.bucket_count)
+            columns[META_BUCKET] = ids.take(take)
+        else:
+            columns[META_BUCKET] = pa.nulls(n, pa.int32())
+        columns[META_SLOT] = writer_slots(seen, n, plan.options.writer_split_rows)
+        seen += n
+        arrays = [_array(pc.cast(columns[f.name], f.type, safe=False)) for f in out_schema]
+        yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def writer_slots(first: int, count: int, every_rows: int) -> pa.Array:
+    """Slots of rows `first .. first+count-1` of a parse task: a new slot every `every_rows`
+    rows. While every parse task holds fewer rows than that, a table partition's rows share
+    one shuffle key and so one writer; past it, Spark may hand the partition's slots to
+    several write tasks (adaptive execution sizes them by bytes), so a large micro-batch
+    still writes in parallel."""
+    positions = np.arange(first, first + count, dtype=np.int64)
+    return pa.array((positions // every_rows).astype(np.int32))
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+class _File:
+    """One bucket file this task writes, and what it has written to it."""
+
+    def __init__(self, writer: BucketWriter, path: str, staging: str | None,
+                 start_length: int) -> None:
+        self.writer, self.path, self.staging = writer, path, staging
+        self.start_length = start_length
+        self.rows = 0
+        self.unflushed = 0
+
+
+class _TaskWriter:
+    """The bucket files of one task, keyed by (partition directory, bucket id)."""
+
+    def __init__(self, plan: TaskPlan, task_index: int, attempt_id: int) -> None:
+        self.plan = plan
+        self.task_index, self.attempt_id = task_index, attempt_id
+        self.fs, self.root = storage.url_to_fs(plan.table_root, plan.storage_options)
+        self.dl_fs, self.dl_root = storage.url_to_fs(plan.dead_letter_root,
+                                                     plan.storage_options)
+        self.files: dict[tuple[str, int], _File] = {}
+        self.dead: _File | None = None
+
+    def _open(self, partition_dir: str, bucket_id: int) -> _File:
+        plan = self.plan
+        directory = f"{self.root}/{partition_dir}{plan.delta_dir}"
+        path = f"{directory}/{bucket_file_name(bucket_id)}"
+        options = BucketFileOptions(write_id=plan.write_id, row_schema=plan.row_schema,
+                                    bucket_id=bucket_id, compression=plan.compression)  # type: ignore[arg-type]
+        if not plan.append:
+            staging = f"{directory}/_tmp.{bucket_file_name(bucket_id)}.{self.attempt_id}"
+            writer = BucketWriter.create(staging, options, fs=self.fs)
+            return _File(writer, path, staging, 0)
+        committed = plan.committed_lengths.get(path)
+        if committed is not None:
+            rollback_file(self.fs, path, committed)
+            writer = BucketWriter.open_append(
+                path, BucketFileOptions(write_id=plan.write_id), fs=self.fs)
+            return _File(writer, path, None, committed)
+        if self.fs.exists(path):  # left by a failed attempt of this micro-batch: not committed
+            self.fs.rm_file(path)
+        if self.fs.exists(side_file_path(path)):
+            self.fs.rm_file(side_file_path(path))
+        writer = BucketWriter.create(path, options, fs=self.fs)
+        return _File(writer, path, None, 0)
+
+    def write(self, partition_dir: str, bucket_id: int, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        key = (partition_dir, bucket_id)
+        f = self.files.get(key)
+        if f is None:
+            f = self.files[key] = self._open(partition_dir, bucket_id)
+        self._append(f, rows)
+
+    def _append(self, f: _File, rows: pa.Table) -> None:
+        step = self.plan.options.flush_rows
+        offset = 0
+        while offset < rows.num_rows:
+            chunk = rows.slice(offset, step - f.unflushed)
+            f.writer.write(chunk)
+            f.rows += chunk.num_rows
+            f.unflushed += chunk.num_rows
+            offset += chunk.num_rows
+            if f.unflushed >= step:
+                f.writer.flush()
+                f.unflushed = 0
+
+    def write_dead(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        if self.dead is None:
+            directory = f"{self.dl_root}/{self.plan.dead_letter_delta_dir}"
+            name = bucket_file_name(self.task_index)
+            staging = f"{directory}/_tmp.{name}.{self.attempt_id}"
+            options = BucketFileOptions(
+                write_id=self.plan.dead_letter_write_id, row_schema=DEAD_LETTER_SCHEMA,
+                bucket_id=self.task_index,
+                compression=self.plan.dead_letter_compression)  # type: ignore[arg-type]
+            writer = BucketWriter.create(staging, options, fs=self.dl_fs)
+            self.dead = _File(writer, f"{directory}/{name}", staging, 0)
+        self._append(self.dead, rows)
+
+    def finish(self) -> list[TaskResult]:
+        """Flush (and close) every file; one record per file."""
+        out: list[TaskResult] = []
+        targets: list[tuple[Target, _File]] = [("table", f) for f in self.files.values()]
+        if self.dead is not None:
+            targets.append(("dead_letter", self.dead))
+        for target, f in targets:
+            length = f.writer.flush()
+            if f.staging is not None or self.plan.close_files:
+                f.writer.close()
+            else:
+                f.writer.abandon()
+            out.append(FileWritten(target, f.path, f.staging, f.rows, length - f.start_length,
+                                   length, f.writer.tail_hash, f.writer.tail_rows))
+        return out
+
+    def abandon(self) -> None:
+        """After a failure: close handles and remove this attempt's staging files."""
+        for f in [*self.files.values(), *([self.dead] if self.dead else [])]:
+            try:
+                f.writer.abandon()
+                if f.staging is not None:
+                    fs = self.dl_fs if f is self.dead else self.fs
+                    for p in (f.staging, side_file_path(f.staging)):
+                        if fs.exists(p):
+                            fs.rm_file(p)
+            except OSError as e:  # the original error matters more; this is cleanup only
+                log.warning("Cannot clean up %s after a failed task: %s", f.staging or f.path, e)
+
+
+def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
+    rows = split.good.select(plan.row_schema.names).cast(plan.row_schema)
+    partitions = None
+    if split.partition is not None:
+        assert plan.partition_column is not None
+        partitions = pa.table({plan.partition_column: split.partition})
+    # Unbucketed rows go to the bucket named after the task, so tasks never share a file.
+    for part, bucket, group in split_rows(rows, partitions, bucket_ids=split.bucket,
+                                          default_bucket_id=writer.task_index):
+        writer.write(f"{part}/" if part else "", bucket, group)
+
+
+def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The write stage: yields one RESULT_SCHEMA batch of records (see _executor_results)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    task_index = ctx.partitionId() if ctx is not None else 0
+    attempt_id = ctx.taskAttemptId() if ctx is not None else 0
+    writer = _TaskWriter(plan, task_index, attempt_id)
+    read: list[OffsetsRead] = []
+    tombstones = 0
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            split = (_split_kafka(plan, batch) if plan.input == "kafka"
+                     else _split_parsed(plan, batch))
+            read += offsets_read(split.topics, split.partitions, split.offsets)
+            tombstones += split.tombstones
+            if split.bad.num_rows and plan.options.on_bad_record == "fail":
+                first = split.bad.slice(0, 1).to_pylist()[0]
+                writer.abandon()
+                yield to_arrow([BadRecords(first["topic"], first["partition"], first["offset"],
+                                           first["error"], split.bad.num_rows)])
+                return
+            _route(plan, writer, split)
+            writer.write_dead(split.bad)
+        results = writer.finish()
+    except BaseException:
+        writer.abandon()
+        raise
+    yield to_arrow([*results, *merge_offsets(read),
+                    *([Tombstones(tombstones)] if tombstones else [])])
+
+
+__all__ = [
+    "DEAD_LETTER_SCHEMA",
+    "META_FIELDS",
+    "META_SLOT",
+    "TaskPlan",
+    "parse_task",
+    "write_task",
+]

@@ -1,0 +1,507 @@
+"""The foreachBatch sink: each micro-batch becomes one committed Hive ACID transaction.
+
+For micro-batch `batch_id` the driver opens a transaction (target + dead-letter table), the
+executors parse the Kafka values and write `delta_W_W_0000/bucket_N` files (mapInArrow, see
+`_sink_batch` and `_sink_tasks`), and the driver commits with `SinkProgress(sink_id,
+batch_id)` and the batch's Kafka offset ranges in the same metastore transaction
+(docs/invariants.md, 4; Hive's `commitTxnWithKeyValue`). With `txns_per_delta=K` a run of K
+micro-batches appends to one `delta_W_{W+K-1}` directory, as Hive Streaming's
+TransactionBatch does (docs/format.md, Hive Streaming transaction batches).
+
+Task retries and speculative attempts (why no duplicate or torn rows can become visible):
+- K = 1: every task attempt writes hidden staging files `_tmp.bucket_N.<task attempt id>`
+  (Hive's hidden-file filter skips them). Spark hands the driver the result of exactly one
+  successful attempt per partition; only the files that attempt reports are renamed to
+  `bucket_N`, before the commit. Files of failed or speculative attempts stay hidden and are
+  deleted after the commit (a zombie attempt can only ever leave a hidden file behind).
+- K > 1: the run's bucket files are shared, so attempts cannot write private copies. The
+  driver passes every task the flush length each file had when the previous micro-batch
+  committed; a task cuts the file and side file back to it before appending, so a retried
+  attempt overwrites whatever a failed attempt flushed. Two attempts must never append at
+  once, so K > 1 refuses to run with `spark.speculation=true`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid import can_append, is_side_file, parse_codec, rollback_file, side_file_path
+from ingest.acid.format import ACID_VERSION_FILE, CommittedFile, format_delta
+from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
+from ingest.faults import crash_point
+from ingest.io import storage
+from ingest.spark.options import SinkOptions
+from ingest.spark.sink._batch import (
+    BatchReport,
+    publish_results,
+    remove_quietly,
+    remove_staging_leftovers,
+    run_tasks,
+)
+from ingest.spark.sink._heartbeat import Heartbeat
+from ingest.spark.sink._results import FileWritten, TaskResult
+from ingest.spark.sink._tasks import TaskPlan
+from ingest.spark.sink.deadletter import dead_letter_location
+from ingest.table import (
+    check_owner,
+    recover_table_with_metastore,
+    remove_aborted_writes,
+)
+from ingest.txn import (
+    Metastore,
+    SinkProgress,
+    TableDefinition,
+    Transaction,
+    TransactionInfo,
+)
+from ingest.txn import default_metastore_url as _default_metastore_url
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+
+
+@dataclass
+class _Run:
+    """An open transaction batch (K > 1): its transactions and its files' committed lengths."""
+
+    txns: list[Transaction]
+    delta_dir: str
+    next_index: int = 0
+    committed_lengths: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def remaining(self) -> list[Transaction]:
+        return self.txns[self.next_index:]
+
+
+class AcidSink:
+    """A `foreachBatch` function writing each micro-batch as one ACID transaction.
+
+    Usage::
+
+        sink = AcidSink("/wh/events", sink_id="events@/ckpt/events",
+                        options=SinkOptions(flush_rows=10_000))
+        query = df.writeStream.foreachBatch(sink).option("checkpointLocation", ...).start()
+        ...
+        sink.close()   # aborts the unused write ids of an open transaction batch
+
+    The table (and `<table>__dead_letter` beside it) must exist in the metastore; their
+    definitions (row schema, partition and bucket columns) come from there.
+    """
+
+    def __init__(
+        self,
+        table_location: str,
+        *,
+        sink_id: str,
+        options: SinkOptions | None = None,
+        row_schema: pa.Schema | None = None,
+        partition_columns: Sequence[str] | None = None,
+        partition_expression: str | None = None,
+        metastore_url: str | None = None,
+        compression: str | None = None,
+        lag_fn: Callable[[Mapping[tuple[str, int], int]], int | None] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Check the options; nothing is opened until the first micro-batch.
+
+        Args:
+            table_location: the target table's root (path or fsspec URL).
+            sink_id: names this query in the metastore's sink progress; a restarted query
+                must use the same id (batch ids come from its checkpoint).
+            options: txns_per_delta (K micro-batches per delta directory, as a Hive
+                Streaming transaction batch), flush_rows (rows per intermediate footer and
+                side-file entry in each bucket file) and on_bad_record ("dead-letter", or
+                "fail": BadRecordError and the batch aborted); default `SinkOptions()`.
+            row_schema: if given, must equal the table's row schema.
+            partition_columns: if given, must equal the table's partition columns.
+            partition_expression: Spark SQL computing the (single) partition column from
+                the parsed columns, e.g. "date_format(ts, 'yyyy-MM-dd')". None: the
+                partition column is a JSON field of the record.
+            metastore_url: `sqlite://` or `postgresql://` URL; default
+                `default_metastore_url(table_location)`.
+            compression: ORC codec of the bucket files; default each table's
+                `orc.compress` property (zlib when unset, which Hive 3 reads).
+            lag_fn: maps the batch's end offsets to the records still behind, for the log.
+            storage_options: the fsspec options of the table and of its dead-letter table
+                beside it (endpoint, credentials); each task receives exactly these, as a
+                value. None: fsspec's own config and environment.
+
+        Raises:
+            ConfigError: K > 1 on a filesystem that cannot append.
+        """
+        self.options = options if options is not None else SinkOptions()
+        txns_per_delta = self.options.txns_per_delta
+        self.table_location = table_location
+        self.dead_letter_location = dead_letter_location(table_location)
+        self.sink_id = sink_id
+        self.metastore_url = metastore_url or _default_metastore_url(table_location)
+        self.compression = compression
+        self.partition_expression = partition_expression
+        self.lag_fn = lag_fn
+        self.agent = f"{socket.gethostname()}:{os.getpid()}:ingest-stream:{sink_id}"
+        self._agent_tag = f":ingest-stream:{sink_id}"
+        self._expected_schema = row_schema
+        self._expected_partitions = None if partition_columns is None else tuple(
+            partition_columns)
+        if txns_per_delta > 1 and not can_append(table_location):
+            protocol = table_location.split("://", 1)[0].lower() if "://" in table_location \
+                else "file"
+            raise ConfigError(
+                f"Cannot use --txns-per-delta {txns_per_delta} on {table_location}: "
+                f"{protocol}:// storage cannot append to files, and a transaction batch "
+                "appends every micro-batch to the same bucket files",
+                hint="use --txns-per-delta 1 on object stores (s3, gs, abfs)")
+        self.storage_options = dict(storage_options or {})
+        self.fs, self.root = storage.url_to_fs(table_location, self.storage_options)
+        self.dl_fs, self.dl_root = storage.url_to_fs(self.dead_letter_location,
+                                                     self.storage_options)
+        self._store: Metastore | None = None
+        self._table: TableDefinition | None = None
+        self._dead_letter: TableDefinition | None = None
+        self._run: _Run | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._codecs = ("zlib", "zlib")
+        self.reports: list[BatchReport] = []
+        self.failure: BaseException | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def _open(self, batch_df: DataFrame) -> Metastore:
+        if self._store is not None:
+            return self._store
+        # The tables must exist: an empty or missing metastore is an error, never a new one.
+        store = Metastore.open(self.metastore_url, create=False)
+        try:
+            self._table = store.get_table(self.table_location)
+            self._dead_letter = store.get_table(self.dead_letter_location)
+            for defn in (self._table, self._dead_letter):
+                check_owner(defn, store.url, self.storage_options)  # one metastore per location (7)
+            self._check_definition(self._table)
+            self._codecs = (_codec(self._table, self.compression),
+                            _codec(self._dead_letter, self.compression))
+            if self.options.txns_per_delta > 1:
+                conf = batch_df.sparkSession.conf.get("spark.speculation", "false")
+                if str(conf).lower() == "true":
+                    raise ConfigError(
+                        f"Cannot use txns_per_delta={self.options.txns_per_delta} with "
+                        "spark.speculation=true: two attempts of a task would append to the "
+                        "same bucket file at once",
+                        hint="set spark.speculation=false or use txns_per_delta=1")
+            self._recover(store)
+        except BaseException:
+            store.close()
+            raise
+        self._store = store
+        self._heartbeat = Heartbeat(self.metastore_url,
+                                    [self._table.name, self._dead_letter.name], self._agent_tag)
+        self._heartbeat.start()
+        return store
+
+    def _check_definition(self, table: TableDefinition) -> None:
+        if self._expected_schema is not None and not _same_columns(
+                table.row_schema, self._expected_schema):
+            raise SchemaMismatchError(
+                f"Cannot write to {table.location}: the table's columns are "
+                f"{_describe(table.row_schema)} but the sink was given "
+                f"{_describe(self._expected_schema)}")
+        if (self._expected_partitions is not None
+                and tuple(table.partition_columns) != self._expected_partitions):
+            raise SchemaMismatchError(
+                f"Cannot write to {table.location}: it is partitioned by "
+                f"{list(table.partition_columns)} but the sink was given "
+                f"{list(self._expected_partitions)}")
+        if len(table.partition_columns) > 1:
+            raise ConfigError(f"Cannot stream into {table.location}: tables with more than one "
+                              "partition column are not supported yet")
+
+    def _recover(self, store: Metastore) -> None:
+        """Abort what an earlier run of this sink left open (it crashed before committing)
+        and remove the files it left in those write ids' directories (docs/invariants.md,
+        8.1)."""
+        assert self._table is not None and self._dead_letter is not None
+        tables = {t.name: t for t in (self._table, self._dead_letter)}
+        # Listed before any abort: one transaction holds a write id in both tables.
+        left: dict[int, list[TransactionInfo]] = {}
+        for table in tables.values():
+            for info in store.transactions(table, states=("open",)):
+                if info.agent.endswith(self._agent_tag):
+                    left.setdefault(info.txn_id, []).append(info)
+        dead: dict[str, list[int]] = {}
+        for txn_id, infos in sorted(left.items()):
+            first = infos[0]
+            try:
+                store.abort(Transaction(txn_id, first.table, first.write_id, first.opened_at,
+                                        first.agent),
+                            reason="its stream was restarted before it committed")
+            except CommitConflictError as e:  # committed after all: its files are the table's
+                log.warning("Transaction %d of sink %r committed meanwhile; its files stay: %s",
+                            txn_id, self.sink_id, e)
+                continue
+            for info in infos:
+                dead.setdefault(info.table, []).append(info.write_id)
+        for name, write_ids in dead.items():
+            removal = remove_aborted_writes(store, tables[name], write_ids,
+                                            storage_options=self.storage_options)
+            log.warning("Aborted write ids %s of %s left open by an earlier run of sink %r; "
+                        "removed %d of their files and %d delta directories%s", write_ids,
+                        name, self.sink_id, len(removal.removed), len(removal.directories),
+                        f"; kept {list(removal.kept)}" if removal.kept else "")
+        if self._table.name in dead:
+            # Files of the earlier run's transaction batch were live until now: repair them.
+            recover_table_with_metastore(self._table.location, store=store, table=self._table,
+                                         storage_options=self.storage_options)
+
+    # ------------------------------------------------------------------ the micro-batch
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        """Write micro-batch `batch_id` (the foreachBatch function)."""
+        try:
+            report = self._process(batch_df, int(batch_id))
+        except BaseException as e:
+            self.failure = e
+            raise
+        self.reports.append(report)
+        log.info("%s", report.line())
+
+    def _process(self, batch_df: DataFrame, batch_id: int) -> BatchReport:
+        started = time.monotonic()
+        store = self._open(batch_df)
+        done = store.committed_write_id(self.sink_id, batch_id)
+        if done is not None:
+            return BatchReport(batch_id, done, skipped=True)
+        txn, plan = self._begin(store)
+        results: list[TaskResult] = []
+        try:
+            results = run_tasks(batch_df, plan, partition_expression=self.partition_expression)
+            report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
+                                     dl_fs=self.dl_fs)
+            crash_point("sink.before_commit")
+            store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=report.offsets,
+                         files=self._committed_files(plan, results))
+        except CommitConflictError as e:
+            self._abort(store, txn, plan, e, results)
+            done = store.committed_write_id(self.sink_id, batch_id)
+            if done is None:
+                raise
+            log.warning("batch %d was committed by another writer as write id %d while this "
+                        "one wrote it; this attempt is aborted", batch_id, done)
+            return BatchReport(batch_id, done, skipped=True)
+        except BaseException as e:
+            self._abort(store, txn, plan, e, results)
+            raise
+        self._committed(plan, results)
+        lag = self.lag_fn({(r.topic, r.partition): r.until_offset for r in report.offsets}) \
+            if self.lag_fn is not None and report.offsets else None
+        return replace(report, seconds=time.monotonic() - started, lag=lag)
+
+    def _begin(self, store: Metastore) -> tuple[Transaction, TaskPlan]:
+        assert self._table is not None and self._dead_letter is not None
+        if self.options.txns_per_delta == 1:
+            txn = store.open_transaction(self._table, agent=self.agent,
+                                         also=[self._dead_letter])
+            delta_dir = format_delta(txn.write_id, txn.write_id, 0)
+            committed: dict[str, int] = {}
+            last = True
+        else:
+            if self._run is None:
+                txns = store.allocate_write_ids(self._table, self.options.txns_per_delta,
+                                                agent=self.agent)
+                self._run = _Run(txns, format_delta(txns[0].write_id, txns[-1].write_id, None))
+            run = self._run
+            txn = run.txns[run.next_index]
+            for other in run.remaining[1:]:
+                store.heartbeat(other)
+            txn = store.allocate_write_id(txn, self._dead_letter)
+            run.txns[run.next_index] = txn
+            delta_dir = run.delta_dir
+            committed = dict(run.committed_lengths)
+            last = run.next_index == len(run.txns) - 1
+        return txn, self._plan(txn, delta_dir, committed, last)
+
+    def _plan(self, txn: Transaction, delta_dir: str, committed: dict[str, int],
+              last: bool) -> TaskPlan:
+        assert self._table is not None and self._dead_letter is not None
+        table = self._table
+        pcol = table.partition_columns[0] if table.partition_columns else None
+        parse_fields = list(table.row_schema)
+        partition_from: Literal["field", "column", "none"] = "none"
+        if pcol is not None and self.partition_expression is None:
+            partition_from = "field"
+            parse_fields.append(pa.field(pcol, pa.string()))
+        elif pcol is not None:
+            partition_from = "column"
+        return TaskPlan(
+            table_root=table.location, dead_letter_root=self._dead_letter.location,
+            row_schema=table.row_schema, parse_schema=pa.schema(parse_fields),
+            partition_column=pcol, partition_from=partition_from,
+            bucket_columns=tuple(table.bucket_columns), bucket_count=table.bucket_count,
+            write_id=txn.write_id, dead_letter_write_id=txn.write_id_for(self._dead_letter),
+            delta_dir=delta_dir,
+            dead_letter_delta_dir=format_delta(txn.write_id_for(self._dead_letter),
+                                               txn.write_id_for(self._dead_letter), 0),
+            append=self.options.txns_per_delta > 1,
+            close_files=self.options.txns_per_delta > 1 and last, options=self.options,
+            committed_lengths=committed, compression=self._codecs[0],
+            dead_letter_compression=self._codecs[1],
+            storage_options=dict(self.storage_options),
+        )
+
+    def _committed_files(self, plan: TaskPlan, results: list[TaskResult]
+                         ) -> dict[str, list[CommittedFile]]:
+        """The manifest entries of the files the tasks reported (docs/format.md §20)."""
+        assert self._table is not None and self._dead_letter is not None
+        # Task paths start with the root each table's location names (as in `_sink_tasks`).
+        tables = {target: (table.name, write_id,
+                           storage.path_of(table.location) + "/")
+                  for target, table, write_id in (
+                      ("table", self._table, plan.write_id),
+                      ("dead_letter", self._dead_letter, plan.dead_letter_write_id))}
+        out: dict[str, list[CommittedFile]] = {name: [] for name, _, _ in tables.values()}
+        for r in results:
+            if not isinstance(r, FileWritten) or r.tail_hash is None or r.events is None:
+                continue
+            name, write_id, root = tables[r.target]
+            out[name].append(CommittedFile(r.path.removeprefix(root), write_id, r.length,
+                                           r.tail_hash, r.events))
+        return out
+
+    def _committed(self, plan: TaskPlan, results: list[TaskResult]) -> None:
+        """After the commit: staging leftovers go; a transaction batch moves on."""
+        remove_staging_leftovers(results, fs=self.fs, dl_fs=self.dl_fs)
+        run = self._run
+        if run is None:
+            return
+        files = [r for r in results if isinstance(r, FileWritten)]
+        for f in files:
+            if f.target == "table":
+                run.committed_lengths[f.path] = f.length
+        run.next_index += 1
+        if run.next_index == len(run.txns):
+            touched = {f.path for f in files}
+            self._close_run_files(run, skip=touched)
+            self._run = None
+
+    # ------------------------------------------------------------------ failure and shutdown
+    def _abort(self, store: Metastore, txn: Transaction, plan: TaskPlan,
+               error: BaseException, results: Sequence[TaskResult]) -> None:
+        """Abort the batch's transaction and remove what its tasks reported writing (never
+        committed data, never files it did not write)."""
+        try:
+            store.abort(txn, reason=f"micro-batch failed: {type(error).__name__}: {error}"[:500])
+        except CommitConflictError as e:  # already committed: nothing of ours to undo
+            error.add_note(f"Could not abort transaction {txn.txn_id}: {e}")
+            return
+        assert self._table is not None
+        written = [r for r in results if isinstance(r, FileWritten)]
+        _remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter_delta_dir,
+                        [r for r in written if r.target == "dead_letter"])
+        if self._run is None:
+            _remove_written(self.fs, self.root, len(self._table.partition_columns),
+                            plan.delta_dir, [r for r in written if r.target == "table"])
+            return
+        # A transaction batch cannot go on after a failed micro-batch: end it here.
+        run, self._run = self._run, None
+        for other in run.remaining[1:]:
+            store.abort(other, reason="an earlier micro-batch of its transaction batch failed")
+        self._close_run_files(run, skip=set(), drop_unknown=True)
+
+    def _close_run_files(self, run: _Run, *, skip: set[str],
+                         drop_unknown: bool = False) -> None:
+        """Close the run's files: cut to the committed length, remove the side file."""
+        for path, length in run.committed_lengths.items():
+            if path in skip or not self.fs.exists(path):
+                continue
+            if self.fs.size(path) != length:
+                rollback_file(self.fs, path, length)
+            side = side_file_path(path)
+            if self.fs.exists(side):
+                self.fs.rm_file(side)
+        if not drop_unknown:
+            return
+        assert self._table is not None
+        depth = len(self._table.partition_columns)
+        pattern = "/".join([self.root, *["*"] * depth, run.delta_dir, "bucket_*"])
+        for path in self.fs.glob(pattern):
+            if is_side_file(path):
+                continue
+            if path not in run.committed_lengths:  # created by the failed micro-batch only
+                remove_quietly(self.fs, path)
+                remove_quietly(self.fs, side_file_path(path))
+
+    def close(self) -> None:
+        """End an open transaction batch (abort its unused write ids) and the metastore."""
+        store, run = self._store, self._run
+        self._run = None
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+        if store is None:
+            return
+        try:
+            if run is not None:
+                for txn in run.remaining:
+                    store.abort(txn, reason="the stream stopped before using this write id")
+                self._close_run_files(run, skip=set())
+                log.info("Stream stopped: aborted %d unused write ids of %s", len(run.remaining),
+                         run.delta_dir)
+        finally:
+            store.close()
+            self._store = None
+
+    def __enter__(self) -> AcidSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _delta_dirs(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str) -> list[str]:
+    """Directory `name` in every partition of the table that has one."""
+    pattern = "/".join([root.rstrip("/"), *["*"] * depth, name])
+    return fs.glob(pattern) if depth else ([f"{root.rstrip('/')}/{name}"]
+                                           if fs.exists(f"{root.rstrip('/')}/{name}") else [])
+
+
+def _remove_written(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str,
+                    files: Sequence[FileWritten]) -> None:
+    """After an abort: delete the files the tasks reported (published or still staged) and
+    their side files, then each directory `name` left holding nothing but the version marker
+    and hidden staging files (a task attempt that died before reporting). A directory still
+    holding anything else was not only ours and stays (docs/invariants.md, 7)."""
+    for f in files:
+        for path in (f.path, f.staging):
+            if path is not None:
+                remove_quietly(fs, path)
+                remove_quietly(fs, side_file_path(path))
+    for directory in _delta_dirs(fs, root, depth, name):
+        names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(directory, detail=False)]
+        if all(n == ACID_VERSION_FILE or n.startswith("_tmp.bucket_") for n in names):
+            fs.rm(directory, recursive=True)
+
+
+def _codec(table: TableDefinition, override: str | None) -> str:
+    return parse_codec(override or table.properties.get("orc.compress", "zlib"),
+                       where=f"Cannot write to {table.name}: ORC compression ",
+                       hint="fix the table property orc.compress")
+
+
+def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
+    return a.names == b.names and all(x.type == y.type for x, y in zip(a, b, strict=True))
+
+
+def _describe(schema: pa.Schema) -> str:
+    return "(" + ", ".join(f"{f.name} {f.type}" for f in schema) + ")"
+
+
+__all__ = ["AcidSink", "BatchReport"]
