@@ -86,7 +86,8 @@ def test_rows_trino_inserts_updates_and_deletes_read_back_exactly(
 
 
 def test_trino_cannot_create_a_transactional_table_on_hive4(
-        hms4: Server, trino_on_hms4: Server, tmp_path: Path) -> None:
+        hms4: Server, trino_on_hms4: Server, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Hive 4 creates an ACID table only for a client that declares its capabilities, which
     Trino 476 does not: create it with `ingest create` (or Hive) and Trino writes it."""
     db = f"tc_{uuid.uuid4().hex[:10]}"
@@ -97,6 +98,18 @@ def test_trino_cannot_create_a_transactional_table_on_hive4(
                                    "WITH (format = 'ORC', transactional = true)")
     with hms.connect(hms4.uri) as conn, pytest.raises(TableNotFoundError):
         hms.get_table(conn, f"{db}.t")
+    # Without `transactional`, Hive 4 makes Trino's table an external, non-ACID one, which
+    # `ingest` refuses to write, naming the property.
+    trino_query(trino_on_hms4, f"CREATE TABLE {db}.t (id bigint) WITH (format = 'ORC')")
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 1}\n')
+    code, out, err = run_cli(["load", f"{tmp_path}/db/t", "--input", str(src),
+                              "--metastore", hms4.uri], capsys)
+    assert code == 3, err
+    assert f"Cannot write table {db}.t" in err
+    assert "its property transactional is not set, expected 'true'" in err
+    assert out == ""
+    assert trino_query(trino_on_hms4, f"SELECT count(*) FROM {db}.t") == [[0]]
 
 
 def test_a_table_trino_creates_on_hive3_is_read_and_written_by_ingest(
