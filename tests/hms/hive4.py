@@ -1,5 +1,6 @@
-"""Hive 4.0.1's own ACID reader (hive-exec, the metastore's version) on our tables: the harness
-tests/hms/java/Hive4AcidRead.java, compiled once per source and class path with `javac` against
+"""Hive 4.0.1's own ACID readers (hive-exec, the metastore's version) on our tables: the harness
+tests/hms/java/Hive4AcidRead.java (row by row, or vectorized as Hive 4 queries read by default
+through Hive4VectorizedRows.java), compiled once per source and class path with `javac` against
 the jars scripts/fetch-servers.sh lists (target hive4reader, which .ci/run fetches), run in one
 JVM per call with the snapshot the Hive Metastore hands a reader (`get_open_txns` +
 `get_valid_write_ids`). Missing Java, Maven or the jars skip, or fail under
@@ -23,7 +24,8 @@ from external import require
 from ingest.txn import hms
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = Path(__file__).resolve().parent / "java" / "Hive4AcidRead.java"
+SOURCES = (Path(__file__).resolve().parent / "java" / "Hive4AcidRead.java",
+           Path(__file__).resolve().parent / "java" / "Hive4VectorizedRows.java")
 FETCH = ROOT / "scripts" / "fetch-servers.sh"
 
 # hive-exec 4 reflects into the JDK (StringInternUtils, the shims), which Java 17 allows only
@@ -55,17 +57,18 @@ def _classes() -> Path:
     """The compiled harness, cached by source and class path (concurrent runs compile apart and
     rename into place)."""
     cp = classpath()
-    digest = hashlib.sha256(SOURCE.read_bytes() + b"\0" + cp.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(b"\0".join([*(s.read_bytes() for s in SOURCES),
+                                        cp.encode()])).hexdigest()[:16]
     final = Path(tempfile.gettempdir()) / f"ingest-hive4read-{os.getuid()}" / digest
     if (final / "Hive4AcidRead.class").exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=final.parent))
     done = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", cp,
-                           str(SOURCE)], capture_output=True, text=True, timeout=300)
+                           *map(str, SOURCES)], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise AssertionError(f"javac Hive4AcidRead.java failed:\n{done.stderr}{done.stdout}")
+        raise AssertionError(f"javac {SOURCES[0].name} failed:\n{done.stderr}{done.stdout}")
     try:
         os.rename(tmp, final)
     except OSError:
@@ -95,12 +98,20 @@ def snapshot_strings(conn: hms.HmsConnection, table: str) -> tuple[str, str]:
 
 
 def read_rows(conn: hms.HmsConnection, table: str) -> list[dict[str, Any]]:
-    """The rows Hive 4 reads from `table` at the metastore's snapshot now, each with its
-    partition values and `row__id`, ordered by ROW__ID."""
+    """The rows Hive 4's row-by-row ACID reader (OrcInputFormat.getReader) reads from `table`
+    at the metastore's snapshot now, each with its partition values and `row__id`, ordered by
+    ROW__ID."""
     hive_table = hms.get_table(conn, table)
     rows = _run("rows", hive_table.location, hive_table, *snapshot_strings(conn, table))
     return sorted(rows, key=lambda r: (r["row__id"]["writeid"], r["row__id"]["bucketid"],
                                        r["row__id"]["rowid"]))
+
+
+def read_rows_vectorized(conn: hms.HmsConnection, table: str) -> list[dict[str, Any]]:
+    """The rows Hive 4's vectorized ACID reader (VectorizedOrcAcidRowBatchReader) reads from
+    `table` at the metastore's snapshot now, with their partition values, in file order."""
+    hive_table = hms.get_table(conn, table)
+    return _run("vrows", hive_table.location, hive_table, *snapshot_strings(conn, table))
 
 
 def acid_state(conn: hms.HmsConnection, table: str) -> list[dict[str, Any]]:

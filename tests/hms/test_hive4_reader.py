@@ -1,8 +1,8 @@
-"""Hive 4.0.1's own ACID reader (hive-exec: AcidUtils.getAcidState, OrcInputFormat's split and
-row reader over OrcRawRecordMerger) on tables `ingest` writes through a Hive Metastore 4.0.1,
-with the snapshot the metastore hands a Hive query: exactly the committed rows, with the same
-ROW__IDs `ingest cat --row-id` shows, after appends, after `ingest delete`, and never the rows
-of an aborted or a still-open write."""
+"""Hive 4.0.1's own ACID readers (hive-exec: AcidUtils.getAcidState, OrcInputFormat's splits,
+then its row reader over OrcRawRecordMerger and the vectorized VectorizedOrcAcidRowBatchReader)
+on tables `ingest` writes through a Hive Metastore 4.0.1, with the snapshot the metastore hands
+a Hive query: exactly the committed rows, with the same ROW__IDs `ingest cat --row-id` shows,
+after appends, after `ingest delete`, and never the rows of an aborted or a still-open write."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pytest
-from hms.hive4 import acid_state, read_rows
+from hms.hive4 import acid_state, read_rows, read_rows_vectorized
 from hms_server import Server
 from support import ok_json, run_cli
 
@@ -50,9 +50,14 @@ def _cat(location: str, uri: str, capsys: pytest.CaptureFixture[str]) -> list[di
 
 def _hive_reads_what_cat_reads(conn: hms.HmsConnection, name: str, location: str, uri: str,
                                capsys: pytest.CaptureFixture[str]) -> list[int]:
-    """Hive 4's rows equal `ingest cat`'s, ROW__IDs and partition values included; their ids."""
+    """Both Hive 4 readers' rows equal `ingest cat`'s, ROW__IDs (the row reader's) and
+    partition values included; their ids."""
     hive = read_rows(conn, name)
-    assert hive == _cat(location, uri, capsys)
+    cat = _cat(location, uri, capsys)
+    assert hive == cat
+    vectorized = read_rows_vectorized(conn, name)
+    assert sorted(vectorized, key=lambda r: r["id"]) == sorted(
+        ({k: v for k, v in r.items() if k != "row__id"} for r in cat), key=lambda r: r["id"])
     return sorted(r["id"] for r in hive)
 
 

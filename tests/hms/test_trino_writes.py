@@ -1,6 +1,6 @@
 """Trino 476 writing our tables through the Hive Metastore: rows it INSERTs, DELETEs and
 UPDATEs in a table `ingest create` made read back exactly through `ingest cat`, the Table API
-and Hive 4's own reader, and rows `ingest` deletes from what Trino wrote are gone for Trino.
+and Hive 4's own readers, and rows `ingest` deletes from what Trino wrote are gone for Trino.
 Trino creates transactional tables on a Hive 3.1 metastore (which `ingest` then reads and
 writes) but not on Hive 4, which refuses a client that declares no capabilities."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import trino
-from hms.hive4 import read_rows
+from hms.hive4 import read_rows, read_rows_vectorized
 from hms_server import Server, trino_query
 from support import ok_json, run_cli
 
@@ -71,6 +71,8 @@ def test_rows_trino_inserts_updates_and_deletes_read_back_exactly(
     with hms.connect(hms4.uri) as conn:
         hive = read_rows(conn, name)
         assert sorted([r["id"], r["v"], r["dt"]] for r in hive) == expected
+        assert sorted([r["id"], r["v"], r["dt"]] for r in read_rows_vectorized(conn, name)) == \
+            expected
         # Trino's ROW__IDs are the ones `ingest cat --row-id` reports.
         assert sorted(hive, key=lambda r: r["id"]) == sorted(
             _cat(location, hms4.uri, capsys, "--row-id"), key=lambda r: r["id"])

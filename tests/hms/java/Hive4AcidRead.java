@@ -1,7 +1,7 @@
 // Hive 4's own ACID reader on one table, for tests/hms/hive4.py: the rows a Hive 4 query
 // returns for a snapshot, or the directories it picks, as JSON lines on stdout.
 //
-//   java -cp <hive-exec 4.0.1 and Hadoop>:<classes> Hive4AcidRead rows|state LOCATION
+//   java -cp <hive-exec 4.0.1 and Hadoop>:<classes> Hive4AcidRead rows|vrows|state LOCATION
 //       COLUMNS TYPES PARTITION_KEYS VALID_TXNS VALID_WRITE_IDS
 //
 // LOCATION   the table's directory (a URL, or a local path); partitions are its k=v subdirectories
@@ -17,6 +17,8 @@
 //        Hive's non-vectorized ACID scans use, which applies the delete deltas and leaves out
 //        rows of write ids the list does not make valid. One line per row: its columns, its
 //        partition values and "row__id" {writeid, bucketid, rowid}.
+// vrows: the same splits read by VectorizedOrcAcidRowBatchReader (Hive4VectorizedRows), the
+//        reader of Hive 4's (default) vectorized queries: the same lines without "row__id".
 // state: AcidUtils.getAcidState per partition: one line {partition, base, deltas
 //        [{path, min, max, statement_id, delete_delta}], obsolete, aborted}.
 //
@@ -34,6 +36,7 @@ import org.apache.hadoop.hive.conf.HiveConf;
 import org.apache.hadoop.hive.ql.io.AcidDirectory;
 import org.apache.hadoop.hive.ql.io.AcidInputFormat;
 import org.apache.hadoop.hive.ql.io.AcidUtils;
+import org.apache.hadoop.hive.ql.io.orc.Hive4VectorizedRows;
 import org.apache.hadoop.hive.ql.io.orc.OrcInputFormat;
 import org.apache.hadoop.hive.ql.io.orc.OrcRawRecordMerger;
 import org.apache.hadoop.hive.ql.io.orc.OrcStruct;
@@ -57,8 +60,8 @@ public final class Hive4AcidRead {
   private Hive4AcidRead() {}
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 7 || !(args[0].equals("rows") || args[0].equals("state"))) {
-      System.err.println("usage: Hive4AcidRead rows|state LOCATION COLUMNS TYPES "
+    if (args.length != 7 || !List.of("rows", "vrows", "state").contains(args[0])) {
+      System.err.println("usage: Hive4AcidRead rows|vrows|state LOCATION COLUMNS TYPES "
           + "PARTITION_KEYS VALID_TXNS VALID_WRITE_IDS");
       System.exit(2);
     }
@@ -74,6 +77,8 @@ public final class Hive4AcidRead {
       Map<String, String> values = partitionValues(table, partition);
       if (args[0].equals("rows")) {
         rows(job, partition, values, out);
+      } else if (args[0].equals("vrows")) {
+        vectorizedRows(job, partition, values, args[2], args[3], out);
       } else {
         state(fs, job, partition, values, out);
       }
@@ -132,6 +137,25 @@ public final class Hive4AcidRead {
         }
       } finally {
         reader.close();
+      }
+    }
+  }
+
+  static void vectorizedRows(JobConf base, Path partition, Map<String, String> values,
+      String columns, String types, PrintStream out) throws Exception {
+    JobConf job = new JobConf(base);
+    FileInputFormat.setInputPaths(job, partition);
+    String[] names = columns.split(",");
+    for (InputSplit split : new OrcInputFormat().getSplits(job, 1)) {
+      for (Object[] row : Hive4VectorizedRows.read(split, job, columns, types)) {
+        StringBuilder line = new StringBuilder("{");
+        for (int c = 0; c < names.length; c++) {
+          line.append(c == 0 ? "" : ",").append(quote(names[c])).append(':').append(json(row[c]));
+        }
+        for (Map.Entry<String, String> e : values.entrySet()) {
+          line.append(',').append(quote(e.getKey())).append(':').append(quote(e.getValue()));
+        }
+        out.println(line.append('}'));
       }
     }
   }
