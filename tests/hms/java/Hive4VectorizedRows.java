@@ -6,8 +6,10 @@
 
 package org.apache.hadoop.hive.ql.io.orc;
 
+import org.apache.hadoop.hive.common.type.HiveDecimal;
 import org.apache.hadoop.hive.ql.exec.vector.BytesColumnVector;
 import org.apache.hadoop.hive.ql.exec.vector.ColumnVector;
+import org.apache.hadoop.hive.ql.exec.vector.Decimal64ColumnVector;
 import org.apache.hadoop.hive.ql.exec.vector.DoubleColumnVector;
 import org.apache.hadoop.hive.ql.exec.vector.LongColumnVector;
 import org.apache.hadoop.hive.ql.exec.vector.VectorizedRowBatch;
@@ -17,15 +19,17 @@ import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.mapred.Reporter;
 import org.apache.orc.TypeDescription;
 
+import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
+import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.List;
 
 public final class Hive4VectorizedRows {
   private Hive4VectorizedRows() {}
 
-  /** Each row of `split` as its column values: Long, Double, String, or the column vector's
-   * own text form for other types; null for SQL NULL. */
+  /** Each row of `split` as its column values: Long, Double, Boolean, String, or the text Hive
+   * prints for dates, decimals and timestamps (the row reader's form); null for SQL NULL. */
   public static List<Object[]> read(InputSplit split, JobConf job, String columns, String types)
       throws Exception {
     String[] names = columns.split(",");
@@ -42,7 +46,7 @@ public final class Hive4VectorizedRows {
           int r = batch.selectedInUse ? batch.selected[i] : i;
           Object[] row = new Object[names.length];
           for (int c = 0; c < names.length; c++) {
-            row[c] = value(batch.cols[c], r);
+            row[c] = value(batch.cols[c], schema.getChildren().get(c), r);
           }
           rows.add(row);
         }
@@ -53,10 +57,21 @@ public final class Hive4VectorizedRows {
     return rows;
   }
 
-  static Object value(ColumnVector v, int r) {
+  static Object value(ColumnVector v, TypeDescription type, int r) {
     int at = v.isRepeating ? 0 : r;
     if (!v.noNulls && v.isNull[at]) {
       return null;
+    }
+    // Dates, booleans and short decimals travel as longs: days, 0/1, unscaled values.
+    if (type.getCategory() == TypeDescription.Category.DATE) {
+      return LocalDate.ofEpochDay(((LongColumnVector) v).vector[at]).toString();
+    }
+    if (type.getCategory() == TypeDescription.Category.BOOLEAN) {
+      return ((LongColumnVector) v).vector[at] != 0;
+    }
+    if (v instanceof Decimal64ColumnVector) {
+      return HiveDecimal.create(BigDecimal.valueOf(((Decimal64ColumnVector) v).vector[at],
+          type.getScale())).toString();
     }
     if (v instanceof LongColumnVector) {
       return ((LongColumnVector) v).vector[at];
