@@ -38,10 +38,23 @@ _JVM_FLAGS = ["-Duser.timezone=UTC", "-Dfile.encoding=UTF-8", "-XX:+UseSerialGC"
 
 
 @lru_cache(maxsize=1)
+def _jdk_bin() -> Path:
+    """A JDK 17 or 21 (Hive 4 runs on those; Trino's Java 24+ is too new for it), else the one
+    on PATH."""
+    for pattern in ("java-17-openjdk-*", "java-21-openjdk-*", "temurin-17*", "temurin-21*"):
+        for home in sorted(Path("/usr/lib/jvm").glob(pattern)):
+            if (home / "bin" / "javac").exists():
+                return home / "bin"
+    javac = shutil.which("javac")
+    require(javac is not None and shutil.which("java") is not None,
+            "java and javac 17 or 21 (Hive 4's reader)")
+    return Path(javac).resolve().parent
+
+
+@lru_cache(maxsize=1)
 def classpath() -> str:
     """hive-exec 4.0.1 and the Hadoop jars, fetched into ~/.m2 once."""
-    require(shutil.which("java") is not None and shutil.which("javac") is not None,
-            "java and javac on PATH (Hive 4's reader)")
+    _jdk_bin()
     require(shutil.which("mvn") is not None, "mvn (Maven) to fetch hive-exec 4.0.1")
     done = subprocess.run(["bash", str(FETCH), "hive4reader"], capture_output=True, text=True,
                           timeout=900)
@@ -64,8 +77,9 @@ def _classes() -> Path:
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=final.parent))
-    done = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", cp,
-                           *map(str, SOURCES)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([str(_jdk_bin() / "javac"), "-nowarn", "-encoding", "UTF-8",
+                           "-d", str(tmp), "-cp", cp, *map(str, SOURCES)],
+                          capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise AssertionError(f"javac {SOURCES[0].name} failed:\n{done.stderr}{done.stdout}")
@@ -82,8 +96,8 @@ def _run(command: str, location: str, table: hms.HiveTable, valid_txns: str,
             ":".join(c.type for c in table.columns),
             ",".join(c.name for c in table.partition_columns), valid_txns, valid_write_ids]
     done = subprocess.run(
-        ["java", *_JVM_FLAGS, "-cp", f"{classpath()}{os.pathsep}{_classes()}", "Hive4AcidRead",
-         *args], capture_output=True, text=True, timeout=180)
+        [str(_jdk_bin() / "java"), *_JVM_FLAGS, "-cp", f"{classpath()}{os.pathsep}{_classes()}",
+         "Hive4AcidRead", *args], capture_output=True, text=True, timeout=180)
     if done.returncode != 0:
         raise AssertionError(f"Hive 4's reader failed on {location} ({done.returncode}):\n"
                              f"{done.stderr[-6000:]}")
