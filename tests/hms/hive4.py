@@ -39,8 +39,8 @@ _JVM_FLAGS = ["-Duser.timezone=UTC", "-Dfile.encoding=UTF-8", "-XX:+UseSerialGC"
 
 @lru_cache(maxsize=1)
 def _jdk_bin() -> Path:
-    """A JDK 17 or 21 (Hive 4 runs on those; Trino's Java 24+ is too new for it), else the one
-    on PATH."""
+    """A JDK 17 or 21 from /usr/lib/jvm (the harness runs on 17 with the flags above; the Java
+    24+ that Trino needs is not tried), else the one on PATH."""
     for pattern in ("java-17-openjdk-*", "java-21-openjdk-*", "temurin-17*", "temurin-21*"):
         for home in sorted(Path("/usr/lib/jvm").glob(pattern)):
             if (home / "bin" / "javac").exists():
