@@ -6,7 +6,8 @@
 #   scripts/fetch-servers.sh [hms4] [hms3] [trino] [hive4reader]     (no argument: all four)
 #
 # hive4reader is not a server: hive-exec 4.0.1 and the Hadoop jars that Hive 4's own ACID
-# reader needs (tests/hms/java/Hive4AcidRead.java), as a class path file.
+# reader needs (tests/hms/java/Hive4AcidRead.java), as a class path file; also the jars of
+# Spark SQL's Hive 4.0.1 metastore client.
 # Prints the directory of each. Needs mvn and tar; nothing else.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
