@@ -5,14 +5,14 @@
 //       COLUMNS TYPES PARTITION_KEYS VALID_TXNS VALID_WRITE_IDS
 //
 // LOCATION   the table's directory (a URL, or a local path); partitions are its k=v subdirectories
-// COLUMNS    "id,v"; TYPES "bigint:string" (Hive's columns / columns.types); PARTITION_KEYS
-//            "dt" or "" for an unpartitioned table
+// COLUMNS    "id,v"; TYPES "bigint:string" (Hive's columns / columns.types; primitive types
+//            only); PARTITION_KEYS "dt" or "" for an unpartitioned table
 // VALID_TXNS the metastore's valid-transaction list (hive.txn.valid.txns:
 //            "hwm:minOpen:open,ids:aborted,ids")
 // VALID_WRITE_IDS the table's list from get_valid_write_ids (hive.txn.valid.writeids:
 //            "db.table:hwm:minOpen:open,ids:aborted,ids")
 //
-// rows:  OrcInputFormat.getSplits (AcidUtils.getAcidState inside, one split per bucket file)
+// rows:  OrcInputFormat.getSplits (AcidUtils.getAcidState inside)
 //        and OrcInputFormat.getReader per split: the RowReader over OrcRawRecordMerger that
 //        Hive's non-vectorized ACID scans use, which applies the delete deltas and leaves out
 //        rows of write ids the list does not make valid. One line per row: its columns, its

@@ -14,6 +14,8 @@ import org.apache.hadoop.hive.ql.exec.vector.DoubleColumnVector;
 import org.apache.hadoop.hive.ql.exec.vector.LongColumnVector;
 import org.apache.hadoop.hive.ql.exec.vector.VectorizedRowBatch;
 import org.apache.hadoop.hive.ql.exec.vector.VectorizedRowBatchCtx;
+import org.apache.hadoop.hive.serde2.typeinfo.TypeInfo;
+import org.apache.hadoop.hive.serde2.typeinfo.TypeInfoUtils;
 import org.apache.hadoop.mapred.InputSplit;
 import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.mapred.Reporter;
@@ -34,7 +36,8 @@ public final class Hive4VectorizedRows {
       throws Exception {
     String[] names = columns.split(",");
     TypeDescription schema = TypeDescription.fromString(
-        "struct<" + String.join(",", zip(names, types.split(":"))) + ">");
+        "struct<" + String.join(",", zip(names, TypeInfoUtils.getTypeInfosFromTypeString(types)))
+        + ">");
     VectorizedRowBatch batch = schema.createRowBatchV2();
     batch.setPartitionInfo(names.length, 0);
     List<Object[]> rows = new ArrayList<>();
@@ -88,10 +91,10 @@ public final class Hive4VectorizedRows {
     return text.toString();
   }
 
-  static List<String> zip(String[] names, String[] types) {
+  static List<String> zip(String[] names, List<TypeInfo> types) {
     List<String> fields = new ArrayList<>();
     for (int i = 0; i < names.length; i++) {
-      fields.add(names[i] + ":" + types[i]);
+      fields.add(names[i] + ":" + types.get(i).getTypeName());
     }
     return fields;
   }
