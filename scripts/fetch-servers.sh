@@ -3,9 +3,12 @@
 # tests/servers/pom.xml, cached in ~/.m2) and lay each out once under $INGEST_SERVERS
 # (default ~/.cache/ingest/servers). Idempotent: a server already laid out is left alone.
 #
-#   scripts/fetch-servers.sh [hms4] [hms3] [trino]     (no argument: all three)
+#   scripts/fetch-servers.sh [hms4] [hms3] [trino] [hive4reader]     (no argument: all four)
 #
-# Prints the directory of each server. Needs mvn and tar; nothing else.
+# hive4reader is not a server: hive-exec 4.0.1 and the Hadoop jars that Hive 4's own ACID
+# reader needs (tests/hms/java/Hive4AcidRead.java), as a class path file; also the jars of
+# Spark SQL's Hive 4.0.1 metastore client.
+# Prints the directory of each. Needs mvn and tar; nothing else.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 pom="$here/../tests/servers/pom.xml"
@@ -54,6 +57,17 @@ fetch_hms() {  # profile version bin-dir-name
   echo "$dest"
 }
 
+fetch_hive4reader() {
+  local dest="$root/hive4reader-$HMS4_VERSION"
+  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  mvn_quiet -P hive4reader dependency:build-classpath -Dmdep.outputFile="$dest/classpath"
+  echo "$HMS4_VERSION" >"$dest/version"
+  touch "$dest/.complete"
+  echo "$dest"
+}
+
 fetch_trino() {
   local dest="$root/trino-$TRINO_VERSION"
   if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
@@ -76,12 +90,14 @@ fetch_trino() {
 
 command -v mvn >/dev/null || { echo "fetch-servers: mvn not found (apt-get install maven)" >&2; exit 1; }
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino)
+[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader)
 for target in "${targets[@]}"; do
   case "$target" in
     hms4) fetch_hms hms4 "$HMS4_VERSION" ;;
     hms3) fetch_hms hms3 "$HMS3_VERSION" ;;
     trino) fetch_trino ;;
-    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3 or trino)" >&2; exit 2 ;;
+    hive4reader) fetch_hive4reader ;;
+    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino or hive4reader)" >&2
+       exit 2 ;;
   esac
 done

@@ -1,6 +1,6 @@
 """Fixtures of the Hive Metastore tests: one server per version for the session (Hive 4.0.1,
-3.1.3, and Hive 2.3 from pyspark's jars for the refusal), Trino on the Hive 4 one, and a new
-database per test whose managed location is the test's own directory."""
+3.1.3, and Hive 2.3 from pyspark's jars for the refusal), Trino on the Hive 4 and 3.1 ones,
+and a new database per test whose managed location is the test's own directory."""
 
 from __future__ import annotations
 
@@ -56,4 +56,11 @@ def database(conn: hms.HmsConnection, tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def trino_on_hms4(hms4: Server) -> Iterator[Server]:
     with trino_server(hms4.uri) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def trino_on_hms3(hms3: Server) -> Iterator[Server]:
+    """Trino on Hive 3.1, which lets it create transactional tables (Hive 4 does not)."""
+    with trino_server(hms3.uri) as server:
         yield server
