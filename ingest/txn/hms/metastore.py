@@ -79,7 +79,6 @@ from ingest.txn.model import (
     table_not_found,
 )
 
-
 _T = TypeVar("_T")
 
 RECONNECT_S = 15.0

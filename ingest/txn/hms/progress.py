@@ -26,9 +26,9 @@ from ingest.acid import (
     format_delta,
     read_bucket_file,
     read_table,
+    storage,
     write_acid_version_file,
 )
-from ingest.acid import storage
 from ingest.errors import TableExistsError, TableNotFoundError
 from ingest.txn.hms.connection import HmsConnection
 from ingest.txn.hms.tables import HiveTable, HiveTableSpec, create_table, get_table, hive_columns
