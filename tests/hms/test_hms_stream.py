@@ -71,6 +71,11 @@ def _job(servers: str, topic: str, warehouse: Path, uri: str, *extra: str,
         text=True, timeout=300, check=False)
 
 
+def _sink(name: str, warehouse: Path) -> str:
+    """The job's sink id: `<db.table>@<checkpoint URL>`."""
+    return f"{name}@{(warehouse / 'checkpoint').as_uri()}"
+
+
 def _ids(uri: str, location: str) -> list[int]:
     with Metastore.open(uri) as store:
         snapshot = store.snapshot(location)
@@ -98,9 +103,8 @@ def test_every_record_exactly_once_across_a_restart(
     assert again.returncode == 0, again.stderr[-3000:]
     assert _ids(uri, location) == list(range(200)), "every record exactly once"
 
-    sink = f"{name}@{(warehouse / 'checkpoint').as_uri()}"
     with Metastore.open(uri) as store:
-        last = store.last_committed_batch(sink, table=name)
+        last = store.last_committed_batch(_sink(name, warehouse), table=name)
         ranges = store.offset_ranges(name)
         states = store.write_id_states(name)
     assert last is not None and last >= 4  # 200 records, 50 per micro-batch
@@ -111,3 +115,145 @@ def test_every_record_exactly_once_across_a_restart(
         mine = [(a, b) for q, a, b in covered if q == p]
         assert mine[0][0] == 0 and all(x[1] == y[0] for x, y in zip(mine, mine[1:])), mine
     assert sum(b - a for _, a, b in covered) == 200, "offsets recorded once each"
+
+
+def _wait_aborted(uri: str, name: str, write_id: int) -> None:
+    """Until the server's reaper aborts the silent transaction (its hive.txn.timeout)."""
+    deadline = time.monotonic() + TXN_TIMEOUT_S * 5
+    with Metastore.open(uri) as store:
+        while store.write_id_states(name)[write_id] == "open":
+            assert time.monotonic() < deadline, f"write id {write_id} was never aborted"
+            time.sleep(1)
+        assert store.write_id_states(name)[write_id] == "aborted"
+
+
+# The writer points fire in Spark's Python workers (an executor dying mid-write), the others in
+# the driver: before the commit, and inside it after the progress row is written. Skips put
+# the crash after a committed micro-batch. The dead job's transaction is aborted by `ingest
+# recover` or by the metastore's own timeout.
+@pytest.mark.parametrize(("point", "skip", "aborted_by"), [
+    ("writer.after_footer", 4, "recover"),
+    ("writer.after_side_file", 4, "timeout"),
+    ("sink.before_commit", 1, "recover"),
+    ("metastore.during_commit", 1, "timeout"),
+])
+def test_crash_point_then_restart_is_exactly_once(
+        kafka_broker: str, topic: str, warehouse: Path, hms4: Server, point: str, skip: int,
+        aborted_by: str) -> None:
+    uri = hms4.uri
+    location, name = _create(uri, warehouse)
+    _produce(kafka_broker, topic, 0, 150)
+
+    crashed = _job(kafka_broker, topic, warehouse, uri, "--flush-rows", "20",
+                   crash_at=point, skip=skip)
+    assert crashed.returncode != 0, "the armed crash point must stop the job"
+    hits = (warehouse / "crash-counter").stat().st_size
+    assert hits > skip, f"only {hits} hits of {point}: the crash never fired"
+    with Metastore.open(uri) as store:
+        states = store.write_id_states(name)
+    committed = [w for w, s in states.items() if s == "committed"]
+    dead = [w for w, s in states.items() if s == "open"]
+    assert committed, "the crash came after a committed micro-batch"
+    assert len(dead) == 1, states
+    if aborted_by == "recover":
+        report = _cli("recover", location, "--metastore", uri, "--txn-timeout-s", "0")
+        assert report, report
+        with Metastore.open(uri) as store:
+            assert store.write_id_states(name)[dead[0]] == "aborted"
+    else:
+        _wait_aborted(uri, name, dead[0])
+
+    restarted = _job(kafka_broker, topic, warehouse, uri)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert _ids(uri, location) == list(range(150)), "every record exactly once"
+    with Metastore.open(uri) as store:
+        ranges = store.offset_ranges(name)
+    assert sum(r.until_offset - r.from_offset for _, r in ranges) == 150
+    assert dead[0] not in {w for w, _ in ranges}
+
+
+def test_the_metastore_killed_mid_stream_stops_the_job_and_a_restart_is_exactly_once(
+        kafka_broker: str, topic: str, warehouse: Path) -> None:
+    """kill -9 of the Hive Metastore while the job runs micro-batches: the job retries for a
+    bounded time, then stops with an error naming the metastore; with the metastore back
+    (same database, same port), the restarted job goes on exactly once."""
+    from hms_server import hms_server
+
+    records = 600
+    with hms_server("4") as server:
+        uri = server.uri
+        location, name = _create(uri, warehouse)
+        _produce(kafka_broker, topic, 0, records)
+        job = subprocess.Popen(
+            _job_args(kafka_broker, topic, warehouse, uri, "--trigger", "1",
+                      "--max-offsets-per-trigger", "20"),
+            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            with Metastore.open(uri) as store:
+                while (store.last_committed_batch(_sink(name, warehouse)) or -1) < 1:
+                    assert job.poll() is None, job.communicate()[1][-3000:]
+                    assert time.monotonic() < deadline, "no micro-batch committed"
+                    time.sleep(0.5)
+            os.killpg(int((server.directory / "pid").read_text()), signal.SIGKILL)
+            killed_at = time.monotonic()
+            _, err = job.communicate(timeout=240)
+            stopped_after = time.monotonic() - killed_at
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.communicate()
+        assert job.returncode != 0
+        assert f"Hive Metastore at {uri}" in err, err[-3000:]
+        assert "Traceback" not in err.split("ERROR")[-1], err[-3000:]
+        assert stopped_after < 150, f"the job took {stopped_after:.0f} s to stop"
+
+        port = uri.rsplit(":", 1)[1]
+        restarted = subprocess.run(["bash", str(HMS_SH), "start", "--version", "4", "--dir",
+                                    str(server.directory), "--port", port],
+                                   capture_output=True, text=True, timeout=300,
+                                   env=_script_env(), check=False)
+        assert restarted.returncode == 0, restarted.stderr[-3000:]
+        again = _job(kafka_broker, topic, warehouse, uri)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert _ids(uri, location) == list(range(records)), "every record exactly once"
+
+
+def test_the_stream_and_a_load_get_distinct_write_ids_and_both_commit(
+        kafka_broker: str, topic: str, warehouse: Path, hms4: Server) -> None:
+    """`ingest load`'s write is open on the table while the stream runs: the stream's
+    micro-batches take write ids above it, and the load commits afterwards; then a second
+    load through the CLI. Every row of both writers, exactly once."""
+    import pyarrow as pa
+
+    from ingest.table._definition import table_compression
+    from ingest.table._open import table_fs
+    from ingest.table._written import commit, writing
+
+    uri = hms4.uri
+    location, name = _create(uri, warehouse)
+    _produce(kafka_broker, topic, 0, 100)
+    with Metastore.open(uri) as store:
+        defn = store.get_table(name)
+        with writing(store, defn, table_fs(defn)[0], agent="host:1:ingest-load") as (txn, w):
+            directory = f"{location}/delta_{txn.write_id:07d}_{txn.write_id:07d}_0000"
+            w.make_directory(location, directory)
+            rows = pa.table({"id": [1000, 1001], "value": ["l0", "l1"]}, schema=defn.row_schema)
+            w.write_bucket(directory, 0, rows, row_schema=defn.row_schema,
+                           write_id=txn.write_id, compression=table_compression(defn))
+        streamed = _job(kafka_broker, topic, warehouse, uri)
+        assert streamed.returncode == 0, streamed.stderr[-3000:]
+        assert store.write_id_states(name)[txn.write_id] == "open"
+        commit(store, txn, w)
+        ranges = store.offset_ranges(name)
+    stream_ids = {w for w, _ in ranges}
+    assert txn.write_id not in stream_ids and min(stream_ids) > txn.write_id
+    src = warehouse / "more.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "value": f"m{i}"}) + "\n"
+                           for i in range(2000, 2003)))
+    _cli("load", location, "--input", str(src), "--metastore", uri)
+    with Metastore.open(uri) as store:
+        states = store.write_id_states(name)
+    assert set(states.values()) == {"committed"}, states
+    assert len(states) == len(stream_ids) + 2
+    assert _ids(uri, location) == [*range(100), 1000, 1001, 2000, 2001, 2002]
