@@ -288,8 +288,10 @@ class AcidSink:
             report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
                                      dl_fs=self.dl_fs)
             crash_point("sink.before_commit")
+            committing = time.monotonic()
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=report.offsets,
                          files=self._committed_files(plan, results))
+            commit_s = time.monotonic() - committing
         except CommitConflictError as e:
             self._abort(store, txn, plan, e, results)
             done = store.committed_write_id(self.sink_id, batch_id, table=self._table.name)
@@ -304,7 +306,8 @@ class AcidSink:
         self._committed(plan, results)
         lag = self.lag_fn({(r.topic, r.partition): r.until_offset for r in report.offsets}) \
             if self.lag_fn is not None and report.offsets else None
-        return replace(report, seconds=time.monotonic() - started, lag=lag)
+        return replace(report, seconds=time.monotonic() - started, lag=lag,
+                       commit_seconds=commit_s)
 
     def _begin(self, store: Metastore) -> tuple[Transaction, TaskPlan]:
         assert self._table is not None and self._dead_letter is not None
