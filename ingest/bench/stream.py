@@ -7,6 +7,10 @@ session, after a warm-up, so the only difference is the sink and its layout.
 With `--warehouse URL` (e.g. an S3 bucket, with `--storage-option`) and `--metastore URL`
 (e.g. PostgreSQL) every layout also runs there, and the report gives its ratio to the same
 layout on a local warehouse with the default SQLite metastore, measured in the same rounds.
+`--metastore` alone (e.g. `thrift://host:9083`, a Hive Metastore) runs the second case on the
+same local disk with only the metastore changed; on a Hive Metastore its tables go to a new
+database `bench_<run>` whose managed location is the local directory. Each case also reports
+the median time of a micro-batch's metastore commit.
 """
 
 from __future__ import annotations
@@ -118,6 +122,10 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
     from ingest.table import create_table
 
     metastore = args.metastore if remote else None
+    name = None
+    if metastore is not None and metastore.startswith("thrift://"):
+        # Hive 4 keeps a managed table in its database's managed location: a new database.
+        name = f"bench_{args.run_id}.{Path(table.rstrip('/')).name}"
     storage_options = tuple(args.storage_option) if remote else ()
     options = storage.parse_storage_options(storage_options)
     # The table is made first only to pick its codec; run_stream finds it and checks it.
@@ -125,7 +133,7 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
     create_table(table, _ddl(shape.row_schema), properties={
         "orc.compress": args.compression.upper()},
         partitioned_by=(shape.partition_column,) if shape.partition_column else (),
-        metastore=metastore, storage_options=options)
+        metastore=metastore, storage_options=options, name=name)
     ensure_tables(table, shape, metastore_url=metastore, storage_options=options)
     started = time.perf_counter()
     summary = run_stream(spark, bootstrap_servers=servers, topic=topic, table=table,
@@ -144,6 +152,12 @@ def _ddl(schema: pa.Schema) -> str:
     from ingest.acid.format import to_ddl
 
     return to_ddl(schema)
+
+
+def _commit_ms(summary: Any) -> float:
+    """Median wall time of a committed micro-batch's metastore commit, in milliseconds."""
+    done = [r.commit_seconds for r in summary.reports if not r.skipped]
+    return round(1000 * float(statistics.median(done)), 1) if done else 0.0
 
 
 def _files_per_batch(summary: Any) -> float:
@@ -175,13 +189,17 @@ def run(argv: list[str]) -> None:
                         help="also run every layout with the tables here (e.g. s3://bucket/wh) "
                              "and report the ratio to the local run")
     parser.add_argument("--metastore", default=None, metavar="URL",
-                        help="metastore of the --warehouse tables (e.g. postgresql://...)")
+                        help="metastore of the --warehouse tables (e.g. postgresql://...); "
+                             "alone, a second run on the local disk with this metastore (e.g. "
+                             "thrift://host:9083)")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="fsspec option for the --warehouse store (repeatable)")
     args = parser.parse_args(argv)
     layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
-    cases = layouts + [f"{name}@remote" for name in layouts if args.warehouse]
+    remote = bool(args.warehouse or args.metastore)
+    cases = layouts + [f"{name}@remote" for name in layouts if remote]
     run_id = f"{os.getpid()}_{int(time.time())}"  # fresh table names in a shared metastore
+    args.run_id = run_id
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -247,8 +265,8 @@ def run(argv: list[str]) -> None:
         broker.terminate()
         broker.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.warehouse:
-        print(f"remote: tables under {args.warehouse}, metastore "
+    if remote:
+        print(f"remote: tables under {args.warehouse or 'the local directory'}, metastore "
               f"{redact_url(args.metastore) if args.metastore else 'default'}")
     print(f"rows={args.rows:,} codec={args.compression} topic partitions={args.partitions} "
           f"flush_rows={args.flush_rows:,} txns_per_delta={args.txns_per_delta} "
@@ -261,26 +279,31 @@ def run(argv: list[str]) -> None:
         print(f"ingest --file-layout {name}: median {median_s:.2f} s  "
               f"{args.rows / median_s:,.0f} rows/s  runs {[round(t, 2) for t in runs[name]]} "
               f"({summary.batches} micro-batches, {summary.files} files, median "
-              f"{per_batch:g} files per micro-batch, {summary.bytes:,} bytes)")
+              f"{per_batch:g} files per micro-batch, {summary.bytes:,} bytes, median commit "
+              f"{_commit_ms(summary):g} ms)")
         figures[name] = {"seconds": round(median_s, 3), "rows_per_s": round(args.rows / median_s),
                          "batches": summary.batches, "files": summary.files,
-                         "files_per_batch": per_batch}
+                         "files_per_batch": per_batch, "commit_ms": _commit_ms(summary)}
     if not args.no_baseline:
         base_s = statistics.median(runs["baseline"])
         print(f"baseline (same source + parse, df.write.orc): median {base_s:.2f} s  "
               f"{args.rows / base_s:,.0f} rows/s  runs {[round(t, 2) for t in runs['baseline']]}")
         figures["baseline"] = {"seconds": round(base_s, 3),
                                "rows_per_s": round(args.rows / base_s)}
-    for name in layouts if args.warehouse else ():
+    where = " and ".join(x for x in (
+        args.warehouse, args.metastore and f"metastore {redact_url(args.metastore)}") if x)
+    for name in layouts if remote else ():
         median_s, summary = statistics.median(runs[f"{name}@remote"]), summaries[f"{name}@remote"]
         ratio = figures[name]["seconds"] / median_s
-        print(f"ingest --file-layout {name} on {args.warehouse}: median {median_s:.2f} s  "
+        print(f"ingest --file-layout {name} on {where}: median {median_s:.2f} s  "
               f"{args.rows / median_s:,.0f} rows/s  runs "
               f"{[round(t, 2) for t in runs[f'{name}@remote']]} ({summary.batches} "
-              f"micro-batches, {summary.files} files); ratio to local {ratio:.3f}")
+              f"micro-batches, {summary.files} files, median commit {_commit_ms(summary):g} "
+              f"ms); ratio to local {ratio:.3f}")
         figures[f"{name}@remote"] = {"seconds": round(median_s, 3),
                                      "rows_per_s": round(args.rows / median_s),
-                                     "ratio_to_local": round(ratio, 3)}
+                                     "ratio_to_local": round(ratio, 3),
+                                     "commit_ms": _commit_ms(summary)}
     first = figures[layouts[0]]
     report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
            flush_rows=args.flush_rows, txns_per_delta=args.txns_per_delta,
@@ -289,7 +312,7 @@ def run(argv: list[str]) -> None:
            layouts=figures, ingest_seconds=first["seconds"],
            ingest_rows_per_s=first["rows_per_s"],
            **({"remote_ratio_to_local": figures[f"{layouts[0]}@remote"]["ratio_to_local"]}
-              if args.warehouse else {}),
+              if remote else {}),
            **({} if args.no_baseline else {
                "baseline_seconds": figures["baseline"]["seconds"],
                "baseline_rows_per_s": figures["baseline"]["rows_per_s"],
@@ -299,9 +322,9 @@ def run(argv: list[str]) -> None:
 def _location(args: argparse.Namespace, tmp: Path, name: str, run_id: str,
               remote: bool) -> str:
     """A new table's location: under --warehouse (named for this run) or the local tmp dir."""
-    if remote:
+    if remote and args.warehouse:
         return f"{args.warehouse.rstrip('/')}/bench_{run_id}_{name}"
-    return str(tmp / name)
+    return str(tmp / (f"remote_{name}" if remote else name))
 
 
 def _key(event: bytes) -> bytes:

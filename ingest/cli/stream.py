@@ -81,7 +81,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     for location in (options.table, options.checkpoint):
         storage.check_url(location)  # an unknown scheme or a missing backend too
     if options.metastore is not None:
-        check_sink_progress(options.metastore)  # a Hive Metastore: not yet
+        check_sink_progress(options.metastore)  # before starting Spark
     check_kafka(options.bootstrap_servers, options.topic,
                 timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:

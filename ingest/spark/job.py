@@ -157,16 +157,16 @@ def check_sink_progress(metastore_url: str) -> None:
     any table or checkpoint is created.
 
     Raises:
-        ConfigError: the metastore keeps no sink progress (a Hive Metastore, for now), or
-            the URL is not a metastore URL.
+        ConfigError: the metastore's backend keeps no sink progress
+            (`Metastore.keeps_sink_progress`; every built-in one does), or the URL is not a
+            metastore URL.
     """
     if not backend_for(metastore_url).keeps_sink_progress:
         raise ConfigError(
-            f"Cannot stream with metastore {redact_url(metastore_url)}: the streaming job is "
-            "not supported on a Hive Metastore yet: it cannot commit a micro-batch's Kafka "
-            "offsets with its data, which exactly once needs",
-            hint="stream with the default metastore (or a postgresql:// one); load, delete, "
-            "cat and status work on a Hive Metastore")
+            f"Cannot stream with metastore {redact_url(metastore_url)}: its backend cannot "
+            "commit a micro-batch's Kafka offsets with its data, which exactly once needs",
+            hint="stream with the default metastore, a postgresql:// or a thrift:// (Hive "
+            "Metastore) one")
 
 
 def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> int:
@@ -406,7 +406,7 @@ def run_stream(
     checkpoint = options.checkpoint
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
-        last = store.last_committed_batch(sink_id)
+        last = store.last_committed_batch(sink_id, table=target.name)
         # Repair what dead writers left (torn stripes, stale side files) before adding to it;
         # files of transactions still open belong to live writers and are left alone.
         recovery = recover_table_with_metastore(target.location, store=store, table=target,

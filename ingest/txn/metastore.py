@@ -519,18 +519,27 @@ class Metastore(abc.ABC):
         return {info.write_id: info.state for info in self.transactions(table)}
 
     @abc.abstractmethod
-    def committed_write_id(self, sink_id: str, batch_id: int) -> int | None:
+    def committed_write_id(self, sink_id: str, batch_id: int, *,
+                           table: TableRef | None = None) -> int | None:
         """The write id that committed this micro-batch of this sink, or None.
 
+        Args:
+            table: the table the sink writes; a backend that keeps progress per table (the
+                Hive Metastore's) needs it, one that keeps it per metastore ignores it.
+
         Raises:
+            TableNotFoundError: `table` is not in this metastore (where it is needed).
             MetastoreError: the metastore failed.
         """
 
     @abc.abstractmethod
-    def last_committed_batch(self, sink_id: str) -> int | None:
-        """The highest batch id this sink committed, or None.
+    def last_committed_batch(self, sink_id: str, *,
+                             table: TableRef | None = None) -> int | None:
+        """The highest batch id this sink committed, or None (`table` as for
+        `committed_write_id`).
 
         Raises:
+            TableNotFoundError: `table` is not in this metastore (where it is needed).
             MetastoreError: the metastore failed.
         """
 

@@ -43,15 +43,25 @@ def test_unreachable_broker_fails_before_spark_starts(tmp_path: Path) -> None:
     assert not (tmp_path / "t").exists()
 
 
-def test_a_hive_metastore_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    """Exactly once needs the offsets committed with the data, which the Hive Metastore
-    backend does not keep yet: refused before Kafka, Spark or any file."""
-    result = CliRunner().invoke(command, [
-        "--bootstrap-servers", f"127.0.0.1:{free_port()}", "--topic", "t",
-        "--table", str(tmp_path / "t"), "--schema", "id BIGINT",
-        "--checkpoint", str(tmp_path / "ck"), "--metastore", "thrift://127.0.0.1:1"])
+def test_a_metastore_without_sink_progress_is_refused_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exactly once needs the offsets committed with the data: a backend that does not keep
+    them (`keeps_sink_progress`) is refused before Kafka, Spark or any file. The Hive
+    Metastore's does keep them: its stream goes on to the broker check."""
+    from ingest.txn.hms.metastore import HiveMetastore
+
+    args = ["--bootstrap-servers", f"127.0.0.1:{free_port()}", "--topic", "t",
+            "--table", str(tmp_path / "t"), "--schema", "id BIGINT",
+            "--checkpoint", str(tmp_path / "ck"), "--metastore", "thrift://127.0.0.1:1",
+            "--kafka-timeout-s", "2"]
+    result = CliRunner().invoke(command, args)
+    assert isinstance(result.exception, IngestError), result.output
+    assert "on Kafka at" in str(result.exception)
+
+    monkeypatch.setattr(HiveMetastore, "keeps_sink_progress", False)
+    result = CliRunner().invoke(command, args)
     assert isinstance(result.exception, ConfigError), result.output
-    assert "not supported on a Hive Metastore yet" in str(result.exception)
+    assert "cannot commit a micro-batch's Kafka offsets with its data" in str(result.exception)
     assert "thrift://127.0.0.1:1" in str(result.exception)
     assert list(tmp_path.iterdir()) == []
 

@@ -67,6 +67,7 @@ class BatchReport:
         partition_dirs: the target's partition directories (filesystem paths) it wrote to.
         dead_letter_dirs: the same for the dead-letter table (its root, when the batch held
             dead letters).
+        commit_seconds: wall time of the metastore commit alone (progress included).
     """
 
     batch_id: int
@@ -83,6 +84,7 @@ class BatchReport:
     on_tombstone: str = "skip"
     partition_dirs: tuple[str, ...] = ()
     dead_letter_dirs: tuple[str, ...] = ()
+    commit_seconds: float = 0.0
 
     def line(self) -> str:
         if self.skipped:

@@ -58,6 +58,7 @@ from ingest.table import (
 )
 from ingest.txn import (
     Metastore,
+    MetastoreError,
     SinkProgress,
     TableDefinition,
     Transaction,
@@ -277,7 +278,8 @@ class AcidSink:
     def _process(self, batch_df: DataFrame, batch_id: int) -> BatchReport:
         started = time.monotonic()
         store = self._open(batch_df)
-        done = store.committed_write_id(self.sink_id, batch_id)
+        assert self._table is not None
+        done = store.committed_write_id(self.sink_id, batch_id, table=self._table.name)
         if done is not None:
             return BatchReport(batch_id, done, skipped=True)
         txn, plan = self._begin(store)
@@ -287,11 +289,13 @@ class AcidSink:
             report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
                                      dl_fs=self.dl_fs)
             crash_point("sink.before_commit")
+            committing = time.monotonic()
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=report.offsets,
                          files=self._committed_files(plan, results))
+            commit_s = time.monotonic() - committing
         except CommitConflictError as e:
             self._abort(store, txn, plan, e, results)
-            done = store.committed_write_id(self.sink_id, batch_id)
+            done = store.committed_write_id(self.sink_id, batch_id, table=self._table.name)
             if done is None:
                 raise
             log.warning("batch %d was committed by another writer as write id %d while this "
@@ -303,7 +307,8 @@ class AcidSink:
         self._committed(plan, results)
         lag = self.lag_fn({(r.topic, r.partition): r.until_offset for r in report.offsets}) \
             if self.lag_fn is not None and report.offsets else None
-        return replace(report, seconds=time.monotonic() - started, lag=lag)
+        return replace(report, seconds=time.monotonic() - started, lag=lag,
+                       commit_seconds=commit_s)
 
     def _begin(self, store: Metastore) -> tuple[Transaction, TaskPlan]:
         assert self._table is not None and self._dead_letter is not None
@@ -401,6 +406,12 @@ class AcidSink:
             store.abort(txn, reason=f"micro-batch failed: {type(error).__name__}: {error}"[:500])
         except CommitConflictError as e:  # already committed: nothing of ours to undo
             error.add_note(f"Could not abort transaction {txn.txn_id}: {e}")
+            return
+        except MetastoreError as e:
+            # The metastore is unreachable: the transaction may even have committed (a commit
+            # whose answer was lost), so no file goes; the metastore's timeout or the
+            # restart's repair (8.1) aborts it, and the restart's replay check decides.
+            error.add_note(f"Could not abort transaction {txn.txn_id}, its files stay: {e}")
             return
         assert self._table is not None
         written = [r for r in results if isinstance(r, FileWritten)]

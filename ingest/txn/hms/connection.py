@@ -189,6 +189,11 @@ class HmsConnection:
         except (OSError, EOFError) as e:
             raise self._break(method, e) from e
 
+    @property
+    def broken(self) -> bool:
+        """Whether the connection failed or was closed (every further call fails)."""
+        return self._broken is not None
+
     def _break(self, method: str, e: BaseException) -> MetastoreError:
         # After a transport or protocol error the stream is out of step: never reuse it.
         if self.info.version == "?":  # it never answered like a metastore

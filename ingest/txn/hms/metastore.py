@@ -6,9 +6,13 @@ lock for INSERT, heartbeats on a connection of their own at half `hive.txn.timeo
 written partitions added (`add_partitions`, `add_dynamic_partitions`) and `commit_txn`, or
 `abort_txn`. Compactions: Hive 4's compaction queue, or a table parameter on Hive 3
 (`ingest.txn.hms.compactions`); the cleaner waits for the open transactions and the locks held
-outside one (`live_readers`). Not yet kept here: the committed-file manifest, reader leases,
-sink progress and Kafka offsets; `capabilities` says so, and the calls only the stream makes
-refuse with a `ConfigError` before any change.
+outside one (`live_readers`). A streaming sink's progress (micro-batch id, Kafka offset
+ranges) is a row of a hidden progress table written in the same HMS transaction
+(`progress.py`, docs/invariants.md, 4). Not yet kept here: the committed-file manifest and
+reader leases; `capabilities` says so.
+
+A connection the server dropped (it was restarted, or stopped) is replaced by a new one at
+the next call, retried for up to `RECONNECT_S`; reads that failed on it are retried once.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, NoReturn, Self
+from typing import Any, NoReturn, Self, TypeVar
 
 from ingest.acid import ValidWriteIdList
 from ingest.acid.format import CommittedFile, parse_partition
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
+from ingest.faults import crash_point
 from ingest.txn.errors import MetastoreError
 from ingest.txn.hms import _stubs
 from ingest.txn.hms._catalog import (
@@ -45,6 +50,14 @@ from ingest.txn.hms.compactions import (
 )
 from ingest.txn.hms.connection import HmsConnection, connect
 from ingest.txn.hms.heartbeat import Heartbeater
+from ingest.txn.hms.progress import (
+    ProgressCache,
+    ProgressRow,
+    ensure_progress_table,
+    find_progress_table,
+    is_progress_table,
+    write_progress,
+)
 from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table
 from ingest.txn.hms.txns import (
     allocate_write_ids,
@@ -73,6 +86,11 @@ from ingest.txn.model import (
     table_key,
     table_not_found,
 )
+
+_T = TypeVar("_T")
+
+RECONNECT_S = 15.0
+"""How long a dropped connection is retried (with growing pauses) before a call fails."""
 
 
 def _unsupported(what: str) -> NoReturn:
@@ -111,13 +129,17 @@ class HiveMetastore(Metastore):
         server_version: what the server says it is ("4.0.1"; Hive 3.1 says "3.0").
     """
 
-    keeps_sink_progress = False
+    keeps_sink_progress = True
+    reconnect_s = RECONNECT_S
 
     def __init__(self, conn: HmsConnection, *, url: str, read_only: bool,
                  clock: Callable[[], float]) -> None:
         """Wrap an open connection; use `Metastore.open` instead."""
         super().__init__(url=url, location=conn.uri)
-        self._conn = conn
+        self._connection = conn
+        self._closed = False
+        self._progress = ProgressCache()
+        self._progress_tables: dict[str, HiveTable] = {}  # target name -> its progress table
         self._read_only = read_only
         self._clock = clock
         self._lock = threading.RLock()
@@ -130,6 +152,47 @@ class HiveMetastore(Metastore):
     @property
     def server_version(self) -> str:
         return self._conn.info.version
+
+    @property
+    def _conn(self) -> HmsConnection:
+        """The connection; one the server dropped is replaced first (`_reconnect`)."""
+        if self._connection.broken and not self._closed:
+            self._connection = self._reconnect(self._connection)
+        return self._connection
+
+    def _reconnect(self, lost: HmsConnection) -> HmsConnection:
+        """A new connection, retried with pauses of 0.5, 1, 2... s for up to `reconnect_s`.
+
+        Raises:
+            MetastoreError: the server did not answer within the time, naming the attempts
+                and the last failure.
+        """
+        deadline = time.monotonic() + self.reconnect_s
+        pause, attempts = 0.5, 0
+        while True:
+            attempts += 1
+            try:
+                return connect(lost.uri)
+            except MetastoreError as e:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise MetastoreError(
+                        f"Lost the Hive Metastore at {self.location}: {attempts} attempts to "
+                        f"reconnect over {self.reconnect_s:g} s failed; the last one: "
+                        f"{e.message}", location=self.location,
+                        hint="check that the metastore runs; a restarted job continues "
+                             "exactly once from its checkpoint") from e
+                time.sleep(min(pause, left))
+                pause *= 2
+
+    def _read_retrying(self, read: Callable[[], _T]) -> _T:
+        """Run a read; if the connection broke under it, run it once more on a new one."""
+        try:
+            return read()
+        except MetastoreError:
+            if not self._connection.broken or self._closed:
+                raise
+            return read()
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -147,10 +210,11 @@ class HiveMetastore(Metastore):
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for beats in self._beats.values():
                 beats.stop()
             self._beats.clear()
-            self._conn.close()
+            self._connection.close()
 
     @property
     def capabilities(self) -> MetastoreCapabilities:
@@ -211,19 +275,26 @@ class HiveMetastore(Metastore):
             MetastoreError: the metastore failed.
         """
         with self._lock:
-            found = find_hive_table(self._conn, table)
+            found = self._read_retrying(lambda: find_hive_table(self._conn, table))
             return None if found is None else to_definition(found, self.location)
 
     def list_tables(self) -> list[TableDefinition]:
-        """The full-ACID ORC tables of every database (others are left out)."""
+        """The full-ACID ORC tables of every database (others are left out, and so are the
+        hidden progress tables of streamed ones)."""
         with self._lock:
             return [to_definition(t, self.location) for t in all_tables(self._conn)
-                    if t.full_acid_problem() is None]
+                    if t.full_acid_problem() is None and not is_progress_table(t.name)]
 
     def drop_table(self, table: TableRef) -> None:
+        """See `Metastore.drop_table`; the table's progress table goes too."""
         with self._lock:
             self._writable("drop a table")
-            drop_table(self._conn, self._hive_table(table).name, delete_data=False)
+            found = self._hive_table(table)
+            drop_table(self._conn, found.name, delete_data=False)
+            progress = find_progress_table(self._conn, found)
+            if progress is not None:
+                drop_table(self._conn, progress.name, delete_data=False)
+            self._progress_tables.pop(found.name, None)
 
     # -- transactions and write ids ---------------------------------------------------------
 
@@ -288,10 +359,10 @@ class HiveMetastore(Metastore):
         recorded (no manifest yet, `capabilities.committed_files` is False): the partitions
         of its paths are added to the metastore and registered with the transaction before
         the commit, and a write of delete deltas takes Hive's lock for DELETE (SHARED_WRITE)
-        first. Sink progress and offsets are refused (`ConfigError`)."""
-        ranges = list(offsets)
-        if sink is not None or ranges:
-            _unsupported("Recording a stream's progress and Kafka offsets (exactly-once)")
+        first. Sink progress and offsets become a row of the primary table's progress table
+        under a write id of this same transaction (`_record_progress`), so `commit_txn`
+        makes them visible with the data or not at all."""
+        ranges = _checked_ranges(txn, offsets)
         with self._lock:
             self._writable(f"commit transaction {txn.txn_id}")
             tables = self._tables.get(txn.txn_id) or {
@@ -302,6 +373,10 @@ class HiveMetastore(Metastore):
                     raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
                 self._register_written(txn, table, [e.path for e in entries])
+            if sink is not None or ranges:
+                target = tables.get(txn.table) or self._hive_table(txn.table)
+                self._record_progress(txn, target, sink, ranges)
+            crash_point("metastore.during_commit")  # a kill here leaves it all uncommitted
             beats = self._beats.pop(txn.txn_id, None)
             if beats is not None:
                 try:
@@ -310,6 +385,33 @@ class HiveMetastore(Metastore):
                     beats.stop()  # a heartbeat after the commit would find it gone
             commit_txn(self._conn, txn.txn_id)
             self._tables.pop(txn.txn_id, None)
+
+    def _record_progress(self, txn: Transaction, target: HiveTable,
+                         sink: SinkProgress | None, ranges: list[OffsetRange]) -> None:
+        """Write the micro-batch's progress row inside transaction `txn` (docs/invariants.md,
+        8.6): a write id of the progress table, an EXCLUSIVE lock on it (so the check below
+        and the commit are one step against every other writer of this table's progress;
+        released by the commit or abort), the check that the batch is not committed, then
+        the one-row delta.
+
+        Raises:
+            CommitConflictError: the sink's batch is already committed (another writer), or
+                the transaction is no longer open.
+            OSError: the delta could not be written.
+            MetastoreError: the metastore failed.
+        """
+        progress = self._progress_table(target, create=True)
+        assert progress is not None
+        write_id = allocate_write_ids(self._conn, progress.name, [txn.txn_id])[txn.txn_id]
+        lock(self._conn, txn.txn_id, progress, lock_type="EXCLUSIVE", operation="INSERT")
+        if sink is not None:
+            done = self._committed_write_id(progress, sink.sink_id, sink.batch_id)
+            if done is not None:
+                raise CommitConflictError(
+                    f"Cannot commit transaction {txn.txn_id}: micro-batch {sink.batch_id} of "
+                    f"sink {sink.sink_id!r} was already committed as write id {done} of "
+                    f"{target.name}", hint="the batch is a replay; its rows are in the table")
+        write_progress(progress, write_id, sink, txn.write_id, ranges)
 
     def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str]) -> None:
         deletes = any(p.split("/")[-2].startswith("delete_delta_") for p in paths if "/" in p)
@@ -392,7 +494,8 @@ class HiveMetastore(Metastore):
 
     def snapshot(self, table: TableRef) -> ValidWriteIdList:
         with self._lock:
-            return snapshot(self._conn, self._hive_table(table).name)
+            return self._read_retrying(
+                lambda: snapshot(self._conn, self._hive_table(table).name))
 
     @contextmanager
     def _unleased(self, table: TableRef) -> Iterator[tuple[int | None, ValidWriteIdList]]:
@@ -428,17 +531,83 @@ class HiveMetastore(Metastore):
     def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
         return write_id_states(self.snapshot(table))
 
-    def committed_write_id(self, sink_id: str, batch_id: int) -> int | None:
-        _unsupported("The streaming job's exactly-once progress")
+    def committed_write_id(self, sink_id: str, batch_id: int, *,
+                           table: TableRef | None = None) -> int | None:
+        """See `Metastore.committed_write_id`. Progress is kept per target table here:
+        `table` names it; without it, the part of `sink_id` before `@` (the streaming job's
+        sink ids are `<db.table>@<checkpoint>`).
 
-    def last_committed_batch(self, sink_id: str) -> int | None:
-        _unsupported("The streaming job's exactly-once progress")
+        Raises:
+            ConfigError: neither `table` nor the sink id names a table.
+            TableNotFoundError: the target table is not in the metastore.
+            MetastoreError: the metastore failed.
+        """
+        with self._lock:
+            progress = self._read_retrying(lambda: self._progress_table(
+                self._sink_target(sink_id, table), create=False))
+            if progress is None:
+                return None
+            return self._read_retrying(
+                lambda: self._committed_write_id(progress, sink_id, batch_id))
+
+    def last_committed_batch(self, sink_id: str, *,
+                             table: TableRef | None = None) -> int | None:
+        """See `Metastore.last_committed_batch` and, for `table`, `committed_write_id`.
+
+        Raises:
+            ConfigError: neither `table` nor the sink id names a table.
+            TableNotFoundError: the target table is not in the metastore.
+            MetastoreError: the metastore failed.
+        """
+        with self._lock:
+            progress = self._read_retrying(lambda: self._progress_table(
+                self._sink_target(sink_id, table), create=False))
+            if progress is None:
+                return None
+            rows = self._read_retrying(lambda: self._progress_rows(progress))
+        batches = [r.batch_id for r in rows if r.sink_id == sink_id and r.batch_id is not None]
+        return max(batches, default=None)
 
     def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
-        """None recorded: commits with offsets are refused here."""
+        """See `Metastore.offset_ranges`: the ranges of the table's progress rows."""
         with self._lock:
-            self._hive_table(table)
-        return []
+            progress = self._progress_table(self._hive_table(table), create=False)
+            rows = [] if progress is None else self._progress_rows(progress)
+        out = [(r.write_id, o) for r in rows for o in r.offsets]
+        return sorted(out, key=lambda x: (x[0], x[1].topic, x[1].partition))
+
+    def _sink_target(self, sink_id: str, table: TableRef | None) -> HiveTable:
+        if table is None:
+            named = sink_id.split("@", 1)[0] if "@" in sink_id else ""
+            if "." not in named:
+                raise ConfigError(
+                    f"Cannot read the progress of sink {sink_id!r} in the Hive Metastore at "
+                    f"{self.location}: progress is kept per table there, and neither the call "
+                    "nor the sink id (expected '<db.table>@...') names the table",
+                    hint="pass table= to committed_write_id / last_committed_batch")
+            table = named
+        return self._hive_table(table)
+
+    def _progress_table(self, target: HiveTable, *, create: bool) -> HiveTable | None:
+        """The target's progress table (None when missing and not `create`)."""
+        found = self._progress_tables.get(target.name)
+        if found is None:
+            found = (ensure_progress_table(self._conn, target) if create
+                     else find_progress_table(self._conn, target))
+            if found is None:
+                return None
+            found.require_full_acid(self.location)
+            self._progress_tables[target.name] = found
+        return found
+
+    def _progress_rows(self, progress: HiveTable) -> list[ProgressRow]:
+        return self._progress.rows(progress, snapshot(self._conn, progress.name))
+
+    def _committed_write_id(self, progress: HiveTable, sink_id: str,
+                            batch_id: int) -> int | None:
+        found = [r.write_id for r in self._progress_rows(progress)
+                 if r.sink_id == sink_id and r.batch_id == batch_id]
+        return found[0] if found else None
 
     def write_id_of(self, txn_id: int, table: TableRef) -> int | None:
         """The write id transaction `txn_id` holds on `table`, or None.
@@ -650,6 +819,16 @@ class HiveMetastore(Metastore):
 
     def forget_dead_readers(self, *, timeout_s: float) -> int:
         return 0
+
+
+def _checked_ranges(txn: Transaction, offsets: Iterable[OffsetRange]) -> list[OffsetRange]:
+    ranges = list(offsets)
+    for r in ranges:
+        if not r.topic or r.partition < 0 or not 0 <= r.from_offset <= r.until_offset:
+            raise ConfigError(f"Cannot commit transaction {txn.txn_id}: offset range {r} is "
+                              "malformed (expected a topic, a partition >= 0 and 0 <= from <= "
+                              "until)")
+    return ranges
 
 
 __all__ = ["HiveMetastore"]

@@ -189,10 +189,15 @@ class SqlMetastore(Metastore):
     ) -> list[TransactionInfo]:
         return self._progress.transactions(table, states=states)
 
-    def committed_write_id(self, sink_id: str, batch_id: int) -> int | None:
+    def committed_write_id(self, sink_id: str, batch_id: int, *,
+                           table: TableRef | None = None) -> int | None:
+        """See `Metastore.committed_write_id`; sink ids are unique in the metastore, so
+        `table` is not needed."""
         return self._progress.committed_write_id(sink_id, batch_id)
 
-    def last_committed_batch(self, sink_id: str) -> int | None:
+    def last_committed_batch(self, sink_id: str, *,
+                             table: TableRef | None = None) -> int | None:
+        """See `Metastore.last_committed_batch`; `table` is not needed."""
         return self._progress.last_committed_batch(sink_id)
 
     def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:

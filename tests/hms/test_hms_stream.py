@@ -1,0 +1,263 @@
+"""The streaming job over a Hive Metastore (`--metastore thrift://`), with a real Kafka-protocol
+broker and real Spark: every record exactly once across restarts, crash points and a killed
+metastore; the stream and `ingest load` writing one table side by side (docs/invariants.md, 4).
+
+The job runs as `python jobs/kafka_to_acid.py` in a subprocess (crash points kill it there);
+the tables are created first with `ingest create --name <new db>.events`, so that Hive 4 keeps
+them in their database's managed location.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from hms_server import HMS_SH, TXN_TIMEOUT_S, Server, _script_env
+
+from ingest.acid import read_table
+from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.txn import Metastore
+
+pytestmark = [pytest.mark.hms, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ROOT / "jobs" / "kafka_to_acid.py"
+SCHEMA = "id BIGINT, value STRING"
+
+
+def _env(crash_at: str | None = None, skip: int = 0, counter: str = "") -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_CRASH")}
+    env["PYTHONPATH"] = str(ROOT)
+    if crash_at:
+        env.update(INGEST_CRASH_AT=crash_at, INGEST_CRASH_SKIP=str(skip),
+                   INGEST_CRASH_COUNTER=counter)
+    return env
+
+
+def _cli(*args: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "ingest", *args, "--json"], env=_env(),
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+def _create(uri: str, warehouse: Path) -> tuple[str, str]:
+    """`ingest create` of the stream's table in a new database; (location, db.table)."""
+    location = str(warehouse / "events")
+    name = f"s_{uuid.uuid4().hex[:10]}.events"
+    _cli("create", location, "--name", name, "--schema", SCHEMA, "--metastore", uri)
+    return location, name
+
+
+def _job_args(servers: str, topic: str, warehouse: Path, uri: str, *extra: str) -> list[str]:
+    return [sys.executable, str(JOB), "--bootstrap-servers", servers, "--topic", topic,
+            "--table", str(warehouse / "events"), "--schema", SCHEMA,
+            "--checkpoint", str(warehouse / "checkpoint"), "--metastore", uri,
+            "--max-offsets-per-trigger", "50", "--compact", "off", "--clean", "off", *extra]
+
+
+def _job(servers: str, topic: str, warehouse: Path, uri: str, *extra: str,
+         crash_at: str | None = None, skip: int = 0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _job_args(servers, topic, warehouse, uri, "--available-now", *extra),
+        env=_env(crash_at, skip, str(warehouse / "crash-counter")), capture_output=True,
+        text=True, timeout=300, check=False)
+
+
+def _sink(name: str, warehouse: Path) -> str:
+    """The job's sink id: `<db.table>@<checkpoint URL>`."""
+    return f"{name}@{(warehouse / 'checkpoint').as_uri()}"
+
+
+def _ids(uri: str, location: str) -> list[int]:
+    with Metastore.open(uri) as store:
+        snapshot = store.snapshot(location)
+    table = read_table(location, snapshot)
+    return sorted(table.column("id").to_pylist())
+
+
+def _produce(servers: str, topic: str, start: int, count: int) -> None:
+    events = sample_events(count, start_id=start)
+    produce_events(servers, topic, events=events, partitions=2,
+                   key_fn=lambda e: str(e["id"]))  # type: ignore[index]
+
+
+def test_every_record_exactly_once_across_a_restart(
+        kafka_broker: str, topic: str, warehouse: Path, metastore: Server) -> None:
+    uri = metastore.uri
+    location, name = _create(uri, warehouse)
+    _produce(kafka_broker, topic, 0, 120)
+    first = _job(kafka_broker, topic, warehouse, uri)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert _ids(uri, location) == list(range(120))
+
+    _produce(kafka_broker, topic, 120, 80)
+    again = _job(kafka_broker, topic, warehouse, uri)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _ids(uri, location) == list(range(200)), "every record exactly once"
+
+    with Metastore.open(uri) as store:
+        last = store.last_committed_batch(_sink(name, warehouse), table=name)
+        ranges = store.offset_ranges(name)
+        states = store.write_id_states(name)
+    assert last is not None and last >= 4  # 200 records, 50 per micro-batch
+    assert sorted(w for w, s in states.items() if s == "committed") == sorted(
+        {w for w, _ in ranges})
+    covered = sorted((r.partition, r.from_offset, r.until_offset) for _, r in ranges)
+    for p in (0, 1):
+        mine = [(a, b) for q, a, b in covered if q == p]
+        contiguous = all(x[1] == y[0] for x, y in zip(mine, mine[1:], strict=False))
+        assert mine[0][0] == 0 and contiguous, mine
+    assert sum(b - a for _, a, b in covered) == 200, "offsets recorded once each"
+
+
+def _wait_aborted(uri: str, name: str, write_id: int) -> None:
+    """Until the server's reaper aborts the silent transaction (its hive.txn.timeout)."""
+    deadline = time.monotonic() + TXN_TIMEOUT_S * 5
+    with Metastore.open(uri) as store:
+        while store.write_id_states(name)[write_id] == "open":
+            assert time.monotonic() < deadline, f"write id {write_id} was never aborted"
+            time.sleep(1)
+        assert store.write_id_states(name)[write_id] == "aborted"
+
+
+# The writer points fire in Spark's Python workers (an executor dying mid-write: the driver
+# lives on, aborts the micro-batch's transaction itself and stops the query), the others in
+# the driver: before the commit, and inside it after the progress row is written (the dead
+# job's transaction stays open until `ingest recover` or the metastore's own timeout aborts
+# it). Skips put the crash after a committed micro-batch.
+@pytest.mark.parametrize(("point", "skip", "aborted_by"), [
+    ("writer.after_footer", 4, "the job"),
+    ("writer.after_side_file", 4, "the job"),
+    ("sink.before_commit", 1, "recover"),
+    ("metastore.during_commit", 1, "timeout"),
+])
+def test_crash_point_then_restart_is_exactly_once(
+        kafka_broker: str, topic: str, warehouse: Path, hms4: Server, point: str, skip: int,
+        aborted_by: str) -> None:
+    uri = hms4.uri
+    location, name = _create(uri, warehouse)
+    _produce(kafka_broker, topic, 0, 150)
+
+    crashed = _job(kafka_broker, topic, warehouse, uri, "--flush-rows", "20",
+                   crash_at=point, skip=skip)
+    assert crashed.returncode != 0, "the armed crash point must stop the job"
+    hits = (warehouse / "crash-counter").stat().st_size
+    assert hits > skip, f"only {hits} hits of {point}: the crash never fired"
+    with Metastore.open(uri) as store:
+        states = store.write_id_states(name)
+    committed = [w for w, s in states.items() if s == "committed"]
+    assert committed, "the crash came after a committed micro-batch"
+    dead = [w for w, s in states.items() if s == ("aborted" if aborted_by == "the job"
+                                                  else "open")]
+    assert len(dead) == 1 and len(states) == len(committed) + 1, states
+    if aborted_by == "recover":
+        report = _cli("recover", location, "--metastore", uri, "--txn-timeout-s", "0")
+        assert report, report
+        with Metastore.open(uri) as store:
+            assert store.write_id_states(name)[dead[0]] == "aborted"
+    elif aborted_by == "timeout":
+        _wait_aborted(uri, name, dead[0])
+
+    restarted = _job(kafka_broker, topic, warehouse, uri)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert _ids(uri, location) == list(range(150)), "every record exactly once"
+    with Metastore.open(uri) as store:
+        ranges = store.offset_ranges(name)
+    assert sum(r.until_offset - r.from_offset for _, r in ranges) == 150
+    assert dead[0] not in {w for w, _ in ranges}
+
+
+def test_the_metastore_killed_mid_stream_stops_the_job_and_a_restart_is_exactly_once(
+        kafka_broker: str, topic: str, warehouse: Path) -> None:
+    """kill -9 of the Hive Metastore while the job runs micro-batches: the job retries for a
+    bounded time, then stops with an error naming the metastore; with the metastore back
+    (same database, same port), the restarted job goes on exactly once."""
+    from hms_server import hms_server
+
+    records = 600
+    with hms_server("4") as server:
+        uri = server.uri
+        location, name = _create(uri, warehouse)
+        _produce(kafka_broker, topic, 0, records)
+        job = subprocess.Popen(
+            _job_args(kafka_broker, topic, warehouse, uri, "--trigger", "1",
+                      "--max-offsets-per-trigger", "20"),
+            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            with Metastore.open(uri) as store:
+                while (store.last_committed_batch(_sink(name, warehouse)) or -1) < 1:
+                    assert job.poll() is None, job.communicate()[1][-3000:]
+                    assert time.monotonic() < deadline, "no micro-batch committed"
+                    time.sleep(0.5)
+            os.killpg(int((server.directory / "pid").read_text()), signal.SIGKILL)
+            killed_at = time.monotonic()
+            _, err = job.communicate(timeout=240)
+            stopped_after = time.monotonic() - killed_at
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.communicate()
+        assert job.returncode == 3, err[-3000:]
+        last = [line for line in err.splitlines() if line.startswith("Error: ")][-1]
+        assert last.startswith(f"Error: Lost the Hive Metastore at {uri}: "), last
+        assert "attempts to reconnect over 15 s failed" in last, last
+        assert stopped_after < 150, f"the job took {stopped_after:.0f} s to stop"
+
+        port = uri.rsplit(":", 1)[1]
+        restarted = subprocess.run(["bash", str(HMS_SH), "start", "--version", "4", "--dir",
+                                    str(server.directory), "--port", port],
+                                   capture_output=True, text=True, timeout=300,
+                                   env=_script_env(), check=False)
+        assert restarted.returncode == 0, restarted.stderr[-3000:]
+        again = _job(kafka_broker, topic, warehouse, uri)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert _ids(uri, location) == list(range(records)), "every record exactly once"
+
+
+def test_the_stream_and_a_load_get_distinct_write_ids_and_both_commit(
+        kafka_broker: str, topic: str, warehouse: Path, hms4: Server) -> None:
+    """`ingest load`'s write is open on the table while the stream runs: the stream's
+    micro-batches take write ids above it, and the load commits afterwards; then a second
+    load through the CLI. Every row of both writers, exactly once."""
+    import pyarrow as pa
+
+    from ingest.table._definition import table_compression
+    from ingest.table._open import table_fs
+    from ingest.table._written import commit, writing
+
+    uri = hms4.uri
+    location, name = _create(uri, warehouse)
+    _produce(kafka_broker, topic, 0, 100)
+    with Metastore.open(uri) as store:
+        defn = store.get_table(name)
+        with writing(store, defn, table_fs(defn)[0], agent="host:1:ingest-load") as (txn, w):
+            directory = f"{location}/delta_{txn.write_id:07d}_{txn.write_id:07d}_0000"
+            w.make_directory(location, directory)
+            rows = pa.table({"id": [1000, 1001], "value": ["l0", "l1"]}, schema=defn.row_schema)
+            w.write_bucket(directory, 0, rows, row_schema=defn.row_schema,
+                           write_id=txn.write_id, compression=table_compression(defn))
+        streamed = _job(kafka_broker, topic, warehouse, uri)
+        assert streamed.returncode == 0, streamed.stderr[-3000:]
+        assert store.write_id_states(name)[txn.write_id] == "open"
+        commit(store, txn, w)
+        ranges = store.offset_ranges(name)
+    stream_ids = {w for w, _ in ranges}
+    assert txn.write_id not in stream_ids and min(stream_ids) > txn.write_id
+    src = warehouse / "more.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "value": f"m{i}"}) + "\n"
+                           for i in range(2000, 2003)))
+    _cli("load", location, "--input", str(src), "--metastore", uri)
+    with Metastore.open(uri) as store:
+        states = store.write_id_states(name)
+    assert set(states.values()) == {"committed"}, states
+    assert len(states) == len(stream_ids) + 2
+    assert _ids(uri, location) == [*range(100), 1000, 1001, 2000, 2001, 2002]
