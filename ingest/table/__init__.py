@@ -1,6 +1,6 @@
 """Table operations: a table as its users see it, on top of the metastore and the ACID files.
 
-Create, alter, load, delete, verify and recover a table; describe its status; read input files;
+Create, alter, load, delete, upsert, verify and recover a table; describe its status; read input files;
 split rows by partition and bucket (once, for the CLI and the streaming sink alike); clean up
 after a failed write.
 Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
@@ -44,6 +44,14 @@ from ingest.table.values import (
     to_decimal,
     to_nanosecond_timestamp,
 )
+from ingest.table.upsert import (
+    ChangeCounts,
+    UpsertResult,
+    apply_changes,
+    upsert,
+    upsert_file,
+    write_changes,
+)
 from ingest.table.verify import Problem, VerifyReport, verify_table
 
 __all__ = [
@@ -51,6 +59,7 @@ __all__ = [
     "WIDE_DECIMAL",
     "AbortedWriteRemoval",
     "AlterResult",
+    "ChangeCounts",
     "CleanReport",
     "Commit",
     "CompactReport",
@@ -73,9 +82,11 @@ __all__ = [
     "TableRecovery",
     "TableScan",
     "TableStatus",
+    "UpsertResult",
     "VerifyReport",
     "agent_name",
     "alter_table",
+    "apply_changes",
     "check_owner",
     "check_snapshot_table",
     "clean",
@@ -104,6 +115,9 @@ __all__ = [
     "table_status",
     "to_decimal",
     "to_nanosecond_timestamp",
+    "upsert",
+    "upsert_file",
     "uses_visibility_suffix",
     "verify_table",
+    "write_changes",
 ]

@@ -62,6 +62,9 @@ from ingest.table.recover import (
     TableRecovery,
     recover_table_with_metastore,
 )
+from ingest.table.upsert import UpsertResult
+from ingest.table.upsert import apply_changes as apply_change_events
+from ingest.table.upsert import upsert as upsert_rows
 from ingest.table.verify import VerifyReport, verify_table
 from ingest.txn import (
     Metastore,
@@ -372,6 +375,52 @@ class Table:
         defn = self._require_root("delete rows")
         return delete_rows(defn.location, where, metastore=self._metastore, dry_run=dry_run,
                            storage_options=self._storage_options)
+
+    def upsert(self, data: Any, *, key: Sequence[str], order_by: str | None = None,
+               missing_columns: MissingColumns = "error") -> UpsertResult:
+        """Make each row the current row of its key, in one transaction: updates as a delete
+        event plus an insert event, one write id (`ingest.table.upsert`).
+
+        Args:
+            data: rows, as for `load`.
+            key: the key columns; the table must be bucketed by them and partitioned (if at
+                all) by key columns.
+            order_by: a row column ordering a key's rows; rows older than the stored row's
+                value are skipped.
+            missing_columns: as for `load`.
+
+        Raises:
+            ConfigError: opened without a metastore or at a partition; a key or table that
+                does not fit (see `check_keyed_table`).
+            SchemaMismatchError, BadRecordError, CommitConflictError, MetastoreError: see
+                `upsert`.
+        """
+        check_missing_columns(missing_columns)
+        defn = self._require_root("upsert rows")
+        return upsert_rows(defn.location, rows_as_table(data, where=defn.name),
+                           key=list(key), order_by=order_by, metastore=self._metastore,
+                           missing_columns=missing_columns,
+                           storage_options=self._storage_options)
+
+    def apply_changes(self, envelopes: Any, *, key: Sequence[str],
+                      order_by: str | None = None,
+                      cdc_format: Literal["debezium"] = "debezium") -> UpsertResult:
+        """Apply Debezium change events (c/r/u upsert `after`, d and tombstones delete) in
+        one transaction (`ingest.table.apply_changes`).
+
+        Args:
+            envelopes: the events, in order: dicts (an envelope, or a Kafka record
+                `{"key": ..., "value": envelope or None}`).
+            key, order_by: as for `upsert`; equal order values break ties c < r < u < d.
+            cdc_format: the envelope format.
+
+        Raises:
+            ConfigError, BadRecordError: see `upsert` and `apply_changes`.
+        """
+        defn = self._require_root("apply changes")
+        return apply_change_events(defn.location, envelopes, key=list(key), order_by=order_by,
+                                   cdc_format=cdc_format, metastore=self._metastore,
+                                   storage_options=self._storage_options)
 
     # -- maintenance and administration ------------------------------------------------------
 

@@ -67,11 +67,7 @@ def read_input(
             f"Cannot read input {path}: " + (f"unknown format {format!r}" if format else
                                              f"cannot tell the format from its extension {ext!r}"),
             hint="give --format jsonl, csv or parquet")
-    if not fs.exists(stripped):
-        raise FileNotFoundError(f"Cannot open input file, does not exist: {path}")
-    data = fs.cat_file(stripped)
-    if codec:
-        data = pa.CompressedInputStream(pa.BufferReader(data), codec).read()
+    data = _file_bytes(fs, stripped, path, codec)
     try:
         if fmt == "parquet":
             return pq.read_table(io.BytesIO(data))
@@ -97,6 +93,26 @@ def read_input(
                 "for a STRING column")
             raise SchemaMismatchError(message, hint=hint) from e
         raise BadRecordError(message, hint=f"check that {path} is {_FORMAT_NAMES[fmt]}") from e
+
+
+def read_input_bytes(path: str, *, storage_options: Mapping[str, Any] | None = None) -> bytes:
+    """The bytes of an input file, decompressed by its extension (.gz/.bz2/.zst/.lz4).
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    fs, stripped = storage.url_to_fs(path, storage_options)
+    ext = os.path.splitext(str(stripped).lower())[1]
+    return _file_bytes(fs, stripped, path, _COMPRESSED.get(ext))
+
+
+def _file_bytes(fs: Any, stripped: str, path: str, codec: str | None) -> bytes:
+    if not fs.exists(stripped):
+        raise FileNotFoundError(f"Cannot open input file, does not exist: {path}")
+    data = fs.cat_file(stripped)
+    if codec:
+        data = pa.CompressedInputStream(pa.BufferReader(data), codec).read()
+    return bytes(data)
 
 
 def _check_utf8(path: str, data: bytes) -> None:
@@ -303,4 +319,4 @@ def _json_native(t: pa.DataType) -> bool:
                 or pa.types.is_string(t) or pa.types.is_timestamp(t))
 
 
-__all__ = ["InputFormat", "read_input"]
+__all__ = ["InputFormat", "read_input", "read_input_bytes"]

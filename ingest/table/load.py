@@ -156,6 +156,17 @@ def check_missing_columns(value: object) -> None:
                                "NULL into a nullable column the input lacks")
 
 
+def conform_rows(data: pa.Table, defn: TableDefinition,
+                 missing_columns: MissingColumns = "error") -> tuple[pa.Table, pa.Table]:
+    """`data` cast to the table's columns as `load` casts them: (rows in the row schema,
+    partition columns as strings).
+
+    Raises:
+        SchemaMismatchError: columns are missing or extra, or values do not fit their types.
+    """
+    return _conform(data, defn, missing_columns)
+
+
 def _conform(data: pa.Table, defn: TableDefinition,
              missing_columns: MissingColumns = "error") -> tuple[pa.Table, pa.Table]:
     """(rows cast to the row schema, partition columns as strings), or SchemaMismatchError.
@@ -237,4 +248,5 @@ def _decimal(column: pa.ChunkedArray, field: pa.Field, problems: list[str]) -> p
     return converted
 
 
-__all__ = ["LoadResult", "MissingColumns", "check_missing_columns", "load", "load_file"]
+__all__ = ["LoadResult", "MissingColumns", "check_missing_columns", "conform_rows", "load",
+           "load_file"]

@@ -231,6 +231,7 @@ def plan_files(
     *,
     root: str | None = None,
     keep: Callable[[Partition], bool] | None = None,
+    keep_bucket: Callable[[Partition, int], bool] | None = None,
 ) -> FilePlan:
     """Plan a read of `path` (a table root or a partition inside it) as of `view`.
 
@@ -240,6 +241,9 @@ def plan_files(
         view: the snapshot, the manifest (relative to `root`) and `_vT` visibility.
         root: the table root the manifest's paths are relative to (default: `path`).
         keep: partitions to read (default: all); the others are neither checked nor read.
+        keep_bucket: buckets of a kept partition to read (default: all); the files of the
+            others are neither checked nor read (a keyed lookup reads only the buckets its
+            keys hash to: docs/format.md §24).
 
     Returns:
         The plan; no row data was read, only side files and the tails of listed files.
@@ -277,11 +281,23 @@ def plan_files(
     tasks: list[ScanTask] = []
     for p in kept:
         state, files = plan_partition(fs, p, view.snapshot, visible_txn=view.visible_txn)
-        lengths = _check_partition(fs, view.snapshot, state, files, manifest,
-                                   expected.get(p.path, []), table=table)
+        wanted = expected.get(p.path, [])
+        if keep_bucket is not None:
+            files = [f for f in files if keep_bucket(p, f.bucket_id)]
+            wanted = [e for e in wanted if _entry_bucket_kept(e[0], p, keep_bucket)]
+        lengths = _check_partition(fs, view.snapshot, state, files, manifest, wanted,
+                                   table=table)
         tasks.extend(_bucket_tasks(p, files, lengths))
     return FilePlan(view, tuple(kept), len(partitions) - len(kept),
                     next(iter(keys)) if keys else (), tuple(tasks))
+
+
+def _entry_bucket_kept(path: str, partition: Partition,
+                       keep_bucket: Callable[[Partition, int], bool]) -> bool:
+    """Whether a manifest entry's file lies in a bucket `keep_bucket` keeps (an entry whose
+    name is no bucket file is always kept: the check then names it)."""
+    bucket = parse_bucket_file(path.rsplit("/", 1)[-1])
+    return bucket is None or keep_bucket(partition, bucket)
 
 
 def _expected_entries(manifest: CommittedFiles, path: str, view: ReadView,

@@ -1,0 +1,220 @@
+"""Keyed change events as `upsert` consumes them: new images and deletes, in input order.
+
+Builds a `ChangeBatch` from plain rows (each row the new image of its key) or from Debezium
+change envelopes (`before`, `after`, `op` c/r/u/d, a tombstone deletes), from Python objects or
+a JSON Lines file. Knows no table, metastore or file layout; the streaming sink can hand its
+Kafka records here as well (`from_debezium` takes the record's key for a tombstone).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from ingest.errors import BadRecordError, ConfigError
+from ingest.table.input import read_input_bytes
+
+CdcFormat = Literal["debezium"]
+"""Change-envelope formats `apply_changes` reads (room for others)."""
+
+OP_RANK = {"c": 0, "r": 1, "u": 2, "d": 3}
+"""Debezium's tie-break among events with the same order value: c < r < u < d."""
+
+_UNSUPPORTED_OPS = {"t": "a truncate", "m": "a logical-decoding message"}
+
+
+@dataclass(frozen=True)
+class ChangeBatch:
+    """Change events of one call, numbered 0.. in input order.
+
+    Attributes:
+        images: the new image of each upsert event (table columns; any order and case).
+        image_events: the event number of each row of `images`.
+        image_ranks: the op rank (`OP_RANK`) of each image; 0 for plain upserts.
+        deletes: what each delete event knows of the deleted row: at least its key columns
+            (Debezium's `before`, or a tombstone's record key); other columns may be null.
+        delete_events: the event number of each row of `deletes`.
+        events: how many events in all.
+        unit: what an event is called in errors ("line" for a file, "event" or "row" else).
+
+    Event numbers order the events (input order) and name them in errors; for a file they
+    are its line numbers less one, so blank lines leave gaps.
+    """
+
+    images: pa.Table
+    image_events: np.ndarray
+    image_ranks: np.ndarray
+    deletes: pa.Table
+    delete_events: np.ndarray
+    events: int
+    unit: str = "event"
+
+    def name(self, event: int) -> str:
+        """How errors name event number `event` (0-based): e.g. "line 12"."""
+        return f"{self.unit} {event + 1:,}"
+
+
+def from_rows(data: pa.Table, *, unit: str = "row") -> ChangeBatch:
+    """Each row is the new image of its key (`Table.upsert`, `ingest upsert` without
+    --cdc-format)."""
+    n = data.num_rows
+    return ChangeBatch(data, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int8),
+                       pa.table({}), np.zeros(0, dtype=np.int64), n, unit)
+
+
+def from_debezium(envelopes: Iterable[object], *, unit: str = "event") -> ChangeBatch:
+    """Debezium change events, in order.
+
+    Each item is one of:
+    - an envelope `{"before", "after", "op", ...}` (also wrapped as the JSON converter with
+      schemas writes it, `{"schema": ..., "payload": envelope}`);
+    - a Kafka record `{"key": {...}, "value": envelope or None}`: a None value is a
+      tombstone, which deletes the key the record key names.
+    `op` c (create), r (snapshot read) and u (update) upsert `after`; d deletes the row
+    `before` names (or, without `before`, the record key).
+
+    Raises:
+        BadRecordError: an item is neither of these, lacks `op` or has an unknown one, or an
+            image it needs is missing; the message names the item ("event 3").
+    """
+    return _from_numbered(enumerate(envelopes), unit)
+
+
+def _from_numbered(items: Iterable[tuple[int, object]], unit: str) -> ChangeBatch:
+    """`from_debezium` over (event number, item) pairs, numbers ascending."""
+    images: list[Mapping[str, Any]] = []
+    image_events: list[int] = []
+    image_ranks: list[int] = []
+    deletes: list[Mapping[str, Any]] = []
+    delete_events: list[int] = []
+    n = 0
+    for number, item in items:
+        n += 1
+        where = f"{unit} {number + 1:,}"
+        key, envelope = _split_record(item, where)
+        if envelope is None:  # a tombstone
+            deletes.append(key)  # type: ignore[arg-type]  # _split_record checked it
+            delete_events.append(number)
+            continue
+        op = envelope.get("op")
+        if op is None:
+            raise BadRecordError(f"Cannot apply {where}: the Debezium envelope has no 'op' "
+                                 f"(fields: {', '.join(sorted(envelope)) or 'none'})",
+                                 hint="each line must be a Debezium change event with op "
+                                      "c, r, u or d, or a Kafka record {\"key\", \"value\"}")
+        if op not in OP_RANK:
+            what = _UNSUPPORTED_OPS.get(str(op))
+            raise BadRecordError(
+                f"Cannot apply {where}: op {op!r} is "
+                + (f"{what}, which upsert does not apply" if what else "not a Debezium op")
+                + "; expected c, r, u or d")
+        if op == "d":
+            before = envelope.get("before")
+            if not isinstance(before, Mapping):
+                before = key
+            if not isinstance(before, Mapping):
+                raise BadRecordError(f"Cannot apply {where}: a delete (op 'd') needs 'before' "
+                                     "or a record key to name the deleted row; it has neither")
+            deletes.append(before)
+            delete_events.append(number)
+            continue
+        after = envelope.get("after")
+        if not isinstance(after, Mapping):
+            raise BadRecordError(f"Cannot apply {where}: op {op!r} needs the new row in "
+                                 f"'after', found {type(after).__name__}")
+        images.append(after)
+        image_events.append(number)
+        image_ranks.append(OP_RANK[op])
+    return ChangeBatch(_table(images, unit), np.array(image_events, dtype=np.int64),
+                       np.array(image_ranks, dtype=np.int8), _table(deletes, unit),
+                       np.array(delete_events, dtype=np.int64), n, unit)
+
+
+def _split_record(item: object, where: str) -> tuple[Mapping[str, Any] | None,
+                                                      Mapping[str, Any] | None]:
+    """(record key or None, envelope or None for a tombstone)."""
+    if item is None:
+        raise BadRecordError(f"Cannot apply {where}: a bare null is a tombstone without its "
+                             "key, so it names no row",
+                             hint='give a tombstone as a Kafka record: {"key": {"id": 1}, '
+                                  '"value": null}')
+    if not isinstance(item, Mapping):
+        raise BadRecordError(f"Cannot apply {where}: expected a JSON object, found "
+                             f"{type(item).__name__}")
+    key: Mapping[str, Any] | None = None
+    if set(item) == {"key", "value"}:
+        key = _payload(item["key"])
+        if not isinstance(key, Mapping) and key is not None:
+            raise BadRecordError(f"Cannot apply {where}: the record key must be an object "
+                                 f"of key columns, found {type(key).__name__}")
+        value = _payload(item["value"])
+        if value is None:
+            if key is None:
+                raise BadRecordError(f"Cannot apply {where}: a tombstone (null value) "
+                                     "without a record key names no row")
+            return key, None
+        item = value
+        if not isinstance(item, Mapping):
+            raise BadRecordError(f"Cannot apply {where}: the record value must be a Debezium "
+                                 f"envelope, found {type(item).__name__}")
+    return key, _payload(item)
+
+
+def _payload(value: Any) -> Any:
+    """Unwrap the JSON converter's `{"schema": ..., "payload": ...}` form."""
+    if isinstance(value, Mapping) and set(value) == {"schema", "payload"}:
+        return value["payload"]
+    return value
+
+
+def _table(rows: Sequence[Mapping[str, Any]], unit: str) -> pa.Table:
+    try:
+        return pa.Table.from_pylist(list(rows))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+        raise BadRecordError(f"Cannot apply the change events: their images do not make "
+                             f"columns of one type each ({e})",
+                             hint=f"every {unit} must give a column's values in one JSON "
+                                  "type") from e
+
+
+def read_debezium_file(path: str, *, storage_options: Mapping[str, Any] | None = None,
+                       ) -> ChangeBatch:
+    """`from_debezium` over a JSON Lines file (maybe .gz/.bz2/.zst/.lz4), one event per
+    non-blank line; errors name the line.
+
+    Raises:
+        FileNotFoundError: no such file.
+        BadRecordError: a line is not JSON, or as `from_debezium`.
+    """
+    data = read_input_bytes(path, storage_options=storage_options)
+    lines: list[tuple[int, object]] = []
+    for number, line in enumerate(data.splitlines()):
+        if not line.strip():
+            continue
+        try:
+            lines.append((number, json.loads(line)))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise BadRecordError(f"Cannot read {path} line {number + 1:,}: not a JSON value "
+                                 f"({e})") from e
+    return _from_numbered(lines, "line")
+
+
+def check_cdc_format(value: object) -> CdcFormat:
+    """Refuse a change format other than "debezium".
+
+    Raises:
+        ConfigError: an unknown format.
+    """
+    if value != "debezium":
+        raise ConfigError(f"Cannot apply changes: cdc_format={value!r} is not a known change "
+                          "format", hint='the formats are: "debezium"')
+    return "debezium"
+
+
+__all__ = ["OP_RANK", "CdcFormat", "ChangeBatch", "check_cdc_format", "from_debezium",
+           "from_rows", "read_debezium_file"]
