@@ -33,6 +33,7 @@ COMMAND_MODULES = {
     "recover": "ingest.cli.recover",
     "status": "ingest.cli.status",
     "stream": "ingest.cli.stream",
+    "upsert": "ingest.cli.upsert",
     "verify": "ingest.cli.verify",
 }
 

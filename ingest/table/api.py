@@ -398,7 +398,7 @@ class Table:
         check_missing_columns(missing_columns)
         defn = self._require_root("upsert rows")
         return upsert_rows(defn.location, rows_as_table(data, where=defn.name),
-                           key=list(key), order_by=order_by, metastore=self._metastore,
+                           key=key, order_by=order_by, metastore=self._metastore,
                            missing_columns=missing_columns,
                            storage_options=self._storage_options)
 
@@ -418,7 +418,7 @@ class Table:
             ConfigError, BadRecordError: see `upsert` and `apply_changes`.
         """
         defn = self._require_root("apply changes")
-        return apply_change_events(defn.location, envelopes, key=list(key), order_by=order_by,
+        return apply_change_events(defn.location, envelopes, key=key, order_by=order_by,
                                    cdc_format=cdc_format, metastore=self._metastore,
                                    storage_options=self._storage_options)
 

@@ -102,6 +102,13 @@ def find_current_rows(
 
     plan = plan_files(fs, root, view, root=root, keep=keep, keep_bucket=keep_bucket)
     projected = list(dict.fromkeys([*key_names, *columns]))
+    schema = pa.schema([
+        *(pa.field(c, pa.string()) if c in partition_columns else row_schema.field(c)
+          for c in projected),
+        pa.field(WRITE_ID, pa.int64()), pa.field(BUCKET_PROPERTY, pa.int32()),
+        pa.field(ROW_ID, pa.int64())])
+    if not plan.tasks:  # nothing stored in the keys' buckets (or no partition yet)
+        return CurrentRows(schema.empty_table(), plan, 0)
     merger = start_merge(fs, plan, row_schema=row_schema, columns=projected, with_row_id=True)
     found: list[pa.Table] = []
     scanned = 0
@@ -112,11 +119,9 @@ def find_current_rows(
             matched = flatten_row_id(pa.Table.from_batches([batch])).join(
                 probe, keys=key_names, join_type="left semi", use_threads=False)
             if matched.num_rows:
-                found.append(matched)
-    schema = flatten_row_id(pa.Table.from_batches([], schema=merger.schema)).schema
+                found.append(matched.select(schema.names))
     rows = pa.concat_tables(found) if found else schema.empty_table()
-    return CurrentRows(rows.select([*projected, WRITE_ID, BUCKET_PROPERTY, ROW_ID]), plan,
-                       scanned)
+    return CurrentRows(rows, plan, scanned)
 
 
 def read_rows_by_id(fs: fsspec.AbstractFileSystem, current: CurrentRows, row_ids: pa.Table, *,

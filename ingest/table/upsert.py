@@ -12,7 +12,7 @@ metastore through `ingest.txn`, reads and writes ORC through `ingest.acid`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import fsspec
@@ -331,7 +331,7 @@ def upsert(
     location: str,
     data: pa.Table,
     *,
-    key: list[str],
+    key: Sequence[str],
     order_by: str | None = None,
     metastore: MetastoreRef = None,
     agent: str = "",
@@ -374,7 +374,7 @@ def apply_changes(
     location: str,
     envelopes: Iterable[object],
     *,
-    key: list[str],
+    key: Sequence[str],
     cdc_format: CdcFormat = "debezium",
     order_by: str | None = None,
     metastore: MetastoreRef = None,
@@ -402,7 +402,7 @@ def upsert_file(
     location: str,
     input_path: str,
     *,
-    key: list[str],
+    key: Sequence[str],
     cdc_format: CdcFormat | None = None,
     order_by: str | None = None,
     format: InputFormat | None = None,
