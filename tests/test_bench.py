@@ -50,3 +50,11 @@ def test_unknown_benchmark_is_a_usage_error() -> None:
     done = subprocess.run([sys.executable, "-m", "ingest.bench", "nope"], capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 2 and "usage: python -m ingest.bench" in done.stderr
+
+
+def test_upsert_benchmark_prints_the_batch_time_per_table_size() -> None:
+    figures = run_bench("upsert", "--rows", "2000,8000", "--keys", "50", "--batches", "1",
+                        "--buckets", "4")
+    assert figures["benchmark"] == "upsert" and figures["rows"] == [2000, 8000]
+    assert set(figures["batch_s"]) == set(figures["one_bucket_batch_s"]) == {"2000", "8000"}
+    assert COMMON_KEYS <= figures.keys() and figures["ingest_rows_per_s"] > 0

@@ -12,6 +12,7 @@ BENCHMARKS = {
     "recover": "ingest.bench.recover",
     "spark-read": "ingest.bench.spark_read",
     "stream": "ingest.bench.stream",
+    "upsert": "ingest.bench.upsert",
     "writer": "ingest.bench.writer",
 }
 

@@ -1,4 +1,4 @@
-"""`ingest upsert PATH --input FILE --key COL`: keyed upserts or Debezium changes, one transaction."""
+"""`ingest upsert PATH --input FILE --key COL`: keyed upserts or Debezium changes, one write id."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from ingest.table import upsert_file
     epilog="""\b
 Examples:
   ingest upsert warehouse/users --input users.jsonl --key id
-  ingest upsert warehouse/users --input cdc.jsonl --key id --cdc-format debezium --order-by updated_at""",
+  ingest upsert warehouse/users --input cdc.jsonl --key id --cdc-format debezium \\
+      --order-by updated_at""",
 )
 @click.argument("path")
 @storage_option

@@ -1,8 +1,8 @@
 """Table operations: a table as its users see it, on top of the metastore and the ACID files.
 
-Create, alter, load, delete, upsert, verify and recover a table; describe its status; read input files;
-split rows by partition and bucket (once, for the CLI and the streaming sink alike); clean up
-after a failed write.
+Create, alter, load, delete, upsert, verify and recover a table; describe its status; read
+input files; split rows by partition and bucket (once, for the CLI and the streaming sink
+alike); clean up after a failed write.
 Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark or the CLI.
 """
 
@@ -37,13 +37,6 @@ from ingest.table.recover import (
 )
 from ingest.table.split import partition_path, split_rows
 from ingest.table.status import PartitionBacklog, StatusTotals, TableStatus, table_status
-from ingest.table.values import (
-    WIDE_DECIMAL,
-    describe_decimal_error,
-    outside_nanoseconds,
-    to_decimal,
-    to_nanosecond_timestamp,
-)
 from ingest.table.upsert import (
     ChangeCounts,
     UpsertResult,
@@ -51,6 +44,13 @@ from ingest.table.upsert import (
     upsert,
     upsert_file,
     write_changes,
+)
+from ingest.table.values import (
+    WIDE_DECIMAL,
+    describe_decimal_error,
+    outside_nanoseconds,
+    to_decimal,
+    to_nanosecond_timestamp,
 )
 from ingest.table.verify import Problem, VerifyReport, verify_table
 

@@ -1,0 +1,114 @@
+"""Upsert benchmark: the time of a batch of N keyed changes into tables of growing size.
+
+For each table size M (default 100k and 1M rows, bucketed by id into 16 buckets) it loads M
+rows, then times batches of N Debezium changes (70 % updates, 20 % inserts, 10 % deletes, keys
+over every bucket) and batches of N updates whose keys all hash to one bucket. The lookup of
+the current ROW__IDs reads the buckets the keys hash to, so the all-bucket batch grows with M
+while the one-bucket batch grows with M / buckets: the scaling the two lines show. Baseline:
+`load` of N rows (an append, no lookup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+
+import ingest
+from ingest.acid.format import bucket_ids
+from ingest.bench._common import report
+from ingest.table import create_table
+
+
+def _rows(ids: np.ndarray, version: int) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()),
+                     "value": pa.array([f"value-{i}-{version}" for i in ids.tolist()]),
+                     "v": pa.array(np.full(len(ids), version), pa.int64()),
+                     "amount": pa.array(ids * 0.5)})
+
+
+def _changes(rng: np.random.Generator, live: np.ndarray, next_id: int, n: int,
+             version: int) -> tuple[list[dict], np.ndarray, np.ndarray]:
+    """N Debezium events on distinct keys: (events, ids deleted, ids inserted)."""
+    updates, deletes = int(n * 0.7), int(n * 0.1)
+    picked = rng.choice(live, updates + deletes, replace=False)
+    inserted = np.arange(next_id, next_id + n - updates - deletes)
+    events: list[dict] = [{"op": "u", "after": r} for r in
+                          _rows(picked[:updates], version).to_pylist()]
+    events += [{"op": "d", "before": {"id": int(i)}} for i in picked[updates:]]
+    events += [{"op": "c", "after": r} for r in _rows(inserted, version).to_pylist()]
+    return events, picked[updates:], inserted
+
+
+def _size(rows: int, *, keys: int, buckets: int, batches: int, root: str) -> dict[str, float]:
+    location = f"{root}/t{rows}"
+    create_table(location, "id BIGINT, value STRING, v BIGINT, amount DOUBLE",
+                 buckets=buckets, bucketed_by=["id"])
+    table = ingest.open_table(location)
+    table.load(_rows(np.arange(rows), 0))
+    rng = np.random.default_rng(rows)
+    live = np.arange(rows)
+    bucket_of = np.asarray(bucket_ids(pa.table({"id": pa.array(live, pa.int64())}), ["id"],
+                                      buckets))
+    mixed, one_bucket, scanned, lookup = [], [], [], []
+    next_id = rows
+    for b in range(1, batches + 1):
+        events, deleted, inserted = _changes(rng, live, next_id, keys, b)
+        next_id += len(inserted)
+        started = time.perf_counter()
+        result = table.apply_changes(events, key=["id"])
+        mixed.append(time.perf_counter() - started)
+        scanned.append(result.counts.rows_scanned)
+        lookup.append(result.counts.lookup_s)
+        live = np.setdiff1d(live, deleted)
+        bucket_of = np.asarray(bucket_ids(pa.table({"id": pa.array(live, pa.int64())}),
+                                          ["id"], buckets))
+        in_zero = rng.choice(live[bucket_of == 0], min(keys, int((bucket_of == 0).sum())),
+                             replace=False)
+        started = time.perf_counter()
+        table.upsert(_rows(in_zero, 100 + b), key=["id"])
+        one_bucket.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    table.load(_rows(np.arange(next_id, next_id + keys), 0))
+    load_s = time.perf_counter() - started
+    return {"batch_s": statistics.median(mixed), "one_bucket_batch_s":
+            statistics.median(one_bucket), "rows_scanned": statistics.median(scanned),
+            "lookup_s": statistics.median(lookup), "load_s": load_s}
+
+
+def run(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench upsert",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="100000,1000000",
+                        help="table sizes, comma-separated (default: %(default)s)")
+    parser.add_argument("--keys", type=int, default=1000, help="changes per batch")
+    parser.add_argument("--buckets", type=int, default=16)
+    parser.add_argument("--batches", type=int, default=3, help="batches timed per size")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.rows.split(",") if s]
+    figures: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="ingest-bench-upsert-") as root:
+        for rows in sizes:
+            f = _size(rows, keys=args.keys, buckets=args.buckets, batches=args.batches,
+                      root=root)
+            figures[rows] = f
+            print(f"upsert {args.keys:,} keys into {rows:,} rows ({args.buckets} buckets): "
+                  f"{f['batch_s'] * 1000:,.0f} ms a batch over all buckets "
+                  f"(lookup {f['lookup_s'] * 1000:,.0f} ms, {f['rows_scanned']:,.0f} rows "
+                  f"scanned), {f['one_bucket_batch_s'] * 1000:,.0f} ms with every key in one "
+                  f"bucket; load of {args.keys:,} rows {f['load_s'] * 1000:,.0f} ms",
+                  flush=True)
+    largest = figures[sizes[-1]]
+    changes_per_s = args.keys / largest["batch_s"]
+    load_per_s = args.keys / largest["load_s"]
+    report("upsert", rows=sizes, keys_per_batch=args.keys, buckets=args.buckets,
+           batch_s={str(r): round(f["batch_s"], 4) for r, f in figures.items()},
+           one_bucket_batch_s={str(r): round(f["one_bucket_batch_s"], 4)
+                               for r, f in figures.items()},
+           rows_scanned={str(r): f["rows_scanned"] for r, f in figures.items()},
+           ingest_rows_per_s=round(changes_per_s, 1), baseline_rows_per_s=round(load_per_s, 1),
+           ratio=round(changes_per_s / load_per_s, 3))
