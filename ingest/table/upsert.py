@@ -296,6 +296,20 @@ def _write_inserts(root: str, defn: TableDefinition, written: Written, resolved:
         heartbeat()
 
 
+def _throttled(beat: Callable[[], None], *, interval_s: float = 30.0) -> Callable[[], None]:
+    """`beat`, called at most every `interval_s`: a metastore write per file would cost more
+    than the file (the transaction times out after minutes, not seconds)."""
+    last = time.monotonic()
+
+    def call() -> None:
+        nonlocal last
+        if time.monotonic() - last >= interval_s:
+            beat()
+            last = time.monotonic()
+
+    return call
+
+
 def _apply(location: str, make_batch: Callable[[TableDefinition], ChangeBatch], *,
            key: object, order_by: object, metastore: MetastoreRef, agent: str,
            compression: Compression | None, missing_columns: MissingColumns,
@@ -316,7 +330,7 @@ def _apply(location: str, make_batch: Callable[[TableDefinition], ChangeBatch], 
             view = ReadView(defn.name, snapshot, manifest.entries)
             counts = write_changes(fs, manifest.root, defn, view, written, resolved,
                                    spec=spec, write_id=txn.write_id, compression=codec,
-                                   heartbeat=lambda: store.heartbeat(txn))
+                                   heartbeat=_throttled(lambda: store.heartbeat(txn)))
         if not written.files:
             store.abort(txn, reason="upsert changed nothing")
             return UpsertResult(defn.name, defn.location, None, counts, (), ())
