@@ -24,7 +24,7 @@ from ingest.txn.model import (
     TableRef,
     Transaction,
 )
-from ingest.txn.sql._database import Database, inserted_id
+from ingest.txn.sql._database import Part, inserted_id
 from ingest.txn.sql._schema import compactions, txns
 from ingest.txn.sql._transactions import insert_txn
 
@@ -38,16 +38,10 @@ _COLUMNS = (
 )
 
 
-class Compactions:
+class Compactions(Part):
     """The `compactions` table of one database, and the compactor transactions in `txns`."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    @property
-    def available(self) -> bool:
-        """The open database has the compaction history."""
-        return self._db.schema_version >= HISTORY_VERSION
+    since_version = HISTORY_VERSION
 
     def begin_compaction(
         self,

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import sqlalchemy as sa
 
@@ -268,4 +268,21 @@ def _check_file(path: str, *, create: bool) -> None:
         )
 
 
-__all__ = ["Database", "inserted_id"]
+class Part:
+    """The tables of one concern in a database (the manifest, reader leases, the compaction
+    history), which a schema version added: a metastore of an older version opened read-only
+    (never upgraded) lacks them, and callers ask `available` first."""
+
+    since_version: ClassVar[int]
+    """The schema version that added the part's tables."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @property
+    def available(self) -> bool:
+        """The open database has the part's tables."""
+        return self._db.schema_version >= self.since_version
+
+
+__all__ = ["Database", "Part", "inserted_id"]

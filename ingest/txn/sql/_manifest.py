@@ -18,22 +18,16 @@ from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.txn.errors import MetastoreError
 from ingest.txn.model import TableRef
-from ingest.txn.sql._database import Database
+from ingest.txn.sql._database import Part
 from ingest.txn.sql._schema import committed_files
 
 MANIFEST_VERSION = 2  # the schema version that added `committed_files`
 
 
-class Manifest:
+class Manifest(Part):
     """The `committed_files` table of one database."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    @property
-    def available(self) -> bool:
-        """The open database has the manifest (a version-1 one opened read-only has not)."""
-        return self._db.schema_version >= MANIFEST_VERSION
+    since_version = MANIFEST_VERSION
 
     def require(self) -> None:
         """Refuse to write entries into a metastore that predates the manifest.
