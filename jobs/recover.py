@@ -38,9 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(e, ConfigError) else 3
     except OSError as e:
         failure = storage.describe_failure(e, args.path, options)
-        if failure is None:
+        if failure is None and not isinstance(
+                e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
-        print(f"Error: {failure}", file=sys.stderr)
+        # A missing or unreadable path is exit 3, as for `ingest recover`.
+        print(f"Error: {failure or e}", file=sys.stderr)
         return 3
     report = result.report
     if args.json:
