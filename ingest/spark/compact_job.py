@@ -3,8 +3,8 @@
 The driver opens the table once (`ingest.table.open_table_root`: its metastore and storage
 options resolved there) and plans with `Table.compact(dry_run=True)` (which partitions have
 work, the kind the initiator picks for "auto"; every input checked against the manifest, so a
-damaged table fails before anything is written), takes the table's read view (held, with its lease,
-until the tasks end, so a concurrent cleaner keeps their inputs) and begins a compaction per
+damaged table fails before anything is written), takes the table's read view (held, with its
+lease, until the tasks end, so a concurrent cleaner keeps their inputs) and begins a compaction per
 partition under the compactor's commit protocol (`ingest.table.CompactorRun`, as `ingest
 compact` does); each task gets the view as a value, with its partition's manifest entries,
 and runs `compact_partition`, which checks its inputs and outputs; the driver records what the

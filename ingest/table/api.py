@@ -3,10 +3,10 @@
 `open_table` resolves the location, its filesystem and its metastore once; the `Table`
 carries them (its storage options included: no process-wide state) and every table operation
 is a method on it: reads (the metastore's committed snapshot by default, streamed through
-`ingest.acid.read.scan`), and `load`, `delete`, `compact`, `clean`, `verify`, `recover`, `alter`,
-`history`, `status`, which delegate to the `ingest.table` functions of those names with the
-table's own metastore and options. Reading files without a metastore is an explicit choice
-(`metastore=False`). Knows no ORC bytes.
+`ingest.acid.read.scan`), and `load`, `load_file`, `delete`, `compact`, `clean`, `verify`,
+`recover`, `alter`, `history`, `status`, which delegate to the `ingest.table` functions of
+those names with the table's own metastore and options. Reading files without a metastore is
+an explicit choice (`metastore=False`). Knows no ORC bytes.
 """
 
 from __future__ import annotations

@@ -275,6 +275,8 @@ class Part:
 
     since_version: ClassVar[int]
     """The schema version that added the part's tables."""
+    what: ClassVar[str]
+    """The part's tables, as an error names them ("a committed-file manifest")."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -283,6 +285,20 @@ class Part:
     def available(self) -> bool:
         """The open database has the part's tables."""
         return self._db.schema_version >= self.since_version
+
+    def require(self, action: str) -> None:
+        """Refuse to `action` (e.g. "record committed files") in a metastore whose schema
+        predates the part.
+
+        Raises:
+            MetastoreError: the schema version is below `since_version`.
+        """
+        if not self.available:
+            db = self._db
+            raise MetastoreError(
+                f"Cannot {action} in metastore {db.location}: its schema version "
+                f"{db.schema_version} has no {self.what}",
+                location=db.location, hint="open it for writing once: that upgrades it")
 
 
 __all__ = ["Database", "Part", "inserted_id"]

@@ -44,6 +44,7 @@ class Readers(Part):
     """The `readers` table of one database."""
 
     since_version = READERS_VERSION
+    what = "reader leases"
 
     @contextmanager
     def leased_snapshot(
