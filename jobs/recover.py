@@ -1,4 +1,4 @@
-"""spark-submit entry for `ingest recover`: same options, same function, same exit codes.
+"""spark-submit entry for `ingest recover`: same options, same method, same exit codes.
 
     spark-submit jobs/recover.py warehouse/events --backup-dir /tmp/ingest-backup
 """
@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from ingest.errors import ConfigError, IngestError
 from ingest.io import storage
-from ingest.table import DEFAULT_TXN_TIMEOUT_S, recover_table_with_metastore
+from ingest.table import DEFAULT_TXN_TIMEOUT_S, open_table_or_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,18 +30,19 @@ def main(argv: list[str] | None = None) -> int:
     options: dict[str, object] = {}
     try:
         options = storage.parse_storage_options(args.storage_options)
-        result = recover_table_with_metastore(args.path, dry_run=args.dry_run,
-                                              backup_dir=args.backup_dir,
-                                              txn_timeout_s=args.txn_timeout_s,
-                                              storage_options=options)
+        table = open_table_or_files(args.path, None, options)
+        result = table.recover(dry_run=args.dry_run, backup_dir=args.backup_dir,
+                               txn_timeout_s=args.txn_timeout_s)
     except IngestError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 3
     except OSError as e:
         failure = storage.describe_failure(e, args.path, options)
-        if failure is None:
+        if failure is None and not isinstance(
+                e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
-        print(f"Error: {failure}", file=sys.stderr)
+        # A missing or unreadable path is exit 3, as for `ingest recover`.
+        print(f"Error: {failure or e}", file=sys.stderr)
         return 3
     report = result.report
     if args.json:

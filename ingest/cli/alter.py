@@ -8,7 +8,7 @@ import click
 
 from ingest.cli._options import METASTORE_HELP, parse_properties, storage_option
 from ingest.cli._output import dumps
-from ingest.table import alter_table
+from ingest.table import open_table_root
 
 
 @click.command(
@@ -32,8 +32,8 @@ def command(path: str, properties: tuple[str, ...], metastore: str | None,
     Changes the metastore only, never a data file; later loads and micro-batches use the
     new values (e.g. orc.compress picks their codec). Other properties are kept.
     """
-    result = alter_table(path, properties=parse_properties(properties), metastore=metastore,
-                         storage_options=storage_options)
+    changes = parse_properties(properties)  # a bad --property: exit 2 before any lookup
+    result = open_table_root(path, metastore, storage_options).alter(changes)
     defn = result.table
     if as_json:
         click.echo(dumps({

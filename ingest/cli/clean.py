@@ -11,7 +11,7 @@ import click
 from ingest.cli._options import SECONDS, storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
-from ingest.table import DEFAULT_TXN_TIMEOUT_S, CleanReport, PartitionClean, clean
+from ingest.table import DEFAULT_TXN_TIMEOUT_S, CleanReport, PartitionClean, open_table_root
 
 
 @click.command(
@@ -56,9 +56,10 @@ def command(path: str, retention_s: float | None, partitions: tuple[str, ...], d
     def show(p: PartitionClean) -> None:
         progress(_line(p, dry_run=dry_run), quiet=quiet or as_json)
 
-    report = clean(path, metastore=metastore, retention_s=retention_s, dry_run=dry_run,
-                   partitions=list(partitions) or None, txn_timeout_s=txn_timeout_s,
-                   on_partition=show, storage_options=storage_options)
+    table = open_table_root(path, metastore, storage_options)
+    report = table.clean(retention_s=retention_s, dry_run=dry_run,
+                         partitions=list(partitions) or None, txn_timeout_s=txn_timeout_s,
+                         on_partition=show)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps(_as_dict(report, seconds)))

@@ -11,7 +11,7 @@ from ingest.acid.compaction import Backlog
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
-from ingest.table import PartitionCompaction, compact
+from ingest.table import PartitionCompaction, open_table_root
 
 
 @click.command(
@@ -55,8 +55,9 @@ def command(path: str, major: bool, minor: bool, auto: bool, partitions: tuple[s
     kind = _kind(major=major, minor=minor, auto=auto)
     progress(f"{'Planning' if dry_run else 'Running'} {kind} compaction of {path}",
              quiet=quiet or as_json)
-    report = compact(path, kind=kind, partitions=list(partitions) or None,  # type: ignore[arg-type]
-                     metastore=metastore, dry_run=dry_run, storage_options=storage_options)
+    table = open_table_root(path, metastore, storage_options)
+    report = table.compact(kind, partitions=list(partitions) or None,  # type: ignore[arg-type]
+                           dry_run=dry_run)
     if as_json:
         click.echo(dumps({
             "table": report.table, "location": report.location, "kind": report.kind,

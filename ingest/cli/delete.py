@@ -10,7 +10,7 @@ import click
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
-from ingest.table import delete
+from ingest.table import open_table_root
 
 
 @click.command(
@@ -40,8 +40,7 @@ def command(path: str, where: str, dry_run: bool, metastore: str | None, as_json
     progress(f"{'Counting' if dry_run else 'Deleting'} rows of {path} where {where}",
              quiet=quiet or as_json)
     started = time.monotonic()
-    result = delete(path, where, metastore=metastore, dry_run=dry_run,
-                    storage_options=storage_options)
+    result = open_table_root(path, metastore, storage_options).delete(where, dry_run=dry_run)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps({

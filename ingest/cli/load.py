@@ -10,7 +10,7 @@ import click
 
 from ingest.cli._options import METASTORE_HELP, storage_option
 from ingest.cli._output import dumps, progress
-from ingest.table import load_file
+from ingest.table import open_table_root
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -63,10 +63,9 @@ def command(path: str, input_path: str, format_: str | None, missing_columns: st
     """
     progress(f"Loading {input_path} into {path}", quiet=quiet or as_json)
     started = time.monotonic()
-    result = load_file(path, input_path, format=format_,  # type: ignore[arg-type]
-                       metastore=metastore,
-                       missing_columns=missing_columns,  # type: ignore[arg-type]
-                       storage_options=storage_options)
+    table = open_table_root(path, metastore, storage_options)
+    result = table.load_file(input_path, format=format_,  # type: ignore[arg-type]
+                             missing_columns=missing_columns)  # type: ignore[arg-type]
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps({

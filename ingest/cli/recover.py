@@ -11,7 +11,7 @@ import click
 from ingest.acid.recovery import FileRecovery
 from ingest.cli._options import SECONDS, metastore_option, storage_option
 from ingest.cli._output import dumps
-from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, recover_table_with_metastore
+from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, open_table_or_files
 
 
 def recovery_json(result: TableRecovery, seconds: float) -> dict[str, Any]:
@@ -100,10 +100,9 @@ def command(path: str, dry_run: bool, backup_dir: str | None, no_backup: bool,
     if no_backup and backup_dir is not None:
         raise click.UsageError("--no-backup and --backup-dir exclude each other.")
     started = time.monotonic()
-    result = recover_table_with_metastore(path, dry_run=dry_run, backup_dir=backup_dir,
-                                          backup=not no_backup, txn_timeout_s=txn_timeout_s,
-                                          check_data=True, metastore=metastore,
-                                          storage_options=storage_options)
+    table = open_table_or_files(path, metastore, storage_options)
+    result = table.recover(dry_run=dry_run, backup_dir=backup_dir, backup=not no_backup,
+                           txn_timeout_s=txn_timeout_s, check_data=True)
     seconds = time.monotonic() - started
     report = result.report
     if as_json:

@@ -11,7 +11,7 @@ import click
 from ingest.acid import DirectoryStatus, FileStatus, PartitionStatus
 from ingest.cli._options import metastore_option, storage_option
 from ingest.cli._output import dumps, warnings_to_stderr
-from ingest.table import PartitionBacklog, StatusTotals, TableStatus, table_status
+from ingest.table import PartitionBacklog, StatusTotals, TableStatus, open_table_or_files
 from ingest.txn import TransactionInfo
 
 
@@ -149,8 +149,7 @@ def command(path: str, snapshot: str | None, as_json: bool, metastore: str | Non
     --auto` would do with it; open and aborted transactions from the metastore; and totals.
     """
     with warnings_to_stderr():
-        status = table_status(path, snapshot=snapshot, metastore=metastore,
-                              storage_options=storage_options)
+        status = open_table_or_files(path, metastore, storage_options).status(snapshot)
     if not as_json:
         _render_text(status)
         return

@@ -1,9 +1,10 @@
 """Compaction on Spark executors: one task per partition, the metastore only on the driver.
 
-The driver plans with `ingest.table.compact(dry_run=True)` (which partitions have work, the
-kind the initiator picks for "auto"; every input checked against the manifest, so a damaged
-table fails before anything is written), takes the table's read view (held, with its lease,
-until the tasks end, so a concurrent cleaner keeps their inputs) and begins a compaction per
+The driver opens the table once (`ingest.table.open_table_root`: its metastore and storage
+options resolved there) and plans with `Table.compact(dry_run=True)` (which partitions have
+work, the kind the initiator picks for "auto"; every input checked against the manifest, so a
+damaged table fails before anything is written), takes the table's read view (held, with its
+lease, until the tasks end, so a concurrent cleaner keeps their inputs) and begins a compaction per
 partition under the compactor's commit protocol (`ingest.table.CompactorRun`, as `ingest
 compact` does); each task gets the view as a value, with its partition's manifest entries,
 and runs `compact_partition`, which checks its inputs and outputs; the driver records what the
@@ -30,10 +31,10 @@ from ingest.table import (
     CompactReport,
     PartitionCompaction,
     agent_name,
-    compact,
+    open_table_root,
     uses_visibility_suffix,
 )
-from ingest.txn import Metastore, TableDefinition, default_metastore_url
+from ingest.txn import Metastore, TableDefinition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,7 +105,7 @@ def compact_on_executors(
         kind: "major", "minor", or "auto" (per partition, the initiator's choice from the
             table's compactor thresholds, as `ingest compact --auto`).
         partitions: specs such as ``dt=2026-01-01``; default every partition.
-        metastore_url: default: beside the table.
+        metastore_url: default: `$INGEST_METASTORE`, else beside the table.
         dry_run: plan only; nothing is written.
         storage_options: the table's fsspec options; each task receives exactly these.
 
@@ -114,10 +115,10 @@ def compact_on_executors(
         MetastoreError: the metastore failed.
     """
     started = time.monotonic()
-    url = metastore_url or default_metastore_url(location)
-    options = dict(storage_options or {})
-    plan = compact(location, kind=kind, partitions=partitions, metastore=url, dry_run=True,
-                   storage_options=options)
+    table = open_table_root(location, metastore_url, storage_options)
+    url, options = table.metastore_url, table.storage_options
+    assert url is not None and table.definition is not None  # opened with a metastore
+    plan = table.compact(kind, partitions=partitions, dry_run=True)
     kinds: dict[str, CompactionKind] = {
         p.partition: p.kind for p in plan.partitions
         if p.result is not None and p.kind in ("major", "minor")}
@@ -127,8 +128,9 @@ def compact_on_executors(
                                 time.monotonic() - started)
     agent = agent_name("compact-job")
     with Metastore.open(url, create=False) as store, \
-            store.read_view(location, agent=agent) as view, ExitStack() as beating:
-        defn = store.get_table(location)
+            store.read_view(table.definition.name, agent=agent) as view, \
+            ExitStack() as beating:
+        defn = store.get_table(table.definition.name)
         codec = parse_codec(defn.properties.get("orc.compress", "zlib"),
                             where=f"Cannot compact {defn.name}: table property orc.compress=",
                             hint="fix the table property orc.compress")

@@ -32,7 +32,7 @@ from ingest.spark.sink import (
     dead_letter_name,
     dead_letter_schema,
 )
-from ingest.table import create_table, default_table_name, recover_table_with_metastore
+from ingest.table import create_table, default_table_name, open_table_root
 from ingest.txn import (
     Metastore,
     TableDefinition,
@@ -409,8 +409,7 @@ def run_stream(
         last = store.last_committed_batch(sink_id, table=target.name)
         # Repair what dead writers left (torn stripes, stale side files) before adding to it;
         # files of transactions still open belong to live writers and are left alone.
-        recovery = recover_table_with_metastore(target.location, store=store, table=target,
-                                                storage_options=storage_options)
+        recovery = open_table_root(target.location, store, storage_options).recover()
     for repaired in recovery.report.changed:
         log.warning("recovered %s: %s (%s -> %s bytes)", repaired.path, repaired.action,
                     repaired.old_length, repaired.new_length)

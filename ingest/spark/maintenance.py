@@ -1,8 +1,10 @@
 """Compaction and cleaning inside the streaming job: one driver thread, signalled after commits.
 
 The commit path only records which partitions a micro-batch touched and wakes the thread; the
-thread compacts what the initiator picks (`ingest.table.compact(kind="auto")`, the table's
-compactor thresholds) and cleans at most once per interval, one run at a time. A failed run
+thread opens each touched table once per run (`ingest.table.open_table_root`, with the
+stream's metastore and storage options), compacts what the initiator picks
+(`Table.compact("auto")`, the table's compactor thresholds) and cleans (`Table.clean`) at most
+once per interval, one run at a time. A failed run
 is logged and counted and never fails the stream (docs/invariants.md, 8.10). The job signals
 the target and its dead-letter table alike (`job._then_signal`).
 """
@@ -16,12 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
-
 from ingest.errors import CommitConflictError
 from ingest.io import storage
 from ingest.spark.options import Maintenance
-from ingest.table import clean, compact
+from ingest.table import Table, open_table_root
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +47,10 @@ class MaintenanceStats:
 
 @dataclass(frozen=True)
 class _Target:
-    """A table the thread looks after: its root URL, fsspec filesystem and root path."""
+    """A table the thread looks after, opened for this run, and its root path on its
+    filesystem (partition directories are named below it)."""
 
-    location: str
-    fs: fsspec.AbstractFileSystem
+    table: Table
     root: str
 
 
@@ -160,8 +160,9 @@ class StreamMaintenance:
         is logged and counted in `stats`, since maintenance must never stop a stream.
         """
         try:
-            fs, root = storage.url_to_fs(location, self.storage_options)
-            target = _Target(location, fs, root.rstrip("/"))
+            table = open_table_root(location, self.metastore_url, self.storage_options)
+            root = storage.url_to_fs(location, table.storage_options)[1]
+            target = _Target(table, root.rstrip("/"))
             compacted = 0
             if self.compact_mode == "auto":
                 compacted = self._compact(target, sorted(set(partition_dirs)))
@@ -180,9 +181,8 @@ class StreamMaintenance:
                 break
             partition = directory[len(target.root):].strip("/")
             try:
-                report = compact(target.location, kind="auto", metastore=self.metastore_url,
-                                 partitions=[partition] if partition else None,
-                                 storage_options=self.storage_options)
+                report = target.table.compact(
+                    "auto", partitions=[partition] if partition else None)
             except CommitConflictError as e:  # another compactor holds it: its turn
                 log.info("not compacting %s now: %s", directory, e)
                 continue
@@ -207,15 +207,15 @@ class StreamMaintenance:
         Runs even when nothing was compacted now: an earlier compaction's inputs may only
         now have no reader left.
         """
+        location = target.table.location
         try:
-            clean(target.location, metastore=self.metastore_url,
-                  storage_options=self.storage_options)
+            target.table.clean()
         except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
-            self._failed(f"Cannot clean {target.location}", e)
+            self._failed(f"Cannot clean {location}", e)
             return
         with self._lock:
             self._cleans += 1
-        log.debug("cleaned %s after %d compactions", target.location, compacted)
+        log.debug("cleaned %s after %d compactions", location, compacted)
 
     def _failed(self, what: str, error: Exception) -> None:
         text = f"{what}: {type(error).__name__}: {error}"

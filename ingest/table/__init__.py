@@ -28,7 +28,7 @@ from ingest.table.delete import DeleteResult, delete
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.load import LoadResult, MissingColumns, load, load_file
-from ingest.table.locate import metastore_if_any, open_table_or_files
+from ingest.table.locate import metastore_if_any, open_table_or_files, open_table_root
 from ingest.table.recover import (
     DEFAULT_TXN_TIMEOUT_S,
     TableRecovery,
@@ -103,6 +103,7 @@ __all__ = [
     "metastore_if_any",
     "open_table",
     "open_table_or_files",
+    "open_table_root",
     "outside_nanoseconds",
     "partition_path",
     "read_input",

@@ -66,7 +66,7 @@ def open_table(
     if metastore is None:
         store, defn = find_metastore_for(location)
         try:
-            _check_root(defn, location)
+            check_root(defn, location)
             check_owner(defn, store.url, storage_options)
             yield store, defn
         finally:
@@ -78,7 +78,12 @@ def open_table(
         yield store, defn
 
 
-def _check_root(defn: TableDefinition, location: str) -> None:
+def check_root(defn: TableDefinition, location: str) -> None:
+    """Refuse a location inside the table instead of its root.
+
+    Raises:
+        ConfigError: `location` is not `defn`'s root.
+    """
     if defn.location != normalize_location(location):
         raise ConfigError(
             f"{location} is inside table {defn.name}, not its root {defn.location}",

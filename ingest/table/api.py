@@ -3,10 +3,10 @@
 `open_table` resolves the location, its filesystem and its metastore once; the `Table`
 carries them (its storage options included: no process-wide state) and every table operation
 is a method on it: reads (the metastore's committed snapshot by default, streamed through
-`ingest.acid.read.scan`), and `load`, `delete`, `upsert`, `apply_changes`, `compact`, `clean`,
-`verify`, `recover`, `alter`, `history`, `status`, which delegate to the `ingest.table`
-functions of those names with the table's own metastore and options. Reading files without a
-metastore is an explicit choice (`metastore=False`). Knows no ORC bytes.
+`ingest.acid.read.scan`), and `load`, `load_file`, `delete`, `upsert`, `apply_changes`,
+`compact`, `clean`, `verify`, `recover`, `alter`, `history`, `status`, which delegate to the
+`ingest.table` functions of those names with the table's own metastore and options. Reading
+files without a metastore is an explicit choice (`metastore=False`). Knows no ORC bytes.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ from ingest.table.compact import compact as compact_table
 from ingest.table.delete import DeleteResult
 from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
-from ingest.table.load import LoadResult, MissingColumns, check_missing_columns
+from ingest.table.input import InputFormat
+from ingest.table.load import LoadResult, MissingColumns, check_missing_columns, load_file
 from ingest.table.load import load as load_rows
 from ingest.table.recover import (
     DEFAULT_TXN_TIMEOUT_S,
@@ -119,6 +120,17 @@ def open_table(
         ConfigError: `metastore` is neither None, False, a URL nor a `Metastore`;
             `storage_options` is not a dict; `location` is a URL no filesystem serves.
     """
+    return _open(location, metastore, storage_options, extra_hint=_NO_METASTORE_HINT)
+
+
+def _open(location: str, metastore: MetastoreArg, storage_options: object, *,
+          extra_hint: str | None) -> Table:
+    """`open_table`; a TableNotFoundError's hint gets `extra_hint` (the Python API's advice
+    to read without a metastore; a command gives its own advice, so None).
+
+    Raises:
+        See `open_table`.
+    """
     options = check_storage_options(storage_options, location=location) or {}
     storage.check_url(location)
     fs, path = storage.url_to_fs(location, options)
@@ -134,15 +146,18 @@ def open_table(
             # A metastore named by URL must list the table: no search, no fallback.
             store, defn = find_metastore_for(location, read_only=True, metastore=metastore)
         except TableNotFoundError as e:
+            if extra_hint is None:
+                raise
             raise TableNotFoundError(e.message, table=location,
-                                     hint=f"{e.hint}; or {_NO_METASTORE_HINT}") from e
+                                     hint=f"{e.hint}; or {extra_hint}") from e
         try:
             # The URL as given (a password in it included) reopens the same metastore.
             return Table(fs, path, defn, metastore or store.url, options)
         finally:
             store.close()
     if isinstance(metastore, Metastore):
-        return Table(fs, path, _find_table(metastore, location), metastore, options)
+        return Table(fs, path, _find_table(metastore, location, extra_hint), metastore,
+                     options)
     raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
                       "metastore URL, a Metastore, None or False")
 
@@ -162,14 +177,14 @@ def _check_read(table: Table, columns: object, limit: object, snapshot: object,
     return checked_columns, checked_limit
 
 
-def _find_table(store: Metastore, location: str) -> TableDefinition:
+def _find_table(store: Metastore, location: str, hint: str | None) -> TableDefinition:
     for candidate in ancestors(location):
         found = store.find_table(candidate)
         if found is not None:
             return found
     raise TableNotFoundError(
         f"Cannot find a table at or above {location} in metastore {redact_url(store.url)}",
-        table=location, hint=_NO_METASTORE_HINT)
+        table=location, hint=hint)
 
 
 class Table:
@@ -362,6 +377,22 @@ class Table:
         defn = self._require_root("load rows")
         data = rows_as_table(data, where=defn.name)
         return load_rows(defn.location, data, metastore=self._metastore,
+                         missing_columns=missing_columns,
+                         storage_options=self._storage_options)
+
+    def load_file(self, input_path: str, *, format: InputFormat | None = None,
+                  missing_columns: MissingColumns = "error") -> LoadResult:
+        """Insert the rows of a JSON Lines, CSV or Parquet file in one transaction
+        (`ingest.table.load_file`; the file is read with the table's storage options when it
+        lies in the table's bucket).
+
+        Raises:
+            ConfigError: opened without a metastore or at a partition; see `load_file`.
+            SchemaMismatchError, CommitConflictError, MetastoreError: see `load_file`.
+        """
+        check_missing_columns(missing_columns)
+        defn = self._require_root("load rows")
+        return load_file(defn.location, input_path, format=format, metastore=self._metastore,
                          missing_columns=missing_columns,
                          storage_options=self._storage_options)
 

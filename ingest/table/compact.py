@@ -42,8 +42,8 @@ from ingest.table._layout import partition_dirs
 from ingest.table._open import (
     MetastoreRef,
     StorageOptions,
-    _check_root,
     agent_name,
+    check_root,
     open_table,
     table_fs,
 )
@@ -295,7 +295,7 @@ def compaction_history(location: str, *, metastore: MetastoreRef = None,
     """
     if isinstance(metastore, Metastore):
         defn = metastore.get_table(normalize_location(location))
-        _check_root(defn, location)
+        check_root(defn, location)
         return CompactionHistory(defn.name, defn.location, tuple(metastore.compactions(defn)))
     if metastore is None:
         store, defn = find_metastore_for(location, read_only=True)
@@ -305,7 +305,7 @@ def compaction_history(location: str, *, metastore: MetastoreRef = None,
     try:
         if defn is None:
             defn = store.get_table(normalize_location(location))
-        _check_root(defn, location)
+        check_root(defn, location)
         return CompactionHistory(defn.name, defn.location, tuple(store.compactions(defn)))
     finally:
         store.close()

@@ -1,21 +1,23 @@
-"""The table holding a path, for commands that only look: with the metastore that lists it,
-or, when none does and none was chosen (`--metastore`, passed as a value), its files as they
-are on disk.
+"""The table a command names, opened once at the edge (the CLI, the jobs, the stream's
+maintenance) with the metastore and storage options it was given as values; the command then
+calls the `Table`'s methods.
 
-One rule for `ingest status` and `ingest cat`; metastores are opened read-only
-(docs/invariants.md, 7).
+A command that changes a table opens its root (`open_table_root`); one that only looks opens
+the table holding a path with the metastore that lists it, or, when none does and none was
+chosen (`--metastore`), its files as they are on disk (`open_table_or_files`, for `ingest
+status` and `ingest cat`). Metastores are opened read-only here (docs/invariants.md, 7).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Any, Literal
 
 from ingest.errors import TableNotFoundError
-from ingest.table._open import StorageOptions
-from ingest.table.api import Table, open_table
-from ingest.txn import Metastore, TableDefinition, ancestors, find_metastore_for, redact_url
+from ingest.table._open import MetastoreRef, StorageOptions, check_root
+from ingest.table.api import Table, _find_table, _open
+from ingest.txn import Metastore, TableDefinition, find_metastore_for
 
 
 @contextmanager
@@ -38,7 +40,7 @@ def metastore_if_any(path: str, metastore: str | Metastore | Literal[False] | No
         yield None, None
         return
     if isinstance(metastore, Metastore):
-        yield metastore, _table_above(metastore, path)
+        yield metastore, _find_table(metastore, path, None)
         return
     try:
         store, table = find_metastore_for(path, read_only=True, metastore=metastore)
@@ -53,18 +55,30 @@ def metastore_if_any(path: str, metastore: str | Metastore | Literal[False] | No
         store.close()
 
 
-def _table_above(store: Metastore, path: str) -> TableDefinition:
-    """The table of `store` at or above `path`.
+def open_table_root(location: str, metastore: MetastoreRef = None,
+                    storage_options: StorageOptions = None) -> Table:
+    """The table whose root is `location`, for a command that changes it (`load`, `delete`,
+    `compact`, `clean`, `alter`): resolved once here, its metastore and options then carried
+    by the `Table` into every method.
+
+    Args:
+        location: the table root, a path or fsspec URL.
+        metastore: the metastore URL the caller chose (it must list the table), an open
+            `Metastore` (left open), or None: `$INGEST_METASTORE`, else the one beside the
+            table.
+        storage_options: the table's fsspec options.
 
     Raises:
-        TableNotFoundError: `store` lists none.
+        TableNotFoundError: no metastore lists a table at or above `location` (the hint says
+            how to create one or name its metastore).
+        ConfigError: `location` lies inside a table instead of being its root, or is a URL
+            no filesystem serves.
+        MetastoreError: the metastore cannot be opened or read.
     """
-    for candidate in ancestors(path):
-        found = store.find_table(candidate)
-        if found is not None:
-            return found
-    raise TableNotFoundError(f"Cannot find a table at or above {path} in metastore "
-                             f"{redact_url(store.url)}", table=path)
+    table = _open(location, metastore, _options(storage_options), extra_hint=None)
+    assert table.definition is not None  # opened with a metastore
+    check_root(table.definition, location)
+    return table
 
 
 def open_table_or_files(path: str, metastore: str | None = None,
@@ -82,13 +96,17 @@ def open_table_or_files(path: str, metastore: str | None = None,
         FileNotFoundError: no metastore lists it and `path` is not a directory.
         MetastoreError: a metastore exists but cannot be read.
     """
-    options = dict(storage_options) if storage_options is not None else None
+    options = _options(storage_options)
     try:
-        return open_table(path, metastore=metastore, storage_options=options)
+        return _open(path, metastore, options, extra_hint=None)
     except TableNotFoundError:
         if metastore is not None:
             raise
-        return open_table(path, metastore=False, storage_options=options)
+        return _open(path, False, options, extra_hint=None)
 
 
-__all__ = ["metastore_if_any", "open_table_or_files"]
+def _options(storage_options: StorageOptions) -> dict[str, Any] | None:
+    return dict(storage_options) if storage_options is not None else None
+
+
+__all__ = ["metastore_if_any", "open_table_or_files", "open_table_root"]

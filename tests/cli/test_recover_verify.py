@@ -151,3 +151,30 @@ def test_a_writer_whose_write_ids_come_after_the_snapshot_is_left_alone(
     assert path.exists() and Path(str(path) + "_flush_length").exists()
     w.write(simple_table(range(3, 5)))
     w.close()
+
+
+def test_the_recover_job_runs_the_table_recovery(store: Metastore, root: Path,
+                                                 tmp_path: Path) -> None:
+    """`jobs/recover.py` opens the table like `ingest recover` and calls its `recover`:
+    a dead writer's torn file is cut back to its flush, its transaction aborted; a path
+    with no table is exit 3 naming it."""
+    import os
+    import subprocess
+    import sys
+
+    commit_batch(store, root, range(10), (0, 10))
+    path, flushed = crashed_writer(store, root)
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    job = [sys.executable, str(repo / "jobs" / "recover.py")]
+    done = subprocess.run([*job, str(root), "--txn-timeout-s", "0", "--backup-dir",
+                           str(tmp_path / "bk"), "--json"], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["clean"] and path.stat().st_size == flushed
+    assert "truncated" in {f["action"] for f in doc["files"]}
+    assert [t.state for t in store.transactions()] == ["committed", "aborted"]
+    missing = subprocess.run([*job, str(tmp_path / "nothing")], env=env,
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert missing.returncode == 3 and "does not exist" in missing.stderr, missing.stderr

@@ -145,3 +145,42 @@ def _metastore_url(tmp_path: Path) -> str:
     found = sorted((tmp_path / "ingest-home").rglob("*.sqlite"))
     assert len(found) == 1, found
     return f"sqlite://{found[0]}"
+
+
+@pytest.mark.slow
+def test_each_command_opens_its_table_with_the_metastore_and_options_given(
+        s3: Bucket, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every table command given `--metastore URL` and `--storage-option` opens its table
+    with them at the edge and the table carries them into each operation: a table in a bucket
+    only the options reach (fsspec's S3 environment is cleared), listed only in a metastore
+    away from it, is loaded, deleted from, compacted, cleaned, altered, read, described,
+    verified and recovered; no other metastore is searched for or created, and without
+    `--metastore` the same table is not found."""
+    table = f"{s3.url}/wh/events"
+    chosen = tmp_path / "elsewhere" / "ms.sqlite"
+    given = ["--metastore", f"sqlite://{chosen}", *s3.cli_args()]
+
+    def cli(*args: str) -> str:
+        return ok([args[0], table, *args[1:], *given], capsys)
+
+    cli("create", "--schema", DDL, "--partitioned-by", "dt")
+    cli("load", "--input", write_rows(tmp_path / "a.jsonl", range(10)))
+    assert "Deleted 2 rows" in cli("delete", "--where", "id < 2")
+    assert "2 of 2 partitions compacted" in cli("compact", "--major")
+    assert "removed" in cli("clean", "--retention", "0")
+    assert "orc.compress" in cli("alter", "--property", "orc.compress=SNAPPY")
+    cli("load", "--input", write_rows(tmp_path / "b.jsonl", range(10, 12)))
+    assert [r["id"] for r in rows_by_id(cli("cat"))] == list(range(2, 12))
+    status = json.loads(cli("status", "--json"))
+    assert (status["table"], status["snapshot_source"]) == ("default.events", "metastore")
+    assert status["totals"]["partitions"] == 2
+    verify = json.loads(cli("verify", "--json"))
+    assert verify["ok"] and verify["table"] == "default.events"
+    assert json.loads(cli("recover", "--json"))["table"] == "default.events"
+    assert cli("compactions").count("major") == 2
+    # The chosen metastore is the only one: none was made under $INGEST_HOME for the bucket.
+    assert sorted((tmp_path / "ingest-home").rglob("*.sqlite")) == []
+    assert chosen.exists()
+    code, _, err = run(["load", table, "--input", str(tmp_path / "b.jsonl"), "--json",
+                        *s3.cli_args()], capsys)
+    assert code == 3 and json.loads(err)["error"]["type"] == "TableNotFoundError"

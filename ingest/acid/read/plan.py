@@ -232,6 +232,7 @@ def plan_files(
     root: str | None = None,
     keep: Callable[[Partition], bool] | None = None,
     keep_bucket: Callable[[Partition, int], bool] | None = None,
+    partitions: Sequence[Partition] | None = None,
 ) -> FilePlan:
     """Plan a read of `path` (a table root or a partition inside it) as of `view`.
 
@@ -244,6 +245,8 @@ def plan_files(
         keep_bucket: buckets of a kept partition to read (default: all); the files of the
             others are neither checked nor read (a keyed lookup reads only the buckets its
             keys hash to: docs/format.md §24).
+        partitions: `list_partitions(path)` when the caller has just listed them (for its
+            snapshot), so the table is listed once; default: listed here.
 
     Returns:
         The plan; no row data was read, only side files and the tails of listed files.
@@ -258,7 +261,9 @@ def plan_files(
     path = path.rstrip("/") or "/"
     manifest = CommittedFiles(root if root is not None else path, view.committed)
     expected = _expected_entries(manifest, path, view)
-    listed = {p.path: p for p in list_partitions(path, fs=fs)}
+    if partitions is None:
+        partitions = list_partitions(path, fs=fs)
+    listed = {p.path: p for p in partitions}
     table = (manifest.root if isinstance(fs, LocalFileSystem)
              else fs.unstrip_protocol(manifest.root))
     for directory, entries in sorted(expected.items()):

@@ -39,6 +39,10 @@ from ingest.acid.read.plan import FilePlan, Partition, list_partitions, plan_fil
 from ingest.acid.read.view import ReadView
 from ingest.io import files as _files
 
+ALL_ON_DISK = "all-on-disk"
+"""The snapshot argument that takes every write id named on disk as committed, chosen
+explicitly (no warning)."""
+
 
 class UnverifiedSnapshotWarning(UserWarning):
     """A table was read without a snapshot: open or aborted transactions' rows may show."""
@@ -84,28 +88,47 @@ def on_disk_snapshot(partitions: Sequence[Partition], table: str) -> ValidWriteI
 
 
 def open_plan(
-    path: str, snapshot: ValidWriteIdList | str | None, fs: fsspec.AbstractFileSystem | None,
-    *, committed: CommittedFiles | None = None, visible_txn: VisibleTxn | None = None,
+    path: str, snapshot: ValidWriteIdList | str | ReadView | None,
+    fs: fsspec.AbstractFileSystem | None, *, committed: CommittedFiles | None = None,
+    visible_txn: VisibleTxn | None = None, root: str | None = None, table: str = "",
     stacklevel: int,
 ) -> tuple[fsspec.AbstractFileSystem, FilePlan]:
-    """The filesystem and the checked plan of a read of `path` as of `snapshot` (None: every
-    write id on disk, with a warning), against `committed` when given.
+    """The filesystem and the checked plan of a read of `path` as of `snapshot`: the one
+    place a read's snapshot argument becomes a view.
 
-    `stacklevel` is as for `resolve_snapshot`, counted from this function's caller.
+    Args:
+        path: a table root or a partition inside it.
+        snapshot: a whole `ReadView` (used as it is); a valid write-id list or Hive's string form;
+            `ALL_ON_DISK` (every write id named on disk is committed) or None (the same, with
+            a warning). Those two list the partitions once, for the snapshot and the plan.
+        fs: the filesystem (default: from the path's URL).
+        committed: the manifest the plan checks against (for a `ReadView`, which carries
+            its own entries, only its root counts).
+        visible_txn: `_vT` visibility (ignored for a `ReadView`).
+        root: the table root a manifest's paths are relative to when `committed` is None
+            (default: `path`).
+        table: the table's name in the snapshot and a warning (default: the directory's).
+        stacklevel: as for `resolve_snapshot`, counted from this function's caller.
 
     Raises:
         See `read_batches`.
     """
-    fs, root = _files.resolve(path, fs)
-    root = root.rstrip("/") or "/"
-    if snapshot is None:
-        table = root.rsplit("/", 1)[-1]
-        snapshot = resolve_snapshot(None, list_partitions(root, fs=fs), table=table,
-                                    stacklevel=stacklevel + 1)
-    snap = resolve_snapshot(snapshot, ())
-    view = ReadView(snap.table, snap, committed.entries if committed is not None else {},
-                    visible_txn)
-    return fs, plan_files(fs, root, view, root=committed.root if committed is not None else None)
+    fs, where = _files.resolve(path, fs)
+    where = where.rstrip("/") or "/"
+    listed = None
+    if isinstance(snapshot, ReadView):
+        view = snapshot
+    else:
+        if snapshot is None or snapshot == ALL_ON_DISK:
+            listed = list_partitions(where, fs=fs)
+            name = table or where.rsplit("/", 1)[-1]
+            snapshot = (on_disk_snapshot(listed, name) if snapshot == ALL_ON_DISK else
+                        resolve_snapshot(None, listed, table=name, stacklevel=stacklevel + 1))
+        snap = resolve_snapshot(snapshot, ())
+        view = ReadView(snap.table, snap, committed.entries if committed is not None else {},
+                        visible_txn)
+    return fs, plan_files(fs, where, view, partitions=listed,
+                          root=committed.root if committed is not None else root)
 
 
 def plan_row_schema(fs: fsspec.AbstractFileSystem, plan: FilePlan,

@@ -19,17 +19,17 @@ import pyarrow.compute as pc
 from ingest.acid.format import ValidWriteIdList
 from ingest.acid.predicate import Domain, Predicate, parse_predicate
 from ingest.acid.read.merge import ROW_ID_COLUMN, DataFile
-from ingest.acid.read.plan import Partition, list_partitions, plan_files
+from ingest.acid.read.plan import Partition, list_partitions
 from ingest.acid.read.reader import (
+    ALL_ON_DISK,
     on_disk_snapshot,
+    open_plan,
     plan_row_schema,
-    resolve_snapshot,
     start_merge,
 )
 from ingest.acid.read.view import ReadView
 from ingest.io import files as _files
 
-ALL_ON_DISK = "all-on-disk"
 SnapshotArg = ValidWriteIdList | str | None
 """A snapshot: a valid write-id list, Hive's string form of one, `"all-on-disk"` (every write
 id named on disk is committed, chosen explicitly), or None (the same, with a warning)."""
@@ -86,20 +86,10 @@ class SnapshotScan:
         Raises:
             See `scan`.
         """
-        self.fs, self.root = _files.resolve(path, fs)
-        self.root = self.root.rstrip("/") or "/"
-        if isinstance(snapshot, ReadView):
-            view = snapshot
-        else:
-            name = table or self.root.rsplit("/", 1)[-1]
-            if snapshot == ALL_ON_DISK or snapshot is None:
-                partitions = list_partitions(self.root, fs=self.fs)
-                snapshot = (on_disk_snapshot(partitions, name) if snapshot == ALL_ON_DISK
-                            else resolve_snapshot(None, partitions, table=name, stacklevel=3))
-            view = ReadView.unchecked(resolve_snapshot(snapshot, ()))
-        self.snapshot = view.snapshot
+        self.fs, plan = open_plan(path, snapshot, fs, root=root, table=table, stacklevel=3)
+        self.plan = plan
+        self.snapshot = plan.view.snapshot
         self.limit = limit
-        self.plan = plan = plan_files(self.fs, self.root, view, root=root)
         self.stats = ScanStats(partitions=len(plan.partitions))
         row_schema = plan_row_schema(self.fs, plan, row_schema)
         plans = plan.by_partition()

@@ -53,7 +53,7 @@ from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.table import (
     check_owner,
-    recover_table_with_metastore,
+    open_table_root,
     remove_aborted_writes,
 )
 from ingest.txn import (
@@ -261,8 +261,7 @@ class AcidSink:
                         f"; kept {list(removal.kept)}" if removal.kept else "")
         if self._table.name in dead:
             # Files of the earlier run's transaction batch were live until now: repair them.
-            recover_table_with_metastore(self._table.location, store=store, table=self._table,
-                                         storage_options=self.storage_options)
+            open_table_root(self._table.location, store, self.storage_options).recover()
 
     # ------------------------------------------------------------------ the micro-batch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:

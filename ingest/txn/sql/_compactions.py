@@ -16,7 +16,6 @@ import sqlalchemy as sa
 
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
-from ingest.txn.errors import MetastoreError
 from ingest.txn.model import (
     CompactionInfo,
     CompactionState,
@@ -24,7 +23,7 @@ from ingest.txn.model import (
     TableRef,
     Transaction,
 )
-from ingest.txn.sql._database import Database, inserted_id
+from ingest.txn.sql._database import Part, inserted_id
 from ingest.txn.sql._schema import compactions, txns
 from ingest.txn.sql._transactions import insert_txn
 
@@ -38,16 +37,11 @@ _COLUMNS = (
 )
 
 
-class Compactions:
+class Compactions(Part):
     """The `compactions` table of one database, and the compactor transactions in `txns`."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    @property
-    def available(self) -> bool:
-        """The open database has the compaction history."""
-        return self._db.schema_version >= HISTORY_VERSION
+    since_version = HISTORY_VERSION
+    what = "compaction history"
 
     def begin_compaction(
         self,
@@ -65,7 +59,7 @@ class Compactions:
             raise ConfigError(f"Cannot record a {kind!r} compaction: kind must be 'major' or "
                               "'minor'")
         with self._db.translate("begin a compaction"), self._db.write() as c:
-            self._require_history()
+            self.require("record a compaction")
             name = self._db.resolve(c, table)
             now = self._db.clock()
             for row in self._rows(c, _c.table_name == name, _c.partition == partition,
@@ -168,14 +162,6 @@ class Compactions:
                       .values(state="succeeded", cleaned_at=self._db.clock()))
 
     # -- helpers ----------------------------------------------------------------------------
-
-    def _require_history(self) -> None:
-        if not self.available:
-            db = self._db
-            raise MetastoreError(
-                f"Cannot record a compaction in metastore {db.location}: it has schema "
-                f"version {db.schema_version}, without a compaction history",
-                location=db.location, hint="open it writable so ingest upgrades it")
 
     @staticmethod
     def _rows(c: sa.Connection, *where: sa.ColumnElement[bool]) -> list[Any]:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import sqlalchemy as sa
 
@@ -268,4 +268,37 @@ def _check_file(path: str, *, create: bool) -> None:
         )
 
 
-__all__ = ["Database", "inserted_id"]
+class Part:
+    """The tables of one concern in a database (the manifest, reader leases, the compaction
+    history), which a schema version added: a metastore of an older version opened read-only
+    (never upgraded) lacks them, and callers ask `available` first."""
+
+    since_version: ClassVar[int]
+    """The schema version that added the part's tables."""
+    what: ClassVar[str]
+    """The part's tables, as an error names them ("a committed-file manifest")."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @property
+    def available(self) -> bool:
+        """The open database has the part's tables."""
+        return self._db.schema_version >= self.since_version
+
+    def require(self, action: str) -> None:
+        """Refuse to `action` (e.g. "record committed files") in a metastore whose schema
+        predates the part.
+
+        Raises:
+            MetastoreError: the schema version is below `since_version`.
+        """
+        if not self.available:
+            db = self._db
+            raise MetastoreError(
+                f"Cannot {action} in metastore {db.location}: its schema version "
+                f"{db.schema_version} has no {self.what}",
+                location=db.location, hint="open it for writing once: that upgrades it")
+
+
+__all__ = ["Database", "Part", "inserted_id"]

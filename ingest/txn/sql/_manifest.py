@@ -16,37 +16,18 @@ import sqlalchemy as sa
 
 from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
-from ingest.txn.errors import MetastoreError
 from ingest.txn.model import TableRef
-from ingest.txn.sql._database import Database
+from ingest.txn.sql._database import Part
 from ingest.txn.sql._schema import committed_files
 
 MANIFEST_VERSION = 2  # the schema version that added `committed_files`
 
 
-class Manifest:
+class Manifest(Part):
     """The `committed_files` table of one database."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    @property
-    def available(self) -> bool:
-        """The open database has the manifest (a version-1 one opened read-only has not)."""
-        return self._db.schema_version >= MANIFEST_VERSION
-
-    def require(self) -> None:
-        """Refuse to write entries into a metastore that predates the manifest.
-
-        Raises:
-            MetastoreError: the schema version is below MANIFEST_VERSION.
-        """
-        if not self.available:
-            db = self._db
-            raise MetastoreError(
-                f"Cannot record committed files in metastore {db.location}: its schema "
-                f"version {db.schema_version} has no committed-file manifest",
-                location=db.location, hint="open it for writing once: that upgrades it")
+    since_version = MANIFEST_VERSION
+    what = "committed-file manifest"
 
     def record(self, c: sa.Connection, table_name: str, files: Iterable[CommittedFile], *,
                write_id: int | None = None) -> None:
@@ -117,14 +98,14 @@ class Manifest:
 
     def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
         """See `Metastore.record_committed_files`; one write transaction."""
-        self.require()
+        self.require("record committed files")
         db = self._db
         with db.translate("record committed files"), db.write() as c:
             self.record(c, db.resolve(c, table), files)
 
     def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
         """See `Metastore.forget_committed_files`; one write transaction."""
-        self.require()
+        self.require("record committed files")
         db = self._db
         with db.translate("forget committed files"), db.write() as c:
             name = db.resolve(c, table)

@@ -21,7 +21,7 @@ from ingest.errors import IngestError
 from ingest.txn.metastore import READER_HEARTBEAT_S
 from ingest.txn.model import ReaderInfo, TableRef
 from ingest.txn.sql._connect import is_read_only_error
-from ingest.txn.sql._database import Database, inserted_id
+from ingest.txn.sql._database import Part, inserted_id
 from ingest.txn.sql._progress import valid_write_ids
 from ingest.txn.sql._schema import readers, txns
 
@@ -40,16 +40,11 @@ def min_open_txn(c: sa.Connection) -> int:
                                                    after_last.scalar_subquery()))).scalar_one())
 
 
-class Readers:
+class Readers(Part):
     """The `readers` table of one database."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    @property
-    def available(self) -> bool:
-        """The open database has the `readers` table."""
-        return self._db.schema_version >= READERS_VERSION
+    since_version = READERS_VERSION
+    what = "reader leases"
 
     @contextmanager
     def leased_snapshot(

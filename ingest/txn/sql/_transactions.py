@@ -137,7 +137,7 @@ class Transactions:
                     f"{sorted(write_ids)} only")
             entries = list(entries)
             if entries:
-                self._manifest.require()
+                self._manifest.require("record committed files")
                 self._manifest.record(c, name, entries, write_id=write_ids[name])
 
     def _check_sink_batch(
