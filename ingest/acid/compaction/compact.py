@@ -507,4 +507,5 @@ def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, options: BucketF
 
 
 __all__ = ["TEMP_PREFIX", "CompactionKind", "CompactionPlan", "CompactionResult",
-           "aborted_outputs", "compact_partition", "compactor_snapshot", "finish_interrupted", "plan_compaction"]
+           "aborted_outputs", "compact_partition", "compactor_snapshot", "finish_interrupted",
+           "plan_compaction"]
