@@ -2,9 +2,9 @@
 real Spark, `python jobs/kafka_to_acid.py` in a process of its own) writes into a table of a
 Hive Metastore (4.0.1, and 3.1.3) with its default maintenance (`--compact auto --clean
 auto`: a driver thread compacting what Hive's initiator policy asks for and cleaning after
-it), and at each
-checkpoint Trino's SELECT and Hive 4's own readers (row by row and vectorized) return exactly
-the rows `ingest cat` returns, which are exactly the records produced minus those deleted:
+it), and at each checkpoint Trino's SELECT and Hive 4's own readers (row by row and
+vectorized) return exactly the rows `ingest cat` returns, which are exactly the records
+produced minus those deleted:
 after appends, after `ingest delete`, after the stream's major compaction, after its minor
 compaction (both with their inputs still on disk: an older open transaction holds the
 cleaner back), and after the stream's cleaner removed those inputs.
