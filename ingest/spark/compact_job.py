@@ -56,8 +56,12 @@ class _PartitionTask:
     view: ReadView
     row_schema: pa.Schema
     compression: str
-    # `_vT` output names (object stores by default): the compactor's transaction id, else None.
+    # `_vT` output names (a Hive 4 metastore, object stores by default): the compactor's
+    # transaction id, else None.
     visibility_txn_id: int | None = None
+    # Compactor transactions aborted once the driver took the partitions over: their `_vT`
+    # outputs (a dead compactor's) are removed before the task writes.
+    aborted_txns: frozenset[int] = frozenset()
     # The table's own storage options (credentials among them: never in a repr).
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -134,15 +138,19 @@ def compact_on_executors(
         codec = parse_codec(defn.properties.get("orc.compress", "zlib"),
                             where=f"Cannot compact {defn.name}: table property orc.compress=",
                             hint="fix the table property orc.compress")
+        # As `ingest compact`: the metastore's readers decide first (Hive 4 needs `_vT`
+        # names, Hive 3 cannot parse them), then the table and its storage.
         suffix = uses_visibility_suffix(defn, storage.url_to_fs(defn.location,
-                                                                options)[0].protocol)
+                                                                options)[0].protocol,
+                                        store.capabilities.visibility_suffix)
         begun, failures = _begin(store, defn, kinds, agent=agent)
         for run in begun.values():
             beating.enter_context(run)  # heartbeats; a failed job records each as failed
+        aborted = store.compactor_visibility(defn.name).aborted if begun else frozenset()
         tasks = [_PartitionTask(defn.location, partition, kinds[partition],
                                 _partition_view(view, partition), defn.row_schema, codec,
                                 begun[partition].txn.txn_id if suffix else None,
-                                options)
+                                frozenset(aborted), options)
                  for partition in sorted(begun)]
         log.info("compacting %d partitions of %s on executors", len(tasks), defn.name)
         outcomes = (spark.sparkContext.parallelize(tasks, len(tasks)).map(_run_task).collect()
@@ -199,7 +207,8 @@ def _run_task(task: _PartitionTask) -> tuple[str, CompactionResult | None, str |
         result = compact_partition(directory, task.view, root=root,
                                    row_schema=task.row_schema, kind=task.kind, fs=fs,
                                    compression=task.compression,  # type: ignore[arg-type]
-                                   visibility_txn_id=task.visibility_txn_id)
+                                   visibility_txn_id=task.visibility_txn_id,
+                                   aborted_txn=task.aborted_txns.__contains__)
     except (IngestError, OSError) as e:  # reported per partition; the others go on
         return task.partition, None, f"{type(e).__name__}: {e}"
     return task.partition, result, None

@@ -247,11 +247,17 @@ class _Worker:
         kind = p.kind
 
         def run(dry_run: bool, txn_id: int | None) -> CompactionResult | None:
+            # Asked after `begin`, which aborted a dead compactor's transaction: its `_vT`
+            # outputs go before ours are written (`finish_interrupted`).
+            aborted = (None if dry_run
+                       else self.store.compactor_visibility(self.defn.name).aborted)
             return compact_partition(p.directory, self.view, root=self.root,
                                      row_schema=self.defn.row_schema, kind=kind, fs=self.fs,
                                      compression=self.codec, tuning=self.tuning,
                                      dry_run=dry_run,
-                                     visibility_txn_id=txn_id if self.suffix else None)
+                                     visibility_txn_id=txn_id if self.suffix else None,
+                                     aborted_txn=None if aborted is None
+                                     else aborted.__contains__)
 
         if not p.has_work:
             return PartitionCompaction(p.rel, None, kind, p.reason, None, p.backlog)

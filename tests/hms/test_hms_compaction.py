@@ -2,12 +2,17 @@
 then major compaction and cleaning keep exactly the committed rows (our `cat`, and Trino's
 SELECT on Hive 4); Hive 4 gets `_vT` names and SHOW COMPACTIONS rows, 3.1 Hive 3 names; the
 cleaner keeps what an older open transaction may read; a `_vT` directory of an open
-transaction is not read; bad input fails clearly."""
+transaction is not read; a killed compactor's `_vT` output is removed before the retry writes
+its own (Trino, which does not check T, would read both); the Spark compaction job names its
+output as `ingest compact` does; bad input fails clearly."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -20,6 +25,8 @@ from ingest.txn import Metastore, hms
 from ingest.txn.hms import _compact_api
 
 pytestmark = pytest.mark.hms
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _table(tmp_path: Path, uri: str, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
@@ -197,3 +204,96 @@ def test_trino_reads_exactly_the_committed_rows_after_compaction_and_cleaning(
     assert trino_ids() == [3, 3, 4, 4]
     ok_json(["clean", location, "--retention", "0", "--metastore", hms4.uri], capsys)
     assert trino_ids() == [3, 3, 4, 4] == _ids(location, hms4.uri, capsys)
+
+
+def _killed_compactor(location: str, uri: str, point: str) -> subprocess.CompletedProcess[str]:
+    """`ingest compact --minor` in a process of its own, SIGKILLed at crash point `point`."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "INGEST_CRASH_AT": point}
+    return subprocess.run([sys.executable, "-m", "ingest", "compact", location, "--minor",
+                           "--metastore", uri], env=env, capture_output=True, text=True,
+                          timeout=240, check=False)
+
+
+def _visible_outputs(location: str) -> list[str]:
+    return [d for d in _dirs(location) if "_v" in d]
+
+
+@pytest.mark.trino
+@pytest.mark.slow
+@pytest.mark.crash
+def test_a_killed_compactors_outputs_go_before_the_retry_writes_so_trino_reads_no_duplicate(
+        hms4: Server, trino_on_hms4: Server, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The compactor is SIGKILLed after renaming `delta_1_3_vT1` and `delete_delta_1_3_vT1`
+    into place, before T1 commits. Trino reads a `_vT` directory as soon as it exists, so it
+    reads that output alone (the same rows). The retry takes the partition over (T1
+    aborted) and, before writing `..._vT2` of the same range, removes T1's output: were both
+    there, Trino would read every row of the range twice."""
+    uri = hms4.uri
+    location, name = _table(tmp_path, uri, capsys)
+
+    def trino_ids() -> list[int]:
+        return [int(r[0]) for r in trino_query(trino_on_hms4,
+                                               f"SELECT id FROM {name} ORDER BY id")]
+
+    killed = _killed_compactor(location, uri, "compact.after_rename")
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    dead = _visible_outputs(location)
+    assert [d.split("_v")[0] for d in dead] == ["delete_delta_0000001_0000003",
+                                                "delta_0000001_0000003"], dead
+    assert _ids(location, uri, capsys) == EXPECTED
+    assert trino_ids() == EXPECTED
+
+    ok_json(["compact", location, "--minor", "--metastore", uri], capsys)
+    retried = _visible_outputs(location)
+    assert [d.split("_v")[0] for d in retried] == [d.split("_v")[0] for d in dead]
+    assert not set(retried) & set(dead), "T1's output is gone, T2's in its place"
+    assert trino_ids() == EXPECTED == _ids(location, uri, capsys)
+    history = ok_json(["compactions", location, "--metastore", uri], capsys)
+    first = [c for c in history["compactions"] if c["partition"] == "dt=2024-01-01"]
+    assert [c["state"] for c in first] == ["failed", "ready for cleaning"], first
+    ok_json(["clean", location, "--retention", "0", "--metastore", uri], capsys)
+    assert _visible_outputs(location) == retried
+    assert trino_ids() == EXPECTED == _ids(location, uri, capsys)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_spark_compaction_job_names_its_outputs_as_the_metastore_needs(
+        spark: object, metastore: Server, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`jobs/compact.py` (`compact_on_executors`): on Hive 4 its outputs are `_vT` after the
+    compactor's HMS transaction (visible once T commits), on 3.1 Hive 3's names; on Hive 4 a
+    killed compactor's `_vT` output is removed before the job writes its own."""
+    from ingest.spark import compact_on_executors
+
+    uri = metastore.uri
+    location, name = _table(tmp_path, uri, capsys)
+    hive4 = hms.connect(uri).info.major >= 4
+    dead: list[str] = []
+    if hive4:
+        killed = _killed_compactor(location, uri, "compact.after_rename")
+        assert killed.returncode == -9, killed.stderr[-3000:]
+        dead = _visible_outputs(location)
+        assert len(dead) == 2, dead
+    done = compact_on_executors(spark, location, kind="minor",  # type: ignore[arg-type]
+                                metastore_url=uri)
+    assert not done.failures, done.failures
+    assert _ids(location, uri, capsys) == EXPECTED
+    outputs = [d for d in _dirs(location) if "_0000001_0000003" in d]
+    assert [d.split("_v")[0] for d in outputs] == ["delete_delta_0000001_0000003",
+                                                   "delta_0000001_0000003"], outputs
+    if hive4:
+        with Metastore.open(uri) as store:
+            txns = {c.txn_id for c in store.compactions(name) if c.state == "ready for cleaning"}
+        assert {int(d.split("_v")[1]) for d in outputs} <= txns and not set(outputs) & set(dead)
+    else:
+        assert all("_v" not in d for d in outputs), outputs
+    # Hive 4 queues no second compaction at the same high-water mark before cleaning.
+    ok_json(["clean", location, "--retention", "0", "--metastore", uri], capsys)
+    done = compact_on_executors(spark, location, kind="major",  # type: ignore[arg-type]
+                                metastore_url=uri)
+    assert not done.failures, done.failures
+    (base,) = [d for d in _dirs(location) if d.startswith("base_")]
+    assert base.startswith("base_0000003") and ("_v" in base) == hive4
+    assert _ids(location, uri, capsys) == EXPECTED

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import fsspec
 
-from ingest.acid.compaction.compact import TEMP_PREFIX
+from ingest.acid.compaction.compact import TEMP_PREFIX, aborted_outputs
 from ingest.acid.format import (
     ACID_VERSION_FILE,
     METADATA_FILE,
@@ -136,7 +136,7 @@ def plan_cleaning(
             covers[cover] = _changed_at(fs, f"{root}/{cover}", renamed=True)
     others: list[tuple[str, CleanKind]] = [(n, "aborted") for n in state.aborted]
     if aborted_txn is not None:
-        others += [(n, "aborted") for n in _aborted_outputs(fs, root, aborted_txn)]
+        others += [(n, "aborted") for n in aborted_outputs(fs, root, aborted_txn)]
     for name in _temporaries(fs, root):
         if _pending_rename(fs, root, name):
             kept.append(Kept(name, "the second half of a minor compaction interrupted "
@@ -264,18 +264,6 @@ def _cover(state: AcidState, name: str) -> str | None:
 def _covers(d: ParsedDirectory, other: ParsedDirectory) -> bool:
     return (d.name != other.name and d.is_delete_delta == other.is_delete_delta
             and d.min_write_id <= other.min_write_id and d.max_write_id >= other.max_write_id)
-
-
-def _aborted_outputs(fs: fsspec.AbstractFileSystem, root: str,
-                     aborted_txn: Callable[[int], bool]) -> list[str]:
-    """`_vT` directories whose compactor transaction T aborted: no reader ever uses them."""
-    names = (str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
-    out = []
-    for name in sorted(names):
-        parsed = None if name.startswith(("_", ".")) else parse_directory(name)
-        if parsed is not None and parsed.visibility > 0 and aborted_txn(parsed.visibility):
-            out.append(name)
-    return out
 
 
 def _temporaries(fs: fsspec.AbstractFileSystem, root: str) -> list[str]:

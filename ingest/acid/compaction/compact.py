@@ -14,7 +14,7 @@ the view as a value.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -234,6 +234,7 @@ def compact_partition(
     dry_run: bool = False,
     visibility_txn_id: int | None = None,
     visible_txn: VisibleTxn | None = None,
+    aborted_txn: Callable[[int], bool] | None = None,
 ) -> CompactionResult | None:
     """Compact one partition (or an unpartitioned table's root); None if nothing to do.
 
@@ -263,6 +264,9 @@ def compact_partition(
             once renamed.
         visible_txn: with a bare write-id list, which compactor transactions are committed,
             for earlier `_v` outputs already in the partition (None: all).
+        aborted_txn: whether a compactor transaction T is aborted, asked of the metastore
+            after this compactor took the partition over: `_vT` outputs of a dead compactor
+            whose T aborted are removed before anything is written (`finish_interrupted`).
 
     Raises:
         FileNotFoundError: the partition directory does not exist.
@@ -276,7 +280,7 @@ def compact_partition(
     directory = directory.rstrip("/")
     table_root = directory if root is None else root.rstrip("/")
     if not dry_run:
-        finish_interrupted(fs, directory)
+        finish_interrupted(fs, directory, aborted_txn=aborted_txn)
     plan = plan_compaction(fs, directory, snapshot, root=table_root, kind=kind,
                            visibility_txn_id=visibility_txn_id, visible_txn=visible_txn)
     if plan is None:
@@ -326,19 +330,27 @@ def compact_partition(
                             output_files=output_files)
 
 
-def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> list[str]:
+def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str, *,
+                       aborted_txn: Callable[[int], bool] | None = None) -> list[str]:
     """Finish a minor compaction that crashed between its two renames, and remove what
     other crashed compactions left; returns the names renamed into place.
 
     A hidden `delete_delta_A_B` output whose `delta_A_B` is already in place is renamed too:
     until it is, readers skip `delta_A_B` (`names.half_renamed_minor`). Any other hidden
-    output was never seen by a reader and is removed. The caller must be the partition's
-    only compactor (the table layer holds its compaction record).
+    output was never seen by a reader and is removed. So is every `_vT` output whose
+    compactor transaction T `aborted_txn` says aborted (a compactor that died after its
+    renames): our readers and Hive's skip it, but Trino does not check T, and with this
+    compaction's output of the same range beside it would read both (docs/format.md §17).
+    The caller must be the partition's only compactor (the table layer holds its
+    compaction record).
 
     Raises:
         OSError: the storage layer failed.
     """
     root = partition_dir.rstrip("/")
+    if aborted_txn is not None:
+        for name in aborted_outputs(fs, root, aborted_txn):
+            fs.rm(f"{root}/{name}", recursive=True)
     names = [str(full).rstrip("/").rsplit("/", 1)[-1] for full in fs.ls(root, detail=False)]
     done = []
     for partner in sorted(half_renamed_minor(names)):
@@ -351,6 +363,19 @@ def finish_interrupted(fs: fsspec.AbstractFileSystem, partition_dir: str) -> lis
         if name.startswith(TEMP_PREFIX) and name[len(TEMP_PREFIX):] not in done:
             fs.rm(f"{root}/{name}", recursive=True)
     return done
+
+
+def aborted_outputs(fs: fsspec.AbstractFileSystem, root: str,
+                    aborted_txn: Callable[[int], bool]) -> list[str]:
+    """`_vT` directories in partition `root` whose compactor transaction T aborted: no
+    reader that checks T ever uses them."""
+    names = (str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
+    out = []
+    for name in sorted(names):
+        parsed = None if name.startswith(("_", ".")) else parse_directory(name)
+        if parsed is not None and parsed.visibility > 0 and aborted_txn(parsed.visibility):
+            out.append(name)
+    return out
 
 
 def _readable_bytes(fs: fsspec.AbstractFileSystem, path: str) -> int:
@@ -482,4 +507,5 @@ def _minor(fs: fsspec.AbstractFileSystem, plan: CompactionPlan, options: BucketF
 
 
 __all__ = ["TEMP_PREFIX", "CompactionKind", "CompactionPlan", "CompactionResult",
-           "compact_partition", "compactor_snapshot", "finish_interrupted", "plan_compaction"]
+           "aborted_outputs", "compact_partition", "compactor_snapshot", "finish_interrupted",
+           "plan_compaction"]
