@@ -14,6 +14,7 @@ from ingest.table._owner import check_owner
 from ingest.table._written import AbortedWriteRemoval, Written, remove_aborted_writes
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.api import ScanPlan, Table, TableScan, open_table
+from ingest.table.changes import OP_RANK, ChangeBatch
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
 from ingest.table.compact import (
     CompactionHistory,
@@ -25,7 +26,6 @@ from ingest.table.compact import (
 )
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
-from ingest.table.changes import OP_RANK, ChangeBatch
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.keyed import KeySpec, check_keyed_table, resolve
