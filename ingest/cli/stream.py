@@ -18,6 +18,7 @@ import click
 from ingest.cli._output import progress
 from ingest.io import storage
 from ingest.spark import OptionSpec, StreamOptions, option_specs
+from ingest.txn import default_metastore_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,7 +56,8 @@ Examples:
   ingest stream --bootstrap-servers 127.0.0.1:9092 --topic events --table ./wh/events \\
       --schema "id BIGINT, value STRING, ts TIMESTAMP" --partition-by dt \\
       --checkpoint ./ck/events --available-now
-  ingest stream ... --trigger 30s --txns-per-delta 10""",
+  ingest stream ... --trigger 30s --txns-per-delta 10
+  ingest stream ... --mode cdc --key id --order-by updated_at""",
 )
 @_stream_options
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
@@ -72,6 +74,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
         StreamSummary,
         check_kafka,
         check_sink_progress,
+        check_stream_key,
         run_stream,
         table_layout,
     )
@@ -82,6 +85,8 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
         storage.check_url(location)  # an unknown scheme or a missing backend too
     if options.metastore is not None:
         check_sink_progress(options.metastore)  # before starting Spark
+    check_stream_key(options, table_layout(options.schema_ddl, options.partition_by),
+                     options.metastore or default_metastore_url(options.table))
     check_kafka(options.bootstrap_servers, options.topic,
                 timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:

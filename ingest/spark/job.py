@@ -28,6 +28,7 @@ from ingest.spark.sink import (
     DEAD_LETTER_DDL,
     AcidSink,
     BatchReport,
+    check_keyed_stream,
     dead_letter_location,
     dead_letter_name,
     dead_letter_schema,
@@ -35,6 +36,7 @@ from ingest.spark.sink import (
 from ingest.table import create_table, default_table_name, open_table_root
 from ingest.txn import (
     Metastore,
+    MetastoreError,
     TableDefinition,
     backend_for,
     default_metastore_url,
@@ -179,12 +181,47 @@ def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
     return check_topic(bootstrap_servers, topic, timeout_s=timeout_s)
 
 
+def keyed_table(location: str, layout: TableLayout, options: StreamOptions
+                ) -> TableDefinition:
+    """The table a keyed stream creates when missing: bucketed by the key's row columns."""
+    key = [c.lower() for c in options.sink.key_columns]
+    by = tuple(f.name for f in layout.row_schema if f.name.lower() in key)
+    partitions = (layout.partition_column,) if layout.partition_column else ()
+    return TableDefinition(default_table_name(location), normalize_location(location),
+                           layout.row_schema, partition_columns=partitions,
+                           bucket_count=options.buckets if by else 0, bucket_columns=by)
+
+
+def check_stream_key(options: StreamOptions, layout: TableLayout,
+                     metastore_url: str) -> None:
+    """Refuse a keyed stream (--mode upsert|cdc) whose keys could not be found, before Kafka
+    or Spark starts and before anything is written: the existing table, or the one the
+    stream would create, must be bucketed by the key with its partition columns in it.
+
+    Raises:
+        ConfigError: see `ingest.spark.sink.check_keyed_stream`.
+    """
+    if not options.sink.keyed:
+        return
+    table = None
+    try:
+        with Metastore.open(metastore_url, read_only=True) as store:
+            table = store.find_table(options.table)
+    except MetastoreError:  # no metastore yet: the stream creates it and the table
+        table = None
+    if table is None:
+        table = keyed_table(options.table, layout, options)
+    check_keyed_stream(table, options.sink, layout.partition_expression)
+
+
 def ensure_tables(location: str, layout: TableLayout, *,
                   metastore_url: str | None = None,
                   storage_options: Mapping[str, Any] | None = None,
+                  buckets: int = 0, bucketed_by: tuple[str, ...] = (),
                   ) -> tuple[TableDefinition, TableDefinition]:
     """Create the table and its dead-letter table when missing (with `storage_options`, the
-    tables' fsspec options); check them when present.
+    tables' fsspec options; `buckets` buckets by `bucketed_by`, for a keyed stream); check
+    them when present.
 
     Raises:
         SchemaMismatchError: an existing table's columns or partitioning differ.
@@ -199,7 +236,8 @@ def ensure_tables(location: str, layout: TableLayout, *,
         table = store.find_table(location)
         if table is None:
             table = create_table(location, to_ddl(layout.row_schema), name=wanted.name,
-                                 partitioned_by=partitions, metastore=store,
+                                 partitioned_by=partitions, buckets=buckets,
+                                 bucketed_by=bucketed_by, metastore=store,
                                  storage_options=storage_options)
             log.info("Created table %s at %s (%s)%s", table.name, table.location,
                      to_ddl(table.row_schema),
@@ -400,9 +438,13 @@ def run_stream(
     if options.sink.txns_per_delta > 1:
         AcidSink(table, sink_id="check", options=options.sink, metastore_url=url,
                  storage_options=storage_options)
+    check_stream_key(options, layout, url)
     check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)
+    keyed = keyed_table(table, layout, options) if options.sink.keyed else None
     target, _ = ensure_tables(table, layout, metastore_url=url,
-                              storage_options=storage_options)
+                              storage_options=storage_options,
+                              buckets=keyed.bucket_count if keyed else 0,
+                              bucketed_by=keyed.bucket_columns if keyed else ())
     checkpoint = options.checkpoint
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
@@ -465,7 +507,9 @@ __all__ = [
     "check_kafka",
     "check_partition_expression",
     "check_sink_progress",
+    "check_stream_key",
     "ensure_tables",
+    "keyed_table",
     "run_stream",
     "table_layout",
 ]

@@ -23,6 +23,8 @@ OnTombstone = Literal["skip", "dead-letter"]
 Maintenance = Literal["auto", "off"]
 # Hive's initiator default (hive.compactor.delta.num.threshold): deltas before a compaction.
 FileLayout = Literal["partition", "task"]
+StreamMode = Literal["append", "upsert", "cdc"]
+CdcFormat = Literal["debezium"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -92,9 +94,56 @@ class SinkOptions:
                                    "tasks in groups of this many rows of one Kafka read task, "
                                    "so a large micro-batch still writes in parallel.")
 
+    mode: StreamMode = _option(
+        "append", help="'append' adds every record as a row; 'upsert' makes each record the "
+                       "current row of its --key (a tombstone deletes the key its Kafka record "
+                       "key names, a JSON object of the key columns); 'cdc' applies Debezium "
+                       "change events (op c/r/u upsert 'after', d deletes 'before', a "
+                       "tombstone deletes).")
+    key: str | None = _option(
+        None, metavar="COL[,COL]", help="The key columns of --mode upsert|cdc (the table must "
+                                        "be bucketed by them; partition columns among them).")
+    cdc_format: CdcFormat = _option(
+        "debezium", help="The change-event format of --mode cdc.")
+    order_by: str | None = _option(
+        None, metavar="COL", help="With --mode upsert|cdc: a column ordering a key's events "
+                                  "(ties: c < r < u < d); an event older than the stored row "
+                                  "is skipped. Default: Kafka (partition, offset) order.")
+
     def __post_init__(self) -> None:
-        """Raises: ConfigError: a value is out of its bounds or not one of its choices."""
+        """Raises: ConfigError: a value is out of its bounds or not one of its choices, or
+        the keyed options do not fit --mode."""
         _check(self)
+        if self.mode == "append":
+            given = [f for f, v in (("--key", self.key), ("--order-by", self.order_by)) if v]
+            if given:
+                verb = "apply" if len(given) > 1 else "applies"
+                raise ConfigError(f"{' and '.join(given)} {verb} to --mode upsert or cdc, not "
+                                  "to --mode append", hint="add --mode upsert or --mode cdc")
+            return
+        if not self.key_columns:
+            raise ConfigError(f"--mode {self.mode} needs --key: the columns that name a row",
+                              hint=f"e.g. --mode {self.mode} --key id (or --key id,dt)")
+        if self.txns_per_delta > 1:
+            raise ConfigError(
+                f"Cannot use --txns-per-delta {self.txns_per_delta} with --mode {self.mode}: "
+                "a keyed micro-batch writes a delete_delta and a delta of its own write id, "
+                "which a transaction batch's shared files cannot hold",
+                hint="use --txns-per-delta 1 (the default) with --mode upsert or cdc")
+        if self.on_tombstone != "skip":
+            raise ConfigError(f"Cannot use --on-tombstone {self.on_tombstone} with --mode "
+                              f"{self.mode}: a tombstone deletes its key there",
+                              hint="leave --on-tombstone at its default")
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """`--key` split at commas (empty in append mode)."""
+        return tuple(c.strip() for c in (self.key or "").split(",") if c.strip())
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the sink applies keyed changes (--mode upsert or cdc)."""
+        return self.mode != "append"
 
 
 def _storage_items(value: Any) -> tuple[str, ...]:
@@ -154,6 +203,9 @@ class StreamOptions:
         "to `ingest clean`)."))
     maintenance_interval_s: float = _option(
         60.0, minimum=0, help="Least seconds between two compaction and cleaning runs.")
+    buckets: int = _option(
+        8, minimum=1, help="Buckets of a table --mode upsert|cdc creates (bucketed by the "
+                           "key's row columns); an existing table keeps its own.")
     storage_options: tuple[str, ...] = _option(
         (), flag="--storage-option", metavar="KEY=VALUE", secret=True, help=(
             "fsspec storage option for the table's bucket (repeatable; a value is JSON when "
@@ -333,11 +385,13 @@ def _build(cls: type, values: Mapping[str, Any], used: set[str]) -> Any:
 
 __all__ = [
     "FileLayout",
+    "CdcFormat",
     "Maintenance",
     "OnBadRecord",
     "OnTombstone",
     "OptionSpec",
     "SinkOptions",
+    "StreamMode",
     "StreamOptions",
     "add_arguments",
     "option_specs",

@@ -11,9 +11,10 @@ from ingest.table._compactor import CompactorRun
 from ingest.table._definition import compaction_thresholds, table_schema, uses_visibility_suffix
 from ingest.table._open import MetastoreRef, StorageOptions, agent_name
 from ingest.table._owner import check_owner
-from ingest.table._written import AbortedWriteRemoval, remove_aborted_writes
+from ingest.table._written import AbortedWriteRemoval, Written, remove_aborted_writes
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.api import ScanPlan, Table, TableScan, open_table
+from ingest.table.changes import OP_RANK, ChangeBatch
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
 from ingest.table.compact import (
     CompactionHistory,
@@ -27,6 +28,7 @@ from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
+from ingest.table.keyed import KeySpec, check_keyed_table, resolve
 from ingest.table.load import LoadResult, MissingColumns, load, load_file
 from ingest.table.locate import metastore_if_any, open_table_or_files, open_table_root
 from ingest.table.recover import (
@@ -56,9 +58,11 @@ from ingest.table.verify import Problem, VerifyReport, verify_table
 
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
+    "OP_RANK",
     "WIDE_DECIMAL",
     "AbortedWriteRemoval",
     "AlterResult",
+    "ChangeBatch",
     "ChangeCounts",
     "CleanReport",
     "Commit",
@@ -67,6 +71,7 @@ __all__ = [
     "CompactorRun",
     "DeleteResult",
     "InputFormat",
+    "KeySpec",
     "LoadResult",
     "MetastoreRef",
     "MissingColumns",
@@ -84,9 +89,11 @@ __all__ = [
     "TableStatus",
     "UpsertResult",
     "VerifyReport",
+    "Written",
     "agent_name",
     "alter_table",
     "apply_changes",
+    "check_keyed_table",
     "check_owner",
     "check_snapshot_table",
     "clean",
@@ -109,6 +116,7 @@ __all__ = [
     "read_input",
     "recover_table_with_metastore",
     "remove_aborted_writes",
+    "resolve",
     "shown_state",
     "split_rows",
     "table_history",

@@ -39,10 +39,21 @@ class Written:
     """Directories and files a transaction created, to remove if it does not commit, and
     the manifest entries its commit records."""
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, root: str | None = None) -> None:
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str | None = None, *,
+                 attempt: str | None = None) -> None:
+        """Args:
+            fs, root: the table's filesystem and root (the root as `fs` names it).
+            attempt: a task attempt's id: write hidden staging files
+                `_tmp.bucket_N.<attempt>` (`staged` maps each final path to its own) into
+                directories other tasks of the same write share, for a driver to rename
+                and mark (the streaming sink, docs/invariants.md 8.4); `remove` then
+                removes only those files.
+        """
         self.fs = fs
         # The table root, for the entries' relative paths (required to write bucket files).
         self.root = None if root is None else root.rstrip("/")
+        self.attempt = attempt
+        self.staged: dict[str, str] = {}
         self.directories: list[str] = []  # our delta / delete_delta dirs (named by write id)
         self.parents: list[str] = []  # partition dirs this call created
         self.files: list[str] = []
@@ -56,6 +67,11 @@ class Written:
             IngestError: `directory` already exists: some writer this metastore does not
                 know wrote it. It is left as it is, and never removed by `remove`.
         """
+        if self.attempt is not None:  # shared with the write's other tasks: no marker here
+            if has_directories(self.fs):
+                self.fs.makedirs(directory, exist_ok=True)
+            self.directories.append(directory)
+            return
         missing, p = [], parent
         while p and not self.fs.exists(p):
             missing.append(p)
@@ -88,7 +104,10 @@ class Written:
             raise ValueError("Cannot write bucket files: Written needs the table root to "
                              "record their manifest entries")
         path = f"{directory}/{bucket_file_name(bucket_id)}"
-        writer = BucketWriter.create(path, BucketFileOptions(
+        target = path if self.attempt is None else \
+            f"{directory}/_tmp.{bucket_file_name(bucket_id)}.{self.attempt}"
+        self.staged[path] = target
+        writer = BucketWriter.create(target, BucketFileOptions(
             write_id=write_id, row_schema=row_schema, bucket_id=bucket_id,
             kind="delete" if deletes else "insert", compression=compression), fs=self.fs)
         self.files.append(path)
@@ -101,7 +120,12 @@ class Written:
         self.committed.append(writer.committed_file(relative_path(self.root, path)))
 
     def remove(self) -> None:
-        """Remove every directory written, then the partition directories made for them."""
+        """Remove every directory written, then the partition directories made for them
+        (with an attempt id: only the staging files written)."""
+        if self.attempt is not None:
+            for staging in self.staged.values():
+                _remove_file(self.fs, staging)
+            return
         for directory in self.directories:
             if self.fs.exists(directory):
                 self.fs.rm(directory, recursive=True)
@@ -222,7 +246,8 @@ class AbortedWriteRemoval:
 def remove_aborted_writes(store: Metastore, table: TableDefinition,
                           write_ids: Iterable[int], *,
                           storage_options: StorageOptions = None) -> AbortedWriteRemoval:
-    """Remove what writes that died left in their `delta_W_W_0000` directories, for each of
+    """Remove what writes that died left in their `delta_W_W_0000` (and `delete_delta_W_W_0000`)
+    directories, for each of
     `write_ids` that the metastore holds aborted, in every partition of the table.
 
     The directory is named by the write id, so no other writer writes into it; still, only
@@ -244,7 +269,9 @@ def remove_aborted_writes(store: Metastore, table: TableDefinition,
     """
     snapshot = store.snapshot(table.name)
     wanted = sorted(set(write_ids))
-    aborted = {format_delta(w, w, 0) for w in wanted if snapshot.is_aborted(w)}
+    # A keyed write (upsert, the stream's --mode upsert|cdc) adds a delete_delta of its id.
+    aborted = {format_delta(w, w, 0, delete=delete) for w in wanted if snapshot.is_aborted(w)
+               for delete in (False, True)}
     not_aborted = tuple(w for w in wanted if not snapshot.is_aborted(w))
     fs, root = table_fs(table, storage_options)
     if not aborted or not fs.exists(root):

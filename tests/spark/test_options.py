@@ -31,8 +31,9 @@ def test_flags_and_defaults() -> None:
         "--available-now", "--starting-offsets", "--partition-by", "--metastore",
         "--txns-per-delta",
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
+        "--mode", "--key", "--cdc-format", "--order-by",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
-        "--maintenance-interval-s", "--storage-option"]
+        "--maintenance-interval-s", "--buckets", "--storage-option"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
@@ -42,14 +43,16 @@ def test_flags_and_defaults() -> None:
         "--flush-rows": 100_000,
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
         "--file-layout": "partition", "--writer-split-rows": 1_000_000,
+        "--mode": "append", "--key": None, "--cdc-format": "debezium", "--order-by": None,
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
-        "--maintenance-interval-s": 60.0, "--storage-option": ()}
+        "--maintenance-interval-s": 60.0, "--buckets": 8, "--storage-option": ()}
     assert [f for f, s in specs.items() if s.multiple] == ["--storage-option"]
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
     assert specs["--on-bad-record"].choices == ("dead-letter", "fail")
     assert specs["--on-tombstone"].choices == ("skip", "dead-letter")
+    assert specs["--mode"].choices == ("append", "upsert", "cdc")
     options = StreamOptions(**REQUIRED)
     assert options.sink == SinkOptions() and options.schedule == (60.0, False)
 
@@ -105,3 +108,20 @@ def test_kafka_modules_import_no_cycle() -> None:
     tree = ast.parse((ROOT / "ingest/spark/kafka/_read.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "ingest.spark.kafka.source" not in imported
+
+
+def test_keyed_modes_refuse_options_that_do_not_fit() -> None:
+    assert SinkOptions(mode="cdc", key="id, dt").key_columns == ("id", "dt")
+    with pytest.raises(ConfigError, match="--mode upsert needs --key") as info:
+        SinkOptions(mode="upsert")
+    assert "--key id" in str(info.value.hint)
+    with pytest.raises(ConfigError, match="--key applies to --mode upsert or cdc"):
+        SinkOptions(key="id")
+    with pytest.raises(ConfigError, match="--key and --order-by apply to --mode upsert"):
+        SinkOptions(key="id", order_by="v")
+    with pytest.raises(ConfigError, match="--txns-per-delta 3 with --mode cdc"):
+        SinkOptions(mode="cdc", key="id", txns_per_delta=3)
+    with pytest.raises(ConfigError, match="--on-tombstone dead-letter with --mode upsert"):
+        SinkOptions(mode="upsert", key="id", on_tombstone="dead-letter")
+    with pytest.raises(ConfigError, match="--mode must be append or upsert or cdc"):
+        SinkOptions(mode="merge")  # type: ignore[arg-type]

@@ -9,12 +9,13 @@ from ingest.spark.sink.deadletter import (
     dead_letter_name,
     dead_letter_schema,
 )
-from ingest.spark.sink.driver import AcidSink
+from ingest.spark.sink.driver import AcidSink, check_keyed_stream
 
 __all__ = [
     "DEAD_LETTER_DDL",
     "AcidSink",
     "BatchReport",
+    "check_keyed_stream",
     "dead_letter_location",
     "dead_letter_name",
     "dead_letter_schema",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -20,10 +20,12 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid.format import write_acid_version_file
-from ingest.errors import BadRecordError
+from ingest.errors import BadRecordError, IngestError
+from ingest.spark.sink._keyed import KEYED_FIELDS, parse_changes_task, write_changes_task
 from ingest.spark.sink._results import (
     RESULT_DDL,
     BadRecords,
+    ChangesApplied,
     FileWritten,
     OffsetsRead,
     TaskResult,
@@ -39,6 +41,7 @@ from ingest.spark.sink._tasks import (
     parse_task,
     write_task,
 )
+from ingest.table import ChangeCounts
 from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:
@@ -68,6 +71,8 @@ class BatchReport:
         dead_letter_dirs: the same for the dead-letter table (its root, when the batch held
             dead letters).
         commit_seconds: wall time of the metastore commit alone (progress included).
+        changes: --mode upsert|cdc: what the changes did, summed over the tasks (`rows` then
+            counts the new rows written, `files` the delete- and insert-event files).
     """
 
     batch_id: int
@@ -85,13 +90,19 @@ class BatchReport:
     partition_dirs: tuple[str, ...] = ()
     dead_letter_dirs: tuple[str, ...] = ()
     commit_seconds: float = 0.0
+    changes: ChangeCounts | None = None
 
     def line(self) -> str:
         if self.skipped:
             return (f"batch {self.batch_id}: already committed as write id {self.write_id}, "
                     "skipped (replay)")
         lag = "" if self.lag is None else f", kafka lag {self.lag:,}"
-        return (f"batch {self.batch_id}: write id {self.write_id}, {self.rows:,} rows, "
+        c = self.changes
+        keyed = "" if c is None else (
+            f" ({c.events:,} events: {c.inserted:,} inserted, {c.updated:,} updated, "
+            f"{c.deleted:,} deleted, {c.unchanged:,} unchanged, {c.stale:,} stale, "
+            f"{c.absent:,} deletes of absent keys; {c.buckets_read} buckets read)")
+        return (f"batch {self.batch_id}: write id {self.write_id}, {self.rows:,} rows{keyed}, "
                 f"{self.dead_letters:,} dead letters, {self.tombstones:,} tombstones "
                 f"({'skipped' if self.on_tombstone == 'skip' else 'dead-lettered'}), "
                 f"{self.files} files, {self.bytes:,} bytes, "
@@ -112,6 +123,8 @@ def run_tasks(batch_df: DataFrame, plan: TaskPlan, *,
 def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
                        partition_expression: str | None) -> list[TaskResult]:
     kafka = batch_df.select(*KAFKA_COLUMNS)
+    if plan.mode != "append":
+        return _run_keyed(kafka, plan)
     by_partition = plan.options.file_layout == "partition"
     two_stage = plan.partition_from == "column" or plan.bucket_count > 0 or by_partition
     if not two_stage:
@@ -142,6 +155,23 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
     return from_arrow(out.toArrow())
 
 
+def _run_keyed(kafka: DataFrame, plan: TaskPlan) -> list[TaskResult]:
+    """Keyed changes: parse, shuffle by (partition, bucket) so one task holds every event of
+    its keys, then write each task's buckets (`_keyed`)."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    spark_schema = from_arrow_schema(pa.schema([*META_FIELDS, *KEYED_FIELDS,
+                                                *plan.parse_schema]))
+    tz = kafka.sparkSession.conf.get("spark.sql.session.timeZone")
+    parse_plan = replace(plan, parsed_arrow_schema=to_arrow_schema(spark_schema, timezone=tz))
+    parsed = kafka.mapInArrow(partial(parse_changes_task, parse_plan), spark_schema)
+    keys = [plan.partition_column] if plan.partition_column else []
+    parsed = parsed.repartition(plan.bucket_count, *keys, META_BUCKET)
+    out = parsed.mapInArrow(partial(write_changes_task, replace(plan, input="parsed")),
+                            RESULT_DDL)
+    return from_arrow(out.toArrow())
+
+
 def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: int,
                     fs: fsspec.AbstractFileSystem,
                     dl_fs: fsspec.AbstractFileSystem) -> BatchReport:
@@ -168,6 +198,7 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
             hint="fix the producer, or run with --on-bad-record dead-letter to keep such "
                  "records in the dead-letter table")
     files = [r for r in results if isinstance(r, FileWritten)]
+    _check_one_writer_per_file(files)
     directories: set[tuple[str, str]] = set()
     for f in files:
         target_fs = fs if f.target == "table" else dl_fs
@@ -178,15 +209,43 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
         write_acid_version_file(fs if target == "table" else dl_fs, directory)
     offsets = tuple(r.as_range() for r in merge_offsets(
         r for r in results if isinstance(r, OffsetsRead)))
+    applied = [r.counts for r in results if isinstance(r, ChangesApplied)]
+    changes = None
+    if plan.mode != "append":
+        changes = ChangeCounts(**{f.name: type(f.default)(sum(c.get(f.name, 0) for c in applied))
+                                  for f in fields(ChangeCounts)})
     return BatchReport(
-        batch_id, plan.write_id,
-        rows=sum(f.rows for f in files if f.target == "table"),
+        batch_id, plan.write_id, changes=changes,
+        rows=sum(f.rows for f in files if f.target == "table" and not _deletes(f)),
         dead_letters=sum(f.rows for f in files if f.target == "dead_letter"),
         files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets,
         tombstones=sum(r.rows for r in results if isinstance(r, Tombstones)),
         on_tombstone=plan.options.on_tombstone,
         partition_dirs=_partition_dirs(files, "table"),
         dead_letter_dirs=_partition_dirs(files, "dead_letter"))
+
+
+def _deletes(f: FileWritten) -> bool:
+    """Whether `f` holds delete events (a keyed micro-batch's delete_delta)."""
+    return f.directory.rsplit("/", 1)[-1].startswith("delete_delta_")
+
+
+def _check_one_writer_per_file(files: Sequence[FileWritten]) -> None:
+    """Two reported files with one final path would overwrite each other at the rename.
+
+    Raises:
+        IngestError: naming the path (a bucket written by two tasks: a bug, or rows stored
+            under another bucketing whose delete events fell into another task's bucket).
+    """
+    seen: set[str] = set()
+    for f in files:
+        if f.path in seen:
+            raise IngestError(
+                f"Cannot publish {f.path}: two tasks of the micro-batch wrote it, so one "
+                "would replace the other; nothing of the micro-batch is committed",
+                hint="check that the table's rows are bucketed as its definition says "
+                     "(`ingest verify`)")
+        seen.add(f.path)
 
 
 def _partition_dirs(files: Sequence[FileWritten], target: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ of a topic partition are combined (across a task's input batches and across task
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -27,6 +28,7 @@ class ResultKind(StrEnum):
     OFFSETS_READ = "offsets"
     BAD_RECORDS = "bad"
     TOMBSTONES = "tombstones"
+    CHANGES_APPLIED = "changes"
 
 
 @dataclass(frozen=True)
@@ -109,17 +111,31 @@ class Tombstones:
     rows: int
 
 
-TaskResult = FileWritten | OffsetsRead | BadRecords | Tombstones
+@dataclass(frozen=True)
+class ChangesApplied:
+    """What a keyed task's changes did (--mode upsert|cdc), key by key.
+
+    Attributes:
+        counts: `ChangeCounts` fields by name (events, keys, inserted, updated, deleted,
+            unchanged, stale, absent, rows_scanned, buckets_read, lookup_s).
+    """
+
+    counts: dict[str, float]
+
+
+TaskResult = FileWritten | OffsetsRead | BadRecords | Tombstones | ChangesApplied
 
 RESULT_DDL = ("kind string, target string, path string, staging string, rows long, "
               "bytes long, length long, tail_hash string, events long, topic string, "
-              "kafka_partition int, min_offset long, max_offset long, error string")
+              "kafka_partition int, min_offset long, max_offset long, error string, "
+              "counts string")
 RESULT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("target", pa.string()), ("path", pa.string()),
     ("staging", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
     ("length", pa.int64()), ("tail_hash", pa.string()), ("events", pa.int64()),
     ("topic", pa.string()), ("kafka_partition", pa.int32()),
     ("min_offset", pa.int64()), ("max_offset", pa.int64()), ("error", pa.string()),
+    ("counts", pa.string()),
 ])
 
 
@@ -143,6 +159,9 @@ def to_arrow(results: Sequence[TaskResult]) -> pa.RecordBatch:
                              "error": r.error, "rows": r.rows})
             case Tombstones():
                 rows.append({"kind": ResultKind.TOMBSTONES.value, "rows": r.rows})
+            case ChangesApplied():
+                rows.append({"kind": ResultKind.CHANGES_APPLIED.value,
+                             "counts": json.dumps(r.counts, sort_keys=True)})
     return pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
 
@@ -164,6 +183,8 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> list[TaskResult]:
                                    row["max_offset"], row["rows"]))
         elif kind is ResultKind.TOMBSTONES:
             out.append(Tombstones(row["rows"]))
+        elif kind is ResultKind.CHANGES_APPLIED:
+            out.append(ChangesApplied(json.loads(row["counts"])))
         else:
             out.append(BadRecords(row["topic"], row["kafka_partition"], row["min_offset"],
                                   row["error"], row["rows"]))
@@ -194,6 +215,7 @@ __all__ = [
     "RESULT_DDL",
     "RESULT_SCHEMA",
     "BadRecords",
+    "ChangesApplied",
     "FileWritten",
     "OffsetsRead",
     "ResultKind",

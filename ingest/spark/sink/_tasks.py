@@ -35,10 +35,12 @@ from ingest.spark.sink._results import (
     offsets_read,
     to_arrow,
 )
-from ingest.table import split_rows
+from ingest.table import KeySpec, split_rows
 
 if TYPE_CHECKING:
+    from ingest.acid.read import ReadView
     from ingest.spark.options import SinkOptions
+    from ingest.txn import TableDefinition
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,11 @@ class TaskPlan:
         compression, dead_letter_compression: ORC codecs of the two tables.
         input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran before).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
+        mode: "append", or keyed changes ("upsert", "cdc": `_keyed`).
+        key: keyed modes: the checked key (and order-by column).
+        table: keyed modes: the target's definition.
+        view: keyed modes: the committed snapshot and manifest to look live rows up in,
+            taken after the micro-batch's transaction opened.
         storage_options: the fsspec options of the two tables (the sink's own, nothing else
             of the driver's process): the task makes its filesystems with them (executors
             are other processes).
@@ -111,6 +118,10 @@ class TaskPlan:
     storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
     input: Literal["kafka", "parsed"] = "kafka"
     parsed_arrow_schema: pa.Schema | None = None
+    mode: Literal["append", "upsert", "cdc"] = "append"
+    key: KeySpec | None = None
+    table: TableDefinition | None = field(default=None, hash=False, repr=False)
+    view: ReadView | None = field(default=None, hash=False, repr=False)
 
 
 @dataclass

@@ -52,6 +52,8 @@ from ingest.spark.sink._results import FileWritten, TaskResult
 from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.table import (
+    KeySpec,
+    check_keyed_table,
     check_owner,
     open_table_root,
     remove_aborted_writes,
@@ -175,6 +177,7 @@ class AcidSink:
         self._run: _Run | None = None
         self._heartbeat: Heartbeat | None = None
         self._codecs = ("zlib", "zlib")
+        self._key: KeySpec | None = None
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
 
@@ -190,6 +193,9 @@ class AcidSink:
             for defn in (self._table, self._dead_letter):
                 check_owner(defn, store.url, self.storage_options)  # one metastore per location (7)
             self._check_definition(self._table)
+            if self.options.keyed:
+                self._key = check_keyed_stream(self._table, self.options,
+                                               self.partition_expression)
             self._codecs = (_codec(self._table, self.compression),
                             _codec(self._dead_letter, self.compression))
             if self.options.txns_per_delta > 1:
@@ -284,7 +290,15 @@ class AcidSink:
         txn, plan = self._begin(store)
         results: list[TaskResult] = []
         try:
-            results = run_tasks(batch_df, plan, partition_expression=self.partition_expression)
+            if self._key is None:
+                results = run_tasks(batch_df, plan,
+                                    partition_expression=self.partition_expression)
+            else:
+                # Taken after the transaction opened, so every commit before it is seen;
+                # leased, so the cleaner keeps what the tasks read (docs/format.md §24).
+                with store.read_view(self._table, agent=self.agent) as view:
+                    results = run_tasks(batch_df, replace(plan, view=view),
+                                        partition_expression=None)
             report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
                                      dl_fs=self.dl_fs)
             crash_point("sink.before_commit")
@@ -359,6 +373,7 @@ class AcidSink:
             committed_lengths=committed, compression=self._codecs[0],
             dead_letter_compression=self._codecs[1],
             storage_options=dict(self.storage_options),
+            mode=self.options.mode, key=self._key, table=table if self._key else None,
         )
 
     def _committed_files(self, plan: TaskPlan, results: list[TaskResult]
@@ -417,8 +432,12 @@ class AcidSink:
         _remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter_delta_dir,
                         [r for r in written if r.target == "dead_letter"])
         if self._run is None:
-            _remove_written(self.fs, self.root, len(self._table.partition_columns),
-                            plan.delta_dir, [r for r in written if r.target == "table"])
+            depth = len(self._table.partition_columns)
+            _remove_written(self.fs, self.root, depth, plan.delta_dir,
+                            [r for r in written if r.target == "table"])
+            if self._key is not None:  # a keyed micro-batch's delete events
+                _remove_written(self.fs, self.root, depth,
+                                format_delta(plan.write_id, plan.write_id, 0, delete=True), [])
             return
         # A transaction batch cannot go on after a failed micro-batch: end it here.
         run, self._run = self._run, None
@@ -476,6 +495,26 @@ class AcidSink:
         self.close()
 
 
+def check_keyed_stream(table: TableDefinition, options: SinkOptions,
+                       partition_expression: str | None) -> KeySpec:
+    """Check that a keyed stream (--mode upsert|cdc) can find its keys in `table`.
+
+    Raises:
+        ConfigError: the key does not fit the table (`ingest.table.check_keyed_table`: not
+            bucketed by the key, a partition column outside it, an unknown column), or the
+            partition column is computed by a --partition-by expression (a delete's key
+            could not name its partition).
+    """
+    if partition_expression is not None:
+        raise ConfigError(
+            f"Cannot stream --mode {options.mode} into {table.name}: --partition-by "
+            f"{partition_expression!r} computes the partition from the row, which a delete "
+            "(a tombstone, or Debezium's 'before' holding only the key) does not carry",
+            hint="partition by a JSON field that is part of --key, e.g. --partition-by dt "
+                 "--key id,dt")
+    return check_keyed_table(table, list(options.key_columns), options.order_by)
+
+
 def _delta_dirs(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str) -> list[str]:
     """Directory `name` in every partition of the table that has one."""
     pattern = "/".join([root.rstrip("/"), *["*"] * depth, name])
@@ -514,4 +553,4 @@ def _describe(schema: pa.Schema) -> str:
     return "(" + ", ".join(f"{f.name} {f.type}" for f in schema) + ")"
 
 
-__all__ = ["AcidSink", "BatchReport"]
+__all__ = ["AcidSink", "BatchReport", "check_keyed_stream"]
