@@ -25,6 +25,7 @@ from ingest.table.compact import (
 )
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
+from ingest.table.evolve import SchemaChange, evolve_schema
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.load import LoadResult, MissingColumns, load, load_file
@@ -77,6 +78,7 @@ __all__ = [
     "Removed",
     "StorageOptions",
     "ScanPlan",
+    "SchemaChange",
     "StatusTotals",
     "Table",
     "TableRecovery",
@@ -86,6 +88,7 @@ __all__ = [
     "VerifyReport",
     "agent_name",
     "alter_table",
+    "evolve_schema",
     "apply_changes",
     "check_owner",
     "check_snapshot_table",

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NoReturn, Self, TypeVar
 
+import pyarrow as pa
+
 from ingest.acid import ValidWriteIdList
 from ingest.acid.format import CommittedFile, parse_partition
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
@@ -265,6 +267,19 @@ class HiveMetastore(Metastore):
             found = self._hive_table(table)
             set_parameters(self._conn, found, properties)
             return to_definition(self._hive_table(found.name), self.location)
+
+    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+                      expected: pa.Schema) -> TableDefinition:
+        """Refused: changing columns (`alter_table` with cascade) is not built here yet.
+
+        Raises:
+            ConfigError: always.
+        """
+        raise ConfigError(
+            f"Cannot alter the columns of table {table}: not supported on a Hive Metastore "
+            f"({self.location}) yet",
+            hint="run ALTER TABLE ... ADD COLUMNS / CHANGE COLUMN ... CASCADE in Hive; "
+                 "ingest reads the new schema from the Hive Metastore")
 
     def find_table(self, table: TableRef) -> TableDefinition | None:
         """The table, or None; a Hive table that is not full-ACID ORC is refused.
