@@ -47,7 +47,7 @@ def command(path: str, properties: tuple[str, ...], add_columns: str | None,
     Changes the metastore only, never a data file; later loads and micro-batches use the
     new values (e.g. orc.compress picks their codec, new columns are written). Files
     written before read under the new columns: added ones as null, widened values widened.
-    Column changes are refused on a Hive Metastore (not supported there yet).
+    On a Hive Metastore the columns change there, partitions included (CASCADE).
     """
     if not (properties or add_columns is not None or change_columns
             or replace_columns is not None):

@@ -59,8 +59,8 @@ def alter_table(
 
     Raises:
         ConfigError: nothing to change, a value the table cannot have, or a column change
-            Hive's rules refuse (the message says why and what to do instead); the Hive
-            Metastore backend refuses column changes (not supported there yet).
+            Hive's rules refuse (the message says why and what to do instead), or one the
+            Hive Metastore refuses.
         CommitConflictError: another process changed the columns meanwhile.
         TableNotFoundError: no table at `location`.
         MetastoreError: the metastore failed.

@@ -38,6 +38,7 @@ from ingest.txn.hms._catalog import (
     find_hive_table,
     register_table,
     seed_write_ids,
+    set_columns,
     set_parameters,
     to_definition,
 )
@@ -60,7 +61,7 @@ from ingest.txn.hms.progress import (
     is_progress_table,
     write_progress,
 )
-from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table
+from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table, hive_columns
 from ingest.txn.hms.txns import (
     allocate_write_ids,
     commit_txn,
@@ -270,16 +271,20 @@ class HiveMetastore(Metastore):
 
     def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
                       expected: pa.Schema) -> TableDefinition:
-        """Refused: changing columns (`alter_table` with cascade) is not built here yet.
-
-        Raises:
-            ConfigError: always.
+        """See `Metastore.alter_columns`: `alter_table_with_cascade`, so partitions get the
+        new columns too. The Hive Metastore has no compare-and-swap on columns: they are
+        checked just before the call, under this store's lock only.
         """
-        raise ConfigError(
-            f"Cannot alter the columns of table {table}: not supported on a Hive Metastore "
-            f"({self.location}) yet",
-            hint="run ALTER TABLE ... ADD COLUMNS / CHANGE COLUMN ... CASCADE in Hive; "
-                 "ingest reads the new schema from the Hive Metastore")
+        with self._lock:
+            self._writable("alter table columns")
+            found = self._hive_table(table)
+            if [(c.name.lower(), c.type) for c in found.columns] != [
+                    (c.name.lower(), c.type) for c in hive_columns(expected)]:
+                raise CommitConflictError(
+                    f"Cannot alter the columns of table {found.name}: its columns were changed "
+                    "by another process meanwhile", hint="read the table again and retry")
+            set_columns(self._conn, found, hive_columns(row_schema))
+            return to_definition(self._hive_table(found.name), self.location)
 
     def find_table(self, table: TableRef) -> TableDefinition | None:
         """The table, or None; a Hive table that is not full-ACID ORC is refused.
