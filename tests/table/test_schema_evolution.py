@@ -248,3 +248,25 @@ def test_hive_23_raw_merger_reads_appended_columns_as_null(tmp_path: Path) -> No
                                           columns="id,value,note",
                                           columns_types="bigint:string:string")
         assert sorted((r["row"] for r in read["rows"]), key=lambda r: r["id"]) == expected
+
+
+def test_a_postgresql_metastore_records_the_change_by_compare_and_swap(
+        tmp_path: Path, pg_url: str) -> None:
+    location = str(tmp_path / "wh" / "t")
+    create_table(location, "id INT, value STRING", metastore=pg_url)
+    t = ingest.open_table(location, metastore=pg_url)
+    t.load(pa.table({"id": pa.array([1], pa.int32()), "value": ["a"]}))
+    stale = t.definition
+    assert stale is not None
+    t.alter(add_columns="note STRING", change_columns=["id BIGINT"])
+    with Metastore.open(pg_url) as store:
+        assert to_ddl(store.get_table(location).row_schema) == \
+            "id BIGINT, value STRING, note STRING"
+        with pytest.raises(CommitConflictError, match="changed by another process"):
+            store.alter_columns(stale.name, pa.schema([*stale.row_schema,
+                                                       pa.field("b", pa.string())]),
+                                expected=stale.row_schema)
+    t.load(pa.table({"id": [2**40], "value": ["b"], "note": ["n"]}))
+    rows = ingest.open_table(location, metastore=pg_url).to_arrow().to_pylist()
+    assert sorted(rows, key=lambda r: r["id"]) == [
+        {"id": 1, "value": "a", "note": None}, {"id": 2**40, "value": "b", "note": "n"}]
