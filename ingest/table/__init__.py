@@ -26,6 +26,7 @@ from ingest.table.compact import (
 )
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
+from ingest.table.evolve import SchemaChange, evolve_schema
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.keyed import KeySpec, check_keyed_table, resolve
@@ -82,6 +83,7 @@ __all__ = [
     "Removed",
     "StorageOptions",
     "ScanPlan",
+    "SchemaChange",
     "StatusTotals",
     "Table",
     "TableRecovery",
@@ -92,6 +94,7 @@ __all__ = [
     "Written",
     "agent_name",
     "alter_table",
+    "evolve_schema",
     "apply_changes",
     "check_keyed_table",
     "check_owner",

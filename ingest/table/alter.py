@@ -1,40 +1,56 @@
-"""Change a table's properties (Hive's ALTER TABLE ... SET TBLPROPERTIES).
+"""Change a table's properties (Hive's ALTER TABLE ... SET TBLPROPERTIES) and columns (ADD
+COLUMNS, CHANGE COLUMN).
 
-Checks them as `create_table` does (`_definition.check_properties`), then records them in the
-metastore; no data file changes. A later load or micro-batch uses the new values.
+Checks properties as `create_table` does (`_definition.check_properties`) and column changes
+by Hive's schema-evolution rules (`evolve`), then records them in the metastore; no data file
+changes. A later load or micro-batch uses the new values; files written before read under
+the new columns (missing ones as nulls, widened values widened).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ingest.errors import ConfigError
 from ingest.table._definition import check_properties
 from ingest.table._open import MetastoreRef, StorageOptions, open_table
+from ingest.table.evolve import SchemaChange, evolve_schema
 from ingest.txn import TableDefinition
 
 
 @dataclass(frozen=True)
 class AlterResult:
-    """What `alter_table` changed: (key, old value or None, new value), and the result."""
+    """What `alter_table` changed: properties as (key, old value or None, new value), column
+    changes, and the table as stored afterwards."""
 
     table: TableDefinition
     changed: tuple[tuple[str, str | None, str], ...]
+    columns_changed: tuple[SchemaChange, ...] = ()
 
 
 def alter_table(
     location: str,
     *,
-    properties: Mapping[str, str],
+    properties: Mapping[str, str] | None = None,
+    add_columns: str | None = None,
+    change_columns: Sequence[str] = (),
+    columns: str | None = None,
     metastore: MetastoreRef = None,
     storage_options: StorageOptions = None,
 ) -> AlterResult:
-    """Set table properties of the table at `location`; the others are kept.
+    """Set table properties and change columns of the table at `location`; the rest is kept.
+
+    Column changes follow Hive's rules for transactional ORC tables (`evolve_schema`):
+    append nullable columns, widen a type; anything else is refused before the metastore is
+    written. Columns change first, in one metastore transaction; then properties.
 
     Args:
         location: the table root.
         properties: the properties to set, e.g. ``{"orc.compress": "SNAPPY"}``.
+        add_columns: columns to append, e.g. ``"source STRING COMMENT 'origin'"``.
+        change_columns: ``"c NEWTYPE"`` each: widen column c, e.g. ``"id BIGINT"``.
+        columns: the whole new column list (Hive's REPLACE COLUMNS), checked the same way.
         metastore: as for `create_table`; default: found from the location.
         storage_options: the table's fsspec options, to read the location's owner marker.
 
@@ -42,20 +58,30 @@ def alter_table(
         The table as stored afterwards and what changed.
 
     Raises:
-        ConfigError: no properties, or a value the table cannot have.
+        ConfigError: nothing to change, a value the table cannot have, or a column change
+            Hive's rules refuse (the message says why and what to do instead), or one the
+            Hive Metastore refuses.
+        CommitConflictError: another process changed the columns meanwhile.
         TableNotFoundError: no table at `location`.
         MetastoreError: the metastore failed.
     """
-    if not properties:
-        raise ConfigError(f"Cannot alter table at {location}: no property to set",
+    if not properties and add_columns is None and not change_columns and columns is None:
+        raise ConfigError(f"Cannot alter table at {location}: nothing to change",
                           hint=f"for example `ingest alter {location} --property "
-                          "orc.compress=SNAPPY`")
+                          "orc.compress=SNAPPY` or `--add-columns \"note STRING\"`")
     with open_table(location, metastore, storage_options) as (store, defn):
-        wanted = check_properties(properties, table=defn.name, action="alter")
+        wanted = (check_properties(properties, table=defn.name, action="alter")
+                  if properties else {})
         changed = tuple((k, defn.properties.get(k), v) for k, v in sorted(wanted.items())
                         if defn.properties.get(k) != v)
-        stored = store.set_properties(defn.name, wanted) if changed else defn
-        return AlterResult(stored, changed)
+        new_schema, column_changes = evolve_schema(
+            defn, add_columns=add_columns, change_columns=change_columns, columns=columns)
+        stored = defn
+        if column_changes:
+            stored = store.alter_columns(defn.name, new_schema, expected=defn.row_schema)
+        if changed:
+            stored = store.set_properties(defn.name, wanted)
+        return AlterResult(stored, changed, column_changes)
 
 
 __all__ = ["AlterResult", "alter_table"]

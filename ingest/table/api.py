@@ -516,17 +516,25 @@ class Table:
                 metastore=False if store is None else None,
                 storage_options=self._storage_options)
 
-    def alter(self, properties: Mapping[str, str]) -> AlterResult:
-        """Set table properties; the others are kept (`ingest.table.alter_table`). The
-        `Table` keeps the definition it was opened with; open it again to see the change.
+    def alter(self, properties: Mapping[str, str] | None = None, *,
+              add_columns: str | None = None, change_columns: Sequence[str] = (),
+              columns: str | None = None) -> AlterResult:
+        """Set table properties, append columns or widen their types, by Hive's rules
+        (`ingest.table.alter_table`). Afterwards this `Table` reads and loads with the
+        stored definition; files written before read missing columns as nulls.
 
         Raises:
-            ConfigError: opened without a metastore or at a partition; see `alter_table`.
+            ConfigError: opened without a metastore or at a partition, or a change Hive's
+                rules refuse; see `alter_table`.
+            CommitConflictError: the columns changed meanwhile; see `alter_table`.
             MetastoreError: see `alter_table`.
         """
         defn = self._require_root("alter")
-        return alter_table(defn.location, properties=properties, metastore=self._metastore,
-                           storage_options=self._storage_options)
+        result = alter_table(defn.location, properties=properties, add_columns=add_columns,
+                             change_columns=change_columns, columns=columns,
+                             metastore=self._metastore, storage_options=self._storage_options)
+        self.definition = result.table
+        return result
 
     def status(self, snapshot: ValidWriteIdList | str | None = None) -> TableStatus:
         """The table's (or the opened partition's) layout, backlog and transactions, as

@@ -25,7 +25,7 @@ from ingest.acid.format import (
     format_delta,
 )
 from ingest.acid.predicate import Predicate, parse_predicate
-from ingest.acid.read import ROW_ID_COLUMN, open_plan, plan_row_schema, start_merge
+from ingest.acid.read import ROW_ID_COLUMN, open_plan, start_merge
 from ingest.acid.write import Compression
 from ingest.table._committed import table_manifest
 from ingest.table._definition import table_compression, table_schema
@@ -100,7 +100,7 @@ def delete(
         if dry_run:
             snapshot = store.snapshot(defn)
             count = sum(k.num_rows for _, k in _matching_keys(
-                fs, root, predicate, snapshot, table_manifest(store, defn)))
+                fs, root, predicate, snapshot, table_manifest(store, defn), defn.row_schema))
             return DeleteResult(defn.name, defn.location, where, None, count, (), (), True)
         parts: list[str] = []
         count = 0
@@ -109,7 +109,8 @@ def delete(
             # Taken after opening: every transaction committed before ours is visible.
             snapshot = store.snapshot(defn)
             manifest = table_manifest(store, defn)
-            for part, keys in _matching_keys(fs, root, predicate, snapshot, manifest):
+            for part, keys in _matching_keys(fs, root, predicate, snapshot, manifest,
+                                             defn.row_schema):
                 directory = join_path(root, part, format_delta(w, w, 0, delete=True))
                 written.make_directory(join_path(root, part), directory)
                 parts.append(part)
@@ -130,14 +131,14 @@ def delete(
 
 def _matching_keys(fs: fsspec.AbstractFileSystem, root: str, predicate: Predicate,
                    snapshot: ValidWriteIdList, manifest: CommittedFiles,
-                   ) -> Iterator[tuple[str, pa.Table]]:
+                   row_schema: pa.Schema) -> Iterator[tuple[str, pa.Table]]:
     """(partition path relative to root, keys of matching rows) per partition with matches.
 
     The whole table is planned and checked against the manifest before any key is found, so
     a damaged or missing committed file fails the delete before it writes anything."""
     fs, plan = open_plan(root, snapshot, fs, committed=manifest, stacklevel=2)
-    # All columns: with no data file yet the reader cannot type a column subset.
-    merger = start_merge(fs, plan, row_schema=plan_row_schema(fs, plan), with_row_id=True)
+    # The table's columns (files written before a schema change read under them).
+    merger = start_merge(fs, plan, row_schema=row_schema, with_row_id=True)
     parts = plan.by_partition()
     for partition, files in parts:
         table = pa.Table.from_batches(

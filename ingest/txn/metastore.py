@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import ClassVar, Self
 
+import pyarrow as pa
+
 from ingest.acid.format import CommittedFile, ValidWriteIdList
 from ingest.acid.read import ReadView
 from ingest.errors import ConfigError, IngestError
@@ -210,6 +212,26 @@ class Metastore(abc.ABC):
             TableNotFoundError: no such table.
             MetastoreError: the metastore failed.
         """
+
+    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+                      expected: pa.Schema) -> TableDefinition:
+        """Record the table's new row schema (Hive's ALTER TABLE ... ADD/CHANGE COLUMNS), in
+        one metastore transaction that succeeds only if the stored schema still equals
+        `expected` (compare-and-swap). The caller has checked the change (`ingest.table`);
+        no data file changes. A backend that cannot do it keeps this refusal.
+
+        Returns:
+            The definition as stored afterwards.
+
+        Raises:
+            ConfigError: this metastore cannot change a table's columns.
+            CommitConflictError: the schema changed since `expected` was read.
+            TableNotFoundError: no such table.
+            MetastoreError: the metastore failed.
+        """
+        raise ConfigError(
+            f"Cannot alter the columns of table {table}: not supported on the metastore at "
+            f"{self.location} yet", hint="use ingest's SQL metastore (sqlite:// or postgresql://)")
 
     @abc.abstractmethod
     def find_table(self, table: TableRef) -> TableDefinition | None:

@@ -210,7 +210,7 @@ def test_alter_changes_a_property_validated_as_create_does(
 def test_alter_usage_and_missing_table(warehouse: Path, capsys: pytest.CaptureFixture[str],
                                        ) -> None:
     code, out, err = run(["alter", str(warehouse / "T")], capsys)
-    assert code == 2 and "Missing option '--property'" in err
+    assert code == 2 and "give --property, --add-columns, --change-column" in err
     error = error_json(["alter", str(warehouse / "T"), "--property", "a=b"], capsys, 3)
     assert error["type"] == "TableNotFoundError"
     error = error_json(["alter", str(warehouse / "T"), "--property", "novalue"], capsys, 2)

@@ -85,6 +85,8 @@ def test_the_initiator_does_not_take_an_aborted_compactors_base_for_a_base(
     after = table_status(location)
     (partition,) = after.layout.partitions
     shown = {d.name: d.status for d in partition.directories}
-    assert shown[output] == "chosen" and shown[dead] == "not_visible"
+    # The retry removed the aborted compactor's base before writing its own (a reader that
+    # ignores `_vT`, as Trino does, would otherwise take it too).
+    assert shown[output] == "chosen" and dead not in shown
     assert after.totals.chosen_rows == 26
     assert rows(location) == before and len(before) == 26

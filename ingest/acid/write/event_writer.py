@@ -138,8 +138,9 @@ class EventWriter(BucketWriter):
 
 
 def _conform_events(table: pa.Table, schema: pa.Schema, *, path: str) -> pa.Table:
-    """`table` in the event schema: row fields renamed by position (Hive's `_col0` names) and
-    types cast where ORC stores them alike.
+    """`table` in the event schema: row fields renamed by position (Hive's `_col0` names),
+    types cast where ORC stores them alike (widened), trailing row fields a file predates
+    (appended columns) filled with nulls.
 
     Raises:
         SchemaMismatchError: the columns cannot be made to fit.
@@ -154,12 +155,17 @@ def _conform_events(table: pa.Table, schema: pa.Schema, *, path: str) -> pa.Tabl
     for field, column in zip(schema, table.columns, strict=True):
         column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         if field.name == ROW and column.type != row_type:
-            if column.type.num_fields != row_type.num_fields:
+            have = column.type.num_fields
+            if have > row_type.num_fields:
                 raise SchemaMismatchError(
-                    f"Cannot write events to {path}: rows have {column.type.num_fields} "
+                    f"Cannot write events to {path}: rows have {have} "
                     f"fields, the table {row_type.num_fields}")
+            # Fewer fields: written before columns were appended (docs/format.md §25); they
+            # read as null, as Hive's positional schema evolution reads them.
             column = pa.StructArray.from_arrays(
-                [column.field(i).cast(row_type.field(i).type) for i in range(row_type.num_fields)],
+                [column.field(i).cast(row_type.field(i).type) if i < have
+                 else pa.nulls(len(column), row_type.field(i).type)
+                 for i in range(row_type.num_fields)],
                 fields=list(row_type), mask=column.is_null() if column.null_count else None)
         elif column.type != field.type:
             column = column.cast(field.type)

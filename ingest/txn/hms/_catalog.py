@@ -16,6 +16,7 @@ from ingest.errors import ConfigError, TableNotFoundError
 from ingest.txn.hms import _stubs
 from ingest.txn.hms.connection import HmsConnection
 from ingest.txn.hms.tables import (
+    HiveColumn,
     HiveTable,
     HiveTableSpec,
     create_database,
@@ -135,6 +136,25 @@ def seed_write_ids(conn: HmsConnection, table: HiveTable, next_write_id: int) ->
     t = _stubs.ttypes()
     conn.call("seed_write_id", t.SeedTableWriteIdsRequest(
         dbName=table.database, tableName=table.table_name, seedWriteId=next_write_id - 1))
+
+
+def set_columns(conn: HmsConnection, table: HiveTable, columns: tuple[HiveColumn, ...]) -> None:
+    """Hive's ALTER TABLE ... ADD COLUMNS / CHANGE COLUMN ... CASCADE: the table's columns
+    and every partition's become `columns` (`alter_table_with_cascade`).
+
+    Raises:
+        ConfigError: the server refused the change, with its reason.
+        MetastoreError: the metastore failed.
+    """
+    t = _stubs.ttypes()
+    thrift = table.thrift
+    thrift.sd.cols = [t.FieldSchema(name=c.name, type=c.type, comment=c.comment)
+                      for c in columns]
+    try:
+        conn.call("alter_table_with_cascade", table.database, table.table_name, thrift, True)
+    except (t.InvalidOperationException, t.MetaException) as e:
+        raise ConfigError(f"Cannot alter the columns of table {table.name}: the Hive "
+                          f"Metastore refused: {getattr(e, 'message', e)}") from e
 
 
 def set_parameters(conn: HmsConnection, table: HiveTable, properties: dict[str, str]) -> None:

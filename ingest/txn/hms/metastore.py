@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NoReturn, Self, TypeVar
 
+import pyarrow as pa
+
 from ingest.acid import ValidWriteIdList
 from ingest.acid.format import CommittedFile, parse_partition
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
@@ -36,6 +38,7 @@ from ingest.txn.hms._catalog import (
     find_hive_table,
     register_table,
     seed_write_ids,
+    set_columns,
     set_parameters,
     to_definition,
 )
@@ -58,7 +61,7 @@ from ingest.txn.hms.progress import (
     is_progress_table,
     write_progress,
 )
-from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table
+from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table, hive_columns
 from ingest.txn.hms.txns import (
     allocate_write_ids,
     commit_txn,
@@ -264,6 +267,23 @@ class HiveMetastore(Metastore):
             self._writable("set table properties")
             found = self._hive_table(table)
             set_parameters(self._conn, found, properties)
+            return to_definition(self._hive_table(found.name), self.location)
+
+    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+                      expected: pa.Schema) -> TableDefinition:
+        """See `Metastore.alter_columns`: `alter_table_with_cascade`, so partitions get the
+        new columns too. The Hive Metastore has no compare-and-swap on columns: they are
+        checked just before the call, under this store's lock only.
+        """
+        with self._lock:
+            self._writable("alter table columns")
+            found = self._hive_table(table)
+            if [(c.name.lower(), c.type) for c in found.columns] != [
+                    (c.name.lower(), c.type) for c in hive_columns(expected)]:
+                raise CommitConflictError(
+                    f"Cannot alter the columns of table {found.name}: its columns were changed "
+                    "by another process meanwhile", hint="read the table again and retry")
+            set_columns(self._conn, found, hive_columns(row_schema))
             return to_definition(self._hive_table(found.name), self.location)
 
     def find_table(self, table: TableRef) -> TableDefinition | None:

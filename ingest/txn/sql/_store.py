@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Self
 
+import pyarrow as pa
+
 from ingest.acid.format import CommittedFile, ValidWriteIdList
 from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore
 from ingest.txn.model import (
@@ -122,6 +124,10 @@ class SqlMetastore(Metastore):
 
     def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
         return self._tables.set_properties(table, properties)
+
+    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+                      expected: pa.Schema) -> TableDefinition:
+        return self._tables.alter_columns(table, row_schema, expected=expected)
 
     def find_table(self, table: TableRef) -> TableDefinition | None:
         return self._tables.find_table(table)

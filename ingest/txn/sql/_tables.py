@@ -91,6 +91,39 @@ class Tables:
             raise db.not_found(table)
         return updated
 
+    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+                      expected: pa.Schema) -> TableDefinition:
+        """See `Metastore.alter_columns`; the check and the update are one write
+        transaction, and the update is conditioned on the schema it checked."""
+        db = self._db
+        with db.translate("alter table columns"), db.write() as c:
+            name = db.resolve(c, table)
+            found = self._select(c, "name", name)
+            if found is None:
+                raise db.not_found(table)
+            # The bytes as stored: the update is conditioned on them (compare-and-swap).
+            old = c.execute(sa.select(tables.c.row_schema)
+                            .where(tables.c.name == name)).scalar_one()
+            if not found.row_schema.equals(expected, check_metadata=True):
+                raise CommitConflictError(
+                    f"Cannot alter the columns of table {name}: its columns were changed by "
+                    "another process meanwhile", hint="read the table again and retry")
+            TableDefinition(name=found.name, location=found.location, row_schema=row_schema,
+                            partition_columns=found.partition_columns,
+                            bucket_count=found.bucket_count,
+                            bucket_columns=found.bucket_columns)  # its checks, before writing
+            done = c.execute(sa.update(tables)
+                             .where(tables.c.name == name, tables.c.row_schema == old)
+                             .values(row_schema=row_schema.serialize().to_pybytes()))
+            if done.rowcount != 1:
+                raise CommitConflictError(
+                    f"Cannot alter the columns of table {name}: its columns were changed by "
+                    "another process meanwhile", hint="read the table again and retry")
+            updated = self._select(c, "name", name)
+        if updated is None:
+            raise db.not_found(table)
+        return updated
+
     def find_table(self, table: TableRef) -> TableDefinition | None:
         """See `Metastore.find_table`."""
         column, value = table_key(table)
