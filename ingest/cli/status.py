@@ -1,18 +1,33 @@
-"""`ingest status PATH`: partitions, directories, bucket files, compaction backlog and
-transactions of a table, rendered from `ingest.table.table_status`."""
+"""`ingest status PATH`: partitions, directories, bucket files, compaction backlog,
+transactions and (for a streamed table) Kafka progress and lag of a table, rendered from
+`ingest.table.table_status` and, with `--bootstrap-servers`, `ingest.spark.kafka.kafka_lag`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ingest.acid import DirectoryStatus, FileStatus, PartitionStatus
 from ingest.cli._options import metastore_option, storage_option
 from ingest.cli._output import dumps, warnings_to_stderr
-from ingest.table import PartitionBacklog, StatusTotals, TableStatus, open_table_or_files
+from ingest.errors import ConfigError
+from ingest.table import (
+    PartitionBacklog,
+    StatusTotals,
+    StreamProgress,
+    TableStatus,
+    open_table_or_files,
+)
 from ingest.txn import TransactionInfo
+
+if TYPE_CHECKING:
+    from ingest.spark.kafka import PartitionLag
+
+_KAFKA_TIMEOUT_S = 10.0
 
 
 def _file_json(f: FileStatus) -> dict[str, Any]:
@@ -83,7 +98,74 @@ def _backlog_line(pb: PartitionBacklog) -> str:
             f"Initiator: {d.kind or 'nothing'} ({d.reason})")
 
 
-def _render_text(status: TableStatus) -> None:
+def _kafka_lag(status: TableStatus, bootstrap_servers: str | None) -> list[PartitionLag] | None:
+    """The broker's latest offsets against the table's committed ones, when asked for.
+
+    Raises:
+        ConfigError: the table has no committed Kafka offsets, or a topic is gone.
+        IngestError: the broker cannot be reached.
+    """
+    if bootstrap_servers is None:
+        return None
+    progress = status.progress
+    if progress is None:
+        raise ConfigError(
+            f"Cannot show the Kafka lag of {status.table or status.layout.path}: no commit "
+            "of it recorded Kafka offsets (it was not written by `ingest stream`)",
+            hint="leave out --bootstrap-servers for a table that is not streamed")
+    from ingest.spark.kafka import kafka_lag  # Kafka only when asked for
+
+    return kafka_lag(bootstrap_servers, progress.topics, progress.offsets,
+                     timeout_s=_KAFKA_TIMEOUT_S)
+
+
+def _age_s(progress: StreamProgress) -> float | None:
+    at = progress.last_commit_at
+    return None if at is None else max(time.time() - at, 0.0)
+
+
+def _stream_json(progress: StreamProgress | None,
+                 lag: Sequence[PartitionLag] | None) -> dict[str, Any] | None:
+    if progress is None:
+        return None
+    if lag is None:
+        partitions = [{"topic": t, "partition": p, "committed_offset": o,
+                       "latest_offset": None, "lag_records": None}
+                      for (t, p), o in progress.offsets.items()]
+    else:
+        partitions = [{"topic": x.topic, "partition": x.partition,
+                       "committed_offset": x.committed_offset, "latest_offset": x.latest_offset,
+                       "lag_records": x.lag_records} for x in lag]
+    return {"last_write_id": progress.last_write_id,
+            "last_commit_at": progress.last_commit_at, "last_commit_age_s": _age_s(progress),
+            "lag_records": None if lag is None else sum(x.lag_records for x in lag),
+            "partitions": partitions}
+
+
+def _render_stream(progress: StreamProgress, lag: Sequence[PartitionLag] | None) -> None:
+    at, age = progress.last_commit_at, _age_s(progress)
+    when = "" if at is None or age is None else (
+        f", {age:,.0f} s ago ({datetime.fromtimestamp(at, UTC):%Y-%m-%d %H:%M:%S} UTC)")
+    click.echo(f"Kafka progress: last commit write id {progress.last_write_id}{when}")
+    click.echo(f"  {'TOPIC':<30}{'PARTITION':>10}{'COMMITTED':>14}{'LATEST':>14}{'LAG':>12}")
+    rows = ([(t, p, o, None, None) for (t, p), o in progress.offsets.items()] if lag is None
+            else [(x.topic, x.partition, x.committed_offset, x.latest_offset, x.lag_records)
+                  for x in lag])
+    for topic, partition, committed, latest, behind in rows:
+        click.echo(f"  {topic:<30}{partition:>10}{_number(committed):>14}{_number(latest):>14}"
+                   f"{_number(behind):>12}")
+    if lag is None:
+        click.echo("  (latest offsets and lag: add --bootstrap-servers HOST:PORT)")
+    else:
+        click.echo(f"Kafka lag: {sum(x.lag_records for x in lag):,} records")
+    click.echo("")
+
+
+def _number(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _render_text(status: TableStatus, lag: Sequence[PartitionLag] | None = None) -> None:
     layout, table, backlogs = status.layout, status.table, status.backlogs
     click.echo(f"Table     {layout.path}" + (f"  ({table})" if table else ""))
     click.echo(f"Snapshot  {layout.snapshot}  (from {status.snapshot_source})")
@@ -109,6 +191,8 @@ def _render_text(status: TableStatus) -> None:
         if p.path in backlogs:
             click.echo(_backlog_line(backlogs[p.path]))
     click.echo("")
+    if status.progress is not None:
+        _render_stream(status.progress, lag)
     for state in ("open", "aborted"):
         rows = [t for t in status.transactions if t.state == state]
         if rows:
@@ -128,7 +212,8 @@ def _render_text(status: TableStatus) -> None:
     epilog="""\b
 Examples:
   ingest status warehouse/events
-  ingest status warehouse/events/dt=2026-11-21 --json""",
+  ingest status warehouse/events/dt=2026-11-21 --json
+  ingest status warehouse/events --bootstrap-servers broker:9092""",
 )
 @click.argument("path")
 @storage_option
@@ -136,9 +221,12 @@ Examples:
 @click.option("--snapshot", metavar="DB.T:HWM:MINOPEN:OPEN:ABORTED",
               help="Judge directories by this valid write-id list. Default: the table's "
                    "snapshot from its metastore, else every write id on disk as committed.")
+@click.option("--bootstrap-servers", metavar="HOST:PORT",
+              help="Kafka brokers: show a streamed table's lag, each topic partition's latest "
+                   "offset against the offset the table committed.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 def command(path: str, snapshot: str | None, as_json: bool, metastore: str | None,
-            storage_options: dict[str, Any]) -> None:
+            storage_options: dict[str, Any], bootstrap_servers: str | None) -> None:
     """Show what is on disk under an ACID table and what a snapshot reads of it.
 
     Read-only; reads file tails and side files, never row data. Lists each partition's
@@ -146,12 +234,15 @@ def command(path: str, snapshot: str | None, as_json: bool, metastore: str | Non
     they are obsolete or aborted; each bucket file's length, readable length (from its
     `_flush_length` side file), side-file entries and rows; each partition's compaction
     backlog (deltas, delete deltas, bytes, aborted write ids) and what `ingest compact
-    --auto` would do with it; open and aborted transactions from the metastore; and totals.
+    --auto` would do with it; open and aborted transactions from the metastore; for a
+    streamed table, the Kafka offsets its commits recorded and the last commit's age (with
+    --bootstrap-servers, also the broker's latest offsets and the lag); and totals.
     """
     with warnings_to_stderr():
         status = open_table_or_files(path, metastore, storage_options).status(snapshot)
+    lag = _kafka_lag(status, bootstrap_servers)
     if not as_json:
-        _render_text(status)
+        _render_text(status, lag)
         return
     layout = status.layout
     click.echo(dumps({
@@ -166,5 +257,6 @@ def command(path: str, snapshot: str | None, as_json: bool, metastore: str | Non
             for p in layout.partitions
         ],
         "transactions": [_txn_json(t) for t in status.transactions],
+        "stream": _stream_json(status.progress, lag),
         "totals": _totals_json(status.totals),
     }))

@@ -18,12 +18,15 @@ from ingest.spark.job import (
 )
 from ingest.spark.kafka import kafka_dataframe, register_kafka_source
 from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
+from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
 from ingest.spark.options import OptionSpec, SinkOptions, StreamOptions, add_arguments, option_specs
 from ingest.spark.session import job_session
 from ingest.spark.sink import AcidSink, BatchReport, dead_letter_location, dead_letter_name
 from ingest.spark.source import register
 
 __all__ = [
+    "METRIC_NAMES",
+    "StreamMetrics",
     "AcidSink",
     "BatchReport",
     "CompactJobReport",

@@ -21,8 +21,9 @@ import pyarrow as pa
 from ingest.acid.format import parse_schema, to_ddl
 from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.io import storage
-from ingest.spark.kafka import check_topic, kafka_dataframe
+from ingest.spark.kafka import LagProbe, check_topic, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
+from ingest.spark.metrics import StreamMetrics
 from ingest.spark.options import StreamOptions
 from ingest.spark.sink import (
     DEAD_LETTER_DDL,
@@ -33,7 +34,7 @@ from ingest.spark.sink import (
     dead_letter_name,
     dead_letter_schema,
 )
-from ingest.table import create_table, default_table_name, open_table_root
+from ingest.table import create_table, default_table_name, open_table_root, stream_progress
 from ingest.txn import (
     Metastore,
     MetastoreError,
@@ -334,10 +335,12 @@ class RunningStream:
     """A started query and its sink; `stop()` stops both (unused write ids are aborted)."""
 
     def __init__(self, query: StreamingQuery, sink: AcidSink, lag: _KafkaLag, table: str,
-                 started: float, maintenance: StreamMaintenance | None = None) -> None:
+                 started: float, maintenance: StreamMaintenance | None = None,
+                 metrics: StreamMetrics | None = None) -> None:
         self.query, self.sink, self._lag, self.table, self._started = query, sink, lag, table, \
             started
         self.maintenance = maintenance
+        self.metrics = metrics
 
     def await_termination(self, timeout_s: float | None = None) -> bool:
         """Wait for the query to end; re-raises the sink's own error (e.g. BadRecordError)."""
@@ -363,6 +366,8 @@ class RunningStream:
             finally:
                 self.sink.close()
                 self._lag.close()
+                if self.metrics is not None:
+                    self.metrics.close()
         return self.summary()
 
     def summary(self) -> StreamSummary:
@@ -373,6 +378,16 @@ class RunningStream:
                              sum(r.files for r in done), sum(r.bytes for r in done),
                              time.monotonic() - self._started, reports,
                              sum(r.tombstones for r in done))
+
+
+def _then_observe(batch_fn: Any, sink: AcidSink, metrics: StreamMetrics) -> Any:
+    """The foreachBatch function counting each micro-batch's report into the metrics."""
+
+    def write_batch(batch_df: Any, batch_id: int) -> None:
+        batch_fn(batch_df, batch_id)
+        metrics.observe(sink.reports[-1])
+
+    return write_batch
 
 
 def _then_signal(sink: AcidSink, maintenance: StreamMaintenance) -> Any:
@@ -449,6 +464,7 @@ def run_stream(
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id, table=target.name)
+        progress = stream_progress(store, target.name) if options.metrics_port else None
         # Repair what dead writers left (torn stripes, stale side files) before adding to it;
         # files of transactions still open belong to live writers and are left alone.
         recovery = open_table_root(target.location, store, storage_options).recover()
@@ -478,6 +494,16 @@ def run_stream(
             metastore_url=url, compact=options.compact, clean=options.clean,
             interval_s=options.maintenance_interval_s, storage_options=storage_options)
         batch_fn = _then_signal(sink, maintenance)
+    metrics = None
+    if options.metrics_port is not None:
+        metrics = StreamMetrics(
+            target.name, committed=progress.offsets if progress else None,
+            last_commit_at=progress.last_commit_at if progress else None,
+            lag_probe=LagProbe(options.bootstrap_servers, [options.topic],
+                               timeout_s=options.kafka_timeout_s))
+        batch_fn = _then_observe(batch_fn, sink, metrics)
+        metrics.serve(options.metrics_port)
+    if maintenance is not None:
         maintenance.start()
     writer = (frame.writeStream.foreachBatch(batch_fn).option("checkpointLocation", checkpoint)
               .queryName(f"ingest-{target.name}"))
@@ -489,8 +515,10 @@ def run_stream(
     except BaseException:
         if maintenance is not None:
             maintenance.stop()
+        if metrics is not None:
+            metrics.close()
         raise
-    running = RunningStream(query, sink, lag, target.name, started, maintenance)
+    running = RunningStream(query, sink, lag, target.name, started, maintenance, metrics)
     if not wait:
         return running
     try:

@@ -206,6 +206,11 @@ class StreamOptions:
     buckets: int = _option(
         8, minimum=1, help="Buckets of a table --mode upsert|cdc creates (bucketed by the "
                            "key's row columns); an existing table keeps its own.")
+    metrics_port: int | None = _option(
+        None, minimum=1, metavar="PORT", help=(
+            "Serve Prometheus metrics on this port of the driver (http://HOST:PORT/metrics): "
+            "rows, records, dead letters, bytes and files, batch and commit seconds, the last "
+            "commit's time and Kafka lag per partition. Default: off."))
     storage_options: tuple[str, ...] = _option(
         (), flag="--storage-option", metavar="KEY=VALUE", secret=True, help=(
             "fsspec storage option for the table's bucket (repeatable; a value is JSON when "
@@ -228,6 +233,9 @@ class StreamOptions:
                     f"--bootstrap-servers {self.bootstrap_servers!r}: {server.strip()!r} is "
                     "not HOST:PORT", hint="e.g. --bootstrap-servers broker1:9092,broker2:9092")
         parse_storage_options(self.storage_options)
+        if self.metrics_port is not None and self.metrics_port > 65535:
+            raise ConfigError(f"--metrics-port must be a TCP port (1-65535), got "
+                              f"{self.metrics_port}")
         interval_s, available_now = self.schedule
         if interval_s <= 0 and not available_now:
             raise ConfigError(f"--trigger must be a positive number of seconds, got {interval_s:g}")

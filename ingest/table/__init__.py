@@ -32,6 +32,7 @@ from ingest.table.input import InputFormat, read_input
 from ingest.table.keyed import KeySpec, check_keyed_table, resolve
 from ingest.table.load import LoadResult, MissingColumns, load, load_file
 from ingest.table.locate import metastore_if_any, open_table_or_files, open_table_root
+from ingest.table.progress import StreamProgress, stream_progress
 from ingest.table.recover import (
     DEFAULT_TXN_TIMEOUT_S,
     TableRecovery,
@@ -85,6 +86,7 @@ __all__ = [
     "ScanPlan",
     "SchemaChange",
     "StatusTotals",
+    "StreamProgress",
     "Table",
     "TableRecovery",
     "TableScan",
@@ -124,6 +126,7 @@ __all__ = [
     "split_rows",
     "table_history",
     "table_schema",
+    "stream_progress",
     "table_status",
     "to_decimal",
     "to_nanosecond_timestamp",

@@ -21,6 +21,7 @@ from ingest.table._arguments import check_snapshot_table
 from ingest.table._definition import compaction_thresholds
 from ingest.table._open import StorageOptions
 from ingest.table.locate import metastore_if_any
+from ingest.table.progress import StreamProgress, stream_progress
 from ingest.txn import Metastore, TransactionInfo
 
 SnapshotSource = Literal["option", "metastore", "directories"]
@@ -62,6 +63,7 @@ class TableStatus:
             snapshot) or "directories" (no metastore: every write id on disk committed).
         backlogs: by partition path, for each partition holding directories.
         transactions: the table's open and aborted transactions, by txn id.
+        progress: a streamed table's committed Kafka offsets and last commit, else None.
     """
 
     layout: TableLayout
@@ -69,6 +71,7 @@ class TableStatus:
     snapshot_source: SnapshotSource
     backlogs: Mapping[str, PartitionBacklog]
     transactions: tuple[TransactionInfo, ...]
+    progress: StreamProgress | None = None
 
     @property
     def totals(self) -> StatusTotals:
@@ -105,6 +108,7 @@ def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None,
         source: SnapshotSource = "option"
         visible: VisibleTxn | None = None
         txns: tuple[TransactionInfo, ...] = ()
+        progress = None
         thresholds = CompactionThresholds()
         if store is not None and defn is not None:
             if snapshot is None:
@@ -114,6 +118,7 @@ def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None,
             visible = store.compactor_visibility(defn.name)
             thresholds = compaction_thresholds(defn)
             txns = tuple(store.transactions(defn.name, states=("open", "aborted")))
+            progress = stream_progress(store, defn.name)
         elif snapshot is None:
             source = "directories"
         layout = describe_table(path, snapshot, fs=fs, visible_txn=visible)
@@ -122,7 +127,8 @@ def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None,
         if p.directories:
             backlog = measure_backlog(fs, p.path, layout.snapshot, visible_txn=visible)
             backlogs[p.path] = PartitionBacklog(backlog, decide(backlog, thresholds))
-    return TableStatus(layout, None if defn is None else defn.name, source, backlogs, txns)
+    return TableStatus(layout, None if defn is None else defn.name, source, backlogs, txns,
+                       progress)
 
 
 __all__ = ["PartitionBacklog", "SnapshotSource", "StatusTotals", "TableStatus", "table_status"]

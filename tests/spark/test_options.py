@@ -33,7 +33,7 @@ def test_flags_and_defaults() -> None:
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
         "--mode", "--key", "--cdc-format", "--order-by",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
-        "--maintenance-interval-s", "--buckets", "--storage-option"]
+        "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
@@ -46,7 +46,8 @@ def test_flags_and_defaults() -> None:
         "--mode": "append", "--key": None, "--cdc-format": "debezium", "--order-by": None,
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
-        "--maintenance-interval-s": 60.0, "--buckets": 8, "--storage-option": ()}
+        "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
+        "--storage-option": ()}
     assert [f for f, s in specs.items() if s.multiple] == ["--storage-option"]
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")

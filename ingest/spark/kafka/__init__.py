@@ -3,15 +3,19 @@ and a producer for tests, demos and `ingest produce`.
 """
 
 from ingest.spark.kafka._options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
+from ingest.spark.kafka.lag import LagProbe, PartitionLag, kafka_lag
 from ingest.spark.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
 from ingest.spark.kafka.source import check_topic, kafka_dataframe, register_kafka_source
 
 __all__ = [
     "DEFAULT_STARTING_OFFSETS",
     "DEFAULT_TIMEOUT_MS",
+    "LagProbe",
+    "PartitionLag",
     "check_topic",
     "encode_event",
     "ensure_topic",
+    "kafka_lag",
     "kafka_dataframe",
     "produce_events",
     "register_kafka_source",

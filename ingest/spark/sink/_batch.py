@@ -73,6 +73,7 @@ class BatchReport:
         commit_seconds: wall time of the metastore commit alone (progress included).
         changes: --mode upsert|cdc: what the changes did, summed over the tasks (`rows` then
             counts the new rows written, `files` the delete- and insert-event files).
+        records_read: Kafka records the tasks read (good, bad and tombstones).
     """
 
     batch_id: int
@@ -91,6 +92,7 @@ class BatchReport:
     dead_letter_dirs: tuple[str, ...] = ()
     commit_seconds: float = 0.0
     changes: ChangeCounts | None = None
+    records_read: int = 0
 
     def line(self) -> str:
         if self.skipped:
@@ -207,8 +209,8 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
         directories.add((f.target, f.directory))
     for target, directory in sorted(directories):
         write_acid_version_file(fs if target == "table" else dl_fs, directory)
-    offsets = tuple(r.as_range() for r in merge_offsets(
-        r for r in results if isinstance(r, OffsetsRead)))
+    reads = merge_offsets(r for r in results if isinstance(r, OffsetsRead))
+    offsets = tuple(r.as_range() for r in reads)
     applied = [r.counts for r in results if isinstance(r, ChangesApplied)]
     changes = None
     if plan.mode != "append":
@@ -219,6 +221,7 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
         rows=sum(f.rows for f in files if f.target == "table" and not _deletes(f)),
         dead_letters=sum(f.rows for f in files if f.target == "dead_letter"),
         files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets,
+        records_read=sum(r.rows for r in reads),
         tombstones=sum(r.rows for r in results if isinstance(r, Tombstones)),
         on_tombstone=plan.options.on_tombstone,
         partition_dirs=_partition_dirs(files, "table"),

@@ -1,0 +1,106 @@
+"""Kafka lag: each topic partition's latest offset on the broker against the offset a table
+has committed (the end of the last offset range its sink progress recorded).
+
+Used by the streaming job's metrics (`ingest_kafka_lag_records`) and by `ingest status
+--bootstrap-servers`. Knows Kafka (through the source's `KafkaClient`), not the metastore:
+the committed offsets come in as a plain mapping.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ingest.spark.kafka._options import KafkaSourceOptions
+from ingest.spark.kafka._read import KafkaClient
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One topic partition: what the table committed against what the broker holds.
+
+    Attributes:
+        topic, partition: the Kafka topic partition.
+        committed_offset: the next offset the table would read (the end of its last committed
+            range), or None when no committed transaction read this partition.
+        earliest_offset: the broker's first offset still held.
+        latest_offset: the broker's next offset to be written (its high watermark).
+    """
+
+    topic: str
+    partition: int
+    committed_offset: int | None
+    earliest_offset: int
+    latest_offset: int
+
+    @property
+    def lag_records(self) -> int:
+        """Records on the broker the table has not committed (from the earliest offset
+        still held when the partition was never read)."""
+        start = self.earliest_offset if self.committed_offset is None else self.committed_offset
+        return max(self.latest_offset - start, 0)
+
+
+class LagProbe:
+    """Asks the broker for the latest offsets of topics, again and again (one consumer,
+    serialised by a lock: a metrics scrape and a status call may come from any thread)."""
+
+    def __init__(self, bootstrap_servers: str, topics: Sequence[str], *,
+                 timeout_s: float) -> None:
+        """Nothing is opened until the first `lag` call.
+
+        Raises:
+            ConfigError: no topics, or a timeout that is not a positive number.
+        """
+        self._options = KafkaSourceOptions.parse({
+            "kafka.bootstrap.servers": bootstrap_servers, "subscribe": ",".join(topics),
+            "kafka.timeout.ms": str(max(1, int(timeout_s * 1000)))})
+        self._client: KafkaClient | None = None
+        self._lock = threading.Lock()
+
+    def lag(self, committed: Mapping[TopicPartitionKey, int]) -> list[PartitionLag]:
+        """Every partition of the topics, sorted, with its committed and latest offsets.
+
+        Args:
+            committed: the next offset to read of each topic partition the table committed.
+
+        Raises:
+            ConfigError: a topic does not exist.
+            IngestError: the broker cannot be reached in time.
+        """
+        with self._lock:
+            if self._client is None:
+                self._client = KafkaClient(self._options)
+            client = self._client
+            marks = client.watermarks(client.partitions())
+        return [PartitionLag(t, p, committed.get((t, p)), low, high)
+                for (t, p), (low, high) in sorted(marks.items())]
+
+    def close(self) -> None:
+        """Close the consumer (a later `lag` opens a new one)."""
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+def kafka_lag(bootstrap_servers: str, topics: Sequence[str],
+              committed: Mapping[TopicPartitionKey, int], *,
+              timeout_s: float) -> list[PartitionLag]:
+    """Once: the lag of every partition of `topics` against `committed` (see `LagProbe.lag`).
+
+    Raises:
+        ConfigError: a topic does not exist.
+        IngestError: the broker cannot be reached in time.
+    """
+    probe = LagProbe(bootstrap_servers, topics, timeout_s=timeout_s)
+    try:
+        return probe.lag(committed)
+    finally:
+        probe.close()
+
+
+__all__ = ["LagProbe", "PartitionLag", "kafka_lag"]

@@ -1,0 +1,197 @@
+"""Prometheus metrics of the streaming job (`--metrics-port`), served by the driver.
+
+Counted from each micro-batch's `BatchReport` (the sum of the executors' typed results), so
+nothing runs on the executors; Kafka lag is asked of the broker when Prometheus scrapes.
+Each job has its own registry (never prometheus_client's global one), so several jobs or
+tests can share a process. Names follow Prometheus' conventions (`_total`, `_seconds`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ingest.errors import ConfigError, IngestError
+from ingest.spark.kafka import LagProbe
+from ingest.spark.sink import BatchReport
+
+log = logging.getLogger(__name__)
+
+TopicPartitionKey = tuple[str, int]
+
+# A micro-batch takes from under a second to minutes (a large backlog, a slow store).
+BATCH_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+COMMIT_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+METRIC_NAMES = (
+    "ingest_records_read_total", "ingest_rows_committed_total", "ingest_dead_letters_total",
+    "ingest_tombstones_total", "ingest_bytes_written_total", "ingest_files_written_total",
+    "ingest_batches_total", "ingest_batch_duration_seconds", "ingest_commit_latency_seconds",
+    "ingest_last_commit_timestamp_seconds", "ingest_kafka_lag_records",
+    "ingest_kafka_committed_offset",
+)
+"""Every metric family the job exports (histograms add `_bucket`, `_count`, `_sum`)."""
+
+
+class _LagCollector(Collector):
+    """`ingest_kafka_lag_records` and `ingest_kafka_committed_offset`, computed at scrape
+    time: the broker's latest offsets against the offsets the table committed."""
+
+    def __init__(self, metrics: StreamMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        lag = GaugeMetricFamily(
+            "ingest_kafka_lag_records", "Records on the broker the table has not committed "
+            "(latest offset minus committed offset), per topic partition.",
+            labels=["table", "topic", "partition"])
+        committed = GaugeMetricFamily(
+            "ingest_kafka_committed_offset", "The next offset to read that the table "
+            "committed, per topic partition.", labels=["table", "topic", "partition"])
+        m = self._metrics
+        offsets = m.committed_offsets()
+        for (topic, partition), offset in offsets.items():
+            committed.add_metric([m.table, topic, str(partition)], offset)
+        if m.lag_probe is not None:
+            try:
+                for p in m.lag_probe.lag(offsets):
+                    lag.add_metric([m.table, p.topic, str(p.partition)], p.lag_records)
+            except IngestError as e:  # a scrape without lag beats a failed scrape
+                log.warning("metrics: cannot read the Kafka lag of %s: %s", m.table, e)
+        yield lag
+        yield committed
+
+
+class StreamMetrics:
+    """The metrics of one streaming job into one table, in a registry of their own.
+
+    Usage::
+
+        metrics = StreamMetrics("default.events", lag_probe=LagProbe(servers, ["events"],
+                                timeout_s=5), committed={("events", 0): 120})
+        metrics.serve(9108)          # http://HOST:9108/metrics
+        metrics.observe(report)      # after every micro-batch
+        metrics.close()
+    """
+
+    def __init__(self, table: str, *, lag_probe: LagProbe | None = None,
+                 committed: Mapping[TopicPartitionKey, int] | None = None,
+                 last_commit_at: float | None = None) -> None:
+        """Args:
+            table: the `table` label (the target table's name).
+            lag_probe: asks the broker for its latest offsets at scrape time; None: no lag.
+            committed: the table's committed offsets when the job starts (its sink progress).
+            last_commit_at: the table's last commit before the job started (epoch seconds).
+        """
+        self.table = table
+        self.lag_probe = lag_probe
+        self._committed = dict(committed or {})
+        self._lock = threading.Lock()
+        self._server: Any = None
+        self.port: int | None = None
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        labels = ["table"]
+        self.records_read = Counter(
+            "ingest_records_read", "Kafka records read by committed micro-batches.",
+            labels, registry=r)
+        self.rows_committed = Counter(
+            "ingest_rows_committed", "Rows committed to the table.", labels, registry=r)
+        self.dead_letters = Counter(
+            "ingest_dead_letters", "Records committed to the dead-letter table, by reason "
+            "(unparsable, tombstone).", [*labels, "reason"], registry=r)
+        self.tombstones = Counter(
+            "ingest_tombstones", "Records without a value, by what happened to them "
+            "(skipped, dead_lettered).", [*labels, "action"], registry=r)
+        self.bytes_written = Counter(
+            "ingest_bytes_written", "Bytes added to bucket files (table and dead-letter "
+            "table) by committed micro-batches.", labels, registry=r)
+        self.files_written = Counter(
+            "ingest_files_written", "Bucket files written by committed micro-batches.",
+            labels, registry=r)
+        self.batches = Counter(
+            "ingest_batches", "Micro-batches, by outcome (committed, or skipped: a replay "
+            "already committed).", [*labels, "outcome"], registry=r)
+        self.batch_seconds = Histogram(
+            "ingest_batch_duration_seconds", "Wall time of a committed micro-batch in the sink.",
+            labels, buckets=BATCH_SECONDS_BUCKETS, registry=r)
+        self.commit_seconds = Histogram(
+            "ingest_commit_latency_seconds", "Wall time of a micro-batch's metastore commit.",
+            labels, buckets=COMMIT_SECONDS_BUCKETS, registry=r)
+        self.last_commit = Gauge(
+            "ingest_last_commit_timestamp_seconds", "When the table's last micro-batch "
+            "committed (seconds since the epoch).", labels, registry=r)
+        for counter in (self.records_read, self.rows_committed, self.bytes_written,
+                        self.files_written):
+            counter.labels(table)  # present from the first scrape, at 0
+        for reason in ("unparsable", "tombstone"):
+            self.dead_letters.labels(table, reason)
+        if last_commit_at is not None:
+            self.last_commit.labels(table).set(last_commit_at)
+        r.register(_LagCollector(self))
+
+    def committed_offsets(self) -> dict[TopicPartitionKey, int]:
+        """A copy of the table's committed offsets as the job knows them."""
+        with self._lock:
+            return dict(self._committed)
+
+    def observe(self, report: BatchReport) -> None:
+        """Count one micro-batch (after its commit, or its skip as a replay)."""
+        t = self.table
+        if report.skipped:
+            self.batches.labels(t, "skipped").inc()
+            return
+        tombstones_dead = report.tombstones if report.on_tombstone == "dead-letter" else 0
+        self.batches.labels(t, "committed").inc()
+        self.records_read.labels(t).inc(report.records_read)
+        self.rows_committed.labels(t).inc(report.rows)
+        self.dead_letters.labels(t, "unparsable").inc(max(report.dead_letters - tombstones_dead, 0))
+        self.dead_letters.labels(t, "tombstone").inc(tombstones_dead)
+        if report.tombstones:
+            self.tombstones.labels(t, "dead_lettered" if tombstones_dead else "skipped").inc(
+                report.tombstones)
+        self.bytes_written.labels(t).inc(report.bytes)
+        self.files_written.labels(t).inc(report.files)
+        self.batch_seconds.labels(t).observe(report.seconds)
+        self.commit_seconds.labels(t).observe(report.commit_seconds)
+        self.last_commit.labels(t).set(time.time())
+        with self._lock:
+            for r in report.offsets:
+                key = (r.topic, r.partition)
+                self._committed[key] = max(self._committed.get(key, r.until_offset),
+                                           r.until_offset)
+
+    def serve(self, port: int, *, host: str = "0.0.0.0") -> int:
+        """Serve `/metrics` on `host:port` from a daemon thread; returns the bound port.
+
+        Raises:
+            ConfigError: the port cannot be bound (in use, or not allowed).
+        """
+        try:
+            server, _ = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as e:
+            raise ConfigError(f"Cannot serve metrics on {host}:{port}: {e}",
+                              hint="choose a free --metrics-port") from e
+        self._server = server
+        self.port = int(server.server_address[1])
+        log.info("Serving Prometheus metrics of %s on http://%s:%d/metrics", self.table, host,
+                 self.port)
+        return self.port
+
+    def close(self) -> None:
+        """Stop serving and close the broker connection."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self.lag_probe is not None:
+            self.lag_probe.close()
+
+
+__all__ = ["METRIC_NAMES", "StreamMetrics"]
