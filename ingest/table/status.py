@@ -1,6 +1,6 @@
 """What `ingest status` shows of a table, as one plain value: the layout on disk judged by a
-snapshot, each partition's compaction backlog and the initiator's decision, and the
-metastore's open and aborted transactions.
+snapshot, each partition's compaction backlog and the initiator's decision, the
+metastore's open and aborted transactions, and a streamed table's committed Kafka offsets.
 
 Takes the snapshot and the compactor's visibility from the table's metastore when one lists
 it (so a `_vT` output of an open or aborted compactor transaction counts as not visible, as
