@@ -23,7 +23,7 @@ from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.io import storage
 from ingest.spark.kafka import LagProbe, check_topic, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
-from ingest.spark.metrics import StreamMetrics
+from ingest.spark.metrics import StreamMetrics, check_port
 from ingest.spark.options import StreamOptions
 from ingest.spark.sink import (
     DEAD_LETTER_DDL,
@@ -455,6 +455,8 @@ def run_stream(
                  storage_options=storage_options)
     check_stream_key(options, layout, url)
     check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)
+    if options.metrics_port is not None:
+        check_port(options.metrics_port)
     keyed = keyed_table(table, layout, options) if options.sink.keyed else None
     target, _ = ensure_tables(table, layout, metastore_url=url,
                               storage_options=storage_options,

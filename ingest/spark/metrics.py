@@ -9,6 +9,7 @@ tests can share a process. Names follow Prometheus' conventions (`_total`, `_sec
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -38,6 +39,26 @@ METRIC_NAMES = (
     "ingest_kafka_committed_offset",
 )
 """Every metric family the job exports (histograms add `_bucket`, `_count`, `_sum`)."""
+
+
+def check_port(port: int, *, host: str = "0.0.0.0") -> None:
+    """Check that `host:port` can be bound now, before the job creates anything (the
+    server binds it again later, with the same SO_REUSEADDR its HTTP server sets).
+
+    Raises:
+        ConfigError: the port is in use or not allowed.
+    """
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            raise _port_error(host, port, e) from e
+
+
+def _port_error(host: str, port: int, error: OSError) -> ConfigError:
+    return ConfigError(f"Cannot serve metrics on {host}:{port}: {error}",
+                       hint="choose a free --metrics-port")
 
 
 class _LagCollector(Collector):
@@ -176,8 +197,7 @@ class StreamMetrics:
         try:
             server, _ = start_http_server(port, addr=host, registry=self.registry)
         except OSError as e:
-            raise ConfigError(f"Cannot serve metrics on {host}:{port}: {e}",
-                              hint="choose a free --metrics-port") from e
+            raise _port_error(host, port, e) from e
         self._server = server
         self.port = int(server.server_address[1])
         log.info("Serving Prometheus metrics of %s on http://%s:%d/metrics", self.table, host,
@@ -194,4 +214,4 @@ class StreamMetrics:
             self.lag_probe.close()
 
 
-__all__ = ["METRIC_NAMES", "StreamMetrics"]
+__all__ = ["METRIC_NAMES", "StreamMetrics", "check_port"]

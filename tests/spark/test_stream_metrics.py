@@ -123,3 +123,4 @@ def test_a_metrics_port_in_use_is_refused(
                        table=str(warehouse / "events"), schema_ddl="id BIGINT",
                        checkpoint=str(warehouse / "ck"), available_now=True,
                        kafka_timeout_s=10, metrics_port=port)
+    assert not (warehouse / "events").exists()  # refused before anything was created
