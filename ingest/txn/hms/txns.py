@@ -23,6 +23,7 @@ from ingest.txn.hms.connection import HmsConnection
 from ingest.txn.hms.tables import HiveTable, qualified_name
 
 AGENT_INFO = "ingest"
+"""The agent a transaction or lock names when its caller gives none."""
 LOCK_TIMEOUT_S = 60.0
 """How long `lock` waits for a lock held by someone else before giving up."""
 NO_OPEN_TXN = 9223372036854775807
@@ -66,8 +67,12 @@ class HeartbeatResult:
         return not self.aborted and not self.missing
 
 
-def open_txns(conn: HmsConnection, count: int = 1, *, user: str | None = None) -> list[int]:
+def open_txns(conn: HmsConnection, count: int = 1, *, user: str | None = None,
+              agent: str = "") -> list[int]:
     """Open `count` transactions; their ids, ascending.
+
+    Args:
+        agent: who opens them, e.g. "host:pid:ingest-load" (SHOW TRANSACTIONS shows it).
 
     Raises:
         MetastoreError: the metastore failed.
@@ -75,7 +80,7 @@ def open_txns(conn: HmsConnection, count: int = 1, *, user: str | None = None) -
     t = _stubs.ttypes()
     response = conn.call("open_txns", t.OpenTxnRequest(
         num_txns=count, user=user or getpass.getuser(), hostname=socket.gethostname(),
-        agentInfo=AGENT_INFO))
+        agentInfo=agent or AGENT_INFO))
     return sorted(response.txn_ids)
 
 
@@ -101,7 +106,8 @@ def allocate_write_ids(conn: HmsConnection, table: str, txn_ids: Sequence[int]) 
 
 def lock(conn: HmsConnection, txn_id: int, table: HiveTable, *,
          lock_type: LockType = "SHARED_READ", operation: Operation = "INSERT",
-         partition: str | None = None, timeout_s: float = LOCK_TIMEOUT_S) -> int:
+         partition: str | None = None, timeout_s: float = LOCK_TIMEOUT_S,
+         agent: str = "") -> int:
     """Take a lock for transaction `txn_id` on a table (or one partition) and wait for it.
 
     The default is what Hive Streaming takes to insert: SHARED_READ with operation INSERT; on
@@ -125,9 +131,10 @@ def lock(conn: HmsConnection, txn_id: int, table: HiveTable, *,
         # Sent explicitly: Thrift's Python code sends a False default, and the server then
         # leaves the table out of the transaction's components (nothing to compact or clean).
         isTransactional=True,
-        isDynamicPartitionWrite=bool(table.partition_columns) and partition is None)
+        isDynamicPartitionWrite=(bool(table.partition_columns) and partition is None
+                                 and operation != "SELECT"))
     request = t.LockRequest(component=[component], txnid=txn_id, user=getpass.getuser(),
-                            hostname=socket.gethostname(), agentInfo=AGENT_INFO)
+                            hostname=socket.gethostname(), agentInfo=agent or AGENT_INFO)
     gone = (t.NoSuchTxnException, t.TxnAbortedException)
     what = f"{lock_type} lock for {operation} on {table.name}"
     try:
@@ -258,18 +265,38 @@ def snapshot(conn: HmsConnection, table: str, *,
     Raises:
         MetastoreError: the metastore failed.
     """
+    return snapshots(conn, [table], txns=txns)[table]
+
+
+def snapshots(conn: HmsConnection, tables: Sequence[str], *,
+              txns: TxnSnapshot | None = None) -> dict[str, ValidWriteIdList]:
+    """The write ids of each of `tables` a reader may see now (or as of `txns`), in one
+    `get_valid_write_ids` call; keyed as given.
+
+    Raises:
+        MetastoreError: the metastore failed.
+    """
+    if not tables:
+        return {}
     t = _stubs.ttypes()
-    db, name = qualified_name(table)
+    names = {"{}.{}".format(*qualified_name(table)): table for table in tables}
     txns = txns if txns is not None else txn_snapshot(conn)
     response = conn.call("get_valid_write_ids", t.GetValidWriteIdsRequest(
-        fullTableNames=[f"{db}.{name}"], validTxnList=txns.to_hive_string()))
-    (ids,) = response.tblValidWriteIds
-    aborted_bits = _bits(ids.abortedBits)
-    open_ids, aborted = [], []
-    for i, write_id in enumerate(ids.invalidWriteIds or ()):
-        (aborted if i in aborted_bits else open_ids).append(write_id)
-    return ValidWriteIdList(ids.fullTableName, ids.writeIdHighWaterMark, tuple(open_ids),
-                            tuple(aborted))
+        fullTableNames=list(names), validTxnList=txns.to_hive_string()))
+    out = {}
+    for ids in response.tblValidWriteIds:
+        aborted_bits = _bits(ids.abortedBits)
+        open_ids, aborted = [], []
+        for i, write_id in enumerate(ids.invalidWriteIds or ()):
+            (aborted if i in aborted_bits else open_ids).append(write_id)
+        given = names.get(ids.fullTableName.lower(), ids.fullTableName)
+        out[given] = ValidWriteIdList(ids.fullTableName, ids.writeIdHighWaterMark,
+                                      tuple(open_ids), tuple(aborted))
+    missing = [table for table in tables if table not in out]
+    if missing:
+        raise MetastoreError(f"The Hive Metastore at {conn.uri} answered get_valid_write_ids "
+                             f"without {missing}", location=conn.uri)
+    return out
 
 
 def _bits(data: bytes | None) -> set[int]:
