@@ -7,8 +7,9 @@ a set S of transactions is invalid, it names exactly the write ids S holds (Hive
 `getValidWriteIdsForTable` marks invalid the write ids whose transaction the list calls
 invalid). Numbering the n transactions from 1 and making the ones with bit b set invalid in
 call b spells out each write id's transaction in ceil(log2(n + 1)) calls, each for every
-table at once (`write_id_owners`). Committed write ids are the valid ones below the high
-watermark; the transaction that wrote them is not known (txn id 0).
+table at once, plus one for the highest write ids allocated (`write_id_owners`). Committed
+write ids are the valid ones below the high watermark; the transaction that wrote them is not
+known (txn id 0).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def write_id_of(conn: HmsConnection, table: str, txn_id: int, high_watermark: in
 def write_id_owners(conn: HmsConnection, tables: Sequence[str], txn_ids: Iterable[int],
                     high_watermark: int) -> dict[str, dict[int, int]]:
     """The write ids transactions `txn_ids` hold on each of `tables`: {table: {write id: txn
-    id}}, in ceil(log2(n + 1)) calls for n transactions (see the module's docstring).
+    id}}, in 1 + ceil(log2(n + 1)) calls for n transactions (see the module's docstring).
 
     Raises:
         MetastoreError: the metastore failed.
@@ -74,11 +75,17 @@ def write_id_owners(conn: HmsConnection, tables: Sequence[str], txn_ids: Iterabl
     codes: dict[str, dict[int, int]] = {table: {} for table in tables}
     if not ordered or not tables:
         return codes
+    # Every transaction valid: the highest write id allocated on each table. A list in which
+    # no write id left in TXN_TO_WRITE_ID is valid is answered shortened (Hive 4: the lowest
+    # invalid write id as the high watermark), so the ids above it count as invalid too.
+    allocated = {t: ids.high_watermark for t, ids in snapshots(
+        conn, tables, txns=TxnSnapshot(high_watermark, (), ())).items()}
     for bit in range(len(ordered).bit_length()):
         invalid = tuple(txn for i, txn in enumerate(ordered, start=1) if i >> bit & 1)
         found = snapshots(conn, tables, txns=TxnSnapshot(high_watermark, invalid, ()))
         for table, ids in found.items():
-            for write_id in (*ids.open_write_ids, *ids.aborted_write_ids):
+            above = range(ids.high_watermark + 1, allocated[table] + 1)
+            for write_id in (*ids.open_write_ids, *ids.aborted_write_ids, *above):
                 codes[table][write_id] = codes[table].get(write_id, 0) | 1 << bit
     # A code outside 1..n would be a write id no listed transaction holds: never expected.
     return {table: {w: ordered[code - 1] for w, code in sorted(by_id.items())
