@@ -9,7 +9,8 @@ table `db.t` has a progress table `db.t__ingest_progress`, a full-ACID ORC table
 directories). A micro-batch's transaction allocates a write id P on it next to its data's,
 writes one row (sink id, batch id, the data's write id, the Kafka offset ranges) to
 `delta_P_P_0000/bucket_00000`, and commits: the row is committed exactly when the data is.
-Reading progress is reading the progress table's committed snapshot with our own reader.
+Reading progress is reading the progress table's committed snapshot with our own reader. The
+side-table machinery (registration, the one-delta write, the cached reads) is `side.py`.
 """
 
 from __future__ import annotations
