@@ -106,8 +106,13 @@ def test_a_kept_lease_is_renewed_and_ended_by_another_process(
     defn = TableDefinition(f"r_{uuid.uuid4().hex[:10]}.events", f"file://{tmp_path}/t", ROWS)
     with Metastore.open(metastore.uri) as store:
         store.create_table(defn)
-        with store.leased_snapshot(defn.name, agent="h:1:spark", keep_lease=True) as (lease, _):
+        # An agent as long as a stream's (it names the checkpoint) is cut to what the
+        # metastore's lock table holds.
+        agent = "h:1:ingest-stream:" + "x" * 200
+        with store.leased_snapshot(defn.name, agent=agent, keep_lease=True) as (lease, _):
             assert lease is not None
+            assert _lock_kinds(metastore.uri, defn.name) == {
+                lease: ("SHARED_READ", agent[:128])}
     with Metastore.open(metastore.uri) as other:  # as a Spark task would
         assert other.heartbeat_reader(lease)
         assert lease in [r.reader_id for r in other.live_readers(defn, timeout_s=300)]

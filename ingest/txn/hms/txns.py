@@ -24,6 +24,8 @@ from ingest.txn.hms.tables import HiveTable, qualified_name
 
 AGENT_INFO = "ingest"
 """The agent a transaction or lock names when its caller gives none."""
+LOCK_AGENT_CHARS = 128
+"""The longest agent a lock can name (HIVE_LOCKS.HL_AGENT_INFO)."""
 LOCK_TIMEOUT_S = 60.0
 """How long `lock` waits for a lock held by someone else before giving up."""
 NO_OPEN_TXN = 9223372036854775807
@@ -133,8 +135,11 @@ def lock(conn: HmsConnection, txn_id: int, table: HiveTable, *,
         isTransactional=True,
         isDynamicPartitionWrite=(bool(table.partition_columns) and partition is None
                                  and operation != "SELECT"))
+    # HIVE_LOCKS.HL_AGENT_INFO is a VARCHAR(128): a longer agent (a stream's names its
+    # checkpoint) fails the lock with an internal error, so it is cut.
     request = t.LockRequest(component=[component], txnid=txn_id, user=getpass.getuser(),
-                            hostname=socket.gethostname(), agentInfo=agent or AGENT_INFO)
+                            hostname=socket.gethostname(),
+                            agentInfo=(agent or AGENT_INFO)[:LOCK_AGENT_CHARS])
     gone = (t.NoSuchTxnException, t.TxnAbortedException)
     what = f"{lock_type} lock for {operation} on {table.name}"
     try:
