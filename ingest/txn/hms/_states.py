@@ -79,10 +79,11 @@ def write_id_owners(conn: HmsConnection, tables: Sequence[str], txn_ids: Iterabl
     # no write id left in TXN_TO_WRITE_ID is valid is answered shortened (Hive 4: the lowest
     # invalid write id as the high watermark), so the ids above it count as invalid too.
     allocated = {t: ids.high_watermark for t, ids in snapshots(
-        conn, tables, txns=TxnSnapshot(high_watermark, (), ())).items()}
+        conn, tables, txns=TxnSnapshot(high_watermark, (), ()), whole=False).items()}
     for bit in range(len(ordered).bit_length()):
         invalid = tuple(txn for i, txn in enumerate(ordered, start=1) if i >> bit & 1)
-        found = snapshots(conn, tables, txns=TxnSnapshot(high_watermark, invalid, ()))
+        found = snapshots(conn, tables, txns=TxnSnapshot(high_watermark, invalid, ()),
+                          whole=False)
         for table, ids in found.items():
             above = range(ids.high_watermark + 1, allocated[table] + 1)
             for write_id in (*ids.open_write_ids, *ids.aborted_write_ids, *above):

@@ -274,18 +274,50 @@ def snapshot(conn: HmsConnection, table: str, *,
 
 
 def snapshots(conn: HmsConnection, tables: Sequence[str], *,
-              txns: TxnSnapshot | None = None) -> dict[str, ValidWriteIdList]:
+              txns: TxnSnapshot | None = None, whole: bool = True) -> dict[str, ValidWriteIdList]:
     """The write ids of each of `tables` a reader may see now (or as of `txns`), in one
     `get_valid_write_ids` call; keyed as given.
+
+    Hive answers a list under which no write id left in TXN_TO_WRITE_ID is valid (its
+    housekeeping removes committed transactions' rows) shortened: its lowest invalid write id
+    as the high watermark and the only one listed, the others being above it. With `whole`,
+    such an answer is made whole with two more calls: the high watermark the highest write id
+    allocated, every open and aborted one listed (the `Metastore.snapshot` contract).
 
     Raises:
         MetastoreError: the metastore failed.
     """
+    txns = txns if txns is not None else txn_snapshot(conn)
+    out = _snapshots(conn, tables, txns)
+    short = [table for table, ids in out.items()
+             if _invalid(ids) == (ids.high_watermark,)]
+    if not whole or not short:
+        return out
+    allocated = _snapshots(conn, short, TxnSnapshot(txns.high_watermark, (), ()))
+    opened = _snapshots(conn, short, TxnSnapshot(txns.high_watermark, txns.open_txns, ()))
+    for table in short:
+        ids, top = out[table], allocated[table].high_watermark
+        if top <= ids.high_watermark:
+            continue
+        invalid = {*_invalid(ids), *range(ids.high_watermark + 1, top + 1)}
+        o = opened[table]
+        open_ids = {*_invalid(o), *range(o.high_watermark + 1, top + 1)} & invalid
+        out[table] = ValidWriteIdList(ids.table, top, tuple(sorted(open_ids)),
+                                      tuple(sorted(invalid - open_ids)))
+    return out
+
+
+def _invalid(ids: ValidWriteIdList) -> tuple[int, ...]:
+    return tuple(sorted((*ids.open_write_ids, *ids.aborted_write_ids)))
+
+
+def _snapshots(conn: HmsConnection, tables: Sequence[str],
+               txns: TxnSnapshot) -> dict[str, ValidWriteIdList]:
+    """`get_valid_write_ids` for `tables` as the server answers it."""
     if not tables:
         return {}
     t = _stubs.ttypes()
     names = {"{}.{}".format(*qualified_name(table)): table for table in tables}
-    txns = txns if txns is not None else txn_snapshot(conn)
     response = conn.call("get_valid_write_ids", t.GetValidWriteIdsRequest(
         fullTableNames=list(names), validTxnList=txns.to_hive_string()))
     out = {}
