@@ -117,7 +117,7 @@ class CompactorRun:
             self.store.forget_compaction(self.compaction_id, self.txn)
             return
         # The outputs' manifest entries (docs/format.md §20), then the record; a metastore
-        # without a manifest (a Hive Metastore) reads files as they are.
+        # without a manifest (`capabilities.committed_files` False) reads files as they are.
         if self.store.capabilities.committed_files:
             self.store.record_committed_files(self.table, result.output_files)
         plan = result.plan

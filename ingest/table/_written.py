@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 import fsspec
 import pyarrow as pa
@@ -174,11 +175,12 @@ def remove_empty_dirs(fs: fsspec.AbstractFileSystem, directories: Sequence[str])
 
 @contextmanager
 def writing(store: Metastore, defn: TableDefinition, fs: fsspec.AbstractFileSystem, *,
-            agent: str) -> Iterator[tuple[Transaction, Written]]:
-    """Open a transaction and track what it writes; an error inside the block removes the
-    files and aborts it (`fail`). Committing (`commit`) or aborting an empty write is the
-    caller's, after the block."""
-    txn = store.open_transaction(defn, agent=agent)
+            agent: str, operation: Literal["insert", "delete"] = "insert",
+            ) -> Iterator[tuple[Transaction, Written]]:
+    """Open a transaction for `operation` (`Metastore.open_transaction`) and track what it
+    writes; an error inside the block removes the files and aborts it (`fail`). Committing
+    (`commit`) or aborting an empty write is the caller's, after the block."""
+    txn = store.open_transaction(defn, agent=agent, operation=operation)
     written = Written(fs, storage.path_of(defn.location))
     try:
         yield txn, written

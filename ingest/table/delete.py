@@ -104,9 +104,11 @@ def delete(
             return DeleteResult(defn.name, defn.location, where, None, count, (), (), True)
         parts: list[str] = []
         count = 0
-        with writing(store, defn, fs, agent=agent or agent_name("delete")) as (txn, written):
+        with writing(store, defn, fs, agent=agent or agent_name("delete"),
+                     operation="delete") as (txn, written):
             w = txn.write_id
-            # Taken after opening: every transaction committed before ours is visible.
+            # Taken after opening (and its DELETE lock): every transaction committed before
+            # ours is visible, a concurrent delete's too.
             snapshot = store.snapshot(defn)
             manifest = table_manifest(store, defn)
             for part, keys in _matching_keys(fs, root, predicate, snapshot, manifest,

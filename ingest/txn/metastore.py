@@ -14,7 +14,7 @@ import abc
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import ClassVar, Self
+from typing import ClassVar, Literal, Self
 
 import pyarrow as pa
 
@@ -276,7 +276,8 @@ class Metastore(abc.ABC):
 
     @abc.abstractmethod
     def open_transaction(
-        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = ()
+        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
+        operation: Literal["insert", "delete"] = "insert",
     ) -> Transaction:
         """Open one transaction and allocate its write id on `table` (and on each of `also`).
 
@@ -285,6 +286,10 @@ class Metastore(abc.ABC):
             agent: who opened it, e.g. "host:pid:sink".
             also: further tables written in the same transaction (e.g. the dead-letter table);
                 they must live in this metastore.
+            operation: what it writes to `table`: rows ("insert") or delete events
+                ("delete"). A metastore with Hive's locks takes the lock Hive takes for that
+                operation before this returns, so a snapshot taken afterwards sees every
+                conflicting write committed before (a serial metastore needs none).
 
         Returns:
             The open transaction with its write ids.

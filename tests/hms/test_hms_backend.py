@@ -47,7 +47,9 @@ def test_thrift_urls_open_the_hive_metastore_backend(store: Metastore, hms4: Ser
     assert store.location == hms4.uri
     caps = store.capabilities
     assert (caps.committed_files, caps.reader_leases, caps.compaction_history,
-            caps.visibility_suffix) == (False, False, True, True)
+            caps.visibility_suffix) == (True, True, True, True)
+    with Metastore.open(hms4.uri, read_only=True) as read_only:
+        assert read_only.capabilities.reader_leases is False  # it changes nothing there
 
 
 def test_create_find_and_list_map_back_to_the_definition(store: Metastore,
@@ -93,9 +95,10 @@ def test_commit_abort_and_snapshots(store: Metastore, defn: TableDefinition) -> 
     store.create_table(defn)
     committed = store.open_transaction(defn, agent="host:1:ingest-test")
     store.heartbeat(committed)
-    store.commit(committed, files={defn.name: [CommittedFile(
-        "dt=2024-01-01/delta_0000001_0000001_0000/bucket_00000", committed.write_id, 100,
-        "0" * 16, 1)]})
+    entry = CommittedFile("dt=2024-01-01/delta_0000001_0000001_0000/bucket_00000",
+                          committed.write_id, 100, "0" * 16, 1)
+    store.commit(committed, files={defn.name: [entry]})
+    assert store.committed_files(defn) == {entry.path: entry}
     aborted = store.open_transaction(defn)
     store.abort(aborted)
     store.abort(aborted)  # aborting an aborted one does nothing
@@ -108,10 +111,11 @@ def test_commit_abort_and_snapshots(store: Metastore, defn: TableDefinition) -> 
         infos = store.transactions(defn, states=("open", "aborted"))
         assert [(i.txn_id, i.write_id, i.state) for i in infos] == [
             (aborted.txn_id, 2, "aborted"), (pending.txn_id, 3, "open")]
-        # The agent is sent with open_txns, but get_open_txns_info answers "Unknown".
+        # A read's lease is a read transaction: no write id, so the snapshot is the same.
         with store.read_view(defn.name, agent="t") as view:
-            assert view.lease_id is None
+            assert view.lease_id is not None
             assert view.snapshot == ids
+            assert view.committed == {entry.path: entry}
         # The commit added its partition to the metastore.
         with hms.connect(store.location) as conn:
             table = hms.get_table(conn, defn.name)
@@ -139,10 +143,9 @@ def test_two_writers_get_distinct_write_ids(store: Metastore, hms4: Server,
 def test_what_is_not_kept_yet_is_refused_as_not_yet_supported(store: Metastore,
                                                               defn: TableDefinition) -> None:
     store.create_table(defn)
-    for call in (lambda: store.allocate_write_ids(defn, 2),
-                 lambda: store.record_committed_files(defn, [])):
-        with pytest.raises(ConfigError, match=r"is not supported on a Hive Metastore yet"):
-            call()
+    with pytest.raises(ConfigError, match=r"is not supported on a Hive Metastore yet"):
+        store.allocate_write_ids(defn, 2)
+    store.record_committed_files(defn, [])  # nothing to record: no transaction either
     assert store.committed_files(defn) == {}
     assert store.compactions(defn) == []
     assert store.offset_ranges(defn) == []

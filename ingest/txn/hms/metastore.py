@@ -7,9 +7,9 @@ written partitions added (`add_partitions`, `add_dynamic_partitions`) and `commi
 `abort_txn`. Compactions: Hive 4's compaction queue, or a table parameter on Hive 3
 (`ingest.txn.hms.compactions`); the cleaner waits for the open transactions and the locks held
 outside one (`live_readers`). A streaming sink's progress (micro-batch id, Kafka offset
-ranges) is a row of a hidden progress table written in the same HMS transaction
-(`progress.py`, docs/invariants.md, 4). Not yet kept here: the committed-file manifest and
-reader leases; `capabilities` says so.
+ranges) and the committed-file manifest are rows of hidden side tables written in the same
+HMS transaction as the data (`progress.py`, `manifest.py`, docs/invariants.md, 8.11). A
+reader's lease is a read transaction holding a SHARED_READ lock (`leases.py`).
 
 A connection the server dropped (it was restarted, or stopped) is replaced by a new one at
 the next call, retried for up to `RECONNECT_S`; reads that failed on it are retried once.
@@ -18,12 +18,13 @@ the next call, retried for up to `RECONNECT_S`; reads that failed on it are retr
 from __future__ import annotations
 
 import getpass
+import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, NoReturn, Self, TypeVar
+from typing import Any, Literal, NoReturn, Self, TypeVar
 
 import pyarrow as pa
 
@@ -53,14 +54,16 @@ from ingest.txn.hms.compactions import (
 )
 from ingest.txn.hms.connection import HmsConnection, connect
 from ingest.txn.hms.heartbeat import Heartbeater
+from ingest.txn.hms.leases import begin_read, end_read, holding, renew_read
+from ingest.txn.hms.manifest import MANIFEST, HmsManifest, own_transaction
 from ingest.txn.hms.progress import (
     ProgressCache,
     ProgressRow,
     ensure_progress_table,
     find_progress_table,
-    is_progress_table,
     write_progress,
 )
+from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table, hive_columns
 from ingest.txn.hms.txns import (
     allocate_write_ids,
@@ -136,12 +139,15 @@ class HiveMetastore(Metastore):
     reconnect_s = RECONNECT_S
 
     def __init__(self, conn: HmsConnection, *, url: str, read_only: bool,
-                 clock: Callable[[], float]) -> None:
-        """Wrap an open connection; use `Metastore.open` instead."""
+                 clock: Callable[[], float], leases: bool | None = None) -> None:
+        """Wrap an open connection; use `Metastore.open` instead. `leases`: whether reads
+        take leases (default: unless `read_only`)."""
         super().__init__(url=url, location=conn.uri)
         self._connection = conn
         self._closed = False
         self._progress = ProgressCache()
+        self._manifest = HmsManifest(conn.uri)
+        self._leases = not read_only if leases is None else leases
         self._progress_tables: dict[str, HiveTable] = {}  # target name -> its progress table
         self._read_only = read_only
         self._clock = clock
@@ -151,6 +157,7 @@ class HiveMetastore(Metastore):
         self._queue: QueueHistory | None = None
         self._params: ParameterHistory | None = None
         self._compacting: dict[int, tuple[str, str]] = {}  # compaction -> (table, partition)
+        self._delete_locked: set[tuple[int, str]] = set()  # (txn id, table) holding DELETE
 
     @property
     def server_version(self) -> str:
@@ -208,8 +215,8 @@ class HiveMetastore(Metastore):
 
     @classmethod
     def _connect_for_reading(cls, url: str) -> Self:
-        """A connection that never writes: reads here are never registered anyway."""
-        return cls(connect(url), url=url, read_only=True, clock=time.time)
+        """A connection that writes nothing but its reads' leases (read transactions)."""
+        return cls(connect(url), url=url, read_only=True, clock=time.time, leases=True)
 
     def close(self) -> None:
         with self._lock:
@@ -221,7 +228,7 @@ class HiveMetastore(Metastore):
 
     @property
     def capabilities(self) -> MetastoreCapabilities:
-        return MetastoreCapabilities(committed_files=False, reader_leases=False,
+        return MetastoreCapabilities(committed_files=True, reader_leases=self._leases,
                                      compaction_history=True,
                                      visibility_suffix=self._conn.info.major >= 4)
 
@@ -300,27 +307,33 @@ class HiveMetastore(Metastore):
 
     def list_tables(self) -> list[TableDefinition]:
         """The full-ACID ORC tables of every database (others are left out, and so are the
-        hidden progress tables of streamed ones)."""
+        hidden side tables: progress, manifest)."""
         with self._lock:
             return [to_definition(t, self.location) for t in all_tables(self._conn)
-                    if t.full_acid_problem() is None and not is_progress_table(t.name)]
+                    if t.full_acid_problem() is None and not is_side_table(t.name)]
 
     def drop_table(self, table: TableRef) -> None:
-        """See `Metastore.drop_table`; the table's progress table goes too."""
+        """See `Metastore.drop_table`; the table's side tables (progress, manifest) go
+        too."""
         with self._lock:
             self._writable("drop a table")
             found = self._hive_table(table)
             drop_table(self._conn, found.name, delete_data=False)
-            progress = find_progress_table(self._conn, found)
-            if progress is not None:
-                drop_table(self._conn, progress.name, delete_data=False)
+            for side in (find_progress_table(self._conn, found),
+                         MANIFEST.find(self._conn, found)):
+                if side is not None:
+                    drop_table(self._conn, side.name, delete_data=False)
             self._progress_tables.pop(found.name, None)
 
     # -- transactions and write ids ---------------------------------------------------------
 
     def open_transaction(
-        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = ()
+        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
+        operation: Literal["insert", "delete"] = "insert",
     ) -> Transaction:
+        """See `Metastore.open_transaction`. Each table is locked as Hive locks it for the
+        operation before this returns: SHARED_READ for INSERT, and on `table` for a delete
+        the DELETE lock (`_delete_lock`)."""
         with self._lock:
             self._writable("open a transaction")
             tables = [self._hive_table(t) for t in [table, *also]]
@@ -334,7 +347,10 @@ class HiveMetastore(Metastore):
                 write_ids = {t.name: allocate_write_ids(self._conn, t.name, [txn_id])[txn_id]
                              for t in tables}
                 for t in tables:
-                    lock(self._conn, txn_id, t)
+                    if operation == "delete" and t is tables[0]:
+                        self._lock_for_delete(txn_id, t, agent)
+                    else:
+                        lock(self._conn, txn_id, t, agent=agent)
             except BaseException:
                 self._abort_quietly(txn_id)
                 raise
@@ -362,7 +378,7 @@ class HiveMetastore(Metastore):
             if found.name in txn.write_ids:
                 return txn
             write_id = allocate_write_ids(self._conn, found.name, [txn.txn_id])[txn.txn_id]
-            lock(self._conn, txn.txn_id, found)
+            lock(self._conn, txn.txn_id, found, agent=txn.agent)
             self._tables.setdefault(txn.txn_id, {})[found.name] = found
             return Transaction(txn.txn_id, txn.table, txn.write_id, txn.opened_at, txn.agent,
                                (*txn.other_write_ids, (found.name, write_id)))
@@ -375,27 +391,32 @@ class HiveMetastore(Metastore):
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
     ) -> None:
-        """See `Metastore.commit`. Here `files` names what the write touched but is not
-        recorded (no manifest yet, `capabilities.committed_files` is False): the partitions
-        of its paths are added to the metastore and registered with the transaction before
-        the commit, and a write of delete deltas takes Hive's lock for DELETE (SHARED_WRITE)
-        first. Sink progress and offsets become a row of the primary table's progress table
-        under a write id of this same transaction (`_record_progress`), so `commit_txn`
-        makes them visible with the data or not at all."""
+        """See `Metastore.commit`. The partitions of `files`' paths are added to the
+        metastore and registered with the transaction before the commit, and a write of
+        delete deltas that did not say so when it opened takes Hive's lock for DELETE now.
+        Sink progress and offsets become a row of the primary table's progress table, and
+        `files` rows of each table's manifest table (`manifest.py`), under write ids of this
+        same transaction, so `commit_txn` makes them visible with the data or not at all."""
         ranges = _checked_ranges(txn, offsets)
         with self._lock:
             self._writable(f"commit transaction {txn.txn_id}")
             tables = self._tables.get(txn.txn_id) or {
                 n: self._hive_table(n) for n in txn.write_ids}
+            listed: dict[str, tuple[HiveTable, list[CommittedFile]]] = {}
             for name, entries in (files or {}).items():
                 table = _table_for(tables.values(), name)
                 if table is None:
                     raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
-                self._register_written(txn, table, [e.path for e in entries])
+                listed[table.name] = (table, list(entries))
+                self._register_written(txn, table, [e.path for e in listed[table.name][1]])
             if sink is not None or ranges:
                 target = tables.get(txn.table) or self._hive_table(txn.table)
                 self._record_progress(txn, target, sink, ranges)
+            for name in sorted(listed):  # one lock order for every committer: no deadlock
+                table, entries = listed[name]
+                self._manifest.write(self._conn, txn.txn_id, table, record=entries,
+                                     write_id=txn.write_id_for(name), agent=txn.agent)
             crash_point("metastore.during_commit")  # a kill here leaves it all uncommitted
             beats = self._beats.pop(txn.txn_id, None)
             if beats is not None:
@@ -404,7 +425,26 @@ class HiveMetastore(Metastore):
                 finally:
                     beats.stop()  # a heartbeat after the commit would find it gone
             commit_txn(self._conn, txn.txn_id)
-            self._tables.pop(txn.txn_id, None)
+            self._forget_txn(txn.txn_id)
+
+    def _forget_txn(self, txn_id: int) -> None:
+        self._tables.pop(txn_id, None)
+        self._delete_locked = {k for k in self._delete_locked if k[0] != txn_id}
+
+    def _lock_for_delete(self, txn_id: int, table: HiveTable, agent: str) -> None:
+        """Hive's lock for DELETE on a full-ACID table: EXCL_WRITE on Hive 4 (its default,
+        hive.txn.xlock.write=true: deletes of a table run one at a time, readers and inserts
+        go on), SHARED_WRITE on 3.1 (which has no EXCL_WRITE; its commit aborts the later of
+        two deletes whose write sets overlap).
+
+        Raises:
+            CommitConflictError: not granted in time, or the transaction is no longer open.
+            MetastoreError: the metastore failed.
+        """
+        kind: Literal["EXCL_WRITE", "SHARED_WRITE"] = (
+            "EXCL_WRITE" if self._conn.info.major >= 4 else "SHARED_WRITE")
+        lock(self._conn, txn_id, table, lock_type=kind, operation="DELETE", agent=agent)
+        self._delete_locked.add((txn_id, table.name))
 
     def _record_progress(self, txn: Transaction, target: HiveTable,
                          sink: SinkProgress | None, ranges: list[OffsetRange]) -> None:
@@ -423,7 +463,8 @@ class HiveMetastore(Metastore):
         progress = self._progress_table(target, create=True)
         assert progress is not None
         write_id = allocate_write_ids(self._conn, progress.name, [txn.txn_id])[txn.txn_id]
-        lock(self._conn, txn.txn_id, progress, lock_type="EXCLUSIVE", operation="INSERT")
+        lock(self._conn, txn.txn_id, progress, lock_type="EXCLUSIVE", operation="INSERT",
+             agent=txn.agent)
         if sink is not None:
             done = self._committed_write_id(progress, sink.sink_id, sink.batch_id)
             if done is not None:
@@ -435,8 +476,10 @@ class HiveMetastore(Metastore):
 
     def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str]) -> None:
         deletes = any(p.split("/")[-2].startswith("delete_delta_") for p in paths if "/" in p)
-        if deletes:
-            lock(self._conn, txn.txn_id, table, lock_type="SHARED_WRITE", operation="DELETE")
+        if deletes and (txn.txn_id, table.name) not in self._delete_locked:
+            # Late (the writer did not open with operation="delete"), but still before the
+            # commit, so the metastore knows the transaction deleted.
+            self._lock_for_delete(txn.txn_id, table, txn.agent)
         if not table.partition_columns:
             return
         keys = [c.name for c in table.partition_columns]
@@ -457,7 +500,7 @@ class HiveMetastore(Metastore):
             beats = self._beats.pop(txn.txn_id, None)
             if beats is not None:
                 beats.stop()
-            self._tables.pop(txn.txn_id, None)
+            self._forget_txn(txn.txn_id)
             self._abort(txn.txn_id)
 
     def _abort(self, txn_id: int) -> None:
@@ -476,6 +519,7 @@ class HiveMetastore(Metastore):
                 "not have it open (it committed, or it is unknown there)") from e
 
     def _abort_quietly(self, txn_id: int) -> None:
+        self._forget_txn(txn_id)
         beats = self._beats.pop(txn_id, None)
         if beats is not None:
             beats.stop()
@@ -518,22 +562,54 @@ class HiveMetastore(Metastore):
                 lambda: snapshot(self._conn, self._hive_table(table).name))
 
     @contextmanager
-    def _unleased(self, table: TableRef) -> Iterator[tuple[int | None, ValidWriteIdList]]:
-        yield None, self.snapshot(table)
+    def _leased(self, table: TableRef, agent: str, heartbeat_s: float,
+                keep_lease: bool) -> Iterator[tuple[int | None, ValidWriteIdList]]:
+        if not self._leases:
+            yield None, self.snapshot(table)
+            return
+        with self._lock:
+            found = self._hive_table(table)
+            reader_id, taken = begin_read(self._conn, found, agent=agent)
+            # Within the server's time-out whatever the caller asks: it aborts silent ones.
+            interval_s = min(heartbeat_s, self._conn.info.heartbeat_interval_s)
+        with holding(self._connection.uri, reader_id, interval_s=interval_s, keep=keep_lease,
+                     end=self.end_reader):
+            yield reader_id, taken
 
     def leased_snapshot(
         self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
         keep_lease: bool = False,
     ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
-        """The snapshot, never registered: the metastore has no reader leases here
-        (`capabilities.reader_leases` is False)."""
-        return self._unleased(table)
+        """See `Metastore.leased_snapshot`. The lease is a read transaction of the metastore
+        holding a SHARED_READ lock for SELECT on the table (Hive's and Trino's way to read,
+        `leases.py`); its id is the transaction id. Heartbeated every `heartbeat_s`, or half
+        the server's `hive.txn.timeout` when that is shorter. Opened read-only
+        (`Metastore.open(..., read_only=True)`), nothing is registered.
+
+        Raises:
+            TableNotFoundError: no such table.
+            CommitConflictError: the SHARED_READ lock was not granted in time (an EXCLUSIVE
+                lock on the table, e.g. a DROP TABLE's, is held).
+            MetastoreError: the metastore failed.
+        """
+        return self._leased(table, agent, heartbeat_s, keep_lease)
 
     def heartbeat_reader(self, reader_id: int) -> bool:
-        return False  # no registration is ever taken here
+        """See `Metastore.heartbeat_reader`: heartbeats the read transaction."""
+        if not self._leases:
+            self._writable(f"renew reader lease {reader_id}")
+        with self._lock:
+            return renew_read(self._conn, reader_id)
 
     def end_reader(self, reader_id: int) -> None:
-        return None
+        """See `Metastore.end_reader`: commits the read transaction, releasing its lock."""
+        with self._lock:
+            try:
+                conn = self._conn
+            except MetastoreError:
+                conn = None
+            if conn is not None:
+                end_read(conn, reader_id, location=self.location)
 
     def transactions(
         self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
@@ -544,9 +620,8 @@ class HiveMetastore(Metastore):
         with self._lock:
             names = ([self._hive_table(table).name] if table is not None
                      else [t.name for t in all_tables(self._conn)
-                           if t.full_acid_problem() is None])
-            rows = [r for n in names for r in table_transactions(self._conn, n, wanted)]
-        return sorted(rows, key=lambda r: (r.txn_id, r.table, r.write_id))
+                           if t.full_acid_problem() is None and not is_side_table(t.name)])
+            return table_transactions(self._conn, names, wanted)
 
     def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
         return write_id_states(self.snapshot(table))
@@ -640,18 +715,48 @@ class HiveMetastore(Metastore):
             name = self._hive_table(table).name
             return write_id_of(self._conn, name, txn_id, txn_snapshot(self._conn).high_watermark)
 
-    # -- the committed-file manifest (not kept here yet) -------------------------------------
+    # -- the committed-file manifest (ingest.txn.hms.manifest) -----------------------------
 
     def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+        """See `Metastore.committed_files`: the committed snapshot of the table's manifest
+        table, folded (empty when no commit recorded files yet).
+
+        Raises:
+            TableNotFoundError: no such table.
+            CorruptFileError: a committed delta of the manifest table does not read.
+            MetastoreError: the metastore failed.
+        """
         with self._lock:
-            self._hive_table(table)
-        return {}
+            return self._read_retrying(
+                lambda: self._manifest.entries(self._conn, self._hive_table(table)))
 
     def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
-        _unsupported("The committed-file manifest (used by compaction)")
+        """See `Metastore.record_committed_files`: in a transaction of its own."""
+        entries = list(files)
+        if not entries:
+            return
+        with self._lock:
+            self._writable("record committed files")
+            found = self._hive_table(table)
+            agent = _manifest_agent()
+            with own_transaction(self._conn, agent=agent) as txn_id:
+                self._manifest.write(self._conn, txn_id, found, record=entries, agent=agent)
 
     def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
-        _unsupported("The committed-file manifest (used by cleaning)")
+        """See `Metastore.forget_committed_files`: in a transaction of its own, none when
+        no path is listed."""
+        wanted = list(paths)
+        forgotten = 0
+        with self._lock:
+            self._writable("forget committed files")
+            found = self._hive_table(table)
+            if not set(wanted) & set(self._manifest.entries(self._conn, found)):
+                return 0
+            agent = _manifest_agent()
+            with own_transaction(self._conn, agent=agent) as txn_id:
+                forgotten = self._manifest.write(self._conn, txn_id, found, forget=wanted,
+                                                 agent=agent)
+        return forgotten
 
     # -- compactions (ingest.txn.hms.compactions) -------------------------------------------
 
@@ -839,6 +944,10 @@ class HiveMetastore(Metastore):
 
     def forget_dead_readers(self, *, timeout_s: float) -> int:
         return 0
+
+
+def _manifest_agent() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:ingest-manifest"
 
 
 def _checked_ranges(txn: Transaction, offsets: Iterable[OffsetRange]) -> list[OffsetRange]:

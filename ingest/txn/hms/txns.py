@@ -23,6 +23,9 @@ from ingest.txn.hms.connection import HmsConnection
 from ingest.txn.hms.tables import HiveTable, qualified_name
 
 AGENT_INFO = "ingest"
+"""The agent a transaction or lock names when its caller gives none."""
+LOCK_AGENT_CHARS = 128
+"""The longest agent a lock can name (HIVE_LOCKS.HL_AGENT_INFO)."""
 LOCK_TIMEOUT_S = 60.0
 """How long `lock` waits for a lock held by someone else before giving up."""
 NO_OPEN_TXN = 9223372036854775807
@@ -66,8 +69,12 @@ class HeartbeatResult:
         return not self.aborted and not self.missing
 
 
-def open_txns(conn: HmsConnection, count: int = 1, *, user: str | None = None) -> list[int]:
+def open_txns(conn: HmsConnection, count: int = 1, *, user: str | None = None,
+              agent: str = "") -> list[int]:
     """Open `count` transactions; their ids, ascending.
+
+    Args:
+        agent: who opens them, e.g. "host:pid:ingest-load" (SHOW TRANSACTIONS shows it).
 
     Raises:
         MetastoreError: the metastore failed.
@@ -75,7 +82,7 @@ def open_txns(conn: HmsConnection, count: int = 1, *, user: str | None = None) -
     t = _stubs.ttypes()
     response = conn.call("open_txns", t.OpenTxnRequest(
         num_txns=count, user=user or getpass.getuser(), hostname=socket.gethostname(),
-        agentInfo=AGENT_INFO))
+        agentInfo=agent or AGENT_INFO))
     return sorted(response.txn_ids)
 
 
@@ -101,7 +108,8 @@ def allocate_write_ids(conn: HmsConnection, table: str, txn_ids: Sequence[int]) 
 
 def lock(conn: HmsConnection, txn_id: int, table: HiveTable, *,
          lock_type: LockType = "SHARED_READ", operation: Operation = "INSERT",
-         partition: str | None = None, timeout_s: float = LOCK_TIMEOUT_S) -> int:
+         partition: str | None = None, timeout_s: float = LOCK_TIMEOUT_S,
+         agent: str = "") -> int:
     """Take a lock for transaction `txn_id` on a table (or one partition) and wait for it.
 
     The default is what Hive Streaming takes to insert: SHARED_READ with operation INSERT; on
@@ -125,9 +133,13 @@ def lock(conn: HmsConnection, txn_id: int, table: HiveTable, *,
         # Sent explicitly: Thrift's Python code sends a False default, and the server then
         # leaves the table out of the transaction's components (nothing to compact or clean).
         isTransactional=True,
-        isDynamicPartitionWrite=bool(table.partition_columns) and partition is None)
+        isDynamicPartitionWrite=(bool(table.partition_columns) and partition is None
+                                 and operation != "SELECT"))
+    # HIVE_LOCKS.HL_AGENT_INFO is a VARCHAR(128): a longer agent (a stream's names its
+    # checkpoint) fails the lock with an internal error, so it is cut.
     request = t.LockRequest(component=[component], txnid=txn_id, user=getpass.getuser(),
-                            hostname=socket.gethostname(), agentInfo=AGENT_INFO)
+                            hostname=socket.gethostname(),
+                            agentInfo=(agent or AGENT_INFO)[:LOCK_AGENT_CHARS])
     gone = (t.NoSuchTxnException, t.TxnAbortedException)
     what = f"{lock_type} lock for {operation} on {table.name}"
     try:
@@ -258,18 +270,70 @@ def snapshot(conn: HmsConnection, table: str, *,
     Raises:
         MetastoreError: the metastore failed.
     """
-    t = _stubs.ttypes()
-    db, name = qualified_name(table)
+    return snapshots(conn, [table], txns=txns)[table]
+
+
+def snapshots(conn: HmsConnection, tables: Sequence[str], *,
+              txns: TxnSnapshot | None = None, whole: bool = True) -> dict[str, ValidWriteIdList]:
+    """The write ids of each of `tables` a reader may see now (or as of `txns`), in one
+    `get_valid_write_ids` call; keyed as given.
+
+    Hive answers a list under which no write id left in TXN_TO_WRITE_ID is valid (its
+    housekeeping removes committed transactions' rows) shortened: its lowest invalid write id
+    as the high watermark and the only one listed, the others being above it. With `whole`,
+    such an answer is made whole with two more calls: the high watermark the highest write id
+    allocated, every open and aborted one listed (the `Metastore.snapshot` contract).
+
+    Raises:
+        MetastoreError: the metastore failed.
+    """
     txns = txns if txns is not None else txn_snapshot(conn)
+    out = _snapshots(conn, tables, txns)
+    short = [table for table, ids in out.items()
+             if _invalid(ids) == (ids.high_watermark,)]
+    if not whole or not short:
+        return out
+    allocated = _snapshots(conn, short, TxnSnapshot(txns.high_watermark, (), ()))
+    opened = _snapshots(conn, short, TxnSnapshot(txns.high_watermark, txns.open_txns, ()))
+    for table in short:
+        ids, top = out[table], allocated[table].high_watermark
+        if top <= ids.high_watermark:
+            continue
+        invalid = {*_invalid(ids), *range(ids.high_watermark + 1, top + 1)}
+        o = opened[table]
+        open_ids = {*_invalid(o), *range(o.high_watermark + 1, top + 1)} & invalid
+        out[table] = ValidWriteIdList(ids.table, top, tuple(sorted(open_ids)),
+                                      tuple(sorted(invalid - open_ids)))
+    return out
+
+
+def _invalid(ids: ValidWriteIdList) -> tuple[int, ...]:
+    return tuple(sorted((*ids.open_write_ids, *ids.aborted_write_ids)))
+
+
+def _snapshots(conn: HmsConnection, tables: Sequence[str],
+               txns: TxnSnapshot) -> dict[str, ValidWriteIdList]:
+    """`get_valid_write_ids` for `tables` as the server answers it."""
+    if not tables:
+        return {}
+    t = _stubs.ttypes()
+    names = {"{}.{}".format(*qualified_name(table)): table for table in tables}
     response = conn.call("get_valid_write_ids", t.GetValidWriteIdsRequest(
-        fullTableNames=[f"{db}.{name}"], validTxnList=txns.to_hive_string()))
-    (ids,) = response.tblValidWriteIds
-    aborted_bits = _bits(ids.abortedBits)
-    open_ids, aborted = [], []
-    for i, write_id in enumerate(ids.invalidWriteIds or ()):
-        (aborted if i in aborted_bits else open_ids).append(write_id)
-    return ValidWriteIdList(ids.fullTableName, ids.writeIdHighWaterMark, tuple(open_ids),
-                            tuple(aborted))
+        fullTableNames=list(names), validTxnList=txns.to_hive_string()))
+    out = {}
+    for ids in response.tblValidWriteIds:
+        aborted_bits = _bits(ids.abortedBits)
+        open_ids, aborted = [], []
+        for i, write_id in enumerate(ids.invalidWriteIds or ()):
+            (aborted if i in aborted_bits else open_ids).append(write_id)
+        given = names.get(ids.fullTableName.lower(), ids.fullTableName)
+        out[given] = ValidWriteIdList(ids.fullTableName, ids.writeIdHighWaterMark,
+                                      tuple(open_ids), tuple(aborted))
+    missing = [table for table in tables if table not in out]
+    if missing:
+        raise MetastoreError(f"The Hive Metastore at {conn.uri} answered get_valid_write_ids "
+                             f"without {missing}", location=conn.uri)
+    return out
 
 
 def _bits(data: bytes | None) -> set[int]:

@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Self
+from typing import Literal, Self
 
 import pyarrow as pa
 
@@ -141,8 +141,10 @@ class SqlMetastore(Metastore):
     # -- transactions -----------------------------------------------------------------------
 
     def open_transaction(
-        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = ()
+        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
+        operation: Literal["insert", "delete"] = "insert",
     ) -> Transaction:
+        # Serial writes (docs/invariants.md, 9): a delete needs no lock of its own here.
         return self._transactions.open_transaction(table, agent=agent, also=also)
 
     def allocate_write_ids(
