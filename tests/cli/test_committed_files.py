@@ -1,4 +1,4 @@
-"""The committed-file manifest seen from the command line (issue 11, the two gaps the fault
+"""The committed-file manifest seen from the command line (the two gaps the fault
 suite found): a committed bucket file emptied (`truncate -s 0`), cut, or whose footer changed
 in a way ORC still parses is named by `cat`, `verify`, `recover` and `delete`, with a non-zero
 exit; a file the manifest does not list reads as before; a transaction batch's later, never

@@ -14,7 +14,7 @@ from pathlib import Path
 DEFAULT_SEED = 20261124
 SEED = int(os.environ.get("INGEST_FAULT_SEED", str(DEFAULT_SEED)))
 # Single-byte flips per file; truncation points and side-file cases scale with it. The
-# default is the size issue 11 asks for (>= 200 flips, >= 20 truncations per file).
+# default is the acceptance size (>= 200 flips, >= 20 truncations per file).
 FLIPS_PER_FILE = max(200, int(os.environ.get("INGEST_FAULT_CASES", "200")))
 TRUNCATIONS_PER_FILE = max(24, FLIPS_PER_FILE // 8)
 # How many cases run in the dev loop (unmarked); the rest carry the `slow` marker.
@@ -236,7 +236,7 @@ def side_cases(f: BucketFile, rng: random.Random) -> list[Case]:
 
 
 def table_cases() -> list[Case]:
-    """Damage outside bucket files that issue 11, item 4 names: an emptied metastore and a
+    """Damage outside bucket files that verify must also see: an emptied metastore and a
     stray directory that looks like a delta."""
     return [Case("_ingest_metastore.sqlite", "metastore", "table-empty-metastore"),
             Case("delta_abc_def", "directory", "table-stray-directory")]

@@ -1,5 +1,5 @@
 """The violations the current code is known to commit, as data: which case classes fail and
-why, with the item of issue 11 that describes each. The one place to edit when a fix lands:
+why, each with a short name of its kind. The one place to edit when a fix lands:
 remove the rule (or the class in ALWAYS_FAILING) and the cases it covered must pass.
 
 Two kinds of entries:
@@ -22,13 +22,13 @@ from faults._cases import Case
 
 CLOSED = ("base", "delta", "delete-delta")
 
-# Short reasons: pytest prints one per expected failure; issue 11 has the long form.
+# Short reasons: pytest prints one per expected failure.
 ITEM = {
-    "2": "issue 11 item 2: recover removes/cuts a committed file it cannot read, exit 0",
-    "3": "issue 11 item 3: a short, lying or stray side file hides committed rows, exit 0",
-    "4": "issue 11 item 4: verify passes what readers fail on (open batch file, stray "
+    "2": "item 2: recover removes/cuts a committed file it cannot read, exit 0",
+    "3": "item 3: a short, lying or stray side file hides committed rows, exit 0",
+    "4": "item 4: verify passes what readers fail on (open batch file, stray "
          "directory, emptied metastore); read-only commands write",
-    "5": "issue 11 item 5: recover exits 0 while cat still fails on the file",
+    "5": "item 5: recover exits 0 while cat still fails on the file",
     "new-older-footer": "new, beside items 2-3: a damaged older footer of a batch file makes "
                         "recover reject the intact last one and cut a committed transaction",
 }

@@ -1,4 +1,4 @@
-"""Fault injection (issue 11's acceptance suite, docs/invariants.md, 5 and 7): every bucket
+"""Fault injection (the acceptance suite, docs/invariants.md, 5 and 7): every bucket
 file and side file of a table with a compacted base, committed deltas, a delete delta and an
 open transaction batch is truncated, flipped byte by byte, extended, and its side file cut,
 lengthened, garbled or removed; then `cat`, `verify`, `recover`, `verify`, `cat` run. Each

@@ -1,4 +1,4 @@
-"""The Spark `hive-acid` source in the damage matrix (issue 19, §1): committed data cut,
+"""The Spark `hive-acid` source in the damage matrix: committed data cut,
 emptied, removed or with a changed tail fails the query naming the damage, never rows missing.
 
 The tables and damage kinds are `tests/table/test_damage_every_reader.py`'s: six 500-row loads

@@ -1,5 +1,5 @@
 """A Spark read of a Hive ACID table holds a reader lease until it ends, so a cleaner with
-retention 0 keeps its inputs (issue 19, §1; docs/invariants.md, 7).
+retention 0 keeps its inputs (docs/invariants.md, 7).
 
 The query is made slow deterministically: six partitions give six tasks on local[2], and a
 Python UDF holds the first two until a flag file exists. While they wait, a major compaction

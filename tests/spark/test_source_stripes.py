@@ -1,6 +1,6 @@
 """The hive-acid source skips stripes by their statistics, as the Table API does, for the
 `where` option and for filters Spark pushes; the exact filter still decides every row and
-deletes still apply (issue 19, §1)."""
+deletes still apply."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compaction and the cleaner check what they read (issue 19, §6): damaged committed input
+"""Compaction and the cleaner check what they read: damaged committed input
 is never compacted into a healthy-looking base, and a damaged compaction output never lets
 the cleaner delete the inputs it hides, the last readable copy of their rows."""
 

@@ -1,4 +1,4 @@
-"""Committed data damaged on disk, read through every read path (issue 19, §1 and §6).
+"""Committed data damaged on disk, read through every read path.
 
 A table of six 500-row loads over two partitions; one committed bucket file, its directory or
 its partition is cut, emptied, removed or its tail changed. Every reader plans from the
