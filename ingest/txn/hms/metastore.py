@@ -63,6 +63,7 @@ from ingest.txn.hms.progress import (
 )
 from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table, hive_columns
 from ingest.txn.hms.txns import (
+    Operation,
     allocate_write_ids,
     commit_txn,
     heartbeat,
@@ -374,12 +375,14 @@ class HiveMetastore(Metastore):
         sink: SinkProgress | None = None,
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
+        updated: Mapping[str, Iterable[int]] | None = None,
     ) -> None:
         """See `Metastore.commit`. Here `files` names what the write touched but is not
         recorded (no manifest yet, `capabilities.committed_files` is False): the partitions
         of its paths are added to the metastore and registered with the transaction before
         the commit, and a write of delete deltas takes Hive's lock for DELETE (SHARED_WRITE)
-        first. Sink progress and offsets become a row of the primary table's progress table
+        first, for UPDATE with `updated`: Hive's own write-set check at `commit_txn` then
+        applies (partition granularity; `updated`'s buckets are not sent). Sink progress and offsets become a row of the primary table's progress table
         under a write id of this same transaction (`_record_progress`), so `commit_txn`
         makes them visible with the data or not at all."""
         ranges = _checked_ranges(txn, offsets)
@@ -392,7 +395,8 @@ class HiveMetastore(Metastore):
                 if table is None:
                     raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
-                self._register_written(txn, table, [e.path for e in entries])
+                self._register_written(txn, table, [e.path for e in entries],
+                                       update=bool(updated) and name == txn.table)
             if sink is not None or ranges:
                 target = tables.get(txn.table) or self._hive_table(txn.table)
                 self._record_progress(txn, target, sink, ranges)
@@ -433,10 +437,12 @@ class HiveMetastore(Metastore):
                     f"{target.name}", hint="the batch is a replay; its rows are in the table")
         write_progress(progress, write_id, sink, txn.write_id, ranges)
 
-    def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str]) -> None:
+    def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str], *,
+                          update: bool = False) -> None:
         deletes = any(p.split("/")[-2].startswith("delete_delta_") for p in paths if "/" in p)
-        if deletes:
-            lock(self._conn, txn.txn_id, table, lock_type="SHARED_WRITE", operation="DELETE")
+        operation: Operation = "UPDATE" if update else "DELETE" if deletes else "INSERT"
+        if operation != "INSERT":
+            lock(self._conn, txn.txn_id, table, lock_type="SHARED_WRITE", operation=operation)
         if not table.partition_columns:
             return
         keys = [c.name for c in table.partition_columns]
@@ -449,7 +455,7 @@ class HiveMetastore(Metastore):
             values[tuple(p[1] for p in parts if p)] = None
         names = add_partitions(self._conn, table, [list(v) for v in values])
         register_partitions(self._conn, txn.txn_id, txn.write_id_for(table.name), table, names,
-                            operation="DELETE" if deletes else "INSERT")
+                            operation=operation)
 
     def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
         """See `Metastore.abort`; the metastore keeps no reason."""
