@@ -382,9 +382,10 @@ class HiveMetastore(Metastore):
         of its paths are added to the metastore and registered with the transaction before
         the commit, and a write of delete deltas takes Hive's lock for DELETE (SHARED_WRITE)
         first, for UPDATE with `updated`: Hive's own write-set check at `commit_txn` then
-        applies (partition granularity; `updated`'s buckets are not sent). Sink progress and offsets become a row of the primary table's progress table
-        under a write id of this same transaction (`_record_progress`), so `commit_txn`
-        makes them visible with the data or not at all."""
+        applies (partition granularity; `updated`'s buckets are not sent). Sink progress
+        and offsets become a row of the primary table's progress table under a write id of
+        this same transaction (`_record_progress`), so `commit_txn` makes them visible with
+        the data or not at all."""
         ranges = _checked_ranges(txn, offsets)
         with self._lock:
             self._writable(f"commit transaction {txn.txn_id}")
