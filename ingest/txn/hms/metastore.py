@@ -397,7 +397,7 @@ class HiveMetastore(Metastore):
                     raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
                 self._register_written(txn, table, [e.path for e in entries],
-                                       update=bool(updated) and name == txn.table)
+                                       update=bool(updated) and table.name == txn.table)
             if sink is not None or ranges:
                 target = tables.get(txn.table) or self._hive_table(txn.table)
                 self._record_progress(txn, target, sink, ranges)
@@ -408,7 +408,7 @@ class HiveMetastore(Metastore):
                     beats.check()
                 finally:
                     beats.stop()  # a heartbeat after the commit would find it gone
-            commit_txn(self._conn, txn.txn_id)
+            commit_txn(self._conn, txn.txn_id, check_write_set=bool(updated))
             self._tables.pop(txn.txn_id, None)
 
     def _record_progress(self, txn: Transaction, target: HiveTable,
