@@ -21,6 +21,7 @@ import pyarrow as pa
 import ingest
 from ingest.acid.format import bucket_ids
 from ingest.bench._common import report
+from ingest.bench._upsert_baselines import Batch, deltalake_seconds, pyiceberg_seconds
 from ingest.table import create_table
 
 
@@ -32,19 +33,24 @@ def _rows(ids: np.ndarray, version: int) -> pa.Table:
 
 
 def _changes(rng: np.random.Generator, live: np.ndarray, next_id: int, n: int,
-             version: int) -> tuple[list[dict], np.ndarray, np.ndarray]:
-    """N Debezium events on distinct keys: (events, ids deleted, ids inserted)."""
+             version: int) -> tuple[list[dict], np.ndarray, np.ndarray, Batch]:
+    """N Debezium events on distinct keys: (events, ids deleted, ids inserted, the same
+    changes for the baselines)."""
     updates, deletes = int(n * 0.7), int(n * 0.1)
     picked = rng.choice(live, updates + deletes, replace=False)
     inserted = np.arange(next_id, next_id + n - updates - deletes)
-    events: list[dict] = [{"op": "u", "after": r} for r in
-                          _rows(picked[:updates], version).to_pylist()]
+    images = pa.concat_tables([_rows(picked[:updates], version), _rows(inserted, version)])
+    events: list[dict] = [{"op": "u", "after": r} for r in images.to_pylist()[:updates]]
     events += [{"op": "d", "before": {"id": int(i)}} for i in picked[updates:]]
-    events += [{"op": "c", "after": r} for r in _rows(inserted, version).to_pylist()]
-    return events, picked[updates:], inserted
+    events += [{"op": "c", "after": r} for r in images.to_pylist()[updates:]]
+    return events, picked[updates:], inserted, Batch(images, pa.array(picked[updates:]),
+                                                     len(inserted))
 
 
-def _size(rows: int, *, keys: int, buckets: int, batches: int, root: str) -> dict[str, float]:
+def _size(rows: int, *, keys: int, buckets: int, batches: int, root: str,
+          changes: list[Batch], mixed: list[float]) -> dict[str, float]:
+    """Time the batches on a table of `rows` rows; `changes` receives the mixed batches and
+    `mixed` their seconds, in order (as the table grows)."""
     location = f"{root}/t{rows}"
     create_table(location, "id BIGINT, value STRING, v BIGINT, amount DOUBLE",
                  buckets=buckets, bucketed_by=["id"])
@@ -54,10 +60,11 @@ def _size(rows: int, *, keys: int, buckets: int, batches: int, root: str) -> dic
     live = np.arange(rows)
     bucket_of = np.asarray(bucket_ids(pa.table({"id": pa.array(live, pa.int64())}), ["id"],
                                       buckets))
-    mixed, one_bucket, scanned, lookup = [], [], [], []
+    one_bucket, scanned, lookup = [], [], []
     next_id = rows
     for b in range(1, batches + 1):
-        events, deleted, inserted = _changes(rng, live, next_id, keys, b)
+        events, deleted, inserted, batch = _changes(rng, live, next_id, keys, b)
+        changes.append(batch)
         next_id += len(inserted)
         started = time.perf_counter()
         result = table.apply_changes(events, key=["id"])
@@ -88,13 +95,19 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--keys", type=int, default=1000, help="changes per batch")
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument("--batches", type=int, default=3, help="batches timed per size")
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="skip the deltalake and pyiceberg baselines")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.rows.split(",") if s]
     figures: dict[int, dict[str, float]] = {}
+    per_batch: dict[int, list[float]] = {}
+    baselines: dict[str, float | str] = {}
     with tempfile.TemporaryDirectory(prefix="ingest-bench-upsert-") as root:
         for rows in sizes:
+            changes: list[Batch] = []
+            per_batch[rows] = []
             f = _size(rows, keys=args.keys, buckets=args.buckets, batches=args.batches,
-                      root=root)
+                      root=root, changes=changes, mixed=per_batch[rows])
             figures[rows] = f
             print(f"upsert {args.keys:,} keys into {rows:,} rows ({args.buckets} buckets): "
                   f"{f['batch_s'] * 1000:,.0f} ms a batch over all buckets "
@@ -102,6 +115,8 @@ def run(argv: list[str]) -> None:
                   f"scanned), {f['one_bucket_batch_s'] * 1000:,.0f} ms with every key in one "
                   f"bucket; load of {args.keys:,} rows {f['load_s'] * 1000:,.0f} ms",
                   flush=True)
+        if not args.no_baselines:
+            baselines = _baselines(sizes[-1], changes, root, figures[sizes[-1]]["batch_s"])
     largest = figures[sizes[-1]]
     changes_per_s = args.keys / largest["batch_s"]
     load_per_s = args.keys / largest["load_s"]
@@ -111,4 +126,34 @@ def run(argv: list[str]) -> None:
                                for r, f in figures.items()},
            rows_scanned={str(r): f["rows_scanned"] for r, f in figures.items()},
            ingest_rows_per_s=round(changes_per_s, 1), baseline_rows_per_s=round(load_per_s, 1),
-           ratio=round(changes_per_s / load_per_s, 3))
+           batches_s={str(r): [round(x, 4) for x in t] for r, t in per_batch.items()},
+           ratio=round(changes_per_s / load_per_s, 3), **baselines)
+
+
+def _baselines(rows: int, changes: list[Batch], root: str, ingest_s: float,
+               ) -> dict[str, float | str]:
+    """Apply `changes` to a Delta and an Iceberg table of the same `rows` rows; the figures
+    for the report (a missing library is named instead)."""
+    out: dict[str, float | str] = {}
+    keys = statistics.median(b.changes for b in changes)
+    initial = _rows(np.arange(rows), 0)
+    for name, run_baseline in (("deltalake", deltalake_seconds),
+                               ("pyiceberg", pyiceberg_seconds)):
+        try:
+            seconds, left = run_baseline(initial, changes, f"{root}/{name}")
+        except ImportError as e:
+            out[f"{name}_missing"] = f"{e}; pip install 'ingest[bench]'"
+            print(f"{name} baseline skipped: {e}", flush=True)
+            continue
+        expected = rows + sum(b.inserted - len(b.deleted) for b in changes)
+        if left != expected:  # a baseline that skipped work would flatter it
+            raise RuntimeError(f"the {name} baseline holds {left} rows after the batches, "
+                               f"expected {expected}")
+        median = statistics.median(seconds)
+        out[f"{name}_batch_s"] = round(median, 4)
+        out[f"{name}_changes_per_s"] = round(keys / median, 1)
+        out[f"ratio_vs_{name}"] = round(median / ingest_s, 3)
+        print(f"{name}: {median * 1000:,.0f} ms a batch of {keys:,.0f} changes into "
+              f"{rows:,} rows (ingest {ingest_s * 1000:,.0f} ms); per batch "
+              f"{[round(x * 1000) for x in seconds]} ms", flush=True)
+    return out

@@ -11,7 +11,12 @@ from ingest.table._compactor import CompactorRun
 from ingest.table._definition import compaction_thresholds, table_schema, uses_visibility_suffix
 from ingest.table._open import MetastoreRef, StorageOptions, agent_name
 from ingest.table._owner import check_owner
-from ingest.table._written import AbortedWriteRemoval, Written, remove_aborted_writes
+from ingest.table._written import (
+    AbortedWriteRemoval,
+    Written,
+    remove_aborted_writes,
+    write_set,
+)
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.api import ScanPlan, Table, TableScan, open_table
 from ingest.table.changes import OP_RANK, ChangeBatch
@@ -121,6 +126,7 @@ __all__ = [
     "read_input",
     "recover_table_with_metastore",
     "remove_aborted_writes",
+    "write_set",
     "resolve",
     "shown_state",
     "split_rows",

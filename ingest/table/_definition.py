@@ -44,6 +44,8 @@ THRESHOLD_PROPERTIES: dict[str, tuple[str, type, float]] = {
     "compactorthreshold.hive.compactor.delta.num.threshold": ("delta_num", int, 0),
     "compactorthreshold.hive.compactor.delta.pct.threshold": ("delta_pct", float, 0.0),
     "compactorthreshold.hive.compactor.abortedtxn.threshold": ("aborted", int, 0),
+    # Ours, in Hive's per-table pattern (Hive has no delete-event trigger, §17).
+    "compactorthreshold.ingest.compactor.delete.pct.threshold": ("delete_pct", float, 0.0),
 }
 NO_AUTO_COMPACTION = "no_auto_compaction"
 

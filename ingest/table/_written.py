@@ -201,16 +201,43 @@ def fail(store: Metastore, txn: Transaction, written: Written, error: BaseExcept
         error.add_note(f"Also failed to abort transaction {txn.txn_id}: {e}")
 
 
-def commit(store: Metastore, txn: Transaction, written: Written) -> None:
+def write_set(paths: Iterable[str]) -> dict[str, set[int]]:
+    """The (partition, buckets) a write's bucket files are in, from their paths relative to
+    the table root (`<partition>/<delta dir>/bucket_N`): what an update or delete declares
+    at commit (`Metastore.commit(updated=)`, docs/format.md §24).
+
+    Raises:
+        ValueError: a path is not `[<partition>/]<directory>/bucket_N`.
+    """
+    out: dict[str, set[int]] = {}
+    for path in paths:
+        *partition, _directory, name = path.split("/")
+        digits = name.removeprefix("bucket_")
+        if not digits.isdigit() or not _directory:
+            raise ValueError(f"{path} is not a bucket file path <partition>/<dir>/bucket_N")
+        out.setdefault("/".join(partition), set()).add(int(digits))
+    return out
+
+
+def commit(store: Metastore, txn: Transaction, written: Written, *,
+           updates: bool = False) -> None:
     """Commit `txn` with the manifest entries of its files; if that fails and it is not
     committed after all, remove its files.
 
+    Args:
+        store, txn, written: the open transaction and what it wrote.
+        updates: the write updated or deleted rows: declare the partitions and buckets of
+            its files as its write set, so a concurrent writer of the same buckets that
+            committed first makes this commit fail (docs/format.md §24).
+
     Raises:
-        CommitConflictError: the transaction was aborted meanwhile (e.g. timed out).
+        CommitConflictError: the transaction was aborted meanwhile (e.g. timed out), or
+            (with `updates`) lost a write-write conflict; its files are removed.
         MetastoreError: the metastore failed.
     """
+    updated = write_set(f.path for f in written.committed) if updates else None
     try:
-        store.commit(txn, files={txn.table: written.committed})
+        store.commit(txn, files={txn.table: written.committed}, updated=updated)
     except BaseException as e:
         # Remove files only once the transaction is known not to be committed.
         try:

@@ -125,7 +125,7 @@ def delete(
         if count == 0:
             store.abort(txn, reason=f"delete matched no rows: {where}")
             return DeleteResult(defn.name, defn.location, where, None, 0, (), (), False)
-        commit(store, txn, written)
+        commit(store, txn, written, updates=True)
         return DeleteResult(defn.name, defn.location, where, w, count,
                             tuple(fs.unstrip_protocol(p) for p in written.files), tuple(parts),
                             False)

@@ -334,7 +334,7 @@ def _apply(location: str, make_batch: Callable[[TableDefinition], ChangeBatch], 
         if not written.files:
             store.abort(txn, reason="upsert changed nothing")
             return UpsertResult(defn.name, defn.location, None, counts, (), ())
-        commit(store, txn, written)
+        commit(store, txn, written, updates=True)
         parts = sorted({d.rsplit("/", 1)[0][len(manifest.root):].strip("/")
                         for d in written.directories})
         return UpsertResult(defn.name, defn.location, txn.write_id, counts,

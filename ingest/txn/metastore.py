@@ -337,12 +337,16 @@ class Metastore(abc.ABC):
         sink: SinkProgress | None = None,
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
+        updated: Mapping[str, Iterable[int]] | None = None,
     ) -> None:
         """Commit an open transaction, recording sink progress, Kafka offsets and the
         committed-file manifest atomically.
 
         Compare-and-swap: the transaction moves from open to committed only if it is still
-        open; the sink's (sink_id, batch_id) may map to one committed write id only.
+        open; the sink's (sink_id, batch_id) may map to one committed write id only. With
+        `updated`, first committer wins (Hive's write set, docs/format.md §24): if another
+        transaction that committed after this one opened declared one of the same
+        (partition, bucket) pairs of the table, this one is aborted instead.
 
         Args:
             txn: the transaction to commit.

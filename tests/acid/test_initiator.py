@@ -22,10 +22,10 @@ FS = fsspec.filesystem("file")
 HIVE = CompactionThresholds()
 
 
-def backlog(deltas: int = 0, deletes: int = 0, base: int = 0, delta_bytes: int = 0,
-            aborted: int = 0) -> Backlog:
-    return Backlog(deltas, deletes, "base_0000001" if base else None, base, delta_bytes,
-                   aborted)
+def backlog(deltas: int = 0, delete_deltas: int = 0, base: int = 0, delta_bytes: int = 0,
+            aborted: int = 0, rows: int = 0, deletes: int = 0) -> Backlog:
+    return Backlog(deltas, delete_deltas, "base_0000001" if base else None, base, delta_bytes,
+                   aborted, rows, deletes)
 
 
 @pytest.mark.parametrize(("b", "t", "kind", "reason"), [
@@ -49,6 +49,25 @@ def backlog(deltas: int = 0, deletes: int = 0, base: int = 0, delta_bytes: int =
      "5 aborted write ids > 4"),
     (backlog(50, 0, 0, 90, aborted=5000), CompactionThresholds(auto=False), None,
      "automatic compaction is off (no_auto_compaction=true)"),
+    # Delete events over stored rows (ours, strict): where Hive's rules ask for no major,
+    # which delete events (a few bytes each) rarely make them do.
+    (backlog(1, 1, 100_000, 10, rows=1000, deletes=100), HIVE, None,
+     "2 deltas <= 10, delta bytes 0.0% of the base <= 10.0%"),
+    (backlog(1, 1, 100_000, 10, rows=1000, deletes=101), HIVE, "major",
+     "101 delete events, 10.1% of 1000 rows > 10.0% (else: 2 deltas <= 10, delta bytes 0.0% "
+     "of the base <= 10.0%)"),
+    (backlog(9, 2, 100_000, 10, rows=1000, deletes=101), HIVE, "major",
+     "101 delete events, 10.1% of 1000 rows > 10.0% (else: 11 deltas > 10 (delta bytes 0.0% "
+     "of the base))"),
+    (backlog(0, 1, 0, 10, rows=0, deletes=3), HIVE, "major",
+     "3 delete events, no rows > 10.0% (else: no base, 1 deltas <= 10)"),
+    (backlog(11, 1, 0, 10, rows=10, deletes=5), HIVE, "major", "no base and 12 deltas > 10"),
+    (backlog(1, 1, 0, 10, rows=10, deletes=5), CompactionThresholds(auto=False), None,
+     "automatic compaction is off (no_auto_compaction=true)"),
+    (backlog(1, 1, 100_000, 10, rows=1000, deletes=400), CompactionThresholds(delete_pct=0.5),
+     None, "2 deltas <= 10, delta bytes 0.0% of the base <= 10.0%"),
+    (backlog(1, 1, 100_000, 10, rows=1000, deletes=400, aborted=9),
+     CompactionThresholds(aborted=8), "major", "9 aborted write ids > 8"),
 ])
 def test_decide_follows_hives_policy(b: Backlog, t: CompactionThresholds, kind: str | None,
                                      reason: str) -> None:
@@ -68,7 +87,8 @@ def test_backlog_counts_what_the_compactor_would_fold(tmp_path: Path) -> None:
     sizes = {n: sum(f.stat().st_size for f in (root / n).iterdir() if not f.name.startswith("_"))
              for n in (format_delta(1, 1, 0), format_delta(2, 2, 0),
                        format_delta(4, 4, 0, delete=True))}
-    assert b == Backlog(2, 1, None, 0, sum(sizes.values()), 1)
+    # Rows: the events of deltas 1 and 2 (3 is aborted, 5 open); one delete event.
+    assert b == Backlog(2, 1, None, 0, sum(sizes.values()), 1, rows=150, delete_events=1)
     assert decide(b, HIVE).kind is None
     assert decide(b, CompactionThresholds(delta_num=2)).kind == "major"
 
@@ -78,6 +98,7 @@ def test_backlog_counts_what_the_compactor_would_fold(tmp_path: Path) -> None:
     assert (after.base, after.deltas, after.delete_deltas, after.aborted_write_ids) == (
         "base_0000004", 0, 0, 0)
     assert after.base_bytes > 0 and after.delta_bytes == 0
+    assert (after.rows, after.delete_events) == (149, 0)  # the delete is applied
     assert decide(after, CompactionThresholds(delta_num=0)).kind is None
 
 

@@ -140,6 +140,33 @@ def test_two_writers_get_distinct_write_ids(store: Metastore, hms4: Server,
     assert store.write_id_states(defn) == {1: "committed", 2: "committed"}
 
 
+def _split_update(txn: object, partition: str) -> list[CommittedFile]:
+    w = txn.write_id  # type: ignore[attr-defined]
+    return [CommittedFile(f"{partition}/{d}_{w:07d}_{w:07d}_0000/bucket_00000", w, 100,
+                          "0" * 16, 1) for d in ("delete_delta", "delta")]
+
+
+def test_hives_write_set_check_makes_the_later_updater_lose(metastore: Server,
+                                                            defn: TableDefinition) -> None:
+    """docs/format.md §24 over a Hive Metastore (4.0.1 and 3.1.3): `commit(updated=)`
+    registers the write as an UPDATE and asks for the check, so Hive's own write-set check
+    at commit_txn aborts the later of two overlapping updaters of one partition; another
+    partition's updater commits."""
+    with Metastore.open(metastore.uri) as store, Metastore.open(metastore.uri) as other:
+        store.create_table(defn)
+        a = store.open_transaction(defn)
+        b = other.open_transaction(defn)
+        c = other.open_transaction(defn)
+        store.commit(a, files={defn.name: _split_update(a, "dt=1")}, updated={"dt=1": [0]})
+        with pytest.raises(CommitConflictError):
+            other.commit(b, files={defn.name: _split_update(b, "dt=1")},
+                         updated={"dt=1": [0]})
+        other.commit(c, files={defn.name: _split_update(c, "dt=2")}, updated={"dt=2": [0]})
+        states = store.write_id_states(defn)
+    assert (states[a.write_id], states[b.write_id], states[c.write_id]) == (
+        "committed", "aborted", "committed")
+
+
 def test_what_is_not_kept_yet_is_refused_as_not_yet_supported(store: Metastore,
                                                               defn: TableDefinition) -> None:
     store.create_table(defn)

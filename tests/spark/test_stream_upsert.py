@@ -10,15 +10,19 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from external import free_port, require
 from support import run_cli
 
+import ingest
 from ingest.acid.read.reader import read_table
-from ingest.errors import ConfigError
+from ingest.errors import CommitConflictError, ConfigError
 from ingest.spark.job import StreamSummary, run_stream
 from ingest.spark.kafka.produce import produce_events
 from ingest.spark.sink import dead_letter_location
@@ -297,3 +301,56 @@ def test_cli_refuses_a_keyed_stream_before_starting_spark(
     code, out, err = run_cli([*args, "--mode", "cdc", "--key", "id"], capsys)
     assert (code, out) == (2, ""), err
     assert "bucketed by ['value'], and ['value'] are not in the key ['id']" in err
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.java
+@pytest.mark.slow
+def test_a_micro_batch_that_loses_a_write_write_conflict_fails_and_its_replay_converges(
+        spark: Any, kafka_broker: str, topic: str, warehouse: Path) -> None:
+    """docs/format.md §24, docs/invariants.md 8.7: a batch upsert of the same keys opens
+    after the micro-batch's transaction and commits while its tasks run; the micro-batch's
+    commit then loses (CommitConflictError, its transaction aborted, nothing of it
+    visible) and the query fails. Restarted, Spark replays the batch id from its
+    checkpointed offsets, the sink writes it again over the winner's rows, and the table
+    ends equal to the model: the stream's images, applied last."""
+    location = str(warehouse / "t")
+    create_table(location, SCHEMA, buckets=4, bucketed_by=["id"])
+    table = ingest.open_table(location)
+    table.load(pa.table({"id": pa.array(range(10), pa.int64()), "value": ["seed"] * 10,
+                         "v": pa.array([1] * 10, pa.int64())}))
+    produce(kafka_broker, topic,
+            [(i, {"id": i, "value": f"s{i}", "v": 2}) for i in range(10)])
+    outcome: list[Any] = []
+
+    def interfere() -> None:
+        with Metastore.open(default_metastore_url(location)) as store:
+            deadline = time.monotonic() + 180
+            while not any(":ingest-stream:" in i.agent
+                          for i in store.transactions(location, states=["open"])):
+                if time.monotonic() > deadline:
+                    outcome.append("the micro-batch never opened a transaction")
+                    return
+                time.sleep(0.02)
+        outcome.append(table.upsert(
+            pa.table({"id": pa.array(range(10), pa.int64()), "value": ["batch"] * 10,
+                      "v": pa.array([3] * 10, pa.int64())}), key=["id"]))
+
+    writer = threading.Thread(target=interfere)
+    writer.start()
+    with pytest.raises(CommitConflictError, match="write-write conflict") as e:
+        stream(spark, kafka_broker, topic, warehouse, mode="upsert", key="id")
+    writer.join()
+    assert outcome and not isinstance(outcome[0], str), outcome
+    assert outcome[0].write_id is not None
+    assert "it is aborted" in str(e.value)
+    assert {k: r["value"] for k, r in rows_by_key(location).items()} == {
+        i: "batch" for i in range(10)}
+    with Metastore.open(default_metastore_url(location)) as store:
+        states = sorted(store.write_id_states(location).items())
+    assert [s for _, s in states] == ["committed", "aborted", "committed"]  # load, stream, upsert
+
+    again = stream(spark, kafka_broker, topic, warehouse, mode="upsert", key="id")
+    assert (again.batches, again.skipped) == (1, 0)
+    assert rows_by_key(location) == {i: {"id": i, "value": f"s{i}", "v": 2} for i in range(10)}

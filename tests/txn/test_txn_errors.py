@@ -148,10 +148,10 @@ def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path,
         assert store.list_tables() == []
     assert _tables(path) == before  # a reader never upgrades
     with Metastore.open(f"sqlite://{path}", create=False) as store:
-        assert store.schema_version == SCHEMA_VERSION == 2
-    assert _tables(path) - before == {"committed_files", "readers", "compactions"}
+        assert store.schema_version == SCHEMA_VERSION == 3
+    assert _tables(path) - before == {"committed_files", "readers", "compactions", "write_set"}
     with Metastore.open(f"sqlite://{path}", read_only=True) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == 3
 
 
 def test_version_2_file_of_the_old_raw_ddl_works_as_before(tmp_path: Path,
@@ -166,13 +166,13 @@ def test_version_2_file_of_the_old_raw_ddl_works_as_before(tmp_path: Path,
     path = tmp_path / "v2.sqlite"
     url = legacy_sqlite(path, 2)
     with Metastore.open(url, create=False) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == 3  # a writer adds the write set (version 3)
         store.create_table(TableDefinition("default.t", str(tmp_path / "t"),
                                            pa.schema([("id", pa.int64())])))
         txn = store.open_transaction("default.t", agent="a")
         entry = CommittedFile("delta_0000001_0000001/bucket_00000", 1, 100, "ab" * 8, 3)
         store.commit(txn, sink=("sink", 0), offsets=[("topic", 0, 5, 9)],
-                     files={"default.t": [entry]})
+                     files={"default.t": [entry]}, updated={"": [0]})
         cid, ctxn = store.begin_compaction("default.t", "", "major", agent="c",
                                            stale_after_s=60)
         store.finish_compaction(cid, ctxn, highest_write_id=1, rows=3, inputs=["d"],

@@ -1,9 +1,11 @@
 """Whether a partition needs compaction, and which kind: Hive's Initiator policy
-(`Initiator.determineCompactionType` and its aborted-transaction trigger).
+(`Initiator.determineCompactionType` and its aborted-transaction trigger), plus a trigger of
+ours on delete events: every read pays for them until a major compaction applies them
+(keyed upserts write one per update, docs/format.md §24).
 
 `measure_backlog` lists one partition as the compactor snapshot sees it; `decide` is the pure
-policy over those numbers and a table's thresholds. Knows names and sizes, not row data or
-the metastore (the thresholds arrive as a value).
+policy over those numbers and a table's thresholds. Knows names, sizes and the event counts
+in ORC footers, not row data or the metastore (the thresholds arrive as a value).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import fsspec
 from ingest.acid.compaction.compact import compactor_snapshot
 from ingest.acid.format import ValidWriteIdList, is_hidden, parse_directory
 from ingest.acid.read import VisibleTxn, acid_state
+from ingest.errors import CorruptFileError
+from ingest.orc import read_tail
 
 Kind = Literal["major", "minor"]
 
@@ -32,12 +36,15 @@ class CompactionThresholds:
         aborted: more aborted write ids with data in the partition than this ask for a
             major compaction (`hive.compactor.abortedtxn.threshold`, 1000).
         auto: False when the table opts out (`no_auto_compaction=true`).
+        delete_pct: delete events over stored rows above this ask for a major compaction
+            (ours, `ingest.compactor.delete.pct.threshold`, 0.1; Hive has none).
     """
 
     delta_num: int = 10
     delta_pct: float = 0.1
     aborted: int = 1000
     auto: bool = True
+    delete_pct: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,9 @@ class Backlog:
         delta_bytes: bytes of the current deltas of both kinds.
         aborted_write_ids: aborted write ids above the base with a directory in the
             partition (their events are still on disk).
+        rows: insert events in the base (or original files) and the current insert deltas,
+            from their ORC footers.
+        delete_events: events in the current delete deltas, from their ORC footers.
     """
 
     deltas: int
@@ -60,6 +70,8 @@ class Backlog:
     base_bytes: int
     delta_bytes: int
     aborted_write_ids: int
+    rows: int = 0
+    delete_events: int = 0
 
     @property
     def current_deltas(self) -> int:
@@ -83,7 +95,9 @@ class Decision:
 def decide(backlog: Backlog, thresholds: CompactionThresholds) -> Decision:
     """Hive's policy, branch for branch: too many aborted write ids -> major; no base and
     too many deltas -> major; delta bytes over base bytes above `delta_pct` -> major; more
-    deltas than `delta_num` -> minor; else nothing.
+    deltas than `delta_num` -> minor; else nothing. Then ours: where Hive's asks for no
+    major, delete events over stored rows above `delete_pct` -> major (a minor compaction
+    keeps every delete event; the reason then names Hive's choice too).
 
     Args:
         backlog: the partition's numbers (`measure_backlog`).
@@ -92,7 +106,18 @@ def decide(backlog: Backlog, thresholds: CompactionThresholds) -> Decision:
     Returns:
         The decision with its reason.
     """
+    hive = _hive_decision(backlog, thresholds)
     b, t = backlog, thresholds
+    if hive.kind == "major" or not t.auto or not b.delete_events:
+        return hive
+    if b.delete_events > t.delete_pct * b.rows:
+        share = f"{b.delete_events / b.rows:.1%} of {b.rows} rows" if b.rows else "no rows"
+        return Decision("major", f"{b.delete_events} delete events, {share} > "
+                                 f"{t.delete_pct:.1%} (else: {hive.reason})")
+    return hive
+
+
+def _hive_decision(b: Backlog, t: CompactionThresholds) -> Decision:
     if not t.auto:
         return Decision(None, "automatic compaction is off (no_auto_compaction=true)")
     if b.aborted_write_ids > t.aborted:
@@ -143,9 +168,14 @@ def measure_backlog(fs: fsspec.AbstractFileSystem, partition_dir: str,
         if parsed is not None:
             ranges.append(parsed)
     present = {w for w in aborted if any(lo <= w <= hi for lo, hi in ranges)}
+    inserts = [state.base.name] if state.base is not None else []
+    inserts += [d.name for d in state.insert_deltas]
+    rows = sum(_events(fs, state.path(d)) for d in inserts)
+    rows += sum(_file_events(fs, state.path(f)) for f in state.original_files)
+    deletes = sum(_events(fs, state.path(d.name)) for d in state.delete_deltas)
     return Backlog(len(state.insert_deltas), len(state.delete_deltas),
                    None if state.base is None else state.base.name, base_bytes, delta_bytes,
-                   len(present))
+                   len(present), rows, deletes)
 
 
 def _parse(name: str) -> tuple[int, int] | None:
@@ -163,6 +193,29 @@ def _bytes(fs: fsspec.AbstractFileSystem, directory: str) -> int:
         if info.get("type") == "file" and not is_hidden(name):
             total += int(info.get("size") or 0)
     return total
+
+
+def _events(fs: fsspec.AbstractFileSystem, directory: str) -> int:
+    """Events in the visible files directly in a directory, from their footers."""
+    total = 0
+    for info in fs.ls(directory, detail=True):
+        name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+        if info.get("type") == "file" and not is_hidden(name):
+            total += _file_events(fs, str(info["name"]), int(info.get("size") or 0))
+    return total
+
+
+def _file_events(fs: fsspec.AbstractFileSystem, path: str, size: int | None = None) -> int:
+    """A file's row count from its footer; 0 for a file with no complete tail at its end
+    (one a streaming writer still appends to): the initiator only weighs, the compactor
+    checks every input against the manifest before it reads."""
+    length = _size(fs, path) if size is None else size
+    if length <= 0:
+        return 0
+    try:
+        return read_tail(fs, path, length, check=False).number_of_rows
+    except CorruptFileError:
+        return 0
 
 
 def _size(fs: fsspec.AbstractFileSystem, path: str) -> int:

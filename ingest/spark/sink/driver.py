@@ -57,6 +57,7 @@ from ingest.table import (
     check_owner,
     open_table_root,
     remove_aborted_writes,
+    write_set,
 )
 from ingest.txn import (
     Metastore,
@@ -303,8 +304,13 @@ class AcidSink:
                                      dl_fs=self.dl_fs)
             crash_point("sink.before_commit")
             committing = time.monotonic()
+            files = self._committed_files(plan, results)
+            # A keyed micro-batch declares its write set: a concurrent keyed writer of the
+            # same buckets that committed first makes this commit fail (docs/format.md §24).
+            updated = None if self._key is None else write_set(
+                f.path for f in files[self._table.name])
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=report.offsets,
-                         files=self._committed_files(plan, results))
+                         files=files, updated=updated)
             commit_s = time.monotonic() - committing
         except CommitConflictError as e:
             self._abort(store, txn, plan, e, results)

@@ -66,6 +66,7 @@ from ingest.txn.hms.progress import (
 from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table, hive_columns
 from ingest.txn.hms.txns import (
+    Operation,
     allocate_write_ids,
     commit_txn,
     heartbeat,
@@ -390,13 +391,17 @@ class HiveMetastore(Metastore):
         sink: SinkProgress | None = None,
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
+        updated: Mapping[str, Iterable[int]] | None = None,
     ) -> None:
         """See `Metastore.commit`. The partitions of `files`' paths are added to the
         metastore and registered with the transaction before the commit, and a write of
         delete deltas that did not say so when it opened takes Hive's lock for DELETE now.
         Sink progress and offsets become a row of the primary table's progress table, and
         `files` rows of each table's manifest table (`manifest.py`), under write ids of this
-        same transaction, so `commit_txn` makes them visible with the data or not at all."""
+        same transaction, so `commit_txn` makes them visible with the data or not at all. With
+        `updated` (keyed writes), the partitions are registered as UPDATE and Hive's own
+        write-set check at `commit_txn` applies (partition granularity; `updated`'s buckets
+        are not sent)."""
         ranges = _checked_ranges(txn, offsets)
         with self._lock:
             self._writable(f"commit transaction {txn.txn_id}")
@@ -409,7 +414,8 @@ class HiveMetastore(Metastore):
                     raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
                 listed[table.name] = (table, list(entries))
-                self._register_written(txn, table, [e.path for e in listed[table.name][1]])
+                self._register_written(txn, table, [e.path for e in listed[table.name][1]],
+                                       update=bool(updated) and table.name == txn.table)
             if sink is not None or ranges:
                 target = tables.get(txn.table) or self._hive_table(txn.table)
                 self._record_progress(txn, target, sink, ranges)
@@ -424,7 +430,7 @@ class HiveMetastore(Metastore):
                     beats.check()
                 finally:
                     beats.stop()  # a heartbeat after the commit would find it gone
-            commit_txn(self._conn, txn.txn_id)
+            commit_txn(self._conn, txn.txn_id, check_write_set=bool(updated))
             self._forget_txn(txn.txn_id)
 
     def _forget_txn(self, txn_id: int) -> None:
@@ -474,11 +480,13 @@ class HiveMetastore(Metastore):
                     f"{target.name}", hint="the batch is a replay; its rows are in the table")
         write_progress(progress, write_id, sink, txn.write_id, ranges)
 
-    def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str]) -> None:
+    def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str], *,
+                          update: bool = False) -> None:
         deletes = any(p.split("/")[-2].startswith("delete_delta_") for p in paths if "/" in p)
-        if deletes and (txn.txn_id, table.name) not in self._delete_locked:
+        operation: Operation = "UPDATE" if update else "DELETE" if deletes else "INSERT"
+        if operation != "INSERT" and (txn.txn_id, table.name) not in self._delete_locked:
             # Late (the writer did not open with operation="delete"), but still before the
-            # commit, so the metastore knows the transaction deleted.
+            # commit, so the metastore knows the transaction deleted or updated.
             self._lock_for_delete(txn.txn_id, table, txn.agent)
         if not table.partition_columns:
             return
@@ -492,7 +500,7 @@ class HiveMetastore(Metastore):
             values[tuple(p[1] for p in parts if p)] = None
         names = add_partitions(self._conn, table, [list(v) for v in values])
         register_partitions(self._conn, txn.txn_id, txn.write_id_for(table.name), table, names,
-                            operation="DELETE" if deletes else "INSERT")
+                            operation=operation)
 
     def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
         """See `Metastore.abort`; the metastore keeps no reason."""

@@ -208,7 +208,8 @@ def heartbeat(conn: HmsConnection, first_txn: int, last_txn: int) -> HeartbeatRe
 
 
 def commit_txn(conn: HmsConnection, txn_id: int, *,
-               key_value: tuple[int, str, str] | None = None) -> None:
+               key_value: tuple[int, str, str] | None = None,
+               check_write_set: bool = False) -> None:
     """Commit a transaction; its locks go with it.
 
     Args:
@@ -216,6 +217,9 @@ def commit_txn(conn: HmsConnection, txn_id: int, *,
             the commit's own database transaction. The key must start with `_meta` and the
             parameter must already exist (the server UPDATEs exactly one row, else the commit
             fails). Hive 3 ignores the field.
+        check_write_set: ask Hive 4 for its write-write conflict check (it skips it when
+            the request says EXCL_WRITE locks serialize writers, Thrift's default; our
+            updaters hold SHARED_WRITE). Hive 3 always checks an UPDATE/DELETE transaction.
 
     Raises:
         CommitConflictError: the server aborted the transaction (timeout) or does not know it.
@@ -223,6 +227,8 @@ def commit_txn(conn: HmsConnection, txn_id: int, *,
     """
     t = _stubs.ttypes()
     request = t.CommitTxnRequest(txnid=txn_id)
+    if check_write_set:
+        request.exclWriteEnabled = False
     if key_value is not None:
         table_id, key, value = key_value
         request.keyValue = t.CommitTxnKeyValue(tableId=table_id, key=key, value=value)

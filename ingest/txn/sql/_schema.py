@@ -4,7 +4,8 @@ Mirrors the Hive metastore's transaction tables in miniature: `TXNS` (txns), `NE
 (a column of tables), `TXN_TO_WRITE_ID` (txn_to_write_id), plus sink progress and Kafka offsets
 that Hive keeps in `commitTxnWithKeyValue` table properties. Version 2 adds the committed-file
 manifest, registered readers (Hive's MIN_HISTORY_LEVEL) and the compaction history
-(`COMPACTION_QUEUE` / `COMPLETED_COMPACTIONS`). SQLAlchemy writes the DDL for each dialect.
+(`COMPACTION_QUEUE` / `COMPLETED_COMPACTIONS`); version 3 the write set (`WRITE_SET`).
+SQLAlchemy writes the DDL for each dialect.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sqlalchemy as sa
 from ingest.errors import UnsupportedFormatError
 from ingest.txn.errors import MetastoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # 64-bit ids and offsets on PostgreSQL. On SQLite only the exact type name INTEGER makes a
 # primary key the rowid (what AUTOINCREMENT needs), and INTEGER holds 64 bits there anyway.
@@ -129,12 +130,27 @@ compactions = sa.Table(
         "state IN ('working', 'ready for cleaning', 'succeeded', 'failed')"),
     sqlite_autoincrement=True,
 )
+# Hive's WRITE_SET: the partitions and buckets each committed transaction updated or deleted
+# in, kept while a transaction open before that commit may still commit (docs/format.md §24).
+# commit_id: the highest txn id handed out when it committed, so a transaction conflicts with
+# it exactly when its own txn id is not above commit_id (it was open before that commit).
+write_set = sa.Table(
+    "write_set", metadata,
+    sa.Column("table_name", sa.Text, nullable=False),
+    sa.Column("partition", sa.Text, nullable=False),  # relative to the root, '' if none
+    sa.Column("bucket", sa.Integer, nullable=False),
+    sa.Column("txn_id", Id, nullable=False),
+    sa.Column("commit_id", Id, nullable=False),
+    sa.PrimaryKeyConstraint("table_name", "partition", "bucket", "txn_id"),
+    sa.Index("write_set_commits", "table_name", "commit_id"),
+)
 
 # The tables each schema version added, in creation order; upgrading from version v creates
 # those of versions v + 1 .. SCHEMA_VERSION.
 VERSION_TABLES: dict[int, tuple[sa.Table, ...]] = {
     1: (meta, tables, txns, txn_to_write_id, sink_progress, txn_offsets),
     2: (committed_files, readers, compactions),
+    3: (write_set,),
 }
 assert max(VERSION_TABLES) == SCHEMA_VERSION
 

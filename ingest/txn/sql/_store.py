@@ -162,8 +162,10 @@ class SqlMetastore(Metastore):
         sink: SinkProgress | None = None,
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
+        updated: Mapping[str, Iterable[int]] | None = None,
     ) -> None:
-        self._transactions.commit(txn, sink=sink, offsets=offsets, files=files)
+        self._transactions.commit(txn, sink=sink, offsets=offsets, files=files,
+                                  updated=updated)
 
     def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
         self._transactions.abort(txn, reason=reason)

@@ -19,15 +19,18 @@ from ingest.txn.model import OffsetRange, SinkProgress, TableRef, Transaction, T
 from ingest.txn.sql._database import Database, inserted_id
 from ingest.txn.sql._manifest import Manifest
 from ingest.txn.sql._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
+from ingest.txn.sql._write_set import WriteSet, WriteSets
 
 
 class Transactions:
     """The `txns`, `txn_to_write_id`, `sink_progress` and `txn_offsets` writes of one
-    database; a commit records its files through the `Manifest`."""
+    database; a commit records its files through the `Manifest` and checks and records what
+    it updated through the `WriteSets`."""
 
     def __init__(self, db: Database, manifest: Manifest) -> None:
         self._db = db
         self._manifest = manifest
+        self._write_sets = WriteSets(db)
 
     def open_transaction(
         self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = ()
@@ -100,8 +103,10 @@ class Transactions:
         sink: SinkProgress | None = None,
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
+        updated: WriteSet | None = None,
     ) -> None:
-        """See `Metastore.commit`: every record in one write transaction."""
+        """See `Metastore.commit`: every record in one write transaction; a write-write
+        conflict aborts the transaction in that same write transaction."""
         ranges = [OffsetRange(*o) for o in offsets]
         for r in ranges:
             if not 0 <= r.from_offset <= r.until_offset:
@@ -109,22 +114,46 @@ class Transactions:
                     f"Cannot commit transaction {txn.txn_id}: offset range {tuple(r)} must "
                     "satisfy 0 <= from_offset <= until_offset"
                 )
+        conflict = None
         with self._db.translate(f"commit transaction {txn.txn_id}"), self._db.write() as c:
             if sink is not None:
                 sink = SinkProgress(*sink)
                 self._check_sink_batch(c, txn, sink)
-            self._swap_state(c, txn, "committed", None, "commit")
-            crash_point("metastore.during_commit")  # a kill here must roll the commit back
-            if sink is not None:
-                c.execute(sa.insert(sink_progress).values(
-                    sink_id=sink.sink_id, batch_id=sink.batch_id, txn_id=txn.txn_id,
-                    table_name=txn.table, write_id=txn.write_id))
-            if ranges:
-                c.execute(sa.insert(txn_offsets), [
-                    {"txn_id": txn.txn_id, "topic": r.topic, "partition": r.partition,
-                     "from_offset": r.from_offset, "until_offset": r.until_offset}
-                    for r in ranges])
-            self._record_commit_files(c, txn, files or {})
+            if updated:
+                self._require_open(c, txn, "commit")
+                conflict = self._write_sets.check_and_record(
+                    c, txn, self._db.resolve(c, txn.table), updated)
+            if conflict is not None:
+                # The loser aborts at once, as Hive's commitTxn does: nothing can commit it.
+                self._swap_state(c, txn, "aborted", conflict, "abort")
+            else:
+                self._commit_records(c, txn, sink, ranges, files or {})
+        if conflict is not None:
+            self._raise_conflict(txn, conflict)
+
+    def _commit_records(self, c: sa.Connection, txn: Transaction, sink: SinkProgress | None,
+                        ranges: list[OffsetRange],
+                        files: Mapping[str, Iterable[CommittedFile]]) -> None:
+        self._swap_state(c, txn, "committed", None, "commit")
+        crash_point("metastore.during_commit")  # a kill here must roll the commit back
+        if sink is not None:
+            c.execute(sa.insert(sink_progress).values(
+                sink_id=sink.sink_id, batch_id=sink.batch_id, txn_id=txn.txn_id,
+                table_name=txn.table, write_id=txn.write_id))
+        if ranges:
+            c.execute(sa.insert(txn_offsets), [
+                {"txn_id": txn.txn_id, "topic": r.topic, "partition": r.partition,
+                 "from_offset": r.from_offset, "until_offset": r.until_offset}
+                for r in ranges])
+        self._record_commit_files(c, txn, files)
+
+    @staticmethod
+    def _raise_conflict(txn: Transaction, reason: str) -> None:
+        raise CommitConflictError(
+            f"Cannot commit transaction {txn.txn_id} (write id {txn.write_id} of {txn.table}): "
+            f"{reason}; it is aborted",
+            hint="retry the write (e.g. run the same `ingest upsert` again): it then reads "
+            "the rows the other writer committed")
 
     def _record_commit_files(self, c: sa.Connection, txn: Transaction,
                              files: Mapping[str, Iterable[CommittedFile]]) -> None:
