@@ -71,7 +71,7 @@ def test_a_table_the_metastore_does_not_list_is_not_found(
     code, _, err = run_cli(["load", str(tmp_path / "nothing"), "--input", str(src),
                             "--metastore", hms4.uri], capsys)
     assert code == 3, err
-    assert f"Cannot find table file://{tmp_path}/nothing in metastore {hms4.uri}" in err
+    assert f"at or above {tmp_path}/nothing in metastore {hms4.uri}" in err
     code, _, err = run_cli(["cat", str(tmp_path / "nothing"), "--metastore", hms4.uri], capsys)
     assert code == 3, err
     assert "Cannot find" in err
