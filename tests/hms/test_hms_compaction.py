@@ -207,11 +207,24 @@ def test_trino_reads_exactly_the_committed_rows_after_compaction_and_cleaning(
 
 
 def _killed_compactor(location: str, uri: str, point: str) -> subprocess.CompletedProcess[str]:
-    """`ingest compact --minor` in a process of its own, SIGKILLed at crash point `point`."""
+    """`ingest compact --minor` in a process of its own, SIGKILLed at crash point `point`.
+
+    The dead process's reader lease (a read transaction) stays open until the metastore's
+    `hive.txn.timeout` aborts it, and the cleaner rightly waits for it; it is aborted here as
+    that timeout would, so the test need not wait. Its compactor transaction T is left to
+    the retry's takeover."""
+    with hms.connect(uri) as conn:
+        before = set(hms.txn_snapshot(conn).open_txns)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "INGEST_CRASH_AT": point}
-    return subprocess.run([sys.executable, "-m", "ingest", "compact", location, "--minor",
+    done = subprocess.run([sys.executable, "-m", "ingest", "compact", location, "--minor",
                            "--metastore", uri], env=env, capture_output=True, text=True,
                           timeout=240, check=False)
+    with Metastore.open(uri) as store:
+        compactors = {c.txn_id for c in store.compactions(location)}
+    with hms.connect(uri) as conn:
+        for txn in set(hms.txn_snapshot(conn).open_txns) - before - compactors:
+            hms.abort_txn(conn, txn)
+    return done
 
 
 def _visible_outputs(location: str) -> list[str]:

@@ -38,7 +38,9 @@ def test_spark_sql_lists_the_table_its_partitions_and_transactional(
     tables, partitions, properties, columns = spark_sql(server.uri, [
         f"SHOW TABLES IN {db}", f"SHOW PARTITIONS {db}.events",
         f"SHOW TBLPROPERTIES {db}.events", f"DESCRIBE TABLE {db}.events"], **client)
-    assert tables == [[db, "events", False]]
+    # The metastore also lists the table's side tables (its committed-file manifest).
+    assert [t for t in tables if "__ingest_" not in t[1]] == [[db, "events", False]]
+    assert {t[1] for t in tables} <= {"events", "events__ingest_files", "events__ingest_progress"}
     assert partitions == [["dt=2024-01-01"], ["dt=2024-01-02"]]
     props = dict(properties)
     assert props["transactional"] == "true"
