@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from hms_server import Server
 from support import ok_json, run_cli
 
+from ingest.errors import ConfigError
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.table import open_table
 from ingest.txn import Metastore, OffsetRange, SinkProgress
@@ -141,3 +143,52 @@ def test_maintenance_compacts_and_cleans_the_side_tables_and_reads_stay_the_same
         assert {k: v for k, v in after["files"].items()  # type: ignore[union-attr]
                 if k in before["files"]} == before["files"]  # type: ignore[operator]
     assert _read_fresh(uri, name) == after
+
+
+def test_compact_and_clean_take_a_side_table_and_a_commit_waits_for_its_compaction_lease(
+        metastore: Server, tmp_path: Path, capsys: Capsys) -> None:
+    uri = metastore.uri
+    table = tmp_path / "wh" / "events"
+    name = f"s_{uuid.uuid4().hex[:10]}.events"
+    ok_json(["create", str(table), "--name", name, "--schema", "id BIGINT, v STRING",
+             "--metastore", uri], capsys)
+    with Metastore.open(uri) as store:
+        for k in range(3):
+            txn = store.open_transaction(name)
+            store.commit(txn, sink=SinkProgress(f"{name}@ck", k),
+                         offsets=[OffsetRange("t", 0, k, k + 1)])
+        before = _read(store, name)
+    progress = table / "_ingest_progress"
+    on = ["--metastore", uri]
+    ok_json(["compact", str(progress), "--major", *on], capsys)
+    ok_json(["clean", str(progress), "--retention", "0", *on], capsys)
+    (only,) = _dirs(progress)
+    assert only.startswith("base_0000003"), _dirs(progress)
+    assert _read_fresh(uri, name) == before
+
+    side = f"{name}__ingest_progress"
+    with Metastore.open(uri) as store:
+        # Progress is never kept for a side table: it would make a side table of one.
+        txn = store.open_transaction(side)
+        with pytest.raises(ConfigError, match=rf"{side}: it is a hidden side table"):
+            store.commit(txn, sink=SinkProgress("x@ck", 0))
+        store.abort(txn)
+        assert store.find_table(f"{side}__ingest_progress") is None
+
+        # A compaction's lease (SHARED_READ on the side table) makes a commit's EXCLUSIVE
+        # lock on it wait, and the commit goes through once the lease ends: no deadlock.
+        committed = threading.Event()
+
+        def commit() -> None:
+            with Metastore.open(uri) as writer:
+                t = writer.open_transaction(name)
+                writer.commit(t, sink=SinkProgress(f"{name}@ck", 3))
+            committed.set()
+
+        with store.leased_snapshot(side, agent="h:1:ingest-compact"):
+            thread = threading.Thread(target=commit)
+            thread.start()
+            assert not committed.wait(3.0), "the commit did not wait for the lease"
+        assert committed.wait(60.0)
+        thread.join()
+        assert store.last_committed_batch(f"{name}@ck", table=name) == 3
