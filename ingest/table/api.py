@@ -496,11 +496,10 @@ class Table:
         """
         defn = self._require_root("list the side tables")
         with self._store() as store:
-            found = [(location, store.get_table(location))
-                     for location in store.side_tables(defn.name)]
+            found = [store.get_table(name) for name in store.side_tables(defn.name)]
         out = []
-        for location, side in found:
-            fs, path = storage.url_to_fs(location, dict(self._storage_options))
+        for side in found:
+            fs, path = storage.url_to_fs(side.location, dict(self._storage_options))
             out.append(Table(fs, str(path).rstrip("/"), side, self._metastore,
                              self._storage_options))
         return out

@@ -254,7 +254,7 @@ class Metastore(abc.ABC):
         return found
 
     def side_tables(self, table: TableRef) -> list[str]:
-        """The locations of the hidden tables this backend keeps beside `table` for its own
+        """The names of the hidden tables this backend keeps beside `table` for its own
         bookkeeping (the Hive Metastore's progress and manifest tables, docs/format.md §20),
         those that exist; each is a full-ACID table of the metastore that the table layer
         compacts and cleans like any other. Empty here: the SQL metastores keep that

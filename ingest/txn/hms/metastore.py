@@ -326,14 +326,15 @@ class HiveMetastore(Metastore):
             self._progress_tables.pop(found.name, None)
 
     def side_tables(self, table: TableRef) -> list[str]:
-        """See `Metastore.side_tables`: the locations of `table`'s progress and manifest
-        tables that exist (none for a side table itself: they have none)."""
+        """See `Metastore.side_tables`: the names of `table`'s progress and manifest tables
+        that exist (none for a side table itself: they have none). Names, not locations: a
+        name is one lookup here, a location a walk over every table."""
         with self._lock:
             found = self._hive_table(table)
             if is_side_table(found.name):
                 return []
             sides = (find_progress_table(self._conn, found), MANIFEST.find(self._conn, found))
-            return [normalize_location(t.location) for t in sides if t is not None]
+            return [t.name for t in sides if t is not None]
 
     # -- transactions and write ids ---------------------------------------------------------
 
