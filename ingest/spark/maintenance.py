@@ -156,7 +156,8 @@ class StreamMaintenance:
 
     # ------------------------------------------------------------------ one run
     def run_once(self, location: str, partition_dirs: Iterable[str]) -> None:
-        """Compact the given partitions of one table that need it, then clean it.
+        """Compact the given partitions of one table that need it, then clean it; then its
+        side tables (`Table.side_tables`) the same way.
 
         Runs on the maintenance thread (or in a test, directly); raises nothing: a failure
         is logged and counted in `stats`, since maintenance must never stop a stream.
