@@ -4,7 +4,9 @@ The commit path only records which partitions a micro-batch touched and wakes th
 thread opens each touched table once per run (`ingest.table.open_table_root`, with the
 stream's metastore and storage options), compacts what the initiator picks
 (`Table.compact("auto")`, the table's compactor thresholds) and cleans (`Table.clean`) at most
-once per interval, one run at a time. A failed run
+once per interval, one run at a time; then the same for the metastore's hidden side tables of
+the table (`Table.side_tables`: a Hive Metastore's progress and manifest tables), unpartitioned,
+cleaned with the table's own retention. A failed run
 is logged and counted and never fails the stream (docs/invariants.md, 8.10). The job signals
 the target and its dead-letter table alike (`job._then_signal`).
 """
@@ -21,7 +23,7 @@ from typing import Any
 from ingest.errors import CommitConflictError
 from ingest.io import storage
 from ingest.spark.options import Maintenance
-from ingest.table import Table, open_table_root
+from ingest.table import Table, cleaner_retention_s, open_table_root
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +156,8 @@ class StreamMaintenance:
 
     # ------------------------------------------------------------------ one run
     def run_once(self, location: str, partition_dirs: Iterable[str]) -> None:
-        """Compact the given partitions of one table that need it, then clean it.
+        """Compact the given partitions of one table that need it, then clean it; then its
+        side tables (`Table.side_tables`) the same way.
 
         Runs on the maintenance thread (or in a test, directly); raises nothing: a failure
         is logged and counted in `stats`, since maintenance must never stop a stream.
@@ -168,6 +171,8 @@ class StreamMaintenance:
                 compacted = self._compact(target, sorted(set(partition_dirs)))
             if self.clean_mode == "auto":
                 self._clean(target, compacted)
+            if self.compact_mode == "auto" or self.clean_mode == "auto":
+                self._side_tables(target)
         except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
             self._failed(f"Cannot maintain {location}", e)
         finally:
@@ -201,7 +206,26 @@ class StreamMaintenance:
             self._compactions += done
         return done
 
-    def _clean(self, target: _Target, compacted: int) -> None:
+    def _side_tables(self, target: _Target) -> None:
+        """Compact and clean the table's side tables, one after the other, after the table:
+        this thread then holds at most one lease at a time, so a commit waiting for its
+        EXCLUSIVE lock on a side table waits only for that side table's compaction
+        (docs/invariants.md, 8.11). They are cleaned with the table's retention."""
+        assert target.table.definition is not None  # opened with a metastore
+        retention_s = cleaner_retention_s(target.table.definition)
+        for side in target.table.side_tables():
+            if self._stopping.is_set():
+                return
+            root = storage.url_to_fs(side.location, side.storage_options)[1]
+            sided = _Target(side, root.rstrip("/"))
+            compacted = 0
+            if self.compact_mode == "auto":
+                compacted = self._compact(sided, [sided.root])
+            if self.clean_mode == "auto":
+                self._clean(sided, compacted, retention_s=retention_s)
+
+    def _clean(self, target: _Target, compacted: int, *,
+               retention_s: float | None = None) -> None:
         """Run the cleaner on the table (the table's retention time applies).
 
         Runs even when nothing was compacted now: an earlier compaction's inputs may only
@@ -209,7 +233,7 @@ class StreamMaintenance:
         """
         location = target.table.location
         try:
-            target.table.clean()
+            target.table.clean(retention_s=retention_s)
         except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
             self._failed(f"Cannot clean {location}", e)
             return

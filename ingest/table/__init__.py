@@ -8,7 +8,12 @@ Uses `ingest.txn` (metastore) and `ingest.acid` (files); knows nothing of Spark 
 
 from ingest.table._arguments import check_snapshot_table
 from ingest.table._compactor import CompactorRun
-from ingest.table._definition import compaction_thresholds, table_schema, uses_visibility_suffix
+from ingest.table._definition import (
+    cleaner_retention_s,
+    compaction_thresholds,
+    table_schema,
+    uses_visibility_suffix,
+)
 from ingest.table._open import MetastoreRef, StorageOptions, agent_name
 from ingest.table._owner import check_owner
 from ingest.table._written import (
@@ -104,6 +109,7 @@ __all__ = [
     "evolve_schema",
     "apply_changes",
     "check_keyed_table",
+    "cleaner_retention_s",
     "check_owner",
     "check_snapshot_table",
     "clean",

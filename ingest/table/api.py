@@ -484,6 +484,26 @@ class Table:
                            txn_timeout_s=txn_timeout_s, on_partition=on_partition,
                            storage_options=self._storage_options)
 
+    def side_tables(self) -> list[Table]:
+        """The hidden tables the metastore keeps beside this one for its own bookkeeping
+        (`Metastore.side_tables`: a Hive Metastore's progress and manifest tables; none for
+        SQL metastores), each opened at its root with this table's metastore and storage
+        options, so it is compacted and cleaned like any table (docs/format.md §20).
+
+        Raises:
+            ConfigError: opened without a metastore or at a partition.
+            MetastoreError: the metastore failed.
+        """
+        defn = self._require_root("list the side tables")
+        with self._store() as store:
+            found = [store.get_table(name) for name in store.side_tables(defn.name)]
+        out = []
+        for side in found:
+            fs, path = storage.url_to_fs(side.location, dict(self._storage_options))
+            out.append(Table(fs, str(path).rstrip("/"), side, self._metastore,
+                             self._storage_options))
+        return out
+
     def verify(self, *, deep: bool = True,
                txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S) -> VerifyReport:
         """Check the table's (or the opened partition's) files against its metastore,

@@ -253,6 +253,20 @@ class Metastore(abc.ABC):
             raise table_not_found(table, self.location)
         return found
 
+    def side_tables(self, table: TableRef) -> list[str]:
+        """The names of the hidden tables this backend keeps beside `table` for its own
+        bookkeeping (the Hive Metastore's progress and manifest tables, docs/format.md §20),
+        those that exist; each is a full-ACID table of the metastore that the table layer
+        compacts and cleans like any other. Empty here: the SQL metastores keep that
+        bookkeeping in their own tables.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the metastore failed.
+        """
+        self.get_table(table)
+        return []
+
     @abc.abstractmethod
     def list_tables(self) -> list[TableDefinition]:
         """Every table, ordered by name.

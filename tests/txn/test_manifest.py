@@ -130,3 +130,14 @@ def test_version_1_metastore_read_only_has_no_entries(tmp_path: Path, table_def,
         assert reader.committed_files("default.t") == {}
         with pytest.raises(MetastoreError, match="has no committed-file manifest"):
             reader.record_committed_files("default.t", [entry("a/bucket_00000", 1, 100)])
+
+
+def test_a_sql_metastore_keeps_no_side_tables(store: Metastore,
+                                              events: TableDefinition) -> None:
+    # Its manifest and progress are its own tables: nothing for the table layer to compact.
+    txn = store.open_transaction(events)
+    store.commit(txn, files={events.name: [
+        entry("dt=1/delta_0000001_0000001_0000/bucket_00000", txn.write_id, 800)]})
+    assert store.side_tables(events) == []
+    with pytest.raises(TableNotFoundError):
+        store.side_tables("db.missing")

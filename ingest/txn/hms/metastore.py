@@ -326,6 +326,17 @@ class HiveMetastore(Metastore):
                     drop_table(self._conn, side.name, delete_data=False)
             self._progress_tables.pop(found.name, None)
 
+    def side_tables(self, table: TableRef) -> list[str]:
+        """See `Metastore.side_tables`: the names of `table`'s progress and manifest tables
+        that exist (none for a side table itself: they have none). Names, not locations: a
+        name is one lookup here, a location a walk over every table."""
+        with self._lock:
+            found = self._hive_table(table)
+            if is_side_table(found.name):
+                return []
+            sides = (find_progress_table(self._conn, found), MANIFEST.find(self._conn, found))
+            return [t.name for t in sides if t is not None]
+
     # -- transactions and write ids ---------------------------------------------------------
 
     def open_transaction(
@@ -413,9 +424,11 @@ class HiveMetastore(Metastore):
                 if table is None:
                     raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
-                listed[table.name] = (table, list(entries))
-                self._register_written(txn, table, [e.path for e in listed[table.name][1]],
+                written = list(entries)
+                self._register_written(txn, table, [e.path for e in written],
                                        update=bool(updated) and table.name == txn.table)
+                if not is_side_table(table.name):  # a side table has no manifest of its own
+                    listed[table.name] = (table, written)
             if sink is not None or ranges:
                 target = tables.get(txn.table) or self._hive_table(txn.table)
                 self._record_progress(txn, target, sink, ranges)
@@ -466,6 +479,11 @@ class HiveMetastore(Metastore):
             OSError: the delta could not be written.
             MetastoreError: the metastore failed.
         """
+        if is_side_table(target.name):
+            raise ConfigError(
+                f"Cannot commit transaction {txn.txn_id} with stream progress on {target.name}: "
+                "it is a hidden side table of ingest, which keeps no progress of its own",
+                hint="write the stream into its target table, not into a side table")
         progress = self._progress_table(target, create=True)
         assert progress is not None
         write_id = allocate_write_ids(self._conn, progress.name, [txn.txn_id])[txn.txn_id]
@@ -735,30 +753,37 @@ class HiveMetastore(Metastore):
             MetastoreError: the metastore failed.
         """
         with self._lock:
-            return self._read_retrying(
-                lambda: self._manifest.entries(self._conn, self._hive_table(table)))
+            found = self._read_retrying(lambda: self._hive_table(table))
+            if is_side_table(found.name):
+                return {}  # side tables keep no manifest (no side tables of side tables)
+            return self._read_retrying(lambda: self._manifest.entries(self._conn, found))
 
     def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
-        """See `Metastore.record_committed_files`: in a transaction of its own."""
+        """See `Metastore.record_committed_files`: in a transaction of its own. Nothing is
+        recorded for a side table (its compaction's outputs): it keeps no manifest, so that
+        compacting it makes no side table of a side table."""
         entries = list(files)
         if not entries:
             return
         with self._lock:
             self._writable("record committed files")
             found = self._hive_table(table)
+            if is_side_table(found.name):
+                return
             agent = _manifest_agent()
             with own_transaction(self._conn, agent=agent) as txn_id:
                 self._manifest.write(self._conn, txn_id, found, record=entries, agent=agent)
 
     def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
         """See `Metastore.forget_committed_files`: in a transaction of its own, none when
-        no path is listed."""
+        no path is listed (always for a side table, which keeps no manifest)."""
         wanted = list(paths)
         forgotten = 0
         with self._lock:
             self._writable("forget committed files")
             found = self._hive_table(table)
-            if not set(wanted) & set(self._manifest.entries(self._conn, found)):
+            if is_side_table(found.name) or not set(wanted) & set(
+                    self._manifest.entries(self._conn, found)):
                 return 0
             agent = _manifest_agent()
             with own_transaction(self._conn, agent=agent) as txn_id:
