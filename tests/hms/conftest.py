@@ -1,6 +1,7 @@
 """Fixtures of the Hive Metastore tests: one server per version for the session (Hive 4.0.1,
 3.1.3, and Hive 2.3 from pyspark's jars for the refusal), Trino on the Hive 4 and 3.1 ones,
-and a new database per test whose managed location is the test's own directory."""
+a new database per test whose managed location is the test's own directory, and a backend
+with an unpartitioned table definition for the backend tests."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hms_server import Server, hms_server, trino_server
 
-from ingest.txn import hms
+from ingest.txn import Metastore, TableDefinition, hms
 
 
 @pytest.fixture(scope="session")
@@ -64,3 +66,18 @@ def trino_on_hms3(hms3: Server) -> Iterator[Server]:
     """Trino on Hive 3.1, which lets it create transactional tables (Hive 4 does not)."""
     with trino_server(hms3.uri) as server:
         yield server
+
+
+@pytest.fixture
+def store(metastore: Server) -> Iterator[Metastore]:
+    """The `thrift://` backend on each server version."""
+    with Metastore.open(metastore.uri) as opened:
+        yield opened
+
+
+@pytest.fixture
+def defn(tmp_path: Path) -> TableDefinition:
+    """An unpartitioned table (id BIGINT, v STRING) in a database of its own, not yet created."""
+    db = "d_" + uuid.uuid4().hex[:10]
+    return TableDefinition(f"{db}.events", f"file://{tmp_path}/wh/events",
+                           pa.schema([("id", pa.int64()), ("v", pa.string())]))

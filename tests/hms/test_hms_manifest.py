@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from hms_server import Server
 from support import ok_json, run_cli
@@ -23,20 +22,7 @@ from ingest.txn import Metastore, TableDefinition, hms
 
 pytestmark = pytest.mark.hms
 
-ROWS = pa.schema([("id", pa.int64()), ("v", pa.string())])
 Capsys = pytest.CaptureFixture[str]
-
-
-@pytest.fixture
-def store(metastore: Server) -> Iterator[Metastore]:
-    with Metastore.open(metastore.uri) as opened:
-        yield opened
-
-
-@pytest.fixture
-def defn(tmp_path: Path) -> TableDefinition:
-    db = "m_" + uuid.uuid4().hex[:10]
-    return TableDefinition(f"{db}.events", f"file://{tmp_path}/wh/events", ROWS)
 
 
 def _entry(write_id: int, length: int = 100, directory: str = "") -> CommittedFile:

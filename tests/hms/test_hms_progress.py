@@ -9,11 +9,8 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from hms_server import TXN_TIMEOUT_S, Server
 
@@ -24,19 +21,6 @@ from ingest.txn import Metastore, OffsetRange, SinkProgress, TableDefinition
 pytestmark = pytest.mark.hms
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS = pa.schema([("id", pa.int64()), ("v", pa.string())])
-
-
-@pytest.fixture
-def store(metastore: Server) -> Iterator[Metastore]:
-    with Metastore.open(metastore.uri) as opened:
-        yield opened
-
-
-@pytest.fixture
-def defn(tmp_path: Path) -> TableDefinition:
-    db = "g_" + uuid.uuid4().hex[:10]
-    return TableDefinition(f"{db}.events", f"file://{tmp_path}/wh/events", ROWS)
 
 
 def _commit(store: Metastore, defn: TableDefinition, batch: int,

@@ -664,8 +664,7 @@ class HiveMetastore(Metastore):
             MetastoreError: the metastore failed.
         """
         with self._lock:
-            progress = self._read_retrying(lambda: self._progress_table(
-                self._sink_target(sink_id, table), create=False))
+            progress = self._progress_of(sink_id, table)
             if progress is None:
                 return None
             return self._read_retrying(
@@ -681,13 +680,17 @@ class HiveMetastore(Metastore):
             MetastoreError: the metastore failed.
         """
         with self._lock:
-            progress = self._read_retrying(lambda: self._progress_table(
-                self._sink_target(sink_id, table), create=False))
+            progress = self._progress_of(sink_id, table)
             if progress is None:
                 return None
             rows = self._read_retrying(lambda: self._progress_rows(progress))
         batches = [r.batch_id for r in rows if r.sink_id == sink_id and r.batch_id is not None]
         return max(batches, default=None)
+
+    def _progress_of(self, sink_id: str, table: TableRef | None) -> HiveTable | None:
+        """The progress table of the sink's target table, or None before its first commit."""
+        return self._read_retrying(lambda: self._progress_table(
+            self._sink_target(sink_id, table), create=False))
 
     def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
         """See `Metastore.offset_ranges`: the ranges of the table's progress rows."""
