@@ -138,3 +138,25 @@ def trino_query(trino: Server, sql: str, *, timeout_s: float = 60.0) -> list[lis
                     or time.monotonic() > deadline):
                 raise
             time.sleep(1)
+
+
+def create_plain_orc_table(uri: str, tmp_path: Path) -> str:
+    """Register `<new db>.plain`, an external ORC table that is not transactional, at
+    `tmp_path/ext/p` (as an engine that knows nothing of ACID would); returns the database."""
+    import uuid
+
+    from ingest.txn import hms
+
+    db = "n_" + uuid.uuid4().hex[:10]
+    with hms.connect(uri) as conn:
+        hms.create_database(conn, db, location=f"file://{tmp_path}/ext")
+        t = hms._stubs.ttypes()
+        sd = t.StorageDescriptor(
+            cols=[t.FieldSchema(name="id", type="bigint")], location=f"file:{tmp_path}/ext/p",
+            inputFormat=hms.ORC_INPUT_FORMAT, outputFormat=hms.ORC_OUTPUT_FORMAT,
+            serdeInfo=t.SerDeInfo(serializationLib=hms.ORC_SERDE, parameters={}),
+            numBuckets=-1, bucketCols=[], sortCols=[], parameters={})
+        conn.call("create_table", t.Table(tableName="plain", dbName=db, sd=sd,
+                                          partitionKeys=[], parameters={"EXTERNAL": "TRUE"},
+                                          tableType="EXTERNAL_TABLE"))
+    return db

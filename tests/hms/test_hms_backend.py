@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from external import free_port
-from hms_server import Server
+from hms_server import Server, create_plain_orc_table
 
 from ingest.acid.format.committed import CommittedFile
 from ingest.errors import (
@@ -71,18 +71,7 @@ def test_create_find_and_list_map_back_to_the_definition(store: Metastore,
 
 def test_a_table_hive_did_not_take_as_transactional_is_refused_naming_the_property(
         store: Metastore, hms4: Server, tmp_path: Path) -> None:
-    db = "b_" + uuid.uuid4().hex[:10]
-    with hms.connect(hms4.uri) as conn:
-        hms.create_database(conn, db, location=f"file://{tmp_path}/ext")
-        t = hms._stubs.ttypes()
-        sd = t.StorageDescriptor(
-            cols=[t.FieldSchema(name="id", type="bigint")], location=f"file:{tmp_path}/ext/p",
-            inputFormat=hms.ORC_INPUT_FORMAT, outputFormat=hms.ORC_OUTPUT_FORMAT,
-            serdeInfo=t.SerDeInfo(serializationLib=hms.ORC_SERDE, parameters={}),
-            numBuckets=-1, bucketCols=[], sortCols=[], parameters={})
-        conn.call("create_table", t.Table(tableName="plain", dbName=db, sd=sd,
-                                          partitionKeys=[], parameters={"EXTERNAL": "TRUE"},
-                                          tableType="EXTERNAL_TABLE"))
+    db = create_plain_orc_table(hms4.uri, tmp_path)
     with pytest.raises(UnsupportedFormatError, match="property transactional is not set"):
         store.get_table(f"{db}.plain")
     with pytest.raises(UnsupportedFormatError, match="transactional"):

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hms_server import Server, trino_query
+from hms_server import Server, create_plain_orc_table, trino_query
 from support import ok_json, run_cli
 
 from ingest.errors import UnsupportedFormatError
@@ -162,18 +162,7 @@ def test_a_second_compactor_of_a_partition_is_refused(
 
 def test_compacting_a_table_that_is_not_transactional_is_refused(
         hms4: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db = "n_" + uuid.uuid4().hex[:10]
-    with hms.connect(hms4.uri) as conn:
-        hms.create_database(conn, db, location=f"file://{tmp_path}/ext")
-        t = hms._stubs.ttypes()
-        sd = t.StorageDescriptor(
-            cols=[t.FieldSchema(name="id", type="bigint")], location=f"file:{tmp_path}/ext/p",
-            inputFormat=hms.ORC_INPUT_FORMAT, outputFormat=hms.ORC_OUTPUT_FORMAT,
-            serdeInfo=t.SerDeInfo(serializationLib=hms.ORC_SERDE, parameters={}),
-            numBuckets=-1, bucketCols=[], sortCols=[], parameters={})
-        conn.call("create_table", t.Table(tableName="plain", dbName=db, sd=sd,
-                                          partitionKeys=[], parameters={"EXTERNAL": "TRUE"},
-                                          tableType="EXTERNAL_TABLE"))
+    db = create_plain_orc_table(hms4.uri, tmp_path)
     (tmp_path / "ext" / "p").mkdir(parents=True, exist_ok=True)
     code, out, err = run_cli(["compact", str(tmp_path / "ext" / "p"), "--metastore",
                               hms4.uri], capsys)
