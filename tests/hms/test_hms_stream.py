@@ -212,7 +212,9 @@ def test_the_metastore_killed_mid_stream_stops_the_job_and_a_restart_is_exactly_
                 job.communicate()
         assert job.returncode == 3, err[-3000:]
         last = [line for line in err.splitlines() if line.startswith("Error: ")][-1]
-        assert last.startswith(f"Error: Lost the Hive Metastore at {uri}: "), last
+        # Lost between calls (reconnects exhausted) or inside one (a call cut off): either
+        # way the job stops naming the metastore.
+        assert last.startswith(f"Error: Lost the Hive Metastore at {uri}"), last
         assert "attempts to reconnect over 15 s failed" in last, last
         assert stopped_after < 150, f"the job took {stopped_after:.0f} s to stop"
 
