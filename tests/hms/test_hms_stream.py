@@ -215,7 +215,8 @@ def test_the_metastore_killed_mid_stream_stops_the_job_and_a_restart_is_exactly_
         # Lost between calls (reconnects exhausted) or inside one (a call cut off): either
         # way the job stops naming the metastore.
         assert last.startswith(f"Error: Lost the Hive Metastore at {uri}"), last
-        assert "attempts to reconnect over 15 s failed" in last, last
+        assert ("attempts to reconnect over 15 s failed" in last
+                or " during " in last), last  # a cut-off write is not retried
         assert stopped_after < 150, f"the job took {stopped_after:.0f} s to stop"
 
         port = uri.rsplit(":", 1)[1]
