@@ -25,6 +25,7 @@ Maintenance = Literal["auto", "off"]
 FileLayout = Literal["partition", "task"]
 StreamMode = Literal["append", "upsert", "cdc"]
 CdcFormat = Literal["debezium"]
+ValueFormat = Literal["json", "avro"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -109,11 +110,26 @@ class SinkOptions:
         None, metavar="COL", help="With --mode upsert|cdc: a column ordering a key's events "
                                   "(ties: c < r < u < d); an event older than the stored row "
                                   "is skipped. Default: Kafka (partition, offset) order.")
+    value_format: ValueFormat = _option(
+        "json", help="Record values: 'json' objects, or 'avro' binary records (with "
+                     "--avro-schema FILE, or --schema-registry URL for Confluent's framing: "
+                     "magic byte 0, a 4-byte schema id, the Avro body). Avro writer schemas "
+                     "resolve to the table's columns: fields missing are null, extra fields "
+                     "ignored.")
+    avro_schema: str | None = _option(
+        None, metavar="FILE", help="With --value-format avro: the writers' Avro schema (a "
+                                   ".avsc JSON file, read once on the driver) of values in "
+                                   "plain Avro binary.")
+    schema_registry: str | None = _option(
+        None, metavar="URL", help="With --value-format avro: a Confluent-compatible schema "
+                                  "registry (http://host:8081) giving each value's writer "
+                                  "schema by the id in its header.")
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a value is out of its bounds or not one of its choices, or
         the keyed options do not fit --mode."""
         _check(self)
+        self._check_value_format()
         if self.mode == "append":
             given = [f for f, v in (("--key", self.key), ("--order-by", self.order_by)) if v]
             if given:
@@ -134,6 +150,24 @@ class SinkOptions:
             raise ConfigError(f"Cannot use --on-tombstone {self.on_tombstone} with --mode "
                               f"{self.mode}: a tombstone deletes its key there",
                               hint="leave --on-tombstone at its default")
+
+    def _check_value_format(self) -> None:
+        """Raises: ConfigError: Avro options that do not fit --value-format or --mode."""
+        given = [f for f, v in (("--avro-schema", self.avro_schema),
+                                ("--schema-registry", self.schema_registry)) if v]
+        if self.value_format == "json":
+            if given:
+                raise ConfigError(f"{' and '.join(given)} apply to --value-format avro, not "
+                                  "json", hint="add --value-format avro")
+            return
+        if len(given) != 1:
+            raise ConfigError("--value-format avro needs one of --avro-schema FILE (plain Avro "
+                              "binary) and --schema-registry URL (Confluent's framing), "
+                              f"{'not both' if given else 'got neither'}")
+        if self.mode != "append":
+            raise ConfigError(f"--value-format avro applies to --mode append, not --mode "
+                              f"{self.mode} (keyed changes are read as JSON)",
+                              hint="stream Avro values with --mode append")
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -401,6 +435,7 @@ __all__ = [
     "SinkOptions",
     "StreamMode",
     "StreamOptions",
+    "ValueFormat",
     "add_arguments",
     "option_specs",
     "stream_trigger",

@@ -24,6 +24,14 @@ from ingest.table._written import (
 )
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.api import ScanPlan, Table, TableScan, open_table
+from ingest.table.avro_schema import (
+    AvroField,
+    avro_fields,
+    avro_to_arrow,
+    avro_to_ddl,
+    hive_type_to_arrow,
+    load_avro_schema,
+)
 from ingest.table.changes import OP_RANK, ChangeBatch
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
 from ingest.table.compact import (
@@ -147,4 +155,10 @@ __all__ = [
     "uses_visibility_suffix",
     "verify_table",
     "write_changes",
+    "AvroField",
+    "avro_fields",
+    "avro_to_arrow",
+    "avro_to_ddl",
+    "hive_type_to_arrow",
+    "load_avro_schema",
 ]

@@ -5,6 +5,12 @@ and a producer for tests, demos and `ingest produce`.
 from ingest.spark.kafka._options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
 from ingest.spark.kafka.lag import LagProbe, PartitionLag, kafka_lag
 from ingest.spark.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
+from ingest.spark.kafka.registry import (
+    SchemaRegistry,
+    confluent_frame,
+    registry,
+    split_frame,
+)
 from ingest.spark.kafka.source import check_topic, kafka_dataframe, register_kafka_source
 
 __all__ = [
@@ -12,12 +18,16 @@ __all__ = [
     "DEFAULT_TIMEOUT_MS",
     "LagProbe",
     "PartitionLag",
+    "SchemaRegistry",
     "check_topic",
+    "confluent_frame",
     "encode_event",
     "ensure_topic",
     "kafka_lag",
     "kafka_dataframe",
     "produce_events",
     "register_kafka_source",
+    "registry",
     "sample_events",
+    "split_frame",
 ]

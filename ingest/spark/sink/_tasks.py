@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
 from ingest.acid.format import bucket_file_name, bucket_ids
 from ingest.io import storage
-from ingest.spark.sink._parse import parse_json_values
+from ingest.spark.sink._avro import AvroFormat
 from ingest.spark.sink._results import (
     BadRecords,
     FileWritten,
@@ -35,6 +35,7 @@ from ingest.spark.sink._results import (
     offsets_read,
     to_arrow,
 )
+from ingest.spark.sink._values import parse_values
 from ingest.table import KeySpec, split_rows
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class TaskPlan:
         storage_options: the fsspec options of the two tables (the sink's own, nothing else
             of the driver's process): the task makes its filesystems with them (executors
             are other processes).
+        avro: --value-format avro: the values' framing and writer schema; None: JSON.
     """
 
     table_root: str
@@ -122,6 +124,7 @@ class TaskPlan:
     key: KeySpec | None = None
     table: TableDefinition | None = field(default=None, hash=False, repr=False)
     view: ReadView | None = field(default=None, hash=False, repr=False)
+    avro: AvroFormat | None = field(default=None, hash=False, repr=False)
 
 
 @dataclass
@@ -140,8 +143,7 @@ class _Split:
 
 def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch) -> tuple[pa.Table, pa.Table]:
     """Parse raw Kafka rows: (parsed good rows with their input index, dead-letter rows)."""
-    parsed = parse_json_values(batch.column("value"), plan.parse_schema,
-                               skip_tombstones=_skip_tombstones(plan))
+    parsed = parse_values(plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan))
     bad_idx = pa.array([i for i, _ in parsed.bad], pa.int64())
     source = pa.Table.from_batches([batch])
     bad = pa.table({
@@ -204,8 +206,8 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     seen = 0
     for batch in batches:
         n = batch.num_rows
-        parsed = parse_json_values(batch.column("value"), plan.parse_schema,
-                                   skip_tombstones=_skip_tombstones(plan))
+        parsed = parse_values(plan, batch.column("value"),
+                              skip_tombstones=_skip_tombstones(plan))
         errors: list[str | None] = [None] * n
         for i, reason in parsed.bad:
             errors[i] = reason

@@ -47,6 +47,7 @@ from ingest.spark.sink._batch import (
     remove_staging_leftovers,
     run_tasks,
 )
+from ingest.spark.sink._avro import avro_format
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import FileWritten, TaskResult
 from ingest.spark.sink._tasks import TaskPlan
@@ -144,9 +145,11 @@ class AcidSink:
                 value. None: fsspec's own config and environment.
 
         Raises:
-            ConfigError: K > 1 on a filesystem that cannot append.
+            ConfigError: K > 1 on a filesystem that cannot append; an --avro-schema file
+                that cannot be read or is not an Avro record schema.
         """
         self.options = options if options is not None else SinkOptions()
+        self._avro = avro_format(self.options)  # the --avro-schema file is read here, once
         txns_per_delta = self.options.txns_per_delta
         self.table_location = table_location
         self.dead_letter_location = dead_letter_location(table_location)
@@ -380,6 +383,7 @@ class AcidSink:
             dead_letter_compression=self._codecs[1],
             storage_options=dict(self.storage_options),
             mode=self.options.mode, key=self._key, table=table if self._key else None,
+            avro=self._avro,
         )
 
     def _committed_files(self, plan: TaskPlan, results: list[TaskResult]

@@ -1,0 +1,343 @@
+"""Decode Kafka record values in Avro binary into Arrow rows of a table schema, on executors.
+
+Values are either plain Avro binary of one writer schema (`--avro-schema FILE`) or Confluent's
+wire format (`--schema-registry URL`: magic byte 0, a 4-byte big-endian schema id, the Avro
+body), whose writer schema the registry gives by id (cached per process). Each writer schema
+is resolved once against the table, as Avro's schema resolution does: columns match fields by
+name (case-insensitively, as Hive's names), a column the writer lacks is null, a field the
+table lacks is a *new field* (`AvroParsed.new_fields`, ignored by default as JSON values'
+unknown fields are), a field whose type does not fit its column (Avro's promotions int ->
+long -> float -> double allowed) makes every record of that writer schema bad. A record that
+cannot be decoded (no magic byte, an unknown schema id, truncated or trailing bytes, a value
+outside its column) is bad with its reason; the others go on. Knows Avro and Arrow, not ACID.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal
+
+import fsspec
+import pyarrow as pa
+from fastavro import parse_schema as parse_avro
+from fastavro import schemaless_reader
+from fastavro.schema import SchemaParseException, UnknownType
+
+from ingest.acid.format import to_ddl
+from ingest.errors import ConfigError
+from ingest.spark.kafka import registry, split_frame
+from ingest.spark.sink._parse import TOMBSTONE_REASON, ParsedValues
+from ingest.table import avro_fields, hive_type_to_arrow, load_avro_schema
+
+if TYPE_CHECKING:
+    from ingest.spark.options import SinkOptions
+
+NewFieldPolicy = Literal["ignore", "dead-letter"]
+# What a damaged or mismatched body raises inside fastavro's reader.
+_DECODE_ERRORS = (EOFError, ValueError, IndexError, KeyError, TypeError, OverflowError,
+                  UnicodeDecodeError, MemoryError)
+
+
+@dataclass(frozen=True)
+class AvroFormat:
+    """How a stream's values are Avro; pickled into each task.
+
+    Attributes:
+        writer_schema: plain Avro binary: the writers' one schema (JSON text, read on the
+            driver from `--avro-schema FILE`, since executors may not see that file).
+        registry_url: Confluent wire format: the schema registry giving writer schemas by id.
+    """
+
+    writer_schema: str | None = None
+    registry_url: str | None = None
+
+    def __post_init__(self) -> None:
+        """Raises: ConfigError: neither or both of a writer schema and a registry."""
+        if (self.writer_schema is None) == (self.registry_url is None):
+            raise ConfigError("--value-format avro needs exactly one of --avro-schema FILE "
+                              "(plain Avro binary) and --schema-registry URL (Confluent's "
+                              "framing with a schema id)")
+
+
+@dataclass(frozen=True)
+class AvroParsed(ParsedValues):
+    """`ParsedValues` of Avro records, and the new fields each record's writer had.
+
+    Attributes:
+        new_fields: input index -> top-level writer fields the table has no column for (only
+            records that had some); the hook for an --on-new-field policy.
+    """
+
+    new_fields: dict[int, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Resolution:
+    """One writer schema against the table: how to read it and what it cannot give."""
+
+    parsed: Any  # fastavro's parsed writer schema
+    columns: tuple[tuple[str, str | None], ...]  # (table column, writer field or None)
+    extra: tuple[str, ...]
+    problem: str | None = None
+
+
+def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
+                       skip_tombstones: bool = False,
+                       on_new_field: NewFieldPolicy = "ignore") -> AvroParsed:
+    """Decode each value as one Avro record and make the table's rows of it.
+
+    A record is bad when its value is null (a tombstone, unless skip_tombstones), is not
+    framed (registry), names a schema id the registry does not have, has a writer schema
+    that does not fit the table, is truncated or has bytes after its record, or holds a value
+    its column cannot (a timestamp outside 1677-2262, a decimal beyond its precision); with
+    on_new_field="dead-letter" also when its writer has fields the table lacks.
+
+    Args:
+        values: the Kafka values (binary).
+        schema: the columns to produce (the table's row columns and a bare partition field).
+        avro: the values' framing and writer schema source.
+        skip_tombstones: leave null values out (`ParsedValues.skipped`) instead of bad.
+        on_new_field: what a record whose writer has fields the table lacks becomes.
+
+    Returns:
+        The rows, good and bad indices, skipped tombstones and new fields per record.
+
+    Raises:
+        IngestError: the schema registry could not be asked (not the record's fault: the
+            task fails and nothing of the micro-batch is committed).
+    """
+    bad: list[tuple[int, str]] = []
+    skipped: list[int] = []
+    new_fields: dict[int, tuple[str, ...]] = {}
+    good: list[int] = []
+    records: list[dict[str, Any]] = []
+    resolutions: list[_Resolution] = []
+    plain = None if avro.writer_schema is None else _resolve(avro.writer_schema, schema,
+                                                             "the --avro-schema")
+    client = None if avro.registry_url is None else registry(avro.registry_url)
+    for i, value in enumerate(values.cast(pa.binary()).to_pylist()):
+        if value is None:
+            (skipped.append(i) if skip_tombstones else bad.append((i, TOMBSTONE_REASON)))
+            continue
+        body: bytes | memoryview = value
+        if plain is not None:
+            how = plain
+        else:
+            assert client is not None
+            framed = split_frame(value)
+            if isinstance(framed, str):
+                bad.append((i, framed))
+                continue
+            schema_id, body = framed
+            text = client.schema_by_id(schema_id)
+            if text is None:
+                bad.append((i, f"schema id {schema_id} is not in the schema registry at "
+                               f"{client.url}"))
+                continue
+            how = _resolve(text, schema, f"writer schema id {schema_id}")
+        if how.problem is not None:
+            bad.append((i, how.problem))
+            continue
+        if how.extra:
+            if on_new_field == "dead-letter":
+                bad.append((i, f"the writer's field(s) {', '.join(how.extra)} are not columns "
+                               "of the table"))
+                continue
+            new_fields[i] = how.extra
+        record = _read_record(body, how)
+        if isinstance(record, str):
+            bad.append((i, record))
+            continue
+        records.append(record)
+        resolutions.append(how)
+        good.append(i)
+    rows, kept = _to_arrow(records, resolutions, schema, good, bad)
+    bad.sort()
+    for i, _ in bad:
+        new_fields.pop(i, None)
+    return AvroParsed(rows, pa.array(kept, pa.int64()), bad, skipped, new_fields)
+
+
+def _read_record(body: bytes | memoryview, how: _Resolution) -> dict[str, Any] | str:
+    stream = io.BytesIO(body)
+    try:
+        record = schemaless_reader(stream, how.parsed, None)
+    except _DECODE_ERRORS as e:
+        detail = f": {e}" if str(e) else ""
+        return (f"the Avro body ({len(body)} bytes) does not decode with its writer schema "
+                f"({type(e).__name__}{detail}); truncated or not Avro")
+    left = len(body) - stream.tell()
+    if left:
+        return (f"{left} byte(s) follow the Avro record ({len(body)} bytes in all): the body is "
+                "not one record of its writer schema")
+    return record  # type: ignore[no-any-return]
+
+
+def _to_arrow(records: list[dict[str, Any]], resolutions: list[_Resolution],
+              schema: pa.Schema, good: list[int], bad: list[tuple[int, str]]
+              ) -> tuple[pa.Table, list[int]]:
+    """The good records as columns; a value its column cannot hold makes its record bad."""
+    while True:
+        columns: list[pa.Array] = []
+        wrong: dict[int, str] = {}
+        for k, f in enumerate(schema):
+            values = [_value(r, how.columns[k][1]) for r, how in zip(records, resolutions,
+                                                                       strict=True)]
+            try:
+                columns.append(pa.array(values, type=f.type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+                for j, v in enumerate(values):
+                    if j not in wrong:
+                        problem = _convert_problem(v, f.type)
+                        if problem is not None:
+                            wrong[j] = f"field {f.name!r}: {problem}"
+                if not wrong:
+                    raise
+                break
+        if not wrong:
+            return pa.Table.from_arrays(columns, schema=schema), good
+        for j, reason in wrong.items():
+            bad.append((good[j], reason))
+        keep = [j for j in range(len(records)) if j not in wrong]
+        records = [records[j] for j in keep]
+        resolutions = [resolutions[j] for j in keep]
+        good = [good[j] for j in keep]
+
+
+def _value(record: dict[str, Any], name: str | None) -> Any:
+    return None if name is None else record.get(name)
+
+
+def _convert_problem(value: Any, t: pa.DataType) -> str | None:
+    try:
+        pa.array([value], type=t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
+        return f"{value!r} does not fit {_hive(t)}: {e}"
+    return None
+
+
+@lru_cache(maxsize=256)
+def _resolve(writer_text: str, schema: pa.Schema, what: str) -> _Resolution:
+    """Resolve one writer schema against the table's columns (once per process and schema)."""
+    try:
+        writer = load_avro_schema(writer_text, what=what)
+        parsed = parse_avro(writer)
+        fields = avro_fields(writer, what=what)
+    except (ConfigError, SchemaParseException, UnknownType, ValueError, TypeError) as e:
+        text = e.message if isinstance(e, ConfigError) else f"{what} is not valid Avro: {e}"
+        return _Resolution(None, (), (), text)
+    by_name = {f.name.lower(): f for f in fields}
+    columns: list[tuple[str, str | None]] = []
+    problems: list[str] = []
+    for column in schema:
+        f = by_name.get(column.name.lower())
+        if f is None:
+            columns.append((column.name, None))  # a field the writer lacks: null
+            continue
+        columns.append((column.name, f.name))
+        if f.hive_type is None:
+            problems.append(f"field {f.name!r}: {f.problem}")
+            continue
+        problem = _fits(hive_type_to_arrow(f.hive_type), column.type)
+        if problem is not None:
+            problems.append(f"field {f.name!r} is {f.hive_type}, column {column.name!r} is "
+                            f"{_hive(column.type)}{problem}")
+    known = {c.name.lower() for c in schema}
+    extra = tuple(f.name for f in fields if f.name.lower() not in known)
+    if problems:
+        return _Resolution(parsed, tuple(columns), extra,
+                           f"{what} does not fit the table: {'; '.join(problems)}")
+    return _Resolution(parsed, tuple(columns), extra)
+
+
+# Avro's promotions (the specification's schema resolution), as Arrow types.
+_PROMOTIONS = {
+    pa.int32(): (pa.int64(), pa.float32(), pa.float64()),
+    pa.int64(): (pa.float32(), pa.float64()),
+    pa.float32(): (pa.float64(),),
+}
+
+
+def _fits(writer: pa.DataType, reader: pa.DataType) -> str | None:
+    """None when values of the writer's type read as the reader's, else a short reason."""
+    if writer == reader and not pa.types.is_nested(writer):
+        return None
+    if reader in _PROMOTIONS.get(writer, ()):
+        return None
+    if pa.types.is_decimal(writer) and pa.types.is_decimal(reader):
+        if writer.scale == reader.scale and writer.precision <= reader.precision:
+            return None
+        return " (a decimal needs the same scale and no more precision)"
+    if pa.types.is_list(writer) and pa.types.is_list(reader):
+        return _fits(writer.value_type, reader.value_type)
+    if pa.types.is_map(writer) and pa.types.is_map(reader):
+        return _fits(writer.item_type, reader.item_type)
+    if pa.types.is_struct(writer) and pa.types.is_struct(reader):
+        members = {writer.field(k).name.lower(): writer.field(k) for k in range(writer.num_fields)}
+        for k in range(reader.num_fields):
+            r = reader.field(k)
+            w = members.get(r.name.lower())
+            if w is not None and w.name != r.name:
+                return f" (member {w.name!r} differs from {r.name!r} in case)"
+            problem = None if w is None else _fits(w.type, r.type)
+            if problem is not None:
+                return f" (member {r.name!r}{problem or ''})"
+        return None
+    return ""
+
+
+def _hive(t: pa.DataType) -> str:
+    return to_ddl(pa.schema([pa.field("x", t)])).split(" ", 1)[1]
+
+
+def new_field_names(parsed: ParsedValues) -> Sequence[str]:
+    """Every new field name the records of one batch had, sorted (empty for JSON values)."""
+    extra = getattr(parsed, "new_fields", {})
+    return sorted({name for names in extra.values() for name in names})
+
+
+def avro_format(options: SinkOptions) -> AvroFormat | None:
+    """The sink's `AvroFormat` (None for JSON values), its --avro-schema file read now.
+
+    Raises:
+        ConfigError: the file cannot be read, or is not an Avro record schema.
+    """
+    if options.value_format != "avro":
+        return None
+    text = None
+    if options.avro_schema is not None:
+        try:
+            with fsspec.open(options.avro_schema, "rt", encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ConfigError(f"Cannot read --avro-schema {options.avro_schema}: {e}",
+                              hint="give the path of an Avro schema file (.avsc)") from e
+    return avro_format_of(text, options.schema_registry,
+                          what=f"--avro-schema {options.avro_schema}")
+
+
+def avro_format_of(text: str | None, registry_url: str | None, *,
+                   what: str = "the --avro-schema") -> AvroFormat:
+    """The `AvroFormat` of `--avro-schema` text or `--schema-registry`, checked on the driver.
+
+    Raises:
+        ConfigError: neither or both given, or the schema text is not a valid Avro record.
+    """
+    avro = AvroFormat(text, registry_url)
+    if text is not None:
+        schema = load_avro_schema(text, what=what)
+        try:
+            parse_avro(schema)
+        except (SchemaParseException, UnknownType, ValueError, TypeError) as e:
+            raise ConfigError(f"{what} is not valid Avro: {e}") from e
+        avro_fields(schema, what=what)
+    return avro
+
+
+__all__ = ["AvroFormat", "AvroParsed", "NewFieldPolicy", "avro_format", "avro_format_of",
+           "decode_avro_values", "new_field_names"]
