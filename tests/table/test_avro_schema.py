@@ -83,8 +83,8 @@ def test_a_recursive_record_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("schema", "message"), [
-    ("long", "is a long, not a record"),
-    (["null", "long"], "is a list, not a record"),
+    ("long", r"is not a record \(its type is long\)"),
+    (["null", "long"], r"is not a record \(its type is list\)"),
     ({"type": "record", "name": "r"}, "needs a list of fields"),
     ({"type": "record", "name": "r", "fields": []}, "a record without fields"),
 ])
