@@ -9,7 +9,8 @@ import click
 from ingest.acid.format import MAX_BUCKET_COUNT, to_ddl
 from ingest.cli._options import parse_properties, storage_option
 from ingest.cli._output import dumps
-from ingest.table import create_table
+from ingest.errors import ConfigError
+from ingest.table import avro_to_ddl, create_table
 from ingest.txn import default_metastore_url, redact_url
 
 
@@ -18,12 +19,21 @@ from ingest.txn import default_metastore_url, redact_url
     epilog="""\b
 Examples:
   ingest create warehouse/events --schema "id BIGINT, value STRING, dt STRING" --partitioned-by dt
-  ingest create warehouse/users --schema "id BIGINT, name STRING" --buckets 4 --bucketed-by id""",
+  ingest create warehouse/users --schema "id BIGINT, name STRING" --buckets 4 --bucketed-by id
+  ingest create warehouse/events --schema-from-avro events.avsc
+  ingest create warehouse/events --schema-from-avro events-value --schema-registry http://registry:8081""",
 )
 @click.argument("path")
 @storage_option
-@click.option("--schema", "schema_ddl", required=True, metavar="COLUMNS",
+@click.option("--schema", "schema_ddl", metavar="COLUMNS",
               help='Hive column list, e.g. "id BIGINT, value STRING, dt STRING".')
+@click.option("--schema-from-avro", "avro_source", metavar="FILE|SUBJECT",
+              help="Take the columns from an Avro record schema instead of --schema, mapped "
+                   "as Hive's AvroSerDe does: a .avsc FILE, or with --schema-registry the "
+                   "latest version of SUBJECT (e.g. events-value).")
+@click.option("--schema-registry", metavar="URL",
+              help="Confluent-compatible schema registry for --schema-from-avro SUBJECT, "
+                   "e.g. http://registry:8081.")
 @click.option("--partitioned-by", multiple=True, metavar="COLUMN",
               help="Partition column, outermost first (repeat or comma-separate); values are "
                    "strings.")
@@ -46,7 +56,8 @@ Examples:
                    "lists: make it the new table's committed rows; write ids continue above "
                    "the highest one on disk. Without it such a PATH is refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as one JSON document.")
-def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets: int,
+def command(path: str, schema_ddl: str | None, avro_source: str | None,
+            schema_registry: str | None, partitioned_by: tuple[str, ...], buckets: int,
             bucketed_by: tuple[str, ...], name: str | None, properties: tuple[str, ...],
             metastore: str | None, adopt: bool, as_json: bool,
             storage_options: dict[str, Any]) -> None:
@@ -56,6 +67,7 @@ def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets
     (creating the metastore file if needed). Writes no data files. Refuses a PATH that
     already holds ACID data unless --adopt is given.
     """
+    schema_ddl = _columns(schema_ddl, avro_source, schema_registry)
     defn = create_table(path, schema_ddl, name=name, partitioned_by=partitioned_by,
                         buckets=buckets, bucketed_by=bucketed_by,
                         properties=parse_properties(properties), metastore=metastore, adopt=adopt,
@@ -77,3 +89,31 @@ def command(path: str, schema_ddl: str, partitioned_by: tuple[str, ...], buckets
         layout.append(f"{defn.bucket_count} buckets on {', '.join(defn.bucket_columns)}")
     click.echo(f"Created table {defn.name} at {defn.location} ({to_ddl(defn.row_schema)}"
                + "".join(f"; {x}" for x in layout) + f"); metastore {metastore_url}")
+
+
+def _columns(schema_ddl: str | None, avro_source: str | None,
+             schema_registry: str | None) -> str:
+    """The column list: --schema, or the Avro schema of --schema-from-avro as Hive columns."""
+    if (schema_ddl is None) == (avro_source is None):
+        raise ConfigError("Give the columns with exactly one of --schema and --schema-from-avro"
+                          + (", not both" if schema_ddl else ""),
+                          hint='e.g. --schema "id BIGINT, value STRING" or '
+                               "--schema-from-avro events.avsc")
+    if avro_source is None:
+        if schema_registry is not None:
+            raise ConfigError("--schema-registry applies to --schema-from-avro SUBJECT")
+        assert schema_ddl is not None
+        return schema_ddl
+    if schema_registry is not None:
+        from ingest.spark.kafka import registry  # the Kafka room: only this option needs it
+
+        schema_id, text = registry(schema_registry).latest(avro_source)
+        return avro_to_ddl(text, what=f"subject {avro_source!r} (schema id {schema_id})")
+    try:
+        with open(avro_source, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"Cannot read the Avro schema file {avro_source}: {e}",
+                          hint="give a .avsc file, or a subject with --schema-registry URL"
+                          ) from e
+    return avro_to_ddl(text, what=avro_source)
