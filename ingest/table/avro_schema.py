@@ -88,7 +88,8 @@ def avro_fields(schema: Any, *, what: str = "the Avro schema") -> list[AvroField
     if not isinstance(top, Mapping) or top.get("type") != "record":
         found = top.get("type") if isinstance(top, Mapping) else top
         raise ConfigError(f"{what} is not a record (its type is {_describe(found)}): a "
-                          "table's rows are Avro records", hint='give a schema of {"type": "record", ...}')
+                          "table's rows are Avro records",
+                          hint='give a schema of {"type": "record", ...}')
     _register(top, names, None, what)
     out: list[AvroField] = []
     for f in _record_fields(top, what):

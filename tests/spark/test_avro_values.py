@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from schema_registry_standin import schema_registry  # noqa: F401 - the fixture
 
+from ingest.acid import read_bucket_file
 from ingest.errors import ConfigError, IngestError
 from ingest.spark.kafka import SchemaRegistry, confluent_frame, registry
 from ingest.spark.options import SinkOptions
@@ -25,7 +26,6 @@ from ingest.spark.sink._avro import AvroFormat, avro_format, decode_avro_values
 from ingest.spark.sink._parse import TOMBSTONE_REASON
 from ingest.spark.sink._results import FileWritten, from_arrow
 from ingest.spark.sink._tasks import TaskPlan, write_task
-from ingest.acid import read_bucket_file
 from ingest.table import avro_to_arrow
 
 V1: dict[str, Any] = {
@@ -153,6 +153,15 @@ def test_a_value_outside_its_column_is_bad_and_names_the_field() -> None:
     assert "does not fit TIMESTAMP" in reason
 
 
+def test_a_string_that_is_not_utf8_is_bad_never_written() -> None:
+    schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
+    parsed = decode_avro_values(values([b"\x04\xff\xfe", b"\x04ok"]), avro_to_arrow(schema),
+                                AvroFormat(writer_schema=json.dumps(schema)))
+    assert parsed.rows.to_pylist() == [{"s": "ok"}]
+    assert parsed.bad == [(0, "a string in the Avro body is not UTF-8: b'\\xff' (readers of "
+                              "the table would fail on it)")]
+
+
 def test_an_unreachable_registry_fails_the_task_instead_of_dead_lettering() -> None:
     from conftest import free_port
     url = f"http://127.0.0.1:{free_port()}"
@@ -175,7 +184,7 @@ def test_the_options_need_one_source_of_writer_schemas(tmp_path: Path) -> None:
         avro_format(SinkOptions(value_format="avro", avro_schema=str(tmp_path / "missing.avsc")))
     bad = tmp_path / "bad.avsc"
     bad.write_text(json.dumps({"type": "array", "items": "long"}))
-    with pytest.raises(ConfigError, match=r"--avro-schema .*bad.avsc is not a record \(its type is array\)"):
+    with pytest.raises(ConfigError, match=r"bad.avsc is not a record \(its type is array\)"):
         avro_format(SinkOptions(value_format="avro", avro_schema=str(bad)))
 
 

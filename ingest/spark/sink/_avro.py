@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,8 +37,7 @@ if TYPE_CHECKING:
 
 NewFieldPolicy = Literal["ignore", "dead-letter"]
 # What a damaged or mismatched body raises inside fastavro's reader.
-_DECODE_ERRORS = (EOFError, ValueError, IndexError, KeyError, TypeError, OverflowError,
-                  UnicodeDecodeError, MemoryError)
+_DECODE_ERRORS = (EOFError, ValueError, IndexError, KeyError, TypeError, OverflowError)
 
 
 @dataclass(frozen=True)
@@ -120,6 +117,7 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     plain = None if avro.writer_schema is None else _resolve(avro.writer_schema, schema,
                                                              "the --avro-schema")
     client = None if avro.registry_url is None else registry(avro.registry_url)
+    by_id: dict[int, _Resolution | str] = {}  # this batch's writer schemas, or why not
     for i, value in enumerate(values.cast(pa.binary()).to_pylist()):
         if value is None:
             (skipped.append(i) if skip_tombstones else bad.append((i, TOMBSTONE_REASON)))
@@ -134,12 +132,16 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
                 bad.append((i, framed))
                 continue
             schema_id, body = framed
-            text = client.schema_by_id(schema_id)
-            if text is None:
-                bad.append((i, f"schema id {schema_id} is not in the schema registry at "
-                               f"{client.url}"))
+            found = by_id.get(schema_id)
+            if found is None:
+                text = client.schema_by_id(schema_id)
+                found = by_id[schema_id] = (f"schema id {schema_id} is not in the schema "
+                                            f"registry at {client.url}" if text is None else
+                                            _resolve(text, schema, f"writer schema id {schema_id}"))
+            if isinstance(found, str):
+                bad.append((i, found))
                 continue
-            how = _resolve(text, schema, f"writer schema id {schema_id}")
+            how = found
         if how.problem is not None:
             bad.append((i, how.problem))
             continue
@@ -167,6 +169,9 @@ def _read_record(body: bytes | memoryview, how: _Resolution) -> dict[str, Any] |
     stream = io.BytesIO(body)
     try:
         record = schemaless_reader(stream, how.parsed, None)
+    except UnicodeDecodeError as e:
+        return (f"a string in the Avro body is not UTF-8: {e.object[e.start:e.end]!r} "
+                f"(readers of the table would fail on it)")
     except _DECODE_ERRORS as e:
         detail = f": {e}" if str(e) else ""
         return (f"the Avro body ({len(body)} bytes) does not decode with its writer schema "
@@ -295,12 +300,6 @@ def _hive(t: pa.DataType) -> str:
     return to_ddl(pa.schema([pa.field("x", t)])).split(" ", 1)[1]
 
 
-def new_field_names(parsed: ParsedValues) -> Sequence[str]:
-    """Every new field name the records of one batch had, sorted (empty for JSON values)."""
-    extra = getattr(parsed, "new_fields", {})
-    return sorted({name for names in extra.values() for name in names})
-
-
 def avro_format(options: SinkOptions) -> AvroFormat | None:
     """The sink's `AvroFormat` (None for JSON values), its --avro-schema file read now.
 
@@ -340,4 +339,4 @@ def avro_format_of(text: str | None, registry_url: str | None, *,
 
 
 __all__ = ["AvroFormat", "AvroParsed", "NewFieldPolicy", "avro_format", "avro_format_of",
-           "decode_avro_values", "new_field_names"]
+           "decode_avro_values"]

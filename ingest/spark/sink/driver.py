@@ -40,6 +40,7 @@ from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.spark.options import SinkOptions
+from ingest.spark.sink._avro import avro_format
 from ingest.spark.sink._batch import (
     BatchReport,
     publish_results,
@@ -47,7 +48,6 @@ from ingest.spark.sink._batch import (
     remove_staging_leftovers,
     run_tasks,
 )
-from ingest.spark.sink._avro import avro_format
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import FileWritten, TaskResult
 from ingest.spark.sink._tasks import TaskPlan
