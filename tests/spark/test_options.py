@@ -32,6 +32,7 @@ def test_flags_and_defaults() -> None:
         "--txns-per-delta",
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
         "--mode", "--key", "--cdc-format", "--order-by",
+        "--value-format", "--avro-schema", "--schema-registry",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
         "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option"]
     assert [f for f, s in specs.items() if s.required] == [
@@ -44,6 +45,7 @@ def test_flags_and_defaults() -> None:
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
         "--file-layout": "partition", "--writer-split-rows": 1_000_000,
         "--mode": "append", "--key": None, "--cdc-format": "debezium", "--order-by": None,
+        "--value-format": "json", "--avro-schema": None, "--schema-registry": None,
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
@@ -54,6 +56,7 @@ def test_flags_and_defaults() -> None:
     assert specs["--on-bad-record"].choices == ("dead-letter", "fail")
     assert specs["--on-tombstone"].choices == ("skip", "dead-letter")
     assert specs["--mode"].choices == ("append", "upsert", "cdc")
+    assert specs["--value-format"].choices == ("json", "avro")
     options = StreamOptions(**REQUIRED)
     assert options.sink == SinkOptions() and options.schedule == (60.0, False)
 
