@@ -2,6 +2,8 @@
 
   spark-submit jobs/kafka_to_acid.py --bootstrap-servers 127.0.0.1:9092 --topic events \
       --table /wh/events --schema "id BIGINT, value STRING, ts TIMESTAMP" --checkpoint /ck/events
+  (Avro values: add --value-format avro --schema-registry http://registry:8081, or
+  --avro-schema events.avsc for plain Avro binary.)
 """
 
 from __future__ import annotations

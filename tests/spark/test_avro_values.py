@@ -22,7 +22,12 @@ from ingest.acid import read_bucket_file
 from ingest.errors import ConfigError, IngestError
 from ingest.spark.kafka import SchemaRegistry, confluent_frame, registry
 from ingest.spark.options import SinkOptions
-from ingest.spark.sink._avro import AvroFormat, avro_format, decode_avro_values
+from ingest.spark.sink._avro import (
+    AvroFormat,
+    avro_format,
+    check_writer_schema,
+    decode_avro_values,
+)
 from ingest.spark.sink._parse import TOMBSTONE_REASON
 from ingest.spark.sink._results import FileWritten, from_arrow
 from ingest.spark.sink._tasks import TaskPlan, write_task
@@ -141,6 +146,15 @@ def test_a_writer_schema_that_does_not_fit_makes_its_records_bad_and_promotes_nu
     assert parsed.rows.column("id").to_pylist() == [2]  # int promoted to BIGINT
     assert parsed.bad == [(0, f"writer schema id {wrong} does not fit the table: field 'id' is "
                               "STRING, column 'id' is BIGINT")]
+
+
+def test_a_plain_writer_schema_that_does_not_fit_is_refused_before_the_first_write() -> None:
+    text_id = {**V1, "fields": [{"name": "id", "type": "string"}, *V1["fields"][1:]]}
+    check_writer_schema(AvroFormat(writer_schema=json.dumps(V2)), TABLE)  # extra field: fine
+    check_writer_schema(None, TABLE)  # JSON values
+    with pytest.raises(ConfigError, match="the --avro-schema does not fit the table: field "
+                                          "'id' is STRING, column 'id' is BIGINT"):
+        check_writer_schema(AvroFormat(writer_schema=json.dumps(text_id)), TABLE)
 
 
 def test_a_value_outside_its_column_is_bad_and_names_the_field() -> None:

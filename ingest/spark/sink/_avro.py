@@ -300,6 +300,22 @@ def _hive(t: pa.DataType) -> str:
     return to_ddl(pa.schema([pa.field("x", t)])).split(" ", 1)[1]
 
 
+def check_writer_schema(avro: AvroFormat | None, schema: pa.Schema) -> None:
+    """Check a plain --avro-schema against the table before the first write (a registry's
+    writer schemas are checked per schema id as records name them).
+
+    Raises:
+        ConfigError: a field of the writer schema does not fit its column, so that every
+            record would be dead-lettered.
+    """
+    if avro is None or avro.writer_schema is None:
+        return
+    problem = _resolve(avro.writer_schema, schema, "the --avro-schema").problem
+    if problem is not None:
+        raise ConfigError(problem, hint="make the table's columns and the writers' schema "
+                                        "agree (ingest create --schema-from-avro FILE)")
+
+
 def avro_format(options: SinkOptions) -> AvroFormat | None:
     """The sink's `AvroFormat` (None for JSON values), its --avro-schema file read now.
 
@@ -339,4 +355,5 @@ def avro_format_of(text: str | None, registry_url: str | None, *,
 
 
 __all__ = ["AvroFormat", "AvroParsed", "NewFieldPolicy", "avro_format", "avro_format_of",
+           "check_writer_schema",
            "decode_avro_values"]

@@ -40,7 +40,7 @@ from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.spark.options import SinkOptions
-from ingest.spark.sink._avro import avro_format
+from ingest.spark.sink._avro import avro_format, check_writer_schema
 from ingest.spark.sink._batch import (
     BatchReport,
     publish_results,
@@ -197,6 +197,7 @@ class AcidSink:
             for defn in (self._table, self._dead_letter):
                 check_owner(defn, store.url, self.storage_options)  # one metastore per location (7)
             self._check_definition(self._table)
+            check_writer_schema(self._avro, self._table.row_schema)
             if self.options.keyed:
                 self._key = check_keyed_stream(self._table, self.options,
                                                self.partition_expression)
