@@ -46,7 +46,6 @@ class SchemaRegistry:
         except (ValueError, TypeError) as e:
             raise ConfigError(f"--schema-registry {url!r} is not a registry URL: {e}",
                               hint="e.g. --schema-registry http://registry:8081") from e
-        self._unknown: set[int] = set()
 
     def schema_by_id(self, schema_id: int) -> str | None:
         """The schema text registered under an id, or None when the registry has no such id.
@@ -55,13 +54,12 @@ class SchemaRegistry:
             IngestError: the registry could not be asked (unreachable, or another error than
                 "not found"): a record must not be dead-lettered for the registry's failure.
         """
-        if schema_id in self._unknown:
-            return None
         try:
             return str(self._client.get_schema(schema_id).schema_str)
         except Exception as e:
+            # Not cached here: a registry replica may learn the id later (callers remember
+            # it for one batch).
             if _not_found(e):
-                self._unknown.add(schema_id)  # cached too: a flood of bad ids asks once each
                 return None
             raise IngestError(f"Cannot read schema id {schema_id} from the schema registry at "
                               f"{self.url}: {_describe(e)}",
