@@ -1,8 +1,10 @@
 """A STAND-IN for a Confluent-compatible schema registry, for the tests: the smallest honest one.
 
-No real registry can run here (Karapace is not installable from the package index this
-machine reaches; Confluent's is a Java service not on Maven Central), so this implements only
-the REST endpoints ingest and the tests use, with the registry's JSON shapes and error codes:
+No real registry can run here: Karapace has no release on the package index this machine
+reaches, and its source wants Python >= 3.12, a Go build step and a patched avro package
+downloaded from a code host at install time; Confluent's registry is not on Maven Central. So
+this implements only the REST endpoints ingest and the tests use, with the registry's JSON
+shapes and error codes:
 
 - POST /subjects/{subject}/versions  {"schema": "..."}  -> {"id": N} (the same schema text
   keeps its id; a new one under a subject is its next version)
