@@ -77,9 +77,12 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
         check_stream_key,
         run_stream,
         table_layout,
+        with_avro_columns,
     )
 
     options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
+    options = with_avro_columns(options)  # no --schema with Avro values: the writers' schema
+    assert options.schema_ddl is not None
     table_layout(options.schema_ddl, options.partition_by)  # bad --schema / --partition-by too
     for location in (options.table, options.checkpoint):
         storage.check_url(location)  # an unknown scheme or a missing backend too

@@ -5,6 +5,7 @@ Knows Spark and Kafka; writes ORC only through `ingest.acid`, commits through `i
 shares table operations (row splitting, table creation, recovery) with the CLI via `ingest.table`.
 """
 
+from ingest.spark.avro_columns import with_avro_columns
 from ingest.spark.compact_job import CompactJobReport, compact_on_executors
 from ingest.spark.job import (
     RunningStream,
@@ -52,4 +53,5 @@ __all__ = [
     "register_kafka_source",
     "run_stream",
     "table_layout",
+    "with_avro_columns",
 ]

@@ -21,6 +21,7 @@ import pyarrow as pa
 from ingest.acid.format import parse_schema, to_ddl
 from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.io import storage
+from ingest.spark.avro_columns import with_avro_columns
 from ingest.spark.kafka import LagProbe, check_topic, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import StreamMetrics, check_port
@@ -420,7 +421,8 @@ def run_stream(
         spark: the session (its Python workers must run this interpreter).
         options: what to read, where to write and how (see StreamOptions); the broker and
             topic are checked before anything is written, and the table is created with
-            `options.schema_ddl` when missing.
+            `options.schema_ddl` when missing (with Avro values and no `schema_ddl`: the
+            writers' schema as Hive columns, `with_avro_columns`).
         metastore_url: overrides `options.metastore`; default: beside the table.
         wait: block until the query ends and return a StreamSummary (an interval trigger
             runs until stopped); False returns the RunningStream at once.
@@ -438,6 +440,8 @@ def run_stream(
         options = StreamOptions.from_flags(flags)
     elif flags:
         raise TypeError(f"run_stream takes options or flags, not both: {sorted(flags)}")
+    options = with_avro_columns(options)  # no --schema with Avro values: the writers' schema
+    assert options.schema_ddl is not None
     interval_s, available_now = options.schedule
     table = options.table
     layout = table_layout(options.schema_ddl, options.partition_by)

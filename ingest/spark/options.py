@@ -30,10 +30,11 @@ ValueFormat = Literal["json", "avro"]
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
             metavar: str | None = None, minimum: float | None = None,
-            minimum_open: bool = False, secret: bool = False) -> Any:
+            minimum_open: bool = False, secret: bool = False, kw_only: bool = False) -> Any:
     """A dataclass field that is also a flag: `--<field name with dashes>` unless `flag` says;
-    a `secret` one is left out of the options' repr (it may hold credentials)."""
-    return field(default=default, repr=not secret, metadata={
+    a `secret` one is left out of the options' repr (it may hold credentials); a `kw_only`
+    one may have a default before required fields (its flag keeps its place)."""
+    return field(default=default, repr=not secret, kw_only=kw_only, metadata={
         "help": help, "flag": flag, "metavar": metavar, "minimum": minimum,
         "minimum_open": minimum_open})
 
@@ -208,8 +209,10 @@ class StreamOptions:
     bootstrap_servers: str = _option(metavar="HOST:PORT", help="Kafka brokers, comma-separated.")
     topic: str = _option(help="Topic to read.")
     table: str = _option(metavar="PATH", help="Table root (path or URL).")
-    schema_ddl: str = _option(flag="--schema", metavar="DDL", help=(
-        'Hive columns of the JSON records, e.g. "id BIGINT, value STRING".'))
+    schema_ddl: str | None = _option(None, flag="--schema", metavar="DDL", kw_only=True, help=(
+        'Hive columns of the records, e.g. "id BIGINT, value STRING"; required, except with '
+        "--value-format avro, whose writers' schema (--avro-schema, or the registry's "
+        "<topic>-value subject) then gives them."))
     checkpoint: str = _option(metavar="DIR", help=(
         "Spark checkpoint directory (Kafka offsets live there)."))
     trigger: str = _option("60", help="Seconds between micro-batches (60, 30s, 2min).")
@@ -256,6 +259,10 @@ class StreamOptions:
         value out of bounds."""
         object.__setattr__(self, "storage_options", _storage_items(self.storage_options))
         _check(self)
+        if self.schema_ddl is None and self.sink.value_format != "avro":
+            raise ConfigError("--schema is required: the Hive columns of the records",
+                              hint='e.g. --schema "id BIGINT, value STRING" (with '
+                                   "--value-format avro it may come from the Avro schema)")
         if not _TOPIC.fullmatch(self.topic):
             raise ConfigError(
                 f"--topic {self.topic!r} is not a Kafka topic name",

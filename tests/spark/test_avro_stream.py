@@ -83,8 +83,9 @@ def test_confluent_avro_values_stream_through_schema_versions_and_bad_ones_are_d
     events[50:50] = list(bad)
     produce_events(kafka_broker, topic, events=events, partitions=2)
 
+    # No --schema: the columns come from the registry's `<topic>-value` subject, as create's.
     summary = run_stream(
-        spark, bootstrap_servers=kafka_broker, topic=topic, table=location, schema_ddl=ddl,
+        spark, bootstrap_servers=kafka_broker, topic=topic, table=location,
         checkpoint=str(warehouse / "ck"), available_now=True, kafka_timeout_s=10,
         value_format="avro", schema_registry=schema_registry)
     assert summary.rows == 300 and summary.dead_letters == 3  # type: ignore[union-attr]

@@ -20,8 +20,9 @@ from schema_registry_standin import schema_registry  # noqa: F401 - the fixture
 
 from ingest.acid import read_bucket_file
 from ingest.errors import ConfigError, IngestError
+from ingest.spark import with_avro_columns
 from ingest.spark.kafka import SchemaRegistry, confluent_frame, registry
-from ingest.spark.options import SinkOptions
+from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink._avro import (
     AvroFormat,
     avro_format,
@@ -223,3 +224,29 @@ def test_the_write_task_takes_avro_values_through_the_parse_hook(tmp_path: Path)
     assert [r["id"] for r in written["table"]] == [1]
     [dead] = written["dead_letter"]
     assert dead["offset"] == 11 and "does not decode with its writer schema" in dead["error"]
+
+
+STREAM = dict(bootstrap_servers="h:1", topic="orders", table="/wh/t", checkpoint="/ck")
+
+
+def test_without_schema_the_streams_columns_come_from_the_avro_schema(
+        tmp_path: Path, schema_registry: str) -> None:  # noqa: F811 - the fixture
+    with pytest.raises(ConfigError, match="--schema is required"):
+        StreamOptions(**STREAM)  # type: ignore[arg-type]
+    columns = ("id BIGINT, note STRING, ts TIMESTAMP, amount DECIMAL(9,2), day DATE, "
+               "kind STRING, tags ARRAY<STRING>, attrs MAP<STRING,INT>, "
+               "`where` STRUCT<city:STRING>")
+    avsc = tmp_path / "v1.avsc"
+    avsc.write_text(json.dumps(V1))
+    plain = StreamOptions(**STREAM, sink=SinkOptions(  # type: ignore[arg-type]
+        value_format="avro", avro_schema=str(avsc)))
+    assert with_avro_columns(plain).schema_ddl == columns
+    given = StreamOptions(**STREAM, schema_ddl="id BIGINT", sink=SinkOptions(  # type: ignore[arg-type]
+        value_format="avro", avro_schema=str(avsc)))
+    assert with_avro_columns(given).schema_ddl == "id BIGINT"  # --schema wins
+    framed = StreamOptions(**STREAM, sink=SinkOptions(  # type: ignore[arg-type]
+        value_format="avro", schema_registry=schema_registry))
+    with pytest.raises(ConfigError, match="has no subject 'orders-value'"):
+        with_avro_columns(framed)
+    registry(schema_registry).register("orders-value", json.dumps(V1))
+    assert with_avro_columns(framed).schema_ddl == columns

@@ -36,10 +36,10 @@ def test_flags_and_defaults() -> None:
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
         "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option"]
     assert [f for f, s in specs.items() if s.required] == [
-        "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint"]
+        "--bootstrap-servers", "--topic", "--table", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
     assert defaults == {
-        "--trigger": "60", "--available-now": False, "--starting-offsets": "earliest",
+        "--schema": None, "--trigger": "60", "--available-now": False, "--starting-offsets": "earliest",
         "--partition-by": None, "--metastore": None, "--txns-per-delta": 1,
         "--flush-rows": 100_000,
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",

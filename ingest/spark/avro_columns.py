@@ -1,0 +1,48 @@
+"""The stream's columns from its Avro writers' schema when `--schema` is not given.
+
+With `--value-format avro`, `--schema` may be left out: the columns are then the Hive mapping
+(`ingest.table.avro_to_ddl`, Hive's AvroSerDe rules) of the `--avro-schema` file, or of the
+latest schema of subject `<topic>-value` in the `--schema-registry` (Confluent's default
+TopicNameStrategy). Runs on the driver, before anything is created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import fsspec
+
+from ingest.errors import ConfigError
+from ingest.spark.kafka import registry
+from ingest.spark.options import StreamOptions
+from ingest.table import avro_to_ddl
+
+
+def with_avro_columns(options: StreamOptions) -> StreamOptions:
+    """`options` with `schema_ddl` filled from the Avro schema when it was not given.
+
+    Raises:
+        ConfigError: the schema file cannot be read, the registry has no `<topic>-value`
+            subject, or the schema has a field without a Hive type.
+        IngestError: the registry cannot be reached.
+    """
+    if options.schema_ddl is not None:
+        return options
+    sink = options.sink
+    if sink.avro_schema is not None:
+        try:
+            with fsspec.open(sink.avro_schema, "rt", encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ConfigError(f"Cannot read --avro-schema {sink.avro_schema}: {e}",
+                              hint="give the path of an Avro schema file (.avsc)") from e
+        ddl = avro_to_ddl(text, what=f"--avro-schema {sink.avro_schema}")
+    else:
+        assert sink.schema_registry is not None  # StreamOptions checked it
+        subject = f"{options.topic}-value"
+        schema_id, text = registry(sink.schema_registry).latest(subject)
+        ddl = avro_to_ddl(text, what=f"subject {subject!r} (schema id {schema_id})")
+    return replace(options, schema_ddl=ddl)
+
+
+__all__ = ["with_avro_columns"]
