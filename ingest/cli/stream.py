@@ -64,7 +64,7 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No per-batch lines on stderr.")
 def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
-    """Stream a Kafka topic of JSON records into a Hive ACID table, exactly once.
+    """Stream a Kafka topic of JSON (or Avro) records into a Hive ACID table, exactly once.
 
     Creates the table (and <table>__dead_letter) when missing and writes one transaction per
     micro-batch. The broker, the topic and an existing table's schema are checked before
