@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from ingest.spark import job_session, run_stream
 
-    spark = job_session(f"kafka_to_acid {options.topic}", master)
+    spark = job_session(f"kafka_to_acid {options.topic}", master, log_format=options.log_format)
     try:
         summary = run_stream(spark, options)
     except IngestError as e:

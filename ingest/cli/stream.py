@@ -7,7 +7,6 @@ The stream's flags are generated from `ingest.spark.options.StreamOptions`, as a
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable
@@ -89,12 +88,10 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
                      options.metastore or default_metastore_url(options.table))
     check_kafka(options.bootstrap_servers, options.topic,
                 timeout_s=options.kafka_timeout_s)  # before starting Spark
-    if not quiet:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        for name in ("ingest.spark.sink", "ingest.spark.job"):
-            logging.getLogger(name).addHandler(handler)
-            logging.getLogger(name).setLevel(logging.INFO)
+    if not quiet:  # one line per micro-batch, as sentences or JSON (--log-format)
+        from ingest.spark import configure_stream_logging
+
+        configure_stream_logging(options.log_format)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

@@ -24,7 +24,9 @@ from ingest.io import storage
 from ingest.spark.kafka import LagProbe, check_topic, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import StreamMetrics, check_port
+from ingest.spark.operations import StreamOperations
 from ingest.spark.options import StreamOptions
+from ingest.spark.progress import OBSERVATION, source_observations
 from ingest.spark.sink import (
     DEAD_LETTER_DDL,
     AcidSink,
@@ -336,11 +338,13 @@ class RunningStream:
 
     def __init__(self, query: StreamingQuery, sink: AcidSink, lag: _KafkaLag, table: str,
                  started: float, maintenance: StreamMaintenance | None = None,
-                 metrics: StreamMetrics | None = None) -> None:
+                 metrics: StreamMetrics | None = None,
+                 operations: StreamOperations | None = None) -> None:
         self.query, self.sink, self._lag, self.table, self._started = query, sink, lag, table, \
             started
         self.maintenance = maintenance
         self.metrics = metrics
+        self.operations = operations
 
     def await_termination(self, timeout_s: float | None = None) -> bool:
         """Wait for the query to end; re-raises the sink's own error (e.g. BadRecordError)."""
@@ -361,6 +365,8 @@ class RunningStream:
             self.query.stop()
         finally:
             try:
+                if self.operations is not None:  # the last batch lines, the group's commit
+                    self.operations.close()
                 if self.maintenance is not None:
                     self.maintenance.stop()
             finally:
@@ -458,7 +464,7 @@ def run_stream(
     if options.metrics_port is not None:
         check_port(options.metrics_port)
     keyed = keyed_table(table, layout, options) if options.sink.keyed else None
-    target, _ = ensure_tables(table, layout, metastore_url=url,
+    target, dead_table = ensure_tables(table, layout, metastore_url=url,
                               storage_options=storage_options,
                               buckets=keyed.bucket_count if keyed else 0,
                               bucketed_by=keyed.bucket_columns if keyed else ())
@@ -466,7 +472,8 @@ def run_stream(
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id, table=target.name)
-        progress = stream_progress(store, target.name) if options.metrics_port else None
+        progress = (stream_progress(store, target.name)
+                    if options.metrics_port or options.commit_offsets_to_group else None)
         # Repair what dead writers left (torn stripes, stale side files) before adding to it;
         # files of transactions still open belong to live writers and are left alone.
         recovery = open_table_root(target.location, store, storage_options).recover()
@@ -489,6 +496,8 @@ def run_stream(
                             topic=options.topic, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
                             timeout_s=options.kafka_timeout_s)
+    # Spark's progress then carries the batch's records and tombstones (observedMetrics).
+    frame = frame.observe(OBSERVATION, *source_observations())
     maintenance = None
     batch_fn: Any = sink
     if options.compact != "off" or options.clean != "off":
@@ -504,23 +513,35 @@ def run_stream(
             lag_probe=LagProbe(options.bootstrap_servers, [options.topic],
                                timeout_s=options.kafka_timeout_s))
         batch_fn = _then_observe(batch_fn, sink, metrics)
+        if maintenance is not None:
+            metrics.watch_maintenance(maintenance)
+        metrics.watch_metastore(url, [target.name, dead_table.name])
         metrics.serve(options.metrics_port)
+    query_name = f"ingest-{target.name}"
+    operations = StreamOperations.start(
+        spark, sink, table=target.name, query_name=query_name, log_format=options.log_format,
+        bootstrap_servers=options.bootstrap_servers, group=options.commit_offsets_to_group,
+        committed=progress.offsets if progress else None, timeout_s=options.kafka_timeout_s,
+        metrics=metrics)
+    batch_fn = operations.wrap(batch_fn)
     if maintenance is not None:
         maintenance.start()
     writer = (frame.writeStream.foreachBatch(batch_fn).option("checkpointLocation", checkpoint)
-              .queryName(f"ingest-{target.name}"))
+              .queryName(query_name))
     writer = (writer.trigger(availableNow=True) if available_now
               else writer.trigger(processingTime=f"{interval_s:g} seconds"))
     started = time.monotonic()
     try:
         query = writer.start()
     except BaseException:
+        operations.close(wait=False)
         if maintenance is not None:
             maintenance.stop()
         if metrics is not None:
             metrics.close()
         raise
-    running = RunningStream(query, sink, lag, target.name, started, maintenance, metrics)
+    running = RunningStream(query, sink, lag, target.name, started, maintenance, metrics,
+                            operations)
     if not wait:
         return running
     try:
