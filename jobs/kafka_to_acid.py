@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 
@@ -34,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(e, ConfigError) else 3
     finally:
         spark.stop()
-    print(summary.line(), file=sys.stderr)  # type: ignore[union-attr]
+    # A log record, so --log-format json renders it as JSON too.
+    logging.getLogger("ingest.spark.job").info("%s", summary.line())  # type: ignore[union-attr]
     return 0
 
 
