@@ -33,7 +33,8 @@ def test_flags_and_defaults() -> None:
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
         "--mode", "--key", "--cdc-format", "--order-by",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
-        "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option"]
+        "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option",
+        "--log-format", "--commit-offsets-to-group"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
@@ -47,13 +48,14 @@ def test_flags_and_defaults() -> None:
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
-        "--storage-option": ()}
+        "--storage-option": (), "--log-format": "text", "--commit-offsets-to-group": None}
     assert [f for f, s in specs.items() if s.multiple] == ["--storage-option"]
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
     assert specs["--on-bad-record"].choices == ("dead-letter", "fail")
     assert specs["--on-tombstone"].choices == ("skip", "dead-letter")
     assert specs["--mode"].choices == ("append", "upsert", "cdc")
+    assert specs["--log-format"].choices == ("text", "json")
     options = StreamOptions(**REQUIRED)
     assert options.sink == SinkOptions() and options.schedule == (60.0, False)
 
