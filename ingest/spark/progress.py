@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -131,7 +132,8 @@ class BatchLogListener(StreamingQueryListener):
         self.log_format = log_format
         self._reports = reports
         self._terminated = threading.Event()
-        self.records: list[dict[str, Any]] = []
+        # The latest records logged, for tests and tools (bounded: a stream runs for months).
+        self.records: deque[dict[str, Any]] = deque(maxlen=1000)
 
     def onQueryStarted(self, event: Any) -> None:
         """Nothing to log: the job logs its own start."""

@@ -62,6 +62,7 @@ def test_json_batch_lines_progress_and_group_offsets_match_the_table(
             metrics = running.metrics
         assert running.operations is not None
         listened = running.operations.listener.records
+        print(out.getvalue().splitlines()[-3:])  # what the README shows
     finally:
         for name in ("ingest.spark.progress", "ingest.spark.sink", "ingest.spark.job",
                      "ingest.spark.maintenance", "ingest.spark.metrics", "ingest.spark.kafka"):
@@ -92,7 +93,8 @@ def test_json_batch_lines_progress_and_group_offsets_match_the_table(
     assert records[0]["lag_records"] == RECORDS + BAD - PER_BATCH  # latest at planning
     assert records[-1]["lag_records"] == 0
     assert sum(r["rows_committed"] for r in records) == RECORDS
-    assert listened == records
+    assert list(listened) == records
+    assert isinstance(records[-1]["observed"]["max_timestamp"], str)  # Spark's JSON timestamp
 
     # The consumer group holds exactly the table's offsets.
     expected = table_offsets(location)
