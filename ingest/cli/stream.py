@@ -7,6 +7,7 @@ The stream's flags are generated from `ingest.spark.options.StreamOptions`, as a
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -108,4 +109,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
             "rows": summary.rows, "dead_letters": summary.dead_letters,
             "tombstones": summary.tombstones, "files": summary.files,
             "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}))
-    progress(summary.line(), quiet=quiet)
+    if options.log_format == "json" and not quiet:  # a JSON line like the job's others
+        logging.getLogger("ingest.spark.job").info("%s", summary.line())
+    else:
+        progress(summary.line(), quiet=quiet)

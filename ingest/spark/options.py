@@ -246,6 +246,10 @@ class StreamOptions:
         if self.metrics_port is not None and self.metrics_port > 65535:
             raise ConfigError(f"--metrics-port must be a TCP port (1-65535), got "
                               f"{self.metrics_port}")
+        group = self.commit_offsets_to_group
+        if group is not None and not group.strip():
+            raise ConfigError("--commit-offsets-to-group needs a Kafka consumer group id, got "
+                              f"{group!r}", hint="e.g. --commit-offsets-to-group ingest-events")
         interval_s, available_now = self.schedule
         if interval_s <= 0 and not available_now:
             raise ConfigError(f"--trigger must be a positive number of seconds, got {interval_s:g}")

@@ -91,6 +91,10 @@ def test_bad_values_are_config_errors_in_one_place() -> None:
         StreamOptions(**REQUIRED, trigger="soon")
     with pytest.raises(TypeError, match="partition_expression"):
         StreamOptions.from_flags({**REQUIRED, "partition_expression": "dt"})
+    with pytest.raises(ConfigError, match="--log-format must be text or json, got 'xml'"):
+        StreamOptions(**REQUIRED, log_format="xml")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="--commit-offsets-to-group needs a Kafka consumer"):
+        StreamOptions(**REQUIRED, commit_offsets_to_group=" ")
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     with pytest.raises(SystemExit) as info:

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,6 @@ def test_json_batch_lines_progress_and_group_offsets_match_the_table(
             metrics = running.metrics
         assert running.operations is not None
         listened = running.operations.listener.records
-        print(out.getvalue().splitlines()[-3:])  # what the README shows
     finally:
         for name in ("ingest.spark.progress", "ingest.spark.sink", "ingest.spark.job",
                      "ingest.spark.maintenance", "ingest.spark.metrics", "ingest.spark.kafka"):
@@ -152,3 +152,24 @@ def test_the_spark_submit_job_logs_json_lines_and_commits_to_the_group(
     assert len(batch) == 1 and batch[0]["rows_committed"] == 20, done.stderr[-3000:]
     assert all(r["event"] in ("batch", "log") for r in ours)
     assert group_offsets(kafka_broker, group, [topic], timeout_s=10) == table_offsets(location)
+
+
+def test_ingest_stream_logs_a_text_line_per_batch_with_sparks_numbers(
+        kafka_broker: str, topic: str, warehouse: Path) -> None:
+    """`ingest stream` (default --log-format text): the sink's sentence, then Spark's."""
+    produce_events(kafka_broker, topic, events=sample_events(20), partitions=1)
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", kafka_broker,
+         "--topic", topic, "--table", str(warehouse / "events"), "--schema", SCHEMA,
+         "--checkpoint", str(warehouse / "ck"), "--available-now", "--compact", "off",
+         "--clean", "off", "--max-offsets-per-trigger", "15"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("batch ")]
+    assert len(lines) == 2, done.stderr[-3000:]
+    assert lines[0].startswith("batch 0: write id 1, 15 rows, 0 dead letters")
+    assert re.search(r"; spark: 15 input records in \d+\.\d\d s, 5 records behind the "
+                     r"latest offset$", lines[0]), lines[0]
+    assert lines[1].startswith("batch 1: write id 2, 5 rows")
+    assert re.search(r"; spark: 5 input records in \d+\.\d\d s, 0 records behind", lines[1])
