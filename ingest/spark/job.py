@@ -282,33 +282,29 @@ def _checkpoint_is_new(checkpoint: str, storage_options: Mapping[str, Any]) -> b
 
 
 class _KafkaLag:
-    """Records between a batch's end offsets and each partition's end (for the log line)."""
+    """Records between a batch's end offsets and each partition's end (for the log line),
+    asked through `LagProbe`, whose high watermarks are confirmed by a fetch (a broker's
+    ListOffsets answer may lag behind its last record batch)."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, *, timeout_s: float = 5.0) -> None:
         self.bootstrap_servers = bootstrap_servers
-        self._consumer: Any = None
+        self.timeout_s = timeout_s
+        self._probe: LagProbe | None = None
 
     def __call__(self, until: Mapping[tuple[str, int], int]) -> int | None:
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
-
         try:
-            if self._consumer is None:
-                self._consumer = Consumer({"bootstrap.servers": self.bootstrap_servers,
-                                           "group.id": "ingest-stream-lag",
-                                           "enable.auto.commit": False})
-            lag = 0
-            for (topic, partition), offset in until.items():
-                _, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=2.0)
-                lag += max(high - offset, 0)
-            return lag
-        except KafkaException:  # the lag is informational; the batch is already committed
+            if self._probe is None:
+                self._probe = LagProbe(self.bootstrap_servers, sorted({t for t, _ in until}),
+                                       timeout_s=self.timeout_s)
+            return sum(p.lag_records for p in self._probe.lag(until)
+                       if (p.topic, p.partition) in until)
+        except IngestError:  # the lag is informational; the batch is already committed
             return None
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
 
 @dataclass(frozen=True)

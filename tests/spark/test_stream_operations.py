@@ -90,6 +90,8 @@ def test_json_batch_lines_progress_and_group_offsets_match_the_table(
         # ... and the observed Kafka records of the batch (the sink's rows are ours to add).
         assert r["observed"]["records"] == r["input_records"]
         assert r["observed"]["tombstones"] == 0
+        # Nothing was produced meanwhile: the sink's lag after the commit is the same.
+        assert r["lag_after_commit"] == r["lag_records"]
     assert records[0]["lag_records"] == RECORDS + BAD - PER_BATCH  # latest at planning
     assert records[-1]["lag_records"] == 0
     assert sum(r["rows_committed"] for r in records) == RECORDS
