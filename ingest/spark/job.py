@@ -461,9 +461,9 @@ def run_stream(
         check_port(options.metrics_port)
     keyed = keyed_table(table, layout, options) if options.sink.keyed else None
     target, dead_table = ensure_tables(table, layout, metastore_url=url,
-                              storage_options=storage_options,
-                              buckets=keyed.bucket_count if keyed else 0,
-                              bucketed_by=keyed.bucket_columns if keyed else ())
+                                       storage_options=storage_options,
+                                       buckets=keyed.bucket_count if keyed else 0,
+                                       bucketed_by=keyed.bucket_columns if keyed else ())
     checkpoint = options.checkpoint
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
