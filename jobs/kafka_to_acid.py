@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from ingest.spark import job_session, run_stream
 
-    spark = job_session(f"kafka_to_acid {options.topic}", master)
+    spark = job_session(f"kafka_to_acid {options.topic}", master, log_format=options.log_format)
     try:
         summary = run_stream(spark, options)
     except IngestError as e:
@@ -36,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(e, ConfigError) else 3
     finally:
         spark.stop()
-    print(summary.line(), file=sys.stderr)  # type: ignore[union-attr]
+    # A log record, so --log-format json renders it as JSON too.
+    logging.getLogger("ingest.spark.job").info("%s", summary.line())  # type: ignore[union-attr]
     return 0
 
 

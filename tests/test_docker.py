@@ -23,7 +23,7 @@ from ingest.spark.options import StreamOptions, add_arguments
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
 SERVICES = {"kafka", "spark-master", "spark-worker", "postgres", "minio", "minio-bucket", "job",
-            "produce"}
+            "produce", "prometheus", "grafana"}
 
 
 def _tool(name: str) -> str:
@@ -65,7 +65,8 @@ def _clean_env() -> dict[str, str]:
     """The environment without the compose file's own settings, so its defaults are tested."""
     keys = {"INGEST_IMAGE", "KAFKA_PARTITIONS", "SPARK_WORKER_CORES", "SPARK_WORKER_MEMORY",
             "POSTGRES_PASSWORD", "S3_ACCESS_KEY", "S3_SECRET_KEY", "S3_BUCKET", "INGEST_METASTORE",
-            "TOPIC", "TABLE", "SCHEMA", "PARTITION_BY", "CHECKPOINT", "TRIGGER", "SAMPLE_EVENTS"}
+            "TOPIC", "TABLE", "SCHEMA", "PARTITION_BY", "CHECKPOINT", "TRIGGER", "SAMPLE_EVENTS",
+            "LOG_FORMAT", "GRAFANA_PASSWORD"}
     return {k: v for k, v in os.environ.items() if k not in keys}
 
 
@@ -97,7 +98,8 @@ def test_the_dockerfile_copies_what_exists() -> None:
 
 def test_compose_config_is_valid(rendered: dict) -> None:
     assert set(rendered["services"]) == SERVICES
-    assert set(rendered["volumes"]) == {"data", "kafka", "postgres", "minio"}
+    assert set(rendered["volumes"]) == {"data", "kafka", "postgres", "minio", "prometheus",
+                                        "grafana"}
     services = rendered["services"]
     assert services["kafka"]["image"].startswith("apache/kafka:")
     assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"

@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -122,3 +123,52 @@ def warnings_as_they_come() -> Iterator[None]:
 
 def _echo_warning(message: Warning | str, *args: object, **kwargs: object) -> None:
     click.echo(f"Warning: {message}", err=True)
+
+
+class ProgressBar:
+    """A progress bar on stderr for long commands, drawn only when stderr is a terminal and
+    --quiet (or --json) is off; otherwise calling it does nothing and `active` is False, so
+    the command prints its per-partition lines instead (docs: STYLE, long work).
+
+    Call it as the `on_progress` of a table operation: (done, total, current item).
+    """
+
+    def __init__(self, label: str, *, quiet: bool, stream: Any = None) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.active = not quiet and _is_terminal(self.stream)
+        self._bar: Any = None
+
+    def __call__(self, done: int, total: int, item: str) -> None:
+        if not self.active or total <= 0:
+            return
+        if self._bar is None:
+            self._bar = click.progressbar(
+                length=total, label=self.label, file=self.stream, show_pos=True, show_percent=True,
+                item_show_func=lambda current: current)
+            self._bar.__enter__()
+        shown = "/".join(item.rstrip("/").split("/")[-2:])  # partition/file, not the root
+        self._bar.update(max(done - self._bar.pos, 0), current_item=shown)
+
+    def close(self) -> None:
+        """Finish the bar's line (the summary then starts on a line of its own)."""
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+@contextmanager
+def progress_bar(label: str, *, quiet: bool) -> Iterator[ProgressBar]:
+    """A `ProgressBar` closed at the end of the block."""
+    bar = ProgressBar(label, quiet=quiet)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or file-less stream is no terminal
+        return False

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ingest.cli._options import SECONDS, storage_option
-from ingest.cli._output import dumps, progress
+from ingest.cli._output import dumps, progress, progress_bar
 from ingest.cli.load import write_options
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, CleanReport, PartitionClean, open_table_root
 
@@ -53,13 +53,15 @@ def command(path: str, retention_s: float | None, partitions: tuple[str, ...], d
              quiet=quiet or as_json)
     started = time.monotonic()
 
-    def show(p: PartitionClean) -> None:
-        progress(_line(p, dry_run=dry_run), quiet=quiet or as_json)
-
     table = open_table_root(path, metastore, storage_options)
-    report = table.clean(retention_s=retention_s, dry_run=dry_run,
-                         partitions=list(partitions) or None, txn_timeout_s=txn_timeout_s,
-                         on_partition=show)
+    with progress_bar("Cleaning", quiet=quiet or as_json) as bar:
+
+        def show(p: PartitionClean) -> None:  # a line per partition when no bar is drawn
+            progress(_line(p, dry_run=dry_run), quiet=quiet or as_json or bar.active)
+
+        report = table.clean(retention_s=retention_s, dry_run=dry_run,
+                             partitions=list(partitions) or None, txn_timeout_s=txn_timeout_s,
+                             on_partition=show, on_progress=bar)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps(_as_dict(report, seconds)))

@@ -9,7 +9,7 @@ import click
 
 from ingest.acid.compaction import Backlog
 from ingest.cli._options import storage_option
-from ingest.cli._output import dumps, progress
+from ingest.cli._output import dumps, progress, progress_bar
 from ingest.cli.load import write_options
 from ingest.table import PartitionCompaction, open_table_root
 
@@ -56,8 +56,10 @@ def command(path: str, major: bool, minor: bool, auto: bool, partitions: tuple[s
     progress(f"{'Planning' if dry_run else 'Running'} {kind} compaction of {path}",
              quiet=quiet or as_json)
     table = open_table_root(path, metastore, storage_options)
-    report = table.compact(kind, partitions=list(partitions) or None,  # type: ignore[arg-type]
-                           dry_run=dry_run)
+    with progress_bar("Compacting" if not dry_run else "Planning",
+                      quiet=quiet or as_json) as bar:
+        report = table.compact(kind, partitions=list(partitions) or None,  # type: ignore[arg-type]
+                               dry_run=dry_run, on_progress=bar)
     if as_json:
         click.echo(dumps({
             "table": report.table, "location": report.location, "kind": report.kind,

@@ -10,7 +10,7 @@ import click
 
 from ingest.acid.recovery import FileRecovery
 from ingest.cli._options import SECONDS, metastore_option, storage_option
-from ingest.cli._output import dumps
+from ingest.cli._output import dumps, progress_bar
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, open_table_or_files
 
 
@@ -101,8 +101,9 @@ def command(path: str, dry_run: bool, backup_dir: str | None, no_backup: bool,
         raise click.UsageError("--no-backup and --backup-dir exclude each other.")
     started = time.monotonic()
     table = open_table_or_files(path, metastore, storage_options)
-    result = table.recover(dry_run=dry_run, backup_dir=backup_dir, backup=not no_backup,
-                           txn_timeout_s=txn_timeout_s, check_data=True)
+    with progress_bar("Recovering", quiet=quiet or as_json) as bar:
+        result = table.recover(dry_run=dry_run, backup_dir=backup_dir, backup=not no_backup,
+                               txn_timeout_s=txn_timeout_s, check_data=True, on_progress=bar)
     seconds = time.monotonic() - started
     report = result.report
     if as_json:

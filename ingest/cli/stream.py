@@ -92,12 +92,10 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
                      options.metastore or default_metastore_url(options.table))
     check_kafka(options.bootstrap_servers, options.topic,
                 timeout_s=options.kafka_timeout_s)  # before starting Spark
-    if not quiet:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        for name in ("ingest.spark.sink", "ingest.spark.job"):
-            logging.getLogger(name).addHandler(handler)
-            logging.getLogger(name).setLevel(logging.INFO)
+    if not quiet:  # one line per micro-batch, as sentences or JSON (--log-format)
+        from ingest.spark import configure_stream_logging
+
+        configure_stream_logging(options.log_format)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -114,4 +112,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
             "rows": summary.rows, "dead_letters": summary.dead_letters,
             "tombstones": summary.tombstones, "files": summary.files,
             "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}))
-    progress(summary.line(), quiet=quiet)
+    if options.log_format == "json" and not quiet:  # a JSON line like the job's others
+        logging.getLogger("ingest.spark.job").info("%s", summary.line())
+    else:
+        progress(summary.line(), quiet=quiet)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ingest.cli._options import SECONDS, metastore_option, storage_option
-from ingest.cli._output import dumps
+from ingest.cli._output import dumps, progress_bar
 from ingest.cli.recover import Problems
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, verify_table
 
@@ -41,8 +41,10 @@ def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
     needs no recovery, files of open transactions included.
     """
     started = time.monotonic()
-    report = verify_table(path, txn_timeout_s=txn_timeout_s, deep=not shallow,
-                          metastore=metastore, storage_options=storage_options)
+    with progress_bar("Verifying", quiet=quiet or as_json) as bar:
+        report = verify_table(path, txn_timeout_s=txn_timeout_s, deep=not shallow,
+                              metastore=metastore, storage_options=storage_options,
+                              on_progress=bar)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps({"path": report.path, "table": report.table, "ok": report.ok,

@@ -20,7 +20,9 @@ from ingest.spark.job import (
 from ingest.spark.kafka import kafka_dataframe, register_kafka_source
 from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
 from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
+from ingest.spark.operations import StreamOperations
 from ingest.spark.options import OptionSpec, SinkOptions, StreamOptions, add_arguments, option_specs
+from ingest.spark.progress import BatchLogListener, JsonLogFormatter, configure_stream_logging
 from ingest.spark.session import job_session
 from ingest.spark.sink import AcidSink, BatchReport, dead_letter_location, dead_letter_name
 from ingest.spark.source import register
@@ -29,6 +31,10 @@ __all__ = [
     "METRIC_NAMES",
     "StreamMetrics",
     "AcidSink",
+    "BatchLogListener",
+    "JsonLogFormatter",
+    "StreamOperations",
+    "configure_stream_logging",
     "BatchReport",
     "CompactJobReport",
     "MaintenanceStats",

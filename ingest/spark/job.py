@@ -25,7 +25,9 @@ from ingest.spark.avro_columns import with_avro_columns
 from ingest.spark.kafka import LagProbe, check_topic, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import StreamMetrics, check_port
+from ingest.spark.operations import StreamOperations
 from ingest.spark.options import StreamOptions
+from ingest.spark.progress import OBSERVATION, source_observations
 from ingest.spark.sink import (
     DEAD_LETTER_DDL,
     AcidSink,
@@ -281,33 +283,29 @@ def _checkpoint_is_new(checkpoint: str, storage_options: Mapping[str, Any]) -> b
 
 
 class _KafkaLag:
-    """Records between a batch's end offsets and each partition's end (for the log line)."""
+    """Records between a batch's end offsets and each partition's end (for the log line),
+    asked through `LagProbe`, whose high watermarks are confirmed by a fetch (a broker's
+    ListOffsets answer may lag behind its last record batch)."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, *, timeout_s: float = 5.0) -> None:
         self.bootstrap_servers = bootstrap_servers
-        self._consumer: Any = None
+        self.timeout_s = timeout_s
+        self._probe: LagProbe | None = None
 
     def __call__(self, until: Mapping[tuple[str, int], int]) -> int | None:
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
-
         try:
-            if self._consumer is None:
-                self._consumer = Consumer({"bootstrap.servers": self.bootstrap_servers,
-                                           "group.id": "ingest-stream-lag",
-                                           "enable.auto.commit": False})
-            lag = 0
-            for (topic, partition), offset in until.items():
-                _, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=2.0)
-                lag += max(high - offset, 0)
-            return lag
-        except KafkaException:  # the lag is informational; the batch is already committed
+            if self._probe is None:
+                self._probe = LagProbe(self.bootstrap_servers, sorted({t for t, _ in until}),
+                                       timeout_s=self.timeout_s)
+            return sum(p.lag_records for p in self._probe.lag(until)
+                       if (p.topic, p.partition) in until)
+        except IngestError:  # the lag is informational; the batch is already committed
             return None
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
 
 @dataclass(frozen=True)
@@ -337,11 +335,13 @@ class RunningStream:
 
     def __init__(self, query: StreamingQuery, sink: AcidSink, lag: _KafkaLag, table: str,
                  started: float, maintenance: StreamMaintenance | None = None,
-                 metrics: StreamMetrics | None = None) -> None:
+                 metrics: StreamMetrics | None = None,
+                 operations: StreamOperations | None = None) -> None:
         self.query, self.sink, self._lag, self.table, self._started = query, sink, lag, table, \
             started
         self.maintenance = maintenance
         self.metrics = metrics
+        self.operations = operations
 
     def await_termination(self, timeout_s: float | None = None) -> bool:
         """Wait for the query to end; re-raises the sink's own error (e.g. BadRecordError)."""
@@ -362,6 +362,8 @@ class RunningStream:
             self.query.stop()
         finally:
             try:
+                if self.operations is not None:  # the last batch lines, the group's commit
+                    self.operations.close()
                 if self.maintenance is not None:
                     self.maintenance.stop()
             finally:
@@ -462,15 +464,16 @@ def run_stream(
     if options.metrics_port is not None:
         check_port(options.metrics_port)
     keyed = keyed_table(table, layout, options) if options.sink.keyed else None
-    target, _ = ensure_tables(table, layout, metastore_url=url,
-                              storage_options=storage_options,
-                              buckets=keyed.bucket_count if keyed else 0,
-                              bucketed_by=keyed.bucket_columns if keyed else ())
+    target, dead_table = ensure_tables(table, layout, metastore_url=url,
+                                       storage_options=storage_options,
+                                       buckets=keyed.bucket_count if keyed else 0,
+                                       bucketed_by=keyed.bucket_columns if keyed else ())
     checkpoint = options.checkpoint
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id, table=target.name)
-        progress = stream_progress(store, target.name) if options.metrics_port else None
+        progress = (stream_progress(store, target.name)
+                    if options.metrics_port or options.commit_offsets_to_group else None)
         # Repair what dead writers left (torn stripes, stale side files) before adding to it;
         # files of transactions still open belong to live writers and are left alone.
         recovery = open_table_root(target.location, store, storage_options).recover()
@@ -493,6 +496,8 @@ def run_stream(
                             topic=options.topic, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
                             timeout_s=options.kafka_timeout_s)
+    # Spark's progress then carries the batch's records and tombstones (observedMetrics).
+    frame = frame.observe(OBSERVATION, *source_observations())
     maintenance = None
     batch_fn: Any = sink
     if options.compact != "off" or options.clean != "off":
@@ -508,23 +513,35 @@ def run_stream(
             lag_probe=LagProbe(options.bootstrap_servers, [options.topic],
                                timeout_s=options.kafka_timeout_s))
         batch_fn = _then_observe(batch_fn, sink, metrics)
+        if maintenance is not None:
+            metrics.watch_maintenance(maintenance)
+        metrics.watch_metastore(url, [target.name, dead_table.name])
         metrics.serve(options.metrics_port)
+    query_name = f"ingest-{target.name}"
+    operations = StreamOperations.start(
+        spark, sink, table=target.name, query_name=query_name, log_format=options.log_format,
+        bootstrap_servers=options.bootstrap_servers, group=options.commit_offsets_to_group,
+        committed=progress.offsets if progress else None, timeout_s=options.kafka_timeout_s,
+        metrics=metrics)
+    batch_fn = operations.wrap(batch_fn)
     if maintenance is not None:
         maintenance.start()
     writer = (frame.writeStream.foreachBatch(batch_fn).option("checkpointLocation", checkpoint)
-              .queryName(f"ingest-{target.name}"))
+              .queryName(query_name))
     writer = (writer.trigger(availableNow=True) if available_now
               else writer.trigger(processingTime=f"{interval_s:g} seconds"))
     started = time.monotonic()
     try:
         query = writer.start()
     except BaseException:
+        operations.close(wait=False)
         if maintenance is not None:
             maintenance.stop()
         if metrics is not None:
             metrics.close()
         raise
-    running = RunningStream(query, sink, lag, target.name, started, maintenance, metrics)
+    running = RunningStream(query, sink, lag, target.name, started, maintenance, metrics,
+                            operations)
     if not wait:
         return running
     try:

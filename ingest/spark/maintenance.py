@@ -17,9 +17,10 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ingest.acid.compaction import Backlog
 from ingest.errors import CommitConflictError
 from ingest.io import storage
 from ingest.spark.options import Maintenance
@@ -45,6 +46,30 @@ class MaintenanceStats:
     cleans: int
     errors: int
     last_error: str | None
+
+
+@dataclass
+class TableMaintenance:
+    """What the maintenance thread did to one table and last measured of it (the metrics'
+    `ingest_compactions_total`, `ingest_cleaner_removed_*`, `ingest_compaction_backlog_*`).
+
+    Attributes:
+        compactions: partitions compacted, by kind ("major", "minor").
+        failures: compactions or cleaner runs of the table that failed.
+        cleaner_runs: cleaner runs that finished.
+        removed_directories, removed_files, removed_bytes: what the cleaner removed.
+        backlog: by partition, the backlog the initiator measured at the last run that
+            looked at it without compacting it (a partition compacted then is left out until
+            measured again).
+    """
+
+    compactions: dict[str, int] = field(default_factory=dict)
+    failures: int = 0
+    cleaner_runs: int = 0
+    removed_directories: int = 0
+    removed_files: int = 0
+    removed_bytes: int = 0
+    backlog: dict[str, Backlog] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,6 +118,7 @@ class StreamMaintenance:
         self._last_run_end = float("-inf")
         self._runs = self._compactions = self._cleans = self._errors = 0
         self._last_error: str | None = None
+        self._tables: dict[str, TableMaintenance] = {}
 
     # ------------------------------------------------------------------ the commit path
     def committed(self, location: str, partition_dirs: Iterable[str]) -> None:
@@ -136,6 +162,16 @@ class StreamMaintenance:
         with self._lock:
             return MaintenanceStats(self._runs, self._compactions, self._cleans, self._errors,
                                     self._last_error)
+
+    def table_stats(self) -> dict[str, TableMaintenance]:
+        """A copy of what the thread did to each table it looked after, by table name."""
+        with self._lock:
+            return {name: replace(t, compactions=dict(t.compactions), backlog=dict(t.backlog))
+                    for name, t in self._tables.items()}
+
+    def _table(self, name: str) -> TableMaintenance:
+        """The table's entry (call with the lock held)."""
+        return self._tables.setdefault(name, TableMaintenance())
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -192,8 +228,9 @@ class StreamMaintenance:
                 log.info("not compacting %s now: %s", directory, e)
                 continue
             except Exception as e:  # noqa: BLE001 (off the data path: counted, stream goes on)
-                self._failed(f"Cannot compact {directory}", e)
+                self._failed(f"Cannot compact {directory}", e, table=target.table.name)
                 continue
+            self._measured(target.table.name, report.partitions)
             for entry in report.partitions:
                 if entry.result is None:
                     continue
@@ -233,20 +270,40 @@ class StreamMaintenance:
         """
         location = target.table.location
         try:
-            target.table.clean(retention_s=retention_s)
+            report = target.table.clean(retention_s=retention_s)
         except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
-            self._failed(f"Cannot clean {location}", e)
+            self._failed(f"Cannot clean {location}", e, table=target.table.name)
             return
         with self._lock:
             self._cleans += 1
+            stats = self._table(target.table.name)
+            stats.cleaner_runs += 1
+            stats.removed_directories += report.directories
+            stats.removed_files += report.files
+            stats.removed_bytes += report.size_bytes
         log.debug("cleaned %s after %d compactions", location, compacted)
 
-    def _failed(self, what: str, error: Exception) -> None:
+    def _measured(self, table: str, partitions: Iterable[Any]) -> None:
+        """Keep the backlog the initiator measured of each partition it did not compact, and
+        the count of those it did, by kind."""
+        with self._lock:
+            stats = self._table(table)
+            for entry in partitions:
+                if entry.result is not None:
+                    stats.backlog.pop(entry.partition, None)
+                    kind = str(entry.kind or "auto")
+                    stats.compactions[kind] = stats.compactions.get(kind, 0) + 1
+                elif entry.backlog is not None:
+                    stats.backlog[entry.partition] = entry.backlog
+
+    def _failed(self, what: str, error: Exception, *, table: str | None = None) -> None:
         text = f"{what}: {type(error).__name__}: {error}"
         log.warning("Maintenance: %s (the stream goes on; the next run retries)", text)
         with self._lock:
             self._errors += 1
             self._last_error = text
+            if table is not None:
+                self._table(table).failures += 1
 
 
-__all__ = ["MaintenanceStats", "StreamMaintenance"]
+__all__ = ["MaintenanceStats", "StreamMaintenance", "TableMaintenance"]

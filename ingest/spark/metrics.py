@@ -12,16 +12,20 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ingest.errors import ConfigError, IngestError
+from ingest.spark._metrics_collectors import MaintenanceCollector, MetastoreCollector
 from ingest.spark.kafka import LagProbe
 from ingest.spark.sink import BatchReport
+
+if TYPE_CHECKING:
+    from ingest.spark.maintenance import StreamMaintenance
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +40,12 @@ METRIC_NAMES = (
     "ingest_tombstones_total", "ingest_bytes_written_total", "ingest_files_written_total",
     "ingest_batches_total", "ingest_batch_duration_seconds", "ingest_commit_latency_seconds",
     "ingest_last_commit_timestamp_seconds", "ingest_kafka_lag_records",
-    "ingest_kafka_committed_offset",
+    "ingest_kafka_committed_offset", "ingest_kafka_group_commits_total",
+    "ingest_compactions_total", "ingest_maintenance_failures_total", "ingest_cleaner_runs_total",
+    "ingest_cleaner_removed_directories_total", "ingest_cleaner_removed_files_total",
+    "ingest_cleaner_removed_bytes_total", "ingest_compaction_backlog_deltas",
+    "ingest_compaction_backlog_delete_deltas", "ingest_compaction_backlog_bytes",
+    "ingest_compaction_backlog_partitions", "ingest_open_transactions", "ingest_reader_leases",
 )
 """Every metric family the job exports (histograms add `_bucket`, `_count`, `_sum`)."""
 
@@ -153,9 +162,39 @@ class StreamMetrics:
             counter.labels(table)  # present from the first scrape, at 0
         for reason in ("unparsable", "tombstone"):
             self.dead_letters.labels(table, reason)
+        self.group_commits = Counter(
+            "ingest_kafka_group_commits", "Commits of the table's offsets to the Kafka consumer "
+            "group of --commit-offsets-to-group, by outcome (committed, failed).",
+            [*labels, "group", "outcome"], registry=r)
         if last_commit_at is not None:
             self.last_commit.labels(table).set(last_commit_at)
         r.register(_LagCollector(self))
+        self._maintenance = MaintenanceCollector()
+        self._metastore = MetastoreCollector()
+        r.register(self._maintenance)
+        r.register(self._metastore)
+
+    def watch_maintenance(self, maintenance: StreamMaintenance) -> None:
+        """Export the maintenance thread's compactions, cleaner removals and backlogs."""
+        self._maintenance.maintenance = maintenance
+
+    def watch_metastore(self, metastore_url: str, tables: Sequence[str]) -> None:
+        """Export the open transactions and reader leases of `tables` (names), asked of the
+        metastore at scrape time."""
+        self._metastore.watch(metastore_url, tables)
+
+    def group_committed(self, group: str, ok: bool) -> None:
+        """Count one commit of offsets to the consumer group `group`."""
+        self.group_commits.labels(self.table, group, "committed" if ok else "failed").inc()
+
+    def sample_names(self) -> set[str]:
+        """The sample names this registry exports (a counter's `_total`, a histogram's
+        `_bucket`, `_count` and `_sum`), whether or not they have samples yet: what a
+        dashboard or an alert rule may query."""
+        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"),
+                    "summary": ("_count", "_sum")}
+        return {family.name + suffix for family in self.registry.collect()
+                for suffix in suffixes.get(family.type, ("",))}
 
     def committed_offsets(self) -> dict[TopicPartitionKey, int]:
         """A copy of the table's committed offsets as the job knows them."""
@@ -212,6 +251,7 @@ class StreamMetrics:
             server.server_close()
         if self.lag_probe is not None:
             self.lag_probe.close()
+        self._metastore.close()
 
 
 __all__ = ["METRIC_NAMES", "StreamMetrics", "check_port"]

@@ -26,6 +26,7 @@ FileLayout = Literal["partition", "task"]
 StreamMode = Literal["append", "upsert", "cdc"]
 CdcFormat = Literal["debezium"]
 ValueFormat = Literal["json", "avro"]
+LogFormat = Literal["text", "json"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -253,6 +254,15 @@ class StreamOptions:
             "fsspec storage option for the table's bucket (repeatable; a value is JSON when "
             "it parses), e.g. endpoint_url=http://host:9000; reaches the driver and the "
             "executors. fsspec's FSSPEC_S3_* environment applies too."))
+    log_format: LogFormat = _option(
+        "text", help="The job's log lines on stderr, one per micro-batch (batch id, write id, "
+                     "rows committed, seconds, offsets, Kafka lag) and its warnings: "
+                     "sentences, or one JSON object per line for a log shipper.")
+    commit_offsets_to_group: str | None = _option(
+        None, metavar="GROUP", help=(
+            "After each table commit, also commit its Kafka offsets to this consumer group "
+            "(from the driver), so Kafka's own lag tools see the stream; the table stays the "
+            "source of truth, and a failed group commit is logged and counted, never fatal."))
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a bad trigger, topic or broker list, storage option, or a
@@ -277,6 +287,10 @@ class StreamOptions:
         if self.metrics_port is not None and self.metrics_port > 65535:
             raise ConfigError(f"--metrics-port must be a TCP port (1-65535), got "
                               f"{self.metrics_port}")
+        group = self.commit_offsets_to_group
+        if group is not None and not group.strip():
+            raise ConfigError("--commit-offsets-to-group needs a Kafka consumer group id, got "
+                              f"{group!r}", hint="e.g. --commit-offsets-to-group ingest-events")
         interval_s, available_now = self.schedule
         if interval_s <= 0 and not available_now:
             raise ConfigError(f"--trigger must be a positive number of seconds, got {interval_s:g}")
@@ -435,6 +449,7 @@ def _build(cls: type, values: Mapping[str, Any], used: set[str]) -> Any:
 __all__ = [
     "FileLayout",
     "CdcFormat",
+    "LogFormat",
     "Maintenance",
     "OnBadRecord",
     "OnTombstone",

@@ -7,20 +7,27 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from ingest.spark.options import LogFormat
+from ingest.spark.progress import JsonLogFormatter
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def job_session(app_name: str, master: str | None) -> SparkSession:
+def job_session(app_name: str, master: str | None, *,
+                log_format: LogFormat = "text") -> SparkSession:
     """Under spark-submit, the session spark-submit configured (unless `master` is given);
     run as a plain script, a local one (`master`, default local[2]) without the UI.
 
     Python workers use this interpreter unless PYSPARK_PYTHON says otherwise, and the job's
-    log lines go to stderr with their time.
+    log lines go to stderr with their time ("text"), or as one JSON object each ("json").
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if log_format == "json"
+                         else logging.Formatter("%(asctime)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     logging.getLogger("py4j").setLevel(logging.WARNING)
     from pyspark.sql import SparkSession
 

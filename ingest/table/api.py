@@ -456,8 +456,10 @@ class Table:
     # -- maintenance and administration ------------------------------------------------------
 
     def compact(self, kind: CompactMode = "major", *, partitions: Sequence[str] | None = None,
-                dry_run: bool = False) -> CompactReport:
-        """Compact the table partition by partition (`ingest.table.compact`).
+                dry_run: bool = False,
+                on_progress: Callable[[int, int, str], None] | None = None) -> CompactReport:
+        """Compact the table partition by partition (`ingest.table.compact`; `on_progress`
+        gets (partitions done, partitions in all, the partition) after each).
 
         Raises:
             ConfigError: opened without a metastore or at a partition; see `compact`.
@@ -466,12 +468,13 @@ class Table:
         defn = self._require_root("compact")
         return compact_table(defn.location, kind=kind, partitions=partitions,
                              metastore=self._metastore, dry_run=dry_run,
-                             storage_options=self._storage_options)
+                             storage_options=self._storage_options, on_progress=on_progress)
 
     def clean(self, *, retention_s: float | None = None, dry_run: bool = False,
               partitions: Sequence[str] | None = None,
               txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
-              on_partition: Callable[[PartitionClean], None] | None = None) -> CleanReport:
+              on_partition: Callable[[PartitionClean], None] | None = None,
+              on_progress: Callable[[int, int, str], None] | None = None) -> CleanReport:
         """Remove what no reader can use any more (`ingest.table.clean`).
 
         Raises:
@@ -482,7 +485,7 @@ class Table:
         return clean_table(defn.location, metastore=self._metastore, retention_s=retention_s,
                            dry_run=dry_run, partitions=partitions,
                            txn_timeout_s=txn_timeout_s, on_partition=on_partition,
-                           storage_options=self._storage_options)
+                           storage_options=self._storage_options, on_progress=on_progress)
 
     def side_tables(self) -> list[Table]:
         """The hidden tables the metastore keeps beside this one for its own bookkeeping
@@ -504,10 +507,11 @@ class Table:
                              self._storage_options))
         return out
 
-    def verify(self, *, deep: bool = True,
-               txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S) -> VerifyReport:
+    def verify(self, *, deep: bool = True, txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+               on_progress: Callable[[int, int, str], None] | None = None) -> VerifyReport:
         """Check the table's (or the opened partition's) files against its metastore,
         changing nothing (`ingest.table.verify_table`); without a metastore, the files only.
+        `on_progress` gets (files done, files in all, the file) as bucket files are checked.
 
         Raises:
             ConfigError, FileNotFoundError, MetastoreError: see `verify_table`.
@@ -516,13 +520,16 @@ class Table:
             return verify_table(self.location, fs=self._fs, txn_timeout_s=txn_timeout_s,
                                 deep=deep, store=store, table=self.definition,
                                 metastore=False if store is None else None,
-                                storage_options=self._storage_options)
+                                storage_options=self._storage_options,
+                                on_progress=on_progress)
 
     def recover(self, *, dry_run: bool = False, backup_dir: str | None = None,
                 backup: bool = True, txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
-                check_data: bool = False) -> TableRecovery:
+                check_data: bool = False,
+                on_progress: Callable[[int, int, str], None] | None = None) -> TableRecovery:
         """Abort timed-out transactions and bring every bucket file back to its last
-        complete footer, losing no committed row (`recover_table_with_metastore`).
+        complete footer, losing no committed row (`recover_table_with_metastore`;
+        `on_progress` gets (files done, files in all, the file) after each bucket file).
 
         Raises:
             ConfigError, FileNotFoundError, MetastoreError: see
@@ -534,7 +541,7 @@ class Table:
                 backup=backup, txn_timeout_s=txn_timeout_s, store=store,
                 table=self.definition, check_data=check_data,
                 metastore=False if store is None else None,
-                storage_options=self._storage_options)
+                storage_options=self._storage_options, on_progress=on_progress)
 
     def alter(self, properties: Mapping[str, str] | None = None, *,
               add_columns: str | None = None, change_columns: Sequence[str] = (),

@@ -135,6 +135,7 @@ def clean(
     txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
     on_partition: Callable[[PartitionClean], None] | None = None,
     storage_options: StorageOptions = None,
+    on_progress: Callable[[int, int, str], None] | None = None,
 ) -> CleanReport:
     """Remove what no reader can use any more from the table at `location`.
 
@@ -159,6 +160,8 @@ def clean(
         partitions: partition specs such as ``dt=2026-01-01``; default every partition.
         txn_timeout_s: a registered reader silent for longer counts as dead.
         on_partition: called with each partition's result as soon as it is done.
+        on_progress: called after each partition with (partitions done, partitions in
+            all, the partition's path): for a progress bar.
         storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
             own config and environment.
 
@@ -209,6 +212,8 @@ def clean(
             done.append(result)
             if on_partition is not None:
                 on_partition(result)
+            if on_progress is not None:
+                on_progress(len(done), len(chosen), rel)
         cleaned: list[int] = []
         if not dry_run:
             # A record that names its inputs is cleaned once they are gone; one that does

@@ -12,7 +12,7 @@ cleaner; every snapshot already ignores them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -112,6 +112,7 @@ def compact(
     tuning: WriterOptions | None = None,
     agent: str = "",
     storage_options: StorageOptions = None,
+    on_progress: Callable[[int, int, str], None] | None = None,
 ) -> CompactReport:
     """Compact the table at `location`, partition by partition.
 
@@ -134,6 +135,8 @@ def compact(
         agent: recorded with the compactor's transactions (default host:pid:ingest-compact).
         storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
             own config and environment.
+        on_progress: called after each partition with (partitions done, partitions in
+            all, the partition's path): for a progress bar.
 
     Returns:
         One entry per partition looked at.
@@ -167,7 +170,11 @@ def compact(
                                                     store.capabilities.visibility_suffix))
             thresholds = compaction_thresholds(defn)
             planned = [worker.plan(directory, kind, thresholds) for directory in dirs]
-            done = [worker.run(p) for p in planned]
+            done = []
+            for p in planned:
+                done.append(worker.run(p))
+                if on_progress is not None:
+                    on_progress(len(done), len(planned), done[-1].partition)
     return CompactReport(defn.name, defn.location, kind,
                          compactor_snapshot(view.snapshot).to_hive_string(), tuple(done),
                          dry_run)

@@ -142,6 +142,7 @@ def recover_table_with_metastore(
     check_data: bool = False,
     metastore: ChosenMetastore = None,
     storage_options: StorageOptions = None,
+    on_progress: Callable[[int, int, str], None] | None = None,
 ) -> TableRecovery:
     """Abort timed-out transactions, then recover every bucket file no open transaction owns.
 
@@ -171,6 +172,8 @@ def recover_table_with_metastore(
             False: the files alone.
         storage_options: the table's fsspec options (also used for `backup_dir` when it
             lies in the table's bucket).
+        on_progress: called after each bucket file recovered with (files done, files in
+            all, the file's path): for a progress bar.
 
     Raises:
         TableNotFoundError: `metastore` does not list a table at or above `path`.
@@ -193,6 +196,7 @@ def recover_table_with_metastore(
     try:
         if store is None or table is None:
             return TableRecovery(recover_table(path, fs=fs, dry_run=dry_run,
+                                               on_progress=on_progress,
                                                backup_dir=backup_dir, backup_fs=backup_fs,
                                                committed=lambda _w: True,
                                                check_data=check_data), None)
@@ -232,7 +236,8 @@ def recover_table_with_metastore(
         report = recover_table(path, fs=fs, dry_run=dry_run, backup_dir=backup_dir,
                                backup_fs=backup_fs, live_files=keeping(live, keep),
                                valid_write_ids=snapshot, check_data=check_data,
-                               committed_length=committed_length_of(manifest))
+                               committed_length=committed_length_of(manifest),
+                               on_progress=on_progress)
         return TableRecovery(mark_unrecoverable(report, keep, damage), table.name, aborted)
     finally:
         if close and store is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import fsspec
@@ -101,6 +102,7 @@ def verify_table(
     now: float | None = None,
     metastore: ChosenMetastore = None,
     storage_options: StorageOptions = None,
+    on_progress: Callable[[int, int, str], None] | None = None,
 ) -> VerifyReport:
     """Read-only consistency check of a table's files against its metastore.
 
@@ -113,6 +115,8 @@ def verify_table(
         now: the current time in seconds since the epoch (tests pass their clock's).
         metastore: as for `recover_table_with_metastore`.
         storage_options: the table's fsspec options.
+        on_progress: called before each bucket file is checked, and once at the end, with
+            (files done, files in all, the file's path): for a progress bar.
 
     Returns:
         The report; `ok` when nothing is wrong.
@@ -164,7 +168,7 @@ def verify_table(
         problems += [Problem(d.kind, f"{d.message}. Hint: restore it from a backup; `ingest "
                              "recover` leaves it untouched, as its bytes hold committed rows.",
                              path, d.entry.write_id) for path, d in damage.items()]
-        found = _file_problems(report, fs, deep)
+        found = _file_problems(report, fs, deep, on_progress)
         if snapshot is not None:
             found += _short_side_files(report, fs, snapshot)
         # One diagnosis per file: recovery leaves a damaged committed file alone, so no
@@ -225,11 +229,14 @@ def _unregistered_problems(layout: AcidLayout, path: str,
         f"{path} --schema ... --adopt`.", first)]
 
 
-def _file_problems(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
-                   deep: bool) -> list[Problem]:
+def _file_problems(report: RecoveryReport, fs: fsspec.AbstractFileSystem, deep: bool,
+                   on_progress: Callable[[int, int, str], None] | None = None
+                   ) -> list[Problem]:
     out = []
     hint = f"Hint: run `ingest recover {report.path}`."
-    for f in report.files:
+    for i, f in enumerate(report.files, 1):
+        if on_progress is not None:  # before the file: a deep read is the slow part
+            on_progress(i - 1, len(report.files), f.path)
         if f.action == "skipped":
             problem = _check_live_file(fs, f, deep)
             if problem is not None:
@@ -243,6 +250,8 @@ def _file_problems(report: RecoveryReport, fs: fsspec.AbstractFileSystem,
                                f"{f.reason}. {hint}", f.path))
         elif deep and f.action == "ok":
             out += _read_fully(fs, f)
+    if on_progress is not None and report.files:
+        on_progress(len(report.files), len(report.files), "")
     return out
 
 

@@ -34,12 +34,14 @@ def test_flags_and_defaults() -> None:
         "--mode", "--key", "--cdc-format", "--order-by",
         "--value-format", "--avro-schema", "--schema-registry",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
-        "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option"]
+        "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option",
+        "--log-format", "--commit-offsets-to-group"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
     assert defaults == {
-        "--schema": None, "--trigger": "60", "--available-now": False, "--starting-offsets": "earliest",
+        "--schema": None, "--trigger": "60", "--available-now": False,
+        "--starting-offsets": "earliest",
         "--partition-by": None, "--metastore": None, "--txns-per-delta": 1,
         "--flush-rows": 100_000,
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
@@ -49,7 +51,7 @@ def test_flags_and_defaults() -> None:
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
-        "--storage-option": ()}
+        "--storage-option": (), "--log-format": "text", "--commit-offsets-to-group": None}
     assert [f for f, s in specs.items() if s.multiple] == ["--storage-option"]
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
@@ -57,6 +59,7 @@ def test_flags_and_defaults() -> None:
     assert specs["--on-tombstone"].choices == ("skip", "dead-letter")
     assert specs["--mode"].choices == ("append", "upsert", "cdc")
     assert specs["--value-format"].choices == ("json", "avro")
+    assert specs["--log-format"].choices == ("text", "json")
     options = StreamOptions(**REQUIRED)
     assert options.sink == SinkOptions() and options.schedule == (60.0, False)
 
@@ -92,6 +95,10 @@ def test_bad_values_are_config_errors_in_one_place() -> None:
         StreamOptions(**REQUIRED, trigger="soon")
     with pytest.raises(TypeError, match="partition_expression"):
         StreamOptions.from_flags({**REQUIRED, "partition_expression": "dt"})
+    with pytest.raises(ConfigError, match="--log-format must be text or json, got 'xml'"):
+        StreamOptions(**REQUIRED, log_format="xml")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="--commit-offsets-to-group needs a Kafka consumer"):
+        StreamOptions(**REQUIRED, commit_offsets_to_group=" ")
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     with pytest.raises(SystemExit) as info:

@@ -205,6 +205,7 @@ def recover_table(
     check_data: bool = False,
     committed_length: CommittedLength | None = None,
     backup_fs: fsspec.AbstractFileSystem | None = None,
+    on_progress: Callable[[int, int, str], None] | None = None,
 ) -> RecoveryReport:
     """Truncate every bucket file under `path` to its last complete footer; drop dead side files.
 
@@ -244,6 +245,8 @@ def recover_table(
             lengths end in no footer goes back to its last complete footer only when that
             footer lies at or above its committed length; otherwise it is `unrecoverable`.
         backup_fs: the filesystem of `backup_dir` (from its URL when None).
+        on_progress: called after each bucket file with (files done, files in all, the
+            file's path): for a progress bar.
 
     Returns:
         The per-file report.
@@ -268,6 +271,8 @@ def recover_table(
     bucket_files, orphan_sides, acid_dirs, stray = _scan(fs, root)
     for file in bucket_files:
         results.append(recover_file(file, ctx))
+        if on_progress is not None:
+            on_progress(len(results), len(bucket_files), file)
     for side in orphan_sides:
         results.append(_orphan_side_file(side, ctx))
     aborted: list[str] = []

@@ -3,6 +3,7 @@ and a producer for tests, demos and `ingest produce`.
 """
 
 from ingest.spark.kafka._options import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
+from ingest.spark.kafka.group import GroupCommitter, group_offsets
 from ingest.spark.kafka.lag import LagProbe, PartitionLag, kafka_lag
 from ingest.spark.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
 from ingest.spark.kafka.registry import (
@@ -16,6 +17,7 @@ from ingest.spark.kafka.source import check_topic, kafka_dataframe, register_kaf
 __all__ = [
     "DEFAULT_STARTING_OFFSETS",
     "DEFAULT_TIMEOUT_MS",
+    "GroupCommitter",
     "LagProbe",
     "PartitionLag",
     "SchemaRegistry",
@@ -23,6 +25,7 @@ __all__ = [
     "confluent_frame",
     "encode_event",
     "ensure_topic",
+    "group_offsets",
     "kafka_lag",
     "kafka_dataframe",
     "produce_events",

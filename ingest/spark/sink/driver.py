@@ -283,7 +283,8 @@ class AcidSink:
             self.failure = e
             raise
         self.reports.append(report)
-        log.info("%s", report.line())
+        # run_stream's listener logs the line with Spark's progress (ingest/spark/progress.py)
+        log.debug("%s", report.line())
 
     def _process(self, batch_df: DataFrame, batch_id: int) -> BatchReport:
         started = time.monotonic()
