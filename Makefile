@@ -15,8 +15,11 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
 
+# Two workers: much of the suite waits on JVMs, servers and timeouts, not on the CPU.
+TEST_WORKERS ?= 2
+
 test: $(VENV)/.installed
-	$(PY) -m pytest --durations=30
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30
 
 dev-test: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow and not spark and not kafka"

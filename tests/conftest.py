@@ -123,3 +123,17 @@ def warehouse(tmp_path: Path) -> Path:
     path = tmp_path / "warehouse"
     path.mkdir()
     return path
+
+
+# Tests sharing an expensive session server run on one xdist worker (`make test` runs two):
+# the Hive Metastores and Trino of tests/hms, the standalone Spark cluster of tests/cluster.
+_SERVER_GROUPS = {"hms": "hms", "cluster": "cluster"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests_dir = Path(__file__).resolve().parent
+    for item in items:
+        relative = item.path.resolve().relative_to(tests_dir)
+        group = _SERVER_GROUPS.get(relative.parts[0]) if len(relative.parts) > 1 else None
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))

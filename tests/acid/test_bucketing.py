@@ -8,7 +8,6 @@ import math
 import random
 import struct
 import subprocess
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -159,17 +158,6 @@ def test_errors() -> None:
         bucket_ids(table, [], 4)
     with pytest.raises(UnsupportedFormatError):
         hash_code_murmur(b"x", "binary")
-
-
-def test_int64_throughput() -> None:
-    n = 1_000_000
-    table = pa.table({"id": pa.array(range(n), pa.int64())})
-    bucket_ids(table.slice(0, 1000), ["id"], 16)
-    start = time.perf_counter()
-    out = bucket_ids(table, ["id"], 16)
-    elapsed = time.perf_counter() - start
-    assert len(out) == n and out.type == pa.int32()
-    assert elapsed < 1.0, f"int64 bucketing took {elapsed:.2f}s for 1M rows (need >= 1M rows/s)"
 
 
 # ---------------------------------------------------------------- live Java cross-check

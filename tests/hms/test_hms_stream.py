@@ -141,7 +141,7 @@ def _wait_aborted(uri: str, name: str, write_id: int) -> None:
     ("sink.before_commit", 1, "recover", "4"),
     ("metastore.during_commit", 1, "timeout", "4"),
     ("sink.before_commit", 1, "recover", "3"),
-    ("metastore.during_commit", 1, "timeout", "3"),
+    ("metastore.during_commit", 1, "recover", "3"),
 ])
 def test_crash_point_then_restart_is_exactly_once(
         kafka_broker: str, topic: str, warehouse: Path, request: pytest.FixtureRequest,
