@@ -341,3 +341,14 @@ def test_a_column_the_first_event_leaves_out_is_kept_for_the_others(tmp_path: Pa
                      {"op": "d", "before": {"id": 2, "v": 2}}], key=["id"], order_by="v")
     assert _rows(t) == {1: {"id": 1, "value": None, "v": 1},
                         3: {"id": 3, "value": "kept", "v": 1}}
+
+
+def test_rows_as_dicts_keep_a_column_the_first_row_leaves_out(tmp_path: Path) -> None:
+    """The same bug in `Table.upsert`/`Table.load` given a list of dicts: the columns were
+    the first row's, so with missing_columns="null" a later row's value was lost."""
+    t = _table(tmp_path)
+    t.load([{"id": 1, "v": 1}, {"id": 2, "value": "two", "v": 1}], missing_columns="null")
+    t.upsert([{"id": 3, "v": 1}, {"id": 4, "value": "four", "v": 1}], key=["id"],
+             missing_columns="null")
+    assert {k: r["value"] for k, r in _rows(t).items()} == {1: None, 2: "two", 3: None,
+                                                           4: "four"}
