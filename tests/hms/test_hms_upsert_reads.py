@@ -114,17 +114,23 @@ def test_trino_and_hive4_read_upserted_and_cdc_tables_exactly(
     assert all(p.result is not None for p in report.partitions), report
     assert any(n.startswith("base_") for n in _directories(location, "a"))
     _check(t, name, hms4.uri, trino_on_hms4, model, "after a major compaction")
-    # 5. More keyed writes over the base (delete events of its rows), in two write ids, then
-    # a minor compaction of those deltas and delete deltas. (A minor right after the major,
-    # at the same high-water mark, the metastore refuses until the major is cleaned.)
+    # 5. More keyed writes over the base (delete events of its rows), two write ids in each
+    # partition, then a minor compaction of those deltas and delete deltas. (A minor right
+    # after the major, at the same high-water mark, the metastore refuses until the major is
+    # cleaned.)
     t.apply_changes([{"op": "d", "before": {"id": 0, "dt": "a"}, "after": None},
                      {"op": "u", "before": None,
-                      "after": {"id": 6, "value": "over-base", "v": 9, "dt": "a"}}],
+                      "after": {"id": 6, "value": "over-base", "v": 9, "dt": "a"}},
+                     {"op": "u", "before": None,
+                      "after": {"id": 8, "value": "b8", "v": 6, "dt": "b"}}],
                     key=key, order_by="v")
     t.upsert([{"id": 7, "value": "b7", "v": 4, "dt": "b"},
-              {"id": 30, "value": "b30", "v": 1, "dt": "b"}], key=key, order_by="v")
+              {"id": 30, "value": "b30", "v": 1, "dt": "b"},
+              {"id": 9, "value": "a9", "v": 5, "dt": "a"}], key=key, order_by="v")
     del model[("a", 0)]
     model[("a", 6)] = {"value": "over-base", "v": 9}
+    model[("b", 8)] = {"value": "b8", "v": 6}
+    model[("a", 9)] = {"value": "a9", "v": 5}
     model[("b", 7)] = {"value": "b7", "v": 4}
     model[("b", 30)] = {"value": "b30", "v": 1}
     _check(t, name, hms4.uri, trino_on_hms4, model, "after keyed writes over the base")
