@@ -32,6 +32,9 @@ class Event:
 
 @dataclass
 class Model:
+    """The table as a dict of key -> row, changed call by call (or micro-batch by
+    micro-batch) by §24's rules alone."""
+
     order_by: str | None
     partitioned: bool
     rows: dict[Key, dict[str, Any]] = field(default_factory=dict)
@@ -118,6 +121,8 @@ def change(draw: st.DrawFn, partitioned: bool) -> tuple[object, Event]:
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[bool, str | None, list[tuple[str, Any]]]:
+    """(partitioned, order_by, steps): up to five change batches, row batches and
+    compactions, then a minor and a major compaction."""
     partitioned = draw(st.booleans())
     order_by = draw(st.sampled_from([None, "v"]))
     steps: list[tuple[str, Any]] = []
