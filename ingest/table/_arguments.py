@@ -103,7 +103,11 @@ def rows_as_table(data: object, *, where: str) -> pa.Table:
         return pa.Table.from_batches([data])
     try:
         if isinstance(data, list) and all(isinstance(r, Mapping) for r in data):
-            return pa.Table.from_pylist(data)
+            # Every key of any row, not just the first row's (`from_pylist` would drop, in
+            # every row, a column the first row leaves out).
+            names = list(dict.fromkeys(name for row in data for name in row))
+            return pa.Table.from_pydict({name: [row.get(name) for row in data]
+                                         for name in names})
         return pa.table(data)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
         raise ConfigError(

@@ -173,8 +173,12 @@ def _payload(value: Any) -> Any:
 
 
 def _table(rows: Sequence[Mapping[str, Any]], unit: str) -> pa.Table:
+    """The images as columns: every field any image has, in order of first appearance
+    (`pa.Table.from_pylist` takes the first row's fields only and would drop, for every
+    image, a field the first one lacks, e.g. the order-by value of a later `before`)."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
     try:
-        return pa.Table.from_pylist(list(rows))
+        return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in names})
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
         raise BadRecordError(f"Cannot apply the change events: their images do not make "
                              f"columns of one type each ({e})",

@@ -326,3 +326,29 @@ def test_hives_reader_sees_the_upserted_rows(tmp_path: Path) -> None:
     rows_a = {r[3]: r for r in ours["a"]}
     assert rows_a[3][4:] == ("again", 3) and rows_a[6][4:] == ("u6", 2)
     assert rows_a[1][0] == 1  # the unchanged update kept its ROW__ID
+
+
+def test_a_column_the_first_event_leaves_out_is_kept_for_the_others(tmp_path: Path) -> None:
+    """Found by tests/table/test_upsert_model.py: the events' columns were the first image's
+    (and the first delete's) only, so a later image lost its `value` and a later `before` its
+    order-by value (the delete of id 2 then counted as older than the row, and was skipped)."""
+    t = _table(tmp_path)
+    t.upsert([{"id": 2, "value": "old", "v": 2}], key=["id"])
+    t.apply_changes([{"op": "c", "after": {"id": 1, "v": 1}},
+                     {"op": "c", "after": {"id": 3, "value": "kept", "v": 1}},
+                     {"op": "d", "before": {"id": 0}},
+                     {"op": "u", "after": {"id": 2, "value": "y", "v": 0}},
+                     {"op": "d", "before": {"id": 2, "v": 2}}], key=["id"], order_by="v")
+    assert _rows(t) == {1: {"id": 1, "value": None, "v": 1},
+                        3: {"id": 3, "value": "kept", "v": 1}}
+
+
+def test_rows_as_dicts_keep_a_column_the_first_row_leaves_out(tmp_path: Path) -> None:
+    """The same bug in `Table.upsert`/`Table.load` given a list of dicts: the columns were
+    the first row's, so with missing_columns="null" a later row's value was lost."""
+    t = _table(tmp_path)
+    t.load([{"id": 1, "v": 1}, {"id": 2, "value": "two", "v": 1}], missing_columns="null")
+    t.upsert([{"id": 3, "v": 1}, {"id": 4, "value": "four", "v": 1}], key=["id"],
+             missing_columns="null")
+    assert {k: r["value"] for k, r in _rows(t).items()} == {1: None, 2: "two", 3: None,
+                                                           4: "four"}
