@@ -31,7 +31,7 @@ def test_flags_and_defaults() -> None:
         "--available-now", "--starting-offsets", "--partition-by", "--metastore",
         "--txns-per-delta",
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
-        "--mode", "--key", "--cdc-format", "--order-by",
+        "--mode", "--key", "--cdc-format", "--order-by", "--on-new-field", "--evolve-type",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
         "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option"]
     assert [f for f, s in specs.items() if s.required] == [
@@ -44,11 +44,13 @@ def test_flags_and_defaults() -> None:
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
         "--file-layout": "partition", "--writer-split-rows": 1_000_000,
         "--mode": "append", "--key": None, "--cdc-format": "debezium", "--order-by": None,
+        "--on-new-field": "dead-letter", "--evolve-type": (),
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
         "--storage-option": ()}
-    assert [f for f, s in specs.items() if s.multiple] == ["--storage-option"]
+    assert [f for f, s in specs.items() if s.multiple] == ["--evolve-type", "--storage-option"]
+    assert specs["--on-new-field"].choices == ("dead-letter", "fail", "ignore", "evolve")
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
     assert specs["--on-bad-record"].choices == ("dead-letter", "fail")

@@ -1,0 +1,163 @@
+"""New top-level fields in a stream's records: what --on-new-field does with one, and which
+column a new field becomes under `evolve`.
+
+Knows field names and value kinds, not the value format: the JSON parse step (`_parse`)
+reports each record's unknown fields as {name: kind}, and any other format (Avro) can do the
+same and reuse `new_field_reason` (per record, on executors) and `new_columns` (per
+micro-batch, on the driver). Kinds are JSON's: integer, number, boolean, string, object,
+array, null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.spark.options import OnNewField
+
+KINDS = ("integer", "number", "boolean", "string", "object", "array", "null")
+# Hive's identifier: a new field outside it would need backquotes in every reader's SQL.
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SIMPLE = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN", "string": "STRING",
+           "object": "STRING", "array": "STRING"}
+
+
+def json_kind(value: Any) -> str:
+    """The JSON kind of a value `json.loads` returned."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def unknown_fields(fields: Mapping[str, str], known: Collection[str]) -> dict[str, str]:
+    """The entries of `fields` (name -> kind) whose name is not in `known` (exact match, as
+    the parser matches names)."""
+    return {name: kind for name, kind in fields.items() if name not in known}
+
+
+def new_field_reason(unknown: Mapping[str, str], known: Collection[str],
+                     policy: OnNewField) -> str | None:
+    """Why a record with these unknown top-level fields goes to the dead-letter table, or
+    None when it is written (its unknown fields dropped, or added as columns by `evolve`).
+
+    Under `dead-letter` every such record is dead-lettered; under `evolve` only one whose
+    field cannot become a column: a name that differs from a column only in case (Hive's
+    names are case-insensitive) or is not a Hive identifier. `fail` and `ignore` keep the
+    record: the driver stops the query, or counts it.
+    """
+    if not unknown or policy in ("fail", "ignore"):
+        return None
+    if policy == "dead-letter":
+        listed = ", ".join(f"{name!r} (a JSON {kind})" for name, kind in sorted(unknown.items()))
+        return (f"new field {listed} is not a column of the table (--on-new-field "
+                "dead-letter; add it with `ingest alter --add-columns`, or stream with "
+                "--on-new-field evolve)")
+    lowered = {name.lower(): name for name in known}
+    for name in sorted(unknown):
+        if name.lower() in lowered:
+            return (f"new field {name!r} differs from column {lowered[name.lower()]!r} only in "
+                    "case, and Hive column names are case-insensitive, so it cannot be added "
+                    "(rename the field in the producer)")
+        if not _COLUMN_NAME.fullmatch(name):
+            return (f"new field {name!r} is not a Hive column name (letters, digits and _, "
+                    "not starting with a digit), so it cannot be added")
+    return None
+
+
+@dataclass(frozen=True)
+class FieldSeen:
+    """A new field as the tasks of a micro-batch saw it.
+
+    Attributes:
+        kinds: the JSON kinds of its values, sorted.
+        records: how many records held it.
+        topic, partition, offset: the first record (lowest) that held it.
+    """
+
+    kinds: tuple[str, ...]
+    records: int
+    topic: str
+    partition: int
+    offset: int
+
+    def merged(self, other: FieldSeen) -> FieldSeen:
+        first = min((self.topic, self.partition, self.offset),
+                    (other.topic, other.partition, other.offset))
+        return FieldSeen(tuple(sorted({*self.kinds, *other.kinds})),
+                         self.records + other.records, *first)
+
+
+def merge_fields(*seen: Mapping[str, FieldSeen]) -> dict[str, FieldSeen]:
+    """One FieldSeen per name over several tasks' reports."""
+    out: dict[str, FieldSeen] = {}
+    for one in seen:
+        for name, f in one.items():
+            out[name] = f if name not in out else out[name].merged(f)
+    return dict(sorted(out.items()))
+
+
+def fields_seen(records: Iterable[tuple[Mapping[str, str], str, int, int]]
+                ) -> dict[str, FieldSeen]:
+    """Aggregate (unknown fields, topic, partition, offset) of single records."""
+    out: dict[str, FieldSeen] = {}
+    for fields, topic, partition, offset in records:
+        for name, kind in fields.items():
+            one = FieldSeen((kind,), 1, topic, partition, offset)
+            out[name] = one if name not in out else out[name].merged(one)
+    return out
+
+
+def column_type(kinds: Collection[str], override: str | None = None) -> str | None:
+    """The Hive type of the column a new field becomes, conservatively: BIGINT when every
+    value is an integer, DOUBLE for numbers, BOOLEAN, STRING for strings, objects and arrays
+    (JSON text) and for mixed kinds; `override` (--evolve-type) when given; None when the
+    field only held nulls (no type to infer: the field is not added yet)."""
+    if override is not None:
+        return override
+    values = set(kinds) - {"null"}
+    if not values:
+        return None
+    if values <= {"integer", "number"}:
+        return "DOUBLE" if "number" in values else "BIGINT"
+    if len(values) == 1:
+        return _SIMPLE[next(iter(values))]
+    return "STRING"
+
+
+def new_columns(seen: Mapping[str, FieldSeen], known: Collection[str],
+                overrides: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(name, Hive type) of the columns to add for a micro-batch's new fields, in name order:
+    those not yet columns (a column another writer added meanwhile is not added twice), that
+    can be columns (`new_field_reason`), and held a value that is not null."""
+    lowered = {name.lower() for name in known}
+    out: list[tuple[str, str]] = []
+    for name, f in sorted(seen.items()):
+        if name.lower() in lowered or not _COLUMN_NAME.fullmatch(name):
+            continue
+        kind = column_type(f.kinds, overrides.get(name))
+        if kind is not None:
+            out.append((name, kind))
+    return out
+
+
+__all__ = [
+    "KINDS",
+    "FieldSeen",
+    "column_type",
+    "fields_seen",
+    "json_kind",
+    "merge_fields",
+    "new_columns",
+    "new_field_reason",
+    "unknown_fields",
+]
