@@ -79,12 +79,12 @@ class FieldSeen:
     """A new field as the tasks of a micro-batch saw it.
 
     Attributes:
-        kinds: the JSON kinds of its values, sorted.
+        kinds: how many of its values had each JSON kind (name order).
         records: how many records held it.
         topic, partition, offset: the first record (lowest) that held it.
     """
 
-    kinds: tuple[str, ...]
+    kinds: dict[str, int]
     records: int
     topic: str
     partition: int
@@ -93,8 +93,9 @@ class FieldSeen:
     def merged(self, other: FieldSeen) -> FieldSeen:
         first = min((self.topic, self.partition, self.offset),
                     (other.topic, other.partition, other.offset))
-        return FieldSeen(tuple(sorted({*self.kinds, *other.kinds})),
-                         self.records + other.records, *first)
+        kinds = {k: self.kinds.get(k, 0) + other.kinds.get(k, 0)
+                 for k in sorted({*self.kinds, *other.kinds})}
+        return FieldSeen(kinds, self.records + other.records, *first)
 
 
 def merge_fields(*seen: Mapping[str, FieldSeen]) -> dict[str, FieldSeen]:
@@ -112,42 +113,66 @@ def fields_seen(records: Iterable[tuple[Mapping[str, str], str, int, int]]
     out: dict[str, FieldSeen] = {}
     for fields, topic, partition, offset in records:
         for name, kind in fields.items():
-            one = FieldSeen((kind,), 1, topic, partition, offset)
+            one = FieldSeen({kind: 1}, 1, topic, partition, offset)
             out[name] = one if name not in out else out[name].merged(one)
     return out
 
 
-def column_type(kinds: Collection[str], override: str | None = None) -> str | None:
-    """The Hive type of the column a new field becomes, conservatively: BIGINT when every
-    value is an integer, DOUBLE for numbers, BOOLEAN, STRING for strings, objects and arrays
-    (JSON text) and for mixed kinds; `override` (--evolve-type) when given; None when the
-    field only held nulls (no type to infer: the field is not added yet)."""
+# Ties between kinds of one field go to the first group here (STRING holds the most).
+_GROUPS = ("string", "object", "array", "numeric", "boolean")
+
+
+def column_type(kinds: Mapping[str, int] | Collection[str],
+                override: str | None = None) -> str | None:
+    """The Hive type of the column a new field becomes, conservatively: `override`
+    (--evolve-type) when given; else BIGINT when its values are integers, DOUBLE when they
+    are numbers, BOOLEAN, STRING for strings, objects and arrays (JSON text); when the
+    values' kinds are mixed, the kind most of them have decides (integers and numbers
+    counting together), so the fewer conflicting values are dead-lettered, and a tie goes
+    to STRING; None when the field only held nulls (no type to infer: not added yet).
+
+    Args:
+        kinds: how many values had each JSON kind (or just the kinds, each counted once).
+        override: the type --evolve-type gives the field.
+    """
     if override is not None:
         return override
-    values = set(kinds) - {"null"}
-    if not values:
+    counts = dict(kinds) if isinstance(kinds, Mapping) else dict.fromkeys(kinds, 1)
+    counts.pop("null", None)
+    counts = {k: v for k, v in counts.items() if v > 0}
+    if not counts:
         return None
-    if values <= {"integer", "number"}:
-        return "DOUBLE" if "number" in values else "BIGINT"
-    if len(values) == 1:
-        return _SIMPLE[next(iter(values))]
-    return "STRING"
+    groups: dict[str, int] = {}
+    for kind, count in counts.items():
+        group = "numeric" if kind in ("integer", "number") else kind
+        groups[group] = groups.get(group, 0) + count
+    best = max(groups.values())
+    group = next(g for g in _GROUPS if groups.get(g) == best)
+    if group == "numeric":
+        return "DOUBLE" if "number" in counts else "BIGINT"
+    return _SIMPLE[group]
 
 
 def new_columns(seen: Mapping[str, FieldSeen], known: Collection[str],
                 overrides: Mapping[str, str]) -> list[tuple[str, str]]:
     """(name, Hive type) of the columns to add for a micro-batch's new fields, in name order:
     those not yet columns (a column another writer added meanwhile is not added twice), that
-    can be columns (`new_field_reason`), and held a value that is not null."""
+    can be columns (`new_field_reason`), and held a value that is not null; of two names
+    differing only in case, the one of the earliest record."""
     lowered = {name.lower() for name in known}
+    # Two spellings of one name (Hive's names ignore case): the earliest record's one wins;
+    # records of the other are dead-lettered when the micro-batch is written again.
+    ordered = sorted(seen.items(), key=lambda kv: (kv[1].topic, kv[1].partition,
+                                                   kv[1].offset, kv[0]))
     out: list[tuple[str, str]] = []
-    for name, f in sorted(seen.items()):
+    for name, f in ordered:
         if name.lower() in lowered or not _COLUMN_NAME.fullmatch(name):
             continue
         kind = column_type(f.kinds, overrides.get(name))
         if kind is not None:
+            lowered.add(name.lower())
             out.append((name, kind))
-    return out
+    return sorted(out)
 
 
 __all__ = [

@@ -205,8 +205,7 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> list[TaskResult]:
         elif kind is ResultKind.CHANGES_APPLIED:
             out.append(ChangesApplied(json.loads(row["counts"])))
         elif kind is ResultKind.NEW_FIELDS:
-            fields = {n: FieldSeen(**{**f, "kinds": tuple(f["kinds"])})
-                      for n, f in json.loads(row["counts"]).items()}
+            fields = {n: FieldSeen(**f) for n, f in json.loads(row["counts"]).items()}
             out.append(NewFields(fields, row["rows"]))
         else:
             out.append(BadRecords(row["topic"], row["kafka_partition"], row["min_offset"],

@@ -665,8 +665,8 @@ def new_field_error(table: TableDefinition, seen: Mapping[str, FieldSeen],
     return SchemaMismatchError(
         f"Cannot write micro-batch {batch_id} into {table.name}: Kafka record "
         f"{first.topic}-{first.partition} offset {first.offset} has field {name!r} (a JSON "
-        f"{' or '.join(first.kinds)}, in {first.records:,} records), which the table has no "
-        f"column for{more}; nothing of the micro-batch was committed (--on-new-field fail)",
+        f"{' or '.join(sorted(first.kinds))}, in {first.records:,} records), which the table "
+        f"has no column for{more}; nothing of the micro-batch was committed (--on-new-field fail)",
         hint=f"add the column and restart (`ingest alter {table.location} --add-columns "
              f"\"{name} {kind}\"`), or restart with --on-new-field evolve, dead-letter or "
              "ignore")
