@@ -47,14 +47,22 @@ def test_new_top_level_fields_are_listed_with_their_kinds_and_left_out_of_the_ro
     parsed = parse_json_values(values(
         {"id": 1, "value": "a"}, {"id": 2, "color": "red", "n": 3},
         {"id": 3, "meta": {"a": [1]}, "tags": ["x"], "f": 1.5, "ok": True, "gone": None},
-        b'{"id": 4,\n "pretty": 1}'), SCHEMA)
+        b'{"id": 4,\n "pretty": 1}', {"id": 5, "nothing": None}), SCHEMA)
     assert parsed.rows.to_pylist() == [{"id": 1, "value": "a"}, {"id": 2, "value": None},
-                                       {"id": 3, "value": None}, {"id": 4, "value": None}]
+                                       {"id": 3, "value": None}, {"id": 4, "value": None},
+                                       {"id": 5, "value": None}]
     assert parsed.new_fields == [
         (1, {"color": "string", "n": "integer"}),
-        (2, {"meta": "object", "tags": "array", "f": "number", "ok": "boolean",
-             "gone": "null"}),
-        (3, {"pretty": "integer"})]
+        (2, {"meta": "object", "tags": "array", "f": "number", "ok": "boolean"}),
+        (3, {"pretty": "integer"})]  # a null value holds nothing new
+
+
+def test_new_fields_whose_kinds_differ_between_records_are_listed_too() -> None:
+    parsed = parse_json_values(values({"id": 1, "m": {"a": 1}, "k": 1},
+                                      {"id": 2, "m": {"a": "x"}, "k": "one"}), SCHEMA)
+    assert parsed.rows.column("id").to_pylist() == [1, 2]
+    assert parsed.new_fields == [(0, {"m": "object", "k": "integer"}),
+                                 (1, {"m": "object", "k": "string"})]
 
 
 def test_a_string_column_takes_a_nested_value_as_its_json_text() -> None:

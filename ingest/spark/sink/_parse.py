@@ -1,14 +1,14 @@
 """Parse Kafka record values (JSON objects) into Arrow rows of a table schema, on executors.
 
 The fast path hands a whole batch to pyarrow's JSON reader with the schema as its explicit
-schema (strict types, unknown fields an error). When that fails, or the row count does not
-match the record count, the batch is bisected until every bad record stands alone, so one bad
-record costs O(log n) parses; its reason names the field and the conflicting value when the
-record is JSON. A range that fails only for a field the schema lacks is scanned once with
-Python's json to list each record's new top-level fields (`ParsedValues.new_fields`, judged
-by `_fields`), then read ignoring them; so a batch without new fields pays nothing extra. A
-STRING column holding a JSON object or array takes its JSON text (as Spark's from_json does):
-such a column is then filled from the same scan. Values that are not UTF-8 or not a JSON
+schema (strict types; fields outside it inferred, which lists each record's new top-level
+fields, `ParsedValues.new_fields`, judged by `_fields`, at no extra cost). When that fails,
+or the row count does not match the record count, the batch is bisected until every bad
+record stands alone, so one bad record costs O(log n) parses; its reason names the field and
+the conflicting value when the record is JSON. A range whose new fields differ in kind
+between records (no one type to infer) is scanned once with Python's json instead, then read
+ignoring them. A STRING column holding a JSON object or array takes its JSON text (as
+Spark's from_json does): such a column is then filled from the same scan. Values that are not UTF-8 or not a JSON
 object are bad before parsing; decimals follow `ingest.table.values`. Knows Arrow and JSON,
 not ACID.
 """
@@ -122,7 +122,7 @@ class _NestedJson(Exception):
 
 
 _CHANGED = re.compile(r"Column\(/([^/)]+)\) changed from string to (object|array)")
-_UNEXPECTED = "unexpected field"
+_COLUMN = re.compile(r"Column\(/([^/)]+)")
 
 
 class _Parse:
@@ -141,8 +141,10 @@ class _Parse:
         self.good: list[pa.Array] = []
 
     def options(self, *, strict: bool, newlines: bool = False) -> pj.ParseOptions:
+        # strict: fields outside the schema are inferred (and become new_fields); else
+        # ignored, after `scan_new` listed them.
         return pj.ParseOptions(explicit_schema=self.read_schema, newlines_in_values=newlines,
-                               unexpected_field_behavior="error" if strict else "ignore")
+                               unexpected_field_behavior="infer" if strict else "ignore")
 
     def run(self, candidates: pa.Array
             ) -> tuple[pa.Table, pa.Array, list[tuple[int, str]], dict[int, dict[str, str]]]:
@@ -171,7 +173,7 @@ class _Parse:
             if obj is None:
                 keep.append(i)  # pyarrow's reader gives the reason
                 continue
-            unknown = {k: json_kind(v) for k, v in obj.items() if k not in self.known}
+            unknown = _unknown(obj, self.known)
             if unknown:
                 self.new[i] = unknown
             reason = None
@@ -202,10 +204,16 @@ class _Parse:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             table, error = None, _reason(e)
         if error is None and table is not None:
+            if table.num_columns > len(self.read_schema):
+                self.note_inferred(indices, table)
+                table = table.select(self.read_schema.names)
             self.tables.append(table)
             self.good.append(indices)
             return
-        if strict and error is not None and _UNEXPECTED in error:
+        column = _COLUMN.search(error or "")
+        if strict and column and column.group(1) not in self.known:
+            # New fields' values differ in kind between records, so pyarrow cannot infer
+            # one type: Python's json lists them instead.
             self.scan_new(indices)
             self.parse_range(indices, strict=False)
             return
@@ -231,13 +239,30 @@ class _Parse:
         self.parse_range(indices.slice(0, half), strict=strict)
         self.parse_range(indices.slice(half), strict=strict)
 
+    def note_inferred(self, indices: pa.Array, table: pa.Table) -> None:
+        """New fields from the columns pyarrow inferred beyond the schema (records whose
+        value for one is null or missing hold nothing new)."""
+        positions = indices.to_pylist()
+        new = self.new
+        for name in table.column_names:
+            if name in self.known:
+                continue
+            column = table.column(name)
+            kind = _arrow_kind(column.type)
+            for j in pc.indices_nonzero(pc.is_valid(column)).to_pylist():
+                i = positions[j]
+                if i in new:
+                    new[i][name] = kind
+                else:
+                    new[i] = {name: kind}
+
     def scan_new(self, indices: pa.Array) -> None:
         """New top-level fields of the records at `indices` (Python's json)."""
         for i, raw in zip(indices.to_pylist(), self.values.take(indices).to_pylist(),
                           strict=True):
             obj = _loads(raw)
             if obj is not None:
-                unknown = {k: json_kind(v) for k, v in obj.items() if k not in self.known}
+                unknown = _unknown(obj, self.known)
                 if unknown:
                     self.new[i] = unknown
 
@@ -248,6 +273,27 @@ class _Parse:
         f = self.schema.field(index)
         # Plain STRING only: VARCHAR(n) and CHAR(n) carry a length the text may exceed.
         return pa.types.is_string(f.type) and not (f.metadata or {}).get(b"hive.type")
+
+
+def _unknown(obj: dict[str, Any], known: set[str]) -> dict[str, str]:
+    """{name: JSON kind} of a record's fields outside the schema; a null value holds
+    nothing, so its field is not new (pyarrow's inference cannot tell it from missing)."""
+    return {k: json_kind(v) for k, v in obj.items() if k not in known and v is not None}
+
+
+def _arrow_kind(t: pa.DataType) -> str:
+    """The JSON kind of values pyarrow inferred as `t`."""
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t):
+        return "number"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_struct(t):
+        return "object"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "array"
+    return "string"  # strings, and timestamps pyarrow recognised in them
 
 
 def _loads(raw: bytes | None) -> dict[str, Any] | None:
