@@ -162,10 +162,14 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
     if not parsed.new_fields:
         return parsed, None
     good = set(parsed.good.to_pylist())
-    holding = [(i, f) for i, f in parsed.new_fields if i in good]
+    known = known_fields(plan)
+    # A field named like a partition column that --partition-by computes has its place.
+    extra = set(known) - set(plan.parse_schema.names)
+    holding = [(i, {k: v for k, v in f.items() if k not in extra})
+               for i, f in parsed.new_fields if i in good]
+    holding = [(i, f) for i, f in holding if f]
     if not holding:
         return parsed, None
-    known = known_fields(plan)
     dead = {i: reason for i, f in holding
             if (reason := new_field_reason(f, known, plan.options.on_new_field)) is not None}
     if dead:
