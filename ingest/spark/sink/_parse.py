@@ -8,9 +8,9 @@ record stands alone, so one bad record costs O(log n) parses; its reason names t
 the conflicting value when the record is JSON. A range whose new fields differ in kind
 between records (no one type to infer) is scanned once with Python's json instead, then read
 ignoring them. A STRING column holding a JSON object or array takes its JSON text (as
-Spark's from_json does): such a column is then filled from the same scan. Values that are not UTF-8 or not a JSON
-object are bad before parsing; decimals follow `ingest.table.values`. Knows Arrow and JSON,
-not ACID.
+Spark's from_json does): such a column is then filled from the same scan. Values that are not
+UTF-8 or not a JSON object are bad before parsing; decimals follow `ingest.table.values`.
+Knows Arrow and JSON, not ACID.
 """
 
 from __future__ import annotations
@@ -140,21 +140,21 @@ class _Parse:
         self.tables: list[pa.Table] = []
         self.good: list[pa.Array] = []
 
-    def options(self, *, strict: bool, newlines: bool = False) -> pj.ParseOptions:
-        # strict: fields outside the schema are inferred (and become new_fields); else
+    def options(self, *, infer: bool, newlines: bool = False) -> pj.ParseOptions:
+        # infer: fields outside the schema are inferred (and become new_fields); else
         # ignored, after `scan_new` listed them.
         return pj.ParseOptions(explicit_schema=self.read_schema, newlines_in_values=newlines,
-                               unexpected_field_behavior="infer" if strict else "ignore")
+                               unexpected_field_behavior="infer" if infer else "ignore")
 
     def run(self, candidates: pa.Array
             ) -> tuple[pa.Table, pa.Array, list[tuple[int, str]], dict[int, dict[str, str]]]:
-        strict = True
+        infer = True
         if self.text_columns:
             # The JSON text of nested values comes from Python's parser, which lists new
             # fields on the way: pyarrow then reads the other columns ignoring them.
             candidates = self.scan(candidates)
-            strict = False
-        self.parse_range(candidates, strict=strict)
+            infer = False
+        self.parse_range(candidates, infer=infer)
         rows = pa.concat_tables(self.tables) if self.tables else self.read_schema.empty_table()
         good = pa.concat_arrays(self.good) if self.good else pa.array([], pa.int64())
         for name in self.text_columns:
@@ -192,13 +192,13 @@ class _Parse:
                 self.bad.append((i, reason))
         return pa.array(keep, pa.int64())
 
-    def parse_range(self, indices: pa.Array, *, strict: bool) -> None:
+    def parse_range(self, indices: pa.Array, *, infer: bool) -> None:
         n = len(indices)
         if n == 0:
             return
         subset = self.values.take(indices)
         try:
-            table = _read(_joined(subset), self.options(strict=strict))
+            table = _read(_joined(subset), self.options(infer=infer))
             error = None if table.num_rows == n else (f"{table.num_rows} JSON objects for {n} "
                                                       "records")
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -211,19 +211,19 @@ class _Parse:
             self.good.append(indices)
             return
         column = _COLUMN.search(error or "")
-        if strict and column and column.group(1) not in self.known:
+        if infer and column and column.group(1) not in self.known:
             # New fields' values differ in kind between records, so pyarrow cannot infer
             # one type: Python's json lists them instead.
             self.scan_new(indices)
-            self.parse_range(indices, strict=False)
+            self.parse_range(indices, infer=False)
             return
         nested = _CHANGED.search(error or "")
         if nested and self._holds_text(nested.group(1)):
             raise _NestedJson(nested.group(1))
         if n == 1:
-            if strict:
+            if infer:
                 self.scan_new(indices)
-            single = _parse_single(subset, self.options(strict=False, newlines=True),
+            single = _parse_single(subset, self.options(infer=False, newlines=True),
                                    error or "unparsable")
             if isinstance(single, str):
                 nested = _CHANGED.search(single)
@@ -236,8 +236,8 @@ class _Parse:
                 self.good.append(indices)
             return
         half = n // 2
-        self.parse_range(indices.slice(0, half), strict=strict)
-        self.parse_range(indices.slice(half), strict=strict)
+        self.parse_range(indices.slice(0, half), infer=infer)
+        self.parse_range(indices.slice(half), infer=infer)
 
     def note_inferred(self, indices: pa.Array, table: pa.Table) -> None:
         """New fields from the columns pyarrow inferred beyond the schema (records whose
