@@ -90,8 +90,10 @@ def test_parse_reports_each_bad_record_with_its_reason() -> None:
     assert sorted(reasons) == [1, 2, 3, 5, 6, 7]
     assert reasons[1] == "the record value is null"
     assert reasons[2] == "the record value is blank"
-    assert "Column(/id) changed from number to string" in reasons[3]
+    assert reasons[3] == ("field 'id': the JSON string \"x\" does not fit column id BIGINT "
+                          "(a type conflict)")
     assert reasons[5] == "expected one JSON object, found 2"
+    assert parsed.new_fields == [(8, {"extra": "boolean"})]
 
 
 def test_table_layout_and_trigger() -> None:

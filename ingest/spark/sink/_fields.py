@@ -110,12 +110,22 @@ def merge_fields(*seen: Mapping[str, FieldSeen]) -> dict[str, FieldSeen]:
 def fields_seen(records: Iterable[tuple[Mapping[str, str], str, int, int]]
                 ) -> dict[str, FieldSeen]:
     """Aggregate (unknown fields, topic, partition, offset) of single records."""
-    out: dict[str, FieldSeen] = {}
+    kinds: dict[str, dict[str, int]] = {}
+    counts: dict[str, int] = {}
+    first: dict[str, tuple[str, int, int]] = {}
     for fields, topic, partition, offset in records:
+        where = (topic, partition, offset)
         for name, kind in fields.items():
-            one = FieldSeen({kind: 1}, 1, topic, partition, offset)
-            out[name] = one if name not in out else out[name].merged(one)
-    return out
+            seen = kinds.get(name)
+            if seen is None:
+                kinds[name], counts[name], first[name] = {kind: 1}, 1, where
+                continue
+            seen[kind] = seen.get(kind, 0) + 1
+            counts[name] += 1
+            if where < first[name]:
+                first[name] = where
+    return {name: FieldSeen(dict(sorted(kinds[name].items())), counts[name], *first[name])
+            for name in sorted(kinds)}
 
 
 # Ties between kinds of one field go to the first group here (STRING holds the most).

@@ -110,7 +110,11 @@ def parse_json_values(values: pa.Array, schema: pa.Schema, *,
     rows, good_idx = _timestamps(rows, good_idx, schema, bad)
     bad.sort()
     return ParsedValues(rows.cast(schema) if rows.schema != schema else rows, good_idx, bad,
-                        skipped, sorted(new_fields.items()))
+                        skipped, sorted(new_fields.items(), key=_first))
+
+
+def _first(item: tuple[int, Any]) -> int:
+    return item[0]
 
 
 class _NestedJson(Exception):

@@ -161,13 +161,16 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
     still written (what the driver fails on, adds as columns, or counts)."""
     if not parsed.new_fields:
         return parsed, None
-    good = set(parsed.good.to_pylist())
     known = known_fields(plan)
+    holding = parsed.new_fields
+    if parsed.bad:  # new fields of bad records are not judged
+        good = set(parsed.good.to_pylist())
+        holding = [(i, f) for i, f in holding if i in good]
     # A field named like a partition column that --partition-by computes has its place.
     extra = set(known) - set(plan.parse_schema.names)
-    holding = [(i, {k: v for k, v in f.items() if k not in extra})
-               for i, f in parsed.new_fields if i in good]
-    holding = [(i, f) for i, f in holding if f]
+    if extra:
+        holding = [(i, f) for i, f in ((i, {k: v for k, v in f.items() if k not in extra})
+                                        for i, f in holding) if f]
     if not holding:
         return parsed, None
     dead = {i: reason for i, f in holding
@@ -180,10 +183,11 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
         holding = [(i, f) for i, f in holding if i not in dead]
     if not holding:
         return parsed, None
-    topics, partitions = batch.column("topic"), batch.column("partition")
-    offsets = batch.column("offset")
-    seen = fields_seen((f, topics[i].as_py(), partitions[i].as_py(), offsets[i].as_py())
-                       for i, f in holding)
+    at = pa.array([i for i, _ in holding], pa.int64())
+    where = zip(batch.column("topic").take(at).to_pylist(),
+                batch.column("partition").take(at).to_pylist(),
+                batch.column("offset").take(at).to_pylist(), strict=True)
+    seen = fields_seen((f, *w) for (_, f), w in zip(holding, where, strict=True))
     return parsed, NewFields(seen, len(holding))
 
 
