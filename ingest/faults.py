@@ -22,6 +22,7 @@ CRASH_POINTS = frozenset({
     "writer.after_footer",        # footer written and flushed, side-file entry not yet
     "writer.after_side_file",     # side-file entry written, transaction not committed
     "sink.before_commit",         # all files of a micro-batch written, commit not started
+    "sink.after_evolve",          # columns for new fields added, the micro-batch not rewritten
     "metastore.during_commit",    # inside the metastore's commit, before it is durable
     "compaction.before_commit",   # compacted directory written, not yet committed
     "compact.after_write",        # compaction output complete under hidden names

@@ -57,7 +57,8 @@ Examples:
       --schema "id BIGINT, value STRING, ts TIMESTAMP" --partition-by dt \\
       --checkpoint ./ck/events --available-now
   ingest stream ... --trigger 30s --txns-per-delta 10
-  ingest stream ... --mode cdc --key id --order-by updated_at""",
+  ingest stream ... --mode cdc --key id --order-by updated_at
+  ingest stream ... --on-new-field evolve --evolve-type tags=ARRAY<STRING>""",
 )
 @_stream_options
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")

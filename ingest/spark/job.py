@@ -222,10 +222,12 @@ def ensure_tables(location: str, layout: TableLayout, *,
                   metastore_url: str | None = None,
                   storage_options: Mapping[str, Any] | None = None,
                   buckets: int = 0, bucketed_by: tuple[str, ...] = (),
+                  allow_added_columns: bool = False,
                   ) -> tuple[TableDefinition, TableDefinition]:
     """Create the table and its dead-letter table when missing (with `storage_options`, the
     tables' fsspec options; `buckets` buckets by `bucketed_by`, for a keyed stream); check
-    them when present.
+    them when present (`allow_added_columns`: the table may have more columns after the
+    given ones, which --on-new-field evolve added).
 
     Raises:
         SchemaMismatchError: an existing table's columns or partitioning differ.
@@ -247,7 +249,7 @@ def ensure_tables(location: str, layout: TableLayout, *,
                      to_ddl(table.row_schema),
                      f" partitioned by {partitions[0]}" if partitions else "")
         else:
-            _check_existing(table, wanted)
+            _check_existing(table, wanted, allow_added_columns=allow_added_columns)
         dl_location = dead_letter_location(table.location)
         dead = store.find_table(dl_location)
         if dead is None:
@@ -258,14 +260,17 @@ def ensure_tables(location: str, layout: TableLayout, *,
     return table, dead
 
 
-def _check_existing(table: TableDefinition, wanted: TableDefinition) -> None:
+def _check_existing(table: TableDefinition, wanted: TableDefinition, *,
+                    allow_added_columns: bool = False) -> None:
     found, expected = table.row_schema, wanted.row_schema
+    if allow_added_columns and len(found) > len(expected):
+        found = pa.schema(list(found)[:len(expected)])
     same = found.names == expected.names and all(
         a.type == b.type for a, b in zip(found, expected, strict=True))
     if not same:
         raise SchemaMismatchError(
             f"Cannot stream into table {table.name} at {table.location}: it has columns "
-            f"({to_ddl(found)}) but --schema gives ({to_ddl(expected)})",
+            f"({to_ddl(table.row_schema)}) but --schema gives ({to_ddl(expected)})",
             hint="pass the table's own schema, or write to a new --table location")
     if tuple(table.partition_columns) != tuple(wanted.partition_columns):
         raise SchemaMismatchError(
@@ -467,7 +472,9 @@ def run_stream(
     target, dead_table = ensure_tables(table, layout, metastore_url=url,
                                        storage_options=storage_options,
                                        buckets=keyed.bucket_count if keyed else 0,
-                                       bucketed_by=keyed.bucket_columns if keyed else ())
+                                       bucketed_by=keyed.bucket_columns if keyed else (),
+                                       allow_added_columns=(
+                                           options.sink.on_new_field == "evolve"))
     checkpoint = options.checkpoint
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:

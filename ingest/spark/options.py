@@ -14,6 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+import pyarrow as pa
+
+from ingest.acid.format import parse_schema, to_ddl
 from ingest.errors import ConfigError
 from ingest.io import parse_storage_options
 from ingest.spark.kafka import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
@@ -27,6 +30,7 @@ StreamMode = Literal["append", "upsert", "cdc"]
 CdcFormat = Literal["debezium"]
 ValueFormat = Literal["json", "avro"]
 LogFormat = Literal["text", "json"]
+OnNewField = Literal["dead-letter", "fail", "ignore", "evolve"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -117,7 +121,7 @@ class SinkOptions:
                      "--avro-schema FILE, or --schema-registry URL for Confluent's framing: "
                      "magic byte 0, a 4-byte schema id, the Avro body). Avro writer schemas "
                      "resolve to the table's columns: fields missing are null, extra fields "
-                     "ignored.")
+                     "go by --on-new-field.")
     avro_schema: str | None = _option(
         None, metavar="FILE", help="With --value-format avro: the writers' Avro schema (a "
                                    ".avsc JSON file, read once on the driver) of values in "
@@ -127,11 +131,26 @@ class SinkOptions:
                                   "registry (http://host:8081) giving each value's writer "
                                   "schema by the id in its header.")
 
+    on_new_field: OnNewField = _option(
+        "dead-letter", help="A record with a top-level field the table has no column for: "
+                            "'dead-letter' keeps the whole record in <table>__dead_letter "
+                            "with the field named (nothing is dropped silently); 'fail' stops "
+                            "the query before committing the micro-batch; 'ignore' drops the "
+                            "field (counted); 'evolve' adds a nullable column for it (BIGINT, "
+                            "DOUBLE, BOOLEAN or STRING by its JSON values; objects and arrays "
+                            "as STRING holding JSON) before writing the micro-batch.")
+    evolve_types: tuple[str, ...] = _option(
+        (), flag="--evolve-type", metavar="FIELD=TYPE", help=(
+            "With --on-new-field evolve: the Hive type of a new field's column instead of the "
+            "inferred one (repeatable), e.g. tags=ARRAY<STRING> or price=DECIMAL(10,2)."))
+
     def __post_init__(self) -> None:
         """Raises: ConfigError: a value is out of its bounds or not one of its choices, or
-        the keyed options do not fit --mode."""
+        the keyed options do not fit --mode, or an --evolve-type does not parse."""
+        object.__setattr__(self, "evolve_types", tuple(self.evolve_types or ()))
         _check(self)
         self._check_value_format()
+        self.evolve_type_map  # noqa: B018 (parsing is the check)
         if self.mode == "append":
             given = [f for f, v in (("--key", self.key), ("--order-by", self.order_by)) if v]
             if given:
@@ -175,6 +194,20 @@ class SinkOptions:
     def key_columns(self) -> tuple[str, ...]:
         """`--key` split at commas (empty in append mode)."""
         return tuple(c.strip() for c in (self.key or "").split(",") if c.strip())
+
+    @property
+    def evolve_type_map(self) -> dict[str, str]:
+        """`--evolve-type FIELD=TYPE` items by field name, each type a Hive type (checked).
+
+        Raises:
+            ConfigError: an item is not FIELD=TYPE, names a field twice, or TYPE is not a
+                Hive type, or --evolve-type is given without --on-new-field evolve.
+        """
+        if self.evolve_types and self.on_new_field != "evolve":
+            raise ConfigError(f"--evolve-type applies to --on-new-field evolve, not "
+                              f"--on-new-field {self.on_new_field}",
+                              hint="add --on-new-field evolve")
+        return parse_evolve_types(self.evolve_types)
 
     @property
     def keyed(self) -> bool:
@@ -323,6 +356,33 @@ class StreamOptions:
         return options
 
 
+def parse_evolve_types(items: tuple[str, ...]) -> dict[str, str]:
+    """`FIELD=TYPE` items as {field: Hive type}; each type checked by the DDL parser.
+
+    Raises:
+        ConfigError: an item is not FIELD=TYPE, a field is named twice, or TYPE is not a Hive
+            type.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, kind = item.partition("=")
+        name, kind = name.strip(), kind.strip()
+        if not sep or not name or not kind:
+            raise ConfigError(f"--evolve-type {item!r} is not FIELD=TYPE",
+                              hint="e.g. --evolve-type tags=ARRAY<STRING>")
+        if name in out:
+            raise ConfigError(f"--evolve-type names field {name!r} twice")
+        try:
+            column = parse_schema(f"`{name.replace('`', '``')}` {kind}")
+        except ConfigError as e:
+            raise ConfigError(f"--evolve-type {item!r}: {kind!r} is not a Hive type ({e})",
+                              hint="e.g. BIGINT, DOUBLE, STRING, DECIMAL(10,2), "
+                                   "ARRAY<STRING>, STRUCT<a:BIGINT>") from None
+        # The type as Hive spells it (upper case, canonical), without the column's name.
+        out[name] = to_ddl(pa.schema([column.field(0).with_name("c")])).split(" ", 1)[1]
+    return out
+
+
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _SERVER = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})")
 
@@ -452,6 +512,7 @@ __all__ = [
     "LogFormat",
     "Maintenance",
     "OnBadRecord",
+    "OnNewField",
     "OnTombstone",
     "OptionSpec",
     "SinkOptions",
@@ -460,5 +521,6 @@ __all__ = [
     "ValueFormat",
     "add_arguments",
     "option_specs",
+    "parse_evolve_types",
     "stream_trigger",
 ]

@@ -61,7 +61,8 @@ def _start_job(servers: str, topic: str, target: Target, checkpoint: Path, log: 
     args = [sys.executable, str(JOB), "--bootstrap-servers", servers, "--topic", topic,
             "--table", target.location, "--schema", "id BIGINT, value STRING",
             "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "100",
-            "--trigger", "1", "--compact", "off", *target.option_args()]
+            "--trigger", "1", "--compact", "off", "--on-new-field", "ignore",  # ts, dt dropped
+            *target.option_args()]
     if available_now:
         args.append("--available-now")
     with log.open("ab") as out:

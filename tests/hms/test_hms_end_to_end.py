@@ -132,7 +132,7 @@ def _stream(servers: str, topic: str, warehouse: Path, uri: str) -> Iterator[
              "--table", str(warehouse / "events"), "--schema", SCHEMA,
              "--checkpoint", str(warehouse / "checkpoint"), "--metastore", uri,
              "--trigger", "1", "--max-offsets-per-trigger", "20",
-             "--maintenance-interval-s", "0"],
+             "--maintenance-interval-s", "0", "--on-new-field", "ignore"],  # ts, dt dropped
             env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
         try:
             yield job, log

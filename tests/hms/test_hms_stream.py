@@ -60,7 +60,8 @@ def _job_args(servers: str, topic: str, warehouse: Path, uri: str, *extra: str) 
     return [sys.executable, str(JOB), "--bootstrap-servers", servers, "--topic", topic,
             "--table", str(warehouse / "events"), "--schema", SCHEMA,
             "--checkpoint", str(warehouse / "checkpoint"), "--metastore", uri,
-            "--max-offsets-per-trigger", "50", "--compact", "off", "--clean", "off", *extra]
+            "--max-offsets-per-trigger", "50", "--compact", "off", "--clean", "off",
+            "--on-new-field", "ignore", *extra]  # sample events' ts and dt are dropped
 
 
 def _job(servers: str, topic: str, warehouse: Path, uri: str, *extra: str,

@@ -2,7 +2,8 @@
 schema registry stand-in (tests/schema_registry_standin.py, its own process).
 
 `ingest create --schema-from-avro SUBJECT` makes the table from the registry; writers of three
-schema versions (the table's, one with an extra field, one without a nullable field) and
+schema versions (the table's, one with a new field that --on-new-field evolve adds as a column,
+one without a nullable field) and
 records that cannot be decoded go through one `--available-now` run.
 """
 
@@ -87,7 +88,7 @@ def test_confluent_avro_values_stream_through_schema_versions_and_bad_ones_are_d
     summary = run_stream(
         spark, bootstrap_servers=kafka_broker, topic=topic, table=location,
         checkpoint=str(warehouse / "ck"), available_now=True, kafka_timeout_s=10,
-        value_format="avro", schema_registry=schema_registry)
+        value_format="avro", schema_registry=schema_registry, on_new_field="evolve")
     assert summary.rows == 300 and summary.dead_letters == 3  # type: ignore[union-attr]
 
     with Metastore.open(default_metastore_url(location)) as store:
@@ -100,9 +101,9 @@ def test_confluent_avro_values_stream_through_schema_versions_and_bad_ones_are_d
         expected = order(r["id"])
         assert r["ts"] == expected["ts"] and r["amount"] == expected["amount"]
         assert r["items"] == expected["items"]
-        # Writer V0 has no `note`: null; V2's extra `channel` is not a column.
+        # Writer V0 has no `note`: null; V2's new `channel` became a column (evolve).
         assert r["note"] == (None if r["id"] % 3 == 2 else expected["note"])
-    assert "channel" not in rows[0]
+        assert r["channel"] == ("app" if r["id"] % 3 == 1 else None)
     assert len(dead) == 3
     for d in dead:
         assert bad[d["value"]] in d["error"], d

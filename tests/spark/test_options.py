@@ -32,7 +32,7 @@ def test_flags_and_defaults() -> None:
         "--txns-per-delta",
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
         "--mode", "--key", "--cdc-format", "--order-by",
-        "--value-format", "--avro-schema", "--schema-registry",
+        "--value-format", "--avro-schema", "--schema-registry", "--on-new-field", "--evolve-type",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
         "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option",
         "--log-format", "--commit-offsets-to-group"]
@@ -48,11 +48,13 @@ def test_flags_and_defaults() -> None:
         "--file-layout": "partition", "--writer-split-rows": 1_000_000,
         "--mode": "append", "--key": None, "--cdc-format": "debezium", "--order-by": None,
         "--value-format": "json", "--avro-schema": None, "--schema-registry": None,
+        "--on-new-field": "dead-letter", "--evolve-type": (),
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
         "--storage-option": (), "--log-format": "text", "--commit-offsets-to-group": None}
-    assert [f for f, s in specs.items() if s.multiple] == ["--storage-option"]
+    assert [f for f, s in specs.items() if s.multiple] == ["--evolve-type", "--storage-option"]
+    assert specs["--on-new-field"].choices == ("dead-letter", "fail", "ignore", "evolve")
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
     assert specs["--on-bad-record"].choices == ("dead-letter", "fail")

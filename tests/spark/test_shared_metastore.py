@@ -40,7 +40,8 @@ def _job(servers: str, topic: str, table: str, checkpoint: Path, metastore: str,
             [sys.executable, str(JOB), "--bootstrap-servers", servers, "--topic", topic,
              "--table", table, "--schema", "id BIGINT, value STRING",
              "--checkpoint", str(checkpoint), "--available-now", "--metastore", metastore,
-             "--max-offsets-per-trigger", "60", "--compact", "off", "--master", "local[1]"],
+             "--max-offsets-per-trigger", "60", "--compact", "off", "--master", "local[1]",
+             "--on-new-field", "ignore"],  # sample events' ts and dt are dropped
             env=_env(), stdout=out, stderr=subprocess.STDOUT)
 
 

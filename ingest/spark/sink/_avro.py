@@ -5,20 +5,20 @@ wire format (`--schema-registry URL`: magic byte 0, a 4-byte big-endian schema i
 body), whose writer schema the registry gives by id (cached per process). Each writer schema
 is resolved once against the table, as Avro's schema resolution does: columns match fields by
 name (case-insensitively, as Hive's names), a column the writer lacks is null, a field the
-table lacks is a *new field* (`AvroParsed.new_fields`, ignored by default as JSON values'
-unknown fields are), a field whose type does not fit its column (Avro's promotions int ->
-long -> float -> double allowed) makes every record of that writer schema bad. A record that
-cannot be decoded (no magic byte, an unknown schema id, truncated or trailing bytes, a value
-outside its column) is bad with its reason; the others go on. Knows Avro and Arrow, not ACID.
+table lacks is a *new field* (`ParsedValues.new_fields`, with the JSON kind its Avro type
+holds, judged by --on-new-field as JSON values' new fields are), a field whose type does not
+fit its column (Avro's promotions int -> long -> float -> double allowed) makes every record
+of that writer schema bad. A record that cannot be decoded (no magic byte, an unknown schema
+id, truncated or trailing bytes, a value outside its column) is bad with its reason; the
+others go on. Knows Avro and Arrow, not ACID.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 import pyarrow as pa
@@ -35,7 +35,6 @@ from ingest.table import avro_fields, hive_type_to_arrow, load_avro_schema
 if TYPE_CHECKING:
     from ingest.spark.options import SinkOptions
 
-NewFieldPolicy = Literal["ignore", "dead-letter"]
 # What a damaged or mismatched body raises inside fastavro's reader.
 _DECODE_ERRORS = (EOFError, ValueError, IndexError, KeyError, TypeError, OverflowError)
 
@@ -62,44 +61,30 @@ class AvroFormat:
 
 
 @dataclass(frozen=True)
-class AvroParsed(ParsedValues):
-    """`ParsedValues` of Avro records, and the new fields each record's writer had.
-
-    Attributes:
-        new_fields: input index -> top-level writer fields the table has no column for (only
-            records that had some); the hook for an --on-new-field policy.
-    """
-
-    new_fields: dict[int, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class _Resolution:
     """One writer schema against the table: how to read it and what it cannot give."""
 
     parsed: Any  # fastavro's parsed writer schema
     columns: tuple[tuple[str, str | None], ...]  # (table column, writer field or None)
-    extra: tuple[str, ...]
+    extra: dict[str, str]  # writer fields the table lacks -> the JSON kind of their values
     problem: str | None = None
 
 
 def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
-                       skip_tombstones: bool = False,
-                       on_new_field: NewFieldPolicy = "ignore") -> AvroParsed:
+                       skip_tombstones: bool = False) -> ParsedValues:
     """Decode each value as one Avro record and make the table's rows of it.
 
     A record is bad when its value is null (a tombstone, unless skip_tombstones), is not
     framed (registry), names a schema id the registry does not have, has a writer schema
     that does not fit the table, is truncated or has bytes after its record, or holds a value
-    its column cannot (a timestamp outside 1677-2262, a decimal beyond its precision); with
-    on_new_field="dead-letter" also when its writer has fields the table lacks.
+    its column cannot (a timestamp outside 1677-2262, a decimal beyond its precision). A
+    writer's fields that the table lacks are the record's `new_fields`, for --on-new-field.
 
     Args:
         values: the Kafka values (binary).
         schema: the columns to produce (the table's row columns and a bare partition field).
         avro: the values' framing and writer schema source.
         skip_tombstones: leave null values out (`ParsedValues.skipped`) instead of bad.
-        on_new_field: what a record whose writer has fields the table lacks becomes.
 
     Returns:
         The rows, good and bad indices, skipped tombstones and new fields per record.
@@ -110,7 +95,7 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     """
     bad: list[tuple[int, str]] = []
     skipped: list[int] = []
-    new_fields: dict[int, tuple[str, ...]] = {}
+    new_fields: dict[int, dict[str, str]] = {}
     good: list[int] = []
     records: list[dict[str, Any]] = []
     resolutions: list[_Resolution] = []
@@ -146,10 +131,6 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
             bad.append((i, how.problem))
             continue
         if how.extra:
-            if on_new_field == "dead-letter":
-                bad.append((i, f"the writer's field(s) {', '.join(how.extra)} are not columns "
-                               "of the table"))
-                continue
             new_fields[i] = how.extra
         record = _read_record(body, how)
         if isinstance(record, str):
@@ -162,7 +143,8 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     bad.sort()
     for i, _ in bad:
         new_fields.pop(i, None)
-    return AvroParsed(rows, pa.array(kept, pa.int64()), bad, skipped, new_fields)
+    return ParsedValues(rows, pa.array(kept, pa.int64()), bad, skipped,
+                        sorted(new_fields.items()))
 
 
 def _read_record(body: bytes | memoryview, how: _Resolution) -> dict[str, Any] | str:
@@ -226,6 +208,19 @@ def _convert_problem(value: Any, t: pa.DataType) -> str | None:
     return None
 
 
+# The JSON kind an Avro field's values have, so --on-new-field judges (and evolve types) them
+# as it does JSON values' new fields.
+_KIND_OF_TYPE = (("TINYINT", "integer"), ("SMALLINT", "integer"), ("INT", "integer"),
+                 ("BIGINT", "integer"), ("FLOAT", "number"), ("DOUBLE", "number"),
+                 ("DECIMAL", "number"), ("BOOLEAN", "boolean"), ("STRUCT", "object"),
+                 ("MAP", "object"), ("ARRAY", "array"))
+
+
+def _json_kind(hive_type: str | None) -> str:
+    head = (hive_type or "STRING").split("(", 1)[0].split("<", 1)[0].strip().upper()
+    return dict(_KIND_OF_TYPE).get(head, "string")
+
+
 @lru_cache(maxsize=256)
 def _resolve(writer_text: str, schema: pa.Schema, what: str) -> _Resolution:
     """Resolve one writer schema against the table's columns (once per process and schema)."""
@@ -235,7 +230,7 @@ def _resolve(writer_text: str, schema: pa.Schema, what: str) -> _Resolution:
         fields = avro_fields(writer, what=what)
     except (ConfigError, SchemaParseException, UnknownType, ValueError, TypeError) as e:
         text = e.message if isinstance(e, ConfigError) else f"{what} is not valid Avro: {e}"
-        return _Resolution(None, (), (), text)
+        return _Resolution(None, (), {}, text)
     by_name = {f.name.lower(): f for f in fields}
     columns: list[tuple[str, str | None]] = []
     problems: list[str] = []
@@ -253,7 +248,7 @@ def _resolve(writer_text: str, schema: pa.Schema, what: str) -> _Resolution:
             problems.append(f"field {f.name!r} is {f.hive_type}, column {column.name!r} is "
                             f"{_hive(column.type)}{problem}")
     known = {c.name.lower() for c in schema}
-    extra = tuple(f.name for f in fields if f.name.lower() not in known)
+    extra = {f.name: _json_kind(f.hive_type) for f in fields if f.name.lower() not in known}
     if problems:
         return _Resolution(parsed, tuple(columns), extra,
                            f"{what} does not fit the table: {'; '.join(problems)}")
@@ -354,6 +349,6 @@ def avro_format_of(text: str | None, registry_url: str | None, *,
     return avro
 
 
-__all__ = ["AvroFormat", "AvroParsed", "NewFieldPolicy", "avro_format", "avro_format_of",
+__all__ = ["AvroFormat", "avro_format", "avro_format_of",
            "check_writer_schema",
            "decode_avro_values"]

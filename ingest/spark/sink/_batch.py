@@ -21,12 +21,14 @@ import pyarrow as pa
 
 from ingest.acid.format import write_acid_version_file
 from ingest.errors import BadRecordError, IngestError
+from ingest.spark.sink._fields import merge_fields
 from ingest.spark.sink._keyed import KEYED_FIELDS, parse_changes_task, write_changes_task
 from ingest.spark.sink._results import (
     RESULT_DDL,
     BadRecords,
     ChangesApplied,
     FileWritten,
+    NewFields,
     OffsetsRead,
     TaskResult,
     Tombstones,
@@ -74,6 +76,13 @@ class BatchReport:
         changes: --mode upsert|cdc: what the changes did, summed over the tasks (`rows` then
             counts the new rows written, `files` the delete- and insert-event files).
         records_read: Kafka records the tasks read (good, bad and tombstones).
+        new_fields: names of top-level fields that written records held and the table has
+            no column for (--on-new-field ignore; records dead-lettered for them not
+            included).
+        new_field_records: written records that held such a field: with --on-new-field
+            ignore, the records whose new fields were dropped.
+        added_columns: --on-new-field evolve: the columns this micro-batch added, as
+            "name TYPE".
     """
 
     batch_id: int
@@ -93,6 +102,9 @@ class BatchReport:
     commit_seconds: float = 0.0
     changes: ChangeCounts | None = None
     records_read: int = 0
+    new_fields: tuple[str, ...] = ()
+    new_field_records: int = 0
+    added_columns: tuple[str, ...] = ()
 
     def line(self) -> str:
         if self.skipped:
@@ -108,7 +120,14 @@ class BatchReport:
                 f"{self.dead_letters:,} dead letters, {self.tombstones:,} tombstones "
                 f"({'skipped' if self.on_tombstone == 'skip' else 'dead-lettered'}), "
                 f"{self.files} files, {self.bytes:,} bytes, "
-                f"{self.seconds:.2f} s{lag}")
+                f"{self.seconds:.2f} s{lag}{self._fields_note()}")
+
+    def _fields_note(self) -> str:
+        added = f"; added columns {', '.join(self.added_columns)}" if self.added_columns else ""
+        if self.new_field_records:
+            added += (f"; {self.new_field_records:,} records held fields the table lacks "
+                      f"({', '.join(self.new_fields)}), dropped (--on-new-field ignore)")
+        return added
 
 
 def run_tasks(batch_df: DataFrame, plan: TaskPlan, *,
@@ -216,8 +235,12 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
     if plan.mode != "append":
         changes = ChangeCounts(**{f.name: type(f.default)(sum(c.get(f.name, 0) for c in applied))
                                   for f in fields(ChangeCounts)})
+    new = [r for r in results if isinstance(r, NewFields)]
+    seen = merge_fields(*(r.fields for r in new))
     return BatchReport(
-        batch_id, plan.write_id, changes=changes,
+        batch_id, plan.write_id, changes=changes, new_fields=tuple(seen),
+        new_field_records=(sum(r.records for r in new)
+                           if plan.options.on_new_field == "ignore" else 0),
         rows=sum(f.rows for f in files if f.target == "table" and not _deletes(f)),
         dead_letters=sum(f.rows for f in files if f.target == "dead_letter"),
         files=len(files), bytes=sum(f.bytes for f in files), offsets=offsets,

@@ -39,6 +39,7 @@ from ingest.spark.sink._tasks import (
     META_BUCKET,
     META_ERROR,
     META_KEY,
+    META_NEW_FIELDS,
     META_OFFSET,
     META_PARTITION,
     META_SLOT,
@@ -47,6 +48,9 @@ from ingest.spark.sink._tasks import (
     META_VALUE,
     TaskPlan,
     _TaskWriter,
+    judge_new_fields,
+    new_fields_column,
+    parsed_new_fields,
 )
 from ingest.table import OP_RANK, ChangeBatch, Written, resolve, write_changes
 
@@ -134,7 +138,8 @@ def parse_changes_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
         errors: list[str | None] = [e[3] for e in events]
         # Bad ones are None: the JSON reader skips them (as tombstones) and keeps positions.
         images = pa.array([e[0] if e[3] is None else None for e in events], pa.binary())
-        parsed = parse_json_values(images, plan.parse_schema, skip_tombstones=True)
+        parsed, _ = judge_new_fields(
+            plan, parse_json_values(images, plan.parse_schema, skip_tombstones=True), batch)
         for i, reason in parsed.bad:
             errors[i] = reason
         rows = parsed.rows
@@ -158,6 +163,7 @@ def parse_changes_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
             META_OFFSET: batch.column("offset"), META_ERROR: error,
             META_TOMBSTONE: pc.is_null(batch.column("value")),
             META_SLOT: pa.array(np.zeros(n, dtype=np.int32)),
+            META_NEW_FIELDS: new_fields_column(parsed, n),
             META_DELETE: pa.array(deletes), META_RANK: pa.array([e[2] for e in events],
                                                                 pa.int32()),
         }
@@ -241,6 +247,9 @@ def write_changes_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
                                            entry.rows))
             results.append(ChangesApplied(asdict(counts)))
         results += writer.finish()
+        new = parsed_new_fields(table)
+        if new is not None:
+            results.append(new)
     except BaseException:
         writer.abandon()
         written.remove()

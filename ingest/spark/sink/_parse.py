@@ -1,23 +1,33 @@
 """Parse Kafka record values (JSON objects) into Arrow rows of a table schema, on executors.
 
 The fast path hands a whole batch to pyarrow's JSON reader with the schema as its explicit
-schema (strict types, unknown fields ignored). When that fails, or the row count does not
-match the record count, the batch is bisected until every bad record stands alone, so one bad
-record costs O(log n) parses and the reason comes from pyarrow. Values that are not UTF-8 or
-not a JSON object are bad before parsing; decimals follow `ingest.table.values`. Knows Arrow
-and JSON, not ACID.
+schema (strict types; fields outside it inferred, which lists each record's new top-level
+fields, `ParsedValues.new_fields`, judged by `_fields`, at no extra cost). When that fails,
+or the row count does not match the record count, the batch is bisected until every bad
+record stands alone, so one bad record costs O(log n) parses; its reason names the field and
+the conflicting value when the record is JSON. A range whose new fields differ in kind
+between records (no one type to infer) is scanned once with Python's json instead, then read
+ignoring them. A STRING column holding a JSON object or array takes its JSON text (as
+Spark's from_json does): such a column is then filled from the same scan. Values that are not
+UTF-8 or not a JSON object are bad before parsing; decimals follow `ingest.table.values`.
+Knows Arrow and JSON, not ACID.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from ingest.acid.format import to_ddl
+from ingest.spark.sink._fields import json_kind
 from ingest.table import (
     WIDE_DECIMAL,
     describe_decimal_error,
@@ -39,12 +49,15 @@ class ParsedValues:
         good: indices (into the input) of the good records, ascending; len == rows.num_rows.
         bad: (index, reason) of every record that could not be parsed, ascending.
         skipped: indices of tombstones (null values) left out with skip_tombstones.
+        new_fields: (index, {name: JSON kind}) of the records, good or bad, holding top-level
+            fields the schema lacks (left out of `rows`), ascending.
     """
 
     rows: pa.Table
     good: pa.Array
     bad: list[tuple[int, str]]
     skipped: list[int] = dataclasses.field(default_factory=list)
+    new_fields: list[tuple[int, dict[str, str]]] = dataclasses.field(default_factory=list)
 
 
 TOMBSTONE_REASON = "the record value is null"
@@ -54,13 +67,15 @@ _NOT_AN_OBJECT = r"^\s*$|^\s*(null|true|false|[\[\"0-9-])"
 
 def parse_json_values(values: pa.Array, schema: pa.Schema, *,
                       skip_tombstones: bool = False) -> ParsedValues:
-    """Parse each value as one JSON object with `schema`'s fields (others are ignored).
+    """Parse each value as one JSON object with `schema`'s fields; other top-level fields
+    are left out of the rows and listed in `new_fields` (the caller applies --on-new-field).
 
     A record is bad when its value is null (a tombstone, unless skip_tombstones) or blank,
     is not UTF-8, is not exactly one JSON object (`null`, `[]` and `5` are not), or a field
-    does not convert to its column's type (e.g. "abc" for BIGINT, 1000 for DECIMAL(5,2));
-    decimals are rounded half up to their scale, as Hive does; missing fields are null, as
-    Spark's from_json makes them.
+    does not convert to its column's type (e.g. "abc" for BIGINT, 1000 for DECIMAL(5,2)):
+    the reason then names the field, the value and the column. Decimals are rounded half up
+    to their scale, as Hive does; missing fields are null, as Spark's from_json makes them;
+    a STRING column takes a JSON object or array as its compact JSON text.
     """
     values = values.cast(pa.binary())
     n = len(values)
@@ -82,18 +97,262 @@ def parse_json_values(values: pa.Array, schema: pa.Schema, *,
     else:
         candidates = pa.array(range(n), type=pa.int64()) if n else pa.array([], pa.int64())
     candidates = _drop_invalid_utf8(values, candidates, bad)
-    read_schema = pa.schema([pa.field(f.name, _read_type(f.type)) for f in schema])
-    options = pj.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore")
-    tables: list[pa.Table] = []
-    good: list[pa.Array] = []
-    _parse_range(values, candidates, read_schema, options, tables, good, bad)
-    rows = pa.concat_tables(tables) if tables else read_schema.empty_table()
-    good_idx = pa.concat_arrays(good) if good else pa.array([], pa.int64())
+    text_columns: set[str] = set()
+    while True:
+        try:
+            result = _Parse(values, schema, text_columns).run(candidates)
+            break
+        except _NestedJson as e:  # a STRING column holds objects: parse again, scanning it
+            text_columns.add(e.column)
+    rows, good_idx, more_bad, new_fields = result
+    bad += more_bad
     rows, good_idx = _decimals(rows, good_idx, schema, bad)
     rows, good_idx = _timestamps(rows, good_idx, schema, bad)
     bad.sort()
     return ParsedValues(rows.cast(schema) if rows.schema != schema else rows, good_idx, bad,
-                        skipped)
+                        skipped, sorted(new_fields.items(), key=_first))
+
+
+def _first(item: tuple[int, Any]) -> int:
+    return item[0]
+
+
+class _NestedJson(Exception):
+    """A STRING column got a JSON object or array in some record."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__(column)
+        self.column = column
+
+
+_CHANGED = re.compile(r"Column\(/([^/)]+)\) changed from string to (object|array)")
+_COLUMN = re.compile(r"Column\(/([^/)]+)")
+
+
+class _Parse:
+    """One parse of the candidate records, given which STRING columns hold JSON text."""
+
+    def __init__(self, values: pa.Array, schema: pa.Schema, text_columns: set[str]) -> None:
+        self.values, self.schema, self.text_columns = values, schema, text_columns
+        self.known = set(schema.names)
+        self.bad: list[tuple[int, str]] = []
+        self.new: dict[int, dict[str, str]] = {}
+        self.texts: dict[str, dict[int, str | None]] = {c: {} for c in text_columns}
+        read = [pa.field(f.name, _read_type(f.type)) for f in schema
+                if f.name not in text_columns]
+        self.read_schema = pa.schema(read)
+        self.tables: list[pa.Table] = []
+        self.good: list[pa.Array] = []
+
+    def options(self, *, infer: bool, newlines: bool = False) -> pj.ParseOptions:
+        # infer: fields outside the schema are inferred (and become new_fields); else
+        # ignored, after `scan_new` listed them.
+        return pj.ParseOptions(explicit_schema=self.read_schema, newlines_in_values=newlines,
+                               unexpected_field_behavior="infer" if infer else "ignore")
+
+    def run(self, candidates: pa.Array
+            ) -> tuple[pa.Table, pa.Array, list[tuple[int, str]], dict[int, dict[str, str]]]:
+        infer = True
+        if self.text_columns:
+            # The JSON text of nested values comes from Python's parser, which lists new
+            # fields on the way: pyarrow then reads the other columns ignoring them.
+            candidates = self.scan(candidates)
+            infer = False
+        self.parse_range(candidates, infer=infer)
+        rows = pa.concat_tables(self.tables) if self.tables else self.read_schema.empty_table()
+        good = pa.concat_arrays(self.good) if self.good else pa.array([], pa.int64())
+        for name in self.text_columns:
+            texts = self.texts[name]
+            rows = rows.append_column(name, pa.array([texts.get(i) for i in good.to_pylist()],
+                                                     pa.string()))
+        return rows.select(self.schema.names), good, self.bad, self.new
+
+    def scan(self, indices: pa.Array) -> pa.Array:
+        """Python's json over `indices`: new fields and the text columns' values; returns the
+        indices still to read (a text column holding a number or boolean is bad)."""
+        keep: list[int] = []
+        for i, raw in zip(indices.to_pylist(), self.values.take(indices).to_pylist(),
+                          strict=True):
+            obj = _loads(raw)
+            if obj is None:
+                keep.append(i)  # pyarrow's reader gives the reason
+                continue
+            unknown = _unknown(obj, self.known)
+            if unknown:
+                self.new[i] = unknown
+            reason = None
+            for name in sorted(self.text_columns):
+                value = obj.get(name)
+                if isinstance(value, (dict, list)):
+                    self.texts[name][i] = json.dumps(value, separators=(",", ":"),
+                                                     ensure_ascii=False)
+                elif value is None or isinstance(value, str):
+                    self.texts[name][i] = value
+                elif reason is None:
+                    reason = _does_not_fit(name, value, self.schema.field(name))
+            if reason is None:
+                keep.append(i)
+            else:
+                self.bad.append((i, reason))
+        return pa.array(keep, pa.int64())
+
+    def parse_range(self, indices: pa.Array, *, infer: bool) -> None:
+        n = len(indices)
+        if n == 0:
+            return
+        subset = self.values.take(indices)
+        try:
+            table = _read(_joined(subset), self.options(infer=infer))
+            error = None if table.num_rows == n else (f"{table.num_rows} JSON objects for {n} "
+                                                      "records")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            table, error = None, _reason(e)
+        if error is None and table is not None:
+            if table.num_columns > len(self.read_schema):
+                self.note_inferred(indices, table)
+                table = table.select(self.read_schema.names)
+            self.tables.append(table)
+            self.good.append(indices)
+            return
+        column = _COLUMN.search(error or "")
+        if infer and column and column.group(1) not in self.known:
+            # New fields' values differ in kind between records, so pyarrow cannot infer
+            # one type: Python's json lists them instead.
+            self.scan_new(indices)
+            self.parse_range(indices, infer=False)
+            return
+        nested = _CHANGED.search(error or "")
+        if nested and self._holds_text(nested.group(1)):
+            raise _NestedJson(nested.group(1))
+        if n == 1:
+            if infer:
+                self.scan_new(indices)
+            single = _parse_single(subset, self.options(infer=False, newlines=True),
+                                   error or "unparsable")
+            if isinstance(single, str):
+                nested = _CHANGED.search(single)
+                if nested and self._holds_text(nested.group(1)):
+                    raise _NestedJson(nested.group(1))
+                self.bad.append((indices[0].as_py(), _conflict(subset[0].as_py(), self.schema)
+                                 or single))
+            else:
+                self.tables.append(single)
+                self.good.append(indices)
+            return
+        half = n // 2
+        self.parse_range(indices.slice(0, half), infer=infer)
+        self.parse_range(indices.slice(half), infer=infer)
+
+    def note_inferred(self, indices: pa.Array, table: pa.Table) -> None:
+        """New fields from the columns pyarrow inferred beyond the schema (records whose
+        value for one is null or missing hold nothing new)."""
+        positions = indices.to_pylist()
+        new = self.new
+        for name in table.column_names:
+            if name in self.known:
+                continue
+            column = table.column(name)
+            kind = _arrow_kind(column.type)
+            for j in pc.indices_nonzero(pc.is_valid(column)).to_pylist():
+                i = positions[j]
+                if i in new:
+                    new[i][name] = kind
+                else:
+                    new[i] = {name: kind}
+
+    def scan_new(self, indices: pa.Array) -> None:
+        """New top-level fields of the records at `indices` (Python's json)."""
+        for i, raw in zip(indices.to_pylist(), self.values.take(indices).to_pylist(),
+                          strict=True):
+            obj = _loads(raw)
+            if obj is not None:
+                unknown = _unknown(obj, self.known)
+                if unknown:
+                    self.new[i] = unknown
+
+    def _holds_text(self, name: str) -> bool:
+        index = self.schema.get_field_index(name)
+        if index < 0 or name in self.text_columns:
+            return False
+        f = self.schema.field(index)
+        # Plain STRING only: VARCHAR(n) and CHAR(n) carry a length the text may exceed.
+        return pa.types.is_string(f.type) and not (f.metadata or {}).get(b"hive.type")
+
+
+def _unknown(obj: dict[str, Any], known: set[str]) -> dict[str, str]:
+    """{name: JSON kind} of a record's fields outside the schema; a null value holds
+    nothing, so its field is not new (pyarrow's inference cannot tell it from missing)."""
+    return {k: json_kind(v) for k, v in obj.items() if k not in known and v is not None}
+
+
+def _arrow_kind(t: pa.DataType) -> str:
+    """The JSON kind of values pyarrow inferred as `t`."""
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t):
+        return "number"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_struct(t):
+        return "object"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "array"
+    return "string"  # strings, and timestamps pyarrow recognised in them
+
+
+def _loads(raw: bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _conflict(raw: bytes | None, schema: pa.Schema) -> str | None:
+    """The first field of a JSON record whose value's kind does not fit its column, said
+    specifically, or None (then the parser's own reason stands)."""
+    obj = _loads(raw)
+    if obj is None:
+        return None
+    for f in schema:
+        value = obj.get(f.name)
+        if value is not None and not _fits(json_kind(value), f):
+            return _does_not_fit(f.name, value, f)
+    return None
+
+
+def _fits(kind: str, f: pa.Field) -> bool:
+    t = f.type
+    if pa.types.is_integer(t):
+        return kind == "integer"
+    if pa.types.is_floating(t):
+        return kind in ("integer", "number")
+    if pa.types.is_boolean(t):
+        return kind == "boolean"
+    if pa.types.is_decimal(t):
+        return kind in ("integer", "number", "string")
+    if pa.types.is_string(t) or pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return kind == "string" or (kind in ("object", "array") and pa.types.is_string(t)
+                                    and not (f.metadata or {}).get(b"hive.type"))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return kind == "array"
+    if pa.types.is_struct(t) or pa.types.is_map(t):
+        return kind == "object"
+    return True  # binary and others: the parser's reason stands
+
+
+def _does_not_fit(name: str, value: Any, f: pa.Field) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    try:
+        column = to_ddl(pa.schema([f.remove_metadata() if not (f.metadata or {}).get(
+            b"hive.type") else f]))
+    except Exception:  # noqa: BLE001 (the column's spelling is only for the message)
+        column = f"{f.name} {f.type}"
+    return (f"field {name!r}: the JSON {json_kind(value)} {text} does not fit column "
+            f"{column} (a type conflict)")
 
 
 def _not_an_object(value: bytes) -> str:
@@ -200,43 +459,13 @@ def _read(data: pa.Buffer, options: pj.ParseOptions) -> pa.Table:
     return pj.read_json(pa.BufferReader(data), parse_options=options)
 
 
-def _parse_range(values: pa.Array, indices: pa.Array, schema: pa.Schema,
-                 options: pj.ParseOptions, tables: list[pa.Table], good: list[pa.Array],
-                 bad: list[tuple[int, str]]) -> None:
-    n = len(indices)
-    if n == 0:
-        return
-    subset = values.take(indices)
-    try:
-        table = _read(_joined(subset), options)
-        error = None if table.num_rows == n else f"{table.num_rows} JSON objects for {n} records"
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        table, error = None, _reason(e)
-    if error is None and table is not None:
-        tables.append(table)
-        good.append(indices)
-        return
-    if n == 1:
-        single = _parse_single(subset, schema, error or "unparsable")
-        if isinstance(single, str):
-            bad.append((indices[0].as_py(), single))
-        else:
-            tables.append(single)
-            good.append(indices)
-        return
-    half = n // 2
-    _parse_range(values, indices.slice(0, half), schema, options, tables, good, bad)
-    _parse_range(values, indices.slice(half), schema, options, tables, good, bad)
-
-
-def _parse_single(value: pa.Array, schema: pa.Schema, error: str) -> pa.Table | str:
+def _parse_single(value: pa.Array, options: pj.ParseOptions, error: str) -> pa.Table | str:
     """One record: retried allowing newlines inside (pretty-printed JSON is still one record)."""
-    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
-                              newlines_in_values=True)
     try:
         table = _read(_joined(value), options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return error
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        nested = _CHANGED.search(_reason(e))
+        return _reason(e) if nested else error
     if table.num_rows != 1:
         return f"expected one JSON object, found {table.num_rows}"
     return table

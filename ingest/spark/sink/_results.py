@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Literal
 
 import pyarrow as pa
 
+from ingest.spark.sink._fields import FieldSeen
 from ingest.txn import OffsetRange
 
 Target = Literal["table", "dead_letter"]
@@ -29,6 +30,7 @@ class ResultKind(StrEnum):
     BAD_RECORDS = "bad"
     TOMBSTONES = "tombstones"
     CHANGES_APPLIED = "changes"
+    NEW_FIELDS = "new_fields"
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,20 @@ class ChangesApplied:
     counts: dict[str, float]
 
 
-TaskResult = FileWritten | OffsetsRead | BadRecords | Tombstones | ChangesApplied
+@dataclass(frozen=True)
+class NewFields:
+    """Top-level fields a task's records held that the table has no column for.
+
+    Attributes:
+        fields: by name: kinds, records and the first record (`_fields.FieldSeen`).
+        records: how many records held at least one (each counted once).
+    """
+
+    fields: dict[str, FieldSeen]
+    records: int
+
+
+TaskResult = FileWritten | OffsetsRead | BadRecords | Tombstones | ChangesApplied | NewFields
 
 RESULT_DDL = ("kind string, target string, path string, staging string, rows long, "
               "bytes long, length long, tail_hash string, events long, topic string, "
@@ -162,6 +177,10 @@ def to_arrow(results: Sequence[TaskResult]) -> pa.RecordBatch:
             case ChangesApplied():
                 rows.append({"kind": ResultKind.CHANGES_APPLIED.value,
                              "counts": json.dumps(r.counts, sort_keys=True)})
+            case NewFields():  # the fields travel as JSON in `counts`
+                rows.append({"kind": ResultKind.NEW_FIELDS.value, "rows": r.records,
+                             "counts": json.dumps({n: asdict(f) for n, f in r.fields.items()},
+                                                  sort_keys=True)})
     return pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
 
@@ -185,6 +204,9 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> list[TaskResult]:
             out.append(Tombstones(row["rows"]))
         elif kind is ResultKind.CHANGES_APPLIED:
             out.append(ChangesApplied(json.loads(row["counts"])))
+        elif kind is ResultKind.NEW_FIELDS:
+            fields = {n: FieldSeen(**f) for n, f in json.loads(row["counts"]).items()}
+            out.append(NewFields(fields, row["rows"]))
         else:
             out.append(BadRecords(row["topic"], row["kafka_partition"], row["min_offset"],
                                   row["error"], row["rows"]))
@@ -217,6 +239,7 @@ __all__ = [
     "BadRecords",
     "ChangesApplied",
     "FileWritten",
+    "NewFields",
     "OffsetsRead",
     "ResultKind",
     "TaskResult",

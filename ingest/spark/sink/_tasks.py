@@ -11,6 +11,8 @@ It never talks to the metastore: the driver commits. Attempt safety (see sink.py
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,9 +26,12 @@ from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_fil
 from ingest.acid.format import bucket_file_name, bucket_ids
 from ingest.io import storage
 from ingest.spark.sink._avro import AvroFormat
+from ingest.spark.sink._fields import FieldSeen, fields_seen, merge_fields, new_field_reason
+from ingest.spark.sink._parse import ParsedValues
 from ingest.spark.sink._results import (
     BadRecords,
     FileWritten,
+    NewFields,
     OffsetsRead,
     Target,
     TaskResult,
@@ -49,6 +54,8 @@ log = logging.getLogger(__name__)
 META_KEY, META_VALUE = "__kafka_key", "__kafka_value"
 META_TOPIC, META_PARTITION, META_OFFSET = "__kafka_topic", "__kafka_partition", "__kafka_offset"
 META_ERROR, META_BUCKET, META_TOMBSTONE = "__error", "__bucket", "__tombstone"
+# A good record's new top-level fields, {name: JSON kind} as JSON text (null: none).
+META_NEW_FIELDS = "__new_fields"
 # Under file_layout="partition" the write stage is partitioned by (table partition, slot): the
 # row's position in its parse task // writer_split_rows (see `writer_slots`).
 META_SLOT = "__slot"
@@ -57,7 +64,7 @@ META_FIELDS = [
     pa.field(META_TOPIC, pa.string()), pa.field(META_PARTITION, pa.int32()),
     pa.field(META_OFFSET, pa.int64()), pa.field(META_ERROR, pa.string()),
     pa.field(META_BUCKET, pa.int32()), pa.field(META_TOMBSTONE, pa.bool_()),
-    pa.field(META_SLOT, pa.int32()),
+    pa.field(META_SLOT, pa.int32()), pa.field(META_NEW_FIELDS, pa.string()),
 ]
 
 DEAD_LETTER_SCHEMA = pa.schema([
@@ -139,11 +146,61 @@ class _Split:
     partitions: pa.Array
     offsets: pa.Array
     tombstones: int = 0
+    new_fields: NewFields | None = None
 
 
-def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch) -> tuple[pa.Table, pa.Table]:
-    """Parse raw Kafka rows: (parsed good rows with their input index, dead-letter rows)."""
-    parsed = parse_values(plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan))
+def known_fields(plan: TaskPlan) -> list[str]:
+    """The record fields the table has a place for: the parsed ones and the partition
+    column (also when an expression computes it)."""
+    names = list(plan.parse_schema.names)
+    if plan.partition_column is not None and plan.partition_column not in names:
+        names.append(plan.partition_column)
+    return names
+
+
+def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
+                     ) -> tuple[ParsedValues, NewFields | None]:
+    """Apply --on-new-field to the good records holding new top-level fields: dead-letter
+    those the policy says (`_fields.new_field_reason`), and sum up the fields of the records
+    still written (what the driver fails on, adds as columns, or counts)."""
+    if not parsed.new_fields:
+        return parsed, None
+    known = known_fields(plan)
+    holding = parsed.new_fields
+    if parsed.bad:  # new fields of bad records are not judged
+        good = set(parsed.good.to_pylist())
+        holding = [(i, f) for i, f in holding if i in good]
+    # A field named like a partition column that --partition-by computes has its place.
+    extra = set(known) - set(plan.parse_schema.names)
+    if extra:
+        holding = [(i, f) for i, f in ((i, {k: v for k, v in f.items() if k not in extra})
+                                        for i, f in holding) if f]
+    if not holding:
+        return parsed, None
+    dead = {i: reason for i, f in holding
+            if (reason := new_field_reason(f, known, plan.options.on_new_field)) is not None}
+    if dead:
+        keep = pa.array([i not in dead for i in parsed.good.to_pylist()])
+        parsed = dataclasses.replace(parsed, rows=parsed.rows.filter(keep),
+                                     good=parsed.good.filter(keep),
+                                     bad=sorted([*parsed.bad, *dead.items()]))
+        holding = [(i, f) for i, f in holding if i not in dead]
+    if not holding:
+        return parsed, None
+    at = pa.array([i for i, _ in holding], pa.int64())
+    where = zip(batch.column("topic").take(at).to_pylist(),
+                batch.column("partition").take(at).to_pylist(),
+                batch.column("offset").take(at).to_pylist(), strict=True)
+    seen = fields_seen((f, *w) for (_, f), w in zip(holding, where, strict=True))
+    return parsed, NewFields(seen, len(holding))
+
+
+def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
+                      ) -> tuple[pa.Table, pa.Table, NewFields | None]:
+    """Parse raw Kafka rows: (parsed good rows with their input index, dead-letter rows,
+    the new fields the good records held)."""
+    parsed, new = judge_new_fields(plan, parse_values(
+        plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
     bad_idx = pa.array([i for i, _ in parsed.bad], pa.int64())
     source = pa.Table.from_batches([batch])
     bad = pa.table({
@@ -154,11 +211,11 @@ def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch) -> tuple[pa.Table, 
         "offset": source.column("offset").take(bad_idx),
         "error": pa.array([reason for _, reason in parsed.bad], pa.string()),
     }, schema=DEAD_LETTER_SCHEMA)
-    return parsed.rows.append_column("__index", parsed.good), bad
+    return parsed.rows.append_column("__index", parsed.good), bad, new
 
 
 def _split_kafka(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
-    good, bad = parse_kafka_batch(plan, batch)
+    good, bad, new = parse_kafka_batch(plan, batch)
     good = good.drop_columns(["__index"])
     partition = None
     if plan.partition_from == "field":
@@ -169,7 +226,7 @@ def _split_kafka(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
         bucket = bucket_ids(good, plan.bucket_columns, plan.bucket_count)
     return _Split(good, partition, bucket, bad, batch.column("topic"),
                   batch.column("partition"), batch.column("offset"),
-                  batch.column("value").null_count)
+                  batch.column("value").null_count, new)
 
 
 def _skip_tombstones(plan: TaskPlan) -> bool:
@@ -196,7 +253,21 @@ def _split_parsed(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
     bucket = good_rows.column(META_BUCKET).combine_chunks() if plan.bucket_count else None
     return _Split(good, partition, bucket, bad, batch.column(META_TOPIC),
                   batch.column(META_PARTITION), batch.column(META_OFFSET),
-                  pc.sum(pc.cast(tombstone, pa.int64())).as_py() or 0)
+                  pc.sum(pc.cast(tombstone, pa.int64())).as_py() or 0,
+                  parsed_new_fields(table))
+
+
+def parsed_new_fields(table: pa.Table) -> NewFields | None:
+    """The new fields the parse stage noted on its good rows (META_NEW_FIELDS)."""
+    if META_NEW_FIELDS not in table.column_names:
+        return None
+    noted = table.filter(pc.is_valid(table.column(META_NEW_FIELDS)))
+    if noted.num_rows == 0:
+        return None
+    seen = fields_seen((json.loads(r[META_NEW_FIELDS]), r[META_TOPIC], r[META_PARTITION],
+                        r[META_OFFSET]) for r in noted.select(
+        [META_NEW_FIELDS, META_TOPIC, META_PARTITION, META_OFFSET]).to_pylist())
+    return NewFields(seen, noted.num_rows)
 
 
 def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -206,8 +277,8 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     seen = 0
     for batch in batches:
         n = batch.num_rows
-        parsed = parse_values(plan, batch.column("value"),
-                              skip_tombstones=_skip_tombstones(plan))
+        parsed, _ = judge_new_fields(plan, parse_values(
+            plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
         errors: list[str | None] = [None] * n
         for i, reason in parsed.bad:
             errors[i] = reason
@@ -238,9 +309,20 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         else:
             columns[META_BUCKET] = pa.nulls(n, pa.int32())
         columns[META_SLOT] = writer_slots(seen, n, plan.options.writer_split_rows)
+        columns[META_NEW_FIELDS] = new_fields_column(parsed, n)
         seen += n
         arrays = [_array(pc.cast(columns[f.name], f.type, safe=False)) for f in out_schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def new_fields_column(parsed: ParsedValues, n: int) -> pa.Array:
+    """META_NEW_FIELDS of n input records: the new fields of each good one, else null."""
+    good = set(parsed.good.to_pylist())
+    texts: list[str | None] = [None] * n
+    for i, fields in parsed.new_fields:
+        if i in good:
+            texts[i] = json.dumps(fields, sort_keys=True)
+    return pa.array(texts, pa.string())
 
 
 def writer_slots(first: int, count: int, every_rows: int) -> pa.Array:
@@ -392,6 +474,8 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     writer = _TaskWriter(plan, task_index, attempt_id)
     read: list[OffsetsRead] = []
     tombstones = 0
+    seen: dict[str, FieldSeen] = {}
+    holding = 0
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -400,6 +484,9 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
                      else _split_parsed(plan, batch))
             read += offsets_read(split.topics, split.partitions, split.offsets)
             tombstones += split.tombstones
+            if split.new_fields is not None:
+                seen = merge_fields(seen, split.new_fields.fields)
+                holding += split.new_fields.records
             if split.bad.num_rows and plan.options.on_bad_record == "fail":
                 first = split.bad.slice(0, 1).to_pylist()[0]
                 writer.abandon()
@@ -413,12 +500,17 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         writer.abandon()
         raise
     yield to_arrow([*results, *merge_offsets(read),
-                    *([Tombstones(tombstones)] if tombstones else [])])
+                    *([Tombstones(tombstones)] if tombstones else []),
+                    *([NewFields(seen, holding)] if seen else [])])
 
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
     "META_FIELDS",
+    "META_NEW_FIELDS",
+    "judge_new_fields",
+    "new_fields_column",
+    "parsed_new_fields",
     "META_SLOT",
     "TaskPlan",
     "parse_task",

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from ingest.acid import can_append, is_side_file, parse_codec, rollback_file, side_file_path
 from ingest.acid.format import ACID_VERSION_FILE, CommittedFile, format_delta
-from ingest.errors import CommitConflictError, ConfigError, SchemaMismatchError
+from ingest.errors import CommitConflictError, ConfigError, IngestError, SchemaMismatchError
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.spark.options import SinkOptions
@@ -48,14 +48,16 @@ from ingest.spark.sink._batch import (
     remove_staging_leftovers,
     run_tasks,
 )
+from ingest.spark.sink._fields import FieldSeen, column_type, merge_fields, new_columns
 from ingest.spark.sink._heartbeat import Heartbeat
-from ingest.spark.sink._results import FileWritten, TaskResult
+from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
 from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.table import (
     KeySpec,
     check_keyed_table,
     check_owner,
+    evolve_schema,
     open_table_root,
     remove_aborted_writes,
     write_set,
@@ -74,7 +76,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
-
+# Rounds of adding columns a micro-batch may take: one finds the new fields, the next writes.
+_EVOLVE_ROUNDS = 3
 
 
 @dataclass
@@ -223,7 +226,9 @@ class AcidSink:
 
     def _check_definition(self, table: TableDefinition) -> None:
         if self._expected_schema is not None and not _same_columns(
-                table.row_schema, self._expected_schema):
+                table.row_schema, self._expected_schema) and not (
+                self.options.on_new_field == "evolve"
+                and _extends(table.row_schema, self._expected_schema)):
             raise SchemaMismatchError(
                 f"Cannot write to {table.location}: the table's columns are "
                 f"{_describe(table.row_schema)} but the sink was given "
@@ -293,6 +298,34 @@ class AcidSink:
         done = store.committed_write_id(self.sink_id, batch_id, table=self._table.name)
         if done is not None:
             return BatchReport(batch_id, done, skipped=True)
+        added: tuple[str, ...] = ()
+        # --on-new-field evolve: a round that met new fields adds their columns, aborts its
+        # transaction and runs again with the new schema; the next round finds none.
+        for _ in range(_EVOLVE_ROUNDS):
+            outcome = self._write(store, batch_df, batch_id)
+            if isinstance(outcome, BatchReport):
+                break
+            added += outcome
+        else:
+            raise IngestError(
+                f"Cannot write micro-batch {batch_id} into {self._table.name}: it still held "
+                f"new fields after {_EVOLVE_ROUNDS} rounds of adding columns (another writer "
+                "keeps changing the columns?); nothing of it was committed",
+                hint="restart the stream; it writes the micro-batch again")
+        report = outcome
+        if report.skipped:
+            return report
+        lag = self.lag_fn({(r.topic, r.partition): r.until_offset for r in report.offsets}) \
+            if self.lag_fn is not None and report.offsets else None
+        return replace(report, seconds=time.monotonic() - started, lag=lag,
+                       added_columns=added)
+
+    def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int
+               ) -> BatchReport | tuple[str, ...]:
+        """One transaction for the micro-batch: its report once committed (or skipped as
+        committed by another writer), or the columns it added (then it was aborted and must
+        run again)."""
+        assert self._table is not None
         txn, plan = self._begin(store)
         results: list[TaskResult] = []
         try:
@@ -305,6 +338,13 @@ class AcidSink:
                 with store.read_view(self._table, agent=self.agent) as view:
                     results = run_tasks(batch_df, replace(plan, view=view),
                                         partition_expression=None)
+            columns = self._new_fields(store, plan, results, batch_id)
+            if columns is not None:
+                # Aborted before the columns change: no transaction of ours holds the table.
+                self._abort(store, txn, plan, IngestError(
+                    f"micro-batch {batch_id} held new fields; it is written again after "
+                    f"adding columns {[f'{n} {t}' for n, t in columns]}"), results)
+                return self._evolve(store, columns, batch_id)
             report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
                                      dl_fs=self.dl_fs)
             crash_point("sink.before_commit")
@@ -329,10 +369,62 @@ class AcidSink:
             self._abort(store, txn, plan, e, results)
             raise
         self._committed(plan, results)
-        lag = self.lag_fn({(r.topic, r.partition): r.until_offset for r in report.offsets}) \
-            if self.lag_fn is not None and report.offsets else None
-        return replace(report, seconds=time.monotonic() - started, lag=lag,
-                       commit_seconds=commit_s)
+        return replace(report, commit_seconds=commit_s)
+
+    def _new_fields(self, store: Metastore, plan: TaskPlan, results: Sequence[TaskResult],
+                    batch_id: int) -> list[tuple[str, str]] | None:
+        """--on-new-field on the driver, after the tasks ran and before anything is
+        published: `fail` raises; `evolve` returns the columns (name, Hive type) the new
+        fields need (empty when another writer added them meanwhile), after which the
+        micro-batch must run again; None: write the micro-batch as it is.
+
+        Raises:
+            SchemaMismatchError: `fail`, and a record held a field the table lacks.
+        """
+        assert self._table is not None
+        seen = merge_fields(*(r.fields for r in results if isinstance(r, NewFields)))
+        policy = self.options.on_new_field
+        if not seen or policy in ("ignore", "dead-letter"):
+            return None
+        if policy == "fail":
+            raise new_field_error(self._table, seen, batch_id)
+        fresh = store.get_table(self._table.location)
+        columns = new_columns(seen, [*fresh.row_schema.names, *fresh.partition_columns],
+                              self.options.evolve_type_map)
+        if not columns and _same_columns(fresh.row_schema, plan.row_schema):
+            return None  # only fields holding nulls: nothing to add yet
+        return columns
+
+    def _evolve(self, store: Metastore, columns: list[tuple[str, str]],
+                batch_id: int) -> tuple[str, ...]:
+        """Add `columns` to the table (one compare-and-swap of its schema in the metastore)
+        and take the table as stored afterwards; returns them as "name TYPE".
+
+        A column already there is not added again: after a crash between this change and
+        the micro-batch's commit, the replay finds the fields known and writes them.
+
+        Raises:
+            ConfigError: the metastore refuses to change the columns.
+        """
+        assert self._table is not None
+        fresh = store.get_table(self._table.location)
+        known = {n.lower() for n in fresh.row_schema.names}
+        columns = [(n, t) for n, t in columns if n.lower() not in known]
+        if columns:
+            ddl = ", ".join(f"`{name}` {kind}" for name, kind in columns)
+            schema, _ = evolve_schema(fresh, add_columns=ddl)
+            try:
+                fresh = store.alter_columns(fresh.name, schema, expected=fresh.row_schema)
+            except CommitConflictError:  # another writer changed them: the next round sees
+                fresh = store.get_table(self._table.location)
+                columns = []
+            else:
+                log.warning("batch %d: added columns %s to %s for new fields "
+                            "(--on-new-field evolve); writing the micro-batch again", batch_id,
+                            ddl, fresh.name)
+        self._table = fresh
+        crash_point("sink.after_evolve")
+        return tuple(f"{name} {kind}" for name, kind in columns)
 
     def _begin(self, store: Metastore) -> tuple[Transaction, TaskPlan]:
         assert self._table is not None and self._dead_letter is not None
@@ -559,6 +651,31 @@ def _codec(table: TableDefinition, override: str | None) -> str:
 
 def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
     return a.names == b.names and all(x.type == y.type for x, y in zip(a, b, strict=True))
+
+
+def _extends(table: pa.Schema, given: pa.Schema) -> bool:
+    """Whether the table's columns are the given ones followed by more (columns that
+    --on-new-field evolve added)."""
+    return len(table) > len(given) and _same_columns(pa.schema(list(table)[:len(given)]),
+                                                     given)
+
+
+def new_field_error(table: TableDefinition, seen: Mapping[str, FieldSeen],
+                    batch_id: int) -> SchemaMismatchError:
+    """The error of --on-new-field fail: the first record's field, where it is, the others."""
+    name, first = min(seen.items(), key=lambda kv: (kv[1].topic, kv[1].partition,
+                                                    kv[1].offset, kv[0]))
+    others = [n for n in seen if n != name]
+    more = f"; other new fields: {', '.join(repr(n) for n in others)}" if others else ""
+    kind = column_type(first.kinds) or "STRING"
+    return SchemaMismatchError(
+        f"Cannot write micro-batch {batch_id} into {table.name}: Kafka record "
+        f"{first.topic}-{first.partition} offset {first.offset} has field {name!r} (a JSON "
+        f"{' or '.join(sorted(first.kinds))}, in {first.records:,} records), which the table "
+        f"has no column for{more}; nothing of the micro-batch was committed (--on-new-field fail)",
+        hint=f"add the column and restart (`ingest alter {table.location} --add-columns "
+             f"\"{name} {kind}\"`), or restart with --on-new-field evolve, dead-letter or "
+             "ignore")
 
 
 def _describe(schema: pa.Schema) -> str:

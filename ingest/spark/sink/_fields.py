@@ -1,0 +1,198 @@
+"""New top-level fields in a stream's records: what --on-new-field does with one, and which
+column a new field becomes under `evolve`.
+
+Knows field names and value kinds, not the value format: the JSON parse step (`_parse`)
+reports each record's unknown fields as {name: kind}, and any other format (Avro) can do the
+same and reuse `new_field_reason` (per record, on executors) and `new_columns` (per
+micro-batch, on the driver). Kinds are JSON's: integer, number, boolean, string, object,
+array, null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.spark.options import OnNewField
+
+KINDS = ("integer", "number", "boolean", "string", "object", "array", "null")
+# Hive's identifier: a new field outside it would need backquotes in every reader's SQL.
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SIMPLE = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN", "string": "STRING",
+           "object": "STRING", "array": "STRING"}
+
+
+def json_kind(value: Any) -> str:
+    """The JSON kind of a value `json.loads` returned."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def unknown_fields(fields: Mapping[str, str], known: Collection[str]) -> dict[str, str]:
+    """The entries of `fields` (name -> kind) whose name is not in `known` (exact match, as
+    the parser matches names)."""
+    return {name: kind for name, kind in fields.items() if name not in known}
+
+
+def new_field_reason(unknown: Mapping[str, str], known: Collection[str],
+                     policy: OnNewField) -> str | None:
+    """Why a record with these unknown top-level fields goes to the dead-letter table, or
+    None when it is written (its unknown fields dropped, or added as columns by `evolve`).
+
+    Under `dead-letter` every such record is dead-lettered; under `evolve` only one whose
+    field cannot become a column: a name that differs from a column only in case (Hive's
+    names are case-insensitive) or is not a Hive identifier. `fail` and `ignore` keep the
+    record: the driver stops the query, or counts it.
+    """
+    if not unknown or policy in ("fail", "ignore"):
+        return None
+    if policy == "dead-letter":
+        listed = ", ".join(f"{name!r} (a JSON {kind})" for name, kind in sorted(unknown.items()))
+        return (f"new field {listed} is not a column of the table (--on-new-field "
+                "dead-letter; add it with `ingest alter --add-columns`, or stream with "
+                "--on-new-field evolve)")
+    lowered = {name.lower(): name for name in known}
+    for name in sorted(unknown):
+        if name.lower() in lowered:
+            return (f"new field {name!r} differs from column {lowered[name.lower()]!r} only in "
+                    "case, and Hive column names are case-insensitive, so it cannot be added "
+                    "(rename the field in the producer)")
+        if not _COLUMN_NAME.fullmatch(name):
+            return (f"new field {name!r} is not a Hive column name (letters, digits and _, "
+                    "not starting with a digit), so it cannot be added")
+    return None
+
+
+@dataclass(frozen=True)
+class FieldSeen:
+    """A new field as the tasks of a micro-batch saw it.
+
+    Attributes:
+        kinds: how many of its values had each JSON kind (name order).
+        records: how many records held it.
+        topic, partition, offset: the first record (lowest) that held it.
+    """
+
+    kinds: dict[str, int]
+    records: int
+    topic: str
+    partition: int
+    offset: int
+
+    def merged(self, other: FieldSeen) -> FieldSeen:
+        first = min((self.topic, self.partition, self.offset),
+                    (other.topic, other.partition, other.offset))
+        kinds = {k: self.kinds.get(k, 0) + other.kinds.get(k, 0)
+                 for k in sorted({*self.kinds, *other.kinds})}
+        return FieldSeen(kinds, self.records + other.records, *first)
+
+
+def merge_fields(*seen: Mapping[str, FieldSeen]) -> dict[str, FieldSeen]:
+    """One FieldSeen per name over several tasks' reports."""
+    out: dict[str, FieldSeen] = {}
+    for one in seen:
+        for name, f in one.items():
+            out[name] = f if name not in out else out[name].merged(f)
+    return dict(sorted(out.items()))
+
+
+def fields_seen(records: Iterable[tuple[Mapping[str, str], str, int, int]]
+                ) -> dict[str, FieldSeen]:
+    """Aggregate (unknown fields, topic, partition, offset) of single records."""
+    kinds: dict[str, dict[str, int]] = {}
+    counts: dict[str, int] = {}
+    first: dict[str, tuple[str, int, int]] = {}
+    for fields, topic, partition, offset in records:
+        where = (topic, partition, offset)
+        for name, kind in fields.items():
+            seen = kinds.get(name)
+            if seen is None:
+                kinds[name], counts[name], first[name] = {kind: 1}, 1, where
+                continue
+            seen[kind] = seen.get(kind, 0) + 1
+            counts[name] += 1
+            if where < first[name]:
+                first[name] = where
+    return {name: FieldSeen(dict(sorted(kinds[name].items())), counts[name], *first[name])
+            for name in sorted(kinds)}
+
+
+# Ties between kinds of one field go to the first group here (STRING holds the most).
+_GROUPS = ("string", "object", "array", "numeric", "boolean")
+
+
+def column_type(kinds: Mapping[str, int] | Collection[str],
+                override: str | None = None) -> str | None:
+    """The Hive type of the column a new field becomes, conservatively: `override`
+    (--evolve-type) when given; else BIGINT when its values are integers, DOUBLE when they
+    are numbers, BOOLEAN, STRING for strings, objects and arrays (JSON text); when the
+    values' kinds are mixed, the kind most of them have decides (integers and numbers
+    counting together), so the fewer conflicting values are dead-lettered, and a tie goes
+    to STRING; None when the field only held nulls (no type to infer: not added yet).
+
+    Args:
+        kinds: how many values had each JSON kind (or just the kinds, each counted once).
+        override: the type --evolve-type gives the field.
+    """
+    if override is not None:
+        return override
+    counts = dict(kinds) if isinstance(kinds, Mapping) else dict.fromkeys(kinds, 1)
+    counts.pop("null", None)
+    counts = {k: v for k, v in counts.items() if v > 0}
+    if not counts:
+        return None
+    groups: dict[str, int] = {}
+    for kind, count in counts.items():
+        group = "numeric" if kind in ("integer", "number") else kind
+        groups[group] = groups.get(group, 0) + count
+    best = max(groups.values())
+    group = next(g for g in _GROUPS if groups.get(g) == best)
+    if group == "numeric":
+        return "DOUBLE" if "number" in counts else "BIGINT"
+    return _SIMPLE[group]
+
+
+def new_columns(seen: Mapping[str, FieldSeen], known: Collection[str],
+                overrides: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(name, Hive type) of the columns to add for a micro-batch's new fields, in name order:
+    those not yet columns (a column another writer added meanwhile is not added twice), that
+    can be columns (`new_field_reason`), and held a value that is not null; of two names
+    differing only in case, the one of the earliest record."""
+    lowered = {name.lower() for name in known}
+    # Two spellings of one name (Hive's names ignore case): the earliest record's one wins;
+    # records of the other are dead-lettered when the micro-batch is written again.
+    ordered = sorted(seen.items(), key=lambda kv: (kv[1].topic, kv[1].partition,
+                                                   kv[1].offset, kv[0]))
+    out: list[tuple[str, str]] = []
+    for name, f in ordered:
+        if name.lower() in lowered or not _COLUMN_NAME.fullmatch(name):
+            continue
+        kind = column_type(f.kinds, overrides.get(name))
+        if kind is not None:
+            lowered.add(name.lower())
+            out.append((name, kind))
+    return sorted(out)
+
+
+__all__ = [
+    "KINDS",
+    "FieldSeen",
+    "column_type",
+    "fields_seen",
+    "json_kind",
+    "merge_fields",
+    "new_columns",
+    "new_field_reason",
+    "unknown_fields",
+]
