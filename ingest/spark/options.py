@@ -26,6 +26,7 @@ FileLayout = Literal["partition", "task"]
 StreamMode = Literal["append", "upsert", "cdc"]
 CdcFormat = Literal["debezium"]
 ValueFormat = Literal["json", "avro"]
+KafkaSource = Literal["python", "jvm"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -253,6 +254,10 @@ class StreamOptions:
             "fsspec storage option for the table's bucket (repeatable; a value is JSON when "
             "it parses), e.g. endpoint_url=http://host:9000; reaches the driver and the "
             "executors. fsspec's FSSPEC_S3_* environment applies too."))
+    kafka_source: KafkaSource = _option("python", help=(
+        "Kafka source: 'python', ingest's (confluent-kafka; nothing to download), or 'jvm', "
+        "Spark's own (spark-sql-kafka-0-10 must be on the classpath, e.g. spark-submit "
+        "--packages). Either way the offsets commit with the data; keep one per checkpoint."))
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a bad trigger, topic or broker list, storage option, or a

@@ -11,7 +11,13 @@ from ingest.spark.kafka.registry import (
     registry,
     split_frame,
 )
-from ingest.spark.kafka.source import check_topic, kafka_dataframe, register_kafka_source
+from ingest.spark.kafka.source import (
+    check_jvm_kafka,
+    check_topic,
+    jvm_kafka_available,
+    kafka_dataframe,
+    register_kafka_source,
+)
 
 __all__ = [
     "DEFAULT_STARTING_OFFSETS",
@@ -19,10 +25,12 @@ __all__ = [
     "LagProbe",
     "PartitionLag",
     "SchemaRegistry",
+    "check_jvm_kafka",
     "check_topic",
     "confluent_frame",
     "encode_event",
     "ensure_topic",
+    "jvm_kafka_available",
     "kafka_lag",
     "kafka_dataframe",
     "produce_events",
