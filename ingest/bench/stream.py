@@ -17,7 +17,9 @@ partition, values read into memory and dropped): the ceiling of reading Kafka on
 reported as `ratio_to_consumer` (the consumer's seconds over the job's). With
 `--kafka-source python,jvm` the first layout also runs with Spark's own JVM Kafka source
 (spark-sql-kafka-0-10 on the classpath, e.g. PYSPARK_SUBMIT_ARGS="--jars ... pyspark-shell"),
-reported as `jvm_seconds` and `ratio_to_jvm` (its seconds over ours).
+reported as `jvm_seconds` and `ratio_to_jvm` (its seconds over ours). Each source also reads the
+topic into Spark's "noop" format (`layouts["read@python"]`, `read_only_ratio_to_consumer`): the
+source's share of the gap to the consumer.
 """
 
 from __future__ import annotations
@@ -146,6 +148,22 @@ def _parse_only(parse_schema: pa.Schema, out_schema: pa.Schema,
         arrays = [rows.column(f.name).cast(f.type, safe=False).combine_chunks()
                   for f in out_schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _read_only(spark: Any, servers: str, topic: str, checkpoint: str, source: str) -> float:
+    """Seconds Spark takes to read the topic with `source` and drop it (the "noop" format): the
+    source's own share of a job, between the bare consumer and the whole job."""
+    from ingest.spark.kafka import kafka_dataframe
+
+    def drop(batch_df: Any, batch_id: int) -> None:
+        batch_df.write.format("noop").mode("overwrite").save()
+
+    started = time.perf_counter()
+    query = (kafka_dataframe(spark, bootstrap_servers=servers, topic=topic, source=source)
+             .writeStream.foreachBatch(drop).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    return time.perf_counter() - started
 
 
 def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
@@ -281,7 +299,8 @@ def run(argv: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-stream-"))
     broker, servers = _start_broker(tmp / "tansu.log")
     spark = None
-    runs: dict[str, list[float]] = {name: [] for name in [*cases, "baseline", "consumer"]}
+    runs: dict[str, list[float]] = {name: [] for name in [
+        *cases, "baseline", "consumer", *(f"read@{source}" for source in sources)]}
     load_before = os.getloadavg()
     summaries: dict[str, Any] = {}
     try:
@@ -292,6 +311,7 @@ def run(argv: list[str]) -> None:
               file=sys.stderr)
         spark = (SparkSession.builder.master("local[2]").appName("ingest-bench-stream")
                  .config("spark.ui.enabled", "false").config("spark.driver.memory", "3g")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         if "jvm" in sources:
@@ -300,6 +320,8 @@ def run(argv: list[str]) -> None:
             check_jvm_kafka(spark)
         # Warm-up: JVM JIT, Python workers, imports, for every path.
         _drain(servers, "warmup", args.warmup_rows)
+        for source in sources:
+            _read_only(spark, servers, "warmup", str(tmp / f"warm_read_{source}"), source)
         for case in cases:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
@@ -332,9 +354,14 @@ def run(argv: list[str]) -> None:
         def one_drain() -> None:
             runs["consumer"].append(_drain(servers, "bench", args.rows))
 
+        def one_read(source: str, i: int) -> None:
+            runs[f"read@{source}"].append(
+                _read_only(spark, servers, "bench", str(tmp / f"ck_read_{source}{i}"), source))
+
         for i in range(args.repeats):
             steps = [partial(one_ingest, case, i) for case in cases]
             steps.append(one_drain)
+            steps.extend(partial(one_read, source, i) for source in sources)
             if not args.no_baseline:
                 steps.append(partial(one_baseline, i))
             # Rotate the order so no case always runs on a warmer broker and JVM.
@@ -377,6 +404,13 @@ def run(argv: list[str]) -> None:
     print(f"bare confluent-kafka consumer (every record into memory): median {consumer_s:.2f} s  "
           f"{args.rows / consumer_s:,.0f} rows/s  runs {[round(t, 2) for t in runs['consumer']]}"
           f"; ratio_to_consumer {consumer_s / figures[layouts[0]]['seconds']:.3f}")
+    for source in sources:
+        read_s = statistics.median(runs[f"read@{source}"])
+        print(f"Spark reading the topic with the {source} source, nothing written: median "
+              f"{read_s:.2f} s  {args.rows / read_s:,.0f} rows/s  runs "
+              f"{[round(t, 2) for t in runs[f'read@{source}']]}")
+        figures[f"read@{source}"] = {"seconds": round(read_s, 3),
+                                     "rows_per_s": round(args.rows / read_s)}
     if "jvm" in sources:
         jvm_case = f"{layouts[0]}@jvm"
         jvm_s, summary = statistics.median(runs[jvm_case]), summaries[jvm_case]
@@ -414,6 +448,8 @@ def run(argv: list[str]) -> None:
            consumer_seconds=round(consumer_s, 3),
            consumer_rows_per_s=round(args.rows / consumer_s),
            ratio_to_consumer=round(consumer_s / first["seconds"], 3),
+           read_only_seconds=figures["read@python"]["seconds"],
+           read_only_ratio_to_consumer=round(consumer_s / figures["read@python"]["seconds"], 3),
            **({"jvm_seconds": figures[f"{layouts[0]}@jvm"]["seconds"],
                "jvm_rows_per_s": figures[f"{layouts[0]}@jvm"]["rows_per_s"],
                "ratio_to_jvm": round(figures[f"{layouts[0]}@jvm"]["seconds"]
