@@ -34,7 +34,8 @@ def test_flags_and_defaults() -> None:
         "--mode", "--key", "--cdc-format", "--order-by",
         "--value-format", "--avro-schema", "--schema-registry",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
-        "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option"]
+        "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option",
+        "--kafka-source"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
@@ -49,7 +50,7 @@ def test_flags_and_defaults() -> None:
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
-        "--storage-option": ()}
+        "--storage-option": (), "--kafka-source": "python"}
     assert [f for f, s in specs.items() if s.multiple] == ["--storage-option"]
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
@@ -57,6 +58,7 @@ def test_flags_and_defaults() -> None:
     assert specs["--on-tombstone"].choices == ("skip", "dead-letter")
     assert specs["--mode"].choices == ("append", "upsert", "cdc")
     assert specs["--value-format"].choices == ("json", "avro")
+    assert specs["--kafka-source"].choices == ("python", "jvm")
     options = StreamOptions(**REQUIRED)
     assert options.sink == SinkOptions() and options.schedule == (60.0, False)
 
