@@ -3,11 +3,14 @@
 # tests/servers/pom.xml, cached in ~/.m2) and lay each out once under $INGEST_SERVERS
 # (default ~/.cache/ingest/servers). Idempotent: a server already laid out is left alone.
 #
-#   scripts/fetch-servers.sh [hms4] [hms3] [trino] [hive4reader]     (no argument: all four)
+#   scripts/fetch-servers.sh [hms4] [hms3] [trino] [hive4reader] [sparkkafka]   (none: all)
 #
 # hive4reader is not a server: hive-exec 4.0.1 and the Hadoop jars that Hive 4's own ACID
 # reader needs (tests/hms/java/Hive4AcidRead.java), as a class path file; also the jars of
 # Spark SQL's Hive 4.0.1 metastore client.
+# sparkkafka is not a server either: Spark's own JVM Kafka source (spark-sql-kafka-0-10 and
+# the jars it needs beside pyspark's), as a class path file, for `--kafka-source jvm` in
+# tests/spark/test_kafka_source_jvm.py and `python -m ingest.bench stream --kafka-source jvm`.
 # Prints the directory of each. Needs mvn and tar; nothing else.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -18,6 +21,7 @@ root="${INGEST_SERVERS:-$HOME/.cache/ingest/servers}"
 HMS4_VERSION=4.0.1
 HMS3_VERSION=3.1.3
 TRINO_VERSION=476
+SPARK_KAFKA_VERSION=4.2.0
 
 mvn_quiet() {
   # -q hides Maven's progress; on failure its log is printed, so the reason is never lost.
@@ -68,6 +72,19 @@ fetch_hive4reader() {
   echo "$dest"
 }
 
+fetch_sparkkafka() {
+  local dest="$root/spark-kafka-$SPARK_KAFKA_VERSION"
+  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  mvn_quiet -P sparkkafka dependency:build-classpath -Dmdep.outputFile="$dest/classpath"
+  grep -q "spark-sql-kafka-0-10_2.13-$SPARK_KAFKA_VERSION.jar" "$dest/classpath" || {
+    echo "fetch-servers: no spark-sql-kafka jar in $dest/classpath" >&2; return 1; }
+  echo "$SPARK_KAFKA_VERSION" >"$dest/version"
+  touch "$dest/.complete"
+  echo "$dest"
+}
+
 fetch_trino() {
   local dest="$root/trino-$TRINO_VERSION"
   if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
@@ -90,14 +107,15 @@ fetch_trino() {
 
 command -v mvn >/dev/null || { echo "fetch-servers: mvn not found (apt-get install maven)" >&2; exit 1; }
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader)
+[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader sparkkafka)
 for target in "${targets[@]}"; do
   case "$target" in
     hms4) fetch_hms hms4 "$HMS4_VERSION" ;;
     hms3) fetch_hms hms3 "$HMS3_VERSION" ;;
     trino) fetch_trino ;;
     hive4reader) fetch_hive4reader ;;
-    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino or hive4reader)" >&2
+    sparkkafka) fetch_sparkkafka ;;
+    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino, hive4reader or sparkkafka)" >&2
        exit 2 ;;
   esac
 done

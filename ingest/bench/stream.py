@@ -11,6 +11,15 @@ layout on a local warehouse with the default SQLite metastore, measured in the s
 same local disk with only the metastore changed; on a Hive Metastore its tables go to a new
 database `bench_<run>` whose managed location is the local directory. Each case also reports
 the median time of a micro-batch's metastore commit.
+
+Every round also drains the topic with a bare confluent-kafka consumer (one consumer, every
+partition, values read into memory and dropped): the ceiling of reading Kafka on this machine,
+reported as `ratio_to_consumer` (the consumer's seconds over the job's). With
+`--kafka-source python,jvm` the first layout also runs with Spark's own JVM Kafka source
+(spark-sql-kafka-0-10 on the classpath, e.g. PYSPARK_SUBMIT_ARGS="--jars ... pyspark-shell"),
+reported as `jvm_seconds` and `ratio_to_jvm` (its seconds over ours). Each source also reads the
+topic into Spark's "noop" format (`layouts["read@python"]`, `read_only_ratio_to_consumer`): the
+source's share of the gap to the consumer.
 """
 
 from __future__ import annotations
@@ -68,6 +77,58 @@ def _start_broker(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
+def _fill_topic(servers: str, topic: str, count: int, partitions: int) -> None:
+    """Produce `count` events; each partition's last record goes alone in a batch of its own.
+
+    tansu answers ListOffsets(latest) with the base offset of a partition's last record batch
+    + 1. Our source confirms the end with a fetch; Spark's JVM source plans from ListOffsets, so
+    a multi-record last batch would hide its tail from an availableNow query.
+    """
+    from confluent_kafka import Producer
+
+    from ingest.spark.kafka import produce_events
+
+    if count <= partitions:
+        raise ValueError(f"--rows must exceed --partitions ({count} <= {partitions})")
+    produce_events(servers, topic, events=_events(count - partitions), partitions=partitions,
+                   key_fn=_key)
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 0,
+                         "enable.idempotence": False})
+    failed: list[str] = []
+    for partition, event in enumerate(_events(partitions, start=count - partitions)):
+        producer.produce(topic, value=event, key=_key(event), partition=partition,
+                         on_delivery=lambda err, _msg: failed.append(str(err)) if err else None)
+        if producer.flush(30) or failed:  # one flush per record: a batch of one
+            raise RuntimeError(f"could not produce the last record of {topic}-{partition}: "
+                               f"{failed or 'not delivered in 30 s'}")
+
+
+def _drain(servers: str, topic: str, rows: int) -> float:
+    """Seconds a bare confluent-kafka consumer takes to read every record of the topic."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"bench-drain-{time.time()}",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        started = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        seen = value_bytes = 0
+        deadline = time.monotonic() + 300
+        while seen < rows:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the bare consumer read {seen} of {rows} records in 300 s")
+            for msg in consumer.consume(num_messages=10_000, timeout=1.0):
+                if msg.error() is None:
+                    seen += 1
+                    value_bytes += len(msg.value())  # into memory, then dropped
+        seconds = time.perf_counter() - started
+    finally:
+        consumer.close()
+    assert seen == rows and value_bytes > 0, f"drained {seen} of {rows} records"
+    return seconds
+
+
 def _events(count: int, start: int = 0) -> Iterator[bytes]:
     """Cheap JSON events shaped like `sample_events` (id, value, ts, dt)."""
     for i in range(start, start + count):
@@ -87,6 +148,22 @@ def _parse_only(parse_schema: pa.Schema, out_schema: pa.Schema,
         arrays = [rows.column(f.name).cast(f.type, safe=False).combine_chunks()
                   for f in out_schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _read_only(spark: Any, servers: str, topic: str, checkpoint: str, source: str) -> float:
+    """Seconds Spark takes to read the topic with `source` and drop it (the "noop" format): the
+    source's own share of a job, between the bare consumer and the whole job."""
+    from ingest.spark.kafka import kafka_dataframe
+
+    def drop(batch_df: Any, batch_id: int) -> None:
+        batch_df.write.format("noop").mode("overwrite").save()
+
+    started = time.perf_counter()
+    query = (kafka_dataframe(spark, bootstrap_servers=servers, topic=topic, source=source)
+             .writeStream.foreachBatch(drop).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    return time.perf_counter() - started
 
 
 def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
@@ -115,8 +192,8 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
 
 
 def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
-            args: argparse.Namespace, layout: str, *, remote: bool = False
-            ) -> tuple[float, Any]:
+            args: argparse.Namespace, layout: str, *, remote: bool = False,
+            source: str = "python") -> tuple[float, Any]:
     from ingest.io import storage
     from ingest.spark import ensure_tables, run_stream, table_layout
     from ingest.table import create_table
@@ -145,6 +222,7 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
                          max_offsets_per_trigger=args.max_offsets_per_trigger,
                          metastore=metastore, storage_options=storage_options,
                          compact="off", clean="off",  # the sink alone
+                         kafka_source=source,
                          # Unpartitioned, the events' dt is not a column: dropped, as before.
                          on_new_field="ignore")
     return time.perf_counter() - started, summary
@@ -196,10 +274,19 @@ def run(argv: list[str]) -> None:
                              "thrift://host:9083)")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="fsspec option for the --warehouse store (repeatable)")
+    parser.add_argument("--kafka-source", default="python",
+                        help="Kafka sources of the job, comma-separated (python, jvm); jvm runs "
+                             "the first layout with Spark's own source, which must be on the "
+                             "classpath (PYSPARK_SUBMIT_ARGS='--jars ... pyspark-shell')")
     args = parser.parse_args(argv)
     layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
+    sources = [x.strip() for x in args.kafka_source.split(",") if x.strip()]
+    if not set(sources) <= {"python", "jvm"} or "python" not in sources:
+        parser.error(f"--kafka-source {args.kafka_source!r}: give python or python,jvm")
     remote = bool(args.warehouse or args.metastore)
     cases = layouts + [f"{name}@remote" for name in layouts if remote]
+    if "jvm" in sources:
+        cases.append(f"{layouts[0]}@jvm")
     run_id = f"{os.getpid()}_{int(time.time())}"  # fresh table names in a shared metastore
     args.run_id = run_id
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -210,38 +297,51 @@ def run(argv: list[str]) -> None:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support")
     from pyspark.sql import SparkSession
 
-    from ingest.spark.kafka import produce_events
 
     tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-stream-"))
     broker, servers = _start_broker(tmp / "tansu.log")
     spark = None
-    runs: dict[str, list[float]] = {name: [] for name in [*cases, "baseline"]}
+    runs: dict[str, list[float]] = {name: [] for name in [
+        *cases, "baseline", "consumer", *(f"read@{source}" for source in sources)]}
+    load_before = os.getloadavg()
     summaries: dict[str, Any] = {}
     try:
         started = time.perf_counter()
         for topic, count in (("bench", args.rows), ("warmup", args.warmup_rows)):
-            produce_events(servers, topic, events=_events(count), partitions=args.partitions,
-                           key_fn=_key)
+            _fill_topic(servers, topic, count, args.partitions)
         print(f"produced {args.rows:,} records in {time.perf_counter() - started:.1f} s",
               file=sys.stderr)
         spark = (SparkSession.builder.master("local[2]").appName("ingest-bench-stream")
                  .config("spark.ui.enabled", "false").config("spark.driver.memory", "3g")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
+        if "jvm" in sources:
+            from ingest.spark.kafka import check_jvm_kafka
+
+            check_jvm_kafka(spark)
         # Warm-up: JVM JIT, Python workers, imports, for every path.
+        _drain(servers, "warmup", args.warmup_rows)
+        for source in sources:
+            _read_only(spark, servers, "warmup", str(tmp / f"warm_read_{source}"), source)
         for case in cases:
             name, remote = case.split("@")[0], case.endswith("@remote")
-            _ingest(spark, servers, "warmup", _location(args, tmp, f"warm_{name}", run_id, remote),
-                    str(tmp / f"warm_ck_{case}"), args, name, remote=remote)
+            source = "jvm" if case.endswith("@jvm") else "python"
+            _ingest(spark, servers, "warmup",
+                    _location(args, tmp, f"warm_{name}_{source}", run_id, remote),
+                    str(tmp / f"warm_ck_{case}"), args, name, remote=remote, source=source)
         if not args.no_baseline:
             _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck"),
                       args.compression)
 
         def one_ingest(case: str, i: int) -> None:
             name, remote = case.split("@")[0], case.endswith("@remote")
+            source = "jvm" if case.endswith("@jvm") else "python"
             seconds, summary = _ingest(spark, servers, "bench",
-                                       _location(args, tmp, f"{name}{i}", run_id, remote),
-                                       str(tmp / f"ck_{case}{i}"), args, name, remote=remote)
+                                       _location(args, tmp, f"{name}_{source}{i}", run_id,
+                                                 remote),
+                                       str(tmp / f"ck_{case}{i}"), args, name, remote=remote,
+                                       source=source)
             assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
             runs[case].append(seconds)
             summaries[case] = summary
@@ -253,8 +353,17 @@ def run(argv: list[str]) -> None:
             written = spark.read.orc(out).count()
             assert written == args.rows, f"baseline wrote {written} of {args.rows} rows"
 
+        def one_drain() -> None:
+            runs["consumer"].append(_drain(servers, "bench", args.rows))
+
+        def one_read(source: str, i: int) -> None:
+            runs[f"read@{source}"].append(
+                _read_only(spark, servers, "bench", str(tmp / f"ck_read_{source}{i}"), source))
+
         for i in range(args.repeats):
             steps = [partial(one_ingest, case, i) for case in cases]
+            steps.append(one_drain)
+            steps.extend(partial(one_read, source, i) for source in sources)
             if not args.no_baseline:
                 steps.append(partial(one_baseline, i))
             # Rotate the order so no case always runs on a warmer broker and JVM.
@@ -267,6 +376,7 @@ def run(argv: list[str]) -> None:
         broker.terminate()
         broker.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
+    load_after = os.getloadavg()
     if remote:
         print(f"remote: tables under {args.warehouse or 'the local directory'}, metastore "
               f"{redact_url(args.metastore) if args.metastore else 'default'}")
@@ -292,6 +402,28 @@ def run(argv: list[str]) -> None:
               f"{args.rows / base_s:,.0f} rows/s  runs {[round(t, 2) for t in runs['baseline']]}")
         figures["baseline"] = {"seconds": round(base_s, 3),
                                "rows_per_s": round(args.rows / base_s)}
+    consumer_s = statistics.median(runs["consumer"])
+    print(f"bare confluent-kafka consumer (every record into memory): median {consumer_s:.2f} s  "
+          f"{args.rows / consumer_s:,.0f} rows/s  runs {[round(t, 2) for t in runs['consumer']]}"
+          f"; ratio_to_consumer {consumer_s / figures[layouts[0]]['seconds']:.3f}")
+    for source in sources:
+        read_s = statistics.median(runs[f"read@{source}"])
+        print(f"Spark reading the topic with the {source} source, nothing written: median "
+              f"{read_s:.2f} s  {args.rows / read_s:,.0f} rows/s  runs "
+              f"{[round(t, 2) for t in runs[f'read@{source}']]}")
+        figures[f"read@{source}"] = {"seconds": round(read_s, 3),
+                                     "rows_per_s": round(args.rows / read_s)}
+    if "jvm" in sources:
+        jvm_case = f"{layouts[0]}@jvm"
+        jvm_s, summary = statistics.median(runs[jvm_case]), summaries[jvm_case]
+        print(f"ingest --file-layout {layouts[0]} --kafka-source jvm: median {jvm_s:.2f} s  "
+              f"{args.rows / jvm_s:,.0f} rows/s  runs {[round(t, 2) for t in runs[jvm_case]]} "
+              f"({summary.batches} micro-batches); ratio_to_jvm "
+              f"{jvm_s / figures[layouts[0]]['seconds']:.3f}")
+        figures[jvm_case] = {"seconds": round(jvm_s, 3), "rows_per_s": round(args.rows / jvm_s),
+                             "batches": summary.batches, "commit_ms": _commit_ms(summary)}
+    print(f"load average (1, 5, 15 min) before {[round(x, 2) for x in load_before]}, after "
+          f"{[round(x, 2) for x in load_after]} on {os.cpu_count()} cores")
     where = " and ".join(x for x in (
         args.warehouse, args.metastore and f"metastore {redact_url(args.metastore)}") if x)
     for name in layouts if remote else ():
@@ -315,6 +447,18 @@ def run(argv: list[str]) -> None:
            ingest_rows_per_s=first["rows_per_s"],
            **({"remote_ratio_to_local": figures[f"{layouts[0]}@remote"]["ratio_to_local"]}
               if remote else {}),
+           consumer_seconds=round(consumer_s, 3),
+           consumer_rows_per_s=round(args.rows / consumer_s),
+           ratio_to_consumer=round(consumer_s / first["seconds"], 3),
+           read_only_seconds=figures["read@python"]["seconds"],
+           read_only_ratio_to_consumer=round(consumer_s / figures["read@python"]["seconds"], 3),
+           **({"jvm_seconds": figures[f"{layouts[0]}@jvm"]["seconds"],
+               "jvm_rows_per_s": figures[f"{layouts[0]}@jvm"]["rows_per_s"],
+               "ratio_to_jvm": round(figures[f"{layouts[0]}@jvm"]["seconds"]
+                                     / first["seconds"], 3)}
+              if "jvm" in sources else {}),
+           load_before=[round(x, 2) for x in load_before],
+           load_after=[round(x, 2) for x in load_after],
            **({} if args.no_baseline else {
                "baseline_seconds": figures["baseline"]["seconds"],
                "baseline_rows_per_s": figures["baseline"]["rows_per_s"],

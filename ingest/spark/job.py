@@ -22,7 +22,7 @@ from ingest.acid.format import parse_schema, to_ddl
 from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.io import storage
 from ingest.spark.avro_columns import with_avro_columns
-from ingest.spark.kafka import LagProbe, check_topic, kafka_dataframe
+from ingest.spark.kafka import LagProbe, check_jvm_kafka, check_topic, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import StreamMetrics, check_port
 from ingest.spark.operations import StreamOperations
@@ -466,6 +466,8 @@ def run_stream(
                  storage_options=storage_options)
     check_stream_key(options, layout, url)
     check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)
+    if options.kafka_source == "jvm":
+        check_jvm_kafka(spark)  # before any table is created
     if options.metrics_port is not None:
         check_port(options.metrics_port)
     keyed = keyed_table(table, layout, options) if options.sink.keyed else None
@@ -502,7 +504,7 @@ def run_stream(
     frame = kafka_dataframe(spark, bootstrap_servers=options.bootstrap_servers,
                             topic=options.topic, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
-                            timeout_s=options.kafka_timeout_s)
+                            timeout_s=options.kafka_timeout_s, source=options.kafka_source)
     # Spark's progress then carries the batch's records and tombstones (observedMetrics).
     frame = frame.observe(OBSERVATION, *source_observations())
     maintenance = None

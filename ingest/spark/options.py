@@ -31,6 +31,7 @@ CdcFormat = Literal["debezium"]
 ValueFormat = Literal["json", "avro"]
 LogFormat = Literal["text", "json"]
 OnNewField = Literal["dead-letter", "fail", "ignore", "evolve"]
+KafkaSource = Literal["python", "jvm"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -296,6 +297,10 @@ class StreamOptions:
             "After each table commit, also commit its Kafka offsets to this consumer group "
             "(from the driver), so Kafka's own lag tools see the stream; the table stays the "
             "source of truth, and a failed group commit is logged and counted, never fatal."))
+    kafka_source: KafkaSource = _option("python", help=(
+        "Kafka source: 'python', ingest's (confluent-kafka; nothing to download), or 'jvm', "
+        "Spark's own (spark-sql-kafka-0-10 must be on the classpath, e.g. spark-submit "
+        "--packages). Either way the offsets commit with the data; keep one per checkpoint."))
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a bad trigger, topic or broker list, storage option, or a

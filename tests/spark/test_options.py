@@ -35,7 +35,7 @@ def test_flags_and_defaults() -> None:
         "--value-format", "--avro-schema", "--schema-registry", "--on-new-field", "--evolve-type",
         "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
         "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option",
-        "--log-format", "--commit-offsets-to-group"]
+        "--log-format", "--commit-offsets-to-group", "--kafka-source"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
@@ -52,7 +52,8 @@ def test_flags_and_defaults() -> None:
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
-        "--storage-option": (), "--log-format": "text", "--commit-offsets-to-group": None}
+        "--storage-option": (), "--log-format": "text", "--commit-offsets-to-group": None,
+        "--kafka-source": "python"}
     assert [f for f, s in specs.items() if s.multiple] == ["--evolve-type", "--storage-option"]
     assert specs["--on-new-field"].choices == ("dead-letter", "fail", "ignore", "evolve")
     assert specs["--file-layout"].choices == ("partition", "task")
@@ -62,6 +63,7 @@ def test_flags_and_defaults() -> None:
     assert specs["--mode"].choices == ("append", "upsert", "cdc")
     assert specs["--value-format"].choices == ("json", "avro")
     assert specs["--log-format"].choices == ("text", "json")
+    assert specs["--kafka-source"].choices == ("python", "jvm")
     options = StreamOptions(**REQUIRED)
     assert options.sink == SinkOptions() and options.schedule == (60.0, False)
 

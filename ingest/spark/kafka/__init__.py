@@ -12,7 +12,13 @@ from ingest.spark.kafka.registry import (
     registry,
     split_frame,
 )
-from ingest.spark.kafka.source import check_topic, kafka_dataframe, register_kafka_source
+from ingest.spark.kafka.source import (
+    check_jvm_kafka,
+    check_topic,
+    jvm_kafka_available,
+    kafka_dataframe,
+    register_kafka_source,
+)
 
 __all__ = [
     "DEFAULT_STARTING_OFFSETS",
@@ -21,11 +27,13 @@ __all__ = [
     "LagProbe",
     "PartitionLag",
     "SchemaRegistry",
+    "check_jvm_kafka",
     "check_topic",
     "confluent_frame",
     "encode_event",
     "ensure_topic",
     "group_offsets",
+    "jvm_kafka_available",
     "kafka_lag",
     "kafka_dataframe",
     "produce_events",

@@ -247,6 +247,25 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
     return True
 
 
+def check_jvm_kafka(spark: SparkSession) -> None:
+    """Check that Spark's own Kafka source can be used by this session.
+
+    Raises:
+        ConfigError: spark-sql-kafka-0-10 is not on the driver's classpath.
+    """
+    if jvm_kafka_available(spark):
+        return
+    import pyspark
+
+    package = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    raise ConfigError(
+        f"--kafka-source jvm: Spark's kafka source ({JVM_PROVIDER}) is not on the classpath "
+        "of this Spark driver",
+        hint=f"spark-submit --packages {package} (or --jars with it, kafka-clients and "
+             f"commons-pool2); for `ingest stream` set PYSPARK_SUBMIT_ARGS='--packages "
+             f"{package} pyspark-shell'; or use --kafka-source python")
+
+
 def kafka_dataframe(
     spark: SparkSession,
     *,
@@ -256,20 +275,23 @@ def kafka_dataframe(
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
-    source: Literal["auto", "jvm", "python"] = "auto",
+    source: Literal["auto", "jvm", "python"] = "python",
 ) -> DataFrame:
     """A streaming DataFrame of Kafka records with the columns of Spark's "kafka" source.
 
-    Uses Spark's JVM source when its classes are on the classpath (source="auto"), else
-    "ingest-kafka". `timeout_s` applies to "ingest-kafka" only.
+    source="python" (the default) reads with "ingest-kafka"; "jvm" with Spark's own source
+    (spark-sql-kafka-0-10, which must be on the classpath); "auto" with Spark's when its classes
+    are there, else ours. `timeout_s` applies to "ingest-kafka" only.
 
     Raises:
-        ConfigError: source="jvm" but spark-sql-kafka-0-10 is not on the classpath.
+        ConfigError: source="jvm" but spark-sql-kafka-0-10 is not on the classpath, or an
+            unknown source.
     """
+    if source not in ("auto", "jvm", "python"):
+        raise ConfigError(f"Unknown Kafka source {source!r}.", hint="python, jvm or auto")
     use_jvm = source == "jvm" or (source == "auto" and jvm_kafka_available(spark))
-    if source == "jvm" and not jvm_kafka_available(spark):
-        raise ConfigError(f"Spark's kafka source ({JVM_PROVIDER}) is not on the classpath.",
-                          hint="add org.apache.spark:spark-sql-kafka-0-10 to spark.jars.packages")
+    if source == "jvm":
+        check_jvm_kafka(spark)
     starting = starting_offsets if isinstance(starting_offsets, str) else json.dumps(
         {t: {str(p): int(o) for p, o in parts.items()} for t, parts in starting_offsets.items()})
     if use_jvm:
@@ -294,6 +316,7 @@ __all__ = [
     "KafkaInputPartition",
     "KafkaSourceOptions",
     "KafkaStreamReader",
+    "check_jvm_kafka",
     "check_topic",
     "jvm_kafka_available",
     "kafka_dataframe",
