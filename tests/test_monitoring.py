@@ -1,7 +1,9 @@
 """docker/prometheus and docker/grafana: every metric the dashboard and the alert rules query is
-one the job exports (asked of `StreamMetrics`' own registry, not a list kept here), and
-promtool (Debian's `prometheus` package; .ci/run installs it) accepts the config and the rules
-and passes the rules' unit tests (docker/prometheus/alerts.test.yml)."""
+one the job exports (asked of `StreamMetrics`' own registry, not a list kept here, and of
+that registry served over HTTP; tests/spark/test_stream_metrics.py checks them against a
+running job's endpoint too), and promtool (Debian's `prometheus` package; .ci/run installs
+it) accepts the config and the rules and passes the rules' unit tests
+(docker/prometheus/alerts.test.yml)."""
 
 from __future__ import annotations
 
@@ -9,40 +11,26 @@ import json
 import re
 import shutil
 import subprocess
+import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from conftest import require
+from monitoring_queries import (
+    BUILT_IN,
+    DASHBOARD,
+    GRAFANA,
+    PROMETHEUS,
+    ROOT,
+    dashboard_exprs,
+    dashboard_names,
+    metric_names,
+    rules,
+    served_names,
+)
 
-from ingest.spark.metrics import StreamMetrics
-
-ROOT = Path(__file__).resolve().parent.parent
-PROMETHEUS = ROOT / "docker" / "prometheus"
-GRAFANA = ROOT / "docker" / "grafana"
-DASHBOARD = GRAFANA / "dashboards" / "ingest.json"
-BUILT_IN = {"up"}  # what Prometheus itself records for every scrape target
-
-_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left",
-             "group_right", "offset", "bool", "inf", "nan"}
-
-
-def metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression selects: identifiers that are not functions,
-    keywords, label names (in matchers and grouping lists), durations or numbers."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)  # string literals
-    text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
-    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
-    text = re.sub(r"\[[^\]]*\]", "", text)  # range selectors
-    text = re.sub(r"\boffset\s+\w+", "", text)
-    names = set()
-    for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
-        following = text[m.end():].lstrip()
-        if following.startswith("(") or m.group().lower() in _KEYWORDS:
-            continue
-        names.add(m.group())
-    return names
+from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +41,6 @@ def exported() -> set[str]:
         return metrics.sample_names()
     finally:
         metrics.close()
-
-
-def dashboard_exprs() -> list[tuple[str, str]]:
-    board = json.loads(DASHBOARD.read_text())
-    out = [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])]
-    out += [(f"variable {v['name']}", v["query"]["query"])
-            for v in board["templating"]["list"] if v["type"] == "query"]
-    return out
-
-
-def rules() -> list[dict[str, Any]]:
-    groups = yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())["groups"]
-    return [rule for group in groups for rule in group["rules"]]
 
 
 def test_metric_names_finds_names_and_skips_functions_labels_and_keywords() -> None:
@@ -82,11 +57,27 @@ def test_every_dashboard_query_uses_exported_metrics(exported: set[str]) -> None
     exprs = dashboard_exprs()
     assert exprs
     for title, expr in exprs:
-        names = metric_names(expr)
-        if title.startswith("variable "):  # label_values(metric, label)
-            names = {n for n in names if n.startswith("ingest_")}
+        names = dashboard_names(title, expr)  # of label_values(metric, label): the metric
         assert names, (title, expr)
         assert names <= exported | BUILT_IN, (title, sorted(names - exported))
+
+
+def test_the_http_endpoint_announces_every_name_of_the_registry(
+        exported: set[str]) -> None:
+    """What `serve` puts on the wire is what `sample_names` says (a family without samples
+    yet is announced by its TYPE line), so the registry checks above hold for a scrape."""
+    metrics = StreamMetrics("default.events")
+    try:
+        port = metrics.serve(0, host="127.0.0.1")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as reply:
+            sampled, announced = served_names(reply.read().decode())
+    finally:
+        metrics.close()
+    assert exported <= announced
+    # prometheus_client adds a counter's creation time; nothing else is on the wire only.
+    assert {n for n in announced - exported if not n.endswith("_created")} == set()
+    assert "ingest_rows_committed_total" in sampled  # at 0 from the first scrape
+    assert "ingest_batches_total" not in sampled  # announced, no micro-batch yet
 
 
 def test_a_misspelt_metric_would_be_caught(exported: set[str]) -> None:
@@ -139,6 +130,19 @@ def test_compose_mounts_what_prometheus_and_grafana_read() -> None:
     mounts = services["grafana"]["volumes"]
     assert f"./grafana/dashboards:{provider['options']['path']}:ro" in mounts
     assert "./grafana/provisioning:/etc/grafana/provisioning:ro" in mounts
+
+
+def test_the_readme_lists_every_metric_and_alert() -> None:
+    """README "Operating the stream" has a row for every metric family the job exports and
+    every alert rule."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Operating the stream"):]
+    section = section[:section.index("\n## ", 1)]
+    listed = set(re.findall(r"`(ingest_[a-z_]+)`", section))
+    assert set(METRIC_NAMES) <= listed, sorted(set(METRIC_NAMES) - listed)
+    assert listed <= set(METRIC_NAMES), sorted(listed - set(METRIC_NAMES))
+    alerts = {r["alert"] for r in rules()}
+    assert alerts <= set(re.findall(r"^\| `(Ingest[A-Za-z]+)`", section, re.M)), alerts
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:

@@ -20,6 +20,9 @@ reported as `ratio_to_consumer` (the consumer's seconds over the job's). With
 reported as `jvm_seconds` and `ratio_to_jvm` (its seconds over ours). Each source also reads the
 topic into Spark's "noop" format (`layouts["read@python"]`, `read_only_ratio_to_consumer`): the
 source's share of the gap to the consumer.
+`--metrics` also runs the first layout with `--metrics-port`, scraped several times a second
+(far more often than Prometheus' usual 15 s) so the collectors' cost counts, and reports
+`ratio_metrics_on`: its throughput over the same layout's without metrics.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -191,9 +196,40 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
     return time.perf_counter() - started
 
 
+class _Scraper:
+    """Scrapes a job's `/metrics` every `interval_s` from a thread, as Prometheus would
+    (waiting out the moments before the job serves and after it stops)."""
+
+    def __init__(self, port: int, interval_s: float) -> None:
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.interval_s = interval_s
+        self.scrapes_ms: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-scraper", daemon=True)
+
+    def __enter__(self) -> _Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(self.url, timeout=10) as response:
+                    if b"ingest_rows_committed_total" in response.read():
+                        self.scrapes_ms.append(1000 * (time.perf_counter() - started))
+            except OSError:
+                pass  # not serving yet, or already stopped
+
+
 def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
             args: argparse.Namespace, layout: str, *, remote: bool = False,
-            source: str = "python") -> tuple[float, Any]:
+            source: str = "python",
+            metrics_port: int | None = None) -> tuple[float, Any]:
     from ingest.io import storage
     from ingest.spark import ensure_tables, run_stream, table_layout
     from ingest.table import create_table
@@ -221,6 +257,7 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
                          writer_split_rows=args.writer_split_rows,
                          max_offsets_per_trigger=args.max_offsets_per_trigger,
                          metastore=metastore, storage_options=storage_options,
+                         metrics_port=metrics_port,
                          compact="off", clean="off",  # the sink alone
                          kafka_source=source,
                          # Unpartitioned, the events' dt is not a column: dropped, as before.
@@ -278,6 +315,10 @@ def run(argv: list[str]) -> None:
                         help="Kafka sources of the job, comma-separated (python, jvm); jvm runs "
                              "the first layout with Spark's own source, which must be on the "
                              "classpath (PYSPARK_SUBMIT_ARGS='--jars ... pyspark-shell')")
+    parser.add_argument("--metrics", action="store_true",
+                        help="also run the first layout with --metrics-port, scraped every "
+                             "--scrape-interval-s, and report its ratio to the run without")
+    parser.add_argument("--scrape-interval-s", type=float, default=0.25)
     args = parser.parse_args(argv)
     layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
     sources = [x.strip() for x in args.kafka_source.split(",") if x.strip()]
@@ -302,8 +343,10 @@ def run(argv: list[str]) -> None:
     broker, servers = _start_broker(tmp / "tansu.log")
     spark = None
     runs: dict[str, list[float]] = {name: [] for name in [
-        *cases, "baseline", "consumer", *(f"read@{source}" for source in sources)]}
+        *cases, "baseline", "consumer", "metrics",
+        *(f"read@{source}" for source in sources)]}
     load_before = os.getloadavg()
+    scrapes_ms: list[float] = []
     summaries: dict[str, Any] = {}
     try:
         started = time.perf_counter()
@@ -333,6 +376,9 @@ def run(argv: list[str]) -> None:
         if not args.no_baseline:
             _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck"),
                       args.compression)
+        if args.metrics:
+            _ingest(spark, servers, "warmup", str(tmp / "warm_metrics"),
+                    str(tmp / "warm_ck_metrics"), args, layouts[0], metrics_port=_free_port())
 
         def one_ingest(case: str, i: int) -> None:
             name, remote = case.split("@")[0], case.endswith("@remote")
@@ -360,12 +406,25 @@ def run(argv: list[str]) -> None:
             runs[f"read@{source}"].append(
                 _read_only(spark, servers, "bench", str(tmp / f"ck_read_{source}{i}"), source))
 
+        def one_metrics(i: int) -> None:
+            port = _free_port()
+            with _Scraper(port, args.scrape_interval_s) as scraper:
+                seconds, summary = _ingest(spark, servers, "bench", str(tmp / f"metrics{i}"),
+                                           str(tmp / f"ck_metrics{i}"), args, layouts[0],
+                                           metrics_port=port)
+            assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
+            assert scraper.scrapes_ms, f"no scrape of port {port} succeeded"
+            runs["metrics"].append(seconds)
+            scrapes_ms.extend(scraper.scrapes_ms)
+
         for i in range(args.repeats):
             steps = [partial(one_ingest, case, i) for case in cases]
             steps.append(one_drain)
             steps.extend(partial(one_read, source, i) for source in sources)
             if not args.no_baseline:
                 steps.append(partial(one_baseline, i))
+            if args.metrics:
+                steps.append(partial(one_metrics, i))
             # Rotate the order so no case always runs on a warmer broker and JVM.
             shift = i % len(steps)
             for step in steps[shift:] + steps[:shift]:
@@ -438,6 +497,18 @@ def run(argv: list[str]) -> None:
                                      "rows_per_s": round(args.rows / median_s),
                                      "ratio_to_local": round(ratio, 3),
                                      "commit_ms": _commit_ms(summary)}
+    if args.metrics:
+        median_s = statistics.median(runs["metrics"])
+        ratio = figures[layouts[0]]["seconds"] / median_s
+        print(f"ingest --file-layout {layouts[0]} --metrics-port, scraped every "
+              f"{args.scrape_interval_s:g} s: median {median_s:.2f} s  "
+              f"{args.rows / median_s:,.0f} rows/s  runs {[round(t, 2) for t in runs['metrics']]}"
+              f" ({len(scrapes_ms)} scrapes, median {statistics.median(scrapes_ms):.1f} ms); "
+              f"ratio to without {ratio:.3f}")
+        figures["metrics"] = {"seconds": round(median_s, 3),
+                              "rows_per_s": round(args.rows / median_s),
+                              "ratio_metrics_on": round(ratio, 3), "scrapes": len(scrapes_ms),
+                              "scrape_ms": round(statistics.median(scrapes_ms), 1)}
     first = figures[layouts[0]]
     report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
            flush_rows=args.flush_rows, txns_per_delta=args.txns_per_delta,
@@ -459,6 +530,9 @@ def run(argv: list[str]) -> None:
               if "jvm" in sources else {}),
            load_before=[round(x, 2) for x in load_before],
            load_after=[round(x, 2) for x in load_after],
+           **({"metrics_rows_per_s": figures["metrics"]["rows_per_s"],
+               "ratio_metrics_on": figures["metrics"]["ratio_metrics_on"]}
+              if args.metrics else {}),
            **({} if args.no_baseline else {
                "baseline_seconds": figures["baseline"]["seconds"],
                "baseline_rows_per_s": figures["baseline"]["rows_per_s"],

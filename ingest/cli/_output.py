@@ -7,10 +7,11 @@ import datetime as dt
 import decimal
 import json
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import click
 import pyarrow as pa
@@ -130,25 +131,43 @@ class ProgressBar:
     --quiet (or --json) is off; otherwise calling it does nothing and `active` is False, so
     the command prints its per-partition lines instead (docs: STYLE, long work).
 
-    Call it as the `on_progress` of a table operation: (done, total, current item).
+    Call it as the `on_progress` of a table operation: (done, total, current item). With a
+    `unit` ("rows", "bytes") the bar shows the amounts done and the rate instead of a count
+    of items (`ingest load`); click adds the ETA.
     """
 
-    def __init__(self, label: str, *, quiet: bool, stream: Any = None) -> None:
+    def __init__(self, label: str, *, quiet: bool, stream: Any = None,
+                 unit: Literal["", "rows", "bytes"] = "") -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.active = not quiet and _is_terminal(self.stream)
+        self.unit = unit
         self._bar: Any = None
+        self._first: tuple[float, int] = (0.0, 0)  # (when, done) of the first call
 
     def __call__(self, done: int, total: int, item: str) -> None:
         if not self.active or total <= 0:
             return
         if self._bar is None:
             self._bar = click.progressbar(
-                length=total, label=self.label, file=self.stream, show_pos=True, show_percent=True,
-                item_show_func=lambda current: current)
+                length=total, label=self.label, file=self.stream, show_pos=not self.unit,
+                show_percent=True, item_show_func=lambda current: current)
             self._bar.__enter__()
+            self._first = (time.monotonic(), done)
         shown = "/".join(item.rstrip("/").split("/")[-2:])  # partition/file, not the root
-        self._bar.update(max(done - self._bar.pos, 0), current_item=shown)
+        if self.unit:
+            # The rate since the first call: its work's start is not known here.
+            since, first_done = self._first
+            seconds = time.monotonic() - since
+            rate = (f" {_amount((done - first_done) / seconds, self.unit)}/s"
+                    if done > first_done and seconds > 0 else "")
+            done_text = f"{done:,}" if self.unit == "rows" else _amount(done, self.unit)
+            shown = (f"{done_text}/{_amount(total, self.unit)}{rate} "
+                     f"{shown}").rstrip()
+        step = max(done - self._bar.pos, 0)
+        self._bar.update(step, current_item=shown)
+        if step == 0:  # a new item alone (e.g. "parsing" after the last byte): show it
+            self._bar.render_progress()
 
     def close(self) -> None:
         """Finish the bar's line (the summary then starts on a line of its own)."""
@@ -157,10 +176,18 @@ class ProgressBar:
             self._bar = None
 
 
+def _amount(value: float, unit: str) -> str:
+    """Rows as 1,234,567 rows; bytes in MB (or kB below one)."""
+    if unit == "bytes":
+        return f"{value / 1e6:.1f} MB" if value >= 1e6 else f"{value / 1e3:.0f} kB"
+    return f"{value:,.0f} {unit}"
+
+
 @contextmanager
-def progress_bar(label: str, *, quiet: bool) -> Iterator[ProgressBar]:
+def progress_bar(label: str, *, quiet: bool,
+                 unit: Literal["", "rows", "bytes"] = "") -> Iterator[ProgressBar]:
     """A `ProgressBar` closed at the end of the block."""
-    bar = ProgressBar(label, quiet=quiet)
+    bar = ProgressBar(label, quiet=quiet, unit=unit)
     try:
         yield bar
     finally:

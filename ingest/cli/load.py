@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from ingest.cli._options import METASTORE_HELP, storage_option
-from ingest.cli._output import dumps, progress
+from ingest.cli._output import ProgressBar, dumps, progress, progress_bar
 from ingest.table import open_table_root
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -29,6 +29,16 @@ def write_options(command: _F) -> _F:
     for option in reversed(_WRITE_OPTIONS):
         command = option(command)
     return command
+
+
+def _after(first: ProgressBar, then: ProgressBar) -> Callable[[int, int, str], None]:
+    """`then`, closing `first`'s line when `then` is first called (the bars stack)."""
+
+    def call(done: int, total: int, item: str) -> None:
+        first.close()
+        then(done, total, item)
+
+    return call if first.active else then
 
 
 @click.command(
@@ -64,8 +74,13 @@ def command(path: str, input_path: str, format_: str | None, missing_columns: st
     progress(f"Loading {input_path} into {path}", quiet=quiet or as_json)
     started = time.monotonic()
     table = open_table_root(path, metastore, storage_options)
-    result = table.load_file(input_path, format=format_,  # type: ignore[arg-type]
-                             missing_columns=missing_columns)  # type: ignore[arg-type]
+    # On a terminal: the bytes read (then parsing), then the rows written, with rate and ETA.
+    with progress_bar("Reading", quiet=quiet or as_json, unit="bytes") as reading, \
+            progress_bar("Writing", quiet=quiet or as_json, unit="rows") as writing:
+        result = table.load_file(input_path, format=format_,  # type: ignore[arg-type]
+                                 missing_columns=missing_columns,  # type: ignore[arg-type]
+                                 on_read_progress=reading,
+                                 on_progress=_after(reading, writing))
     seconds = time.monotonic() - started
     if as_json:
         click.echo(dumps({

@@ -11,7 +11,7 @@ aborted write ids (the streaming sink's restart repair), and only that.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -34,6 +34,8 @@ from ingest.errors import CommitConflictError, IngestError
 from ingest.io import storage
 from ingest.table._open import StorageOptions, table_fs
 from ingest.txn import Metastore, TableDefinition, Transaction
+
+_PROGRESS_ROWS = 65_536  # rows per write() when a caller counts them (a progress bar)
 
 
 class Written:
@@ -93,10 +95,12 @@ class Written:
 
     def write_bucket(self, directory: str, bucket_id: int, data: pa.Table, *,
                      row_schema: pa.Schema, write_id: int, compression: Compression,
-                     deletes: bool = False) -> None:
+                     deletes: bool = False,
+                     on_rows: Callable[[int], None] | None = None) -> None:
         """Write `directory/bucket_N`: `data` as insert events, or (deletes=True) as the keys
         of delete events (originalTransaction, bucket, rowId); count its files and bytes and
-        keep its manifest entry.
+        keep its manifest entry. `on_rows` (inserts only) hears of the rows encoded into
+        the file as each stripe is written, so a large bucket file shows progress.
 
         Raises:
             ValueError: this Written was made without the table root.
@@ -112,11 +116,20 @@ class Written:
             write_id=write_id, row_schema=row_schema, bucket_id=bucket_id,
             kind="delete" if deletes else "insert", compression=compression), fs=self.fs)
         self.files.append(path)
+        told = 0
         with writer:
             if deletes:
                 writer.write_deletes(data)
-            else:
+            elif on_rows is None:
                 writer.write(data)
+            else:  # in slices, so stripes are encoded (and told) as they fill
+                for start in range(0, data.num_rows, _PROGRESS_ROWS):
+                    writer.write(data.slice(start, _PROGRESS_ROWS))
+                    if writer.rows_written > told:
+                        on_rows(writer.rows_written - told)
+                        told = writer.rows_written
+        if on_rows is not None and not deletes and data.num_rows > told:
+            on_rows(data.num_rows - told)  # the last stripe, written on close
         self.bytes += writer.bytes_written
         self.committed.append(writer.committed_file(relative_path(self.root, path)))
 

@@ -381,10 +381,13 @@ class Table:
                          storage_options=self._storage_options)
 
     def load_file(self, input_path: str, *, format: InputFormat | None = None,
-                  missing_columns: MissingColumns = "error") -> LoadResult:
+                  missing_columns: MissingColumns = "error",
+                  on_read_progress: Callable[[int, int, str], None] | None = None,
+                  on_progress: Callable[[int, int, str], None] | None = None) -> LoadResult:
         """Insert the rows of a JSON Lines, CSV or Parquet file in one transaction
         (`ingest.table.load_file`; the file is read with the table's storage options when it
-        lies in the table's bucket).
+        lies in the table's bucket). `on_read_progress` gets (bytes read, file size, path),
+        then "parsing"; `on_progress` gets (rows written, rows in all, the partition).
 
         Raises:
             ConfigError: opened without a metastore or at a partition; see `load_file`.
@@ -394,7 +397,8 @@ class Table:
         defn = self._require_root("load rows")
         return load_file(defn.location, input_path, format=format, metastore=self._metastore,
                          missing_columns=missing_columns,
-                         storage_options=self._storage_options)
+                         storage_options=self._storage_options,
+                         on_read_progress=on_read_progress, on_progress=on_progress)
 
     def delete(self, where: str, *, dry_run: bool = False) -> DeleteResult:
         """Delete the rows matching `where` in one transaction (`ingest.table.delete`).

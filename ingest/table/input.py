@@ -12,7 +12,7 @@ import json
 import os
 import re
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -29,6 +29,11 @@ from ingest.table.values import WIDE_DECIMAL
 
 InputFormat = Literal["jsonl", "csv", "parquet"]
 
+ProgressFn = Callable[[int, int, str], None]
+"""Called with (done, total, what is being done) as a long step advances."""
+
+_READ_CHUNK_BYTES = 8 << 20  # with a progress callback: how often it hears of the read
+
 _EXTENSIONS: dict[str, InputFormat] = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
                                        ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 _COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
@@ -36,7 +41,7 @@ _COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
 
 def read_input(
     path: str, *, format: InputFormat | None = None, schema: pa.Schema | None = None,
-    storage_options: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None, on_progress: ProgressFn | None = None,
 ) -> pa.Table:
     """Read a JSON Lines, CSV or Parquet file (optionally .gz/.bz2/.zst/.lz4 compressed).
 
@@ -47,6 +52,9 @@ def read_input(
             types (so '007' stays a string), except decimals and timestamps, which stay
             text for `load` to convert (ingest/table/values.py); other columns are inferred.
         storage_options: fsspec options for the file's storage; None: fsspec's own config.
+        on_progress: called with (bytes read, the file's size, path) as the file is read
+            (stored bytes, before decompression), then with (size, size, "parsing") before
+            the rows are parsed.
 
     Raises:
         FileNotFoundError: no such file.
@@ -67,7 +75,7 @@ def read_input(
             f"Cannot read input {path}: " + (f"unknown format {format!r}" if format else
                                              f"cannot tell the format from its extension {ext!r}"),
             hint="give --format jsonl, csv or parquet")
-    data = _file_bytes(fs, stripped, path, codec)
+    data = _file_bytes(fs, stripped, path, codec, on_progress)
     try:
         if fmt == "parquet":
             return pq.read_table(io.BytesIO(data))
@@ -106,13 +114,28 @@ def read_input_bytes(path: str, *, storage_options: Mapping[str, Any] | None = N
     return _file_bytes(fs, stripped, path, _COMPRESSED.get(ext))
 
 
-def _file_bytes(fs: Any, stripped: str, path: str, codec: str | None) -> bytes:
+def _file_bytes(fs: Any, stripped: str, path: str, codec: str | None,
+                on_progress: ProgressFn | None = None) -> bytes:
     if not fs.exists(stripped):
         raise FileNotFoundError(f"Cannot open input file, does not exist: {path}")
-    data = fs.cat_file(stripped)
+    data = fs.cat_file(stripped) if on_progress is None else _read_chunks(fs, stripped,
+                                                                          on_progress)
     if codec:
         data = pa.CompressedInputStream(pa.BufferReader(data), codec).read()
     return bytes(data)
+
+
+def _read_chunks(fs: Any, stripped: str, on_progress: ProgressFn) -> bytes:
+    """The file's bytes, read a chunk at a time with the progress told after each."""
+    size = int(fs.size(stripped) or 0)
+    chunks, done = [], 0
+    with fs.open(stripped, "rb") as f:
+        while chunk := f.read(_READ_CHUNK_BYTES):
+            chunks.append(chunk)
+            done += len(chunk)
+            on_progress(done, max(size, done), stripped)
+    on_progress(done, max(size, done), "parsing")
+    return b"".join(chunks)
 
 
 def _check_utf8(path: str, data: bytes) -> None:

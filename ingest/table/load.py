@@ -8,6 +8,7 @@ through `ingest.acid`; the CLI's `ingest load`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -27,7 +28,7 @@ from ingest.table._open import (
     table_fs,
 )
 from ingest.table._written import commit, join_path, writing
-from ingest.table.input import InputFormat, read_input
+from ingest.table.input import InputFormat, ProgressFn, read_input
 from ingest.table.split import split_rows
 from ingest.table.values import describe_decimal_error, to_decimal, to_timestamp
 from ingest.txn import TableDefinition
@@ -59,6 +60,7 @@ def load(
     compression: Compression | None = None,
     missing_columns: MissingColumns = "error",
     storage_options: StorageOptions = None,
+    on_progress: ProgressFn | None = None,
 ) -> LoadResult:
     """Insert rows into a table in one transaction (Hive's INSERT INTO).
 
@@ -78,6 +80,8 @@ def load(
             loaded as NULL when the column is nullable ("null"); the same for every type.
         storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
             own config and environment.
+        on_progress: called with (rows written, rows in all, the partition) as bucket files
+            are written, every few tens of thousands of rows.
 
     Returns:
         Counts, files and the write id (None for an empty input: nothing is committed).
@@ -99,6 +103,7 @@ def load(
         buckets = (bucket_ids(rows, defn.bucket_columns, defn.bucket_count)
                    if defn.bucket_count else None)
         parts: list[str] = []
+        count = _RowsWritten(on_progress, rows.num_rows)
         with writing(store, defn, fs, agent=agent or agent_name("load")) as (txn, written):
             w = txn.write_id
             for part, bucket, chunk in split_rows(rows, partitions, bucket_ids=buckets):
@@ -107,7 +112,8 @@ def load(
                     written.make_directory(join_path(root, part), directory)
                     parts.append(part)
                 written.write_bucket(directory, bucket, chunk, row_schema=rows.schema,
-                                     write_id=w, compression=codec)
+                                     write_id=w, compression=codec,
+                                     on_rows=count.counter(part))
                 store.heartbeat(txn)
         commit(store, txn, written)
         return LoadResult(defn.name, defn.location, w, rows.num_rows,
@@ -124,12 +130,15 @@ def load_file(
     agent: str = "",
     missing_columns: MissingColumns = "error",
     storage_options: StorageOptions = None,
+    on_read_progress: ProgressFn | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> LoadResult:
     """`read_input` with the table's column types, then `load`.
 
     `storage_options` are the table's; the input file is read with them too when it lies in
     the table's bucket (the CLI's `--storage-option` names the table's bucket), else with
-    fsspec's own config alone.
+    fsspec's own config alone. `on_read_progress` is `read_input`'s `on_progress` (bytes
+    read), `on_progress` is `load`'s (rows written).
 
     Raises:
         As `read_input` and `load`.
@@ -138,9 +147,32 @@ def load_file(
     with open_table(location, metastore, storage_options) as (store, defn):
         beside = storage.same_root(input_path, defn.location)
         data = read_input(input_path, format=format, schema=table_schema(defn),
-                          storage_options=storage_options if beside else None)
+                          storage_options=storage_options if beside else None,
+                          on_progress=on_read_progress)
         return load(defn.location, data, metastore=store, agent=agent,
-                    missing_columns=missing_columns, storage_options=storage_options)
+                    missing_columns=missing_columns, storage_options=storage_options,
+                    on_progress=on_progress)
+
+
+class _RowsWritten:
+    """Adds up the rows of one load's bucket files for its `on_progress`."""
+
+    def __init__(self, on_progress: ProgressFn | None, total: int) -> None:
+        self.on_progress = on_progress
+        self.total = total
+        self.done = 0
+
+    def counter(self, partition: str) -> Callable[[int], None] | None:
+        """`Written.write_bucket`'s `on_rows` for a bucket file of `partition`."""
+        on_progress = self.on_progress
+        if on_progress is None:
+            return None
+
+        def add(rows: int) -> None:
+            self.done += rows
+            on_progress(self.done, self.total, partition)
+
+        return add
 
 
 def check_missing_columns(value: object) -> None:

@@ -1,4 +1,4 @@
-"""Progress bars of the long commands (compact, clean, verify, recover): drawn on stderr when
+"""Progress bars of the long commands (compact, clean, verify, recover, load): drawn on stderr when
 it is a terminal (a real pseudo-terminal here), never with --quiet, and not when stderr is a
 pipe or a file, where the commands print their lines as before."""
 
@@ -99,3 +99,47 @@ def test_long_commands_draw_a_bar_on_a_terminal_only(tmp_path: Path, command: li
     assert "%" not in piped.stderr and "\r" not in piped.stderr
     if command == ["clean"]:  # without a bar, a line per partition as before
         assert all(f"dt={day}" in piped.stderr for day in DAYS), piped.stderr
+
+
+def test_a_bar_with_a_unit_shows_amounts_and_the_rate() -> None:
+    terminal = _Terminal()
+    bar = ProgressBar("Reading", quiet=False, stream=terminal, unit="bytes")
+    for done in (4_000_000, 8_000_000, 12_000_000):
+        bar(done, 12_000_000, "/data/in/events.jsonl")
+    bar(12_000_000, 12_000_000, "parsing")  # no bytes: the new item alone is drawn
+    bar.close()
+    drawn = terminal.getvalue()
+    assert "12.0 MB/12.0 MB" in drawn and "MB/s" in drawn and "100%" in drawn
+    last = drawn.split("\r")[-1]  # the line as it stays on the screen
+    assert "in/events.jsonl" in drawn and "100%" in last and "parsing" in last
+
+
+def test_load_draws_reading_and_writing_bars_on_a_terminal_only(tmp_path: Path) -> None:
+    """`ingest load`: bytes read (then parsing), then rows written with their rate, on a
+    terminal; nothing with -q or --json, or when stderr is not a terminal."""
+    location = str(tmp_path / "events")
+    create_table(location, "id BIGINT, value STRING", partitioned_by=("dt",))
+    rows = 30_000
+    source = tmp_path / "events.jsonl"
+    source.write_text("".join(f'{{"id":{i},"value":"v{i}","dt":"{DAYS[i % 3]}"}}\n'
+                              for i in range(rows)))
+
+    code, out, screen = on_terminal(["load", location, "--input", str(source)])
+    assert code == 0, screen
+    assert "Loaded 30,000 rows" in out
+    size = f"{source.stat().st_size / 1e6:.1f} MB"  # 1.4 MB
+    assert "Reading" in screen and f"{size}/{size}" in screen and "parsing" in screen, screen
+    assert "Writing" in screen and "30,000/30,000 rows" in screen and "rows/s" in screen
+    assert "100%" in screen
+
+    for flag in ("-q", "--json"):
+        code, out, quiet_screen = on_terminal(["load", location, "--input", str(source), flag])
+        assert code == 0 and "Reading" not in quiet_screen and "%" not in quiet_screen
+        assert "Writing" not in quiet_screen, quiet_screen
+
+    piped = subprocess.run([sys.executable, "-m", "ingest", "load", location, "--input",
+                            str(source)], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert piped.returncode == 0, piped.stderr
+    assert "%" not in piped.stderr and "\r" not in piped.stderr
+    assert piped.stderr.startswith("Loading "), piped.stderr

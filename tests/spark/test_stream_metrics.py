@@ -1,6 +1,8 @@
 """The streaming job's Prometheus endpoint (`--metrics-port`) scraped over HTTP and parsed
 with prometheus_client's text parser, against a real broker (tansu) and real Spark; then
-`ingest status --bootstrap-servers` shows the lag the job left."""
+`ingest status --bootstrap-servers` shows the lag the job left. The same scrape holds every
+metric docker/'s dashboard and alert rules query (tests/test_monitoring.py checks them
+against the registry)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,14 @@ from typing import Any
 
 import pytest
 from conftest import free_port
+from monitoring_queries import (
+    BUILT_IN,
+    dashboard_exprs,
+    dashboard_names,
+    metric_names,
+    rules,
+    served_names,
+)
 from prometheus_client.parser import text_string_to_metric_families
 from support import run_cli
 
@@ -26,10 +36,19 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow,
 RECORDS, BAD, PER_BATCH, MORE = 90, 2, 40, 25
 
 
+def scrape_text(port: int) -> str:
+    """The endpoint's reply, in Prometheus' text format."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        return response.read().decode()
+
+
 def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """Every sample of the endpoint, by (sample name, labels)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        text = response.read().decode()
+    return parse(scrape_text(port))
+
+
+def parse(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a scrape, by (sample name, labels)."""
     return {(s.name, frozenset(s.labels.items())): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
 
@@ -62,7 +81,8 @@ def test_metrics_count_what_the_stream_committed_and_lag_follows_the_broker(
         assert running.await_termination(timeout_s=300), "the stream did not finish in 300 s"
         summary = running.summary()
         table = running.table
-        drained = scrape(port)  # the query ended; the driver still serves
+        drained_text = scrape_text(port)  # the query ended; the driver still serves
+        drained = parse(drained_text)
         produce_events(kafka_broker, topic, events=sample_events(MORE, start_id=RECORDS),
                        key_fn=lambda e: str(e["id"]), partitions=3)  # type: ignore[index]
         behind = scrape(port)
@@ -101,6 +121,19 @@ def test_metrics_count_what_the_stream_committed_and_lag_follows_the_broker(
            if n == "ingest_kafka_lag_records"}
     assert lag == {"0": 0, "1": 0, "2": 0}  # the topic drained
     assert total(drained, "ingest_kafka_committed_offset") == RECORDS + BAD
+
+    # Every name the dashboard and the alert rules query is one this running job served.
+    sampled, announced = served_names(drained_text)
+    for title, expr in dashboard_exprs():
+        names = dashboard_names(title, expr)
+        assert names and names <= announced | BUILT_IN, (title, sorted(names - announced))
+    for rule in rules():
+        names = metric_names(rule["expr"])
+        assert names and names <= announced | BUILT_IN, (rule["alert"], sorted(names - announced))
+    # What the dashboard shows first and the alerts watch has samples after a run.
+    assert {"ingest_rows_committed_total", "ingest_kafka_lag_records",
+            "ingest_commit_latency_seconds_bucket", "ingest_last_commit_timestamp_seconds",
+            "ingest_dead_letters_total", "ingest_batches_total"} <= sampled
 
     # Records produced after the last micro-batch: lag at scrape time, nothing committed.
     assert total(behind, "ingest_kafka_lag_records") == MORE
