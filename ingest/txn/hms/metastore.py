@@ -55,8 +55,9 @@ from ingest.txn.hms.compactions import (
 from ingest.txn.hms.connection import HmsConnection, connect
 from ingest.txn.hms.heartbeat import Heartbeater
 from ingest.txn.hms.leases import begin_read, end_read, holding, renew_read
-from ingest.txn.hms.manifest import MANIFEST, HmsManifest, own_transaction
+from ingest.txn.hms.manifest import MANIFEST, HmsManifest, checked, own_transaction
 from ingest.txn.hms.progress import (
+    PROGRESS,
     ProgressCache,
     ProgressRow,
     ensure_progress_table,
@@ -64,15 +65,18 @@ from ingest.txn.hms.progress import (
     write_progress,
 )
 from ingest.txn.hms.side import is_side_table
-from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table, hive_columns
+from ingest.txn.hms.tables import HiveTable, add_partitions, drop_table, get_tables, hive_columns
 from ingest.txn.hms.txns import (
+    LockTarget,
     Operation,
     allocate_write_ids,
     commit_txn,
     heartbeat,
     lock,
+    lock_all,
     register_partitions,
     snapshot,
+    snapshots,
     txn_snapshot,
 )
 from ingest.txn.locations import normalize_location
@@ -150,6 +154,7 @@ class HiveMetastore(Metastore):
         self._manifest = HmsManifest(conn.uri)
         self._leases = not read_only if leases is None else leases
         self._progress_tables: dict[str, HiveTable] = {}  # target name -> its progress table
+        self._manifest_tables: dict[str, HiveTable] = {}  # target name -> its manifest table
         self._read_only = read_only
         self._clock = clock
         self._lock = threading.RLock()
@@ -251,6 +256,36 @@ class HiveMetastore(Metastore):
         found.require_full_acid(self.location)
         return found
 
+    def _hive_tables(self, refs: Sequence[TableRef]) -> list[HiveTable]:
+        """The full-ACID Hive tables `refs` name, in order. Named tables are looked up with
+        their side tables in one call per database (`get_tables`), which also refreshes
+        what this object knows of the side tables (the commit writes them).
+
+        Raises:
+            TableNotFoundError: no such table.
+            UnsupportedFormatError: one is not full-ACID ORC.
+            MetastoreError: the metastore failed.
+        """
+        keys = [table_key(r) for r in refs]
+        if any(what != "name" for what, _ in keys):
+            return [self._hive_table(r) for r in refs]
+        names = [name for _, name in keys]
+        targets = [n for n in names if not is_side_table(n)]
+        sides = {n: (PROGRESS.name(n), MANIFEST.name(n)) for n in targets}
+        found = get_tables(self._conn, [*names, *(x for pair in sides.values() for x in pair)])
+        for ref, name in zip(refs, names, strict=True):
+            if name not in found:
+                raise table_not_found(ref, self.location)
+            found[name].require_full_acid(self.location)
+        for n, (progress, manifest) in sides.items():
+            for cache, side in ((self._progress_tables, progress),
+                                (self._manifest_tables, manifest)):
+                if side in found:
+                    cache[n] = found[side]
+                else:
+                    cache.pop(n, None)
+        return [found[n] for n in names]
+
     # -- tables -----------------------------------------------------------------------------
 
     def create_table(self, defn: TableDefinition, *, next_write_id: int = 1) -> TableDefinition:
@@ -325,6 +360,7 @@ class HiveMetastore(Metastore):
                 if side is not None:
                     drop_table(self._conn, side.name, delete_data=False)
             self._progress_tables.pop(found.name, None)
+            self._manifest_tables.pop(found.name, None)
 
     def side_tables(self, table: TableRef) -> list[str]:
         """See `Metastore.side_tables`: the names of `table`'s progress and manifest tables
@@ -348,21 +384,24 @@ class HiveMetastore(Metastore):
         the DELETE lock (`_delete_lock`)."""
         with self._lock:
             self._writable("open a transaction")
-            tables = [self._hive_table(t) for t in [table, *also]]
+            tables = self._hive_tables([table, *also])
             names = [t.name for t in tables]
             if len(set(names)) != len(names):
                 raise ConfigError(f"Cannot open a transaction on {names}: a table is repeated")
             txn_id = self._open_txn(agent)
             opened_at = self._clock()
             try:
-                self._beats[txn_id] = Heartbeater(self.location, txn_id).start()
+                self._beats[txn_id] = Heartbeater(self.location, txn_id, info=self._conn.info,
+                                                  fresh=True).start()
                 write_ids = {t.name: allocate_write_ids(self._conn, t.name, [txn_id])[txn_id]
                              for t in tables}
-                for t in tables:
-                    if operation == "delete" and t is tables[0]:
-                        self._lock_for_delete(txn_id, t, agent)
-                    else:
-                        lock(self._conn, txn_id, t, agent=agent)
+                # One lock request for every table: one round trip, granted together.
+                deleting = operation == "delete"
+                lock_all(self._conn, txn_id, [
+                    self._delete_target(t) if deleting and i == 0 else LockTarget(t)
+                    for i, t in enumerate(tables)], agent=agent)
+                if deleting:
+                    self._delete_locked.add((txn_id, tables[0].name))
             except BaseException:
                 self._abort_quietly(txn_id)
                 raise
@@ -427,15 +466,13 @@ class HiveMetastore(Metastore):
                 written = list(entries)
                 self._register_written(txn, table, [e.path for e in written],
                                        update=bool(updated) and table.name == txn.table)
-                if not is_side_table(table.name):  # a side table has no manifest of its own
-                    listed[table.name] = (table, written)
+                if written and not is_side_table(table.name):  # side tables keep no manifest
+                    listed[table.name] = (table, checked(table.name, written,
+                                                         txn.write_id_for(table.name)))
+            target = None
             if sink is not None or ranges:
                 target = tables.get(txn.table) or self._hive_table(txn.table)
-                self._record_progress(txn, target, sink, ranges)
-            for name in sorted(listed):  # one lock order for every committer: no deadlock
-                table, entries = listed[name]
-                self._manifest.write(self._conn, txn.txn_id, table, record=entries,
-                                     write_id=txn.write_id_for(name), agent=txn.agent)
+            self._write_side_tables(txn, target, sink, ranges, listed)
             crash_point("metastore.during_commit")  # a kill here leaves it all uncommitted
             beats = self._beats.pop(txn.txn_id, None)
             if beats is not None:
@@ -450,53 +487,86 @@ class HiveMetastore(Metastore):
         self._tables.pop(txn_id, None)
         self._delete_locked = {k for k in self._delete_locked if k[0] != txn_id}
 
-    def _lock_for_delete(self, txn_id: int, table: HiveTable, agent: str) -> None:
+    def _delete_target(self, table: HiveTable) -> LockTarget:
         """Hive's lock for DELETE on a full-ACID table: EXCL_WRITE on Hive 4 (its default,
         hive.txn.xlock.write=true: deletes of a table run one at a time, readers and inserts
         go on), SHARED_WRITE on 3.1 (which has no EXCL_WRITE; its commit aborts the later of
-        two deletes whose write sets overlap).
+        two deletes whose write sets overlap)."""
+        return LockTarget(table, "EXCL_WRITE" if self._conn.info.major >= 4 else "SHARED_WRITE",
+                          "DELETE")
+
+    def _lock_for_delete(self, txn_id: int, table: HiveTable, agent: str) -> None:
+        """Take Hive's lock for DELETE (`_delete_target`) on `table` in `txn_id`.
 
         Raises:
             CommitConflictError: not granted in time, or the transaction is no longer open.
             MetastoreError: the metastore failed.
         """
-        kind: Literal["EXCL_WRITE", "SHARED_WRITE"] = (
-            "EXCL_WRITE" if self._conn.info.major >= 4 else "SHARED_WRITE")
-        lock(self._conn, txn_id, table, lock_type=kind, operation="DELETE", agent=agent)
+        lock_all(self._conn, txn_id, [self._delete_target(table)], agent=agent)
         self._delete_locked.add((txn_id, table.name))
 
-    def _record_progress(self, txn: Transaction, target: HiveTable,
-                         sink: SinkProgress | None, ranges: list[OffsetRange]) -> None:
-        """Write the micro-batch's progress row inside transaction `txn` (docs/invariants.md,
-        8.6): a write id of the progress table, an EXCLUSIVE lock on it (so the check below
-        and the commit are one step against every other writer of this table's progress;
-        released by the commit or abort), the check that the batch is not committed, then
-        the one-row delta.
+    def _write_side_tables(self, txn: Transaction, target: HiveTable | None,
+                           sink: SinkProgress | None, ranges: list[OffsetRange],
+                           listed: Mapping[str, tuple[HiveTable, list[CommittedFile]]]) -> None:
+        """Write the commit's side-table rows inside transaction `txn` (docs/invariants.md,
+        8.6 and 8.11): with a `target`, the micro-batch's progress row; for each table of
+        `listed`, its manifest entries. A write id of each side table, then one EXCLUSIVE
+        lock request on them all (so the checks below and the commit are one step against
+        every other writer of these side tables; released by the commit or abort), one
+        snapshot of them all, the check that the batch is not committed and that no entry
+        lowers a committed length, then one delta each.
 
         Raises:
-            CommitConflictError: the sink's batch is already committed (another writer), or
+            ConfigError: progress on a side table.
+            CommitConflictError: the sink's batch is already committed (another writer), an
+                entry would lower a committed length, the lock was not granted in time, or
                 the transaction is no longer open.
-            OSError: the delta could not be written.
+            OSError: a delta could not be written.
             MetastoreError: the metastore failed.
         """
-        if is_side_table(target.name):
-            raise ConfigError(
-                f"Cannot commit transaction {txn.txn_id} with stream progress on {target.name}: "
-                "it is a hidden side table of ingest, which keeps no progress of its own",
-                hint="write the stream into its target table, not into a side table")
-        progress = self._progress_table(target, create=True)
-        assert progress is not None
-        write_id = allocate_write_ids(self._conn, progress.name, [txn.txn_id])[txn.txn_id]
-        lock(self._conn, txn.txn_id, progress, lock_type="EXCLUSIVE", operation="INSERT",
-             agent=txn.agent)
-        if sink is not None:
-            done = self._committed_write_id(progress, sink.sink_id, sink.batch_id)
-            if done is not None:
-                raise CommitConflictError(
-                    f"Cannot commit transaction {txn.txn_id}: micro-batch {sink.batch_id} of "
-                    f"sink {sink.sink_id!r} was already committed as write id {done} of "
-                    f"{target.name}", hint="the batch is a replay; its rows are in the table")
-        write_progress(progress, write_id, sink, txn.write_id, ranges)
+        progress = None
+        if target is not None:
+            if is_side_table(target.name):
+                raise ConfigError(
+                    f"Cannot commit transaction {txn.txn_id} with stream progress on "
+                    f"{target.name}: it is a hidden side table of ingest, which keeps no "
+                    "progress of its own",
+                    hint="write the stream into its target table, not into a side table")
+            progress = self._progress_table(target, create=True)
+            assert progress is not None
+        manifests = {name: self._manifest_table(listed[name][0]) for name in sorted(listed)}
+        sides = ([progress] if progress is not None else []) + list(manifests.values())
+        if not sides:
+            return
+        own = {s.name: allocate_write_ids(self._conn, s.name, [txn.txn_id])[txn.txn_id]
+               for s in sides}
+        lock_all(self._conn, txn.txn_id, [LockTarget(s, "EXCLUSIVE", "INSERT") for s in sides],
+                 agent=txn.agent)
+        # Taken under the lock: every commit of these side tables before ours is in it.
+        ids = snapshots(self._conn, [s.name for s in sides])
+        if progress is not None:
+            assert target is not None
+            if sink is not None:
+                done = self._committed_write_id(progress, sink.sink_id, sink.batch_id,
+                                                ids=ids[progress.name])
+                if done is not None:
+                    raise CommitConflictError(
+                        f"Cannot commit transaction {txn.txn_id}: micro-batch {sink.batch_id} "
+                        f"of sink {sink.sink_id!r} was already committed as write id {done} "
+                        f"of {target.name}",
+                        hint="the batch is a replay; its rows are in the table")
+            write_progress(progress, own[progress.name], sink, txn.write_id, ranges)
+        for name, table in manifests.items():
+            self._manifest.write_locked(self._conn, table, own[table.name], listed[name][0],
+                                        ids=ids[table.name], record=listed[name][1])
+
+    def _manifest_table(self, target: HiveTable) -> HiveTable:
+        """The target's manifest table (registered first when missing), looked up once per
+        target (forgotten when this object drops the target)."""
+        found = self._manifest_tables.get(target.name)
+        if found is None:
+            found = self._manifest_tables[target.name] = self._manifest.table(self._conn, target)
+        return found
 
     def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str], *,
                           update: bool = False) -> None:
@@ -599,7 +669,7 @@ class HiveMetastore(Metastore):
             # Within the server's time-out whatever the caller asks: it aborts silent ones.
             interval_s = min(heartbeat_s, self._conn.info.heartbeat_interval_s)
         with holding(self._connection.uri, reader_id, interval_s=interval_s, keep=keep_lease,
-                     end=self.end_reader):
+                     end=self.end_reader, info=self._connection.info):
             yield reader_id, taken
 
     def leased_snapshot(
@@ -727,10 +797,11 @@ class HiveMetastore(Metastore):
     def _progress_rows(self, progress: HiveTable) -> list[ProgressRow]:
         return self._progress.rows(progress, snapshot(self._conn, progress.name))
 
-    def _committed_write_id(self, progress: HiveTable, sink_id: str,
-                            batch_id: int) -> int | None:
-        found = [r.write_id for r in self._progress_rows(progress)
-                 if r.sink_id == sink_id and r.batch_id == batch_id]
+    def _committed_write_id(self, progress: HiveTable, sink_id: str, batch_id: int, *,
+                            ids: ValidWriteIdList | None = None) -> int | None:
+        rows = (self._progress_rows(progress) if ids is None
+                else self._progress.rows(progress, ids))
+        found = [r.write_id for r in rows if r.sink_id == sink_id and r.batch_id == batch_id]
         return found[0] if found else None
 
     def write_id_of(self, txn_id: int, table: TableRef) -> int | None:
@@ -833,7 +904,7 @@ class HiveMetastore(Metastore):
                     params.set_state(found.name, partition, r["id"], state="failed",
                                      finished=now, error=why)
             txn_id = open_compactor_txn(self._conn, agent)
-            self._beats[txn_id] = Heartbeater(self.location, txn_id).start()
+            self._beats[txn_id] = Heartbeater(self.location, txn_id, info=self._conn.info).start()
             try:
                 if queue is not None:
                     cid = queue.begin(found, partition, kind, txn_id, agent)
