@@ -30,6 +30,7 @@ from ingest.txn.hms.tables import (
     create_table,
     drop_table,
     get_table,
+    get_tables,
     hive_columns,
     list_partition_names,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "create_table",
     "drop_table",
     "get_table",
+    "get_tables",
     "heartbeat",
     "hive_columns",
     "list_partition_names",

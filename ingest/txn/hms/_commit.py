@@ -69,8 +69,9 @@ class Commits(ProgressOps, ManifestOps):
         operation: Literal["insert", "delete"] = "insert",
     ) -> Transaction:
         """See `Metastore.open_transaction`. Each table is locked as Hive locks it for the
-        operation before this returns: SHARED_READ for INSERT, and on `table` for a delete
-        the DELETE lock (`_delete_lock`)."""
+        operation before this returns, all in one lock request: SHARED_READ for INSERT, and
+        on `table` for a delete the DELETE lock (`_delete_target`). The tables and their side
+        tables are looked up in one call (`_hive_tables`)."""
         with self._lock:
             self._writable("open a transaction")
             tables = self._hive_tables([table, *also])
