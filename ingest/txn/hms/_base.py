@@ -155,7 +155,8 @@ class HmsBase(Metastore):
     def _hive_tables(self, refs: Sequence[TableRef]) -> list[HiveTable]:
         """The full-ACID Hive tables `refs` name, in order. Named tables are looked up with
         their side tables in one call per database (`get_tables`), which also refreshes
-        what this object knows of the side tables (the commit writes them).
+        what this object knows of the side tables (the commit writes them; one that is not
+        full-ACID is left to the commit's own lookup, which refuses it).
 
         Raises:
             TableNotFoundError: no such table.
@@ -176,7 +177,7 @@ class HmsBase(Metastore):
         for n, (progress, manifest) in sides.items():
             for cache, side in ((self._progress_tables, progress),
                                 (self._manifest_tables, manifest)):
-                if side in found:
+                if side in found and found[side].full_acid_problem() is None:
                     cache[n] = found[side]
                 else:
                     cache.pop(n, None)
