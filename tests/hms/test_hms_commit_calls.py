@@ -102,7 +102,9 @@ def test_a_replayed_batch_is_refused_at_commit_under_the_one_lock(
         store.create_table(target)
         store.create_table(dead)
         first = store.open_transaction(target, agent="h:1:a", also=[dead])
-        second = store.open_transaction(target, agent="h:1:b", also=[dead])
+        # Named in upper case: the same tables and side tables.
+        second = store.open_transaction(target.name.upper(), agent="h:1:b",
+                                        also=[dead.name.upper()])
         store.commit(first, sink=SinkProgress(f"{target.name}@ck", 0))
         with pytest.raises(CommitConflictError, match="micro-batch 0 .* already committed"):
             store.commit(second, sink=SinkProgress(f"{target.name}@ck", 0))

@@ -175,12 +175,13 @@ class HmsBase(Metastore):
                 raise table_not_found(ref, self.location)
             found[name].require_full_acid(self.location)
         for n, (progress, manifest) in sides.items():
+            target = found[n].name  # the caches' key: the metastore's (lower-case) name
             for cache, side in ((self._progress_tables, progress),
                                 (self._manifest_tables, manifest)):
                 if side in found and found[side].full_acid_problem() is None:
-                    cache[n] = found[side]
+                    cache[target] = found[side]
                 else:
-                    cache.pop(n, None)
+                    cache.pop(target, None)
         return [found[n] for n in names]
 
     def _progress_table(self, target: HiveTable, *, create: bool) -> HiveTable | None:
