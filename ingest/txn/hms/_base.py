@@ -36,6 +36,7 @@ _T = TypeVar("_T")
 RECONNECT_S = 15.0
 """How long a dropped connection is retried (with growing pauses) before a call fails."""
 
+
 class HmsBase(Metastore):
     """The connection, caches and lookups of a `HiveMetastore` (see there)."""
 

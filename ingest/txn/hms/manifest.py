@@ -4,12 +4,14 @@ committing HMS transaction (docs/format.md §20, docs/invariants.md 8.11).
 Each target `db.t` has `db.t__ingest_files` at `<t>/_ingest_files` (`side.py`). A transaction
 that records or forgets entries allocates a write id on it, takes an EXCLUSIVE lock on it
 (held until its commit or abort, so every other writer of `t`'s manifest waits and the checks
-below see every entry committed before), reads its committed events, checks the new ones
-against them (a committed length is never lowered, a path once per commit) and writes them as
-one delta, stamped with the next sequence number. The manifest is the events of the committed
-snapshot folded in sequence order: a record sets a path's entry, a forget removes it. Commit
-order is lock order, which the sequence keeps; write ids are handed out before the lock and
-need not be in that order. Knows the metastore and the side table, not the table's files.
+below see every entry committed before; a commit asks for it in the same lock request as its
+other side tables and passes the snapshot in, `write_locked`), reads its committed events,
+checks the new ones against them (a committed length is never lowered, a path once per
+commit) and writes them as one delta, stamped with the next sequence number. The manifest
+is the events of the committed snapshot folded in sequence order: a record sets a path's
+entry, a forget removes it. Commit order is lock order, which the sequence keeps; write ids
+are handed out before the lock and need not be in that order. Knows the metastore and the
+side table, not the table's files.
 """
 
 from __future__ import annotations
