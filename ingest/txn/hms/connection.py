@@ -226,9 +226,16 @@ class HmsConnection:
 
 
 def connect(uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-            call_timeout_s: float = CALL_TIMEOUT_S) -> HmsConnection:
+            call_timeout_s: float = CALL_TIMEOUT_S,
+            info: ServerInfo | None = None) -> HmsConnection:
     """Open a connection, check that the server has write ids (Hive 3 or later), and learn its
     version and `hive.txn.timeout`.
+
+    Args:
+        info: what an earlier connection to the same server learnt; given, it is taken as
+            is and the server is not asked again (a heartbeat's connection per transaction
+            then costs no calls; a server restarted meanwhile as another version is not
+            noticed until a connection is opened without it).
 
     Raises:
         ConfigError: the URI is not `thrift://host:port`, or the `hms` extra is missing.
@@ -238,7 +245,7 @@ def connect(uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
     conn = HmsConnection(uri, connect_timeout_s=connect_timeout_s,
                          call_timeout_s=call_timeout_s)
     try:
-        conn.info = _server_info(conn)
+        conn.info = info if info is not None and info.uri == conn.uri else _server_info(conn)
     except BaseException:
         conn.close()
         raise

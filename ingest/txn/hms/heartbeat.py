@@ -13,7 +13,7 @@ from types import TracebackType
 
 from ingest.errors import CommitConflictError
 from ingest.txn.errors import MetastoreError
-from ingest.txn.hms.connection import HmsConnection, connect
+from ingest.txn.hms.connection import HmsConnection, ServerInfo, connect
 from ingest.txn.hms.txns import HeartbeatResult, heartbeat
 
 
@@ -28,8 +28,15 @@ class Heartbeater:
     """
 
     def __init__(self, uri: str, first_txn: int, last_txn: int | None = None, *,
-                 interval_s: float | None = None) -> None:
+                 interval_s: float | None = None, info: ServerInfo | None = None,
+                 fresh: bool = False) -> None:
+        """`info`: what another connection learnt about the server, so that opening this
+        one asks it nothing (`connect`). `fresh`: the transactions were opened just now, so
+        the first beat waits one interval (opening set their heartbeat time); otherwise it
+        is sent at once."""
         self.uri = uri
+        self._info = info
+        self._fresh = fresh
         self.first_txn = first_txn
         self.last_txn = first_txn if last_txn is None else last_txn
         self._interval_s = interval_s
@@ -43,12 +50,13 @@ class Heartbeater:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Heartbeater:
-        """Open the heartbeat's own connection and start beating (the first beat at once).
+        """Open the heartbeat's own connection and start beating (the first beat at once,
+        unless `fresh`).
 
         Raises:
             MetastoreError: the metastore cannot be reached.
         """
-        self._conn = connect(self.uri)
+        self._conn = connect(self.uri, info=self._info)
         self.interval_s = (self._interval_s if self._interval_s is not None
                            else self._conn.info.heartbeat_interval_s)
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -90,6 +98,8 @@ class Heartbeater:
             self._conn.close()
 
     def _run(self) -> None:
+        if self._fresh:
+            self._stop.wait(self.interval_s)
         while not self._stop.is_set():
             with self._lock:
                 first, last = self.first_txn, self.last_txn
@@ -109,7 +119,7 @@ class Heartbeater:
             self._last_error = e
             self._conn.close()
             try:
-                self._conn = connect(self.uri)
+                self._conn = connect(self.uri, info=self._info)
             except MetastoreError as again:
                 self._last_error = again
             return

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from ingest.acid import ValidWriteIdList
 from ingest.errors import IngestError
 from ingest.txn.errors import MetastoreError
-from ingest.txn.hms.connection import HmsConnection
+from ingest.txn.hms.connection import HmsConnection, ServerInfo
 from ingest.txn.hms.heartbeat import Heartbeater
 from ingest.txn.hms.tables import HiveTable
 from ingest.txn.hms.txns import abort_txn, commit_txn, heartbeat, lock, open_txns, snapshot
@@ -72,15 +72,16 @@ def end_read(conn: HmsConnection, txn_id: int, *, location: str) -> None:
 
 @contextmanager
 def holding(uri: str, txn_id: int, *, interval_s: float, keep: bool,
-            end: Callable[[int], None]) -> Iterator[None]:
+            end: Callable[[int], None], info: ServerInfo | None = None) -> Iterator[None]:
     """Heartbeat read transaction `txn_id` on a connection of its own while the block runs;
-    then `end` it, unless `keep` and the block ended without an exception.
+    then `end` it, unless `keep` and the block ended without an exception. `info`: the
+    server as another connection knows it (`connect`).
 
     Raises:
         MetastoreError: the heartbeat's connection cannot be opened (the lease is ended).
     """
     try:
-        beats = Heartbeater(uri, txn_id, interval_s=interval_s).start()
+        beats = Heartbeater(uri, txn_id, interval_s=interval_s, info=info).start()
     except BaseException:
         end(txn_id)
         raise

@@ -4,22 +4,25 @@ committing HMS transaction (docs/format.md §20, docs/invariants.md 8.11).
 Each target `db.t` has `db.t__ingest_files` at `<t>/_ingest_files` (`side.py`). A transaction
 that records or forgets entries allocates a write id on it, takes an EXCLUSIVE lock on it
 (held until its commit or abort, so every other writer of `t`'s manifest waits and the checks
-below see every entry committed before), reads its committed events, checks the new ones
-against them (a committed length is never lowered, a path once per commit) and writes them as
-one delta, stamped with the next sequence number. The manifest is the events of the committed
-snapshot folded in sequence order: a record sets a path's entry, a forget removes it. Commit
-order is lock order, which the sequence keeps; write ids are handed out before the lock and
-need not be in that order. Knows the metastore and the side table, not the table's files.
+below see every entry committed before; a commit asks for it in the same lock request as its
+other side tables and passes the snapshot in, `write_locked`), reads its committed events,
+checks the new ones against them (a committed length is never lowered, a path once per
+commit) and writes them as one delta, stamped with the next sequence number. The manifest
+is the events of the committed snapshot folded in sequence order: a record sets a path's
+entry, a forget removes it. Commit order is lock order, which the sequence keeps; write ids
+are handed out before the lock and need not be in that order. Knows the metastore and the
+side table, not the table's files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ingest.acid import ValidWriteIdList
 from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.txn.errors import MetastoreError
@@ -81,10 +84,11 @@ class HmsManifest:
         table.require_full_acid(self.location)
         return self._fold(conn, table)[0]
 
-    def _fold(self, conn: HmsConnection,
-              table: HiveTable) -> tuple[dict[str, CommittedFile], int]:
-        """(the entries, the highest sequence number) of the committed snapshot."""
-        events = self._events.rows(table, snapshot(conn, table.name))
+    def _fold(self, conn: HmsConnection, table: HiveTable, *,
+              ids: ValidWriteIdList | None = None) -> tuple[dict[str, CommittedFile], int]:
+        """(the entries, the highest sequence number) of the committed snapshot (`ids`, or
+        the table's now)."""
+        events = self._events.rows(table, ids if ids is not None else snapshot(conn, table.name))
         entries: dict[str, CommittedFile] = {}
         for e in sorted(events, key=lambda e: e.seq):
             if e.entry is None:
@@ -113,7 +117,7 @@ class HmsManifest:
             OSError: the delta could not be written.
             MetastoreError: the metastore failed.
         """
-        entries = _checked(target.name, list(record), write_id)
+        entries = checked(target.name, list(record), write_id)
         paths = list(dict.fromkeys(forget))
         if not entries and not paths:
             return 0
@@ -121,11 +125,39 @@ class HmsManifest:
             table = MANIFEST.find(conn, target)
             if table is None or not set(paths) & set(self._fold(conn, table)[0]):
                 return 0
-        table = MANIFEST.ensure(conn, target)
-        table.require_full_acid(self.location)
+        table = self.table(conn, target)
         own = allocate_write_ids(conn, table.name, [txn_id])[txn_id]
         lock(conn, txn_id, table, lock_type="EXCLUSIVE", operation="INSERT", agent=agent)
-        now, seq = self._fold(conn, table)
+        return self.write_locked(conn, table, own, target, ids=snapshot(conn, table.name),
+                                 record=entries, forget=paths)
+
+    def table(self, conn: HmsConnection, target: HiveTable) -> HiveTable:
+        """`target`'s manifest table, registered first when missing.
+
+        Raises:
+            UnsupportedFormatError: the table there is not full-ACID ORC.
+            ConfigError: the server refused the definition.
+            MetastoreError: the metastore failed.
+        """
+        table = MANIFEST.ensure(conn, target)
+        table.require_full_acid(self.location)
+        return table
+
+    def write_locked(self, conn: HmsConnection, table: HiveTable, own: int,
+                     target: HiveTable, *, ids: ValidWriteIdList,
+                     record: Sequence[CommittedFile] = (), forget: Sequence[str] = ()) -> int:
+        """The second half of `write`, for a transaction that allocated write id `own` of
+        manifest table `table` and holds its EXCLUSIVE lock: check `record` (entries already
+        `checked`) against the committed events of snapshot `ids` (taken under the lock) and
+        write the one delta; returns how many entries were recorded or forgotten.
+
+        Raises:
+            CommitConflictError: an entry would lower a recorded committed length.
+            OSError: the delta could not be written.
+            MetastoreError: the metastore failed.
+        """
+        entries, paths = list(record), list(forget)
+        now, seq = self._fold(conn, table, ids=ids)
         for f in entries:
             before = now.get(f.path)
             if before is not None and before.length > f.length:
@@ -159,8 +191,13 @@ class _NothingLeft(Exception):
         super().__init__(f"nothing left to write under manifest write id {write_id}")
 
 
-def _checked(table: str, entries: list[CommittedFile],
-             write_id: int | None) -> list[CommittedFile]:
+def checked(table: str, entries: list[CommittedFile],
+            write_id: int | None) -> list[CommittedFile]:
+    """`entries` of `table`, each of write id `write_id` (when given) and path once.
+
+    Raises:
+        ConfigError: an entry names another write id, or a path twice.
+    """
     seen: set[str] = set()
     for f in entries:
         if write_id is not None and f.write_id != write_id:
@@ -186,7 +223,7 @@ def own_transaction(conn: HmsConnection, *, agent: str) -> Iterator[int]:
     (txn_id,) = open_txns(conn, 1, agent=agent)
     beats = None
     try:
-        beats = Heartbeater(conn.uri, txn_id).start()
+        beats = Heartbeater(conn.uri, txn_id, info=conn.info, fresh=True).start()
         yield txn_id
         beats.check()
     except _NothingLeft:
@@ -208,4 +245,4 @@ def _abort(conn: HmsConnection, txn_id: int, beats: Heartbeater | None) -> None:
         pass  # the caller's error says what failed; the server's timeout aborts it
 
 
-__all__ = ["FILES_OF", "MANIFEST", "MANIFEST_SCHEMA", "HmsManifest", "own_transaction"]
+__all__ = ["FILES_OF", "MANIFEST", "MANIFEST_SCHEMA", "HmsManifest", "checked", "own_transaction"]

@@ -303,6 +303,37 @@ def get_table(conn: HmsConnection, name: str) -> HiveTable:
     return _from_thrift(result.table, conn.uri)
 
 
+def get_tables(conn: HmsConnection, names: Sequence[str]) -> dict[str, HiveTable]:
+    """The tables of `names` that exist, keyed by name as given: one
+    `get_table_objects_by_name_req` per database (a table is one `get_table_req` otherwise).
+
+    Raises:
+        MetastoreError: the metastore failed.
+    """
+    t = _stubs.ttypes()
+    wanted: dict[str, dict[str, str]] = {}  # database -> {table name: name as given}
+    for given in names:
+        db, table_name = qualified_name(given)
+        wanted.setdefault(db, {})[table_name] = given
+    out: dict[str, HiveTable] = {}
+    for db, tables in wanted.items():
+        request = t.GetTablesRequest(
+            dbName=db, tblNames=list(tables), catName=_DEFAULT_CATALOG,
+            capabilities=t.ClientCapabilities(values=[t.ClientCapability.INSERT_ONLY_TABLES]),
+            processorCapabilities=list(PROCESSOR_CAPABILITIES),
+            processorIdentifier=PROCESSOR_ID)
+        try:
+            result = conn.call("get_table_objects_by_name_req", request,
+                               expect=(t.UnknownDBException,))
+        except t.UnknownDBException:
+            continue  # no database: none of its tables
+        for found in result.tables or ():
+            given = tables.get(str(found.tableName).lower())
+            if given is not None:
+                out[given] = _from_thrift(found, conn.uri)
+    return out
+
+
 def drop_table(conn: HmsConnection, name: str, *, delete_data: bool = False) -> None:
     """Drop a table from the metastore (its files too only when `delete_data`).
 

@@ -106,15 +106,34 @@ def allocate_write_ids(conn: HmsConnection, table: str, txn_ids: Sequence[int]) 
     return {m.txnId: m.writeId for m in response.txnToWriteIds}
 
 
+@dataclass(frozen=True)
+class LockTarget:
+    """One component of a lock request: a table (or one partition) and how it is locked.
+
+    Attributes:
+        table: the table.
+        lock_type: Hive's lock type; SHARED_READ with INSERT is what Hive Streaming takes.
+        operation: Hive's data operation.
+        partition: a Hive partition name (`k=v/...`), or None for the table; on a
+            partitioned table without one the write is "dynamic", and the partitions written
+            are named before commit with `register_partitions`.
+    """
+
+    table: HiveTable
+    lock_type: LockType = "SHARED_READ"
+    operation: Operation = "INSERT"
+    partition: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.lock_type} lock for {self.operation} on {self.table.name}"
+
+
 def lock(conn: HmsConnection, txn_id: int, table: HiveTable, *,
          lock_type: LockType = "SHARED_READ", operation: Operation = "INSERT",
          partition: str | None = None, timeout_s: float = LOCK_TIMEOUT_S,
          agent: str = "") -> int:
-    """Take a lock for transaction `txn_id` on a table (or one partition) and wait for it.
-
-    The default is what Hive Streaming takes to insert: SHARED_READ with operation INSERT; on
-    a partitioned table without `partition` the write is "dynamic", and the partitions written
-    are named before commit with `register_partitions`.
+    """Take a lock for transaction `txn_id` on a table (or one partition) and wait for it
+    (`lock_all` with one component).
 
     Returns:
         The lock id. It is released when the transaction commits or aborts.
@@ -124,24 +143,46 @@ def lock(conn: HmsConnection, txn_id: int, table: HiveTable, *,
             refused, or the transaction is no longer open.
         MetastoreError: the metastore failed.
     """
+    return lock_all(conn, txn_id, [LockTarget(table, lock_type, operation, partition)],
+                    timeout_s=timeout_s, agent=agent)
+
+
+def lock_all(conn: HmsConnection, txn_id: int, targets: Sequence[LockTarget], *,
+             timeout_s: float = LOCK_TIMEOUT_S, agent: str = "") -> int:
+    """Take one lock request with a component per target for transaction `txn_id`, and wait
+    until all of them are granted (`check_lock` polled), as Hive's DbTxnManager locks a
+    query's tables: one round trip for them all, and the server grants them together, so
+    two requests never each hold a part the other waits for.
+
+    Returns:
+        The lock id. It is released when the transaction commits or aborts.
+
+    Raises:
+        ValueError: no target.
+        CommitConflictError: not granted within `timeout_s` (naming the lock that blocks it),
+            refused, or the transaction is no longer open.
+        MetastoreError: the metastore failed.
+    """
+    if not targets:
+        raise ValueError(f"no table to lock for transaction {txn_id}")
     t = _stubs.ttypes()
-    component = t.LockComponent(
-        type=getattr(t.LockType, lock_type),
-        level=t.LockLevel.PARTITION if partition else t.LockLevel.TABLE,
-        dbname=table.database, tablename=table.table_name, partitionname=partition,
-        operationType=getattr(t.DataOperationType, operation),
+    components = [t.LockComponent(
+        type=getattr(t.LockType, x.lock_type),
+        level=t.LockLevel.PARTITION if x.partition else t.LockLevel.TABLE,
+        dbname=x.table.database, tablename=x.table.table_name, partitionname=x.partition,
+        operationType=getattr(t.DataOperationType, x.operation),
         # Sent explicitly: Thrift's Python code sends a False default, and the server then
         # leaves the table out of the transaction's components (nothing to compact or clean).
         isTransactional=True,
-        isDynamicPartitionWrite=(bool(table.partition_columns) and partition is None
-                                 and operation != "SELECT"))
+        isDynamicPartitionWrite=(bool(x.table.partition_columns) and x.partition is None
+                                 and x.operation != "SELECT")) for x in targets]
     # HIVE_LOCKS.HL_AGENT_INFO is a VARCHAR(128): a longer agent (a stream's names its
     # checkpoint) fails the lock with an internal error, so it is cut.
-    request = t.LockRequest(component=[component], txnid=txn_id, user=getpass.getuser(),
+    request = t.LockRequest(component=components, txnid=txn_id, user=getpass.getuser(),
                             hostname=socket.gethostname(),
                             agentInfo=(agent or AGENT_INFO)[:LOCK_AGENT_CHARS])
     gone = (t.NoSuchTxnException, t.TxnAbortedException)
-    what = f"{lock_type} lock for {operation} on {table.name}"
+    what = " and the ".join(x.describe() for x in targets)
     try:
         response = conn.call("lock", request, expect=gone)
         started = time.monotonic()
@@ -149,7 +190,8 @@ def lock(conn: HmsConnection, txn_id: int, table: HiveTable, *,
         while response.state == t.LockState.WAITING:
             waited = time.monotonic() - started
             if waited >= timeout_s:
-                blocker = _blocker(conn, table, response.lockid)
+                blocker = "".join(_blocker(conn, table, response.lockid)
+                                  for table in {x.table.name: x.table for x in targets}.values())
                 raise CommitConflictError(
                     f"Cannot take the {what} (transaction {txn_id}) in the Hive Metastore at "
                     f"{conn.uri}: lock {response.lockid} still waits after {waited:.0f} s"

@@ -66,7 +66,8 @@ def write_transaction(conn: HmsConnection, table: HiveTable, *,
     (txn_id,) = open_txns(conn, 1)
     beats: Heartbeater | None = None
     try:
-        beats = Heartbeater(conn.uri, txn_id, interval_s=heartbeat_interval_s).start()
+        beats = Heartbeater(conn.uri, txn_id, interval_s=heartbeat_interval_s,
+                           info=conn.info, fresh=True).start()
         write_id = allocate_write_ids(conn, table.name, [txn_id])[txn_id]
         lock_id = lock(conn, txn_id, table, timeout_s=lock_timeout_s)
         write = WriteTxn(table, txn_id, write_id, lock_id)

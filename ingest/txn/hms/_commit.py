@@ -1,0 +1,307 @@
+"""`HiveMetastore`'s write transactions in Hive Streaming v2's order: `open_txns`, a heartbeat on
+a connection of its own, `allocate_table_write_ids` per table, one lock request for them all;
+at commit the written partitions (`add_partitions`, `add_dynamic_partitions`), the side
+tables' rows (a write id on each, one EXCLUSIVE lock request, one snapshot, the checks, one
+delta each), then `commit_txn`; `abort_txn` on every failure.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal, NoReturn
+
+from ingest.acid.format import CommittedFile, parse_partition
+from ingest.errors import CommitConflictError, ConfigError
+from ingest.faults import crash_point
+from ingest.txn.hms import _stubs
+from ingest.txn.hms._manifest_ops import ManifestOps
+from ingest.txn.hms._progress_ops import ProgressOps
+from ingest.txn.hms._states import txn_rows
+from ingest.txn.hms.heartbeat import Heartbeater
+from ingest.txn.hms.manifest import checked
+from ingest.txn.hms.progress import write_progress
+from ingest.txn.hms.side import is_side_table
+from ingest.txn.hms.tables import HiveTable, add_partitions
+from ingest.txn.hms.txns import (
+    LockTarget,
+    Operation,
+    allocate_write_ids,
+    commit_txn,
+    heartbeat,
+    lock,
+    lock_all,
+    register_partitions,
+    snapshots,
+)
+from ingest.txn.locations import normalize_location
+from ingest.txn.model import OffsetRange, SinkProgress, TableRef, Transaction, table_key
+
+
+def _unsupported(what: str) -> NoReturn:
+    raise ConfigError(f"{what} is not supported on a Hive Metastore yet",
+                      hint="use a SQLite or PostgreSQL metastore (--metastore sqlite:///... or "
+                           "postgresql://...) for this table")
+
+
+def _table_for(tables: Iterable[HiveTable], ref: str) -> HiveTable | None:
+    what, value = table_key(ref)
+    return next((t for t in tables if (t.name if what == "name"
+                                       else normalize_location(t.location)) == value), None)
+
+
+def _checked_ranges(txn: Transaction, offsets: Iterable[OffsetRange]) -> list[OffsetRange]:
+    ranges = list(offsets)
+    for r in ranges:
+        if not r.topic or r.partition < 0 or not 0 <= r.from_offset <= r.until_offset:
+            raise ConfigError(f"Cannot commit transaction {txn.txn_id}: offset range {r} is "
+                              "malformed (expected a topic, a partition >= 0 and 0 <= from <= "
+                              "until)")
+    return ranges
+
+
+class Commits(ProgressOps, ManifestOps):
+    """Write transactions of a `HiveMetastore` (see `Metastore` for the contract)."""
+
+    def open_transaction(
+        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
+        operation: Literal["insert", "delete"] = "insert",
+    ) -> Transaction:
+        """See `Metastore.open_transaction`. Each table is locked as Hive locks it for the
+        operation before this returns, all in one lock request: SHARED_READ for INSERT, and
+        on `table` for a delete the DELETE lock (`_delete_target`). The tables and their side
+        tables are looked up in one call (`_hive_tables`)."""
+        with self._lock:
+            self._writable("open a transaction")
+            tables = self._hive_tables([table, *also])
+            names = [t.name for t in tables]
+            if len(set(names)) != len(names):
+                raise ConfigError(f"Cannot open a transaction on {names}: a table is repeated")
+            txn_id = self._open_txn(agent)
+            opened_at = self._clock()
+            try:
+                self._beats[txn_id] = Heartbeater(self.location, txn_id, info=self._conn.info,
+                                                  fresh=True).start()
+                write_ids = {t.name: allocate_write_ids(self._conn, t.name, [txn_id])[txn_id]
+                             for t in tables}
+                # One lock request for every table: one round trip, granted together.
+                deleting = operation == "delete"
+                lock_all(self._conn, txn_id, [
+                    self._delete_target(t) if deleting and i == 0 else LockTarget(t)
+                    for i, t in enumerate(tables)], agent=agent)
+                if deleting:
+                    self._delete_locked.add((txn_id, tables[0].name))
+            except BaseException:
+                self._abort_quietly(txn_id)
+                raise
+            self._tables[txn_id] = {t.name: t for t in tables}
+            first = names[0]
+            return Transaction(txn_id, first, write_ids[first], opened_at, agent,
+                               tuple((n, write_ids[n]) for n in names[1:]))
+
+    def _open_txn(self, agent: str) -> int:
+        t = _stubs.ttypes()
+        response = self._conn.call("open_txns", t.OpenTxnRequest(
+            num_txns=1, user=getpass.getuser(), hostname=socket.gethostname(),
+            agentInfo=agent or "ingest"))
+        return int(response.txn_ids[0])
+
+    def allocate_write_ids(
+        self, table: TableRef, count: int, *, agent: str = ""
+    ) -> list[Transaction]:
+        _unsupported("A transaction batch (txns_per_delta > 1)")
+
+    def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
+        with self._lock:
+            self._writable("allocate a write id")
+            found = self._hive_table(table)
+            if found.name in txn.write_ids:
+                return txn
+            write_id = allocate_write_ids(self._conn, found.name, [txn.txn_id])[txn.txn_id]
+            lock(self._conn, txn.txn_id, found, agent=txn.agent)
+            self._tables.setdefault(txn.txn_id, {})[found.name] = found
+            return Transaction(txn.txn_id, txn.table, txn.write_id, txn.opened_at, txn.agent,
+                               (*txn.other_write_ids, (found.name, write_id)))
+
+    def commit(
+        self,
+        txn: Transaction,
+        *,
+        sink: SinkProgress | None = None,
+        offsets: Iterable[OffsetRange] = (),
+        files: Mapping[str, Iterable[CommittedFile]] | None = None,
+        updated: Mapping[str, Iterable[int]] | None = None,
+    ) -> None:
+        """See `Metastore.commit`. The partitions of `files`' paths are added to the
+        metastore and registered with the transaction before the commit, and a write of
+        delete deltas that did not say so when it opened takes Hive's lock for DELETE now.
+        Sink progress and offsets become a row of the primary table's progress table, and
+        `files` rows of each table's manifest table (`manifest.py`), under write ids of this
+        same transaction, so `commit_txn` makes them visible with the data or not at all. With
+        `updated` (keyed writes), the partitions are registered as UPDATE and Hive's own
+        write-set check at `commit_txn` applies (partition granularity; `updated`'s buckets
+        are not sent)."""
+        ranges = _checked_ranges(txn, offsets)
+        with self._lock:
+            self._writable(f"commit transaction {txn.txn_id}")
+            tables = self._tables.get(txn.txn_id) or {
+                n: self._hive_table(n) for n in txn.write_ids}
+            listed: dict[str, tuple[HiveTable, list[CommittedFile]]] = {}
+            for name, entries in (files or {}).items():
+                table = _table_for(tables.values(), name)
+                if table is None:
+                    raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
+                                      f"{name}: it writes {sorted(txn.write_ids)} only")
+                written = list(entries)
+                self._register_written(txn, table, [e.path for e in written],
+                                       update=bool(updated) and table.name == txn.table)
+                if written and not is_side_table(table.name):  # side tables keep no manifest
+                    listed[table.name] = (table, checked(table.name, written,
+                                                         txn.write_id_for(table.name)))
+            target = None
+            if sink is not None or ranges:
+                target = tables.get(txn.table) or self._hive_table(txn.table)
+            self._write_side_tables(txn, target, sink, ranges, listed)
+            crash_point("metastore.during_commit")  # a kill here leaves it all uncommitted
+            beats = self._beats.pop(txn.txn_id, None)
+            if beats is not None:
+                try:
+                    beats.check()
+                finally:
+                    beats.stop()  # a heartbeat after the commit would find it gone
+            commit_txn(self._conn, txn.txn_id, check_write_set=bool(updated))
+            self._forget_txn(txn.txn_id)
+
+    def _delete_target(self, table: HiveTable) -> LockTarget:
+        """Hive's lock for DELETE on a full-ACID table: EXCL_WRITE on Hive 4 (its default,
+        hive.txn.xlock.write=true: deletes of a table run one at a time, readers and inserts
+        go on), SHARED_WRITE on 3.1 (which has no EXCL_WRITE; its commit aborts the later of
+        two deletes whose write sets overlap)."""
+        return LockTarget(table, "EXCL_WRITE" if self._conn.info.major >= 4 else "SHARED_WRITE",
+                          "DELETE")
+
+    def _lock_for_delete(self, txn_id: int, table: HiveTable, agent: str) -> None:
+        """Take Hive's lock for DELETE (`_delete_target`) on `table` in `txn_id`.
+
+        Raises:
+            CommitConflictError: not granted in time, or the transaction is no longer open.
+            MetastoreError: the metastore failed.
+        """
+        lock_all(self._conn, txn_id, [self._delete_target(table)], agent=agent)
+        self._delete_locked.add((txn_id, table.name))
+
+    def _write_side_tables(self, txn: Transaction, target: HiveTable | None,
+                           sink: SinkProgress | None, ranges: list[OffsetRange],
+                           listed: Mapping[str, tuple[HiveTable, list[CommittedFile]]]) -> None:
+        """Write the commit's side-table rows inside transaction `txn` (docs/invariants.md,
+        8.6 and 8.11): with a `target`, the micro-batch's progress row; for each table of
+        `listed`, its manifest entries. A write id of each side table, then one EXCLUSIVE
+        lock request on them all (so the checks below and the commit are one step against
+        every other writer of these side tables; released by the commit or abort), one
+        snapshot of them all, the check that the batch is not committed and that no entry
+        lowers a committed length, then one delta each.
+
+        Raises:
+            ConfigError: progress on a side table.
+            CommitConflictError: the sink's batch is already committed (another writer), an
+                entry would lower a committed length, the lock was not granted in time, or
+                the transaction is no longer open.
+            OSError: a delta could not be written.
+            MetastoreError: the metastore failed.
+        """
+        progress = None
+        if target is not None:
+            if is_side_table(target.name):
+                raise ConfigError(
+                    f"Cannot commit transaction {txn.txn_id} with stream progress on "
+                    f"{target.name}: it is a hidden side table of ingest, which keeps no "
+                    "progress of its own",
+                    hint="write the stream into its target table, not into a side table")
+            progress = self._progress_table(target, create=True)
+            assert progress is not None
+        manifests = {name: self._manifest_table(listed[name][0]) for name in sorted(listed)}
+        sides = ([progress] if progress is not None else []) + list(manifests.values())
+        if not sides:
+            return
+        own = {s.name: allocate_write_ids(self._conn, s.name, [txn.txn_id])[txn.txn_id]
+               for s in sides}
+        lock_all(self._conn, txn.txn_id, [LockTarget(s, "EXCLUSIVE", "INSERT") for s in sides],
+                 agent=txn.agent)
+        # Taken under the lock: every commit of these side tables before ours is in it.
+        ids = snapshots(self._conn, [s.name for s in sides])
+        if progress is not None:
+            assert target is not None
+            if sink is not None:
+                done = self._committed_write_id(progress, sink.sink_id, sink.batch_id,
+                                                ids=ids[progress.name])
+                if done is not None:
+                    raise CommitConflictError(
+                        f"Cannot commit transaction {txn.txn_id}: micro-batch {sink.batch_id} "
+                        f"of sink {sink.sink_id!r} was already committed as write id {done} "
+                        f"of {target.name}",
+                        hint="the batch is a replay; its rows are in the table")
+            write_progress(progress, own[progress.name], sink, txn.write_id, ranges)
+        for name, table in manifests.items():
+            self._manifest.write_locked(self._conn, table, own[table.name], listed[name][0],
+                                        ids=ids[table.name], record=listed[name][1])
+
+    def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str], *,
+                          update: bool = False) -> None:
+        deletes = any(p.split("/")[-2].startswith("delete_delta_") for p in paths if "/" in p)
+        operation: Operation = "UPDATE" if update else "DELETE" if deletes else "INSERT"
+        if operation != "INSERT" and (txn.txn_id, table.name) not in self._delete_locked:
+            # Late (the writer did not open with operation="delete"), but still before the
+            # commit, so the metastore knows the transaction deleted or updated.
+            self._lock_for_delete(txn.txn_id, table, txn.agent)
+        if not table.partition_columns:
+            return
+        keys = [c.name for c in table.partition_columns]
+        values: dict[tuple[str | None, ...], None] = {}
+        for path in paths:
+            parts = [parse_partition(p) for p in path.split("/")[:len(keys)]]
+            if any(p is None for p in parts) or [p[0] for p in parts if p] != keys:
+                raise ConfigError(f"Cannot commit transaction {txn.txn_id}: file {path} of "
+                                  f"{table.name} is not in a partition {'/'.join(keys)}")
+            values[tuple(p[1] for p in parts if p)] = None
+        names = add_partitions(self._conn, table, [list(v) for v in values])
+        register_partitions(self._conn, txn.txn_id, txn.write_id_for(table.name), table, names,
+                            operation=operation)
+
+    def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
+        """See `Metastore.abort`; the metastore keeps no reason."""
+        with self._lock:
+            beats = self._beats.pop(txn.txn_id, None)
+            if beats is not None:
+                beats.stop()
+            self._forget_txn(txn.txn_id)
+            self._abort(txn.txn_id)
+
+    def heartbeat(self, txn: Transaction) -> None:
+        with self._lock:
+            result = heartbeat(self._conn, txn.txn_id, txn.txn_id)
+        if not result.ok:
+            raise CommitConflictError(
+                f"Transaction {txn.txn_id} is no longer open in the Hive Metastore at "
+                f"{self.location} ({'aborted' if result.aborted else 'unknown there'})",
+                hint="it was aborted, probably after hive.txn.timeout without a heartbeat")
+
+    def abort_timed_out(self, timeout_s: float) -> list[Transaction]:
+        """See `Metastore.abort_timed_out`; the transactions returned name no table (the
+        metastore aborts silent ones by itself after `hive.txn.timeout` too)."""
+        with self._lock:
+            self._writable("abort timed-out transactions")
+            _, rows = txn_rows(self._conn)
+            now = self._clock()
+            out = []
+            for row in rows:
+                if row.state == "open" and now - row.heartbeat_at > timeout_s:
+                    try:
+                        self._abort(row.txn_id)
+                    except CommitConflictError:
+                        continue  # it finished meanwhile
+                    out.append(Transaction(row.txn_id, "", 0, row.opened_at, row.agent))
+            return out
+
+
+__all__ = ["Commits"]

@@ -1,0 +1,83 @@
+"""`HiveMetastore`'s committed-file manifest outside a commit: read it, record a compaction's
+outputs, forget what the cleaner removed, each in a transaction of its own (`manifest.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable
+
+from ingest.acid.format import CommittedFile
+from ingest.txn.hms._base import HmsBase
+from ingest.txn.hms.manifest import own_transaction
+from ingest.txn.hms.side import is_side_table
+from ingest.txn.hms.tables import HiveTable
+from ingest.txn.model import TableRef
+
+
+class ManifestOps(HmsBase):
+    """The committed-file manifest of a `HiveMetastore` (see `Metastore`)."""
+
+    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+        """See `Metastore.committed_files`: the committed snapshot of the table's manifest
+        table, folded (empty when no commit recorded files yet).
+
+        Raises:
+            TableNotFoundError: no such table.
+            CorruptFileError: a committed delta of the manifest table does not read.
+            MetastoreError: the metastore failed.
+        """
+        with self._lock:
+            found = self._read_retrying(lambda: self._hive_table(table))
+            if is_side_table(found.name):
+                return {}  # side tables keep no manifest (no side tables of side tables)
+            return self._read_retrying(lambda: self._manifest.entries(self._conn, found))
+
+    def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
+        """See `Metastore.record_committed_files`: in a transaction of its own. Nothing is
+        recorded for a side table (its compaction's outputs): it keeps no manifest, so that
+        compacting it makes no side table of a side table."""
+        entries = list(files)
+        if not entries:
+            return
+        with self._lock:
+            self._writable("record committed files")
+            found = self._hive_table(table)
+            if is_side_table(found.name):
+                return
+            agent = _manifest_agent()
+            with own_transaction(self._conn, agent=agent) as txn_id:
+                self._manifest.write(self._conn, txn_id, found, record=entries, agent=agent)
+
+    def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
+        """See `Metastore.forget_committed_files`: in a transaction of its own, none when
+        no path is listed (always for a side table, which keeps no manifest)."""
+        wanted = list(paths)
+        forgotten = 0
+        with self._lock:
+            self._writable("forget committed files")
+            found = self._hive_table(table)
+            if is_side_table(found.name) or not set(wanted) & set(
+                    self._manifest.entries(self._conn, found)):
+                return 0
+            agent = _manifest_agent()
+            with own_transaction(self._conn, agent=agent) as txn_id:
+                forgotten = self._manifest.write(self._conn, txn_id, found, forget=wanted,
+                                                 agent=agent)
+        return forgotten
+
+    def _manifest_table(self, target: HiveTable) -> HiveTable:
+        """The target's manifest table (registered first when missing), looked up once per
+        target (forgotten when this object drops the target)."""
+        found = self._manifest_tables.get(target.name)
+        if found is None:
+            found = self._manifest_tables[target.name] = self._manifest.table(self._conn, target)
+        return found
+
+
+def _manifest_agent() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:ingest-manifest"
+
+
+__all__ = ["ManifestOps"]

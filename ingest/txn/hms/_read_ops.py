@@ -1,0 +1,107 @@
+"""`HiveMetastore`'s snapshots and what readers see: a table's write ids, leased snapshots (a read
+transaction holding a SHARED_READ lock, `leases.py`), transactions and write id states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from ingest.acid import ValidWriteIdList
+from ingest.txn.errors import MetastoreError
+from ingest.txn.hms._base import HmsBase
+from ingest.txn.hms._catalog import all_tables
+from ingest.txn.hms._states import table_transactions, write_id_of, write_id_states
+from ingest.txn.hms.leases import begin_read, end_read, holding, renew_read
+from ingest.txn.hms.side import is_side_table
+from ingest.txn.hms.txns import snapshot, txn_snapshot
+from ingest.txn.metastore import READER_HEARTBEAT_S
+from ingest.txn.model import TXN_STATES, TableRef, TransactionInfo, TxnState
+
+
+class ReadOps(HmsBase):
+    """Snapshots and reader leases of a `HiveMetastore` (see `Metastore`)."""
+
+    def snapshot(self, table: TableRef) -> ValidWriteIdList:
+        with self._lock:
+            return self._read_retrying(
+                lambda: snapshot(self._conn, self._hive_table(table).name))
+
+    @contextmanager
+    def _leased(self, table: TableRef, agent: str, heartbeat_s: float,
+                keep_lease: bool) -> Iterator[tuple[int | None, ValidWriteIdList]]:
+        if not self._leases:
+            yield None, self.snapshot(table)
+            return
+        with self._lock:
+            found = self._hive_table(table)
+            reader_id, taken = begin_read(self._conn, found, agent=agent)
+            # Within the server's time-out whatever the caller asks: it aborts silent ones.
+            interval_s = min(heartbeat_s, self._conn.info.heartbeat_interval_s)
+        with holding(self._connection.uri, reader_id, interval_s=interval_s, keep=keep_lease,
+                     end=self.end_reader, info=self._connection.info):
+            yield reader_id, taken
+
+    def leased_snapshot(
+        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        keep_lease: bool = False,
+    ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
+        """See `Metastore.leased_snapshot`. The lease is a read transaction of the metastore
+        holding a SHARED_READ lock for SELECT on the table (Hive's and Trino's way to read,
+        `leases.py`); its id is the transaction id. Heartbeated every `heartbeat_s`, or half
+        the server's `hive.txn.timeout` when that is shorter. Opened read-only
+        (`Metastore.open(..., read_only=True)`), nothing is registered.
+
+        Raises:
+            TableNotFoundError: no such table.
+            CommitConflictError: the SHARED_READ lock was not granted in time (an EXCLUSIVE
+                lock on the table, e.g. a DROP TABLE's, is held).
+            MetastoreError: the metastore failed.
+        """
+        return self._leased(table, agent, heartbeat_s, keep_lease)
+
+    def heartbeat_reader(self, reader_id: int) -> bool:
+        """See `Metastore.heartbeat_reader`: heartbeats the read transaction."""
+        if not self._leases:
+            self._writable(f"renew reader lease {reader_id}")
+        with self._lock:
+            return renew_read(self._conn, reader_id)
+
+    def end_reader(self, reader_id: int) -> None:
+        """See `Metastore.end_reader`: commits the read transaction, releasing its lock."""
+        with self._lock:
+            try:
+                conn = self._conn
+            except MetastoreError:
+                conn = None
+            if conn is not None:
+                end_read(conn, reader_id, location=self.location)
+
+    def transactions(
+        self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
+    ) -> list[TransactionInfo]:
+        """See `Metastore.transactions`. Committed write ids come with txn id 0: the
+        metastore does not say which transaction wrote them."""
+        wanted = tuple(states)
+        with self._lock:
+            names = ([self._hive_table(table).name] if table is not None
+                     else [t.name for t in all_tables(self._conn)
+                           if t.full_acid_problem() is None and not is_side_table(t.name)])
+            return table_transactions(self._conn, names, wanted)
+
+    def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
+        return write_id_states(self.snapshot(table))
+
+    def write_id_of(self, txn_id: int, table: TableRef) -> int | None:
+        """The write id transaction `txn_id` holds on `table`, or None.
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the metastore failed.
+        """
+        with self._lock:
+            name = self._hive_table(table).name
+            return write_id_of(self._conn, name, txn_id, txn_snapshot(self._conn).high_watermark)
+
+
+__all__ = ["ReadOps"]

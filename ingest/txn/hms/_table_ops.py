@@ -1,0 +1,116 @@
+"""`HiveMetastore`'s tables: create, alter, find, list and drop them (a table's side tables go
+with it), over `_catalog.py`.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ingest.errors import CommitConflictError, ConfigError, TableExistsError
+from ingest.txn.hms._base import HmsBase
+from ingest.txn.hms._catalog import (
+    all_tables,
+    find_hive_table,
+    register_table,
+    seed_write_ids,
+    set_columns,
+    set_parameters,
+    to_definition,
+)
+from ingest.txn.hms.manifest import MANIFEST
+from ingest.txn.hms.progress import find_progress_table
+from ingest.txn.hms.side import is_side_table
+from ingest.txn.hms.tables import drop_table, hive_columns
+from ingest.txn.model import TableDefinition, TableRef
+
+
+class TableOps(HmsBase):
+    """Tables of a `HiveMetastore` (see `Metastore` for the contract)."""
+
+    def create_table(self, defn: TableDefinition, *, next_write_id: int = 1) -> TableDefinition:
+        if next_write_id < 1:
+            raise ConfigError(f"Cannot create table {defn.name}: next_write_id is "
+                              f"{next_write_id}, expected 1 or more")
+        with self._lock:
+            self._writable(f"create table {defn.name}")
+            there = find_hive_table(self._conn, defn.location)
+            if there is not None:
+                raise TableExistsError(
+                    f"Cannot create table {defn.name} at {defn.location}: table {there.name} of "
+                    f"the Hive Metastore at {self.location} has that location",
+                    table=there.name)
+            table = register_table(self._conn, defn)
+            if next_write_id > 1:
+                seed_write_ids(self._conn, table, next_write_id)
+            return to_definition(table, self.location)
+
+    def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
+        with self._lock:
+            self._writable("set table properties")
+            found = self._hive_table(table)
+            set_parameters(self._conn, found, properties)
+            return to_definition(self._hive_table(found.name), self.location)
+
+    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+                      expected: pa.Schema) -> TableDefinition:
+        """See `Metastore.alter_columns`: `alter_table_with_cascade`, so partitions get the
+        new columns too. The Hive Metastore has no compare-and-swap on columns: they are
+        checked just before the call, under this store's lock only.
+        """
+        with self._lock:
+            self._writable("alter table columns")
+            found = self._hive_table(table)
+            if [(c.name.lower(), c.type) for c in found.columns] != [
+                    (c.name.lower(), c.type) for c in hive_columns(expected)]:
+                raise CommitConflictError(
+                    f"Cannot alter the columns of table {found.name}: its columns were changed "
+                    "by another process meanwhile", hint="read the table again and retry")
+            set_columns(self._conn, found, hive_columns(row_schema))
+            return to_definition(self._hive_table(found.name), self.location)
+
+    def find_table(self, table: TableRef) -> TableDefinition | None:
+        """The table, or None; a Hive table that is not full-ACID ORC is refused.
+
+        Raises:
+            UnsupportedFormatError: the table exists but is not full-ACID ORC (naming the
+                property), so no command treats it as ours.
+            MetastoreError: the metastore failed.
+        """
+        with self._lock:
+            found = self._read_retrying(lambda: find_hive_table(self._conn, table))
+            return None if found is None else to_definition(found, self.location)
+
+    def list_tables(self) -> list[TableDefinition]:
+        """The full-ACID ORC tables of every database (others are left out, and so are the
+        hidden side tables: progress, manifest)."""
+        with self._lock:
+            return [to_definition(t, self.location) for t in all_tables(self._conn)
+                    if t.full_acid_problem() is None and not is_side_table(t.name)]
+
+    def drop_table(self, table: TableRef) -> None:
+        """See `Metastore.drop_table`; the table's side tables (progress, manifest) go
+        too."""
+        with self._lock:
+            self._writable("drop a table")
+            found = self._hive_table(table)
+            drop_table(self._conn, found.name, delete_data=False)
+            for side in (find_progress_table(self._conn, found),
+                         MANIFEST.find(self._conn, found)):
+                if side is not None:
+                    drop_table(self._conn, side.name, delete_data=False)
+            self._progress_tables.pop(found.name, None)
+            self._manifest_tables.pop(found.name, None)
+
+    def side_tables(self, table: TableRef) -> list[str]:
+        """See `Metastore.side_tables`: the names of `table`'s progress and manifest tables
+        that exist (none for a side table itself: they have none). Names, not locations: a
+        name is one lookup here, a location a walk over every table."""
+        with self._lock:
+            found = self._hive_table(table)
+            if is_side_table(found.name):
+                return []
+            sides = (find_progress_table(self._conn, found), MANIFEST.find(self._conn, found))
+            return [t.name for t in sides if t is not None]
+
+
+__all__ = ["TableOps"]
