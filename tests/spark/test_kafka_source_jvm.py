@@ -72,7 +72,7 @@ def _stream(servers: str, topic: str, warehouse: Path, source: str, *,
     return subprocess.run(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", servers,
          "--topic", topic, "--table", str(warehouse / "events"),
-         "--schema", "id BIGINT, value STRING, ts TIMESTAMP",
+         "--schema", "id BIGINT, value STRING, ts TIMESTAMP, dt STRING",
          "--checkpoint", str(warehouse / "checkpoint"), "--available-now",
          "--max-offsets-per-trigger", "60", "--compact", "off", "--clean", "off",
          "--kafka-source", source, "--json", "--quiet"],

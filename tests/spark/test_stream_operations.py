@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow,
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS, BAD, PER_BATCH = 70, 2, 30
-SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
+SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP, dt STRING"  # every field of the sample events
 
 
 def table_offsets(location: str) -> dict[tuple[str, int], int]:
