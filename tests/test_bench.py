@@ -62,3 +62,10 @@ def test_upsert_benchmark_prints_the_batch_time_per_table_size() -> None:
     # The baselines ran on the same changes (each checks its row count after the batches).
     for name in ("deltalake", "pyiceberg"):
         assert figures[f"ratio_vs_{name}"] > 0 and figures[f"{name}_changes_per_s"] > 0
+    # The snapshot reads of the largest size: upserted, fresh with the same rows, compacted.
+    for key in ("read_s_after_batches", "read_s_fresh", "read_s_after_major",
+                "read_s_fresh_after_major",
+                "read_ratio_after_batches", "read_ratio_after_major", "compact_s"):
+        assert figures[key] > 0, key
+    assert figures["read_rows"] == 8000 + 10 - 5 + 50  # inserts - deletes + the load
+    assert figures["deltas_before_major"] > 1 and figures["delete_deltas_before_major"] >= 1

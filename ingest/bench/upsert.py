@@ -6,6 +6,11 @@ over every bucket) and batches of N updates whose keys all hash to one bucket. T
 the current ROW__IDs reads the buckets the keys hash to, so the all-bucket batch grows with M
 while the one-bucket batch grows with M / buckets: the scaling the two lines show. Baseline:
 `load` of N rows (an append, no lookup).
+
+Reads, on the largest size after its batches (and the load): the snapshot read
+(`Table.to_arrow()`) of the upserted table against a freshly loaded table of exactly the same
+rows (goal: within 1.3x), then again after a major compaction of the upserted table (goal:
+within 1.05x); medians of `--read-repeats` interleaved rounds.
 """
 
 from __future__ import annotations
@@ -14,15 +19,19 @@ import argparse
 import statistics
 import tempfile
 import time
+from typing import Any
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 
 import ingest
 from ingest.acid.format import bucket_ids
-from ingest.bench._common import report
+from ingest.bench._common import median_seconds_interleaved, report
 from ingest.bench._upsert_baselines import Batch, deltalake_seconds, pyiceberg_seconds
-from ingest.table import create_table
+from ingest.table import Table, create_table
+
+_SCHEMA = "id BIGINT, value STRING, v BIGINT, amount DOUBLE"
 
 
 def _rows(ids: np.ndarray, version: int) -> pa.Table:
@@ -48,12 +57,11 @@ def _changes(rng: np.random.Generator, live: np.ndarray, next_id: int, n: int,
 
 
 def _size(rows: int, *, keys: int, buckets: int, batches: int, root: str,
-          changes: list[Batch], mixed: list[float]) -> dict[str, float]:
+          changes: list[Batch], mixed: list[float]) -> tuple[dict[str, float], Table]:
     """Time the batches on a table of `rows` rows; `changes` receives the mixed batches and
-    `mixed` their seconds, in order (as the table grows)."""
+    `mixed` their seconds, in order (as the table grows). Returns the figures and the table."""
     location = f"{root}/t{rows}"
-    create_table(location, "id BIGINT, value STRING, v BIGINT, amount DOUBLE",
-                 buckets=buckets, bucketed_by=["id"])
+    create_table(location, _SCHEMA, buckets=buckets, bucketed_by=["id"])
     table = ingest.open_table(location)
     table.load(_rows(np.arange(rows), 0))
     rng = np.random.default_rng(rows)
@@ -84,7 +92,53 @@ def _size(rows: int, *, keys: int, buckets: int, batches: int, root: str,
     load_s = time.perf_counter() - started
     return {"batch_s": statistics.median(mixed), "one_bucket_batch_s":
             statistics.median(one_bucket), "rows_scanned": statistics.median(scanned),
-            "lookup_s": statistics.median(lookup), "load_s": load_s}
+            "lookup_s": statistics.median(lookup), "load_s": load_s}, table
+
+
+def _directories(location: str) -> dict[str, int]:
+    """How many deltas and delete deltas the table's directory holds (obsolete ones too)."""
+    fs, path = fsspec.core.url_to_fs(location)
+    names = [name.rstrip("/").rsplit("/", 1)[-1] for name in fs.ls(path, detail=False)]
+    return {"deltas": sum(n.startswith("delta_") for n in names),
+            "delete_deltas": sum(n.startswith("delete_delta_") for n in names)}
+
+
+def _reads(table: Table, *, buckets: int, root: str, repeats: int) -> dict[str, Any]:
+    """The snapshot read of the upserted `table` against a fresh table of the same rows, then
+    again after a major compaction of `table` (each round reads both: load drift hits both)."""
+    rows = table.to_arrow()
+    location = f"{root}/fresh{rows.num_rows}"
+    create_table(location, _SCHEMA, buckets=buckets, bucketed_by=["id"])
+    fresh = ingest.open_table(location)
+    fresh.load(rows)
+    got = fresh.to_arrow()
+    if got.num_rows != rows.num_rows or got.sort_by("id") != rows.sort_by("id"):
+        raise RuntimeError(f"the fresh table reads {got.num_rows} rows, not the upserted "
+                           f"table's {rows.num_rows} rows")
+    dirs = _directories(table.location)
+    before = median_seconds_interleaved({"upserted": table.to_arrow, "fresh": fresh.to_arrow},
+                                        repeats=repeats)
+    started = time.perf_counter()
+    table.compact("major")
+    compact_s = time.perf_counter() - started
+    after = median_seconds_interleaved({"upserted": table.to_arrow, "fresh": fresh.to_arrow},
+                                       repeats=repeats)
+    if table.to_arrow().num_rows != rows.num_rows:  # a compaction that lost rows reads faster
+        raise RuntimeError("the upserted table reads a different number of rows after its "
+                           "major compaction")
+    return {"read_rows": rows.num_rows, "read_s_after_batches": before["upserted"][0],
+            "read_s_fresh": before["fresh"][0], "read_s_after_major": after["upserted"][0],
+            "read_s_fresh_after_major": after["fresh"][0],
+            "read_ratio_after_batches": before["upserted"][0] / before["fresh"][0],
+            "read_ratio_after_major": after["upserted"][0] / after["fresh"][0],
+            "compact_s": compact_s, "deltas_before_major": dirs["deltas"],
+            "delete_deltas_before_major": dirs["delete_deltas"],
+            "read_runs_s": {name: [round(x, 4) for x in times[case][1]]
+                            for name, times, case in (
+                                ("after_batches", before, "upserted"),
+                                ("fresh", before, "fresh"),
+                                ("after_major", after, "upserted"),
+                                ("fresh_after_major", after, "fresh"))}}
 
 
 def run(argv: list[str]) -> None:
@@ -95,6 +149,8 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--keys", type=int, default=1000, help="changes per batch")
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument("--batches", type=int, default=3, help="batches timed per size")
+    parser.add_argument("--read-repeats", type=int, default=3,
+                        help="rounds of the snapshot reads (median)")
     parser.add_argument("--no-baselines", action="store_true",
                         help="skip the deltalake and pyiceberg baselines")
     args = parser.parse_args(argv)
@@ -106,15 +162,27 @@ def run(argv: list[str]) -> None:
         for rows in sizes:
             changes: list[Batch] = []
             per_batch[rows] = []
-            f = _size(rows, keys=args.keys, buckets=args.buckets, batches=args.batches,
-                      root=root, changes=changes, mixed=per_batch[rows])
+            f, table = _size(rows, keys=args.keys, buckets=args.buckets,
+                             batches=args.batches, root=root, changes=changes,
+                             mixed=per_batch[rows])
             figures[rows] = f
             print(f"upsert {args.keys:,} keys into {rows:,} rows ({args.buckets} buckets): "
                   f"{f['batch_s'] * 1000:,.0f} ms a batch over all buckets "
                   f"(lookup {f['lookup_s'] * 1000:,.0f} ms, {f['rows_scanned']:,.0f} rows "
                   f"scanned), {f['one_bucket_batch_s'] * 1000:,.0f} ms with every key in one "
-                  f"bucket; load of {args.keys:,} rows {f['load_s'] * 1000:,.0f} ms",
-                  flush=True)
+                  f"bucket; load of {args.keys:,} rows {f['load_s'] * 1000:,.0f} ms; "
+                  f"per batch as the table grows "
+                  f"{[round(x * 1000) for x in per_batch[rows]]} ms", flush=True)
+        reads = _reads(table, buckets=args.buckets, root=root, repeats=args.read_repeats)
+        print(f"snapshot read of {reads['read_rows']:,} rows after {args.batches} batches "
+              f"({reads['deltas_before_major']} deltas, {reads['delete_deltas_before_major']} "
+              f"delete deltas): {reads['read_s_after_batches'] * 1000:,.0f} ms, a fresh table "
+              f"of the same rows {reads['read_s_fresh'] * 1000:,.0f} ms: "
+              f"{reads['read_ratio_after_batches']:.3f}x (goal 1.3x); after a major compaction "
+              f"({reads['compact_s']:.2f} s) {reads['read_s_after_major'] * 1000:,.0f} ms, "
+              f"fresh {reads['read_s_fresh_after_major'] * 1000:,.0f} ms in the same rounds: "
+              f"{reads['read_ratio_after_major']:.3f}x (goal 1.05x); rounds "
+              f"{reads['read_runs_s']} s", flush=True)
         if not args.no_baselines:
             baselines = _baselines(sizes[-1], changes, root, figures[sizes[-1]]["batch_s"])
     largest = figures[sizes[-1]]
@@ -127,7 +195,9 @@ def run(argv: list[str]) -> None:
            rows_scanned={str(r): f["rows_scanned"] for r, f in figures.items()},
            ingest_rows_per_s=round(changes_per_s, 1), baseline_rows_per_s=round(load_per_s, 1),
            batches_s={str(r): [round(x, 4) for x in t] for r, t in per_batch.items()},
-           ratio=round(changes_per_s / load_per_s, 3), **baselines)
+           ratio=round(changes_per_s / load_per_s, 3),
+           **{k: round(v, 4) if isinstance(v, float) else v for k, v in reads.items()},
+           **baselines)
 
 
 def _baselines(rows: int, changes: list[Batch], root: str, ingest_s: float,
