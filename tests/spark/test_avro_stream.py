@@ -18,7 +18,7 @@ from typing import Any
 
 import fastavro
 import pytest
-from schema_registry_standin import schema_registry  # noqa: F401 - the fixture
+from schema_registry import schema_registry  # noqa: F401 - the fixture
 from support import run_cli
 
 from ingest.acid.read.reader import read_table

@@ -16,7 +16,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 import pytest
-from schema_registry_standin import schema_registry  # noqa: F401 - the fixture
+from schema_registry import schema_registry  # noqa: F401 - the fixture
 
 from ingest.acid import read_bucket_file
 from ingest.errors import ConfigError, IngestError
