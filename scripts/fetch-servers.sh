@@ -3,7 +3,8 @@
 # tests/servers/pom.xml, cached in ~/.m2) and lay each out once under $INGEST_SERVERS
 # (default ~/.cache/ingest/servers). Idempotent: a server already laid out is left alone.
 #
-#   scripts/fetch-servers.sh [hms4] [hms3] [trino] [hive4reader] [sparkkafka]   (none: all)
+#   scripts/fetch-servers.sh [hms4] [hms3] [trino] [hive4reader] [sparkkafka] [apicurio]
+#                                                                                (none: all)
 #
 # hive4reader is not a server: hive-exec 4.0.1 and the Hadoop jars that Hive 4's own ACID
 # reader needs (tests/hms/java/Hive4AcidRead.java), as a class path file; also the jars of
@@ -11,6 +12,8 @@
 # sparkkafka is not a server either: Spark's own JVM Kafka source (spark-sql-kafka-0-10 and
 # the jars it needs beside pyspark's), as a class path file, for `--kafka-source jvm` in
 # tests/spark/test_kafka_source_jvm.py and `python -m ingest.bench stream --kafka-source jvm`.
+# apicurio is Apicurio Registry, the schema registry of the Avro value tests
+# (tests/schema_registry.py starts it): its Quarkus application, quarkus-run.jar and lib/.
 # Prints the directory of each. Needs mvn and tar; nothing else.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -22,6 +25,7 @@ HMS4_VERSION=4.0.1
 HMS3_VERSION=3.1.3
 TRINO_VERSION=476
 SPARK_KAFKA_VERSION=4.2.0
+APICURIO_VERSION=3.3.3
 
 mvn_quiet() {
   # -q hides Maven's progress; on failure its log is printed, so the reason is never lost.
@@ -85,6 +89,22 @@ fetch_sparkkafka() {
   echo "$dest"
 }
 
+fetch_apicurio() {
+  local dest="$root/apicurio-$APICURIO_VERSION"
+  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  mvn_quiet -P apicurio dependency:copy-dependencies -DincludeTypes=tar.gz -DoutputDirectory="$dest"
+  local tarball="$dest/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
+  [ -f "$tarball" ] || { echo "fetch-servers: $tarball missing after mvn" >&2; return 1; }
+  tar xzf "$tarball" -C "$dest"
+  rm -f "$tarball"
+  [ -f "$dest/quarkus-run.jar" ] || { echo "fetch-servers: no quarkus-run.jar in $dest" >&2; return 1; }
+  echo "$APICURIO_VERSION" >"$dest/version"
+  touch "$dest/.complete"
+  echo "$dest"
+}
+
 fetch_trino() {
   local dest="$root/trino-$TRINO_VERSION"
   if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
@@ -107,7 +127,7 @@ fetch_trino() {
 
 command -v mvn >/dev/null || { echo "fetch-servers: mvn not found (apt-get install maven)" >&2; exit 1; }
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader sparkkafka)
+[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader sparkkafka apicurio)
 for target in "${targets[@]}"; do
   case "$target" in
     hms4) fetch_hms hms4 "$HMS4_VERSION" ;;
@@ -115,7 +135,8 @@ for target in "${targets[@]}"; do
     trino) fetch_trino ;;
     hive4reader) fetch_hive4reader ;;
     sparkkafka) fetch_sparkkafka ;;
-    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino, hive4reader or sparkkafka)" >&2
+    apicurio) fetch_apicurio ;;
+    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino, hive4reader, sparkkafka or apicurio)" >&2
        exit 2 ;;
   esac
 done

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from schema_registry_standin import schema_registry  # noqa: F401 - the fixture
+from schema_registry import schema_registry  # noqa: F401 - the fixture
 from support import run_cli
 
 from ingest.spark.kafka import registry

@@ -1,5 +1,5 @@
 """The stream with Confluent-framed Avro values, end to end: the tansu broker, real Spark, the
-schema registry stand-in (tests/schema_registry_standin.py, its own process).
+schema registry (Apicurio, tests/schema_registry.py, its own process).
 
 `ingest create --schema-from-avro SUBJECT` makes the table from the registry; writers of three
 schema versions (the table's, one with a new field that --on-new-field evolve adds as a column,
@@ -18,7 +18,7 @@ from typing import Any
 
 import fastavro
 import pytest
-from schema_registry_standin import schema_registry  # noqa: F401 - the fixture
+from schema_registry import schema_registry  # noqa: F401 - the fixture
 from support import run_cli
 
 from ingest.acid.read.reader import read_table

@@ -1,7 +1,8 @@
 """Avro record values decoded on executors (ingest/spark/sink/_avro.py), without Spark.
 
-Writer schemas come from the schema registry stand-in (tests/schema_registry_standin.py, its
-own process, asked over HTTP by confluent-kafka's client) or from a plain --avro-schema.
+Writer schemas come from a real schema registry (Apicurio, tests/schema_registry.py, its own
+process, asked over HTTP by confluent-kafka's client) or from a plain --avro-schema. A
+registry that is down: tests/spark/test_registry_down.py.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 import pytest
-from schema_registry_standin import schema_registry  # noqa: F401 - the fixture
+from schema_registry import schema_registry  # noqa: F401 - the fixture
 
 from ingest.acid import read_bucket_file
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import ConfigError
 from ingest.spark import with_avro_columns
 from ingest.spark.kafka import SchemaRegistry, confluent_frame, registry
 from ingest.spark.options import SinkOptions, StreamOptions
@@ -175,15 +176,6 @@ def test_a_string_that_is_not_utf8_is_bad_never_written() -> None:
     assert parsed.rows.to_pylist() == [{"s": "ok"}]
     assert parsed.bad == [(0, "a string in the Avro body is not UTF-8: b'\\xff' (readers of "
                               "the table would fail on it)")]
-
-
-def test_an_unreachable_registry_fails_the_task_instead_of_dead_lettering() -> None:
-    from conftest import free_port
-    url = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(IngestError, match=f"Cannot read schema id 1 from the schema registry "
-                                          f"at {url}"):
-        decode_avro_values(values([confluent_frame(1, b"\x02")]), TABLE,
-                           AvroFormat(registry_url=url))
 
 
 def test_the_options_need_one_source_of_writer_schemas(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from ingest.spark.kafka.group import GroupCommitter, group_offsets
 from ingest.spark.kafka.lag import LagProbe, PartitionLag, kafka_lag
 from ingest.spark.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
 from ingest.spark.kafka.registry import (
+    RegistryRetry,
     SchemaRegistry,
     confluent_frame,
     registry,
@@ -26,6 +27,7 @@ __all__ = [
     "GroupCommitter",
     "LagProbe",
     "PartitionLag",
+    "RegistryRetry",
     "SchemaRegistry",
     "check_jvm_kafka",
     "check_topic",

@@ -4,13 +4,22 @@ Kafka values in Confluent's wire format are the magic byte 0, a 4-byte big-endia
 and the Avro binary body; the id names the writer's schema in the registry. One
 `SchemaRegistryClient` per URL and process (`registry`), whose lookups by id are cached, so an
 executor asks the registry once per schema id, not per record.
+
+A registry that is unreachable, times out or answers 408, 429 or 5xx is asked again with
+backoff (`RegistryRetry`: 5 attempts, 0.5 s doubling to 4 s between them, 4 s per request,
+so at most about 28 s); then the call raises IngestError naming the registry and what was
+asked. That fails the task and so the micro-batch: nothing of it is committed, no record is
+dead-lettered for the registry's fault, and the restarted stream reads the batch again.
 """
 
 from __future__ import annotations
 
 import struct
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from ingest.errors import ConfigError, IngestError
 
@@ -19,6 +28,31 @@ HEADER_SIZE = 5  # the magic byte and a 4-byte big-endian schema id
 _HEADER = struct.Struct(">bI")
 # The registry's error codes for what does not exist (subject, version, schema).
 _NOT_FOUND = (40401, 40402, 40403)
+# HTTP statuses a registry may answer while it is overloaded or failing over: asked again.
+_TRANSIENT_STATUS = (408, 429)
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class RegistryRetry:
+    """How long a failing registry is asked again before the call gives up.
+
+    Attributes:
+        attempts: requests in all (the first and the retries).
+        first_wait_s: the wait after the first failure; each next wait is twice the last.
+        timeout_s: how long one request may take (connecting, then each read).
+    """
+
+    attempts: int = 5
+    first_wait_s: float = 0.5
+    timeout_s: float = 4.0
+
+    def bound_s(self) -> float:
+        """The longest a call can take: every request timing out, and every wait."""
+        waits = sum(self.first_wait_s * 2 ** i for i in range(self.attempts - 1))
+        return self.attempts * self.timeout_s + waits
+
 
 _clients: dict[str, SchemaRegistry] = {}
 _clients_lock = threading.Lock()
@@ -27,8 +61,12 @@ _clients_lock = threading.Lock()
 class SchemaRegistry:
     """A schema registry at one URL: Avro schemas by id and by subject, cached by the client."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, retry: RegistryRetry | None = None) -> None:
         """Make the client; nothing is fetched yet.
+
+        Args:
+            url: the registry's base URL (Confluent's REST API under it).
+            retry: how a failing registry is asked again (default `RegistryRetry()`).
 
         Raises:
             ConfigError: the URL is not http(s)://..., or confluent-kafka's schema-registry
@@ -41,8 +79,12 @@ class SchemaRegistry:
                               f"client, which cannot be imported: {e}",
                               hint="pip install 'confluent-kafka[schemaregistry]'") from e
         self.url = url
+        self.retry = retry or RegistryRetry()
         try:
-            self._client = SchemaRegistryClient({"url": url})
+            # The client's own retries wait at random (up to 7 s in all by default) and its
+            # requests have no timeout: ours, in `_ask`, are bounded and say what happened.
+            self._client = SchemaRegistryClient({"url": url, "max.retries": 0,
+                                                 "timeout": self.retry.timeout_s})
         except (ValueError, TypeError) as e:
             raise ConfigError(f"--schema-registry {url!r} is not a registry URL: {e}",
                               hint="e.g. --schema-registry http://registry:8081") from e
@@ -51,18 +93,22 @@ class SchemaRegistry:
         """The schema text registered under an id, or None when the registry has no such id.
 
         Raises:
-            IngestError: the registry could not be asked (unreachable, or another error than
-                "not found"): a record must not be dead-lettered for the registry's failure.
+            IngestError: the registry could not be asked (unreachable or failing after the
+                retries, or another error than "not found"): a record must not be
+                dead-lettered for the registry's failure.
         """
+        what = f"read schema id {schema_id} from"
         try:
-            return str(self._client.get_schema(schema_id).schema_str)
+            return str(self._ask(what, lambda: self._client.get_schema(schema_id)).schema_str)
+        except IngestError:
+            raise
         except Exception as e:
             # Not cached here: a registry replica may learn the id later (callers remember
             # it for one batch).
             if _not_found(e):
                 return None
-            raise IngestError(f"Cannot read schema id {schema_id} from the schema registry at "
-                              f"{self.url}: {_describe(e)}",
+            raise IngestError(f"Cannot {what} the schema registry at {self.url}: "
+                              f"{_describe(e)}",
                               hint="check that the registry is up and the URL is right") from e
 
     def latest(self, subject: str) -> tuple[int, str]:
@@ -70,10 +116,13 @@ class SchemaRegistry:
 
         Raises:
             ConfigError: the registry has no such subject.
-            IngestError: the registry could not be asked.
+            IngestError: the registry could not be asked (after the retries).
         """
         try:
-            registered = self._client.get_latest_version(subject)
+            registered = self._ask(f"read subject {subject!r} from",
+                                   lambda: self._client.get_latest_version(subject))
+        except IngestError:
+            raise
         except Exception as e:
             if _not_found(e):
                 raise ConfigError(f"The schema registry at {self.url} has no subject "
@@ -88,14 +137,46 @@ class SchemaRegistry:
         schema).
 
         Raises:
-            IngestError: the registry refused it or could not be asked.
+            IngestError: the registry refused it or could not be asked (after the retries).
         """
         from confluent_kafka.schema_registry import Schema
+        schema = Schema(schema_text, "AVRO")
         try:
-            return int(self._client.register_schema(subject, Schema(schema_text, "AVRO")))
+            # Registering again is harmless: the same schema keeps its id.
+            return int(self._ask(f"register a schema under {subject!r} in",
+                                 lambda: self._client.register_schema(subject, schema)))
+        except IngestError:
+            raise
         except Exception as e:
             raise IngestError(f"Cannot register a schema under {subject!r} at {self.url}: "
                               f"{_describe(e)}") from e
+
+    def _ask(self, what: str, call: Callable[[], _T]) -> _T:
+        """call(), asked again with backoff while the registry is unreachable or failing.
+
+        Raises:
+            IngestError: it still failed after `retry.attempts` requests.
+            Exception: what call() raised when it is not transient (an answer such as 404).
+        """
+        started = time.monotonic()
+        wait = self.retry.first_wait_s
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                return call()
+            except Exception as e:
+                if not _transient(e):
+                    raise
+                if attempt == self.retry.attempts:
+                    raise IngestError(
+                        f"Cannot {what} the schema registry at {self.url}: it was unreachable "
+                        f"or failing for {attempt} attempts over "
+                        f"{time.monotonic() - started:.1f} s; the last: {_describe(e)}",
+                        hint="check that the registry is up and the URL is right; a stream "
+                             "commits and dead-letters nothing of this micro-batch and reads "
+                             "it again when started again") from e
+            time.sleep(wait)
+            wait *= 2
+        raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def registry(url: str) -> SchemaRegistry:
@@ -132,10 +213,34 @@ def _not_found(e: Exception) -> bool:
             or getattr(e, "error_code", None) in _NOT_FOUND)
 
 
+def _transient(e: Exception) -> bool:
+    """Whether asking again may help: no answer at all (refused, reset, timed out), or an
+    answer that says "not now"."""
+    if _no_answer(e):
+        return True
+    status = getattr(e, "http_status_code", None)
+    return isinstance(status, int) and (status >= 500 or status in _TRANSIENT_STATUS)
+
+
+def _no_answer(e: Exception) -> bool:
+    """Whether e is httpx's TransportError (refused, reset, timed out: no HTTP answer).
+
+    By name: confluent-kafka's client runs on httpx or its successor httpx2, whichever is
+    installed, and neither need be importable under the other's name.
+    """
+    return any(c.__name__ == "TransportError" and c.__module__.split(".")[0] in ("httpx", "httpx2")
+               for c in type(e).__mro__)
+
+
 def _describe(e: Exception) -> str:
     text: Any = getattr(e, "error_message", None) or str(e) or type(e).__name__
+    status = getattr(e, "http_status_code", None)
+    if isinstance(status, int) and status > 0:
+        return f"HTTP {status}: {text}"
+    if _no_answer(e):  # e.g. "ConnectError: [Errno 111] Connection refused"
+        return f"{type(e).__name__}: {text}"
     return str(text)
 
 
-__all__ = ["HEADER_SIZE", "MAGIC_BYTE", "SchemaRegistry", "confluent_frame", "registry",
-           "split_frame"]
+__all__ = ["HEADER_SIZE", "MAGIC_BYTE", "RegistryRetry", "SchemaRegistry", "confluent_frame",
+           "registry", "split_frame"]
