@@ -126,8 +126,10 @@ def warehouse(tmp_path: Path) -> Path:
 
 
 # Tests sharing an expensive session server run on one xdist worker (`make test` runs two):
-# the Hive Metastores and Trino of tests/hms, the standalone Spark cluster of tests/cluster.
+# the Hive Metastores and Trino of tests/hms, the standalone Spark cluster of tests/cluster,
+# the schema registry (a JVM) of the Avro tests.
 _SERVER_GROUPS = {"hms": "hms", "cluster": "cluster"}
+_SERVER_FIXTURE_GROUPS = {"schema_registry": "registry"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -135,5 +137,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         relative = item.path.resolve().relative_to(tests_dir)
         group = _SERVER_GROUPS.get(relative.parts[0]) if len(relative.parts) > 1 else None
+        fixtures = getattr(item, "fixturenames", ())
+        group = group or next((g for f, g in _SERVER_FIXTURE_GROUPS.items() if f in fixtures),
+                              None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
