@@ -166,16 +166,19 @@ def _groups_of_rows(fields: Mapping[str, NewField], names: list[str], n: int
 
 
 def dead_letters(fields: Mapping[str, NewField], n: int, known: Collection[str],
-                 policy: OnNewField) -> list[tuple[int, str]]:
-    """(index, reason) of the records of n the policy dead-letters (`new_field_reason` of
-    the fields each holds), ascending."""
+                 policy: OnNewField) -> tuple[np.ndarray, list[tuple[int, str]]]:
+    """Which of n records the policy dead-letters (bool per record) and (index, reason) of
+    each, ascending: `new_field_reason` of the fields and kinds it holds."""
     if not fields or policy in ("fail", "ignore"):
-        return []
+        return np.zeros(n, dtype=bool), []
     group, described = groups(fields, n)
     reasons = [new_field_reason(d, known, policy) if d else None for d in described]
     dead = np.array([r is not None for r in reasons])[group]
     at = np.flatnonzero(dead)
-    return list(zip(at.tolist(), [reasons[g] for g in group[at].tolist()], strict=True))
+    if len(described) == 2:  # one group holds new fields: one reason for all
+        return dead, list(zip(at.tolist(), [reasons[1]] * len(at), strict=True))
+    return dead, list(zip(at.tolist(), map(reasons.__getitem__, group[at].tolist()),
+                          strict=True))
 
 
 def fields_seen(fields: Mapping[str, NewField], topic: pa.Array, partition: pa.Array,
@@ -197,12 +200,19 @@ def fields_seen(fields: Mapping[str, NewField], topic: pa.Array, partition: pa.A
 
 def _first(at: pa.Array, topic: pa.Array, partition: pa.Array, offset: pa.Array
            ) -> tuple[str, int, int]:
-    topics = topic.take(at)
-    lowest = pc.min(topics)
-    mine = pc.equal(topics, lowest)
-    partitions = partition.take(at).filter(mine)
+    """The lowest (topic, partition, offset) of the records at `at`."""
+    offsets = offset.take(at)
+    partitions = partition.take(at)
+    bounds = pc.min_max(topic)
+    if bounds["min"] == bounds["max"]:  # one topic (usual): no strings to take
+        lowest = bounds["min"]
+    else:
+        topics = topic.take(at)
+        lowest = pc.min(topics)
+        mine = pc.equal(topics, lowest)
+        partitions, offsets = partitions.filter(mine), offsets.filter(mine)
     low_partition = pc.min(partitions)
-    offsets = offset.take(at).filter(mine).filter(pc.equal(partitions, low_partition))
+    offsets = offsets.filter(pc.equal(partitions, low_partition))
     return lowest.as_py(), low_partition.as_py(), pc.min(offsets).as_py()
 
 

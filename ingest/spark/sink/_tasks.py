@@ -186,14 +186,13 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
     fields = kept(parsed.new_by_field, good, drop=set(known) - set(plan.parse_schema.names))
     if not fields:
         return parsed, None
-    dead = dead_letters(fields, n, known, plan.options.on_new_field)
+    is_dead, dead = dead_letters(fields, n, known, plan.options.on_new_field)
     if dead:
-        is_dead = np.zeros(n, dtype=bool)
-        is_dead[[i for i, _ in dead]] = True
         keep = pa.array(~is_dead[_positions(parsed.good)])
         parsed = dataclasses.replace(parsed, rows=parsed.rows.filter(keep),
                                      good=parsed.good.filter(keep),
-                                     bad=list(heapq.merge(parsed.bad, dead)))
+                                     bad=list(heapq.merge(parsed.bad, dead)) if parsed.bad
+                                     else dead)
         fields = kept(fields, ~is_dead)
         if not fields:
             return parsed, None
@@ -214,7 +213,8 @@ def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
     the new fields the good records held)."""
     parsed, new = judge_new_fields(plan, parse_values(
         plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
-    bad_idx = pa.array([i for i, _ in parsed.bad], pa.int64())
+    at, reasons = zip(*parsed.bad, strict=True) if parsed.bad else ((), ())
+    bad_idx = pa.array(at, pa.int64())
     source = pa.Table.from_batches([batch])
     bad = pa.table({
         "key": source.column("key").take(bad_idx),
@@ -222,7 +222,7 @@ def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
         "topic": source.column("topic").take(bad_idx),
         "partition": source.column("partition").take(bad_idx),
         "offset": source.column("offset").take(bad_idx),
-        "error": pa.array([reason for _, reason in parsed.bad], pa.string()),
+        "error": pa.array(reasons, pa.string()),
     }, schema=DEAD_LETTER_SCHEMA)
     return parsed.rows.append_column("__index", parsed.good), bad, new
 
