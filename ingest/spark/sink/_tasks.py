@@ -170,7 +170,8 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
                      ) -> tuple[ParsedValues, NewFields | None]:
     """Apply --on-new-field to the good records holding new top-level fields: dead-letter
     those the policy says (`_fields.new_field_reason`), and sum up the fields of the records
-    still written (what the driver fails on, adds as columns, or counts).
+    still written (what the driver fails on, adds as columns, or counts). The returned
+    values' `new_by_field` holds just those fields (what META_NEW_FIELDS carries on).
 
     By field, with arrays (`_newfields`): the reasons are made once per group of records
     holding the same fields and kinds, not per record.
@@ -184,8 +185,6 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
     # New fields of bad records are not judged; a field named like a partition column that
     # --partition-by computes has its place.
     fields = kept(parsed.new_by_field, good, drop=set(known) - set(plan.parse_schema.names))
-    if not fields:
-        return parsed, None
     is_dead, dead = dead_letters(fields, n, known, plan.options.on_new_field)
     if dead:
         keep = pa.array(~is_dead[_positions(parsed.good)])
@@ -194,13 +193,14 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
                                      bad=list(heapq.merge(parsed.bad, dead)) if parsed.bad
                                      else dead)
         fields = kept(fields, ~is_dead)
-        if not fields:
-            return parsed, None
+    parsed = dataclasses.replace(parsed, new_by_field=fields)
+    if not fields:
+        return parsed, None
     records = int(holding(fields, n).sum()) if len(fields) > 1 else len(
         next(iter(fields.values())).at)
     return parsed, NewFields(fields_seen(fields, _array(batch.column("topic")),
-                                  _array(batch.column("partition")),
-                                  _array(batch.column("offset"))), records)
+                                         _array(batch.column("partition")),
+                                         _array(batch.column("offset"))), records)
 
 
 def _positions(indices: pa.Array) -> np.ndarray:
