@@ -1,11 +1,11 @@
 """New top-level fields in a stream's records: what --on-new-field does with one, and which
 column a new field becomes under `evolve`.
 
-Knows field names and value kinds, not the value format: the JSON parse step (`_parse`)
-reports each record's unknown fields as {name: kind}, and any other format (Avro) can do the
-same and reuse `new_field_reason` (per record, on executors) and `new_columns` (per
-micro-batch, on the driver). Kinds are JSON's: integer, number, boolean, string, object,
-array, null.
+Knows field names and value kinds, not the value format: the parse steps (`_parse` for
+JSON, `_avro`) report a batch's unknown fields by field (`_newfields`), which applies
+`new_field_reason` once per group of records holding the same fields (on executors); the
+driver takes `new_columns` per micro-batch. Kinds are JSON's: integer, number, boolean,
+string, object, array, null.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Parse Kafka record values (JSON objects) into Arrow rows of a table schema, on executors.
 
 The fast path hands a whole batch to pyarrow's JSON reader with the schema as its explicit
-schema (strict types; fields outside it inferred, which lists each record's new top-level
-fields by field, `ParsedValues.new_by_field`, judged by `_fields`, at no extra cost: no
-Python per record). When that fails,
-or the row count does not match the record count, the batch is bisected until every bad
-record stands alone, so one bad record costs O(log n) parses; its reason names the field and
+schema (strict types; fields outside it inferred, which lists the records holding each new
+top-level field, `ParsedValues.new_by_field`, at no extra cost and no Python per record).
+When that fails, or the row count does not match the record count, the batch is bisected
+until every bad record stands alone, so one bad record costs O(log n) parses; its reason names the field and
 the conflicting value when the record is JSON. A range whose new fields differ in kind
 between records (no one type to infer) is scanned once with Python's json instead, then read
 ignoring them. A STRING column holding a JSON object or array takes its JSON text (as
