@@ -4,12 +4,13 @@ The fast path hands a whole batch to pyarrow's JSON reader with the schema as it
 schema (strict types; fields outside it inferred, which lists the records holding each new
 top-level field, `ParsedValues.new_by_field`, at no extra cost and no Python per record).
 When that fails, or the row count does not match the record count, the batch is bisected
-until every bad record stands alone, so one bad record costs O(log n) parses; its reason names the field and
-the conflicting value when the record is JSON. A range whose new fields differ in kind
-between records (no one type to infer) is scanned once with Python's json instead, then read
-ignoring them. A STRING column holding a JSON object or array takes its JSON text (as
-Spark's from_json does): such a column is then filled from the same scan. Values that are not
-UTF-8 or not a JSON object are bad before parsing; decimals follow `ingest.table.values`.
+until every bad record stands alone, so one bad record costs O(log n) parses; its reason
+names the field and the conflicting value when the record is JSON. A range whose new fields
+differ in kind between records (no one type to infer) is scanned once with Python's json
+instead, then read ignoring them. A STRING column holding a JSON object or array takes its
+JSON text (as Spark's from_json does): such a column is then filled from the same scan.
+Values that are not UTF-8 or not a JSON object are bad before parsing; decimals follow
+`ingest.table.values`.
 Knows Arrow and JSON, not ACID.
 """
 
