@@ -40,7 +40,7 @@ class NewField:
     def kinds(self) -> pa.Array:
         """Each record's kind, aligned with `at`."""
         if isinstance(self.kind, str):
-            return pa.array([self.kind] * len(self.at), pa.string())
+            return pa.repeat(pa.scalar(self.kind, pa.string()), len(self.at))
         return self.kind
 
 
@@ -182,7 +182,7 @@ def dead_letters(fields: Mapping[str, NewField], n: int, known: Collection[str],
 
 
 def fields_seen(fields: Mapping[str, NewField], topic: pa.Array, partition: pa.Array,
-         offset: pa.Array) -> dict[str, FieldSeen]:
+                offset: pa.Array) -> dict[str, FieldSeen]:
     """Each field's kinds, records and first record (lowest topic, partition, offset), given
     the batch's topic, partition and offset of each record."""
     out: dict[str, FieldSeen] = {}
