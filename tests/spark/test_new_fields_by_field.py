@@ -107,6 +107,8 @@ def test_judging_by_field_equals_judging_each_record(policy: str, seed: int) -> 
     assert judged.good.to_pylist() == good
     assert judged.rows.column("id").to_pylist() == good
     assert judged.bad == bad
+    at, reasons = judged.bad_arrays()
+    assert list(zip(at.to_pylist(), reasons.to_pylist(), strict=True)) == bad
     assert reported == new
     # Two stages: the parse stage's META_NEW_FIELDS text gives the write stage the same.
     n = batch.num_rows

@@ -165,20 +165,39 @@ def _groups_of_rows(fields: Mapping[str, NewField], names: list[str], n: int
     return np.asarray(group, dtype=np.int64).reshape(-1)[1:], described
 
 
+@dataclass(frozen=True)
+class DeadLetters:
+    """The records of a batch that --on-new-field dead-letters.
+
+    Attributes:
+        mask: bool per record of the batch.
+        records: (index, reason) of each, ascending.
+        at, reasons: the same as arrays (int64 indices, string reasons).
+    """
+
+    mask: np.ndarray
+    records: list[tuple[int, str]]
+    at: pa.Array
+    reasons: pa.Array
+
+
 def dead_letters(fields: Mapping[str, NewField], n: int, known: Collection[str],
-                 policy: OnNewField) -> tuple[np.ndarray, list[tuple[int, str]]]:
-    """Which of n records the policy dead-letters (bool per record) and (index, reason) of
-    each, ascending: `new_field_reason` of the fields and kinds it holds."""
+                 policy: OnNewField) -> DeadLetters | None:
+    """The records of n the policy dead-letters, each with `new_field_reason` of the fields
+    and kinds it holds (made once per group of records holding the same), or None."""
     if not fields or policy in ("fail", "ignore"):
-        return np.zeros(n, dtype=bool), []
+        return None
     group, described = groups(fields, n)
     reasons = [new_field_reason(d, known, policy) if d else None for d in described]
-    dead = np.array([r is not None for r in reasons])[group]
-    at = np.flatnonzero(dead)
-    if len(described) == 2:  # one group holds new fields: one reason for all
-        return dead, list(zip(at.tolist(), [reasons[1]] * len(at), strict=True))
-    return dead, list(zip(at.tolist(), map(reasons.__getitem__, group[at].tolist()),
-                          strict=True))
+    mask = np.array([r is not None for r in reasons])[group]
+    at = np.flatnonzero(mask)
+    if len(at) == 0:
+        return None
+    # Each record's reason is its group's one string object, shared, not a copy.
+    each = [reasons[1]] * len(at) if len(described) == 2 else list(
+        map(reasons.__getitem__, group[at].tolist()))
+    return DeadLetters(mask, list(zip(at.tolist(), each, strict=True)), pa.array(at),
+                       pa.array(reasons, pa.string()).take(pa.array(group[at])))
 
 
 def fields_seen(fields: Mapping[str, NewField], topic: pa.Array, partition: pa.Array,
@@ -247,6 +266,7 @@ def from_text(texts: pa.Array) -> NewFieldsByName:
 
 
 __all__ = [
+    "DeadLetters",
     "NewField",
     "NewFieldsByName",
     "as_text",

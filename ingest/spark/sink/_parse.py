@@ -53,6 +53,8 @@ class ParsedValues:
         skipped: indices of tombstones (null values) left out with skip_tombstones.
         new_by_field: by name, the records, good or bad, holding a top-level field the
             schema lacks (left out of `rows`) with a value that is not null, and its kind.
+        bad_columns: `bad` as arrays (indices, reasons), when whoever made `bad` had them
+            so (many records dead-lettered at once); None: `bad_arrays` makes them.
     """
 
     rows: pa.Table
@@ -60,6 +62,15 @@ class ParsedValues:
     bad: list[tuple[int, str]]
     skipped: list[int] = dataclasses.field(default_factory=list)
     new_by_field: NewFieldsByName = dataclasses.field(default_factory=dict)
+    bad_columns: tuple[pa.Array, pa.Array] | None = dataclasses.field(
+        default=None, repr=False, compare=False)
+
+    def bad_arrays(self) -> tuple[pa.Array, pa.Array]:
+        """The bad records' indices (int64) and reasons (string), ascending, as arrays."""
+        if self.bad_columns is not None:
+            return self.bad_columns
+        at, reasons = zip(*self.bad, strict=True) if self.bad else ((), ())
+        return pa.array(at, pa.int64()), pa.array(reasons, pa.string())
 
     @property
     def new_fields(self) -> list[tuple[int, dict[str, str]]]:

@@ -185,14 +185,20 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
     # New fields of bad records are not judged; a field named like a partition column that
     # --partition-by computes has its place.
     fields = kept(parsed.new_by_field, good, drop=set(known) - set(plan.parse_schema.names))
-    is_dead, dead = dead_letters(fields, n, known, plan.options.on_new_field)
-    if dead:
-        keep = pa.array(~is_dead[_positions(parsed.good)])
-        parsed = dataclasses.replace(parsed, rows=parsed.rows.filter(keep),
-                                     good=parsed.good.filter(keep),
-                                     bad=list(heapq.merge(parsed.bad, dead)) if parsed.bad
-                                     else dead)
-        fields = kept(fields, ~is_dead)
+    dead = dead_letters(fields, n, known, plan.options.on_new_field)
+    if dead is not None:
+        keep = pa.array(~dead.mask[_positions(parsed.good)])
+        at, reasons = dead.at, dead.reasons
+        if parsed.bad:
+            before_at, before_reasons = parsed.bad_arrays()
+            at = pa.concat_arrays([before_at, at])
+            order = pc.sort_indices(at)
+            at, reasons = at.take(order), pa.concat_arrays([before_reasons, reasons]).take(order)
+        parsed = dataclasses.replace(
+            parsed, rows=parsed.rows.filter(keep), good=parsed.good.filter(keep),
+            bad=list(heapq.merge(parsed.bad, dead.records)) if parsed.bad else dead.records,
+            bad_columns=(at, reasons))
+        fields = kept(fields, ~dead.mask)
     parsed = dataclasses.replace(parsed, new_by_field=fields)
     if not fields:
         return parsed, None
@@ -213,8 +219,7 @@ def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
     the new fields the good records held)."""
     parsed, new = judge_new_fields(plan, parse_values(
         plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
-    at, reasons = zip(*parsed.bad, strict=True) if parsed.bad else ((), ())
-    bad_idx = pa.array(at, pa.int64())
+    bad_idx, reasons = parsed.bad_arrays()
     source = pa.Table.from_batches([batch])
     bad = pa.table({
         "key": source.column("key").take(bad_idx),
@@ -222,7 +227,7 @@ def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
         "topic": source.column("topic").take(bad_idx),
         "partition": source.column("partition").take(bad_idx),
         "offset": source.column("offset").take(bad_idx),
-        "error": pa.array(reasons, pa.string()),
+        "error": reasons,
     }, schema=DEAD_LETTER_SCHEMA)
     return parsed.rows.append_column("__index", parsed.good), bad, new
 
@@ -291,10 +296,10 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         n = batch.num_rows
         parsed, _ = judge_new_fields(plan, parse_values(
             plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
-        errors: list[str | None] = [None] * n
-        for i, reason in parsed.bad:
-            errors[i] = reason
-        error = pa.array(errors, pa.string())
+        bad_at, reasons = parsed.bad_arrays()
+        slot = np.full(n, -1, dtype=np.int64)
+        slot[_positions(bad_at)] = np.arange(len(bad_at))
+        error = reasons.take(pa.array(slot, mask=slot < 0))
         is_bad = pc.is_valid(error)
         # A skipped tombstone is neither good nor bad: the write stage counts and drops it.
         is_bad_or_skipped = pc.or_(is_bad, pc.fill_null(pc.is_null(batch.column("value")),
