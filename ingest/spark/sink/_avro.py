@@ -29,6 +29,7 @@ from fastavro.schema import SchemaParseException, UnknownType
 from ingest.acid.format import to_ddl
 from ingest.errors import ConfigError
 from ingest.spark.kafka import registry, split_frame
+from ingest.spark.sink._newfields import by_field
 from ingest.spark.sink._parse import TOMBSTONE_REASON, ParsedValues
 from ingest.table import avro_fields, hive_type_to_arrow, load_avro_schema
 
@@ -144,7 +145,7 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     for i, _ in bad:
         new_fields.pop(i, None)
     return ParsedValues(rows, pa.array(kept, pa.int64()), bad, skipped,
-                        sorted(new_fields.items()))
+                        by_field(sorted(new_fields.items())))
 
 
 def _read_record(body: bytes | memoryview, how: _Resolution) -> dict[str, Any] | str:

@@ -1,17 +1,17 @@
 """New top-level fields in a stream's records: what --on-new-field does with one, and which
 column a new field becomes under `evolve`.
 
-Knows field names and value kinds, not the value format: the JSON parse step (`_parse`)
-reports each record's unknown fields as {name: kind}, and any other format (Avro) can do the
-same and reuse `new_field_reason` (per record, on executors) and `new_columns` (per
-micro-batch, on the driver). Kinds are JSON's: integer, number, boolean, string, object,
-array, null.
+Knows field names and value kinds, not the value format: the parse steps (`_parse` for
+JSON, `_avro`) report a batch's unknown fields by field (`_newfields`), which applies
+`new_field_reason` once per group of records holding the same fields (on executors); the
+driver takes `new_columns` per micro-batch. Kinds are JSON's: integer, number, boolean,
+string, object, array, null.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,27 +107,6 @@ def merge_fields(*seen: Mapping[str, FieldSeen]) -> dict[str, FieldSeen]:
     return dict(sorted(out.items()))
 
 
-def fields_seen(records: Iterable[tuple[Mapping[str, str], str, int, int]]
-                ) -> dict[str, FieldSeen]:
-    """Aggregate (unknown fields, topic, partition, offset) of single records."""
-    kinds: dict[str, dict[str, int]] = {}
-    counts: dict[str, int] = {}
-    first: dict[str, tuple[str, int, int]] = {}
-    for fields, topic, partition, offset in records:
-        where = (topic, partition, offset)
-        for name, kind in fields.items():
-            seen = kinds.get(name)
-            if seen is None:
-                kinds[name], counts[name], first[name] = {kind: 1}, 1, where
-                continue
-            seen[kind] = seen.get(kind, 0) + 1
-            counts[name] += 1
-            if where < first[name]:
-                first[name] = where
-    return {name: FieldSeen(dict(sorted(kinds[name].items())), counts[name], *first[name])
-            for name in sorted(kinds)}
-
-
 # Ties between kinds of one field go to the first group here (STRING holds the most).
 _GROUPS = ("string", "object", "array", "numeric", "boolean")
 
@@ -189,7 +168,6 @@ __all__ = [
     "KINDS",
     "FieldSeen",
     "column_type",
-    "fields_seen",
     "json_kind",
     "merge_fields",
     "new_columns",

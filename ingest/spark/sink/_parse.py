@@ -1,15 +1,16 @@
 """Parse Kafka record values (JSON objects) into Arrow rows of a table schema, on executors.
 
 The fast path hands a whole batch to pyarrow's JSON reader with the schema as its explicit
-schema (strict types; fields outside it inferred, which lists each record's new top-level
-fields, `ParsedValues.new_fields`, judged by `_fields`, at no extra cost). When that fails,
-or the row count does not match the record count, the batch is bisected until every bad
-record stands alone, so one bad record costs O(log n) parses; its reason names the field and
-the conflicting value when the record is JSON. A range whose new fields differ in kind
-between records (no one type to infer) is scanned once with Python's json instead, then read
-ignoring them. A STRING column holding a JSON object or array takes its JSON text (as
-Spark's from_json does): such a column is then filled from the same scan. Values that are not
-UTF-8 or not a JSON object are bad before parsing; decimals follow `ingest.table.values`.
+schema (strict types; fields outside it inferred, which lists the records holding each new
+top-level field, `ParsedValues.new_by_field`, at no extra cost and no Python per record).
+When that fails, or the row count does not match the record count, the batch is bisected
+until every bad record stands alone, so one bad record costs O(log n) parses; its reason
+names the field and the conflicting value when the record is JSON. A range whose new fields
+differ in kind between records (no one type to infer) is scanned once with Python's json
+instead, then read ignoring them. A STRING column holding a JSON object or array takes its
+JSON text (as Spark's from_json does): such a column is then filled from the same scan.
+Values that are not UTF-8 or not a JSON object are bad before parsing; decimals follow
+`ingest.table.values`.
 Knows Arrow and JSON, not ACID.
 """
 
@@ -28,6 +29,7 @@ import pyarrow.json as pj
 
 from ingest.acid.format import to_ddl
 from ingest.spark.sink._fields import json_kind
+from ingest.spark.sink._newfields import NewField, NewFieldsByName, by_field, by_record, merged
 from ingest.table import (
     WIDE_DECIMAL,
     describe_decimal_error,
@@ -49,15 +51,32 @@ class ParsedValues:
         good: indices (into the input) of the good records, ascending; len == rows.num_rows.
         bad: (index, reason) of every record that could not be parsed, ascending.
         skipped: indices of tombstones (null values) left out with skip_tombstones.
-        new_fields: (index, {name: JSON kind}) of the records, good or bad, holding top-level
-            fields the schema lacks (left out of `rows`), ascending.
+        new_by_field: by name, the records, good or bad, holding a top-level field the
+            schema lacks (left out of `rows`) with a value that is not null, and its kind.
+        bad_columns: `bad` as arrays (indices, reasons), when whoever made `bad` had them
+            so (many records dead-lettered at once); None: `bad_arrays` makes them.
     """
 
     rows: pa.Table
     good: pa.Array
     bad: list[tuple[int, str]]
     skipped: list[int] = dataclasses.field(default_factory=list)
-    new_fields: list[tuple[int, dict[str, str]]] = dataclasses.field(default_factory=list)
+    new_by_field: NewFieldsByName = dataclasses.field(default_factory=dict)
+    bad_columns: tuple[pa.Array, pa.Array] | None = dataclasses.field(
+        default=None, repr=False, compare=False)
+
+    def bad_arrays(self) -> tuple[pa.Array, pa.Array]:
+        """The bad records' indices (int64) and reasons (string), ascending, as arrays."""
+        if self.bad_columns is not None:
+            return self.bad_columns
+        at, reasons = zip(*self.bad, strict=True) if self.bad else ((), ())
+        return pa.array(at, pa.int64()), pa.array(reasons, pa.string())
+
+    @property
+    def new_fields(self) -> list[tuple[int, dict[str, str]]]:
+        """(index, {name: JSON kind}) of each record holding new fields, ascending (made
+        per record: for tests and messages, not the stream's path)."""
+        return by_record(self.new_by_field)
 
 
 TOMBSTONE_REASON = "the record value is null"
@@ -110,11 +129,7 @@ def parse_json_values(values: pa.Array, schema: pa.Schema, *,
     rows, good_idx = _timestamps(rows, good_idx, schema, bad)
     bad.sort()
     return ParsedValues(rows.cast(schema) if rows.schema != schema else rows, good_idx, bad,
-                        skipped, sorted(new_fields.items(), key=_first))
-
-
-def _first(item: tuple[int, Any]) -> int:
-    return item[0]
+                        skipped, new_fields)
 
 
 class _NestedJson(Exception):
@@ -136,7 +151,10 @@ class _Parse:
         self.values, self.schema, self.text_columns = values, schema, text_columns
         self.known = set(schema.names)
         self.bad: list[tuple[int, str]] = []
+        # New fields: per record where Python's json found them (the rare ranges), by field
+        # where pyarrow inferred them.
         self.new: dict[int, dict[str, str]] = {}
+        self.inferred: dict[str, list[NewField]] = {}
         self.texts: dict[str, dict[int, str | None]] = {c: {} for c in text_columns}
         read = [pa.field(f.name, _read_type(f.type)) for f in schema
                 if f.name not in text_columns]
@@ -151,7 +169,7 @@ class _Parse:
                                unexpected_field_behavior="infer" if infer else "ignore")
 
     def run(self, candidates: pa.Array
-            ) -> tuple[pa.Table, pa.Array, list[tuple[int, str]], dict[int, dict[str, str]]]:
+            ) -> tuple[pa.Table, pa.Array, list[tuple[int, str]], NewFieldsByName]:
         infer = True
         if self.text_columns:
             # The JSON text of nested values comes from Python's parser, which lists new
@@ -165,7 +183,9 @@ class _Parse:
             texts = self.texts[name]
             rows = rows.append_column(name, pa.array([texts.get(i) for i in good.to_pylist()],
                                                      pa.string()))
-        return rows.select(self.schema.names), good, self.bad, self.new
+        new = merged(by_field(sorted(self.new.items())),
+                     *({name: f} for name, pieces in self.inferred.items() for f in pieces))
+        return rows.select(self.schema.names), good, self.bad, new
 
     def scan(self, indices: pa.Array) -> pa.Array:
         """Python's json over `indices`: new fields and the text columns' values; returns the
@@ -244,21 +264,18 @@ class _Parse:
         self.parse_range(indices.slice(half), infer=infer)
 
     def note_inferred(self, indices: pa.Array, table: pa.Table) -> None:
-        """New fields from the columns pyarrow inferred beyond the schema (records whose
-        value for one is null or missing hold nothing new)."""
-        positions = indices.to_pylist()
-        new = self.new
+        """New fields from the columns pyarrow inferred beyond the schema, by field (records
+        whose value for one is null or missing hold nothing new)."""
         for name in table.column_names:
             if name in self.known:
                 continue
             column = table.column(name)
-            kind = _arrow_kind(column.type)
-            for j in pc.indices_nonzero(pc.is_valid(column)).to_pylist():
-                i = positions[j]
-                if i in new:
-                    new[i][name] = kind
-                else:
-                    new[i] = {name: kind}
+            if column.null_count == len(column):
+                continue
+            held = indices if column.null_count == 0 else indices.take(
+                pc.indices_nonzero(pc.is_valid(column)))
+            self.inferred.setdefault(name, []).append(NewField(held.cast(pa.int64()),
+                                                               _arrow_kind(column.type)))
 
     def scan_new(self, indices: pa.Array) -> None:
         """New top-level fields of the records at `indices` (Python's json)."""

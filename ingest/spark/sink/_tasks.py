@@ -12,7 +12,7 @@ It never talks to the metastore: the driver commits. Attempt safety (see sink.py
 from __future__ import annotations
 
 import dataclasses
-import json
+import heapq
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +26,15 @@ from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_fil
 from ingest.acid.format import bucket_file_name, bucket_ids
 from ingest.io import storage
 from ingest.spark.sink._avro import AvroFormat
-from ingest.spark.sink._fields import FieldSeen, fields_seen, merge_fields, new_field_reason
+from ingest.spark.sink._fields import FieldSeen, merge_fields
+from ingest.spark.sink._newfields import (
+    as_text,
+    dead_letters,
+    fields_seen,
+    from_text,
+    holding,
+    kept,
+)
 from ingest.spark.sink._parse import ParsedValues
 from ingest.spark.sink._results import (
     BadRecords,
@@ -162,37 +170,47 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
                      ) -> tuple[ParsedValues, NewFields | None]:
     """Apply --on-new-field to the good records holding new top-level fields: dead-letter
     those the policy says (`_fields.new_field_reason`), and sum up the fields of the records
-    still written (what the driver fails on, adds as columns, or counts)."""
-    if not parsed.new_fields:
+    still written (what the driver fails on, adds as columns, or counts). The returned
+    values' `new_by_field` holds just those fields (what META_NEW_FIELDS carries on).
+
+    By field, with arrays (`_newfields`): the reasons are made once per group of records
+    holding the same fields and kinds, not per record.
+    """
+    if not parsed.new_by_field:
         return parsed, None
+    n = batch.num_rows
     known = known_fields(plan)
-    holding = parsed.new_fields
-    if parsed.bad:  # new fields of bad records are not judged
-        good = set(parsed.good.to_pylist())
-        holding = [(i, f) for i, f in holding if i in good]
-    # A field named like a partition column that --partition-by computes has its place.
-    extra = set(known) - set(plan.parse_schema.names)
-    if extra:
-        holding = [(i, f) for i, f in ((i, {k: v for k, v in f.items() if k not in extra})
-                                        for i, f in holding) if f]
-    if not holding:
+    good = np.zeros(n, dtype=bool)
+    good[_positions(parsed.good)] = True
+    # New fields of bad records are not judged; a field named like a partition column that
+    # --partition-by computes has its place.
+    fields = kept(parsed.new_by_field, good, drop=set(known) - set(plan.parse_schema.names))
+    dead = dead_letters(fields, n, known, plan.options.on_new_field)
+    if dead is not None:
+        keep = pa.array(~dead.mask[_positions(parsed.good)])
+        at, reasons = dead.at, dead.reasons
+        if parsed.bad:
+            before_at, before_reasons = parsed.bad_arrays()
+            at = pa.concat_arrays([before_at, at])
+            order = pc.sort_indices(at)
+            at, reasons = at.take(order), pa.concat_arrays([before_reasons, reasons]).take(order)
+        parsed = dataclasses.replace(
+            parsed, rows=parsed.rows.filter(keep), good=parsed.good.filter(keep),
+            bad=list(heapq.merge(parsed.bad, dead.records)) if parsed.bad else dead.records,
+            bad_columns=(at, reasons))
+        fields = kept(fields, ~dead.mask)
+    parsed = dataclasses.replace(parsed, new_by_field=fields)
+    if not fields:
         return parsed, None
-    dead = {i: reason for i, f in holding
-            if (reason := new_field_reason(f, known, plan.options.on_new_field)) is not None}
-    if dead:
-        keep = pa.array([i not in dead for i in parsed.good.to_pylist()])
-        parsed = dataclasses.replace(parsed, rows=parsed.rows.filter(keep),
-                                     good=parsed.good.filter(keep),
-                                     bad=sorted([*parsed.bad, *dead.items()]))
-        holding = [(i, f) for i, f in holding if i not in dead]
-    if not holding:
-        return parsed, None
-    at = pa.array([i for i, _ in holding], pa.int64())
-    where = zip(batch.column("topic").take(at).to_pylist(),
-                batch.column("partition").take(at).to_pylist(),
-                batch.column("offset").take(at).to_pylist(), strict=True)
-    seen = fields_seen((f, *w) for (_, f), w in zip(holding, where, strict=True))
-    return parsed, NewFields(seen, len(holding))
+    records = int(holding(fields, n).sum()) if len(fields) > 1 else len(
+        next(iter(fields.values())).at)
+    return parsed, NewFields(fields_seen(fields, _array(batch.column("topic")),
+                                         _array(batch.column("partition")),
+                                         _array(batch.column("offset"))), records)
+
+
+def _positions(indices: pa.Array) -> np.ndarray:
+    return np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
@@ -201,7 +219,7 @@ def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
     the new fields the good records held)."""
     parsed, new = judge_new_fields(plan, parse_values(
         plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
-    bad_idx = pa.array([i for i, _ in parsed.bad], pa.int64())
+    bad_idx, reasons = parsed.bad_arrays()
     source = pa.Table.from_batches([batch])
     bad = pa.table({
         "key": source.column("key").take(bad_idx),
@@ -209,7 +227,7 @@ def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
         "topic": source.column("topic").take(bad_idx),
         "partition": source.column("partition").take(bad_idx),
         "offset": source.column("offset").take(bad_idx),
-        "error": pa.array([reason for _, reason in parsed.bad], pa.string()),
+        "error": reasons,
     }, schema=DEAD_LETTER_SCHEMA)
     return parsed.rows.append_column("__index", parsed.good), bad, new
 
@@ -261,13 +279,12 @@ def parsed_new_fields(table: pa.Table) -> NewFields | None:
     """The new fields the parse stage noted on its good rows (META_NEW_FIELDS)."""
     if META_NEW_FIELDS not in table.column_names:
         return None
-    noted = table.filter(pc.is_valid(table.column(META_NEW_FIELDS)))
-    if noted.num_rows == 0:
+    texts = _array(table.column(META_NEW_FIELDS))
+    if texts.null_count == len(texts):
         return None
-    seen = fields_seen((json.loads(r[META_NEW_FIELDS]), r[META_TOPIC], r[META_PARTITION],
-                        r[META_OFFSET]) for r in noted.select(
-        [META_NEW_FIELDS, META_TOPIC, META_PARTITION, META_OFFSET]).to_pylist())
-    return NewFields(seen, noted.num_rows)
+    fields = fields_seen(from_text(texts), _array(table.column(META_TOPIC)),
+                  _array(table.column(META_PARTITION)), _array(table.column(META_OFFSET)))
+    return NewFields(fields, len(texts) - texts.null_count)
 
 
 def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -279,10 +296,10 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         n = batch.num_rows
         parsed, _ = judge_new_fields(plan, parse_values(
             plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
-        errors: list[str | None] = [None] * n
-        for i, reason in parsed.bad:
-            errors[i] = reason
-        error = pa.array(errors, pa.string())
+        bad_at, reasons = parsed.bad_arrays()
+        slot = np.full(n, -1, dtype=np.int64)
+        slot[_positions(bad_at)] = np.arange(len(bad_at))
+        error = reasons.take(pa.array(slot, mask=slot < 0))
         is_bad = pc.is_valid(error)
         # A skipped tombstone is neither good nor bad: the write stage counts and drops it.
         is_bad_or_skipped = pc.or_(is_bad, pc.fill_null(pc.is_null(batch.column("value")),
@@ -317,12 +334,9 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 
 def new_fields_column(parsed: ParsedValues, n: int) -> pa.Array:
     """META_NEW_FIELDS of n input records: the new fields of each good one, else null."""
-    good = set(parsed.good.to_pylist())
-    texts: list[str | None] = [None] * n
-    for i, fields in parsed.new_fields:
-        if i in good:
-            texts[i] = json.dumps(fields, sort_keys=True)
-    return pa.array(texts, pa.string())
+    good = np.zeros(n, dtype=bool)
+    good[_positions(parsed.good)] = True
+    return as_text(kept(parsed.new_by_field, good), n)
 
 
 def writer_slots(first: int, count: int, every_rows: int) -> pa.Array:

@@ -1,7 +1,7 @@
 """The parse step's one entry: a plan's record values -> rows, by the stream's value format.
 
 JSON objects go to `_parse.parse_json_values`, Avro records to `_avro.decode_avro_values`;
-both return `ParsedValues`, whose `new_fields` --on-new-field judges (`_tasks`).
+both return `ParsedValues`, whose `new_by_field` --on-new-field judges (`_tasks`).
 """
 
 from __future__ import annotations
