@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import fsspec
 import pyarrow as pa
+import pyarrow.compute as pc
 from fastavro import parse_schema as parse_avro
 from fastavro import schemaless_reader
 from fastavro.schema import SchemaParseException, UnknownType
@@ -68,6 +69,10 @@ class _Resolution:
     columns: tuple[tuple[str, str | None], ...]  # (table column, writer field or None)
     extra: dict[str, str]  # writer fields the table lacks -> the JSON kind of their values
     problem: str | None = None
+    # The writer schema with its top-level timestamps and dates read as their raw ints, and
+    # per table column the logical type so read (None: fastavro's own value), cast in Arrow.
+    fast: Any = None
+    raw: tuple[str | None, ...] = ()
 
 
 def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
@@ -99,6 +104,7 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     good: list[int] = []
     records: list[dict[str, Any]] = []
     resolutions: list[_Resolution] = []
+    bodies: list[bytes | memoryview] = []
     plain = None if avro.writer_schema is None else _resolve(avro.writer_schema, schema,
                                                              "the --avro-schema")
     client = None if avro.registry_url is None else registry(avro.registry_url)
@@ -132,14 +138,15 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
             continue
         if how.extra:
             new_fields[i] = how.extra
-        record = _read_record(body, how)
+        record = _read_record(body, how.fast)
         if isinstance(record, str):
             bad.append((i, record))
             continue
         records.append(record)
         resolutions.append(how)
+        bodies.append(body)
         good.append(i)
-    rows, kept = _to_arrow(records, resolutions, schema, good, bad)
+    rows, kept = _to_arrow(records, resolutions, bodies, schema, good, bad)
     bad.sort()
     for i, _ in bad:
         new_fields.pop(i, None)
@@ -147,10 +154,10 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
                         sorted(new_fields.items()))
 
 
-def _read_record(body: bytes | memoryview, how: _Resolution) -> dict[str, Any] | str:
+def _read_record(body: bytes | memoryview, parsed: Any) -> dict[str, Any] | str:
     stream = io.BytesIO(body)
     try:
-        record = schemaless_reader(stream, how.parsed, None)
+        record = schemaless_reader(stream, parsed, None)
     except UnicodeDecodeError as e:
         return (f"a string in the Avro body is not UTF-8: {e.object[e.start:e.end]!r} "
                 f"(readers of the table would fail on it)")
@@ -166,38 +173,105 @@ def _read_record(body: bytes | memoryview, how: _Resolution) -> dict[str, Any] |
 
 
 def _to_arrow(records: list[dict[str, Any]], resolutions: list[_Resolution],
-              schema: pa.Schema, good: list[int], bad: list[tuple[int, str]]
-              ) -> tuple[pa.Table, list[int]]:
-    """The good records as columns; a value its column cannot hold makes its record bad."""
+              bodies: list[bytes | memoryview], schema: pa.Schema, good: list[int],
+              bad: list[tuple[int, str]]) -> tuple[pa.Table, list[int]]:
+    """The good records as columns, built per writer schema (usually one per batch) and put
+    back in record order; a value its column cannot hold makes its record bad."""
+    groups: dict[int, list[int]] = {}
+    for j, how in enumerate(resolutions):
+        groups.setdefault(id(how), []).append(j)
+    if len(groups) == 1:
+        return _columns(records, resolutions[0], bodies, schema, good, bad)
+    tables, kepts = [], []
+    for members in groups.values():
+        rows, kept = _columns([records[j] for j in members], resolutions[members[0]],
+                              [bodies[j] for j in members], schema,
+                              [good[j] for j in members], bad)
+        tables.append(rows)
+        kepts.extend(kept)
+    order = sorted(range(len(kepts)), key=kepts.__getitem__)
+    return (pa.concat_tables(tables).take(pa.array(order, pa.int64())).combine_chunks(),
+            [kepts[j] for j in order])
+
+
+def _columns(records: list[dict[str, Any]], how: _Resolution, bodies: list[bytes | memoryview],
+             schema: pa.Schema, good: list[int], bad: list[tuple[int, str]]
+             ) -> tuple[pa.Table, list[int]]:
+    """The records of one writer schema as the table's columns: one list per column, one
+    pa.array of it; raw timestamps and dates cast in Arrow. A value a column cannot hold
+    (rare) is found record by record and its record dropped, then the columns built again."""
     while True:
         columns: list[pa.Array] = []
         wrong: dict[int, str] = {}
         for k, f in enumerate(schema):
-            values = [_value(r, how.columns[k][1]) for r, how in zip(records, resolutions,
-                                                                       strict=True)]
+            name = how.columns[k][1]
+            if name is None:
+                columns.append(pa.nulls(len(records), f.type))
+                continue
+            values = [r[name] for r in records]
             try:
-                columns.append(pa.array(values, type=f.type))
+                columns.append(pa.array(values, type=f.type) if how.raw[k] is None
+                               else _cast_raw(values, how.raw[k], f.type))
+                continue
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
-                for j, v in enumerate(values):
-                    if j not in wrong:
-                        problem = _convert_problem(v, f.type)
-                        if problem is not None:
-                            wrong[j] = f"field {f.name!r}: {problem}"
-                if not wrong:
-                    raise
-                break
+                pass
+            if how.raw[k] is not None:  # the value as fastavro's logical reader makes it
+                values = [_logical_value(bodies[j], how, name) for j in range(len(records))]
+            for j, v in enumerate(values):
+                if isinstance(v, _Undecodable):
+                    wrong[j] = v.reason
+                    continue
+                problem = _convert_problem(v, f.type)
+                if problem is not None:
+                    wrong[j] = f"field {f.name!r}: {problem}"
+            if not wrong:
+                raise RuntimeError(f"column {f.name!r} did not build, yet every value of it "
+                                   f"fits {_hive(f.type)} alone")
+            break
         if not wrong:
             return pa.Table.from_arrays(columns, schema=schema), good
         for j, reason in wrong.items():
             bad.append((good[j], reason))
         keep = [j for j in range(len(records)) if j not in wrong]
         records = [records[j] for j in keep]
-        resolutions = [resolutions[j] for j in keep]
+        bodies = [bodies[j] for j in keep]
         good = [good[j] for j in keep]
 
 
-def _value(record: dict[str, Any], name: str | None) -> Any:
-    return None if name is None else record.get(name)
+# Logical types read as raw ints: their Arrow type, and the raw values Python's datetime and
+# date can hold (fastavro's logical readers fail outside them, making the record bad).
+_RAW = {"timestamp-millis": (pa.int64(), pa.timestamp("ms", tz="UTC")),
+        "timestamp-micros": (pa.int64(), pa.timestamp("us", tz="UTC")),
+        "date": (pa.int32(), pa.date32())}
+_DATE_RANGE = (-719162, 2932896)  # 0001-01-01 .. 9999-12-31 in days from 1970-01-01
+
+
+def _cast_raw(values: list[Any], logical: str, t: pa.DataType) -> pa.Array:
+    """Raw ints of a logical type as column type `t`, in Arrow.
+
+    Raises:
+        ArrowInvalid: a value outside `t` (or a date outside Python's), to find record by record.
+    """
+    raw_type, arrow_type = _RAW[logical]
+    ints = pa.array(values, raw_type)
+    if logical == "date":
+        low, high = pc.min_max(ints).values()
+        if ints.null_count < len(ints) and (low.as_py() < _DATE_RANGE[0]
+                                            or high.as_py() > _DATE_RANGE[1]):
+            raise pa.ArrowInvalid("a date outside 0001-9999")
+    return ints.view(arrow_type).cast(t)  # safe: out of range raises
+
+
+class _Undecodable:
+    """A record that reads as raw ints but not with its logical types (fastavro's reason)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _logical_value(body: bytes | memoryview, how: _Resolution, name: str) -> Any:
+    record = _read_record(body, how.parsed)
+    return _Undecodable(record) if isinstance(record, str) else record[name]
 
 
 def _convert_problem(value: Any, t: pa.DataType) -> str | None:
@@ -252,7 +326,31 @@ def _resolve(writer_text: str, schema: pa.Schema, what: str) -> _Resolution:
     if problems:
         return _Resolution(parsed, tuple(columns), extra,
                            f"{what} does not fit the table: {'; '.join(problems)}")
-    return _Resolution(parsed, tuple(columns), extra)
+    fast, raw_fields = _raw_schema(writer)
+    raw = tuple(None if name is None else raw_fields.get(name) for _, name in columns)
+    return _Resolution(parsed, tuple(columns), extra, None,
+                       parse_avro(fast) if raw_fields else parsed, raw)
+
+
+def _raw_schema(writer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The writer schema with each top-level timestamp-millis/-micros or date field (or its
+    ["null", ...] union) read as its plain int, and those fields' logical types: the same
+    bytes, decoded without a Python datetime per value (Arrow casts the ints)."""
+    fields, raw = [], {}
+    for field in writer["fields"]:
+        t = field["type"]
+        branches = t if isinstance(t, list) else [t]
+        logical = [b.get("logicalType") for b in branches if isinstance(b, dict)]
+        plain = [b for b in branches if b != "null"]
+        if (len(plain) == 1 and isinstance(plain[0], dict) and len(logical) == 1
+                and logical[0] in _RAW and plain[0].get("type") == ("int" if logical[0] == "date"
+                                                                    else "long")):
+            bare = plain[0]["type"]
+            field = {**field, "type": [bare if b is plain[0] else b for b in branches]
+                     if isinstance(t, list) else bare}
+            raw[field["name"]] = logical[0]
+        fields.append(field)
+    return {**writer, "fields": fields}, raw
 
 
 # Avro's promotions (the specification's schema resolution), as Arrow types.
