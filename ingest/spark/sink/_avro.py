@@ -16,6 +16,7 @@ others go on. Knows Avro and Arrow, not ACID.
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,7 @@ class _Resolution:
     # per table column the logical type so read (None: fastavro's own value), cast in Arrow.
     fast: Any = None
     raw: tuple[str | None, ...] = ()
+    bulk: Any = None  # `fast` as the items of an array, for `_read_bulk` (None: cannot)
 
 
 def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
@@ -102,7 +104,6 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     skipped: list[int] = []
     new_fields: dict[int, dict[str, str]] = {}
     good: list[int] = []
-    records: list[dict[str, Any]] = []
     resolutions: list[_Resolution] = []
     bodies: list[bytes | memoryview] = []
     plain = None if avro.writer_schema is None else _resolve(avro.writer_schema, schema,
@@ -138,20 +139,88 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
             continue
         if how.extra:
             new_fields[i] = how.extra
-        record = _read_record(body, how.fast)
-        if isinstance(record, str):
-            bad.append((i, record))
-            continue
-        records.append(record)
         resolutions.append(how)
         bodies.append(body)
         good.append(i)
+    records, resolutions, bodies, good = _read_records(bodies, resolutions, good, bad)
     rows, kept = _to_arrow(records, resolutions, bodies, schema, good, bad)
     bad.sort()
     for i, _ in bad:
         new_fields.pop(i, None)
     return ParsedValues(rows, pa.array(kept, pa.int64()), bad, skipped,
                         sorted(new_fields.items()))
+
+
+_CHUNK = 4096  # records decoded by one call; a bad one costs its chunk a second, slow read
+
+
+def _read_records(bodies: list[bytes | memoryview], resolutions: list[_Resolution],
+                  good: list[int], bad: list[tuple[int, str]]
+                  ) -> tuple[list[dict[str, Any]], list[_Resolution], list[bytes | memoryview],
+                             list[int]]:
+    """Decode the bodies (each of its resolution's writer schema); the ones that do not
+    decode are bad with their reason, the others returned with their inputs."""
+    out: tuple[list[Any], list[_Resolution], list[bytes | memoryview], list[int]] = (
+        [], [], [], [])
+    start = 0
+    while start < len(bodies):
+        how, end = resolutions[start], min(start + _CHUNK, len(bodies))
+        for j in range(start + 1, end):  # a run of one writer schema
+            if resolutions[j] is not how:
+                end = j
+                break
+        chunk = bodies[start:end]
+        records = None if how.bulk is None else _read_bulk(chunk, how.bulk)
+        if records is not None:  # all good
+            for column, items in zip(out, (records, [how] * len(chunk), chunk,
+                                           good[start:end]), strict=True):
+                column.extend(items)
+            start = end
+            continue
+        records = [_read_record(body, how.fast) for body in chunk]
+        for j, record in zip(range(start, end), records, strict=True):
+            if isinstance(record, str):
+                bad.append((good[j], record))
+                continue
+            for column, item in zip(out, (record, how, bodies[j], good[j]), strict=True):
+                column.append(item)
+        start = end
+    return out
+
+
+def _read_bulk(bodies: list[bytes | memoryview], bulk: Any) -> list[dict[str, Any]] | None:
+    """Decode many bodies with one fastavro call, or None (then each alone gives its reason).
+
+    The bodies are joined as the Avro encoding of an array of the writer's record with one
+    more field, an 8-byte random nonce, written after each body: every item reading that
+    nonce back, and the array ending exactly at the end, proves that each record decoded
+    from exactly its own bytes, as it would alone (no body truncated or with trailing bytes).
+    The records keep the nonce field; columns are taken from them by name.
+    """
+    nonce = os.urandom(8)
+    data = b"".join((_varint(len(bodies)), nonce.join(bodies), nonce, b"\x00"))
+    stream = io.BytesIO(data)
+    try:
+        records = schemaless_reader(stream, bulk, None)
+    except (UnicodeDecodeError, *_DECODE_ERRORS):
+        return None
+    if stream.tell() != len(data) or any(r[_NONCE] != nonce for r in records):
+        return None
+    return records  # type: ignore[no-any-return]
+
+
+_NONCE = "ingest_avro_bulk_nonce"
+
+
+def _varint(n: int) -> bytes:
+    """A non-negative Avro long (zig-zag, then 7 bits a byte)."""
+    n <<= 1
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _read_record(body: bytes | memoryview, parsed: Any) -> dict[str, Any] | str:
@@ -177,11 +246,12 @@ def _to_arrow(records: list[dict[str, Any]], resolutions: list[_Resolution],
               bad: list[tuple[int, str]]) -> tuple[pa.Table, list[int]]:
     """The good records as columns, built per writer schema (usually one per batch) and put
     back in record order; a value its column cannot hold makes its record bad."""
+    if not records or resolutions.count(resolutions[0]) == len(resolutions):
+        return _columns(records, resolutions[0] if records else _EMPTY, bodies, schema, good,
+                        bad)
     groups: dict[int, list[int]] = {}
     for j, how in enumerate(resolutions):
         groups.setdefault(id(how), []).append(j)
-    if len(groups) == 1:
-        return _columns(records, resolutions[0], bodies, schema, good, bad)
     tables, kepts = [], []
     for members in groups.values():
         rows, kept = _columns([records[j] for j in members], resolutions[members[0]],
@@ -194,6 +264,9 @@ def _to_arrow(records: list[dict[str, Any]], resolutions: list[_Resolution],
             [kepts[j] for j in order])
 
 
+_EMPTY = _Resolution(None, (), {})  # no record: every column is empty
+
+
 def _columns(records: list[dict[str, Any]], how: _Resolution, bodies: list[bytes | memoryview],
              schema: pa.Schema, good: list[int], bad: list[tuple[int, str]]
              ) -> tuple[pa.Table, list[int]]:
@@ -204,7 +277,7 @@ def _columns(records: list[dict[str, Any]], how: _Resolution, bodies: list[bytes
         columns: list[pa.Array] = []
         wrong: dict[int, str] = {}
         for k, f in enumerate(schema):
-            name = how.columns[k][1]
+            name = how.columns[k][1] if records else None
             if name is None:
                 columns.append(pa.nulls(len(records), f.type))
                 continue
@@ -329,7 +402,19 @@ def _resolve(writer_text: str, schema: pa.Schema, what: str) -> _Resolution:
     fast, raw_fields = _raw_schema(writer)
     raw = tuple(None if name is None else raw_fields.get(name) for _, name in columns)
     return _Resolution(parsed, tuple(columns), extra, None,
-                       parse_avro(fast) if raw_fields else parsed, raw)
+                       parse_avro(fast) if raw_fields else parsed, raw, _bulk_schema(fast))
+
+
+def _bulk_schema(writer: dict[str, Any]) -> Any:
+    """The parsed schema `_read_bulk` reads with, or None when the writer's names clash."""
+    if any(f.get("name") == _NONCE for f in writer["fields"]):
+        return None
+    nonce = {"name": _NONCE, "type": {"type": "fixed", "name": _NONCE, "size": 8}}
+    try:
+        return parse_avro({"type": "array", "items": {
+            **writer, "fields": [*writer["fields"], nonce]}})
+    except (SchemaParseException, UnknownType, ValueError, TypeError):
+        return None
 
 
 def _raw_schema(writer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
