@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 import fastavro
@@ -35,7 +35,7 @@ def encode(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
 
 def record(i: int) -> dict[str, Any]:
     return {"id": i, "s": f"s{i}", "day": date(2024, 1, 1 + i % 28),
-            "ts": None if i % 7 == 0 else datetime(2024, 1, 1, 0, 0, i % 60, tzinfo=timezone.utc)}
+            "ts": None if i % 7 == 0 else datetime(2024, 1, 1, 0, 0, i % 60, tzinfo=UTC)}
 
 
 def each_alone(items: list[bytes | None], avro: AvroFormat) -> tuple[list[Any], list[Any]]:
