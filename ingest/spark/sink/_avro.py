@@ -289,8 +289,9 @@ def _columns(records: list[dict[str, Any]], how: _Resolution, bodies: list[bytes
                 columns.append(pa.array(values, type=f.type) if how.raw[k] is None
                                else _cast_raw(values, how.raw[k], f.type))
                 continue
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
-                pass
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError,
+                    ValueError) as e:
+                error = e
             if how.raw[k] is not None:  # the value as fastavro's logical reader makes it
                 values = [_logical_value(bodies[j], how, name) for j in range(len(records))]
             for j, v in enumerate(values):
@@ -301,8 +302,7 @@ def _columns(records: list[dict[str, Any]], how: _Resolution, bodies: list[bytes
                 if problem is not None:
                     wrong[j] = f"field {f.name!r}: {problem}"
             if not wrong:
-                raise RuntimeError(f"column {f.name!r} did not build, yet every value of it "
-                                   f"fits {_hive(f.type)} alone")
+                raise error  # no one value is at fault: not the records' (as before)
             break
         if not wrong:
             return pa.Table.from_arrays(columns, schema=schema), good
