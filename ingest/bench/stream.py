@@ -23,11 +23,15 @@ source's share of the gap to the consumer.
 `--metrics` also runs the first layout with `--metrics-port`, scraped several times a second
 (far more often than Prometheus' usual 15 s) so the collectors' cost counts, and reports
 `ratio_metrics_on`: its throughput over the same layout's without metrics.
+`--value-format avro` also produces the same records as plain Avro binary (a writer schema in
+an .avsc, `--avro-schema`) to a second topic and runs the first layout on it in the same
+rounds: `avro_rows_per_s` against `json_rows_per_s`, and `ratio_avro_to_json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -40,7 +44,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +55,11 @@ from ingest.bench._common import report
 from ingest.txn import redact_url
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
+# The events as Avro records (--value-format avro): the same fields, ts in microseconds.
+AVRO_SCHEMA = {"type": "record", "name": "Event", "namespace": "bench", "fields": [
+    {"name": "id", "type": "long"}, {"name": "value", "type": "string"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "dt", "type": "string"}]}
 
 
 def _free_port() -> int:
@@ -82,7 +91,8 @@ def _start_broker(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
-def _fill_topic(servers: str, topic: str, count: int, partitions: int) -> None:
+def _fill_topic(servers: str, topic: str, count: int, partitions: int, *,
+                avro: bool = False) -> None:
     """Produce `count` events; each partition's last record goes alone in a batch of its own.
 
     tansu answers ListOffsets(latest) with the base offset of a partition's last record batch
@@ -95,13 +105,15 @@ def _fill_topic(servers: str, topic: str, count: int, partitions: int) -> None:
 
     if count <= partitions:
         raise ValueError(f"--rows must exceed --partitions ({count} <= {partitions})")
-    produce_events(servers, topic, events=_events(count - partitions), partitions=partitions,
-                   key_fn=_key)
+    encode, key = (_to_avro, _avro_key) if avro else (bytes, _key)  # type: ignore[assignment]
+    produce_events(servers, topic, events=map(encode, _events(count - partitions)),
+                   partitions=partitions, key_fn=key)
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 0,
                          "enable.idempotence": False})
     failed: list[str] = []
-    for partition, event in enumerate(_events(partitions, start=count - partitions)):
-        producer.produce(topic, value=event, key=_key(event), partition=partition,
+    for partition, event in enumerate(map(encode, _events(partitions,
+                                                          start=count - partitions))):
+        producer.produce(topic, value=event, key=key(event), partition=partition,
                          on_delivery=lambda err, _msg: failed.append(str(err)) if err else None)
         if producer.flush(30) or failed:  # one flush per record: a batch of one
             raise RuntimeError(f"could not produce the last record of {topic}-{partition}: "
@@ -141,6 +153,37 @@ def _events(count: int, start: int = 0) -> Iterator[bytes]:
         yield (f'{{"id":{i},"value":"v{i:x}-{(i * 2654435761) % 99991}",'
                f'"ts":"2026-11-{day:02d}T{(i // 6) % 24:02d}:{(i % 6) * 10:02d}:00Z",'
                f'"dt":"2026-11-{day:02d}"}}').encode()
+
+
+def _to_avro(event: bytes) -> bytes:
+    """A JSON event of `_events` as the same record in plain Avro binary (AVRO_SCHEMA)."""
+    import io
+    from datetime import datetime
+
+    from fastavro import schemaless_writer
+
+    record = json.loads(event)
+    record["ts"] = datetime.fromisoformat(record["ts"].replace("Z", "+00:00"))
+    out = io.BytesIO()
+    schemaless_writer(out, _avro_writer(), record)
+    return out.getvalue()
+
+
+@lru_cache(maxsize=1)
+def _avro_writer() -> Any:
+    from fastavro import parse_schema
+
+    return parse_schema(AVRO_SCHEMA)
+
+
+def _avro_key(value: bytes) -> bytes:
+    """The Avro event's id (its first field, a zig-zag varint) as its key, as `_key` does."""
+    n = shift = k = 0
+    while True:
+        n |= (value[k] & 0x7F) << shift
+        if value[k] < 0x80:
+            return str((n >> 1) ^ -(n & 1)).encode()
+        shift, k = shift + 7, k + 1
 
 
 def _parse_only(parse_schema: pa.Schema, out_schema: pa.Schema,
@@ -229,7 +272,8 @@ class _Scraper:
 def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
             args: argparse.Namespace, layout: str, *, remote: bool = False,
             source: str = "python",
-            metrics_port: int | None = None) -> tuple[float, Any]:
+            metrics_port: int | None = None,
+            avro_schema: str | None = None) -> tuple[float, Any]:
     from ingest.io import storage
     from ingest.spark import ensure_tables, run_stream, table_layout
     from ingest.table import create_table
@@ -260,6 +304,8 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
                          metrics_port=metrics_port,
                          compact="off", clean="off",  # the sink alone
                          kafka_source=source,
+                         **({"value_format": "avro", "avro_schema": avro_schema}
+                            if avro_schema else {}),
                          # Unpartitioned, the events' dt is not a column: dropped, as before.
                          on_new_field="ignore")
     return time.perf_counter() - started, summary
@@ -319,6 +365,9 @@ def run(argv: list[str]) -> None:
                         help="also run the first layout with --metrics-port, scraped every "
                              "--scrape-interval-s, and report its ratio to the run without")
     parser.add_argument("--scrape-interval-s", type=float, default=0.25)
+    parser.add_argument("--value-format", default="json", choices=("json", "avro"),
+                        help="avro: also run the first layout on the same records as plain "
+                             "Avro binary (--avro-schema) and report ratio_avro_to_json")
     args = parser.parse_args(argv)
     layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
     sources = [x.strip() for x in args.kafka_source.split(",") if x.strip()]
@@ -328,6 +377,8 @@ def run(argv: list[str]) -> None:
     cases = layouts + [f"{name}@remote" for name in layouts if remote]
     if "jvm" in sources:
         cases.append(f"{layouts[0]}@jvm")
+    if args.value_format == "avro":
+        cases.append(f"{layouts[0]}@avro")
     run_id = f"{os.getpid()}_{int(time.time())}"  # fresh table names in a shared metastore
     args.run_id = run_id
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -352,6 +403,10 @@ def run(argv: list[str]) -> None:
         started = time.perf_counter()
         for topic, count in (("bench", args.rows), ("warmup", args.warmup_rows)):
             _fill_topic(servers, topic, count, args.partitions)
+            if args.value_format == "avro":
+                _fill_topic(servers, f"{topic}_avro", count, args.partitions, avro=True)
+        avsc = tmp / "event.avsc"
+        avsc.write_text(json.dumps(AVRO_SCHEMA))
         print(f"produced {args.rows:,} records in {time.perf_counter() - started:.1f} s",
               file=sys.stderr)
         spark = (SparkSession.builder.master("local[2]").appName("ingest-bench-stream")
@@ -370,9 +425,12 @@ def run(argv: list[str]) -> None:
         for case in cases:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
-            _ingest(spark, servers, "warmup",
-                    _location(args, tmp, f"warm_{name}_{source}", run_id, remote),
-                    str(tmp / f"warm_ck_{case}"), args, name, remote=remote, source=source)
+            avro = case.endswith("@avro")
+            _ingest(spark, servers, "warmup_avro" if avro else "warmup",
+                    _location(args, tmp, f"warm_{name}_{source}{'_avro' * avro}", run_id,
+                              remote),
+                    str(tmp / f"warm_ck_{case}"), args, name, remote=remote, source=source,
+                    avro_schema=str(avsc) if avro else None)
         if not args.no_baseline:
             _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck"),
                       args.compression)
@@ -383,11 +441,13 @@ def run(argv: list[str]) -> None:
         def one_ingest(case: str, i: int) -> None:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
-            seconds, summary = _ingest(spark, servers, "bench",
-                                       _location(args, tmp, f"{name}_{source}{i}", run_id,
-                                                 remote),
+            avro = case.endswith("@avro")
+            seconds, summary = _ingest(spark, servers, "bench_avro" if avro else "bench",
+                                       _location(args, tmp,
+                                                 f"{name}_{source}{'_avro' * avro}{i}",
+                                                 run_id, remote),
                                        str(tmp / f"ck_{case}{i}"), args, name, remote=remote,
-                                       source=source)
+                                       source=source, avro_schema=str(avsc) if avro else None)
             assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
             runs[case].append(seconds)
             summaries[case] = summary
@@ -481,6 +541,16 @@ def run(argv: list[str]) -> None:
               f"{jvm_s / figures[layouts[0]]['seconds']:.3f}")
         figures[jvm_case] = {"seconds": round(jvm_s, 3), "rows_per_s": round(args.rows / jvm_s),
                              "batches": summary.batches, "commit_ms": _commit_ms(summary)}
+    if args.value_format == "avro":
+        avro_case = f"{layouts[0]}@avro"
+        avro_s, summary = statistics.median(runs[avro_case]), summaries[avro_case]
+        print(f"ingest --file-layout {layouts[0]} --value-format avro (same records, plain "
+              f"Avro): median {avro_s:.2f} s  {args.rows / avro_s:,.0f} rows/s  runs "
+              f"{[round(t, 2) for t in runs[avro_case]]} ({summary.batches} micro-batches); "
+              f"ratio_avro_to_json {figures[layouts[0]]['seconds'] / avro_s:.3f}")
+        figures[avro_case] = {"seconds": round(avro_s, 3),
+                              "rows_per_s": round(args.rows / avro_s),
+                              "batches": summary.batches}
     print(f"load average (1, 5, 15 min) before {[round(x, 2) for x in load_before]}, after "
           f"{[round(x, 2) for x in load_after]} on {os.cpu_count()} cores")
     where = " and ".join(x for x in (
@@ -528,6 +598,11 @@ def run(argv: list[str]) -> None:
                "ratio_to_jvm": round(figures[f"{layouts[0]}@jvm"]["seconds"]
                                      / first["seconds"], 3)}
               if "jvm" in sources else {}),
+           **({"json_rows_per_s": first["rows_per_s"],
+               "avro_rows_per_s": figures[f"{layouts[0]}@avro"]["rows_per_s"],
+               "ratio_avro_to_json": round(first["seconds"]
+                                           / figures[f"{layouts[0]}@avro"]["seconds"], 3)}
+              if args.value_format == "avro" else {}),
            load_before=[round(x, 2) for x in load_before],
            load_after=[round(x, 2) for x in load_after],
            **({"metrics_rows_per_s": figures["metrics"]["rows_per_s"],
