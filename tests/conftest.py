@@ -19,10 +19,17 @@ from pathlib import Path
 
 import pytest
 from external import free_port, require  # noqa: F401  (tests import them from here)
+from hypothesis import HealthCheck, settings
 from pg_server import pg_server, pg_url  # noqa: F401  (the PostgreSQL metastore fixtures)
 from s3_server import flaky_s3, s3, s3_auth, s3_server  # noqa: F401 - tests/s3_server.py
 
 from ingest.acid.write import _stripe_encoder
+
+# No per-example deadline or slow-generation check: on two busy cores (the suite runs on two
+# workers) an example's time says nothing about the code, and a test asserts results, not
+# speed (benchmarks measure that).
+settings.register_profile("ingest", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ingest")
 
 
 @pytest.fixture(scope="session")
