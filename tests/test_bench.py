@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
+
+from ingest.bench._memory import PeakRss
 
 COMMON_KEYS = {"benchmark", "ingest_rows_per_s", "baseline_rows_per_s", "ratio"}
 
@@ -31,6 +34,8 @@ def run_bench(*argv: str) -> dict:
                           "checksum_ms", "checksum_share"}),
     (["day", "--commits", "15", "--rows", "200", "--repeats", "1"],
      {"files_left", "files_on_disk", "dirs_left", "major_compactions", "minor_compactions"}),
+    (["compact", "--deltas", "3", "--delta-rows", "5000", "--repeats", "1"],
+     {"peak_rss_mb", "rss_before_mb", "compact_s", "read_speedup"}),
 ])
 def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
                                                           extra_keys: set[str]) -> None:
@@ -44,6 +49,25 @@ def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
     if argv[0] == "day":  # the cleaner ran after each compaction: nothing obsolete is left
         assert figures["major_compactions"] >= 1
         assert figures["files_on_disk"] == figures["files_left"]
+    if argv[0] == "compact":  # compaction ran in the process, whose peak covers what it held
+        assert figures["peak_rss_scoped"] is True
+        assert figures["peak_rss_mb"] >= figures["rss_before_mb"] > 0
+
+
+def test_peak_rss_covers_the_block_and_the_python_processes_below() -> None:
+    """A Python child that touches 200 MiB and ends within the block still counts; this
+    process's own figure starts from what it held on entry."""
+    child = ("import time; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
+             " time.sleep(1.0)")
+    with PeakRss(interval_s=0.05) as peak:
+        subprocess.run([sys.executable, "-c", child], check=True, timeout=60)
+    assert peak.scoped
+    assert 200 <= peak.worker_mb < 400, peak
+    assert peak.jvm_mb == 0  # no java below this process
+    assert peak.python_mb >= peak.python_start_mb > 0
+    with PeakRss(interval_s=0.05) as idle:
+        time.sleep(0.1)
+    assert idle.worker_mb == 0  # the child has ended: nothing of it left to count
 
 
 def test_unknown_benchmark_is_a_usage_error() -> None:

@@ -1,6 +1,8 @@
 """Compaction benchmark: a major compaction of N deltas (default 100 x 100k rows) and 2 delete
 deltas into one base; compaction rows/s, and the snapshot read speed before and after it, in
-one run. The table is written by the product's own writer.
+one run. The table is written by the product's own writer. Compaction runs in this process:
+its peak RSS during `compact_partition` is reported (`peak_rss_mb`), with what the process
+held when compaction began (`rss_before_mb`: imports, the build's and the reads' leftovers).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ingest.acid.format import (
 )
 from ingest.acid.read import read_table
 from ingest.bench._common import median_seconds, report, sample_rows
+from ingest.bench._memory import PeakRss
 
 
 def build_table(root: str, *, deltas: int, delta_rows: int, delete_fraction: float,
@@ -88,8 +91,12 @@ def run(argv: list[str]) -> None:
             assert got == expected, f"read {got:,} rows, expected {expected:,}"
 
         before_s, before_all = median_seconds(read, repeats=args.repeats)
+        # The build and the reads leave freed buffers in pyarrow's pool: hand them back, so
+        # the peak below is what compaction needs, not what the allocator kept.
+        pa.default_memory_pool().release_unused()
         started, cpu_started = time.perf_counter(), _cpu_s()
-        result = compact_partition(root, snapshot, row_schema=schema, fs=fs)
+        with PeakRss() as peak:
+            result = compact_partition(root, snapshot, row_schema=schema, fs=fs)
         compact_s = time.perf_counter() - started
         # CPU time too: on a shared machine wall time measures the neighbours as well.
         compact_cpu_s = _cpu_s() - cpu_started
@@ -100,6 +107,8 @@ def run(argv: list[str]) -> None:
         print(f"major compaction: {compact_s:.2f} s, {rows / compact_s:,.0f} input rows/s, "
               f"{result.input_bytes:,} -> {result.output_bytes:,} bytes; {compact_cpu_s:.2f} s "
               f"CPU ({rows / compact_cpu_s:,.0f} input rows per CPU second)")
+        print(f"peak RSS while compacting: {peak.python_mb:,.0f} MiB (the process held "
+              f"{peak.python_start_mb:,.0f} MiB when it began; scoped: {peak.scoped})")
         print(f"snapshot read: before {before_s:.2f} s ({expected / before_s:,.0f} rows/s), "
               f"after {after_s:.2f} s ({expected / after_s:,.0f} rows/s)")
         # ingest: compaction's input rows/s; baseline: one snapshot read of the uncompacted
@@ -116,6 +125,8 @@ def run(argv: list[str]) -> None:
                read_before_rows_per_s=round(expected / before_s),
                read_after_rows_per_s=round(expected / after_s),
                read_speedup=round(before_s / after_s, 2),
+               peak_rss_mb=round(peak.python_mb), rss_before_mb=round(peak.python_start_mb),
+               peak_rss_scoped=peak.scoped,
                read_before_all_s=[round(t, 3) for t in before_all],
                read_after_all_s=[round(t, 3) for t in after_all])
     finally:

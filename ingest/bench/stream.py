@@ -52,6 +52,7 @@ import pyarrow as pa
 
 from ingest.acid import CODECS
 from ingest.bench._common import report
+from ingest.bench._memory import PeakRss
 from ingest.txn import redact_url
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
@@ -399,6 +400,7 @@ def run(argv: list[str]) -> None:
     load_before = os.getloadavg()
     scrapes_ms: list[float] = []
     summaries: dict[str, Any] = {}
+    peaks: list[PeakRss] = []  # the first case's runs: driver Python, its JVM, Python workers
     try:
         started = time.perf_counter()
         for topic, count in (("bench", args.rows), ("warmup", args.warmup_rows)):
@@ -442,12 +444,16 @@ def run(argv: list[str]) -> None:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
             avro = case.endswith("@avro")
-            seconds, summary = _ingest(spark, servers, "bench_avro" if avro else "bench",
-                                       _location(args, tmp,
-                                                 f"{name}_{source}{'_avro' * avro}{i}",
-                                                 run_id, remote),
-                                       str(tmp / f"ck_{case}{i}"), args, name, remote=remote,
-                                       source=source, avro_schema=str(avsc) if avro else None)
+            with PeakRss() as peak:
+                seconds, summary = _ingest(spark, servers, "bench_avro" if avro else "bench",
+                                           _location(args, tmp,
+                                                     f"{name}_{source}{'_avro' * avro}{i}",
+                                                     run_id, remote),
+                                           str(tmp / f"ck_{case}{i}"), args, name,
+                                           remote=remote, source=source,
+                                           avro_schema=str(avsc) if avro else None)
+            if case == cases[0]:
+                peaks.append(peak)
             assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
             runs[case].append(seconds)
             summaries[case] = summary
@@ -579,6 +585,12 @@ def run(argv: list[str]) -> None:
                               "rows_per_s": round(args.rows / median_s),
                               "ratio_metrics_on": round(ratio, 3), "scrapes": len(scrapes_ms),
                               "scrape_ms": round(statistics.median(scrapes_ms), 1)}
+    memory = _peak_figures(peaks)
+    print(f"peak RSS during ingest --file-layout {layouts[0]} ({figures[layouts[0]]['batches']} "
+          f"micro-batches): driver Python {memory['peak_rss_driver_python_mb']:,.0f} MiB, "
+          f"driver JVM {memory['peak_rss_driver_jvm_mb']:,.0f} MiB, largest Python worker "
+          f"{memory['peak_rss_python_worker_mb']:,.0f} MiB (scoped to the run: "
+          f"{memory['peak_rss_scoped']})")
     first = figures[layouts[0]]
     report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
            flush_rows=args.flush_rows, txns_per_delta=args.txns_per_delta,
@@ -603,6 +615,7 @@ def run(argv: list[str]) -> None:
                "ratio_avro_to_json": round(first["seconds"]
                                            / figures[f"{layouts[0]}@avro"]["seconds"], 3)}
               if args.value_format == "avro" else {}),
+           **memory,
            load_before=[round(x, 2) for x in load_before],
            load_after=[round(x, 2) for x in load_after],
            **({"metrics_rows_per_s": figures["metrics"]["rows_per_s"],
@@ -612,6 +625,17 @@ def run(argv: list[str]) -> None:
                "baseline_seconds": figures["baseline"]["seconds"],
                "baseline_rows_per_s": figures["baseline"]["rows_per_s"],
                "ratio": round(figures["baseline"]["seconds"] / first["seconds"], 3)}))
+
+
+def _peak_figures(peaks: list[PeakRss]) -> dict[str, Any]:
+    """The largest peaks over the first case's runs, in MiB; the driver's is its Python
+    process plus its JVM (the two together hold the micro-batch on the driver)."""
+    python = max(p.python_mb for p in peaks)
+    jvm = max(p.jvm_mb for p in peaks)
+    return {"peak_rss_driver_mb": round(python + jvm), "peak_rss_driver_python_mb": round(python),
+            "peak_rss_driver_jvm_mb": round(jvm),
+            "peak_rss_python_worker_mb": round(max(p.worker_mb for p in peaks)),
+            "peak_rss_scoped": all(p.scoped for p in peaks)}
 
 
 def _location(args: argparse.Namespace, tmp: Path, name: str, run_id: str,
