@@ -10,7 +10,7 @@ from ingest.acid.format import MAX_BUCKET_COUNT, to_ddl
 from ingest.cli._options import parse_properties, storage_option
 from ingest.cli._output import dumps
 from ingest.errors import ConfigError
-from ingest.table import avro_to_ddl, create_table
+from ingest.table import avro_to_ddl, create_table, read_avro_schema_file
 from ingest.txn import default_metastore_url, redact_url
 
 
@@ -109,11 +109,6 @@ def _columns(schema_ddl: str | None, avro_source: str | None,
 
         schema_id, text = registry(schema_registry).latest(avro_source)
         return avro_to_ddl(text, what=f"subject {avro_source!r} (schema id {schema_id})")
-    try:
-        with open(avro_source, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"Cannot read the Avro schema file {avro_source}: {e}",
-                          hint="give a .avsc file, or a subject with --schema-registry URL"
-                          ) from e
+    text = read_avro_schema_file(
+        avro_source, hint="give a .avsc file, or a subject with --schema-registry URL")
     return avro_to_ddl(text, what=avro_source)

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import fsspec
-
-from ingest.errors import ConfigError
 from ingest.spark.kafka import registry
 from ingest.spark.options import StreamOptions
-from ingest.table import avro_to_ddl
+from ingest.table import avro_to_ddl, read_avro_schema_file
 
 
 def with_avro_columns(options: StreamOptions) -> StreamOptions:
@@ -30,12 +27,7 @@ def with_avro_columns(options: StreamOptions) -> StreamOptions:
         return options
     sink = options.sink
     if sink.avro_schema is not None:
-        try:
-            with fsspec.open(sink.avro_schema, "rt", encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise ConfigError(f"Cannot read --avro-schema {sink.avro_schema}: {e}",
-                              hint="give the path of an Avro schema file (.avsc)") from e
+        text = read_avro_schema_file(sink.avro_schema, option="--avro-schema")
         ddl = avro_to_ddl(text, what=f"--avro-schema {sink.avro_schema}")
     else:
         assert sink.schema_registry is not None  # StreamOptions checked it

@@ -31,6 +31,7 @@ from ingest.table.avro_schema import (
     avro_to_ddl,
     hive_type_to_arrow,
     load_avro_schema,
+    read_avro_schema_file,
 )
 from ingest.table.changes import OP_RANK, ChangeBatch
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
@@ -161,4 +162,5 @@ __all__ = [
     "avro_to_ddl",
     "hive_type_to_arrow",
     "load_avro_schema",
+    "read_avro_schema_file",
 ]

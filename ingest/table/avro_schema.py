@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import fsspec
 import pyarrow as pa
 
 from ingest.acid.format import parse_schema, to_ddl
@@ -44,6 +45,20 @@ class AvroField:
     name: str
     hive_type: str | None
     problem: str | None = None
+
+
+def read_avro_schema_file(path: str, *, option: str = "the Avro schema file",
+                          hint: str = "give the path of an Avro schema file (.avsc)") -> str:
+    """The text of an Avro schema file (a .avsc), local or at an fsspec URL.
+
+    Raises:
+        ConfigError: it cannot be read (missing, unreadable, not UTF-8), naming `option`.
+    """
+    try:
+        with fsspec.open(path, "rt", encoding="utf-8") as f:
+            return str(f.read())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"Cannot read {option} {path}: {e}", hint=hint) from e
 
 
 def load_avro_schema(text: str, *, what: str = "the Avro schema") -> Any:
@@ -262,4 +277,4 @@ def _describe(t: Any) -> str:
 
 
 __all__ = ["AvroField", "avro_fields", "avro_to_arrow", "avro_to_ddl", "hive_type_to_arrow",
-           "load_avro_schema"]
+           "load_avro_schema", "read_avro_schema_file"]

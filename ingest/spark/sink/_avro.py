@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastavro import parse_schema as parse_avro
@@ -36,7 +35,7 @@ from ingest.errors import ConfigError
 from ingest.spark.kafka import registry, split_frame
 from ingest.spark.sink._newfields import by_field
 from ingest.spark.sink._parse import TOMBSTONE_REASON, ParsedValues
-from ingest.table import avro_fields, hive_type_to_arrow, load_avro_schema
+from ingest.table import avro_fields, hive_type_to_arrow, load_avro_schema, read_avro_schema_file
 
 if TYPE_CHECKING:
     from ingest.spark.options import SinkOptions
@@ -506,14 +505,8 @@ def avro_format(options: SinkOptions) -> AvroFormat | None:
     """
     if options.value_format != "avro":
         return None
-    text = None
-    if options.avro_schema is not None:
-        try:
-            with fsspec.open(options.avro_schema, "rt", encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise ConfigError(f"Cannot read --avro-schema {options.avro_schema}: {e}",
-                              hint="give the path of an Avro schema file (.avsc)") from e
+    text = (None if options.avro_schema is None
+            else read_avro_schema_file(options.avro_schema, option="--avro-schema"))
     return avro_format_of(text, options.schema_registry,
                           what=f"--avro-schema {options.avro_schema}")
 
