@@ -133,8 +133,8 @@ def warehouse(tmp_path: Path) -> Path:
 
 
 # Tests sharing an expensive session server run on one xdist worker (`make test` runs two):
-# the Hive Metastores and Trino of tests/hms, the standalone Spark cluster of tests/cluster,
-# the schema registry (a JVM) of the Avro tests.
+# the Hive Metastores and Trino of tests/hms (when run with the rest), the standalone Spark
+# cluster of tests/cluster, the schema registry (a JVM) of the Avro tests.
 _SERVER_GROUPS = {"hms": "hms", "cluster": "cluster"}
 _SERVER_FIXTURE_GROUPS = {"schema_registry": "registry"}
 
