@@ -16,13 +16,15 @@ demo: $(VENV)/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
 
 # Two workers for most of the suite: much of it waits on JVMs, servers and timeouts, not on the
-# CPU. The Hive Metastore tests run after, alone: Hive's cleaner and reaper rules count every open
-# transaction on the server, and their timing must not compete with the Spark jobs of the rest.
+# CPU. Then, in one process: the Hive Metastore tests (Hive's cleaner and reaper rules count
+# every open transaction on the server, and their timing must not compete with the Spark jobs
+# of the rest) and tests/faults (its last test checks what all its cases found in-process).
 TEST_WORKERS ?= 2
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 --ignore=tests/hms
-	$(PY) -m pytest --durations=15 tests/hms
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 \
+		--ignore=tests/hms --ignore=tests/faults
+	$(PY) -m pytest --durations=15 tests/hms tests/faults
 
 dev-test: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow and not spark and not kafka"

@@ -132,10 +132,10 @@ def warehouse(tmp_path: Path) -> Path:
     return path
 
 
-# Tests sharing an expensive session server run on one xdist worker (`make test` runs two):
-# the Hive Metastores and Trino of tests/hms (when run with the rest), the standalone Spark
-# cluster of tests/cluster, the schema registry (a JVM) of the Avro tests.
-_SERVER_GROUPS = {"hms": "hms", "cluster": "cluster"}
+# Tests that share an expensive session server run on one xdist worker (`make test` runs two):
+# the Hive Metastores and Trino of tests/hms (when run with the rest: `make test` runs them on
+# their own), the standalone Spark cluster of tests/cluster, the Avro tests' schema registry.
+_ONE_WORKER_DIRS = {"hms": "hms", "cluster": "cluster"}
 _SERVER_FIXTURE_GROUPS = {"schema_registry": "registry"}
 
 
@@ -143,7 +143,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests_dir = Path(__file__).resolve().parent
     for item in items:
         relative = item.path.resolve().relative_to(tests_dir)
-        group = _SERVER_GROUPS.get(relative.parts[0]) if len(relative.parts) > 1 else None
+        group = _ONE_WORKER_DIRS.get(relative.parts[0]) if len(relative.parts) > 1 else None
         fixtures = getattr(item, "fixturenames", ())
         group = group or next((g for f, g in _SERVER_FIXTURE_GROUPS.items() if f in fixtures),
                               None)
