@@ -9,11 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
-
-from ingest.bench._memory import PeakRss
 
 COMMON_KEYS = {"benchmark", "ingest_rows_per_s", "baseline_rows_per_s", "ratio"}
 
@@ -54,20 +51,34 @@ def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
         assert figures["peak_rss_mb"] >= figures["rss_before_mb"] > 0
 
 
+_PEAK_RSS_PROBE = """
+import json, subprocess, sys, time
+from ingest.bench._memory import PeakRss
+child = ("import time; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
+         " time.sleep(1.0)")
+with PeakRss(interval_s=0.05) as peak:
+    subprocess.run([sys.executable, "-c", child], check=True, timeout=60)
+with PeakRss(interval_s=0.05) as idle:
+    time.sleep(0.1)
+print(json.dumps({"peak": vars(peak) | {"_stop": None, "_thread": None},
+                  "idle_worker_mb": idle.worker_mb}))
+"""
+
+
 def test_peak_rss_covers_the_block_and_the_python_processes_below() -> None:
     """A Python child that touches 200 MiB and ends within the block still counts; this
-    process's own figure starts from what it held on entry."""
-    child = ("import time; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
-             " time.sleep(1.0)")
-    with PeakRss(interval_s=0.05) as peak:
-        subprocess.run([sys.executable, "-c", child], check=True, timeout=60)
-    assert peak.scoped
-    assert 200 <= peak.worker_mb < 400, peak
-    assert peak.jvm_mb == 0  # no java below this process
-    assert peak.python_mb >= peak.python_start_mb > 0
-    with PeakRss(interval_s=0.05) as idle:
-        time.sleep(0.1)
-    assert idle.worker_mb == 0  # the child has ended: nothing of it left to count
+    process's own figure starts from what it held on entry. The probe runs in a fresh
+    process: a test worker may already have a Spark JVM below it."""
+    done = subprocess.run([sys.executable, "-c", _PEAK_RSS_PROBE], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    peak = probe["peak"]
+    assert peak["scoped"]
+    assert 200 <= peak["worker_mb"] < 400, peak
+    assert peak["jvm_mb"] == 0  # no java below the probe
+    assert peak["python_mb"] >= peak["python_start_mb"] > 0
+    assert probe["idle_worker_mb"] == 0  # the child has ended: nothing of it left to count
 
 
 def test_unknown_benchmark_is_a_usage_error() -> None:
