@@ -40,11 +40,20 @@ mvn_quiet() {
   rm -f "$log"
 }
 
-fetch_hms() {  # profile version bin-dir-name
-  local profile=$1 version=$2 dest="$root/hms-$2"
+lay_out() {  # dest version step...: runs the step into an empty dest once, then marks it done
+  local dest=$1 version=$2
+  shift 2
   if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
   rm -rf "$dest"
   mkdir -p "$dest"
+  "$@" "$dest"
+  echo "$version" >"$dest/version"
+  touch "$dest/.complete"
+  echo "$dest"
+}
+
+hms_into() {  # profile dest
+  local profile=$1 dest=$2
   # The class path points into ~/.m2: the jars are not copied.
   mvn_quiet -P "$profile" dependency:build-classpath -DexcludeTypes=tar.gz \
     -Dmdep.outputFile="$dest/classpath"
@@ -60,69 +69,41 @@ fetch_hms() {  # profile version bin-dir-name
   rm -f "$tarball"
   [ -d "$dest/home/scripts/metastore/upgrade/derby" ] || {
     echo "fetch-servers: no derby schema scripts in $tarball" >&2; return 1; }
-  echo "$version" >"$dest/version"
-  touch "$dest/.complete"
-  echo "$dest"
 }
 
-fetch_hive4reader() {
-  local dest="$root/hive4reader-$HMS4_VERSION"
-  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
-  rm -rf "$dest"
-  mkdir -p "$dest"
-  mvn_quiet -P hive4reader dependency:build-classpath -Dmdep.outputFile="$dest/classpath"
-  echo "$HMS4_VERSION" >"$dest/version"
-  touch "$dest/.complete"
-  echo "$dest"
+hive4reader_into() {  # dest
+  mvn_quiet -P hive4reader dependency:build-classpath -Dmdep.outputFile="$1/classpath"
 }
 
-fetch_sparkkafka() {
-  local dest="$root/spark-kafka-$SPARK_KAFKA_VERSION"
-  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
-  rm -rf "$dest"
-  mkdir -p "$dest"
-  mvn_quiet -P sparkkafka dependency:build-classpath -Dmdep.outputFile="$dest/classpath"
-  grep -q "spark-sql-kafka-0-10_2.13-$SPARK_KAFKA_VERSION.jar" "$dest/classpath" || {
-    echo "fetch-servers: no spark-sql-kafka jar in $dest/classpath" >&2; return 1; }
-  echo "$SPARK_KAFKA_VERSION" >"$dest/version"
-  touch "$dest/.complete"
-  echo "$dest"
+sparkkafka_into() {  # dest
+  mvn_quiet -P sparkkafka dependency:build-classpath -Dmdep.outputFile="$1/classpath"
+  grep -q "spark-sql-kafka-0-10_2.13-$SPARK_KAFKA_VERSION.jar" "$1/classpath" || {
+    echo "fetch-servers: no spark-sql-kafka jar in $1/classpath" >&2; return 1; }
 }
 
-fetch_apicurio() {
-  local dest="$root/apicurio-$APICURIO_VERSION"
-  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
-  rm -rf "$dest"
-  mkdir -p "$dest"
+apicurio_into() {  # dest
+  local dest=$1
   mvn_quiet -P apicurio dependency:copy-dependencies -DincludeTypes=tar.gz -DoutputDirectory="$dest"
   local tarball="$dest/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
   [ -f "$tarball" ] || { echo "fetch-servers: $tarball missing after mvn" >&2; return 1; }
   tar xzf "$tarball" -C "$dest"
   rm -f "$tarball"
   [ -f "$dest/quarkus-run.jar" ] || { echo "fetch-servers: no quarkus-run.jar in $dest" >&2; return 1; }
-  echo "$APICURIO_VERSION" >"$dest/version"
-  touch "$dest/.complete"
-  echo "$dest"
 }
 
-fetch_trino() {
-  local dest="$root/trino-$TRINO_VERSION"
-  if [ -f "$dest/.complete" ]; then echo "$dest"; return; fi
+trino_into() {  # dest
+  local dest=$1
   mvn_quiet -P trino dependency:resolve
   local tarball="$HOME/.m2/repository/io/trino/trino-server/$TRINO_VERSION/trino-server-$TRINO_VERSION.tar.gz"
   [ -f "$tarball" ] || { echo "fetch-servers: $tarball missing after mvn" >&2; return 1; }
-  rm -rf "$dest" "$dest.tmp"
-  mkdir -p "$dest.tmp"
   # The tarball hard-links shared jars across plugins, so unpack it whole, then keep only the
   # hive plugin: every plugin left in plugin/ is loaded at start (55 of them: +20 s, +500 MB).
-  tar xzf "$tarball" -C "$dest.tmp"
-  find "$dest.tmp/trino-server-$TRINO_VERSION/plugin" -mindepth 1 -maxdepth 1 ! -name hive \
-    -exec rm -rf {} +
-  mv "$dest.tmp/trino-server-$TRINO_VERSION" "$dest"
-  rmdir "$dest.tmp"
-  echo "$TRINO_VERSION" >"$dest/version"
-  touch "$dest/.complete"
-  echo "$dest"
+  mkdir "$dest/unpack"
+  tar xzf "$tarball" -C "$dest/unpack"
+  local server="$dest/unpack/trino-server-$TRINO_VERSION"
+  find "$server/plugin" -mindepth 1 -maxdepth 1 ! -name hive -exec rm -rf {} +
+  mv "$server"/* "$dest"/
+  rm -rf "$dest/unpack"
 }
 
 command -v mvn >/dev/null || { echo "fetch-servers: mvn not found (apt-get install maven)" >&2; exit 1; }
@@ -130,12 +111,12 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader sparkkafka apicurio)
 for target in "${targets[@]}"; do
   case "$target" in
-    hms4) fetch_hms hms4 "$HMS4_VERSION" ;;
-    hms3) fetch_hms hms3 "$HMS3_VERSION" ;;
-    trino) fetch_trino ;;
-    hive4reader) fetch_hive4reader ;;
-    sparkkafka) fetch_sparkkafka ;;
-    apicurio) fetch_apicurio ;;
+    hms4) lay_out "$root/hms-$HMS4_VERSION" "$HMS4_VERSION" hms_into hms4 ;;
+    hms3) lay_out "$root/hms-$HMS3_VERSION" "$HMS3_VERSION" hms_into hms3 ;;
+    trino) lay_out "$root/trino-$TRINO_VERSION" "$TRINO_VERSION" trino_into ;;
+    hive4reader) lay_out "$root/hive4reader-$HMS4_VERSION" "$HMS4_VERSION" hive4reader_into ;;
+    sparkkafka) lay_out "$root/spark-kafka-$SPARK_KAFKA_VERSION" "$SPARK_KAFKA_VERSION" sparkkafka_into ;;
+    apicurio) lay_out "$root/apicurio-$APICURIO_VERSION" "$APICURIO_VERSION" apicurio_into ;;
     *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino, hive4reader, sparkkafka or apicurio)" >&2
        exit 2 ;;
   esac
