@@ -315,7 +315,8 @@ class _KafkaLag:
 
 @dataclass(frozen=True)
 class StreamSummary:
-    """What a finished (availableNow or stopped) run did."""
+    """What a finished (availableNow or stopped) run did: totals over every micro-batch,
+    and `reports`, the reports of the last ones (the sink keeps RECENT_REPORTS of them)."""
 
     table: str
     batches: int
@@ -379,13 +380,10 @@ class RunningStream:
         return self.summary()
 
     def summary(self) -> StreamSummary:
-        reports = tuple(self.sink.reports)
-        done = [r for r in reports if not r.skipped]
-        return StreamSummary(self.table, len(reports), len(reports) - len(done),
-                             sum(r.rows for r in done), sum(r.dead_letters for r in done),
-                             sum(r.files for r in done), sum(r.bytes for r in done),
-                             time.monotonic() - self._started, reports,
-                             sum(r.tombstones for r in done))
+        t = self.sink.totals
+        return StreamSummary(self.table, t.batches, t.skipped, t.rows, t.dead_letters, t.files,
+                             t.bytes, time.monotonic() - self._started, tuple(self.sink.reports),
+                             t.tombstones)
 
 
 def _then_observe(batch_fn: Any, sink: AcidSink, metrics: StreamMetrics) -> Any:

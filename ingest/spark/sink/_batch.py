@@ -130,6 +130,30 @@ class BatchReport:
         return added
 
 
+@dataclass
+class BatchTotals:
+    """Sums over every micro-batch of a sink's life (the sink keeps only recent reports)."""
+
+    batches: int = 0
+    skipped: int = 0
+    rows: int = 0
+    dead_letters: int = 0
+    files: int = 0
+    bytes: int = 0
+    tombstones: int = 0
+
+    def add(self, report: BatchReport) -> None:
+        self.batches += 1
+        if report.skipped:
+            self.skipped += 1
+            return
+        self.rows += report.rows
+        self.dead_letters += report.dead_letters
+        self.files += report.files
+        self.bytes += report.bytes
+        self.tombstones += report.tombstones
+
+
 def run_tasks(batch_df: DataFrame, plan: TaskPlan, *,
               partition_expression: str | None) -> list[TaskResult]:
     """Parse and write on the executors; what the tasks reported."""

@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -43,6 +44,7 @@ from ingest.spark.options import SinkOptions
 from ingest.spark.sink._avro import avro_format, check_writer_schema
 from ingest.spark.sink._batch import (
     BatchReport,
+    BatchTotals,
     publish_results,
     remove_quietly,
     remove_staging_leftovers,
@@ -76,6 +78,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
+
+# How many micro-batch reports a sink keeps (the log listener and summaries read recent ones).
+RECENT_REPORTS = 1000
 # Rounds of adding columns a micro-batch may take: one finds the new fields, the next writes.
 _EVOLVE_ROUNDS = 3
 
@@ -185,7 +190,9 @@ class AcidSink:
         self._heartbeat: Heartbeat | None = None
         self._codecs = ("zlib", "zlib")
         self._key: KeySpec | None = None
-        self.reports: list[BatchReport] = []
+        # A stream runs for months: the last reports only, and totals over all of them.
+        self.reports: deque[BatchReport] = deque(maxlen=RECENT_REPORTS)
+        self.totals = BatchTotals()
         self.failure: BaseException | None = None
 
     # ------------------------------------------------------------------ set-up
@@ -288,6 +295,7 @@ class AcidSink:
             self.failure = e
             raise
         self.reports.append(report)
+        self.totals.add(report)
         # run_stream's listener logs the line with Spark's progress (ingest/spark/progress.py)
         log.debug("%s", report.line())
 
