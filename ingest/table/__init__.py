@@ -46,6 +46,11 @@ from ingest.table.compact import (
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.evolve import SchemaChange, evolve_schema
+from ingest.table.schema_versions import (
+    check_written_columns,
+    pinned_definition,
+    written_schema_problem,
+)
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.keyed import KeySpec, check_keyed_table, resolve
@@ -116,6 +121,9 @@ __all__ = [
     "agent_name",
     "alter_table",
     "evolve_schema",
+    "check_written_columns",
+    "pinned_definition",
+    "written_schema_problem",
     "apply_changes",
     "check_keyed_table",
     "cleaner_retention_s",
