@@ -173,6 +173,11 @@ class Transaction:
         return ids[name]
 
 
+# The agent of a column change's own transaction (a metastore that makes each change a
+# committed transaction with a write id, docs/format.md §25): it writes no file.
+SCHEMA_CHANGE_AGENT = "ingest-alter"
+
+
 @dataclass(frozen=True)
 class TransactionInfo:
     """One (transaction, table) row for `ingest status` and `ingest verify`."""
@@ -186,6 +191,12 @@ class TransactionInfo:
     heartbeat_at: float
     finished_at: float | None
     reason: str | None
+
+    @property
+    def is_schema_change(self) -> bool:
+        """The transaction of a column change (`Metastore.alter_columns`), which writes no
+        file."""
+        return self.agent == SCHEMA_CHANGE_AGENT
 
 
 TableRef = str | TableDefinition
@@ -337,6 +348,7 @@ class MetastoreCapabilities:
 
 __all__ = [
     "REQUIRED_PROPERTIES",
+    "SCHEMA_CHANGE_AGENT",
     "TXN_STATES",
     "CompactionInfo",
     "CompactionState",

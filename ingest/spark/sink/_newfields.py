@@ -201,9 +201,12 @@ def dead_letters(fields: Mapping[str, NewField], n: int, known: Collection[str],
 
 
 def fields_seen(fields: Mapping[str, NewField], topic: pa.Array, partition: pa.Array,
-                offset: pa.Array) -> dict[str, FieldSeen]:
+                offset: pa.Array, *, types: Mapping[str, tuple[str, ...]] | None = None
+                ) -> dict[str, FieldSeen]:
     """Each field's kinds, records and first record (lowest topic, partition, offset), given
-    the batch's topic, partition and offset of each record."""
+    the batch's topic, partition and offset of each record, and the exact types a typed
+    format declared for it (`types`, by name)."""
+    types = types or {}
     out: dict[str, FieldSeen] = {}
     for name in sorted(fields):
         f = fields[name]
@@ -213,7 +216,8 @@ def fields_seen(fields: Mapping[str, NewField], topic: pa.Array, partition: pa.A
             counts = pc.value_counts(f.kind)
             kinds = dict(sorted(zip(counts.field("values").to_pylist(),
                                     counts.field("counts").to_pylist(), strict=True)))
-        out[name] = FieldSeen(kinds, len(f.at), *_first(f.at, topic, partition, offset))
+        out[name] = FieldSeen(kinds, len(f.at), *_first(f.at, topic, partition, offset),
+                              types=types.get(name, ()))
     return out
 
 

@@ -206,7 +206,8 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
         next(iter(fields.values())).at)
     return parsed, NewFields(fields_seen(fields, _array(batch.column("topic")),
                                          _array(batch.column("partition")),
-                                         _array(batch.column("offset"))), records)
+                                         _array(batch.column("offset")),
+                                         types=parsed.new_field_types), records)
 
 
 def _positions(indices: pa.Array) -> np.ndarray:

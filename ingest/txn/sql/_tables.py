@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ingest.acid.format import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
-from ingest.txn.model import TableDefinition, TableRef, table_key
+from ingest.txn.model import SCHEMA_CHANGE_AGENT, TableDefinition, TableRef, table_key
 from ingest.txn.sql._database import Database
 from ingest.txn.sql._manifest import Manifest
 from ingest.txn.sql._schema import sink_progress, table_schemas, tables, txn_to_write_id, txns
@@ -26,7 +26,6 @@ _COLUMNS = (tables.c.name, tables.c.location, tables.c.row_schema,
             tables.c.partition_columns, tables.c.bucket_count, tables.c.bucket_columns,
             tables.c.properties)
 SCHEMAS_VERSION = 4  # the metastore schema version that added `table_schemas`
-_ALTER_AGENT = "ingest-alter"  # the agent of a column change's transaction
 # A table's schema version: its newest `table_schemas` row, 0 without one.
 _VERSION = (sa.select(sa.func.coalesce(sa.func.max(table_schemas.c.version), 0))
             .where(table_schemas.c.table_name == tables.c.name)
@@ -145,7 +144,7 @@ class Tables:
         the snapshot's high watermark. A concurrent change of the same version fails on the
         primary key, as the compare-and-swap above would."""
         now = self._db.clock()
-        txn_id = insert_txn(c, _ALTER_AGENT, now)
+        txn_id = insert_txn(c, SCHEMA_CHANGE_AGENT, now)
         write_id = int(c.execute(sa.select(tables.c.next_write_id)
                                  .where(tables.c.name == name)).scalar_one())
         c.execute(sa.update(tables).where(tables.c.name == name)
