@@ -46,11 +46,6 @@ from ingest.table.compact import (
 from ingest.table.create import create_table, default_table_name
 from ingest.table.delete import DeleteResult, delete
 from ingest.table.evolve import SchemaChange, evolve_schema
-from ingest.table.schema_versions import (
-    check_written_columns,
-    pinned_definition,
-    written_schema_problem,
-)
 from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.keyed import KeySpec, check_keyed_table, resolve
@@ -62,6 +57,11 @@ from ingest.table.recover import (
     TableRecovery,
     live_files_of,
     recover_table_with_metastore,
+)
+from ingest.table.schema_versions import (
+    check_written_columns,
+    pinned_definition,
+    written_schema_problem,
 )
 from ingest.table.split import partition_path, split_rows
 from ingest.table.status import PartitionBacklog, StatusTotals, TableStatus, table_status

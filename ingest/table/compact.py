@@ -39,7 +39,6 @@ from ingest.table._definition import (
     uses_visibility_suffix,
 )
 from ingest.table._layout import partition_dirs
-from ingest.table.schema_versions import pinned_definition
 from ingest.table._open import (
     MetastoreRef,
     StorageOptions,
@@ -48,6 +47,7 @@ from ingest.table._open import (
     open_table,
     table_fs,
 )
+from ingest.table.schema_versions import pinned_definition
 from ingest.txn import (
     CompactionInfo,
     Metastore,

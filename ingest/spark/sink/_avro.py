@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +81,7 @@ class _Resolution:
     bulk: Any = None  # `fast` as the items of an array, for `_read_bulk` (None: cannot)
     # Writer fields the table lacks -> their exact Hive type (`avro_fields`, as `ingest
     # create --schema-from-avro` maps it): the column --on-new-field evolve adds.
-    extra_types: dict[str, str] = field(default_factory=dict)
+    extra_types: dict[str, str] = dataclass_field(default_factory=dict)
 
 
 def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,

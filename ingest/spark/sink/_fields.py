@@ -5,7 +5,7 @@ Knows field names and value kinds, not the value format: the parse steps (`_pars
 JSON, `_avro`) report a batch's unknown fields by field (`_newfields`), which applies
 `new_field_reason` once per group of records holding the same fields (on executors); the
 driver takes `new_columns` per micro-batch. Kinds are JSON's: integer, number, boolean,
-string, object, array, null.
+string, object, array, null; a typed format (Avro) also reports each field's exact type.
 """
 
 from __future__ import annotations
@@ -124,8 +124,9 @@ def column_type(kinds: Mapping[str, int] | Collection[str],
     given; else the one exact type a typed format declared (`types`: an Avro writer
     schema's type as `ingest create --schema-from-avro` maps it: int INT, long BIGINT,
     float FLOAT, decimal DECIMAL(p,s), timestamp-millis TIMESTAMP, record STRUCT<...>);
-    else, conservatively from the values' kinds (also when writer schemas disagree): BIGINT when its values are integers, DOUBLE when they
-    are numbers, BOOLEAN, STRING for strings, objects and arrays (JSON text); when the
+    else, conservatively from the values' kinds (also when writer schemas disagree):
+    BIGINT when its values are integers, DOUBLE when they are numbers, BOOLEAN, STRING for
+    strings, objects and arrays (JSON text); when the
     values' kinds are mixed, the kind most of them have decides (integers and numbers
     counting together), so the fewer conflicting values are dead-lettered, and a tie goes
     to STRING; None when the field only held nulls (no type to infer: not added yet).
