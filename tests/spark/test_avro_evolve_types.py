@@ -20,6 +20,7 @@ from ingest.acid.format import to_ddl
 from ingest.acid.read.reader import read_table
 from ingest.spark.sink._avro import AvroFormat, decode_avro_values
 from ingest.spark.sink._fields import FieldSeen, column_type, new_columns
+from ingest.spark.sink._newfields import as_text, from_text, types_from_text
 from ingest.table import hive_type_to_arrow
 from ingest.txn import Metastore, default_metastore_url
 
@@ -65,6 +66,11 @@ def test_a_writer_schemas_new_fields_carry_their_exact_hive_types() -> None:
     assert parsed.rows.column("id").to_pylist() == [0, 1, 2, 3]
     assert {n: types for n, types in parsed.new_field_types.items()} == {
         n: (t,) for n, t in EXACT.items()}
+    # The two-stage plan carries them from the parse stage to the write stage as text.
+    text = as_text(parsed.new_by_field, 4, parsed.new_field_types)
+    assert types_from_text(text) == parsed.new_field_types
+    assert {n: f.kind for n, f in from_text(text).items()} == {
+        n: f.kind for n, f in parsed.new_by_field.items()}
     # The driver's choice: the one declared type, whatever the values' kinds; --evolve-type
     # still wins; writer schemas that disagree fall back to the kinds.
     assert column_type({"integer": 4}, None, ("INT",)) == "INT"
