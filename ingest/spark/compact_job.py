@@ -148,7 +148,8 @@ def compact_on_executors(
             beating.enter_context(run)  # heartbeats; a failed job records each as failed
         aborted = store.compactor_visibility(defn.name).aborted if begun else frozenset()
         tasks = [_PartitionTask(defn.location, partition, kinds[partition],
-                                _partition_view(view, partition), defn.row_schema, codec,
+                                _partition_view(view, partition),
+                                view.row_schema or defn.row_schema, codec,
                                 begun[partition].txn.txn_id if suffix else None,
                                 frozenset(aborted), options)
                  for partition in sorted(begun)]

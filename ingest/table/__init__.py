@@ -58,6 +58,11 @@ from ingest.table.recover import (
     live_files_of,
     recover_table_with_metastore,
 )
+from ingest.table.schema_versions import (
+    check_written_columns,
+    pinned_definition,
+    written_schema_problem,
+)
 from ingest.table.split import partition_path, split_rows
 from ingest.table.status import PartitionBacklog, StatusTotals, TableStatus, table_status
 from ingest.table.upsert import (
@@ -116,6 +121,9 @@ __all__ = [
     "agent_name",
     "alter_table",
     "evolve_schema",
+    "check_written_columns",
+    "pinned_definition",
+    "written_schema_problem",
     "apply_changes",
     "check_keyed_table",
     "cleaner_retention_s",

@@ -33,6 +33,7 @@ from ingest.acid.write import BucketFileOptions, BucketWriter, Compression
 from ingest.errors import CommitConflictError, IngestError
 from ingest.io import storage
 from ingest.table._open import StorageOptions, table_fs
+from ingest.table.schema_versions import check_written_columns
 from ingest.txn import Metastore, TableDefinition, Transaction
 
 _PROGRESS_ROWS = 65_536  # rows per write() when a caller counts them (a progress bar)
@@ -62,6 +63,10 @@ class Written:
         self.files: list[str] = []
         self.committed: list[CommittedFile] = []
         self.bytes = 0
+        # The row structs written, and the definition the write began with (set by
+        # `writing`): `commit` checks they still read as the table's columns (§25).
+        self.row_schemas: list[pa.Schema] = []
+        self.began: TableDefinition | None = None
 
     def make_directory(self, parent: str, directory: str) -> None:
         """Create `directory` (and its missing parents) with its `_orc_acid_version` file.
@@ -112,6 +117,8 @@ class Written:
         target = path if self.attempt is None else \
             f"{directory}/_tmp.{bucket_file_name(bucket_id)}.{self.attempt}"
         self.staged[path] = target
+        if not any(row_schema.equals(s) for s in self.row_schemas):
+            self.row_schemas.append(row_schema)
         writer = BucketWriter.create(target, BucketFileOptions(
             write_id=write_id, row_schema=row_schema, bucket_id=bucket_id,
             kind="delete" if deletes else "insert", compression=compression), fs=self.fs)
@@ -195,6 +202,7 @@ def writing(store: Metastore, defn: TableDefinition, fs: fsspec.AbstractFileSyst
     (`commit`) or aborting an empty write is the caller's, after the block."""
     txn = store.open_transaction(defn, agent=agent, operation=operation)
     written = Written(fs, storage.path_of(defn.location))
+    written.began = defn
     try:
         yield txn, written
     except BaseException as e:
@@ -244,12 +252,17 @@ def commit(store: Metastore, txn: Transaction, written: Written, *,
             committed first makes this commit fail (docs/format.md §24).
 
     Raises:
-        CommitConflictError: the transaction was aborted meanwhile (e.g. timed out), or
-            (with `updates`) lost a write-write conflict; its files are removed.
+        CommitConflictError: the transaction was aborted meanwhile (e.g. timed out),
+            (with `updates`) lost a write-write conflict, or its files' columns no longer
+            read as the table's (changed meanwhile by another process in a way the files
+            cannot follow, `check_written_columns`); its files are removed.
         MetastoreError: the metastore failed.
     """
     updated = write_set(f.path for f in written.committed) if updates else None
     try:
+        if written.began is not None:
+            check_written_columns(store, txn.table, written.row_schemas, began=written.began,
+                                  what=f"write of transaction {txn.txn_id}")
         store.commit(txn, files={txn.table: written.committed}, updated=updated)
     except BaseException as e:
         # Remove files only once the transaction is known not to be committed.

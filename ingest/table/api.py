@@ -70,6 +70,7 @@ from ingest.table.verify import VerifyReport, verify_table
 from ingest.txn import (
     Metastore,
     OffsetRange,
+    PinnedView,
     TableDefinition,
     ancestors,
     find_metastore_for,
@@ -657,6 +658,14 @@ class Table:
             yield store
 
 
+def pinned_schema(view: object, definition: TableDefinition | None) -> pa.Schema | None:
+    """The row columns a read uses: its view's (those of its snapshot's schema version,
+    docs/format.md §25), else the definition's; None without a metastore."""
+    if isinstance(view, PinnedView) and view.row_schema is not None:
+        return view.row_schema
+    return definition.row_schema if definition is not None else None
+
+
 @dataclass(frozen=True)
 class ScanPlan:
     """What a read would do now: its snapshot, the partitions it keeps and prunes."""
@@ -693,7 +702,7 @@ class TableScan:
             scan = SnapshotScan(
                 t._path, view, columns=self.columns, where=self.where,
                 with_row_id=self.with_row_id, fs=t._fs, limit=self.limit,
-                row_schema=t.definition.row_schema if t.definition is not None else None,
+                row_schema=pinned_schema(view, t.definition),
                 table=t.definition.name if t.definition is not None else "",
                 root=(storage.path_of(t.definition.location) if t.definition is not None
                       else None))

@@ -47,6 +47,7 @@ from ingest.table._open import (
     open_table,
     table_fs,
 )
+from ingest.table.schema_versions import pinned_definition
 from ingest.txn import (
     CompactionInfo,
     Metastore,
@@ -162,6 +163,9 @@ def compact(
         # A dry run reads tails only and leaves the metastore as it was: no lease.
         given = store.snapshot(defn) if dry_run else None
         with store.read_view(defn.name, agent=agent, snapshot=given) as view:
+            # The columns of the view's snapshot: it may hold files of a change made since
+            # the table was opened, which the output must keep (docs/format.md §25).
+            defn = pinned_definition(defn, view)
             if partitions is None:
                 _refuse_missing_partitions(fs, root, view, dirs)
             worker = _Worker(store, defn, view, fs, root, table_compression(defn), tuning,

@@ -20,7 +20,8 @@ class Commit:
         state: "open", "committed" or "aborted".
         agent: who opened it (host:pid:what, or the streaming sink's id).
         opened_at, finished_at: Unix seconds; finished_at is None while open.
-        reason: why it was aborted, if it was.
+        reason: why it was aborted, if it was; for a column change's own transaction (agent
+            `ingest-alter`), "ALTER TABLE: schema version N" (docs/format.md §25).
         offsets: Kafka ranges [from, until) the commit consumed, by topic and partition.
     """
 

@@ -363,8 +363,9 @@ def _write_id_problems(infos: list[TransactionInfo],
     for w, r in ranges:
         consumed[w] += r.until_offset - r.from_offset
         recorded.add(w)
+    changes = {t.write_id for t in infos if t.is_schema_change}
     for w, state in sorted(states.items()):
-        if state != "committed":
+        if state != "committed" or w in changes:  # a column change writes no file (§25)
             continue
         covered = any((p.is_base and w <= p.max_write_id)
                       or (not p.is_base and p.min_write_id <= w <= p.max_write_id)

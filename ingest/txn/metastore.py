@@ -19,7 +19,6 @@ from typing import ClassVar, Literal, Self
 import pyarrow as pa
 
 from ingest.acid.format import CommittedFile, ValidWriteIdList
-from ingest.acid.read import ReadView
 from ingest.errors import ConfigError, IngestError
 from ingest.txn.model import (
     TXN_STATES,
@@ -27,6 +26,7 @@ from ingest.txn.model import (
     CompactorVisibility,
     MetastoreCapabilities,
     OffsetRange,
+    PinnedView,
     ReaderInfo,
     SinkProgress,
     TableDefinition,
@@ -518,16 +518,17 @@ class Metastore(abc.ABC):
     def read_view(
         self, table: TableRef, *, agent: str, snapshot: ValidWriteIdList | None = None,
         heartbeat_s: float = READER_HEARTBEAT_S, keep_lease: bool = False,
-    ) -> Iterator[ReadView]:
-        """The table as of its committed snapshot, leased until the block ends.
+    ) -> Iterator[PinnedView]:
+        """The table as of its committed snapshot, leased until the block ends, with the
+        columns of that snapshot's schema version (`snapshot_schema`, docs/format.md §25).
 
         The one call every reader makes: the snapshot and its lease are one step
         (`leased_snapshot`), the manifest is read before it and the compactor's visibility
-        after it (a compaction committed in between only adds an output the snapshot's own
-        write-id checks accept, and the lease keeps its inputs either way). With `snapshot`
-        given (a caller's own, e.g. an older one), that snapshot is used unleased. With
-        `keep_lease`, a block that ends without an exception leaves the lease registered for
-        the processes that go on reading (`leased_snapshot`).
+        and the columns after it (a compaction committed in between only adds an output the
+        snapshot's own write-id checks accept, and the lease keeps its inputs either way).
+        With `snapshot` given (a caller's own, e.g. an older one), that snapshot is used
+        unleased. With `keep_lease`, a block that ends without an exception leaves the lease
+        registered for the processes that go on reading (`leased_snapshot`).
 
         Raises:
             TableNotFoundError: no such table.
@@ -536,11 +537,33 @@ class Metastore(abc.ABC):
         name = self.get_table(table).name
         committed = self.committed_files(name)
         if snapshot is not None:
-            yield ReadView(name, snapshot, committed, self.compactor_visibility(name))
+            version, columns = self.snapshot_schema(name, snapshot)
+            yield PinnedView(name, snapshot, committed, self.compactor_visibility(name),
+                             row_schema=columns, schema_version=version)
             return
         with self.leased_snapshot(name, agent=agent, heartbeat_s=heartbeat_s,
                                   keep_lease=keep_lease) as (lease, taken):
-            yield ReadView(name, taken, committed, self.compactor_visibility(name), lease)
+            version, columns = self.snapshot_schema(name, taken)
+            yield PinnedView(name, taken, committed, self.compactor_visibility(name), lease,
+                             row_schema=columns, schema_version=version)
+
+    def snapshot_schema(self, table: TableRef,
+                        snapshot: ValidWriteIdList) -> tuple[int, pa.Schema]:
+        """The schema version and row columns `snapshot` reads with (docs/format.md §25).
+
+        A backend that keeps each column change as a committed transaction with a write id
+        (the SQL metastores) answers the newest version whose change is in the snapshot (its
+        write id at or below the high watermark): exactly the columns the table had when the
+        snapshot was taken. Here, for a backend without that history, the table's current
+        columns: read just after the snapshot, they hold every file in it too (a writer reads
+        its columns before its write id is allocated, and columns only grow and widen).
+
+        Raises:
+            TableNotFoundError: no such table.
+            MetastoreError: the metastore failed.
+        """
+        defn = self.get_table(table)
+        return defn.schema_version, defn.row_schema
 
     @abc.abstractmethod
     def transactions(

@@ -13,6 +13,7 @@ from typing import Literal, NamedTuple
 
 import pyarrow as pa
 
+from ingest.acid.read import ReadView
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.txn.locations import normalize_location
 
@@ -52,6 +53,9 @@ class TableDefinition:
         bucket_count: number of buckets, 0 for an unbucketed table.
         bucket_columns: columns hashed into buckets (empty when unbucketed).
         properties: table properties; always include `transactional=true`, `bucketing_version=2`.
+        schema_version: how many column changes the table has had (0 as created); each
+            `Metastore.alter_columns` adds one, in the same metastore transaction as the
+            columns (docs/format.md §25). Not part of equality.
     """
 
     name: str
@@ -61,6 +65,7 @@ class TableDefinition:
     bucket_count: int = 0
     bucket_columns: tuple[str, ...] = ()
     properties: dict[str, str] = field(default_factory=dict, hash=False)
+    schema_version: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", qualify_table_name(self.name))
@@ -96,6 +101,22 @@ class TableDefinition:
                 f"bucket columns {list(self.bucket_columns)}",
                 hint="give both bucket_count > 0 and bucket_columns, or neither",
             )
+
+
+@dataclass(frozen=True)
+class PinnedView(ReadView):
+    """A `ReadView` with the table's columns as of its snapshot (its schema version), which
+    every read of the view uses, however long it runs and whatever ALTER runs meanwhile
+    (docs/format.md §25).
+
+    Attributes:
+        row_schema: the row columns of the snapshot's schema version; None only for a view
+            made without a metastore.
+        schema_version: that version (`TableDefinition.schema_version`).
+    """
+
+    row_schema: pa.Schema | None = None
+    schema_version: int = 0
 
 
 class SinkProgress(NamedTuple):
@@ -152,6 +173,11 @@ class Transaction:
         return ids[name]
 
 
+# The agent of a column change's own transaction (a metastore that makes each change a
+# committed transaction with a write id, docs/format.md §25): it writes no file.
+SCHEMA_CHANGE_AGENT = "ingest-alter"
+
+
 @dataclass(frozen=True)
 class TransactionInfo:
     """One (transaction, table) row for `ingest status` and `ingest verify`."""
@@ -165,6 +191,12 @@ class TransactionInfo:
     heartbeat_at: float
     finished_at: float | None
     reason: str | None
+
+    @property
+    def is_schema_change(self) -> bool:
+        """The transaction of a column change (`Metastore.alter_columns`), which writes no
+        file."""
+        return self.agent == SCHEMA_CHANGE_AGENT
 
 
 TableRef = str | TableDefinition
@@ -316,12 +348,14 @@ class MetastoreCapabilities:
 
 __all__ = [
     "REQUIRED_PROPERTIES",
+    "SCHEMA_CHANGE_AGENT",
     "TXN_STATES",
     "CompactionInfo",
     "CompactionState",
     "CompactorVisibility",
     "MetastoreCapabilities",
     "OffsetRange",
+    "PinnedView",
     "ReaderInfo",
     "SinkProgress",
     "TableDefinition",

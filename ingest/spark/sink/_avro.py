@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,9 @@ class _Resolution:
     fast: Any = None
     raw: tuple[str | None, ...] = ()
     bulk: Any = None  # `fast` as the items of an array, for `_read_bulk` (None: cannot)
+    # Writer fields the table lacks -> their exact Hive type (`avro_fields`, as `ingest
+    # create --schema-from-avro` maps it): the column --on-new-field evolve adds.
+    extra_types: dict[str, str] = dataclass_field(default_factory=dict)
 
 
 def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
@@ -106,6 +110,8 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     bad: list[tuple[int, str]] = []
     skipped: list[int] = []
     new_fields: dict[int, dict[str, str]] = {}
+    new_types: dict[str, set[str]] = {}
+    typed: set[int] = set()  # the resolutions whose extra types are in new_types
     good: list[int] = []
     resolutions: list[_Resolution] = []
     bodies: list[bytes | memoryview] = []
@@ -142,6 +148,10 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
             continue
         if how.extra:
             new_fields[i] = how.extra
+            if id(how) not in typed:
+                typed.add(id(how))
+                for name, hive_type in how.extra_types.items():
+                    new_types.setdefault(name, set()).add(hive_type)
         resolutions.append(how)
         bodies.append(body)
         good.append(i)
@@ -151,7 +161,8 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     for i, _ in bad:
         new_fields.pop(i, None)
     return ParsedValues(rows, pa.array(kept, pa.int64()), bad, skipped,
-                        by_field(sorted(new_fields.items())))
+                        by_field(sorted(new_fields.items())),
+                        new_field_types={n: tuple(sorted(t)) for n, t in new_types.items()})
 
 
 _CHUNK = 4096  # records decoded by one call; a bad one costs its chunk a second, slow read
@@ -399,13 +410,17 @@ def _resolve(writer_text: str, schema: pa.Schema, what: str) -> _Resolution:
                             f"{_hive(column.type)}{problem}")
     known = {c.name.lower() for c in schema}
     extra = {f.name: _json_kind(f.hive_type) for f in fields if f.name.lower() not in known}
+    extra_types = {f.name: f.hive_type for f in fields
+                   if f.name.lower() not in known and f.hive_type is not None}
     if problems:
         return _Resolution(parsed, tuple(columns), extra,
-                           f"{what} does not fit the table: {'; '.join(problems)}")
+                           f"{what} does not fit the table: {'; '.join(problems)}",
+                           extra_types=extra_types)
     fast, raw_fields = _raw_schema(writer)
     raw = tuple(None if name is None else raw_fields.get(name) for _, name in columns)
     return _Resolution(parsed, tuple(columns), extra, None,
-                       parse_avro(fast) if raw_fields else parsed, raw, _bulk_schema(fast))
+                       parse_avro(fast) if raw_fields else parsed, raw, _bulk_schema(fast),
+                       extra_types)
 
 
 def _bulk_schema(writer: dict[str, Any]) -> Any:

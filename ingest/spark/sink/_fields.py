@@ -5,7 +5,7 @@ Knows field names and value kinds, not the value format: the parse steps (`_pars
 JSON, `_avro`) report a batch's unknown fields by field (`_newfields`), which applies
 `new_field_reason` once per group of records holding the same fields (on executors); the
 driver takes `new_columns` per micro-batch. Kinds are JSON's: integer, number, boolean,
-string, object, array, null.
+string, object, array, null; a typed format (Avro) also reports each field's exact type.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ class FieldSeen:
         kinds: how many of its values had each JSON kind (name order).
         records: how many records held it.
         topic, partition, offset: the first record (lowest) that held it.
+        types: the exact Hive types a typed format (Avro writer schemas) declared for it,
+            sorted; empty for JSON.
     """
 
     kinds: dict[str, int]
@@ -89,13 +91,18 @@ class FieldSeen:
     topic: str
     partition: int
     offset: int
+    types: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "types", tuple(self.types))  # a list, after JSON
 
     def merged(self, other: FieldSeen) -> FieldSeen:
         first = min((self.topic, self.partition, self.offset),
                     (other.topic, other.partition, other.offset))
         kinds = {k: self.kinds.get(k, 0) + other.kinds.get(k, 0)
                  for k in sorted({*self.kinds, *other.kinds})}
-        return FieldSeen(kinds, self.records + other.records, *first)
+        return FieldSeen(kinds, self.records + other.records, *first,
+                         types=tuple(sorted({*self.types, *other.types})))
 
 
 def merge_fields(*seen: Mapping[str, FieldSeen]) -> dict[str, FieldSeen]:
@@ -112,10 +119,14 @@ _GROUPS = ("string", "object", "array", "numeric", "boolean")
 
 
 def column_type(kinds: Mapping[str, int] | Collection[str],
-                override: str | None = None) -> str | None:
-    """The Hive type of the column a new field becomes, conservatively: `override`
-    (--evolve-type) when given; else BIGINT when its values are integers, DOUBLE when they
-    are numbers, BOOLEAN, STRING for strings, objects and arrays (JSON text); when the
+                override: str | None = None, types: Collection[str] = ()) -> str | None:
+    """The Hive type of the column a new field becomes: `override` (--evolve-type) when
+    given; else the one exact type a typed format declared (`types`: an Avro writer
+    schema's type as `ingest create --schema-from-avro` maps it: int INT, long BIGINT,
+    float FLOAT, decimal DECIMAL(p,s), timestamp-millis TIMESTAMP, record STRUCT<...>);
+    else, conservatively from the values' kinds (also when writer schemas disagree):
+    BIGINT when its values are integers, DOUBLE when they are numbers, BOOLEAN, STRING for
+    strings, objects and arrays (JSON text); when the
     values' kinds are mixed, the kind most of them have decides (integers and numbers
     counting together), so the fewer conflicting values are dead-lettered, and a tie goes
     to STRING; None when the field only held nulls (no type to infer: not added yet).
@@ -123,9 +134,12 @@ def column_type(kinds: Mapping[str, int] | Collection[str],
     Args:
         kinds: how many values had each JSON kind (or just the kinds, each counted once).
         override: the type --evolve-type gives the field.
+        types: the exact types the format declared for it.
     """
     if override is not None:
         return override
+    if len(set(types)) == 1:
+        return next(iter(types))
     counts = dict(kinds) if isinstance(kinds, Mapping) else dict.fromkeys(kinds, 1)
     counts.pop("null", None)
     counts = {k: v for k, v in counts.items() if v > 0}
@@ -157,7 +171,7 @@ def new_columns(seen: Mapping[str, FieldSeen], known: Collection[str],
     for name, f in ordered:
         if name.lower() in lowered or not _COLUMN_NAME.fullmatch(name):
             continue
-        kind = column_type(f.kinds, overrides.get(name))
+        kind = column_type(f.kinds, overrides.get(name), f.types)
         if kind is not None:
             lowered.add(name.lower())
             out.append((name, kind))

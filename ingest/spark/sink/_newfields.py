@@ -201,9 +201,12 @@ def dead_letters(fields: Mapping[str, NewField], n: int, known: Collection[str],
 
 
 def fields_seen(fields: Mapping[str, NewField], topic: pa.Array, partition: pa.Array,
-                offset: pa.Array) -> dict[str, FieldSeen]:
+                offset: pa.Array, *, types: Mapping[str, tuple[str, ...]] | None = None
+                ) -> dict[str, FieldSeen]:
     """Each field's kinds, records and first record (lowest topic, partition, offset), given
-    the batch's topic, partition and offset of each record."""
+    the batch's topic, partition and offset of each record, and the exact types a typed
+    format declared for it (`types`, by name)."""
+    types = types or {}
     out: dict[str, FieldSeen] = {}
     for name in sorted(fields):
         f = fields[name]
@@ -213,7 +216,8 @@ def fields_seen(fields: Mapping[str, NewField], topic: pa.Array, partition: pa.A
             counts = pc.value_counts(f.kind)
             kinds = dict(sorted(zip(counts.field("values").to_pylist(),
                                     counts.field("counts").to_pylist(), strict=True)))
-        out[name] = FieldSeen(kinds, len(f.at), *_first(f.at, topic, partition, offset))
+        out[name] = FieldSeen(kinds, len(f.at), *_first(f.at, topic, partition, offset),
+                              types=types.get(name, ()))
     return out
 
 
@@ -235,13 +239,32 @@ def _first(at: pa.Array, topic: pa.Array, partition: pa.Array, offset: pa.Array
     return lowest.as_py(), low_partition.as_py(), pc.min(offsets).as_py()
 
 
-def as_text(fields: Mapping[str, NewField], n: int) -> pa.Array:
-    """Each of n records' new fields as JSON text ({name: kind}, names sorted), or null."""
+def as_text(fields: Mapping[str, NewField], n: int,
+            types: Mapping[str, tuple[str, ...]] | None = None) -> pa.Array:
+    """Each of n records' new fields as JSON text ({name: kind}, names sorted), or null;
+    with the exact types a typed format declared for some of them (`types`), the pair
+    [{name: kind}, {name: [types]}]."""
     if not fields:
         return pa.nulls(n, pa.string())
     group, described = groups(fields, n)
-    texts = [json.dumps(d, sort_keys=True) if d else None for d in described]
+    types = types or {}
+    texts = []
+    for d in described:
+        typed = {name: list(types[name]) for name in sorted(d) if types.get(name)}
+        texts.append(None if not d else json.dumps([d, typed] if typed else d,
+                                                   sort_keys=True))
     return pa.array(texts, pa.string()).take(pa.array(group))
+
+
+def types_from_text(texts: pa.Array) -> dict[str, tuple[str, ...]]:
+    """The exact types `as_text` wrote beside records' new fields, by name (sorted)."""
+    out: dict[str, set[str]] = {}
+    for text in pc.unique(texts.drop_null()).to_pylist():
+        described = json.loads(text)
+        if isinstance(described, list):
+            for name, declared in described[1].items():
+                out.setdefault(name, set()).update(declared)
+    return {name: tuple(sorted(t)) for name, t in sorted(out.items())}
 
 
 def from_text(texts: pa.Array) -> NewFieldsByName:
@@ -250,7 +273,10 @@ def from_text(texts: pa.Array) -> NewFieldsByName:
     ids = encoded.indices
     by_name: dict[str, dict[int, str]] = {}  # name -> text id -> kind
     for text_id, text in enumerate(encoded.dictionary.to_pylist()):
-        for name, kind in json.loads(text).items():
+        described = json.loads(text)
+        if isinstance(described, list):  # [{name: kind}, {name: [types]}]
+            described = described[0]
+        for name, kind in described.items():
             by_name.setdefault(name, {})[text_id] = kind
     out: NewFieldsByName = {}
     for name in sorted(by_name):
@@ -270,6 +296,7 @@ __all__ = [
     "NewField",
     "NewFieldsByName",
     "as_text",
+    "types_from_text",
     "by_field",
     "by_record",
     "dead_letters",

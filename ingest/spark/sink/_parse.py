@@ -55,6 +55,8 @@ class ParsedValues:
             schema lacks (left out of `rows`) with a value that is not null, and its kind.
         bad_columns: `bad` as arrays (indices, reasons), when whoever made `bad` had them
             so (many records dead-lettered at once); None: `bad_arrays` makes them.
+        new_field_types: by name, the exact Hive types a typed format declares for the new
+            fields (Avro writer schemas); empty for JSON, whose kinds decide.
     """
 
     rows: pa.Table
@@ -64,6 +66,7 @@ class ParsedValues:
     new_by_field: NewFieldsByName = dataclasses.field(default_factory=dict)
     bad_columns: tuple[pa.Array, pa.Array] | None = dataclasses.field(
         default=None, repr=False, compare=False)
+    new_field_types: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def bad_arrays(self) -> tuple[pa.Array, pa.Array]:
         """The bad records' indices (int64) and reasons (string), ascending, as arrays."""

@@ -34,6 +34,7 @@ from ingest.spark.sink._newfields import (
     from_text,
     holding,
     kept,
+    types_from_text,
 )
 from ingest.spark.sink._parse import ParsedValues
 from ingest.spark.sink._results import (
@@ -206,7 +207,8 @@ def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
         next(iter(fields.values())).at)
     return parsed, NewFields(fields_seen(fields, _array(batch.column("topic")),
                                          _array(batch.column("partition")),
-                                         _array(batch.column("offset"))), records)
+                                         _array(batch.column("offset")),
+                                         types=parsed.new_field_types), records)
 
 
 def _positions(indices: pa.Array) -> np.ndarray:
@@ -283,7 +285,8 @@ def parsed_new_fields(table: pa.Table) -> NewFields | None:
     if texts.null_count == len(texts):
         return None
     fields = fields_seen(from_text(texts), _array(table.column(META_TOPIC)),
-                  _array(table.column(META_PARTITION)), _array(table.column(META_OFFSET)))
+                         _array(table.column(META_PARTITION)),
+                         _array(table.column(META_OFFSET)), types=types_from_text(texts))
     return NewFields(fields, len(texts) - texts.null_count)
 
 
@@ -336,7 +339,7 @@ def new_fields_column(parsed: ParsedValues, n: int) -> pa.Array:
     """META_NEW_FIELDS of n input records: the new fields of each good one, else null."""
     good = np.zeros(n, dtype=bool)
     good[_positions(parsed.good)] = True
-    return as_text(kept(parsed.new_by_field, good), n)
+    return as_text(kept(parsed.new_by_field, good), n, parsed.new_field_types)
 
 
 def writer_slots(first: int, count: int, every_rows: int) -> pa.Array:

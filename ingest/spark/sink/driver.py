@@ -59,6 +59,7 @@ from ingest.table import (
     KeySpec,
     check_keyed_table,
     check_owner,
+    check_written_columns,
     evolve_schema,
     open_table_root,
     remove_aborted_writes,
@@ -362,6 +363,10 @@ class AcidSink:
             # same buckets that committed first makes this commit fail (docs/format.md §24).
             updated = None if self._key is None else write_set(
                 f.path for f in files[self._table.name])
+            # Written with the columns read before the transaction opened: refused if they no
+            # longer read as the table's (changed since by another process, §25).
+            check_written_columns(store, self._table.name, [plan.row_schema],
+                                  began=self._table, what=f"micro-batch {batch_id}")
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=report.offsets,
                          files=files, updated=updated)
             commit_s = time.monotonic() - committing

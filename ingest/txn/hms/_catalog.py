@@ -27,6 +27,10 @@ from ingest.txn.hms.tables import (
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import TableDefinition, TableRef, table_key
 
+# The table parameter holding its schema version (docs/format.md §25): set with the columns in
+# one `alter_table_with_cascade`, absent (version 0) until the first column change.
+SCHEMA_VERSION_PARAMETER = "ingest.schema.version"
+
 
 def to_definition(table: HiveTable, uri: str) -> TableDefinition:
     """Our definition of a full-ACID Hive table; its parameters become the properties.
@@ -36,13 +40,22 @@ def to_definition(table: HiveTable, uri: str) -> TableDefinition:
         ConfigError: a column type our reader does not know.
     """
     table.require_full_acid(uri)
+    properties = dict(table.properties)
+    version = properties.pop(SCHEMA_VERSION_PARAMETER, "0")
     return TableDefinition(
         name=table.name, location=normalize_location(table.location),
         row_schema=table.row_schema,
         partition_columns=tuple(c.name for c in table.partition_columns),
         bucket_count=table.bucket_count if table.bucket_columns else 0,
         bucket_columns=table.bucket_columns if table.bucket_count else (),
-        properties=dict(table.properties))
+        properties=properties,
+        schema_version=int(version) if version.isdigit() else 0)
+
+
+def schema_version(table: HiveTable) -> int:
+    """The table's schema version (its `ingest.schema.version` parameter, 0 without)."""
+    value = (table.thrift.parameters or {}).get(SCHEMA_VERSION_PARAMETER, "0")
+    return int(value) if value.isdigit() else 0
 
 
 def find_hive_table(conn: HmsConnection, ref: TableRef) -> HiveTable | None:
@@ -140,7 +153,8 @@ def seed_write_ids(conn: HmsConnection, table: HiveTable, next_write_id: int) ->
 
 def set_columns(conn: HmsConnection, table: HiveTable, columns: tuple[HiveColumn, ...]) -> None:
     """Hive's ALTER TABLE ... ADD COLUMNS / CHANGE COLUMN ... CASCADE: the table's columns
-    and every partition's become `columns` (`alter_table_with_cascade`).
+    and every partition's become `columns` (`alter_table_with_cascade`), and its schema
+    version parameter goes up by one in the same call.
 
     Raises:
         ConfigError: the server refused the change, with its reason.
@@ -150,6 +164,8 @@ def set_columns(conn: HmsConnection, table: HiveTable, columns: tuple[HiveColumn
     thrift = table.thrift
     thrift.sd.cols = [t.FieldSchema(name=c.name, type=c.type, comment=c.comment)
                       for c in columns]
+    thrift.parameters = {**(thrift.parameters or {}),
+                         SCHEMA_VERSION_PARAMETER: str(schema_version(table) + 1)}
     try:
         conn.call("alter_table_with_cascade", table.database, table.table_name, thrift, True)
     except (t.InvalidOperationException, t.MetaException) as e:

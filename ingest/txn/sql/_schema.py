@@ -4,7 +4,8 @@ Mirrors the Hive metastore's transaction tables in miniature: `TXNS` (txns), `NE
 (a column of tables), `TXN_TO_WRITE_ID` (txn_to_write_id), plus sink progress and Kafka offsets
 that Hive keeps in `commitTxnWithKeyValue` table properties. Version 2 adds the committed-file
 manifest, registered readers (Hive's MIN_HISTORY_LEVEL) and the compaction history
-(`COMPACTION_QUEUE` / `COMPLETED_COMPACTIONS`); version 3 the write set (`WRITE_SET`).
+(`COMPACTION_QUEUE` / `COMPLETED_COMPACTIONS`); version 3 the write set (`WRITE_SET`);
+version 4 the tables' schema versions (`table_schemas`).
 SQLAlchemy writes the DDL for each dialect.
 """
 
@@ -15,7 +16,7 @@ import sqlalchemy as sa
 from ingest.errors import UnsupportedFormatError
 from ingest.txn.errors import MetastoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # 64-bit ids and offsets on PostgreSQL. On SQLite only the exact type name INTEGER makes a
 # primary key the rowid (what AUTOINCREMENT needs), and INTEGER holds 64 bits there anyway.
@@ -144,6 +145,20 @@ write_set = sa.Table(
     sa.PrimaryKeyConstraint("table_name", "partition", "bucket", "txn_id"),
     sa.Index("write_set_commits", "table_name", "commit_id"),
 )
+# Each column change of a table (docs/format.md §25): its schema version and columns, and the
+# write id of its own committed transaction (it writes no file), so a snapshot reads the
+# newest version whose write id is at or below its high watermark. Version 0 (the columns as
+# created, write id 0) is written with the first change; a table without rows is at version
+# 0 with the columns of `tables`.
+table_schemas = sa.Table(
+    "table_schemas", metadata,
+    sa.Column("table_name", sa.Text, nullable=False),
+    sa.Column("version", Id, nullable=False),
+    sa.Column("first_write_id", Id, nullable=False),
+    sa.Column("row_schema", sa.LargeBinary, nullable=False),  # Arrow IPC schema bytes
+    sa.Column("changed_at", Seconds, nullable=False),
+    sa.PrimaryKeyConstraint("table_name", "version"),
+)
 
 # The tables each schema version added, in creation order; upgrading from version v creates
 # those of versions v + 1 .. SCHEMA_VERSION.
@@ -151,6 +166,7 @@ VERSION_TABLES: dict[int, tuple[sa.Table, ...]] = {
     1: (meta, tables, txns, txn_to_write_id, sink_progress, txn_offsets),
     2: (committed_files, readers, compactions),
     3: (write_set,),
+    4: (table_schemas,),
 }
 assert max(VERSION_TABLES) == SCHEMA_VERSION
 

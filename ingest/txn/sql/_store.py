@@ -181,6 +181,10 @@ class SqlMetastore(Metastore):
     def snapshot(self, table: TableRef) -> ValidWriteIdList:
         return self._progress.snapshot(table)
 
+    def snapshot_schema(self, table: TableRef,
+                        snapshot: ValidWriteIdList) -> tuple[int, pa.Schema]:
+        return self._tables.snapshot_schema(table, snapshot)
+
     def leased_snapshot(
         self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
         keep_lease: bool = False,
