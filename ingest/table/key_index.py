@@ -20,7 +20,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.format import CommittedFile
+from ingest.acid.format import (
+    BUCKET,
+    ORIGINAL_TRANSACTION,
+    ROW,
+    CommittedFile,
+    parse_directory,
+)
+from ingest.acid.format import ROW_ID as EVENT_ROW_ID
+from ingest.acid.read import read_events
 
 INDEX_DIRECTORY = "_key_index"
 """Below the table root; hidden from every ACID reader by its leading `_`."""
@@ -213,6 +221,44 @@ def write_index(fs: fsspec.AbstractFileSystem, root: str, entries: pa.Table, *,
     return path
 
 
+def index_data_file(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
+                    row_schema: pa.Schema, key_columns: Sequence[str]) -> str | None:
+    """Write the index of a committed insert file by reading it (compaction's output: its
+    events keep their ROW__IDs, docs/format.md §17); returns the index path, None for a
+    delete-event file.
+
+    Raises:
+        CorruptFileError: the file cannot be read.
+        OSError: the storage failed.
+    """
+    *_, directory, _name = data.path.split("/")
+    parsed = parse_directory(directory)
+    if parsed is None or parsed.kind == "delete_delta":
+        return None
+    path = f"{root.rstrip('/')}/{data.path}"
+    parts = []
+    for batch in read_events(path, fs=fs, length=data.length,
+                             columns=[ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID, ROW]):
+        row = batch.column(ROW)
+        fields = row.flatten()
+        names = [row.type.field(i).name for i in range(row.type.num_fields)]
+        if len(fields) == len(row_schema) and set(names) != set(row_schema.names):
+            names = row_schema.names  # positional names (_col0, ...): Hive's writers
+        table = pa.Table.from_arrays(fields, names=names)
+        parts.append(table.append_column(KEY_WRITE_ID, batch.column(ORIGINAL_TRANSACTION))
+                     .append_column(KEY_BUCKET, batch.column(BUCKET))
+                     .append_column(KEY_ROW_ID, batch.column(EVENT_ROW_ID)))
+    if not parts:
+        return None
+    events = pa.concat_tables(parts)
+    entries = build_entries(
+        events, key_types=pa.schema([row_schema.field(c) for c in key_columns]),
+        row_types=row_schema, write_ids=events.column(KEY_WRITE_ID).to_numpy(),
+        bucket_properties=events.column(KEY_BUCKET).to_numpy(),
+        row_ids=events.column(KEY_ROW_ID).to_numpy())
+    return write_index(fs, root, entries, data=data, key_columns=key_columns)
+
+
 @dataclass(frozen=True)
 class IndexFile:
     """A trusted index file: its entries (columns `_hash`, the key, `_writeid`, `_bucketid`,
@@ -255,5 +301,6 @@ def probe(index: IndexFile, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 __all__ = ["DIGEST", "FORMAT_VERSION", "HASH", "INDEX_DIRECTORY", "KEY_BUCKET", "KEY_FILE",
-           "KEY_ROW_ID", "KEY_WRITE_ID", "IndexFile", "build_entries", "declare_key_columns", "index_path", "key_file_path", "load_index",
-           "probe", "read_key_columns", "row_hashes", "write_index"]
+           "KEY_ROW_ID", "KEY_WRITE_ID", "IndexFile", "build_entries", "declare_key_columns", "index_data_file", "index_path",
+           "key_file_path", "load_index", "probe", "read_key_columns", "row_hashes",
+           "write_index"]
