@@ -35,6 +35,8 @@ INDEX_DIRECTORY = "_key_index"
 KEY_FILE = "key.json"
 """In `_key_index/`: the row columns the index hashes (written by the first keyed write)."""
 FORMAT_VERSION = 1
+"""Binds the file layout and the hash functions: a change to either must bump it, or a
+lookup would probe old files with new hashes, miss live keys and insert them twice."""
 HASH, KEY_WRITE_ID, KEY_BUCKET, KEY_ROW_ID, DIGEST = (
     "_hash", "_writeid", "_bucketid", "_rowid", "_digest")
 _META = b"ingest.key_index"
