@@ -47,6 +47,7 @@ from ingest.table.key_index import (
     KEY_ROW_ID,
     KEY_WRITE_ID,
     IndexFile,
+    index_data_file,
     load_index,
     probe,
     row_hashes,
@@ -95,6 +96,7 @@ def find_current_rows(
     partition_columns: Sequence[str],
     columns: Sequence[str] = (),
     key_index: Sequence[str] | None = None,
+    catch_up: bool = False,
 ) -> CurrentRows:
     """The live rows of `keys` as of `view`, reading only the partitions and buckets they
     belong to.
@@ -114,6 +116,9 @@ def find_current_rows(
         key_index: the key's row columns when the table's key index is of them: buckets
             whose insert files all have a trusted index are looked up there (only without
             `columns`: the index holds no other column's values).
+        catch_up: index the committed insert files of the keys' buckets that have no index
+            yet (a `load`, another engine's write), reading each once, instead of scanning
+            their buckets on every lookup.
 
     Raises:
         CorruptFileError: a file read differs from what its commit recorded, or is damaged.
@@ -146,7 +151,8 @@ def find_current_rows(
     indexed: list[tuple[ScanTask, list[IndexFile]]] = []
     if key_index is not None and not columns:
         for task in plan.tasks:
-            files = _trusted_indexes(fs, root, plan.view, task, key_index)
+            files = _trusted_indexes(fs, root, plan.view, task, key_index,
+                                     row_schema=row_schema, catch_up=catch_up)
             if files is not None:
                 indexed.append((task, files))
     found: list[pa.Table] = []
@@ -182,9 +188,11 @@ def find_current_rows(
 
 
 def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: ScanTask,
-                     key_index: Sequence[str]) -> list[IndexFile] | None:
+                     key_index: Sequence[str], *, row_schema: pa.Schema, catch_up: bool,
+                     ) -> list[IndexFile] | None:
     """The index of every insert file of `task`, or None when one has none to trust (an
-    original file, a file the manifest does not list, a write without the index)."""
+    original file, a file the manifest does not list, a write without the index that
+    `catch_up` does not index)."""
     out = []
     for f in task.files:
         if f.kind == "delete_delta":
@@ -195,6 +203,14 @@ def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, t
         if entry is None:
             return None
         index = load_index(fs, root, entry, key_columns=key_index)
+        if index is None and catch_up:
+            try:
+                made = index_data_file(fs, root, entry, row_schema=row_schema,
+                                       key_columns=key_index)
+            except OSError:  # the index cannot be written here: scan
+                made = None
+            if made is not None:
+                index = load_index(fs, root, entry, key_columns=key_index)
         if index is None:
             return None
         out.append(index)

@@ -12,6 +12,7 @@ another metastore's file of the same name, is never used. Knows no metastore.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,8 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.acid import has_directories
 from ingest.acid.format import (
     BUCKET,
+    OPERATION,
     ORIGINAL_TRANSACTION,
     ROW,
     CommittedFile,
@@ -218,16 +221,29 @@ def write_index(fs: fsspec.AbstractFileSystem, root: str, entries: pa.Table, *,
     with pa.ipc.new_file(sink, table.schema) as out:
         out.write_table(table)
     path = index_path(root, data.path)
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    fs.pipe_file(path, sink.getvalue().to_pybytes())
+    directory, name = path.rsplit("/", 1)
+    if not has_directories(fs):  # an object store's put is atomic
+        fs.pipe_file(path, sink.getvalue().to_pybytes())
+        return path
+    # Two writers may index one committed file at once (`index_data_file`): each writes its
+    # own hidden file and renames it, so a reader never opens a half-written one.
+    fs.makedirs(directory, exist_ok=True)
+    staging = f"{directory}/_tmp.{name}.{uuid.uuid4().hex}"
+    fs.pipe_file(staging, sink.getvalue().to_pybytes())
+    try:
+        fs.mv(staging, path)
+    except OSError:
+        fs.rm_file(staging)
+        raise
     return path
 
 
 def index_data_file(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
                     row_schema: pa.Schema, key_columns: Sequence[str]) -> str | None:
-    """Write the index of a committed insert file by reading it (compaction's output: its
-    events keep their ROW__IDs, docs/format.md §17); returns the index path, None for a
-    delete-event file.
+    """Write the index of a committed insert file by reading it (compaction's output, whose
+    events keep their ROW__IDs, docs/format.md §17; a file a write without the index left);
+    returns the index path, None for a delete-event file or a Hive 2 delta holding update or
+    delete events (its rows are found by scanning).
 
     Raises:
         CorruptFileError: the file cannot be read.
@@ -240,7 +256,10 @@ def index_data_file(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFil
     path = f"{root.rstrip('/')}/{data.path}"
     parts = []
     for batch in read_events(path, fs=fs, length=data.length,
-                             columns=[ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID, ROW]):
+                             columns=[OPERATION, ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID,
+                                      ROW]):
+        if pc.any(pc.not_equal(batch.column(OPERATION), 0)).as_py():
+            return None
         row = batch.column(ROW)
         fields = row.flatten()
         names = [row.type.field(i).name for i in range(row.type.num_fields)]

@@ -152,7 +152,7 @@ def write_changes(
         fs, root, view, keys, bucket_ids=_key_buckets(keys, defn),
         row_schema=defn.row_schema, partition_columns=defn.partition_columns,
         columns=[spec.order_by] if spec.order_by else [],
-        key_index=index_key if indexed else None)
+        key_index=index_key if indexed else None, catch_up=indexed)
     plan = _decide(fs, defn, resolved, spec, current)
     lookup_s = time.monotonic() - started
     deletes = current.rows.take(pa.array(plan.delete_rows))

@@ -123,25 +123,33 @@ def test_a_hash_collision_is_resolved_by_the_key_values(tmp_path: Path,
         **{i: 1 for i in range(20)}, **{i: 2 for i in range(20, 60)}}
 
 
-def test_a_table_loaded_without_the_index_is_scanned_until_compaction_indexes_it(
+def test_files_loaded_without_the_index_are_scanned_or_indexed_by_the_next_upsert(
         tmp_path: Path) -> None:
+    """A `load` writes no index: a lookup without catch-up scans its buckets; an upsert
+    indexes the loaded files of the buckets it touches (reading each once), so the next one
+    finds every key through the index."""
     t = _table(tmp_path, partitioned=True)
     t.load(_rows(list(range(100)), 0, "a"))
+    via_index, via_scan, indexed = _lookups(t, list(range(0, 100, 7)), "a")
+    assert indexed == 0 and via_index == via_scan and len(via_scan) == 15
     r = t.upsert(_rows(list(range(50, 150)), 1, "a"), key=["id", "dt"])
-    assert (r.counts.inserted, r.counts.updated, r.counts.buckets_indexed) == (50, 50, 0)
-    assert r.counts.rows_scanned == 100
-    r = t.upsert(_rows([1, 60, 120, 200], 2, "a"), key=["id", "dt"])
-    assert r.counts.buckets_indexed == 0  # every bucket still holds a loaded file
+    assert (r.counts.inserted, r.counts.updated) == (50, 50)
+    assert (r.counts.buckets_indexed, r.counts.rows_scanned) == (r.counts.buckets_read, 0)
+    assert len(_index_files(t)) == 8  # the loaded files' and the upsert's
+    via_index, via_scan, indexed = _lookups(t, list(range(0, 160, 3)), "a")
+    assert indexed == -1 and via_index == via_scan
+    t.load(_rows([500], 0, "a"))
+    via_index, via_scan, indexed = _lookups(t, [500, 3, 60, 120], "a")
+    assert 0 < indexed < 4 and via_index == via_scan  # only the new file's bucket scans
+    r = t.upsert(_rows([500, 3, 200], 2, "a"), key=["id", "dt"])
+    assert (r.counts.updated, r.counts.inserted, r.counts.rows_scanned) == (2, 1, 0)
     t.compact("major")
     r = t.upsert(_rows([2, 61, 121, 201], 3, "a"), key=["id", "dt"])
     assert (r.counts.buckets_indexed, r.counts.rows_scanned) == (r.counts.buckets_read, 0)
     assert (r.counts.inserted, r.counts.updated) == (1, 3)
-    # A plain load after that makes only its buckets scanned again.
-    t.load(_rows([500], 0, "a"))
-    r = t.upsert(_rows([500, 3], 4, "a"), key=["id", "dt"])
-    assert r.counts.updated == 2 and 0 < r.counts.buckets_indexed < r.counts.buckets_read
     rows = {x["id"]: x["v"] for x in t.to_arrow().to_pylist()}
-    assert len(rows) == 153 and (rows[500], rows[3], rows[2], rows[1], rows[0]) == (4, 4, 3, 2, 0)
+    assert len(rows) == 153
+    assert (rows[500], rows[3], rows[200], rows[2], rows[1], rows[60]) == (2, 2, 2, 3, 0, 1)
 
 
 def _index_files(t: Table) -> list[Path]:
@@ -164,9 +172,12 @@ def test_an_index_file_cut_short_or_rebound_is_not_trusted(tmp_path: Path) -> No
     second.write_bytes(other.read_bytes())
     via_index, via_scan, indexed = _lookups(t, list(range(40)))
     assert indexed == 3 and via_index == via_scan
+    # The next upsert indexes that bucket's files again from the data.
     r = t.upsert(_rows(list(range(40)), 3), key=["id"])
-    assert (r.counts.updated, r.counts.buckets_indexed) == (40, 3)
+    assert (r.counts.updated, r.counts.buckets_indexed, r.counts.rows_scanned) == (40, 4, 0)
     assert {x["v"] for x in t.to_arrow().to_pylist()} == {3}
+    via_index, via_scan, indexed = _lookups(t, list(range(40)))
+    assert indexed == -1 and via_index == via_scan
 
 
 def test_a_write_that_dies_before_its_commit_leaves_no_trusted_index(tmp_path: Path) -> None:
