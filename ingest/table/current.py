@@ -55,6 +55,7 @@ from ingest.table.key_index import (
 
 WRITE_ID, BUCKET_PROPERTY, ROW_ID = "_writeid", "_bucketid", "_rowid"
 """The flattened ROW__ID columns of `CurrentRows.rows`."""
+_KNOWN = "_known"
 
 
 @dataclass(frozen=True)
@@ -156,12 +157,14 @@ def find_current_rows(
             if files is not None:
                 indexed.append((task, files))
     found: list[pa.Table] = []
-    digests: list[np.ndarray] = []
+    digests: list[tuple[np.ndarray, np.ndarray]] = []
     if indexed:
         by_index = _look_up_indexed(fs, plan, indexed, keys, wanted, bucket_ids,
                                     row_schema=row_schema, key_index=key_index or ())
         if by_index.num_rows:
-            digests.append(by_index.column(DIGEST).to_numpy())
+            digests.append((by_index.column(DIGEST).to_numpy(),
+                            np.asarray(by_index.column(_KNOWN).to_numpy(zero_copy_only=False),
+                                       dtype=bool)))
             found.append(by_index.select(schema.names).cast(schema))
     done = {(t.partition.path, t.bucket_id) for t, _ in indexed}
     scanned_plan = replace(plan, tasks=tuple(
@@ -182,8 +185,8 @@ def find_current_rows(
     known = np.zeros(rows.num_rows, dtype=bool)
     digest = np.zeros(rows.num_rows, dtype=np.uint64)
     if digests:
-        n = len(digests[0])
-        known[:n], digest[:n] = True, digests[0]
+        n = len(digests[0][0])
+        digest[:n], known[:n] = digests[0]
     return CurrentRows(rows, plan, scanned, digest, known, len(indexed))
 
 
@@ -194,6 +197,7 @@ def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, t
     original file, a file the manifest does not list, a write without the index that
     `catch_up` does not index)."""
     out = []
+    key_types = pa.schema([row_schema.field(c) for c in key_index])
     for f in task.files:
         if f.kind == "delete_delta":
             continue
@@ -202,7 +206,7 @@ def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, t
         entry = view.committed.get(_relative(root, f.path))
         if entry is None:
             return None
-        index = load_index(fs, root, entry, key_columns=key_index)
+        index = load_index(fs, root, entry, key_types=key_types, row_types=row_schema)
         if index is None and catch_up:
             try:
                 made = index_data_file(fs, root, entry, row_schema=row_schema,
@@ -210,7 +214,7 @@ def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, t
             except OSError:  # the index cannot be written here: scan
                 made = None
             if made is not None:
-                index = load_index(fs, root, entry, key_columns=key_index)
+                index = load_index(fs, root, entry, key_types=key_types, row_types=row_schema)
         if index is None:
             return None
         out.append(index)
@@ -260,7 +264,8 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, plan: FilePlan,
                 WRITE_ID: got.column(KEY_WRITE_ID).take(keep),
                 BUCKET_PROPERTY: got.column(KEY_BUCKET).take(keep),
                 ROW_ID: got.column(KEY_ROW_ID).take(keep),
-                DIGEST: got.column(DIGEST).take(keep)}))
+                DIGEST: got.column(DIGEST).take(keep),
+                _KNOWN: pa.repeat(pa.scalar(index.digests_valid), len(keep))}))
         if not candidates:
             continue
         live = pa.concat_tables(candidates)
@@ -270,11 +275,11 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, plan: FilePlan,
                              join_type="left anti", use_threads=False)
         if live.num_rows:
             rows = keys.take(live.column("_k"))
-            for name in (WRITE_ID, BUCKET_PROPERTY, ROW_ID, DIGEST):
+            for name in (WRITE_ID, BUCKET_PROPERTY, ROW_ID, DIGEST, _KNOWN):
                 rows = rows.append_column(name, live.column(name))
             found.append(rows)
     if not found:
-        return pa.table({DIGEST: pa.array([], pa.uint64())})
+        return pa.table({DIGEST: pa.array([], pa.uint64()), _KNOWN: pa.array([], pa.bool_())})
     return pa.concat_tables(found)
 
 

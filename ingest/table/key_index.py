@@ -209,13 +209,24 @@ def build_entries(rows: pa.Table, *, key_types: pa.Schema, row_types: pa.Schema,
     return pa.table(columns)
 
 
+def _binding(data: CommittedFile, key_types: pa.Schema) -> dict[str, object]:
+    """What an index file must repeat to be trusted for `data`: the manifest entry, and the
+    key's columns with their types (a changed type hashes other bytes)."""
+    return {"version": FORMAT_VERSION, "key": [[f.name, str(f.type)] for f in key_types],
+            "path": data.path, "write_id": data.write_id, "length": data.length,
+            "tail_hash": data.tail_hash, "rows": data.rows}
+
+
+def _digest_of(row_types: pa.Schema) -> list[list[str]]:
+    return [[f.name, str(f.type)] for f in row_types]
+
+
 def write_index(fs: fsspec.AbstractFileSystem, root: str, entries: pa.Table, *,
-                data: CommittedFile, key_columns: Sequence[str]) -> str:
-    """Write the index file of the data file `data` (its manifest entry); returns its path.
-    Written whole in one put (a file cut short does not open, and is not trusted)."""
-    meta = {"version": FORMAT_VERSION, "key": list(key_columns), "path": data.path,
-            "write_id": data.write_id, "length": data.length, "tail_hash": data.tail_hash,
-            "rows": data.rows}
+                data: CommittedFile, key_types: pa.Schema, row_types: pa.Schema) -> str:
+    """Write the index file of the data file `data` (its manifest entry) whose `entries`
+    `build_entries` made with `key_types` and `row_types`; returns its path. A file cut short
+    does not open, and is not trusted."""
+    meta = {**_binding(data, key_types), "digest": _digest_of(row_types)}
     table = entries.replace_schema_metadata({_META: json.dumps(meta).encode()})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as out:
@@ -277,36 +288,39 @@ def index_data_file(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFil
         row_types=row_schema, write_ids=events.column(KEY_WRITE_ID).to_numpy(),
         bucket_properties=events.column(KEY_BUCKET).to_numpy(),
         row_ids=events.column(KEY_ROW_ID).to_numpy())
-    return write_index(fs, root, entries, data=data, key_columns=key_columns)
+    return write_index(fs, root, entries, data=data, row_types=row_schema,
+                       key_types=pa.schema([row_schema.field(c) for c in key_columns]))
 
 
 @dataclass(frozen=True)
 class IndexFile:
     """A trusted index file: its entries (columns `_hash`, the key, `_writeid`, `_bucketid`,
-    `_rowid`, `_digest`, sorted by `_hash`)."""
+    `_rowid`, `_digest`, sorted by `_hash`); `digests_valid` when its digests were taken over
+    the row columns (and types) asked for (not before an ALTER TABLE)."""
 
     entries: pa.Table
     hashes: np.ndarray
+    digests_valid: bool
 
 
 def load_index(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
-               key_columns: Sequence[str]) -> IndexFile | None:
+               key_types: pa.Schema, row_types: pa.Schema) -> IndexFile | None:
     """The index of the data file `data` (the manifest entry the snapshot reads), or None
-    when there is none to trust: missing, unreadable, of another key, or made for a file
-    other than this committed one (an uncommitted write's, another metastore's)."""
+    when there is none to trust: missing, unreadable, of another key (or key types), or made
+    for a file other than this committed one (an uncommitted write's, another metastore's)."""
     try:
         raw = fs.cat_file(index_path(root, data.path))
         table = pa.ipc.open_file(pa.py_buffer(raw)).read_all()
         meta = json.loads((table.schema.metadata or {})[_META])
     except (FileNotFoundError, pa.ArrowInvalid, KeyError, ValueError, OSError):
         return None
-    expected = {"version": FORMAT_VERSION, "key": list(key_columns), "path": data.path,
-                "write_id": data.write_id, "length": data.length,
-                "tail_hash": data.tail_hash, "rows": data.rows}
-    if meta != expected or table.num_rows != data.rows:
+    if not isinstance(meta, dict):
+        return None
+    digest = meta.pop("digest", None)
+    if meta != _binding(data, key_types) or table.num_rows != data.rows:
         return None
     hashes = table.column(HASH).to_numpy()
-    return IndexFile(table, hashes)
+    return IndexFile(table, hashes, digest == _digest_of(row_types))
 
 
 def probe(index: IndexFile, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -322,6 +336,6 @@ def probe(index: IndexFile, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 __all__ = ["DIGEST", "FORMAT_VERSION", "HASH", "INDEX_DIRECTORY", "KEY_BUCKET", "KEY_FILE",
-           "KEY_ROW_ID", "KEY_WRITE_ID", "IndexFile", "build_entries", "declare_key_columns", "index_data_file", "index_path",
-           "key_file_path", "load_index", "probe", "read_key_columns", "row_hashes",
-           "write_index"]
+           "KEY_ROW_ID", "KEY_WRITE_ID", "IndexFile", "build_entries", "declare_key_columns",
+           "index_data_file", "index_path", "key_file_path", "load_index", "probe",
+           "read_key_columns", "row_hashes", "write_index"]

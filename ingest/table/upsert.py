@@ -323,14 +323,16 @@ def _write_inserts(root: str, defn: TableDefinition, written: Written, resolved:
                              write_id=write_id, compression=compression)
         if index_key:
             n = chunk.num_rows
+            key_types = pa.schema([defn.row_schema.field(c) for c in index_key])
             entries = build_entries(
-                chunk, key_types=pa.schema([defn.row_schema.field(c) for c in index_key]),
-                row_types=defn.row_schema, write_ids=np.full(n, write_id, np.int64),
+                chunk, key_types=key_types, row_types=defn.row_schema,
+                write_ids=np.full(n, write_id, np.int64),
                 bucket_properties=np.full(n, encode_bucket_property(bucket, 0), np.int32),
                 row_ids=np.arange(n, dtype=np.int64))
             written.side_files.append(write_index(written.fs, root, entries,
                                                   data=written.committed[-1],
-                                                  key_columns=index_key))
+                                                  key_types=key_types,
+                                                  row_types=defn.row_schema))
         heartbeat()
 
 

@@ -244,3 +244,37 @@ def test_row_hashes_agree_across_types_and_slices() -> None:
                               ("f", pa.float64())]))
     assert list(row_hashes(large, schema)) == list(whole)
     assert len(set(whole.tolist())) == 3
+
+
+def test_an_unchanged_row_found_through_the_index_writes_nothing(tmp_path: Path) -> None:
+    """The digest says which new images differ; equal ones are read and compared, so a
+    repeated upsert is a no-op as without the index."""
+    t = _table(tmp_path)
+    t.upsert(_rows(list(range(30)), 1), key=["id"])
+    r = t.upsert(_rows(list(range(30)), 1), key=["id"])
+    assert r.write_id is None and r.counts.unchanged == 30
+    assert r.counts.buckets_indexed == r.counts.buckets_read > 0
+    changed = _rows(list(range(30)), 1).set_column(1, "value", pa.array(
+        ["x" if i == 7 else f"v{i}-1" for i in range(30)]))
+    r = t.upsert(changed, key=["id"])
+    assert (r.counts.unchanged, r.counts.updated) == (29, 1)
+
+
+def test_an_index_is_bound_to_its_key_types_and_its_digest_to_the_row_types(
+        tmp_path: Path) -> None:
+    from ingest.table.key_index import load_index
+    t = _table(tmp_path)
+    t.upsert(_rows(list(range(10)), 1), key=["id"])
+    with open_table(t.location, None, None) as (store, defn):
+        fs, _ = table_fs(defn, None)
+        manifest = table_manifest(store, defn)
+        entry = next(iter(manifest.entries.values()))
+        key = pa.schema([defn.row_schema.field("id")])
+        same = load_index(fs, manifest.root, entry, key_types=key, row_types=defn.row_schema)
+        assert same is not None and same.digests_valid
+        added = defn.row_schema.append(pa.field("extra", pa.string()))
+        later = load_index(fs, manifest.root, entry, key_types=key, row_types=added)
+        assert later is not None and not later.digests_valid  # an ALTER TABLE ADD COLUMNS
+        narrower = pa.schema([pa.field("id", pa.int32())])
+        assert load_index(fs, manifest.root, entry, key_types=narrower,
+                          row_types=defn.row_schema) is None
