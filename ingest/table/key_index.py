@@ -62,6 +62,7 @@ def index_path(root: str, data_path: str) -> str:
 
 
 def key_file_path(root: str) -> str:
+    """`_key_index/key.json` of the table at `root`."""
     return f"{root.rstrip('/')}/{INDEX_DIRECTORY}/{KEY_FILE}"
 
 
@@ -71,9 +72,9 @@ def read_key_columns(fs: fsspec.AbstractFileSystem, root: str) -> tuple[str, ...
     try:
         found = json.loads(fs.cat_file(key_file_path(root)))
         columns = found["columns"]
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if found.get("version") != FORMAT_VERSION or not isinstance(columns, list):
+    if not isinstance(found, dict) or found.get("version") != FORMAT_VERSION or not isinstance(columns, list):
         return None
     return tuple(str(c) for c in columns)
 
@@ -81,12 +82,15 @@ def read_key_columns(fs: fsspec.AbstractFileSystem, root: str) -> tuple[str, ...
 def declare_key_columns(fs: fsspec.AbstractFileSystem, root: str,
                         columns: Sequence[str]) -> bool:
     """Make `columns` the index's key unless the table's index has one: whether the index is
-    (now) of `columns`. A keyed write of another key writes no index (its lookups scan)."""
+    (now) of `columns`. A keyed write of another key writes no index (its lookups scan).
+
+    Raises:
+        OSError: the key file cannot be written.
+    """
     have = read_key_columns(fs, root)
     if have is not None:
         return have == tuple(columns)
-    fs.makedirs(f"{root.rstrip('/')}/{INDEX_DIRECTORY}", exist_ok=True)
-    fs.pipe_file(key_file_path(root), json.dumps(
+    _put_whole(fs, key_file_path(root), json.dumps(
         {"version": FORMAT_VERSION, "columns": list(columns)}).encode())
     return read_key_columns(fs, root) == tuple(columns)
 
@@ -225,28 +229,36 @@ def write_index(fs: fsspec.AbstractFileSystem, root: str, entries: pa.Table, *,
                 data: CommittedFile, key_types: pa.Schema, row_types: pa.Schema) -> str:
     """Write the index file of the data file `data` (its manifest entry) whose `entries`
     `build_entries` made with `key_types` and `row_types`; returns its path. A file cut short
-    does not open, and is not trusted."""
+    does not open, and is not trusted.
+
+    Raises:
+        OSError: the storage failed.
+    """
     meta = {**_binding(data, key_types), "digest": _digest_of(row_types)}
     table = entries.replace_schema_metadata({_META: json.dumps(meta).encode()})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as out:
         out.write_table(table)
     path = index_path(root, data.path)
+    _put_whole(fs, path, sink.getvalue().to_pybytes())
+    return path
+
+
+def _put_whole(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
+    """Write `path` so no reader sees part of it: under a hidden staging name, renamed (two
+    writers may write one index file at once); an object store's put is atomic already."""
+    if not has_directories(fs):
+        fs.pipe_file(path, data)
+        return
     directory, name = path.rsplit("/", 1)
-    if not has_directories(fs):  # an object store's put is atomic
-        fs.pipe_file(path, sink.getvalue().to_pybytes())
-        return path
-    # Two writers may index one committed file at once (`index_data_file`): each writes its
-    # own hidden file and renames it, so a reader never opens a half-written one.
     fs.makedirs(directory, exist_ok=True)
     staging = f"{directory}/_tmp.{name}.{uuid.uuid4().hex}"
-    fs.pipe_file(staging, sink.getvalue().to_pybytes())
+    fs.pipe_file(staging, data)
     try:
         fs.mv(staging, path)
     except OSError:
         fs.rm_file(staging)
         raise
-    return path
 
 
 def index_data_file(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
@@ -325,8 +337,11 @@ def load_index(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
 
 def probe(index: IndexFile, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every entry whose hash equals one of `hashes`: (probe positions, entry positions)."""
-    lo = np.searchsorted(index.hashes, hashes, side="left")
-    hi = np.searchsorted(index.hashes, hashes, side="right")
+    order = np.argsort(hashes)  # sorted needles walk the index in order (cache-friendly)
+    lo = np.empty(len(hashes), dtype=np.int64)
+    hi = np.empty(len(hashes), dtype=np.int64)
+    lo[order] = np.searchsorted(index.hashes, hashes[order], side="left")
+    hi[order] = np.searchsorted(index.hashes, hashes[order], side="right")
     counts = hi - lo
     total = int(counts.sum())
     which = np.repeat(np.arange(len(hashes)), counts)
