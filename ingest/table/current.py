@@ -67,7 +67,8 @@ class CurrentRows:
             (the bucket property) and `_rowid`: one row per live row whose key was asked for
             (more than one if the table holds a key twice).
         plan: the planned read (its partitions and tasks: what was read).
-        rows_scanned: live rows read from the scanned buckets before matching the keys.
+        rows_scanned: live rows read from the scanned buckets before matching the keys, plus
+            the events read to index files that had no index (`catch_up`).
         digests: for each row, the key index's digest of the whole stored row (0 where
             `known` is False: the row was found by the scan).
         known: which rows have a digest.
@@ -150,10 +151,12 @@ def find_current_rows(
     if not plan.tasks:  # nothing stored in the keys' buckets (or no partition yet)
         return CurrentRows(schema.empty_table(), plan, 0)
     indexed: list[tuple[ScanTask, list[IndexFile]]] = []
+    caught_up = [0]  # events read to index files that had none
     if key_index is not None and not columns:
         for task in plan.tasks:
             files = _trusted_indexes(fs, root, plan.view, task, key_index,
-                                     row_schema=row_schema, catch_up=catch_up)
+                                     row_schema=row_schema, catch_up=catch_up,
+                                     counted=caught_up)
             if files is not None:
                 indexed.append((task, files))
     found: list[pa.Table] = []
@@ -169,7 +172,7 @@ def find_current_rows(
     done = {(t.partition.path, t.bucket_id) for t, _ in indexed}
     scanned_plan = replace(plan, tasks=tuple(
         t for t in plan.tasks if (t.partition.path, t.bucket_id) not in done))
-    scanned = 0
+    scanned = caught_up[0]
     if scanned_plan.tasks:
         merger = start_merge(fs, scanned_plan, row_schema=row_schema, columns=projected,
                              with_row_id=True)
@@ -192,7 +195,7 @@ def find_current_rows(
 
 def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: ScanTask,
                      key_index: Sequence[str], *, row_schema: pa.Schema, catch_up: bool,
-                     ) -> list[IndexFile] | None:
+                     counted: list[int]) -> list[IndexFile] | None:
     """The index of every insert file of `task`, or None when one has none to trust (an
     original file, a file the manifest does not list, a write without the index that
     `catch_up` does not index)."""
@@ -214,6 +217,7 @@ def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, t
             except OSError:  # the index cannot be written here: scan
                 made = None
             if made is not None:
+                counted[0] += entry.rows
                 index = load_index(fs, root, entry, key_types=key_types, row_types=row_schema)
         if index is None:
             return None
