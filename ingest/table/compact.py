@@ -40,7 +40,6 @@ from ingest.table._definition import (
     uses_visibility_suffix,
 )
 from ingest.table._layout import partition_dirs
-from ingest.table.key_index import index_data_file, read_key_columns
 from ingest.table._open import (
     MetastoreRef,
     StorageOptions,
@@ -49,6 +48,7 @@ from ingest.table._open import (
     open_table,
     table_fs,
 )
+from ingest.table.key_index import index_data_file, read_key_columns
 from ingest.txn import (
     CompactionInfo,
     Metastore,

@@ -74,7 +74,8 @@ def read_key_columns(fs: fsspec.AbstractFileSystem, root: str) -> tuple[str, ...
         columns = found["columns"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if not isinstance(found, dict) or found.get("version") != FORMAT_VERSION or not isinstance(columns, list):
+    if not isinstance(found, dict) or found.get("version") != FORMAT_VERSION \
+            or not isinstance(columns, list):
         return None
     return tuple(str(c) for c in columns)
 
