@@ -168,24 +168,31 @@ def _fixed(values: np.ndarray) -> np.ndarray:
 
 
 def _bytes_hash(array: pa.Array) -> np.ndarray:
-    """A polynomial hash of each value's bytes, vectorized over the value buffer."""
+    """A hash of each value's bytes, vectorized over the value buffer in 8-byte words (read
+    at any byte offset; the bytes past a value's end masked off)."""
     n = len(array)
     large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
     buffers = array.buffers()
     offsets = np.frombuffer(buffers[1], dtype=np.int64 if large else np.int32)[
         array.offset:array.offset + n + 1].astype(np.int64)
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else \
-        np.zeros(0, np.uint8)
     lengths = np.diff(offsets)
     h = np.zeros(n, dtype=np.uint64)
-    total = int(lengths.sum())
+    words = (lengths + 7) // 8
+    total = int(words.sum())
     if total:
-        firsts = np.cumsum(lengths) - lengths
-        position = np.arange(total, dtype=np.int64) - np.repeat(firsts, lengths)
-        raw = data[np.repeat(offsets[:-1], lengths) + position].astype(np.uint64)
-        powers = np.cumprod(np.full(int(lengths.max()), _PRIME, dtype=np.uint64))
-        terms = (raw + np.uint64(1)) * powers[position]
-        nonempty = lengths > 0
+        low, high = int(offsets[0]), int(offsets[-1])
+        data = np.zeros(high - low + 8, dtype=np.uint8)
+        data[:high - low] = np.frombuffer(buffers[2], dtype=np.uint8)[low:high]
+        windows = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+        firsts = np.cumsum(words) - words
+        index = np.arange(total, dtype=np.int64) - np.repeat(firsts, words)
+        w = windows[np.repeat(offsets[:-1] - low, words) + 8 * index]
+        tail = lengths % 8
+        cut = (words > 0) & (tail > 0)
+        last = (firsts + words - 1)[cut]
+        w[last] &= (np.uint64(1) << (np.uint64(8) * tail[cut].astype(np.uint64))) - np.uint64(1)
+        terms = _mix(w ^ (index.astype(np.uint64) * _NULL))
+        nonempty = words > 0
         h[nonempty] = np.add.reduceat(terms, firsts[nonempty])
     return _mix(h ^ (lengths.astype(np.uint64) * _NULL))
 
