@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from ingest.acid.format import (
     BUCKET,
     ORIGINAL_TRANSACTION,
+    ValidWriteIdList,
     decode_bucket_property,
 )
 from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
@@ -183,7 +184,7 @@ def find_current_rows(
                 matched = flatten_row_id(pa.Table.from_batches([batch])).join(
                     probe_keys, keys=key_names, join_type="left semi", use_threads=False)
                 if matched.num_rows:
-                    found.append(matched.select(schema.names))
+                    found.append(matched.select(schema.names).cast(schema))
     rows = pa.concat_tables(found) if found else schema.empty_table()
     known = np.zeros(rows.num_rows, dtype=bool)
     digest = np.zeros(rows.num_rows, dtype=np.uint64)
@@ -287,7 +288,7 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, plan: FilePlan,
     return pa.concat_tables(found)
 
 
-def _delete_events(fs: fsspec.AbstractFileSystem, snapshot: object, task: ScanTask,
+def _delete_events(fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, task: ScanTask,
                    lengths: dict[str, int]) -> pa.Table | None:
     """The ROW__IDs the bucket's visible delete events name (as the merge applies them: an
     event counts when its write id is valid in the snapshot)."""
@@ -297,10 +298,10 @@ def _delete_events(fs: fsspec.AbstractFileSystem, snapshot: object, task: ScanTa
             continue
         length = lengths.get(f.path)
         if length is None:
-            length = read_length(fs, f.path, snapshot)  # type: ignore[arg-type]
+            length = read_length(fs, f.path, snapshot)
         for b in read_events(f.path, fs=fs, length=length,
                              columns=[ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID, CURRENT]):
-            b = b.filter(valid_mask(b.column(CURRENT), snapshot))  # type: ignore[arg-type]
+            b = b.filter(valid_mask(b.column(CURRENT), snapshot))
             parts.append(pa.table({WRITE_ID: b.column(ORIGINAL_TRANSACTION),
                                    BUCKET_PROPERTY: b.column(BUCKET),
                                    ROW_ID: b.column(EVENT_ROW_ID)}))
@@ -313,6 +314,7 @@ def _equal(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
 
 
 def _relative(root: str, path: str) -> str:
+    """`path` relative to the table root, as the manifest names it."""
     return path[len(root.rstrip("/")) + 1:] if path.startswith(root.rstrip("/") + "/") \
         else path
 
