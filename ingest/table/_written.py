@@ -67,6 +67,8 @@ class Written:
         # `writing`): `commit` checks they still read as the table's columns (§25).
         self.row_schemas: list[pa.Schema] = []
         self.began: TableDefinition | None = None
+        # Files beside the data (the key index, docs/format.md §24): removed with it.
+        self.side_files: list[str] = []
 
     def make_directory(self, parent: str, directory: str) -> None:
         """Create `directory` (and its missing parents) with its `_orc_acid_version` file.
@@ -143,6 +145,8 @@ class Written:
     def remove(self) -> None:
         """Remove every directory written, then the partition directories made for them
         (with an attempt id: only the staging files written)."""
+        for side in self.side_files:
+            _remove_file(self.fs, side)
         if self.attempt is not None:
             for staging in self.staged.values():
                 _remove_file(self.fs, staging)

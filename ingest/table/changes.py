@@ -95,49 +95,65 @@ def _from_numbered(items: Iterable[tuple[int, object]], unit: str) -> ChangeBatc
     n = 0
     for number, item in items:
         n += 1
-        where = f"{unit} {number + 1:,}"
-        key, envelope = _split_record(item, where)
+        if type(item) is dict and "op" in item and "payload" not in item:
+            key, envelope = None, item  # the common case, without the checks' cost
+        else:
+            key, envelope = _split_record(item, number, unit)
         if envelope is None:  # a tombstone
             deletes.append(key)  # type: ignore[arg-type]  # _split_record checked it
             delete_events.append(number)
             continue
         op = envelope.get("op")
-        if op is None:
-            raise BadRecordError(f"Cannot apply {where}: the Debezium envelope has no 'op' "
-                                 f"(fields: {', '.join(sorted(envelope)) or 'none'})",
-                                 hint="each line must be a Debezium change event with op "
-                                      "c, r, u or d, or a Kafka record {\"key\", \"value\"}")
-        if op not in OP_RANK:
-            what = _UNSUPPORTED_OPS.get(str(op))
-            raise BadRecordError(
-                f"Cannot apply {where}: op {op!r} is "
-                + (f"{what}, which upsert does not apply" if what else "not a Debezium op")
-                + "; expected c, r, u or d")
         if op == "d":
             before = envelope.get("before")
             if not isinstance(before, Mapping):
                 before = key
             if not isinstance(before, Mapping):
-                raise BadRecordError(f"Cannot apply {where}: a delete (op 'd') needs 'before' "
-                                     "or a record key to name the deleted row; it has neither")
+                raise BadRecordError(f"Cannot apply {_where(number, unit)}: a delete (op 'd') "
+                                     "needs 'before' or a record key to name the deleted row; "
+                                     "it has neither")
             deletes.append(before)
             delete_events.append(number)
             continue
+        rank = OP_RANK.get(op) if isinstance(op, str) else None
+        if rank is None:
+            _refuse_op(envelope, op, number, unit)
         after = envelope.get("after")
-        if not isinstance(after, Mapping):
-            raise BadRecordError(f"Cannot apply {where}: op {op!r} needs the new row in "
-                                 f"'after', found {type(after).__name__}")
+        if type(after) is not dict and not isinstance(after, Mapping):
+            raise BadRecordError(f"Cannot apply {_where(number, unit)}: op {op!r} needs the new "
+                                 f"row in 'after', found {type(after).__name__}")
         images.append(after)
         image_events.append(number)
-        image_ranks.append(OP_RANK[op])
+        image_ranks.append(rank)  # type: ignore[arg-type]  # _refuse_op raised otherwise
     return ChangeBatch(_table(images, unit), np.array(image_events, dtype=np.int64),
                        np.array(image_ranks, dtype=np.int8), _table(deletes, unit),
                        np.array(delete_events, dtype=np.int64), n, unit)
 
 
-def _split_record(item: object, where: str) -> tuple[Mapping[str, Any] | None,
-                                                      Mapping[str, Any] | None]:
+def _where(number: int, unit: str) -> str:
+    """How an error names the item: "event 3" (made only when one is raised)."""
+    return f"{unit} {number + 1:,}"
+
+
+def _refuse_op(envelope: Mapping[str, Any], op: object, number: int, unit: str) -> None:
+    """Raise for an envelope without `op` or with one upsert does not apply."""
+    where = _where(number, unit)
+    if op is None:
+        raise BadRecordError(f"Cannot apply {where}: the Debezium envelope has no 'op' "
+                             f"(fields: {', '.join(sorted(envelope)) or 'none'})",
+                             hint="each line must be a Debezium change event with op "
+                                  "c, r, u or d, or a Kafka record {\"key\", \"value\"}")
+    what = _UNSUPPORTED_OPS.get(str(op))
+    raise BadRecordError(
+        f"Cannot apply {where}: op {op!r} is "
+        + (f"{what}, which upsert does not apply" if what else "not a Debezium op")
+        + "; expected c, r, u or d")
+
+
+def _split_record(item: object, number: int, unit: str
+                  ) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
     """(record key or None, envelope or None for a tombstone)."""
+    where = _where(number, unit)
     if item is None:
         raise BadRecordError(f"Cannot apply {where}: a bare null is a tombstone without its "
                              "key, so it names no row",
@@ -162,7 +178,13 @@ def _split_record(item: object, where: str) -> tuple[Mapping[str, Any] | None,
         if not isinstance(item, Mapping):
             raise BadRecordError(f"Cannot apply {where}: the record value must be a Debezium "
                                  f"envelope, found {type(item).__name__}")
-    return key, _payload(item)
+    envelope = _payload(item)
+    if envelope is None and key is not None:
+        return key, None  # a JSON-converter tombstone under a record key
+    if not isinstance(envelope, Mapping):  # a JSON-converter payload that is no object
+        raise BadRecordError(f"Cannot apply {where}: expected a Debezium envelope object, "
+                             f"found {type(envelope).__name__}")
+    return key, envelope
 
 
 def _payload(value: Any) -> Any:

@@ -12,6 +12,7 @@ cleaner; every snapshot already ignores them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -47,6 +48,7 @@ from ingest.table._open import (
     open_table,
     table_fs,
 )
+from ingest.table.key_index import index_data_file, read_key_columns
 from ingest.table.schema_versions import pinned_definition
 from ingest.txn import (
     CompactionInfo,
@@ -251,6 +253,20 @@ class _Worker:
         plan = plan_compaction(self.fs, directory, self.view, root=self.root, kind=kind)
         return _Planned(directory, rel, kind, reason, backlog, plan is not None)
 
+    def _index(self, result: CompactionResult) -> None:
+        """Rebuild the key index of the committed outputs (docs/format.md §24) when the table
+        has one. After the commit and best effort: an output without its index is scanned."""
+        key = read_key_columns(self.fs, self.root)
+        if key is None or any(c not in self.defn.row_schema.names for c in key):
+            return
+        for data in result.output_files:
+            try:
+                index_data_file(self.fs, self.root, data, row_schema=self.defn.row_schema,
+                                key_columns=key)
+            except (OSError, CorruptFileError) as e:
+                warnings.warn(f"Cannot index compaction output {data.path}: {e}; upserts "
+                              "scan its bucket until the next compaction", stacklevel=2)
+
     def run(self, p: _Planned) -> PartitionCompaction:
         """Compact one planned partition under the compactor's commit protocol."""
         if p.kind is None:
@@ -281,6 +297,7 @@ class _Worker:
         compactor.finish(result)
         if result is None:  # it only finished a crashed compaction's second rename
             return PartitionCompaction(p.rel, None, kind, p.reason, None, p.backlog)
+        self._index(result)
         return PartitionCompaction(p.rel, result, kind, p.reason, compactor.compaction_id,
                                    p.backlog)
 

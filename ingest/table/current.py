@@ -4,20 +4,30 @@ Plans only the partitions and buckets the keys hash to (a key's bucket is a func
 when the table is bucketed by it: docs/format.md §12, §24) and reads them with the one reader,
 projecting the key columns and the few others asked for, plus ROW__ID; delete events apply as
 in every read. A second, narrower read fetches whole rows by ROW__ID, opening only the files
-whose write ids hold them. Knows no metastore: the view arrives as a value.
+whose write ids hold them. With the table's key index (`key_index.py`), a bucket whose every
+insert file has a trusted index is looked up there instead: candidates by key hash, their key
+values compared, their ROW__IDs checked against the bucket's delete events; the other buckets
+are scanned. Knows no metastore: the view arrives as a value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.format import decode_bucket_property
+from ingest.acid.format import (
+    BUCKET,
+    ORIGINAL_TRANSACTION,
+    ValidWriteIdList,
+    decode_bucket_property,
+)
+from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
+from ingest.acid.format import ROW_ID as EVENT_ROW_ID
 from ingest.acid.read import (
     ROW_ID_COLUMN,
     DataFile,
@@ -25,12 +35,28 @@ from ingest.acid.read import (
     Merger,
     Partition,
     ReadView,
+    ScanTask,
     plan_files,
+    read_events,
+    read_length,
     start_merge,
+    valid_mask,
+)
+from ingest.table.key_index import (
+    DIGEST,
+    KEY_BUCKET,
+    KEY_ROW_ID,
+    KEY_WRITE_ID,
+    IndexFile,
+    index_data_file,
+    load_index,
+    probe,
+    row_hashes,
 )
 
 WRITE_ID, BUCKET_PROPERTY, ROW_ID = "_writeid", "_bucketid", "_rowid"
 """The flattened ROW__ID columns of `CurrentRows.rows`."""
+_KNOWN = "_known"
 
 
 @dataclass(frozen=True)
@@ -42,12 +68,20 @@ class CurrentRows:
             (the bucket property) and `_rowid`: one row per live row whose key was asked for
             (more than one if the table holds a key twice).
         plan: the planned read (its partitions and tasks: what was read).
-        rows_scanned: live rows read from the planned buckets before matching the keys.
+        rows_scanned: live rows read from the scanned buckets before matching the keys, plus
+            the events read to index files that had no index (`catch_up`).
+        digests: for each row, the key index's digest of the whole stored row (0 where
+            `known` is False: the row was found by the scan).
+        known: which rows have a digest.
+        buckets_indexed: (partition, bucket) pairs looked up in the key index, not scanned.
     """
 
     rows: pa.Table
     plan: FilePlan
     rows_scanned: int
+    digests: np.ndarray | None = None
+    known: np.ndarray | None = None
+    buckets_indexed: int = 0
 
     @property
     def buckets_read(self) -> int:
@@ -64,6 +98,8 @@ def find_current_rows(
     row_schema: pa.Schema,
     partition_columns: Sequence[str],
     columns: Sequence[str] = (),
+    key_index: Sequence[str] | None = None,
+    catch_up: bool = False,
 ) -> CurrentRows:
     """The live rows of `keys` as of `view`, reading only the partitions and buckets they
     belong to.
@@ -80,6 +116,12 @@ def find_current_rows(
         row_schema: the table's row columns.
         partition_columns: the table's partition columns, outermost first.
         columns: row columns to return besides the key columns.
+        key_index: the key's row columns when the table's key index is of them: buckets
+            whose insert files all have a trusted index are looked up there (only without
+            `columns`: the index holds no other column's values).
+        catch_up: index the committed insert files of the keys' buckets that have no index
+            yet (a `load`, another engine's write), reading each once, instead of scanning
+            their buckets on every lookup.
 
     Raises:
         CorruptFileError: a file read differs from what its commit recorded, or is damaged.
@@ -109,19 +151,172 @@ def find_current_rows(
         pa.field(ROW_ID, pa.int64())])
     if not plan.tasks:  # nothing stored in the keys' buckets (or no partition yet)
         return CurrentRows(schema.empty_table(), plan, 0)
-    merger = start_merge(fs, plan, row_schema=row_schema, columns=projected, with_row_id=True)
+    indexed: list[tuple[ScanTask, list[IndexFile]]] = []
+    caught_up = [0]  # events read to index files that had none
+    if key_index is not None and not columns:
+        for task in plan.tasks:
+            files = _trusted_indexes(fs, root, plan.view, task, key_index,
+                                     row_schema=row_schema, catch_up=catch_up,
+                                     counted=caught_up)
+            if files is not None:
+                indexed.append((task, files))
     found: list[pa.Table] = []
-    scanned = 0
-    probe = keys.select(key_names)
-    for partition, files in plan.by_partition():
-        for batch in merger.partition_batches(dict(partition.values), files):
-            scanned += batch.num_rows
-            matched = flatten_row_id(pa.Table.from_batches([batch])).join(
-                probe, keys=key_names, join_type="left semi", use_threads=False)
-            if matched.num_rows:
-                found.append(matched.select(schema.names))
+    digests: list[tuple[np.ndarray, np.ndarray]] = []
+    if indexed:
+        by_index = _look_up_indexed(fs, plan, indexed, keys, wanted, bucket_ids,
+                                    row_schema=row_schema, key_index=key_index or ())
+        if by_index.num_rows:
+            digests.append((by_index.column(DIGEST).to_numpy(),
+                            np.asarray(by_index.column(_KNOWN).to_numpy(zero_copy_only=False),
+                                       dtype=bool)))
+            found.append(by_index.select(schema.names).cast(schema))
+    done = {(t.partition.path, t.bucket_id) for t, _ in indexed}
+    scanned_plan = replace(plan, tasks=tuple(
+        t for t in plan.tasks if (t.partition.path, t.bucket_id) not in done))
+    scanned = caught_up[0]
+    if scanned_plan.tasks:
+        merger = start_merge(fs, scanned_plan, row_schema=row_schema, columns=projected,
+                             with_row_id=True)
+        probe_keys = keys.select(key_names)
+        for partition, files in scanned_plan.by_partition():
+            for batch in merger.partition_batches(dict(partition.values), files):
+                scanned += batch.num_rows
+                matched = flatten_row_id(pa.Table.from_batches([batch])).join(
+                    probe_keys, keys=key_names, join_type="left semi", use_threads=False)
+                if matched.num_rows:
+                    found.append(matched.select(schema.names).cast(schema))
     rows = pa.concat_tables(found) if found else schema.empty_table()
-    return CurrentRows(rows, plan, scanned)
+    known = np.zeros(rows.num_rows, dtype=bool)
+    digest = np.zeros(rows.num_rows, dtype=np.uint64)
+    if digests:
+        n = len(digests[0][0])
+        digest[:n], known[:n] = digests[0]
+    return CurrentRows(rows, plan, scanned, digest, known, len(indexed))
+
+
+def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: ScanTask,
+                     key_index: Sequence[str], *, row_schema: pa.Schema, catch_up: bool,
+                     counted: list[int]) -> list[IndexFile] | None:
+    """The index of every insert file of `task`, or None when one has none to trust (an
+    original file, a file the manifest does not list, a write without the index that
+    `catch_up` does not index)."""
+    out = []
+    key_types = pa.schema([row_schema.field(c) for c in key_index])
+    for f in task.files:
+        if f.kind == "delete_delta":
+            continue
+        if f.kind not in ("base", "delta"):
+            return None
+        entry = view.committed.get(_relative(root, f.path))
+        if entry is None:
+            return None
+        index = load_index(fs, root, entry, key_types=key_types, row_types=row_schema)
+        if index is None and catch_up:
+            try:
+                made = index_data_file(fs, root, entry, row_schema=row_schema,
+                                       key_columns=key_index)
+            except OSError:  # the index cannot be written here: scan
+                made = None
+            if made is not None:
+                counted[0] += entry.rows
+                index = load_index(fs, root, entry, key_types=key_types, row_types=row_schema)
+        if index is None:
+            return None
+        out.append(index)
+    return out
+
+
+def _look_up_indexed(fs: fsspec.AbstractFileSystem, plan: FilePlan,
+                     indexed: list[tuple[ScanTask, list[IndexFile]]], keys: pa.Table,
+                     wanted: list[tuple[str | None, ...]], bucket_ids: np.ndarray | None, *,
+                     row_schema: pa.Schema, key_index: Sequence[str]) -> pa.Table:
+    """The live rows of `keys` in the indexed buckets: the key columns, flattened ROW__ID and
+    `_digest`."""
+    snapshot = plan.view.snapshot
+    key_types = pa.schema([row_schema.field(c) for c in key_index])
+    hashes = row_hashes(keys, key_types)
+    groups: dict[tuple[tuple[str | None, ...], int | None], list[int]] = {}
+    buckets = [None] * keys.num_rows if bucket_ids is None else bucket_ids.tolist()
+    for i, (p, b) in enumerate(zip(wanted, buckets, strict=True)):
+        groups.setdefault((p, b), []).append(i)
+    lengths = plan.read_lengths()
+    found: list[pa.Table] = []
+    for task, indexes in indexed:
+        mine = groups.get((_values(task.partition), task.bucket_id))
+        if mine is None and bucket_ids is None:
+            mine = groups.get((_values(task.partition), None))
+        if not mine:
+            continue
+        positions = np.asarray(mine, dtype=np.int64)
+        candidates: list[pa.Table] = []
+        for f, index in zip((f for f in task.files if f.kind != "delete_delta"), indexes,
+                            strict=True):
+            which, entries = probe(index, hashes[positions])
+            if not len(entries):
+                continue
+            got = index.entries.take(pa.array(entries))
+            asked = keys.take(pa.array(positions[which]))
+            same = np.ones(len(entries), dtype=bool)
+            for c in key_index:  # the hash may collide: compare the key values
+                same &= _equal(got.column(c), asked.column(c).cast(key_types.field(c).type))
+            if f.kind != "base" and f.directory is not None and snapshot.range_validity(
+                    f.directory.min_write_id, f.directory.max_write_id) != "ALL":
+                same &= np.asarray(valid_mask(got.column(KEY_WRITE_ID).combine_chunks(),
+                                              snapshot).to_numpy(zero_copy_only=False), bool)
+            keep = pa.array(np.flatnonzero(same))
+            candidates.append(pa.table({
+                "_k": pa.array(positions[which]).take(keep),
+                WRITE_ID: got.column(KEY_WRITE_ID).take(keep),
+                BUCKET_PROPERTY: got.column(KEY_BUCKET).take(keep),
+                ROW_ID: got.column(KEY_ROW_ID).take(keep),
+                DIGEST: got.column(DIGEST).take(keep),
+                _KNOWN: pa.repeat(pa.scalar(index.digests_valid), len(keep))}))
+        if not candidates:
+            continue
+        live = pa.concat_tables(candidates)
+        deleted = _delete_events(fs, snapshot, task, lengths)
+        if deleted is not None and live.num_rows:
+            live = live.join(deleted, keys=[WRITE_ID, BUCKET_PROPERTY, ROW_ID],
+                             join_type="left anti", use_threads=False)
+        if live.num_rows:
+            rows = keys.take(live.column("_k"))
+            for name in (WRITE_ID, BUCKET_PROPERTY, ROW_ID, DIGEST, _KNOWN):
+                rows = rows.append_column(name, live.column(name))
+            found.append(rows)
+    if not found:
+        return pa.table({DIGEST: pa.array([], pa.uint64()), _KNOWN: pa.array([], pa.bool_())})
+    return pa.concat_tables(found)
+
+
+def _delete_events(fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, task: ScanTask,
+                   lengths: dict[str, int]) -> pa.Table | None:
+    """The ROW__IDs the bucket's visible delete events name (as the merge applies them: an
+    event counts when its write id is valid in the snapshot)."""
+    parts = []
+    for f in task.files:
+        if f.kind != "delete_delta":
+            continue
+        length = lengths.get(f.path)
+        if length is None:
+            length = read_length(fs, f.path, snapshot)
+        for b in read_events(f.path, fs=fs, length=length,
+                             columns=[ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID, CURRENT]):
+            b = b.filter(valid_mask(b.column(CURRENT), snapshot))
+            parts.append(pa.table({WRITE_ID: b.column(ORIGINAL_TRANSACTION),
+                                   BUCKET_PROPERTY: b.column(BUCKET),
+                                   ROW_ID: b.column(EVENT_ROW_ID)}))
+    return pa.concat_tables(parts) if parts else None
+
+
+def _equal(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
+    eq = pc.fill_null(pc.equal(a, b), False)
+    return np.asarray(eq.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _relative(root: str, path: str) -> str:
+    """`path` relative to the table root, as the manifest names it."""
+    return path[len(root.rstrip("/")) + 1:] if path.startswith(root.rstrip("/") + "/") \
+        else path
 
 
 def read_rows_by_id(fs: fsspec.AbstractFileSystem, current: CurrentRows, row_ids: pa.Table, *,

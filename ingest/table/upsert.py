@@ -25,6 +25,7 @@ from ingest.acid.format import (
     ORIGINAL_TRANSACTION,
     bucket_ids,
     decode_bucket_property,
+    encode_bucket_property,
     format_delta,
 )
 from ingest.acid.format import ROW_ID as EVENT_ROW_ID
@@ -52,6 +53,7 @@ from ingest.table.current import (
     read_rows_by_id,
 )
 from ingest.table.input import InputFormat, read_input
+from ingest.table.key_index import build_entries, declare_key_columns, row_hashes, write_index
 from ingest.table.keyed import DELETE, ORDER, SOURCE, KeySpec, Resolved, check_keyed_table, resolve
 from ingest.table.load import MissingColumns, check_missing_columns
 from ingest.table.split import split_rows
@@ -73,6 +75,7 @@ class ChangeCounts:
         rows_scanned: live rows read in the buckets the keys hash to, to find theirs.
         buckets_read: (partition, bucket) pairs read for that.
         lookup_s: seconds spent finding the live rows.
+        buckets_indexed: those of them looked up in the key index instead of scanned.
     """
 
     events: int = 0
@@ -86,6 +89,7 @@ class ChangeCounts:
     rows_scanned: int = 0
     buckets_read: int = 0
     lookup_s: float = 0.0
+    buckets_indexed: int = 0
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,9 @@ def write_changes(
 
     Finds each key's live row as of `view` (a snapshot taken after the transaction opened),
     then writes `<partition>/delete_delta_W_W_0000/bucket_N` with the ROW__IDs it replaces or
-    deletes and `<partition>/delta_W_W_0000/bucket_N` with the new rows. Commit (or abort,
-    when `written` holds no file) is the caller's.
+    deletes and `<partition>/delta_W_W_0000/bucket_N` with the new rows, and beside each
+    insert file its key index file (`key_index.py`; unless the table's index is of another
+    key). Commit (or abort, when `written` holds no file) is the caller's.
 
     Args:
         fs: the table's filesystem.
@@ -141,19 +146,23 @@ def write_changes(
         return ChangeCounts(events=resolved.events)
     started = time.monotonic()
     keys = winners.select(list(spec.columns))
+    index_key = [c for c in spec.columns if c not in defn.partition_columns]
+    indexed = bool(index_key) and declare_key_columns(written.fs, root, index_key)
     current = find_current_rows(
         fs, root, view, keys, bucket_ids=_key_buckets(keys, defn),
         row_schema=defn.row_schema, partition_columns=defn.partition_columns,
-        columns=[spec.order_by] if spec.order_by else [])
+        columns=[spec.order_by] if spec.order_by else [],
+        key_index=index_key if indexed else None, catch_up=indexed)
     plan = _decide(fs, defn, resolved, spec, current)
     lookup_s = time.monotonic() - started
     deletes = current.rows.take(pa.array(plan.delete_rows))
     _write_deletes(root, defn, written, deletes, write_id, compression, heartbeat)
     _write_inserts(root, defn, written, resolved, plan.insert_sources, write_id, compression,
-                   heartbeat)
+                   heartbeat, index_key=index_key if indexed else None)
     return ChangeCounts(resolved.events, winners.num_rows, plan.inserted, plan.updated,
                         plan.deleted, plan.unchanged, plan.stale, plan.absent,
-                        current.rows_scanned, current.buckets_read, round(lookup_s, 6))
+                        current.rows_scanned, current.buckets_read, round(lookup_s, 6),
+                        current.buckets_indexed)
 
 
 @dataclass(frozen=True)
@@ -215,13 +224,25 @@ def _same_rows(fs: fsspec.AbstractFileSystem, defn: TableDefinition, resolved: R
                current: CurrentRows, winner_rows: np.ndarray, stored_rows: np.ndarray,
                ) -> np.ndarray:
     """Whether each winner's new image equals its one live row, column by column (the
-    partition columns are part of the key, so equal by construction)."""
+    partition columns are part of the key, so equal by construction). A row the key index
+    found carries a digest of the stored row: a new image of another digest differs, and only
+    the rows of equal digests are read and compared."""
+    same = np.zeros(len(stored_rows), dtype=bool)
+    if current.known is not None and current.digests is not None and len(stored_rows):
+        sources = resolved.winners.column(SOURCE).to_numpy()[winner_rows]
+        new_digests = row_hashes(resolved.rows.take(pa.array(sources)), defn.row_schema)
+        differ = current.known[stored_rows] & (current.digests[stored_rows] != new_digests)
+        check = np.flatnonzero(~differ)
+        if len(check) < len(stored_rows):
+            if len(check):
+                same[check] = _same_rows(fs, defn, resolved, _unindexed(current),
+                                         winner_rows[check], stored_rows[check])
+            return same
     ids = current.rows.select([WRITE_ID, BUCKET_PROPERTY, ROW_ID]).take(pa.array(stored_rows))
     full = read_rows_by_id(fs, current, ids, row_schema=defn.row_schema)
     probe = ids.append_column("_c", pa.array(np.arange(len(stored_rows))))
     found = full.join(probe, keys=[WRITE_ID, BUCKET_PROPERTY, ROW_ID], join_type="inner",
                       use_threads=False)
-    same = np.zeros(len(stored_rows), dtype=bool)
     if found.num_rows == 0:
         return same
     which = found.column("_c").to_numpy()
@@ -232,6 +253,11 @@ def _same_rows(fs: fsspec.AbstractFileSystem, defn: TableDefinition, resolved: R
         equal &= _equal_values(new.column(field.name), found.column(field.name))
     same[which] = equal
     return same
+
+
+def _unindexed(current: CurrentRows) -> CurrentRows:
+    """`current` without digests (its rows compared by reading them)."""
+    return CurrentRows(current.rows, current.plan, current.rows_scanned)
 
 
 def _equal_values(new: pa.ChunkedArray, old: pa.ChunkedArray) -> np.ndarray:
@@ -281,7 +307,9 @@ def _write_deletes(root: str, defn: TableDefinition, written: Written, deletes: 
 
 def _write_inserts(root: str, defn: TableDefinition, written: Written, resolved: Resolved,
                    sources: np.ndarray, write_id: int, compression: Compression,
-                   heartbeat: Callable[[], None]) -> None:
+                   heartbeat: Callable[[], None], *, index_key: Sequence[str] | None) -> None:
+    """The insert files, each followed by its key index file (with `index_key`): bound to
+    the file's manifest entry, so trusted only once this write commits."""
     if len(sources) == 0:
         return
     take = pa.array(sources)
@@ -293,6 +321,18 @@ def _write_inserts(root: str, defn: TableDefinition, written: Written, resolved:
             written.make_directory(join_path(root, part), directory)
         written.write_bucket(directory, bucket, chunk, row_schema=rows.schema,
                              write_id=write_id, compression=compression)
+        if index_key:
+            n = chunk.num_rows
+            key_types = pa.schema([defn.row_schema.field(c) for c in index_key])
+            entries = build_entries(
+                chunk, key_types=key_types, row_types=defn.row_schema,
+                write_ids=np.full(n, write_id, np.int64),
+                bucket_properties=np.full(n, encode_bucket_property(bucket, 0), np.int32),
+                row_ids=np.arange(n, dtype=np.int64))
+            written.side_files.append(write_index(written.fs, root, entries,
+                                                  data=written.committed[-1],
+                                                  key_types=key_types,
+                                                  row_types=defn.row_schema))
         heartbeat()
 
 
