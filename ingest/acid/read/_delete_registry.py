@@ -22,7 +22,8 @@ _ALWAYS = np.iinfo(np.int64).max
 _KEY_DTYPE = np.dtype([("o", "<i8"), ("b", "<i4"), ("r", "<i8")])
 
 
-def _packed_keys(otid: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array:
+def _packed_keys(otid: pa.Array | np.ndarray, bucket: pa.Array | np.ndarray,
+                 row_id: pa.Array | np.ndarray) -> pa.Array:
     """The (originalTransaction, bucket, rowId) triples as 20-byte binary values, for hashing."""
     n = len(otid)
     packed = np.empty(n, dtype=_KEY_DTYPE)
@@ -33,7 +34,9 @@ def _packed_keys(otid: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array
                                                 [None, pa.py_buffer(packed)])
 
 
-def _np(arr: pa.Array | pa.ChunkedArray, dtype: type[np.generic]) -> np.ndarray:
+def _np(arr: pa.Array | pa.ChunkedArray | np.ndarray, dtype: type[np.generic]) -> np.ndarray:
+    if isinstance(arr, np.ndarray):
+        return arr.astype(dtype, copy=False)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if arr.null_count:
@@ -51,7 +54,7 @@ class DeleteRegistry:
     Held in memory per bucket; lookups are one hash probe per row (`pyarrow.compute.index_in`).
     """
 
-    def __init__(self, parts: Sequence[pa.Table]) -> None:
+    def __init__(self, parts: Sequence[pa.Table | pa.RecordBatch]) -> None:
         parts = [p for p in parts if p.num_rows]
         self._size = 0
         self._keys: pa.Array | None = None
@@ -60,21 +63,30 @@ class DeleteRegistry:
         self._groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         if not parts:
             return
-        table = pa.concat_tables(parts)
-        table = table.group_by(list(KEY_COLUMNS), use_threads=False).aggregate(
-            [("supersedes", "max")])
-        table = table.sort_by([(c, "ascending") for c in KEY_COLUMNS])
-        self._keys = _packed_keys(table[OTID], table[BUCKET], table[ROW_ID])
-        self._supersedes = _np(table["supersedes_max"], np.int64)
-        self._only_deletes = bool((self._supersedes == _ALWAYS).all())
-        self._size = table.num_rows
+        # Sorted by key with numpy (a bucket's few thousand delete events: a hash
+        # aggregation's fixed cost would be most of the work), one entry per key with the
+        # highest write id any of its events supersedes.
+        otid = np.concatenate([_np(p[OTID], np.int64) for p in parts])
+        bucket = np.concatenate([_np(p[BUCKET], np.int32) for p in parts])
+        row_id = np.concatenate([_np(p[ROW_ID], np.int64) for p in parts])
+        supersedes = np.concatenate([_np(p["supersedes"], np.int64) for p in parts])
+        order = np.lexsort((row_id, bucket, otid))
+        otid, bucket, row_id = otid[order], bucket[order], row_id[order]
+        supersedes = supersedes[order]
+        first = np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])
+                      | (row_id[1:] != row_id[:-1])]
+        if not first.all():
+            supersedes = np.maximum.reduceat(supersedes, np.flatnonzero(first))
+            otid, bucket, row_id = otid[first], bucket[first], row_id[first]
+        self._keys = _packed_keys(otid, bucket, row_id)
+        self._supersedes = supersedes
+        self._only_deletes = bool((supersedes == _ALWAYS).all())
+        self._size = len(otid)
         # Per (originalTransaction, bucket): the sorted rowIds, for the one-group fast path.
-        otid, bucket = _np(table[OTID], np.int64), _np(table[BUCKET], np.int32)
-        row_id = _np(table[ROW_ID], np.int64)
         starts = np.flatnonzero(np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])])
         ends = np.r_[starts[1:], len(otid)]
         self._groups = {
-            (int(otid[s]), int(bucket[s])): (row_id[s:e], self._supersedes[s:e])
+            (int(otid[s]), int(bucket[s])): (row_id[s:e], supersedes[s:e])
             for s, e in zip(starts, ends, strict=True)
         }
 

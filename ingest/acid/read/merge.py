@@ -503,7 +503,9 @@ class Merger:
         columns = [*KEY_COLUMNS, CURRENT]
         for f in delete_files:
             for b in self._events(f, columns):
-                b = b.filter(valid_mask(b[CURRENT], self.snapshot))
+                valid = valid_mask(b[CURRENT], self.snapshot)
+                if not pc.all(valid).as_py():  # every event checked; copied only to drop some
+                    b = b.filter(valid)
                 parts.append(DeleteRegistry.delete_events(b))
         for f in insert_files:
             if f.kind != "delta":
