@@ -90,6 +90,9 @@ class FileTail:
     metadata: Message
     length: int
     start: int
+    # Values other modules derive from the tail alone (e.g. its wide TIMESTAMP columns),
+    # computed once: a tail is never changed in place.
+    memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def compression(self) -> CompressionKind:

@@ -77,7 +77,7 @@ def valid_mask(current: pa.Array, snapshot: ValidWriteIdList) -> pa.BooleanArray
     if exceptions:
         mask = pc.and_(mask, pc.invert(pc.is_in(current, value_set=pa.array(exceptions,
                                                                                pa.int64()))))
-    return pc.fill_null(mask, False)
+    return pc.fill_null(mask, False) if mask.null_count else mask
 
 
 def synthetic_keys(
