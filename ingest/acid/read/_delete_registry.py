@@ -119,6 +119,8 @@ class DeleteRegistry:
         if otid[0] == otid.min() == otid.max() and bucket[0] == bucket.min() == bucket.max():
             # The usual stripe: one write id, one bucket, rowIds ascending. Look the group's
             # few deleted rowIds up in the stripe instead of hashing every row.
+            if (int(otid[0]), int(bucket[0])) not in self._groups:
+                return None  # no key of this write id and bucket: nothing hidden
             row_id = _np(batch[ROW_ID], np.int64)
             if len(row_id) < 2 or bool((row_id[1:] > row_id[:-1]).all()):
                 return self._keep_sorted(int(otid[0]), int(bucket[0]), row_id, batch)
