@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from ingest.acid.format import BUCKET, ROW_ID
 from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
 from ingest.acid.format import ORIGINAL_TRANSACTION as OTID
+from ingest.acid.format import ValidWriteIdList
 from ingest.acid.read._delete_registry import DeleteRegistry
+from ingest.acid.read.merge import _valid_write_ids, valid_mask
 
 _ALWAYS = np.iinfo(np.int64).max
 keys = st.tuples(st.integers(1, 3), st.integers(0, 1), st.integers(0, 30))
@@ -50,3 +52,16 @@ def test_keep_mask_matches_a_dict_model(deletes: list, legacy: list, rows: list,
     keep = registry.keep_mask(batch)
     expected = [not model.get(k, -1) > w for k, w in rows]
     assert (keep is None and all(expected)) or list(keep) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(current=st.lists(st.one_of(st.none(), st.integers(0, 12)), max_size=30),
+       hwm=st.integers(0, 12), open_ids=st.lists(st.integers(1, 12), max_size=3),
+       aborted=st.lists(st.integers(1, 12), max_size=3))
+def test_numpy_validity_of_delete_events_equals_valid_mask(current: list, hwm: int,
+                                                           open_ids: list, aborted: list
+                                                           ) -> None:
+    snapshot = ValidWriteIdList("db.t", hwm, tuple(open_ids),
+                                tuple(w for w in aborted if w not in open_ids))
+    values = pa.array(current, pa.int64())
+    assert list(_valid_write_ids(values, snapshot)) == valid_mask(values, snapshot).to_pylist()

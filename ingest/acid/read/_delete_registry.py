@@ -7,6 +7,7 @@ Knows event columns, not files or snapshots.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +46,19 @@ def _np(arr: pa.Array | pa.ChunkedArray | np.ndarray, dtype: type[np.generic]) -
 
 
 
+class Entries(NamedTuple):
+    """Registry entries: keys and the write id each supersedes rows below (numpy arrays)."""
+
+    otid: np.ndarray
+    bucket: np.ndarray
+    row_id: np.ndarray
+    supersedes: np.ndarray
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.otid)
+
+
 class DeleteRegistry:
     """Keys that hide rows of one bucket: Hive's `ColumnizedDeleteEventRegistry`.
 
@@ -54,7 +68,7 @@ class DeleteRegistry:
     Held in memory per bucket; lookups are one hash probe per row (`pyarrow.compute.index_in`).
     """
 
-    def __init__(self, parts: Sequence[pa.Table | pa.RecordBatch]) -> None:
+    def __init__(self, parts: Sequence[Entries]) -> None:
         parts = [p for p in parts if p.num_rows]
         self._size = 0
         self._keys: pa.Array | None = None
@@ -66,10 +80,10 @@ class DeleteRegistry:
         # Sorted by key with numpy (a bucket's few thousand delete events: a hash
         # aggregation's fixed cost would be most of the work), one entry per key with the
         # highest write id any of its events supersedes.
-        otid = np.concatenate([_np(p[OTID], np.int64) for p in parts])
-        bucket = np.concatenate([_np(p[BUCKET], np.int32) for p in parts])
-        row_id = np.concatenate([_np(p[ROW_ID], np.int64) for p in parts])
-        supersedes = np.concatenate([_np(p["supersedes"], np.int64) for p in parts])
+        otid = np.concatenate([p.otid for p in parts])
+        bucket = np.concatenate([p.bucket for p in parts])
+        row_id = np.concatenate([p.row_id for p in parts])
+        supersedes = np.concatenate([p.supersedes for p in parts])
         order = np.lexsort((row_id, bucket, otid))
         otid, bucket, row_id = otid[order], bucket[order], row_id[order]
         supersedes = supersedes[order]
@@ -91,14 +105,17 @@ class DeleteRegistry:
         }
 
     @staticmethod
-    def delete_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
-        """Registry entries for split-update delete events (already filtered for visibility)."""
-        return _entries(batch, pa.array(np.full(batch.num_rows, _ALWAYS, dtype=np.int64)))
+    def delete_events(batch: pa.RecordBatch | pa.Table,
+                      keep: np.ndarray | None = None) -> Entries:
+        """Registry entries for split-update delete events: the rows of `batch` that `keep`
+        (their currentTransaction's validity) keeps, all when None."""
+        return _entries(batch, np.full(batch.num_rows, _ALWAYS, dtype=np.int64), keep)
 
     @staticmethod
-    def superseding_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    def superseding_events(batch: pa.RecordBatch | pa.Table,
+                           keep: np.ndarray | None = None) -> Entries:
         """Registry entries for update/delete events of an insert delta (legacy ACID)."""
-        return _entries(batch, batch[CURRENT])
+        return _entries(batch, _np(batch[CURRENT], np.int64), keep)
 
     def __len__(self) -> int:
         return self._size
@@ -159,10 +176,14 @@ class DeleteRegistry:
         return keep
 
 
-def _entries(batch: pa.RecordBatch | pa.Table, supersedes: pa.Array) -> pa.Table:
+def _entries(batch: pa.RecordBatch | pa.Table, supersedes: np.ndarray,
+             keep: np.ndarray | None) -> Entries:
     """The key columns of `batch` and the write id each key supersedes rows below."""
-    return pa.table({OTID: batch[OTID], BUCKET: batch[BUCKET], ROW_ID: batch[ROW_ID],
-                     "supersedes": supersedes})
+    entries = Entries(_np(batch[OTID], np.int64), _np(batch[BUCKET], np.int32),
+                      _np(batch[ROW_ID], np.int64), supersedes)
+    if keep is None or keep.all():
+        return entries
+    return Entries(*(column[keep] for column in entries))
 
 
-__all__ = ["DeleteRegistry"]
+__all__ = ["DeleteRegistry", "Entries"]
