@@ -34,8 +34,10 @@ class _ParsedTails:
     `FileTail` values are shared: nobody changes a tail in place (writers copy its messages).
     """
 
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
+    def __init__(self, *, entries: int, tail_bytes: int) -> None:
+        self._entries = entries
+        self._tail_bytes = tail_bytes  # parsed messages take a few times their bytes
+        self._held = 0
         self._items: OrderedDict[tuple[int, bool, bytes], FileTail] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -48,13 +50,17 @@ class _ParsedTails:
                 return tail
         tail = parse_tail(data, length, check=check)  # raises: nothing is kept
         with self._lock:
-            self._items[key] = tail
-            if len(self._items) > self._capacity:
-                self._items.popitem(last=False)
+            if key not in self._items:
+                self._items[key] = tail
+                self._held += len(data)
+            while self._items and (len(self._items) > self._entries
+                                   or self._held > self._tail_bytes):
+                (_, _, old), _ = self._items.popitem(last=False)
+                self._held -= len(old)
         return tail
 
 
-_PARSED = _ParsedTails(4096)
+_PARSED = _ParsedTails(entries=4096, tail_bytes=4 * 1024 * 1024)
 
 
 def read_tail(fs: fsspec.AbstractFileSystem, path: str, length: int, *,

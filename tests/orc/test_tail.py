@@ -189,3 +189,18 @@ def test_read_tail_reuses_a_parse_only_for_the_same_bytes(tmp_path) -> None:  # 
     with open(path, "wb") as f:
         f.write(data)
     assert read_tail(fs, path, len(data)).footer.fields == first.footer.fields
+
+
+def test_parsed_tails_stay_within_their_bounds() -> None:
+    from ingest.orc.reader import _ParsedTails
+
+    tails = [_orc_bytes(codec) for codec in ("zlib", "zstd", "snappy")]
+    ends = [t[-(parse_tail(t, len(t)).length - parse_tail(t, len(t)).start):] for t in tails]
+    kept = _ParsedTails(entries=2, tail_bytes=10**6)
+    for t, end in zip(tails, ends, strict=True):
+        kept.parse(end, len(t), check=True)
+    assert len(kept._items) == 2 and (len(tails[0]), True, ends[0]) not in kept._items
+    small = _ParsedTails(entries=10, tail_bytes=max(len(end) for end in ends))
+    for t, end in zip(tails, ends, strict=True):
+        small.parse(end, len(t), check=True)
+    assert len(small._items) == 1 and small._held == len(ends[2])
