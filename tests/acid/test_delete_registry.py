@@ -9,10 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.acid.format import BUCKET, ROW_ID
+from ingest.acid.format import BUCKET, ROW_ID, ValidWriteIdList
 from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
 from ingest.acid.format import ORIGINAL_TRANSACTION as OTID
-from ingest.acid.format import ValidWriteIdList
 from ingest.acid.read._delete_registry import DeleteRegistry
 from ingest.acid.read.merge import _valid_write_ids, valid_mask
 

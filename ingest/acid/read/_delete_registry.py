@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.format import BUCKET, KEY_COLUMNS, ROW_ID
+from ingest.acid.format import BUCKET, ROW_ID
 from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
 from ingest.acid.format import ORIGINAL_TRANSACTION as OTID
 
