@@ -82,16 +82,31 @@ class Message:
 
     @classmethod
     def decode(cls, buf: bytes | memoryview) -> Message:
+        # The hot loop of every tail parse: one-byte varints (most tags, lengths and small
+        # values) are read inline; longer ones go through read_varint.
         fields: list[tuple[int, int, int | bytes]] = []
+        append = fields.append
         pos, end = 0, len(buf)
         while pos < end:
-            key, pos = read_varint(buf, pos)
+            key = buf[pos]
+            if key < 0x80:
+                pos += 1
+            else:
+                key, pos = read_varint(buf, pos)
             number, wire = key >> 3, key & 7
             value: int | bytes
             if wire == VARINT:
-                value, pos = read_varint(buf, pos)
+                if pos < end and buf[pos] < 0x80:
+                    value = buf[pos]
+                    pos += 1
+                else:
+                    value, pos = read_varint(buf, pos)
             elif wire == LENGTH:
-                size, pos = read_varint(buf, pos)
+                if pos < end and buf[pos] < 0x80:
+                    size = buf[pos]
+                    pos += 1
+                else:
+                    size, pos = read_varint(buf, pos)
                 if pos + size > end:
                     raise WireError(f"field {number} runs past the end of the message")
                 value = bytes(buf[pos:pos + size])
@@ -106,7 +121,7 @@ class Message:
                 raise WireError(f"unsupported wire type {wire} for field {number}")
             if pos > end:
                 raise WireError(f"field {number} runs past the end of the message")
-            fields.append((number, wire, value))
+            append((number, wire, value))
         return cls(fields)
 
     def encode(self) -> bytes:

@@ -7,6 +7,8 @@ reader sees is decided by the length it opens the file at (docs/invariants.md, 2
 from __future__ import annotations
 
 import io
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,6 +20,47 @@ from ingest.orc.tail import FileTail, TailError, parse_tail, tail_bytes_needed
 from ingest.orc.timestamps import SubMicroseconds, with_wide_timestamps
 
 _FIRST_READ = 16 * 1024
+
+
+class _ParsedTails:
+    """Tails parsed in this process, by their exact bytes and the length they end at.
+
+    `parse_tail` is a function of those bytes alone, so a tail whose bytes were parsed (and
+    checked) before gives the same result, errors included, without decoding its messages
+    again: the bytes are still read from the file on every call, so a file changed since
+    reads as it is now. A table read again (a stream's next batch, a bench's next round, a
+    key lookup of every upsert) re-reads hundreds of small tails; their decoding, in Python,
+    cost more than pyarrow's decoding of the stripes. Bounded; safe across threads. The
+    `FileTail` values are shared: nobody changes a tail in place (writers copy its messages).
+    """
+
+    def __init__(self, *, entries: int, tail_bytes: int) -> None:
+        self._entries = entries
+        self._tail_bytes = tail_bytes  # parsed messages take a few times their bytes
+        self._held = 0
+        self._items: OrderedDict[tuple[int, bool, bytes], FileTail] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def parse(self, data: bytes, length: int, *, check: bool) -> FileTail:
+        key = (length, check, data)
+        with self._lock:
+            tail = self._items.get(key)
+            if tail is not None:
+                self._items.move_to_end(key)
+                return tail
+        tail = parse_tail(data, length, check=check)  # raises: nothing is kept
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = tail
+                self._held += len(data)
+            while self._items and (len(self._items) > self._entries
+                                   or self._held > self._tail_bytes):
+                (_, _, old), _ = self._items.popitem(last=False)
+                self._held -= len(old)
+        return tail
+
+
+_PARSED = _ParsedTails(entries=4096, tail_bytes=4 * 1024 * 1024)
 
 
 def read_tail(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
@@ -47,6 +90,10 @@ def read_tail(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
         start = length - needed
         data = fs.cat_file(path, start=start, end=length)
     try:
+        if needed is not None and needed <= len(data):
+            # Only the tail's own bytes are the key (a small file's first read holds its
+            # stripes too); the same tail parses the same from any longer suffix.
+            return _PARSED.parse(bytes(data[len(data) - needed:]), length, check=check)
         return parse_tail(data, length, check=check)
     except TailError as e:
         raise CorruptFileError(f"Cannot read ORC file {path} at length {length}: {e}", path=path,

@@ -8,6 +8,7 @@ offsets in the footer are absolute, so stripes can be moved by rewriting only th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ingest.orc._protobuf import VARINT, Message, WireError
 from ingest.orc.compression import (
@@ -89,6 +90,9 @@ class FileTail:
     metadata: Message
     length: int
     start: int
+    # Values other modules derive from the tail alone (e.g. its wide TIMESTAMP columns),
+    # computed once: a tail is never changed in place.
+    memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def compression(self) -> CompressionKind:
@@ -99,32 +103,56 @@ class FileTail:
         return (self.postscript.uint(PostScript.COMPRESSION_BLOCK_SIZE, _DEFAULT_BLOCK_SIZE)
                 or _DEFAULT_BLOCK_SIZE)
 
+    # What follows is decoded from the messages once and kept: a tail is never changed in
+    # place (writers copy its messages before changing them), and readers ask for its
+    # stripes and user metadata several times a file. Callers get copies of the containers.
+
+    @cached_property
+    def _stripes(self) -> tuple[StripeInfo, ...]:
+        return tuple(StripeInfo.from_message(m) for m in self.footer.messages(Footer.STRIPES))
+
     @property
     def stripes(self) -> list[StripeInfo]:
-        return [StripeInfo.from_message(m) for m in self.footer.messages(Footer.STRIPES)]
+        return list(self._stripes)
 
     @property
     def number_of_rows(self) -> int:
         return self.footer.uint(Footer.NUMBER_OF_ROWS, 0) or 0
 
+    @cached_property
+    def _types(self) -> tuple[Message, ...]:
+        return tuple(self.footer.messages(Footer.TYPES))
+
     @property
     def types(self) -> list[Message]:
-        return self.footer.messages(Footer.TYPES)
+        return list(self._types)
+
+    @cached_property
+    def _statistics(self) -> tuple[Message, ...]:
+        return tuple(self.footer.messages(Footer.STATISTICS))
 
     @property
     def statistics(self) -> list[Message]:
-        return self.footer.messages(Footer.STATISTICS)
+        return list(self._statistics)
+
+    @cached_property
+    def _stripe_statistics(self) -> tuple[tuple[Message, ...], ...]:
+        return tuple(tuple(s.messages(StripeStatistics.COL_STATS))
+                     for s in self.metadata.messages(Metadata.STRIPE_STATS))
 
     @property
     def stripe_statistics(self) -> list[list[Message]]:
-        return [s.messages(StripeStatistics.COL_STATS)
-                for s in self.metadata.messages(Metadata.STRIPE_STATS)]
+        return [list(s) for s in self._stripe_statistics]
 
-    @property
-    def user_metadata(self) -> dict[str, bytes]:
+    @cached_property
+    def _user_metadata(self) -> dict[str, bytes]:
         items = self.footer.messages(Footer.METADATA)
         return {(m.string(UserMetadataItem.NAME) or ""): (m.bytes_(UserMetadataItem.VALUE) or b"")
                 for m in items}
+
+    @property
+    def user_metadata(self) -> dict[str, bytes]:
+        return dict(self._user_metadata)
 
 
 def parse_tail(data: bytes | memoryview, length: int, *, check: bool = True) -> FileTail:
@@ -193,7 +221,7 @@ def parse_tail(data: bytes | memoryview, length: int, *, check: bool = True) -> 
         return tail
     try:
         # Decode every nested message now, so damage shows here and not in a reader later.
-        tail.types, tail.user_metadata, tail.statistics, tail.stripe_statistics  # noqa: B018
+        tail._types, tail._user_metadata, tail._statistics, tail._stripe_statistics  # noqa: B018
         _check_stripes(tail)
     except (WireError, UnicodeDecodeError) as e:
         raise TailError(f"footer ending at {base + ps_start} is malformed: {e}",
@@ -260,7 +288,7 @@ def check_extends(tail: FileTail, earlier: FileTail) -> None:
         for m in new_stats[len(old_stats):]:
             Message.decode(m).messages(StripeStatistics.COL_STATS)
         # The rest grows with the columns, not the stripes: decode it as the full check does.
-        tail.types, tail.user_metadata, tail.statistics  # noqa: B018
+        tail._types, tail._user_metadata, tail._statistics  # noqa: B018
     except (WireError, UnicodeDecodeError) as e:
         raise TailError(f"footer ending at {tail.length} is malformed: {e}", tail.start) from e
 

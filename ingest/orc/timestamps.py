@@ -68,6 +68,15 @@ def wide_timestamp_columns(tail: FileTail) -> list[WideColumn]:
         UnsupportedFormatError: such a column sits inside a list, map or union (only columns
             reached through structs are decoded here).
     """
+    known = tail.memo.get("wide_timestamp_columns")
+    if known is not None:
+        return list(known)  # type: ignore[call-overload]
+    found = _wide_timestamp_columns(tail)
+    tail.memo["wide_timestamp_columns"] = tuple(found)
+    return found
+
+
+def _wide_timestamp_columns(tail: FileTail) -> list[WideColumn]:
     types = tail.footer.encoded_messages(Footer.TYPES)
     # A cheap byte test first (the common path reads every file through here), then only
     # the candidates are decoded.

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 
+import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ingest.errors import CorruptFileError
 from ingest.orc import (
     Message,
     StripeInfo,
@@ -18,6 +20,7 @@ from ingest.orc import (
     compress_stream,
     decompress_stream,
     parse_tail,
+    read_tail,
     serialize_tail,
 )
 from ingest.orc._protobuf import FIXED32, FIXED64, LENGTH, VARINT
@@ -161,3 +164,43 @@ def test_damaged_later_tail_passes_the_cheap_check_only_if_it_passes_the_full_on
     kept = len(earlier.stripes)
     assert [s.to_message().encode() for s in full.stripes[:kept]] == [
         s.to_message().encode() for s in good.stripes[:kept]]
+
+
+def test_read_tail_reuses_a_parse_only_for_the_same_bytes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Tails are kept by their bytes: the same file reads the same parsed tail, a footer
+    damaged in place since is parsed (and refused) anew, every time."""
+    fs = fsspec.filesystem("file")
+    path = str(tmp_path / "f.orc")
+    data = _orc_bytes("zlib")
+    with open(path, "wb") as f:
+        f.write(data)
+    first = read_tail(fs, path, len(data))
+    assert read_tail(fs, path, len(data)) is first
+    assert first.stripes is not first.stripes  # callers get their own lists
+    # Flip a byte inside the footer (after the metadata, before the postscript).
+    ps_len = data[-1]
+    damaged = bytearray(data)
+    damaged[len(data) - ps_len - 3] ^= 0xFF
+    with open(path, "wb") as f:
+        f.write(bytes(damaged))
+    for _ in range(2):
+        with pytest.raises(CorruptFileError):
+            read_tail(fs, path, len(data))
+    with open(path, "wb") as f:
+        f.write(data)
+    assert read_tail(fs, path, len(data)).footer.fields == first.footer.fields
+
+
+def test_parsed_tails_stay_within_their_bounds() -> None:
+    from ingest.orc.reader import _ParsedTails
+
+    tails = [_orc_bytes(codec) for codec in ("zlib", "zstd", "snappy")]
+    ends = [t[-(parse_tail(t, len(t)).length - parse_tail(t, len(t)).start):] for t in tails]
+    kept = _ParsedTails(entries=2, tail_bytes=10**6)
+    for t, end in zip(tails, ends, strict=True):
+        kept.parse(end, len(t), check=True)
+    assert len(kept._items) == 2 and (len(tails[0]), True, ends[0]) not in kept._items
+    small = _ParsedTails(entries=10, tail_bytes=max(len(end) for end in ends))
+    for t, end in zip(tails, ends, strict=True):
+        small.parse(end, len(t), check=True)
+    assert len(small._items) == 1 and small._held == len(ends[2])

@@ -7,12 +7,13 @@ Knows event columns, not files or snapshots.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.acid.format import BUCKET, KEY_COLUMNS, ROW_ID
+from ingest.acid.format import BUCKET, ROW_ID
 from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
 from ingest.acid.format import ORIGINAL_TRANSACTION as OTID
 
@@ -22,7 +23,8 @@ _ALWAYS = np.iinfo(np.int64).max
 _KEY_DTYPE = np.dtype([("o", "<i8"), ("b", "<i4"), ("r", "<i8")])
 
 
-def _packed_keys(otid: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array:
+def _packed_keys(otid: pa.Array | np.ndarray, bucket: pa.Array | np.ndarray,
+                 row_id: pa.Array | np.ndarray) -> pa.Array:
     """The (originalTransaction, bucket, rowId) triples as 20-byte binary values, for hashing."""
     n = len(otid)
     packed = np.empty(n, dtype=_KEY_DTYPE)
@@ -33,13 +35,28 @@ def _packed_keys(otid: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array
                                                 [None, pa.py_buffer(packed)])
 
 
-def _np(arr: pa.Array | pa.ChunkedArray, dtype: type[np.generic]) -> np.ndarray:
+def _np(arr: pa.Array | pa.ChunkedArray | np.ndarray, dtype: type[np.generic]) -> np.ndarray:
+    if isinstance(arr, np.ndarray):
+        return arr.astype(dtype, copy=False)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if arr.null_count:
         arr = arr.fill_null(-1)
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=dtype)
 
+
+
+class Entries(NamedTuple):
+    """Registry entries: keys and the write id each supersedes rows below (numpy arrays)."""
+
+    otid: np.ndarray
+    bucket: np.ndarray
+    row_id: np.ndarray
+    supersedes: np.ndarray
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.otid)
 
 
 class DeleteRegistry:
@@ -51,7 +68,7 @@ class DeleteRegistry:
     Held in memory per bucket; lookups are one hash probe per row (`pyarrow.compute.index_in`).
     """
 
-    def __init__(self, parts: Sequence[pa.Table]) -> None:
+    def __init__(self, parts: Sequence[Entries]) -> None:
         parts = [p for p in parts if p.num_rows]
         self._size = 0
         self._keys: pa.Array | None = None
@@ -60,33 +77,45 @@ class DeleteRegistry:
         self._groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         if not parts:
             return
-        table = pa.concat_tables(parts)
-        table = table.group_by(list(KEY_COLUMNS), use_threads=False).aggregate(
-            [("supersedes", "max")])
-        table = table.sort_by([(c, "ascending") for c in KEY_COLUMNS])
-        self._keys = _packed_keys(table[OTID], table[BUCKET], table[ROW_ID])
-        self._supersedes = _np(table["supersedes_max"], np.int64)
-        self._only_deletes = bool((self._supersedes == _ALWAYS).all())
-        self._size = table.num_rows
+        # Sorted by key with numpy (a bucket's few thousand delete events: a hash
+        # aggregation's fixed cost would be most of the work), one entry per key with the
+        # highest write id any of its events supersedes.
+        otid = np.concatenate([p.otid for p in parts])
+        bucket = np.concatenate([p.bucket for p in parts])
+        row_id = np.concatenate([p.row_id for p in parts])
+        supersedes = np.concatenate([p.supersedes for p in parts])
+        order = np.lexsort((row_id, bucket, otid))
+        otid, bucket, row_id = otid[order], bucket[order], row_id[order]
+        supersedes = supersedes[order]
+        first = np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])
+                      | (row_id[1:] != row_id[:-1])]
+        if not first.all():
+            supersedes = np.maximum.reduceat(supersedes, np.flatnonzero(first))
+            otid, bucket, row_id = otid[first], bucket[first], row_id[first]
+        self._keys = _packed_keys(otid, bucket, row_id)
+        self._supersedes = supersedes
+        self._only_deletes = bool((supersedes == _ALWAYS).all())
+        self._size = len(otid)
         # Per (originalTransaction, bucket): the sorted rowIds, for the one-group fast path.
-        otid, bucket = _np(table[OTID], np.int64), _np(table[BUCKET], np.int32)
-        row_id = _np(table[ROW_ID], np.int64)
         starts = np.flatnonzero(np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])])
         ends = np.r_[starts[1:], len(otid)]
         self._groups = {
-            (int(otid[s]), int(bucket[s])): (row_id[s:e], self._supersedes[s:e])
+            (int(otid[s]), int(bucket[s])): (row_id[s:e], supersedes[s:e])
             for s, e in zip(starts, ends, strict=True)
         }
 
     @staticmethod
-    def delete_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
-        """Registry entries for split-update delete events (already filtered for visibility)."""
-        return _entries(batch, pa.array(np.full(batch.num_rows, _ALWAYS, dtype=np.int64)))
+    def delete_events(batch: pa.RecordBatch | pa.Table,
+                      keep: np.ndarray | None = None) -> Entries:
+        """Registry entries for split-update delete events: the rows of `batch` that `keep`
+        (their currentTransaction's validity) keeps, all when None."""
+        return _entries(batch, np.full(batch.num_rows, _ALWAYS, dtype=np.int64), keep)
 
     @staticmethod
-    def superseding_events(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    def superseding_events(batch: pa.RecordBatch | pa.Table,
+                           keep: np.ndarray | None = None) -> Entries:
         """Registry entries for update/delete events of an insert delta (legacy ACID)."""
-        return _entries(batch, batch[CURRENT])
+        return _entries(batch, _np(batch[CURRENT], np.int64), keep)
 
     def __len__(self) -> int:
         return self._size
@@ -107,6 +136,8 @@ class DeleteRegistry:
         if otid[0] == otid.min() == otid.max() and bucket[0] == bucket.min() == bucket.max():
             # The usual stripe: one write id, one bucket, rowIds ascending. Look the group's
             # few deleted rowIds up in the stripe instead of hashing every row.
+            if (int(otid[0]), int(bucket[0])) not in self._groups:
+                return None  # no key of this write id and bucket: nothing hidden
             row_id = _np(batch[ROW_ID], np.int64)
             if len(row_id) < 2 or bool((row_id[1:] > row_id[:-1]).all()):
                 return self._keep_sorted(int(otid[0]), int(bucket[0]), row_id, batch)
@@ -145,10 +176,14 @@ class DeleteRegistry:
         return keep
 
 
-def _entries(batch: pa.RecordBatch | pa.Table, supersedes: pa.Array) -> pa.Table:
+def _entries(batch: pa.RecordBatch | pa.Table, supersedes: np.ndarray,
+             keep: np.ndarray | None) -> Entries:
     """The key columns of `batch` and the write id each key supersedes rows below."""
-    return pa.table({OTID: batch[OTID], BUCKET: batch[BUCKET], ROW_ID: batch[ROW_ID],
-                     "supersedes": supersedes})
+    entries = Entries(_np(batch[OTID], np.int64), _np(batch[BUCKET], np.int32),
+                      _np(batch[ROW_ID], np.int64), supersedes)
+    if keep is None or keep.all():
+        return entries
+    return Entries(*(column[keep] for column in entries))
 
 
-__all__ = ["DeleteRegistry"]
+__all__ = ["DeleteRegistry", "Entries"]

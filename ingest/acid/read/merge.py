@@ -44,7 +44,7 @@ from ingest.acid.format import (
 from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
 from ingest.acid.format import ORIGINAL_TRANSACTION as OTID
 from ingest.acid.predicate import Condition, Domain
-from ingest.acid.read._delete_registry import DeleteRegistry
+from ingest.acid.read._delete_registry import DeleteRegistry, Entries
 from ingest.acid.read._stripe_decoder import StripeDecoder, ahead, finished
 from ingest.acid.read.bucket_file import damage_hint
 from ingest.acid.read.stripe_stats import row_columns, stripe_domains
@@ -77,7 +77,22 @@ def valid_mask(current: pa.Array, snapshot: ValidWriteIdList) -> pa.BooleanArray
     if exceptions:
         mask = pc.and_(mask, pc.invert(pc.is_in(current, value_set=pa.array(exceptions,
                                                                                pa.int64()))))
-    return pc.fill_null(mask, False)
+    return pc.fill_null(mask, False) if mask.null_count else mask
+
+
+def _valid_write_ids(current: pa.Array, snapshot: ValidWriteIdList) -> np.ndarray:
+    """`valid_mask` as a numpy array, for events the caller handles in numpy (delete keys)."""
+    if isinstance(current, pa.ChunkedArray):
+        current = current.combine_chunks()
+    filled = current.fill_null(0) if current.null_count else current
+    values = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid = values <= snapshot.high_watermark
+    exceptions = snapshot.open_write_ids + snapshot.aborted_write_ids
+    if exceptions:
+        valid &= ~np.isin(values, np.asarray(exceptions, dtype=np.int64))
+    if current.null_count:
+        valid &= np.asarray(current.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+    return valid
 
 
 def synthetic_keys(
@@ -499,12 +514,12 @@ class Merger:
     def _registry(self, delete_files: list[DataFile], insert_files: list[DataFile]
                   ) -> DeleteRegistry:
         """Visible delete events of one bucket, plus legacy update/delete events of its deltas."""
-        parts: list[pa.Table] = []
+        parts: list[Entries] = []
         columns = [*KEY_COLUMNS, CURRENT]
         for f in delete_files:
             for b in self._events(f, columns):
-                b = b.filter(valid_mask(b[CURRENT], self.snapshot))
-                parts.append(DeleteRegistry.delete_events(b))
+                parts.append(DeleteRegistry.delete_events(
+                    b, _valid_write_ids(b[CURRENT], self.snapshot)))
         for f in insert_files:
             if f.kind != "delta":
                 continue
