@@ -213,9 +213,10 @@ class AcidSink:
                                                self.partition_expression)
             self._codecs = (_codec(self._table, self.compression),
                             _codec(self._dead_letter, self.compression))
-            conf = batch_df.sparkSession.conf.get("spark.speculation", "false")
-            # Speculative attempts may leave staging files behind the reported first attempt.
-            self._speculation = str(conf).lower() == "true"
+            if batch_df is not None:
+                conf = batch_df.sparkSession.conf.get("spark.speculation", "false")
+                # Speculative attempts may leave staging files behind a reported first one.
+                self._speculation = str(conf).lower() == "true"
             if self.options.txns_per_delta > 1:
                 if self._speculation:
                     raise ConfigError(
