@@ -23,6 +23,9 @@ source's share of the gap to the consumer.
 `--metrics` also runs the first layout with `--metrics-port`, scraped several times a second
 (far more often than Prometheus' usual 15 s) so the collectors' cost counts, and reports
 `ratio_metrics_on`: its throughput over the same layout's without metrics.
+`--s3-requests` (with `--warehouse s3://...` on moto's server) runs the first layout once more
+after the rounds, untimed, and counts its S3 requests by kind per micro-batch with moto's
+recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `ingest/bench/_s3_requests.py`).
 `--value-format avro` also produces the same records as plain Avro binary (a writer schema in
 an .avsc, `--avro-schema`) to a second topic and runs the first layout on it in the same
 rounds: `avro_rows_per_s` against `json_rows_per_s`, and `ratio_avro_to_json`.

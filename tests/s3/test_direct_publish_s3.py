@@ -182,3 +182,28 @@ def test_a_crash_mid_upload_leaves_nothing_a_reader_or_recovery_trusts(
     table.clean(retention_s=0)
     assert not s3.fs().exists(path)
     assert sorted(table.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_a_retried_task_publishes_over_the_names_its_failed_first_attempt_left(
+        s3: Bucket) -> None:
+    """A first attempt that completed `bucket_00001` and then failed is not reported; its
+    retry staged. Before the commit the driver deletes every final name no reported attempt
+    wrote, and copies the staged file over its name."""
+    from ingest.spark.sink._batch import _remove_unreported
+    from ingest.spark.sink._results import FileWritten
+
+    fs, root = storage.url_to_fs(f"{s3.url}/wh/t", s3.options)
+    d = f"{root}/delta_0000002_0000002_0000"
+    for name, data in (("bucket_00000", b"first attempt, reported"),
+                       ("bucket_00001", b"first attempt, failed"),
+                       ("bucket_00002", b"first attempt, failed, name rewritten by the retry"),
+                       ("_tmp.bucket_00002.7", b"retry, reported")):
+        fs.pipe_file(f"{d}/{name}", data)
+    files = [FileWritten("table", f"{d}/bucket_00000", None, 1, 1, 1, "0" * 16, 1),
+             FileWritten("table", f"{d}/bucket_00002", f"{d}/_tmp.bucket_00002.7", 1, 1, 1,
+                         "0" * 16, 1)]
+    _remove_unreported(files, fs=fs, dl_fs=fs)
+    left = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(d, detail=False))
+    assert left == ["_tmp.bucket_00002.7", "bucket_00000", "bucket_00002"]
+    fs.mv(f"{d}/_tmp.bucket_00002.7", f"{d}/bucket_00002")  # as publish_results does next
+    assert fs.cat_file(f"{d}/bucket_00002") == b"retry, reported"
