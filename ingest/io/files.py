@@ -81,6 +81,13 @@ def move_directory(fs: fsspec.AbstractFileSystem, source: str, target: str) -> N
 _EXCLUSIVE_AT_COMPLETION = frozenset({"s3", "s3a"})
 
 
+def creates_exclusively(fs: fsspec.AbstractFileSystem) -> bool:
+    """Whether the store itself refuses to complete an upload whose name is taken (S3), so
+    two writers of one name can never replace each other's object (`create_new`)."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return bool(_EXCLUSIVE_AT_COMPLETION & set(protocols))
+
+
 def create_new(fs: fsspec.AbstractFileSystem, path: str) -> Any:
     """Open `path` for writing a file that must not exist yet.
 
@@ -94,8 +101,7 @@ def create_new(fs: fsspec.AbstractFileSystem, path: str) -> Any:
         FileExistsError: `path` exists (on S3: raised by `close()` instead, nothing stored).
         OSError: the storage failed.
     """
-    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    if _EXCLUSIVE_AT_COMPLETION & set(protocols):
+    if creates_exclusively(fs):
         return fs.open(path, "xb")
     if fs.exists(path):
         raise FileExistsError(f"Cannot create file, it already exists: {path}")

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
 from ingest.acid.format import bucket_file_name, bucket_ids
-from ingest.io import can_append, storage
+from ingest.io import files, storage
 from ingest.spark.sink._avro import AvroFormat
 from ingest.spark.sink._fields import FieldSeen, merge_fields
 from ingest.spark.sink._newfields import (
@@ -380,8 +380,10 @@ class _TaskWriter:
         # first attempt writes the final names instead. An object appears only when its
         # upload completes and only if the name is free (`files.create_new`), and nothing
         # counts before the commit lists it (docs/invariants.md 8.4, docs/format.md §23).
-        self.direct = first_attempt and not can_append(self.fs)
-        self.dl_direct = first_attempt and not can_append(self.dl_fs)
+        # Only where the store refuses a taken name (S3): elsewhere a late attempt could
+        # replace a committed object, so other object stores keep staging.
+        self.direct = first_attempt and files.creates_exclusively(self.fs)
+        self.dl_direct = first_attempt and files.creates_exclusively(self.dl_fs)
         self.files: dict[tuple[str, int], _File] = {}
         self.dead: _File | None = None
 
