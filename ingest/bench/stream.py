@@ -23,6 +23,9 @@ source's share of the gap to the consumer.
 `--metrics` also runs the first layout with `--metrics-port`, scraped several times a second
 (far more often than Prometheus' usual 15 s) so the collectors' cost counts, and reports
 `ratio_metrics_on`: its throughput over the same layout's without metrics.
+`--s3-requests` (with `--warehouse s3://...` on moto's server) runs the first layout once more
+after the rounds, untimed, and counts its S3 requests by kind per micro-batch with moto's
+recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `ingest/bench/_s3_requests.py`).
 `--value-format avro` also produces the same records as plain Avro binary (a writer schema in
 an .avsc, `--avro-schema`) to a second topic and runs the first layout on it in the same
 rounds: `avro_rows_per_s` against `json_rows_per_s`, and `ratio_avro_to_json`.
@@ -312,6 +315,29 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
     return time.perf_counter() - started, summary
 
 
+def _count_requests(spark: Any, servers: str, tmp: Path, args: argparse.Namespace,
+                    layout: str) -> dict[str, Any]:
+    """One more remote run of `layout`, its S3 requests counted by kind (total and per
+    micro-batch, the job's start and end included)."""
+    from ingest.bench._s3_requests import KINDS, recording
+    from ingest.io import storage
+
+    options = storage.parse_storage_options(args.storage_option)
+    endpoint = options.get("endpoint_url") or (options.get("client_kwargs") or {}).get(
+        "endpoint_url")
+    if not endpoint:
+        raise SystemExit("--s3-requests: give --storage-option endpoint_url=<moto's URL>")
+    with recording(str(endpoint)) as rec:
+        _, summary = _ingest(spark, servers, "bench",
+                             _location(args, tmp, f"{layout}_counted", args.run_id, True),
+                             str(tmp / "ck_counted"), args, layout, remote=True)
+    counts = rec.counts()
+    batches = max(1, summary.batches)
+    return {"batches": summary.batches, "files": summary.files, "total": counts,
+            "per_batch": {k: round(counts[k] / batches, 1) for k in KINDS},
+            "all_per_batch": round(sum(counts.values()) / batches, 1)}
+
+
 def _ddl(schema: pa.Schema) -> str:
     from ingest.acid.format import to_ddl
 
@@ -369,7 +395,13 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--value-format", default="json", choices=("json", "avro"),
                         help="avro: also run the first layout on the same records as plain "
                              "Avro binary (--avro-schema) and report ratio_avro_to_json")
+    parser.add_argument("--s3-requests", action="store_true",
+                        help="after the timed rounds, run the first layout once more on the "
+                             "--warehouse (moto's S3 server, its endpoint_url storage option) "
+                             "and count its S3 requests by kind, per micro-batch")
     args = parser.parse_args(argv)
+    if args.s3_requests and not (args.warehouse or "").startswith("s3://"):
+        parser.error("--s3-requests needs --warehouse s3://... on moto's server")
     layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
     sources = [x.strip() for x in args.kafka_source.split(",") if x.strip()]
     if not set(sources) <= {"python", "jvm"} or "python" not in sources:
@@ -495,6 +527,8 @@ def run(argv: list[str]) -> None:
             shift = i % len(steps)
             for step in steps[shift:] + steps[:shift]:
                 step()
+        if args.s3_requests:
+            requests = _count_requests(spark, servers, tmp, args, layouts[0])
     finally:
         if spark is not None:
             spark.stop()
@@ -585,6 +619,13 @@ def run(argv: list[str]) -> None:
                               "rows_per_s": round(args.rows / median_s),
                               "ratio_metrics_on": round(ratio, 3), "scrapes": len(scrapes_ms),
                               "scrape_ms": round(statistics.median(scrapes_ms), 1)}
+    if args.s3_requests:
+        print(f"S3 requests of ingest --file-layout {layouts[0]} on {args.warehouse} (one more "
+              f"run, counted by moto's recorder): {requests['batches']} micro-batches, "
+              f"{requests['files']} files; per micro-batch "
+              + ", ".join(f"{k} {v:g}" for k, v in requests["per_batch"].items())
+              + f"; total {requests['total']}")
+        figures["s3_requests"] = requests
     memory = _peak_figures(peaks)
     print(f"peak RSS during ingest --file-layout {layouts[0]} ({figures[layouts[0]]['batches']} "
           f"micro-batches): driver Python {memory['peak_rss_driver_python_mb']:,.0f} MiB, "

@@ -75,6 +75,42 @@ def move_directory(fs: fsspec.AbstractFileSystem, source: str, target: str) -> N
     fs.rm(files)
 
 
+# Filesystems whose "xb" mode is checked by the store when the upload completes (S3's
+# `If-None-Match: *`, honoured by AWS, MinIO and moto): no request is needed to create a
+# file that must not exist. Elsewhere an object store gets an existence check first.
+_EXCLUSIVE_AT_COMPLETION = frozenset({"s3", "s3a"})
+
+
+def creates_exclusively(fs: fsspec.AbstractFileSystem) -> bool:
+    """Whether the store itself refuses to complete an upload whose name is taken (S3), so
+    two writers of one name can never replace each other's object (`create_new`)."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return bool(_EXCLUSIVE_AT_COMPLETION & set(protocols))
+
+
+def create_new(fs: fsspec.AbstractFileSystem, path: str) -> Any:
+    """Open `path` for writing a file that must not exist yet.
+
+    On S3 the check is the store's: the upload completes only if no object has the name
+    (`If-None-Match: *`), so two writers of one name never replace each other's object and
+    no HEAD or LIST is spent first; the refusal comes when the file is closed. Elsewhere the
+    name is checked before it is opened (and opened with O_EXCL where the backend has mode
+    "x", as local files do).
+
+    Raises:
+        FileExistsError: `path` exists (on S3: raised by `close()` instead, nothing stored).
+        OSError: the storage failed.
+    """
+    if creates_exclusively(fs):
+        return fs.open(path, "xb")
+    if fs.exists(path):
+        raise FileExistsError(f"Cannot create file, it already exists: {path}")
+    try:
+        return fs.open(path, "xb")  # a local file: O_EXCL closes the race too
+    except (ValueError, NotImplementedError):  # a backend without mode "x"
+        return fs.open(path, "wb")
+
+
 def has_directories(fs: fsspec.AbstractFileSystem) -> bool:
     """Whether an empty directory can exist on fs (not on object stores, whose directories
     are only the common prefixes of their keys)."""

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 import fsspec
 
 from ingest.errors import CorruptFileError, UnsupportedFormatError
+from ingest.io import files as _files
 
 BASE_PREFIX = "base_"
 DELTA_PREFIX = "delta_"
@@ -402,15 +403,9 @@ def write_acid_version_file(fs: fsspec.AbstractFileSystem, directory: str) -> bo
 
 
 def _create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
-    """Create `path` with `data`; FileExistsError if it exists (Hive's create(overwrite=false))."""
-    if fs.exists(path):
-        raise FileExistsError(path)
-    try:
-        f = fs.open(path, "xb")
-    except (ValueError, NotImplementedError):
-        # Backends without mode "x": the exists() check above is the best they offer.
-        f = fs.open(path, "wb")
-    with f:
+    """Create `path` with `data`; FileExistsError if it exists (Hive's create(overwrite=false)).
+    On S3 the store refuses the upload instead of a request asking first (`create_new`)."""
+    with _files.create_new(fs, path) as f:
         f.write(data)
 
 

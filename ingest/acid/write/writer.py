@@ -141,7 +141,8 @@ class BucketWriter:
             fs: its filesystem (from the URL when None).
 
         Raises:
-            FileExistsError: the bucket file exists; use `open_append` to continue it.
+            FileExistsError: the bucket file exists; use `open_append` to continue it. On
+                S3 raised by `close()` instead (the upload is refused, nothing replaced).
             SchemaMismatchError: the row schema has no columns.
             ConfigError: the ORC encoder refuses the writer tuning.
             ValueError: no row schema.
@@ -151,7 +152,9 @@ class BucketWriter:
         options = options.with_defaults()
         options = dataclasses.replace(options, row_schema=writable_row_schema(options.row_schema))
         fs, path = _files.resolve(path, fs)
-        if fs.exists(path):
+        # Checked first where a request can ask cheaply; on S3 the store refuses the upload
+        # when the file closes instead (no HEAD and LIST per file: `files.create_new`).
+        if _files.can_append(fs) and fs.exists(path):
             raise FileExistsError(
                 f"Cannot create bucket file, it already exists: {path} "
                 "(use BucketWriter.open_append to add a transaction to it)")
@@ -162,7 +165,7 @@ class BucketWriter:
             acid_event_schema(options.row_schema).empty_table())
         if _files.has_directories(fs):  # an object store's makedirs may create a bucket
             fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        file = fs.open(path, "wb")
+        file = _files.create_new(fs, path)
         side = None
         try:
             file.write(MAGIC)

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from ingest.acid.format import write_acid_version_file
 from ingest.errors import BadRecordError, IngestError
+from ingest.io import can_append
 from ingest.spark.sink._fields import merge_fields
 from ingest.spark.sink._keyed import KEYED_FIELDS, parse_changes_task, write_changes_task
 from ingest.spark.sink._results import (
@@ -244,6 +245,10 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
                  "records in the dead-letter table")
     files = [r for r in results if isinstance(r, FileWritten)]
     _check_one_writer_per_file(files)
+    if any(f.staging is not None for f in files):
+        # A task's reported attempt was not its first: a first attempt that failed may have
+        # completed final names it never reported; none may be in place at the commit.
+        _remove_unreported(files, fs=fs, dl_fs=dl_fs)
     directories: set[tuple[str, str]] = set()
     for f in files:
         target_fs = fs if f.target == "table" else dl_fs
@@ -303,11 +308,32 @@ def _partition_dirs(files: Sequence[FileWritten], target: str) -> tuple[str, ...
     return tuple(sorted({f.directory.rsplit("/", 1)[0] for f in files if f.target == target}))
 
 
+def _remove_unreported(files: Sequence[FileWritten], *, fs: fsspec.AbstractFileSystem,
+                       dl_fs: fsspec.AbstractFileSystem) -> None:
+    """Before the commit, on object stores: delete each bucket file (and side file) in the
+    micro-batch's directories that no reported attempt wrote (docs/invariants.md 8.5)."""
+    reported = {f.path for f in files}
+    for target, directory in sorted({(f.target, f.directory) for f in files}):
+        target_fs = fs if target == "table" else dl_fs
+        if can_append(target_fs):
+            continue  # only staging files there: every attempt but the reported one is hidden
+        for path in target_fs.ls(directory, detail=False):
+            name = str(path).rstrip("/").rsplit("/", 1)[-1]
+            # (No side files on object stores: every `bucket_*` name is a bucket file.)
+            if name.startswith("bucket_") and f"{directory}/{name}" not in reported:
+                remove_quietly(target_fs, str(path))
+
+
 def remove_staging_leftovers(results: Sequence[TaskResult], *, fs: fsspec.AbstractFileSystem,
-                             dl_fs: fsspec.AbstractFileSystem) -> None:
-    """After the commit: delete the staging files of attempts that did not win."""
+                             dl_fs: fsspec.AbstractFileSystem, speculation: bool = False,
+                             ) -> None:
+    """After the commit: delete the staging files of attempts that did not win. Only a
+    micro-batch whose reported attempts staged, or a speculating Spark, can leave any: a
+    task's first attempt writes final names on object stores, and a failed attempt removes
+    its own staging files."""
+    staged = any(isinstance(r, FileWritten) and r.staging is not None for r in results)
     dirs = {(r.target, r.directory) for r in results
-            if isinstance(r, FileWritten) and r.staging is not None}
+            if isinstance(r, FileWritten) and (staged or speculation)}
     for target, directory in dirs:
         target_fs = fs if target == "table" else dl_fs
         for leftover in target_fs.glob(f"{directory}/_tmp.bucket_*"):

@@ -41,7 +41,8 @@ class FileWritten:
         target: which table the file belongs to.
         path: the file's final path.
         staging: the hidden path the attempt wrote, renamed to `path` by the driver; None
-            when the task wrote `path` itself (transaction batches).
+            when the task wrote `path` itself (transaction batches; a first attempt on an
+            object store).
         rows: rows the task wrote to it.
         bytes: bytes the task added to it.
         length: the file's length after the task's last flush.

@@ -4,7 +4,9 @@ Each task writes the rows it holds with `BucketWriter`, flushing every `flush_ro
 yields one small Arrow batch describing what it did (files, Kafka offset ranges, bad records).
 It never talks to the metastore: the driver commits. Attempt safety (see sink.py):
 - one delta per micro-batch: every attempt writes hidden staging files
-  (`_tmp.bucket_N.<task attempt id>`), which only the driver renames to `bucket_N`;
+  (`_tmp.bucket_N.<task attempt id>`), which only the driver renames to `bucket_N`; on an
+  object store a task's first attempt writes `bucket_N` itself, created only if no object has
+  the name (docs/invariants.md 8.4), and later attempts stage as above;
 - transaction batches: a task first cuts each bucket file back to the length the driver says
   was committed before this micro-batch, so a retried attempt never duplicates rows.
 """
@@ -24,7 +26,7 @@ import pyarrow.compute as pc
 
 from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
 from ingest.acid.format import bucket_file_name, bucket_ids
-from ingest.io import storage
+from ingest.io import files, storage
 from ingest.spark.sink._avro import AvroFormat
 from ingest.spark.sink._fields import FieldSeen, merge_fields
 from ingest.spark.sink._newfields import (
@@ -370,12 +372,21 @@ class _File:
 class _TaskWriter:
     """The bucket files of one task, keyed by (partition directory, bucket id)."""
 
-    def __init__(self, plan: TaskPlan, task_index: int, attempt_id: int) -> None:
+    def __init__(self, plan: TaskPlan, task_index: int, attempt_id: int, *,
+                 first_attempt: bool = False) -> None:
         self.plan = plan
         self.task_index, self.attempt_id = task_index, attempt_id
         self.fs, self.root = storage.url_to_fs(plan.table_root, plan.storage_options)
         self.dl_fs, self.dl_root = storage.url_to_fs(plan.dead_letter_root,
                                                      plan.storage_options)
+        # On an object store a rename is a copy and a delete of each object: the task's
+        # first attempt writes the final names instead. An object appears only when its
+        # upload completes and only if the name is free (`files.create_new`), and nothing
+        # counts before the commit lists it (docs/invariants.md 8.4, docs/format.md §23).
+        # Only where the store refuses a taken name (S3): elsewhere a late attempt could
+        # replace a committed object, so other object stores keep staging.
+        self.direct = first_attempt and files.creates_exclusively(self.fs)
+        self.dl_direct = first_attempt and files.creates_exclusively(self.dl_fs)
         self.files: dict[tuple[str, int], _File] = {}
         self.dead: _File | None = None
 
@@ -385,6 +396,8 @@ class _TaskWriter:
         path = f"{directory}/{bucket_file_name(bucket_id)}"
         options = BucketFileOptions(write_id=plan.write_id, row_schema=plan.row_schema,
                                     bucket_id=bucket_id, compression=plan.compression)  # type: ignore[arg-type]
+        if not plan.append and self.direct:
+            return _File(BucketWriter.create(path, options, fs=self.fs), path, None, 0)
         if not plan.append:
             staging = f"{directory}/_tmp.{bucket_file_name(bucket_id)}.{self.attempt_id}"
             writer = BucketWriter.create(staging, options, fs=self.fs)
@@ -430,12 +443,14 @@ class _TaskWriter:
         if self.dead is None:
             directory = f"{self.dl_root}/{self.plan.dead_letter_delta_dir}"
             name = bucket_file_name(self.task_index)
-            staging = f"{directory}/_tmp.{name}.{self.attempt_id}"
+            staging = (None if self.dl_direct
+                       else f"{directory}/_tmp.{name}.{self.attempt_id}")
             options = BucketFileOptions(
                 write_id=self.plan.dead_letter_write_id, row_schema=DEAD_LETTER_SCHEMA,
                 bucket_id=self.task_index,
                 compression=self.plan.dead_letter_compression)  # type: ignore[arg-type]
-            writer = BucketWriter.create(staging, options, fs=self.dl_fs)
+            writer = BucketWriter.create(staging or f"{directory}/{name}", options,
+                                         fs=self.dl_fs)
             self.dead = _File(writer, f"{directory}/{name}", staging, 0)
         self._append(self.dead, rows)
 
@@ -447,7 +462,7 @@ class _TaskWriter:
             targets.append(("dead_letter", self.dead))
         for target, f in targets:
             length = f.writer.flush()
-            if f.staging is not None or self.plan.close_files:
+            if not self.plan.append or f is self.dead or self.plan.close_files:
                 f.writer.close()
             else:
                 f.writer.abandon()
@@ -456,7 +471,11 @@ class _TaskWriter:
         return out
 
     def abandon(self) -> None:
-        """After a failure: close handles and remove this attempt's staging files."""
+        """After a failure: close handles and remove this attempt's staging files.
+
+        A final name this attempt completed stays: by now another attempt may own the name
+        (a zombie must never delete it); uncommitted and unreported, the driver removes it
+        before a commit (`publish_results`), an abort or the restart's repair after one."""
         for f in [*self.files.values(), *([self.dead] if self.dead else [])]:
             try:
                 f.writer.abandon()
@@ -488,7 +507,8 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     ctx = TaskContext.get()
     task_index = ctx.partitionId() if ctx is not None else 0
     attempt_id = ctx.taskAttemptId() if ctx is not None else 0
-    writer = _TaskWriter(plan, task_index, attempt_id)
+    writer = _TaskWriter(plan, task_index, attempt_id,
+                         first_attempt=ctx is not None and ctx.attemptNumber() == 0)
     read: list[OffsetsRead] = []
     tombstones = 0
     seen: dict[str, FieldSeen] = {}

@@ -14,6 +14,12 @@ Task retries and speculative attempts (why no duplicate or torn rows can become 
   successful attempt per partition; only the files that attempt reports are renamed to
   `bucket_N`, before the commit. Files of failed or speculative attempts stay hidden and are
   deleted after the commit (a zombie attempt can only ever leave a hidden file behind).
+  On an object store, where that rename is a copy and a delete, a task's first attempt
+  writes `bucket_N` itself instead, created only if no object has the name (S3's
+  `If-None-Match`), so no two attempts replace each other's file; later attempts stage as
+  above. A first attempt that completed names and then failed is not reported: the driver
+  removes those names before putting the retry's staging files in place (docs/invariants.md
+  8.4, 8.5).
 - K > 1: the run's bucket files are shared, so attempts cannot write private copies. The
   driver passes every task the flush length each file had when the previous micro-batch
   committed; a task cuts the file and side file back to it before appending, so a retried
@@ -191,6 +197,7 @@ class AcidSink:
         self._heartbeat: Heartbeat | None = None
         self._codecs = ("zlib", "zlib")
         self._key: KeySpec | None = None
+        self._speculation = False
         # A stream runs for months: the last reports only, and totals over all of them.
         self.reports: deque[BatchReport] = deque(maxlen=RECENT_REPORTS)
         self.totals = BatchTotals()
@@ -214,9 +221,12 @@ class AcidSink:
                                                self.partition_expression)
             self._codecs = (_codec(self._table, self.compression),
                             _codec(self._dead_letter, self.compression))
-            if self.options.txns_per_delta > 1:
+            if batch_df is not None:
                 conf = batch_df.sparkSession.conf.get("spark.speculation", "false")
-                if str(conf).lower() == "true":
+                # Speculative attempts may leave staging files behind a reported first one.
+                self._speculation = str(conf).lower() == "true"
+            if self.options.txns_per_delta > 1:
+                if self._speculation:
                     raise ConfigError(
                         f"Cannot use txns_per_delta={self.options.txns_per_delta} with "
                         "spark.speculation=true: two attempts of a task would append to the "
@@ -514,7 +524,8 @@ class AcidSink:
 
     def _committed(self, plan: TaskPlan, results: list[TaskResult]) -> None:
         """After the commit: staging leftovers go; a transaction batch moves on."""
-        remove_staging_leftovers(results, fs=self.fs, dl_fs=self.dl_fs)
+        remove_staging_leftovers(results, fs=self.fs, dl_fs=self.dl_fs,
+                                 speculation=self._speculation)
         run = self._run
         if run is None:
             return
