@@ -35,6 +35,7 @@ from ingest.spark.sink._newfields import (
     holding,
     kept,
 )
+from ingest.spark.sink._packed import unpack
 from ingest.spark.sink._parse import ParsedValues
 from ingest.spark.sink._results import (
     BadRecords,
@@ -100,7 +101,8 @@ class TaskPlan:
         options: the sink's options (flush_rows, on_bad_record).
         committed_lengths: append mode: file path -> flush length committed before this batch.
         compression, dead_letter_compression: ORC codecs of the two tables.
-        input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran before).
+        input: "kafka" (raw Kafka rows: parse here), "parsed" (the parse stage ran before)
+            or "packed" (so did it, its rows packed by `_packed`).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
         mode: "append", or keyed changes ("upsert", "cdc": `_keyed`).
         key: keyed modes: the checked key (and order-by column).
@@ -133,7 +135,7 @@ class TaskPlan:
     dead_letter_compression: str = "zlib"
     # The tables' storage options (credentials among them: never in a repr).
     storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
-    input: Literal["kafka", "parsed"] = "kafka"
+    input: Literal["kafka", "parsed", "packed"] = "kafka"
     parsed_arrow_schema: pa.Schema | None = None
     mode: Literal["append", "upsert", "cdc"] = "append"
     key: KeySpec | None = None
@@ -478,6 +480,11 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
         writer.write(f"{part}/" if part else "", bucket, group)
 
 
+def _unpacked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for packed in batches:
+        yield from unpack(packed)
+
+
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The write stage: yields one RESULT_SCHEMA batch of records (see _executor_results)."""
     from pyspark import TaskContext
@@ -491,7 +498,7 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     seen: dict[str, FieldSeen] = {}
     holding = 0
     try:
-        for batch in batches:
+        for batch in (_unpacked(batches) if plan.input == "packed" else batches):
             if batch.num_rows == 0:
                 continue
             split = (_split_kafka(plan, batch) if plan.input == "kafka"
