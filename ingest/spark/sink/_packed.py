@@ -60,16 +60,14 @@ def pack(batch: pa.RecordBatch, *, partition: pa.Array | None, bucket: pa.Array,
     starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
     ends = np.r_[starts[1:], n]
     first = pa.array(order[starts])
-    blobs: list[bytes] = []
     one_group = len(starts) == 1
-    for s, e in zip(starts, ends, strict=True):
-        rows = batch if one_group else batch.take(pa.array(order[s:e]))
-        blobs.append(_to_ipc(rows))
+    blobs = [_to_ipc(batch if one_group else batch.take(pa.array(order[s:e])))
+             for s, e in zip(starts, ends, strict=True)]
     return pa.RecordBatch.from_arrays([
         (partition.take(first) if partition is not None
          else pa.nulls(len(starts), pa.string())).cast(pa.string()),
         bucket.take(first).cast(pa.int32()), slot.take(first).cast(pa.int32()),
-        pa.array(blobs, pa.binary()),
+        _binary(blobs),
     ], schema=PACKED_SCHEMA)
 
 
@@ -88,8 +86,17 @@ def _codes(values: pa.Array) -> np.ndarray:
                       dtype=np.int64) + 1
 
 
-def _to_ipc(rows: pa.RecordBatch) -> bytes:
+def _to_ipc(rows: pa.RecordBatch) -> pa.Buffer:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, rows.schema, options=_IPC_OPTIONS) as writer:
         writer.write_batch(rows)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
+
+
+def _binary(buffers: list[pa.Buffer]) -> pa.Array:
+    """One binary value per buffer, copied once (not through Python bytes)."""
+    offsets = np.zeros(len(buffers) + 1, dtype=np.int32)
+    np.cumsum([b.size for b in buffers], out=offsets[1:])
+    data = b"".join(memoryview(b) for b in buffers) if len(buffers) > 1 else buffers[0]
+    return pa.Array.from_buffers(pa.binary(), len(buffers),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])

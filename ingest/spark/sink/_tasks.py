@@ -264,7 +264,9 @@ def _split_parsed(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
         "topic": bad_rows.column(META_TOPIC), "partition": bad_rows.column(META_PARTITION),
         "offset": bad_rows.column(META_OFFSET), "error": bad_rows.column(META_ERROR),
     }, schema=DEAD_LETTER_SCHEMA)
-    good_rows = table.filter(pc.and_(pc.invert(is_bad), pc.invert(tombstone)))
+    all_good = error.null_count == len(error) and not pc.any(tombstone).as_py()
+    good_rows = table if all_good else table.filter(pc.and_(pc.invert(is_bad),
+                                                            pc.invert(tombstone)))
     good = pa.table({f.name: pc.cast(good_rows.column(f.name), f.type, safe=False)
                      for f in plan.parse_schema}, schema=plan.parse_schema)
     partition = None
@@ -298,6 +300,19 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         n = batch.num_rows
         parsed, _ = judge_new_fields(plan, parse_values(
             plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
+        rows = parsed.rows.combine_chunks()
+        if rows.num_rows == n:  # every record good: nothing to scatter (the usual batch)
+            columns = _all_good_columns(batch)
+            for f in plan.parse_schema:
+                columns[f.name] = rows.column(f.name)
+            columns[META_BUCKET] = (bucket_ids(rows, plan.bucket_columns, plan.bucket_count)
+                                    if plan.bucket_count else pa.nulls(n, pa.int32()))
+            columns[META_SLOT] = writer_slots(seen, n, plan.options.writer_split_rows)
+            columns[META_NEW_FIELDS] = new_fields_column(parsed, n)
+            seen += n
+            arrays = [_array(pc.cast(columns[f.name], f.type, safe=False)) for f in out_schema]
+            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+            continue
         bad_at, reasons = parsed.bad_arrays()
         slot = np.full(n, -1, dtype=np.int64)
         slot[_positions(bad_at)] = np.arange(len(bad_at))
@@ -319,7 +334,6 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         positions = pa.array(pc.fill_null(pc.cumulative_sum(
             pc.cast(pc.invert(is_bad_or_skipped), pa.int64())), 0).to_numpy() - 1)
         take = pc.if_else(is_bad_or_skipped, pa.nulls(n, pa.int64()), positions)
-        rows = parsed.rows.combine_chunks()
         for f in plan.parse_schema:
             columns[f.name] = rows.column(f.name).take(take)
         if plan.bucket_count:
@@ -332,6 +346,17 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         seen += n
         arrays = [_array(pc.cast(columns[f.name], f.type, safe=False)) for f in out_schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _all_good_columns(batch: pa.RecordBatch) -> dict[str, pa.Array]:
+    """The META columns of a batch without dead letters or skipped tombstones."""
+    n = batch.num_rows
+    return {
+        META_KEY: pa.nulls(n, pa.binary()), META_VALUE: pa.nulls(n, pa.binary()),
+        META_TOPIC: batch.column("topic"), META_PARTITION: batch.column("partition"),
+        META_OFFSET: batch.column("offset"), META_ERROR: pa.nulls(n, pa.string()),
+        META_TOMBSTONE: pa.array(np.zeros(n, dtype=bool)),
+    }
 
 
 def new_fields_column(parsed: ParsedValues, n: int) -> pa.Array:
