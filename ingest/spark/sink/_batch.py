@@ -165,10 +165,9 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
             if plan.bucket_count:
                 packed = packed.repartition(plan.bucket_count, PACK_PARTITION, PACK_BUCKET)
             else:
-                # As many write tasks as Spark has cores, so the files of a micro-batch's
-                # table partitions are written in parallel (adaptive execution would merge
-                # a small micro-batch's into one task, writing them one after another).
-                packed = packed.repartition(_write_tasks(batch_df), PACK_PARTITION, PACK_SLOT)
+                # No partition count: adaptive execution merges the small shuffle partitions
+                # of a small micro-batch into one write task.
+                packed = packed.repartition(PACK_PARTITION, PACK_SLOT)
             out = packed.mapInArrow(partial(write_task, replace(plan, input="packed")),
                                     RESULT_DDL)
             return from_arrow(out.toArrow())
@@ -189,11 +188,6 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
         out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
                                 RESULT_DDL)
     return from_arrow(out.toArrow())
-
-
-def _write_tasks(batch_df: DataFrame) -> int:
-    """The write stage's task count with file_layout="partition" on an unbucketed table."""
-    return max(1, batch_df.sparkSession.sparkContext.defaultParallelism)
 
 
 def parse_packed_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
