@@ -49,3 +49,12 @@ def test_offsets_read_groups_one_batch() -> None:
                          pa.array([7, 3, 4, 9], pa.int64()))
     assert merge_offsets(reads) == [OffsetsRead("a", 0, 3, 7, 2), OffsetsRead("a", 1, 9, 9, 1),
                                     OffsetsRead("b", 1, 4, 4, 1)]
+
+
+def test_offsets_read_of_one_topic_partition_and_of_two_topics_on_one_partition() -> None:
+    one = offsets_read(pa.array(["a"] * 3), pa.array([2, 2, 2], pa.int32()),
+                       pa.array([8, 6, 7], pa.int64()))
+    assert one == [OffsetsRead("a", 2, 6, 8, 3)]
+    two = offsets_read(pa.array(["a", "b", "a"]), pa.array([2, 2, 2], pa.int32()),
+                       pa.array([8, 6, 7], pa.int64()))
+    assert merge_offsets(two) == [OffsetsRead("a", 2, 7, 8, 2), OffsetsRead("b", 2, 6, 6, 1)]

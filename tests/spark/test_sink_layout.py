@@ -12,6 +12,7 @@ import pytest
 from ingest.acid.read.reader import read_table
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions
+from ingest.spark.sink._packed import PACK_BUCKET, PACK_PARTITION, PACK_SLOT, pack, unpack
 from ingest.spark.sink._tasks import writer_slots
 from ingest.spark.sink.driver import AcidSink
 from ingest.txn import Metastore, default_metastore_url
@@ -24,6 +25,26 @@ def test_writer_slots_start_a_new_slot_every_writer_split_rows() -> None:
     assert writer_slots(0, 5, 2).to_pylist() == [0, 0, 1, 1, 2]
     assert writer_slots(5, 3, 2).to_pylist() == [2, 3, 3]  # continues across batches
     assert writer_slots(0, 4, 1_000_000).to_pylist() == [0, 0, 0, 0]
+
+
+def test_pack_groups_rows_by_shuffle_key_and_unpacks_them_in_order() -> None:
+    batch = pa.record_batch({
+        "id": list(range(8)),
+        "dt": ["a", "b", None, "a", "b", "a", None, "a"],
+        "slot": pa.array([0, 0, 0, 1, 1, 1, 0, 0], pa.int32()),
+    })
+    packed = pack(batch, partition=batch.column("dt"), bucket=pa.nulls(8, pa.int32()),
+                  slot=batch.column("slot"))
+    keys = packed.select([PACK_PARTITION, PACK_SLOT]).to_pylist()
+    groups = [b.column("id").to_pylist() for b in unpack(packed)]
+    assert sorted(zip([(k[PACK_PARTITION] or "", k[PACK_SLOT]) for k in keys], groups,
+                      strict=True)) == [
+        (("", 0), [2, 6]), (("a", 0), [0, 7]), (("a", 1), [3, 5]), (("b", 0), [1]),
+        (("b", 1), [4])]
+    assert all(b.schema == batch.schema for b in unpack(packed))
+    assert packed.column(PACK_BUCKET).null_count == len(keys)
+    assert pack(batch.slice(0, 0), partition=None, bucket=pa.nulls(0, pa.int32()),
+                slot=batch.column("slot").slice(0, 0)).num_rows == 0
 
 
 def kafka_batch(spark: Any, count: int, *, start: int, partitions: int) -> Any:

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest.spark.sink._fields import FieldSeen
 from ingest.txn import OffsetRange
@@ -216,6 +217,13 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> list[TaskResult]:
 
 def offsets_read(topics: pa.Array, partitions: pa.Array, offsets: pa.Array) -> list[OffsetsRead]:
     """The offset range of each topic partition among the given records (one input batch)."""
+    if len(offsets) and not (topics.null_count or partitions.null_count or offsets.null_count):
+        # A batch usually holds one topic partition (one read task's): no grouping needed.
+        low, high = pc.min_max(partitions).values()
+        if low == high and pc.all(pc.equal(topics, topics[0])).as_py():
+            first, last = pc.min_max(offsets).values()
+            return [OffsetsRead(topics[0].as_py(), low.as_py(), first.as_py(), last.as_py(),
+                                len(offsets))]
     table = pa.table({"t": topics, "p": partitions, "o": offsets})
     grouped = table.group_by(["t", "p"]).aggregate([("o", "min"), ("o", "max"), ("o", "count")])
     return [OffsetsRead(r["t"], r["p"], r["o_min"], r["o_max"], r["o_count"])

@@ -38,6 +38,7 @@ from ingest.spark.sink._newfields import (
     kept,
     types_from_text,
 )
+from ingest.spark.sink._packed import unpack
 from ingest.spark.sink._parse import ParsedValues
 from ingest.spark.sink._results import (
     BadRecords,
@@ -103,7 +104,8 @@ class TaskPlan:
         options: the sink's options (flush_rows, on_bad_record).
         committed_lengths: append mode: file path -> flush length committed before this batch.
         compression, dead_letter_compression: ORC codecs of the two tables.
-        input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran before).
+        input: "kafka" (raw Kafka rows: parse here), "parsed" (the parse stage ran before)
+            or "packed" (so did it, its rows packed by `_packed`).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
         mode: "append", or keyed changes ("upsert", "cdc": `_keyed`).
         key: keyed modes: the checked key (and order-by column).
@@ -136,7 +138,7 @@ class TaskPlan:
     dead_letter_compression: str = "zlib"
     # The tables' storage options (credentials among them: never in a repr).
     storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
-    input: Literal["kafka", "parsed"] = "kafka"
+    input: Literal["kafka", "parsed", "packed"] = "kafka"
     parsed_arrow_schema: pa.Schema | None = None
     mode: Literal["append", "upsert", "cdc"] = "append"
     key: KeySpec | None = None
@@ -266,7 +268,9 @@ def _split_parsed(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
         "topic": bad_rows.column(META_TOPIC), "partition": bad_rows.column(META_PARTITION),
         "offset": bad_rows.column(META_OFFSET), "error": bad_rows.column(META_ERROR),
     }, schema=DEAD_LETTER_SCHEMA)
-    good_rows = table.filter(pc.and_(pc.invert(is_bad), pc.invert(tombstone)))
+    all_good = error.null_count == len(error) and not pc.any(tombstone).as_py()
+    good_rows = table if all_good else table.filter(pc.and_(pc.invert(is_bad),
+                                                            pc.invert(tombstone)))
     good = pa.table({f.name: pc.cast(good_rows.column(f.name), f.type, safe=False)
                      for f in plan.parse_schema}, schema=plan.parse_schema)
     partition = None
@@ -301,6 +305,19 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         n = batch.num_rows
         parsed, _ = judge_new_fields(plan, parse_values(
             plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
+        rows = parsed.rows.combine_chunks()
+        if rows.num_rows == n:  # every record good: nothing to scatter (the usual batch)
+            columns = _all_good_columns(batch)
+            for f in plan.parse_schema:
+                columns[f.name] = rows.column(f.name)
+            columns[META_BUCKET] = (bucket_ids(rows, plan.bucket_columns, plan.bucket_count)
+                                    if plan.bucket_count else pa.nulls(n, pa.int32()))
+            columns[META_SLOT] = writer_slots(seen, n, plan.options.writer_split_rows)
+            columns[META_NEW_FIELDS] = new_fields_column(parsed, n)
+            seen += n
+            arrays = [_array(pc.cast(columns[f.name], f.type, safe=False)) for f in out_schema]
+            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+            continue
         bad_at, reasons = parsed.bad_arrays()
         slot = np.full(n, -1, dtype=np.int64)
         slot[_positions(bad_at)] = np.arange(len(bad_at))
@@ -322,7 +339,6 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         positions = pa.array(pc.fill_null(pc.cumulative_sum(
             pc.cast(pc.invert(is_bad_or_skipped), pa.int64())), 0).to_numpy() - 1)
         take = pc.if_else(is_bad_or_skipped, pa.nulls(n, pa.int64()), positions)
-        rows = parsed.rows.combine_chunks()
         for f in plan.parse_schema:
             columns[f.name] = rows.column(f.name).take(take)
         if plan.bucket_count:
@@ -335,6 +351,17 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         seen += n
         arrays = [_array(pc.cast(columns[f.name], f.type, safe=False)) for f in out_schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _all_good_columns(batch: pa.RecordBatch) -> dict[str, pa.Array]:
+    """The META columns of a batch without dead letters or skipped tombstones."""
+    n = batch.num_rows
+    return {
+        META_KEY: pa.nulls(n, pa.binary()), META_VALUE: pa.nulls(n, pa.binary()),
+        META_TOPIC: batch.column("topic"), META_PARTITION: batch.column("partition"),
+        META_OFFSET: batch.column("offset"), META_ERROR: pa.nulls(n, pa.string()),
+        META_TOMBSTONE: pa.array(np.zeros(n, dtype=bool)),
+    }
 
 
 def new_fields_column(parsed: ParsedValues, n: int) -> pa.Array:
@@ -500,6 +527,11 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
         writer.write(f"{part}/" if part else "", bucket, group)
 
 
+def _unpacked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for packed in batches:
+        yield from unpack(packed)
+
+
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The write stage: yields one RESULT_SCHEMA batch of records (see _executor_results)."""
     from pyspark import TaskContext
@@ -514,7 +546,7 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     seen: dict[str, FieldSeen] = {}
     holding = 0
     try:
-        for batch in batches:
+        for batch in (_unpacked(batches) if plan.input == "packed" else batches):
             if batch.num_rows == 0:
                 continue
             split = (_split_kafka(plan, batch) if plan.input == "kafka"
