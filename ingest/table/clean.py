@@ -41,6 +41,7 @@ from ingest.table._open import (
     table_fs,
 )
 from ingest.table._written import relative_path
+from ingest.table.key_index import read_key_columns, remove_index_files
 from ingest.table.recover import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import CompactionInfo, Metastore, ReaderInfo, TableDefinition
 
@@ -207,8 +208,9 @@ def clean(
             chosen.append((plan, rel, go, kept))
         done: list[PartitionClean] = []
         forget = None if dry_run else _forgetter(store, defn, root)
+        unindex = None if dry_run else _unindexer(fs, root)
         for plan, rel, go, kept in chosen:
-            result = _clean_partition(fs, plan, rel, go, kept, forget)
+            result = _clean_partition(fs, plan, rel, go, kept, forget, unindex)
             done.append(result)
             if on_partition is not None:
                 on_partition(result)
@@ -305,6 +307,18 @@ def _forgetter(store: Metastore, defn: TableDefinition,
     return forget
 
 
+def _unindexer(fs: fsspec.AbstractFileSystem,
+               root: str) -> Callable[[Candidate], None] | None:
+    """Removes a removed candidate's key index files (docs/format.md §24); None when the
+    table has no key index."""
+    if read_key_columns(fs, root) is None:
+        return None
+
+    def unindex(c: Candidate) -> None:
+        remove_index_files(fs, root, [relative_path(root, p) for p, _ in c.files])
+    return unindex
+
+
 def _check_reads(fs: fsspec.AbstractFileSystem, root: str, view: ReadView,
                  partitions: Collection[str] | None, *, table: str) -> None:
     """Refuse to clean a table whose committed files, as the snapshot reads them, differ
@@ -354,7 +368,8 @@ def _check_covers(fs: fsspec.AbstractFileSystem, plan: CleaningPlan,
 
 def _clean_partition(fs: fsspec.AbstractFileSystem, plan: CleaningPlan, partition: str,
                      go: Sequence[Candidate], kept: Sequence[Kept],
-                     forget: Callable[[Candidate], None] | None) -> PartitionClean:
+                     forget: Callable[[Candidate], None] | None,
+                     unindex: Callable[[Candidate], None] | None = None) -> PartitionClean:
     """Removes what may go (nothing when `forget` is None: a dry run)."""
     removed: list[Removed] = []
     for c in go:
@@ -365,6 +380,8 @@ def _clean_partition(fs: fsspec.AbstractFileSystem, plan: CleaningPlan, partitio
             # listed files missing (which verify would report as lost committed data).
             forget(c)
             files = remove_candidate(fs, plan.partition, c)
+            if unindex is not None:  # never trusted without its data file: only space
+                unindex(c)
         removed.append(Removed(c.name, c.kind, c.covered_by, files, c.size_bytes))
     return PartitionClean(partition, tuple(removed), tuple(sorted(kept, key=lambda k: k.name)))
 

@@ -269,6 +269,29 @@ def _put_whole(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
         raise
 
 
+def remove_index_files(fs: fsspec.AbstractFileSystem, root: str,
+                       data_paths: Sequence[str]) -> int:
+    """Remove the index files of data files the cleaner removed (`data_paths` relative to the
+    table root; paths that are not bucket files are passed over); returns how many went.
+    An index file is trusted only beside its committed data file, so this frees space only.
+
+    Raises:
+        OSError: the storage failed.
+    """
+    removed = 0
+    for data_path in data_paths:
+        try:
+            path = index_path(root, data_path)
+        except ValueError:
+            continue  # a side file, `_orc_acid_version`
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            continue
+        removed += 1
+    return removed
+
+
 def index_data_file(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
                     row_schema: pa.Schema, key_columns: Sequence[str]) -> str | None:
     """Write the index of a committed insert file by reading it (compaction's output, whose

@@ -282,3 +282,20 @@ def test_an_index_is_bound_to_its_key_types_and_its_digest_to_the_row_types(
         narrower = pa.schema([pa.field("id", pa.int32())])
         assert load_index(fs, manifest.root, entry, key_types=narrower,
                           row_types=defn.row_schema) is None
+
+
+def test_the_cleaner_removes_the_index_files_of_what_it_removes(tmp_path: Path) -> None:
+    t = _table(tmp_path, partitioned=True)
+    for version in range(3):
+        t.upsert(_rows(list(range(version * 5, 40)), version, "a"), key=["id", "dt"])
+    before = set(_index_files(t))
+    t.compact("major")
+    t.clean(retention_s=0)
+    after = set(_index_files(t))
+    # Only the base's index files are left: every delta's went with its directory.
+    assert after and not after & before
+    assert all(Path(p).name.startswith("base_") for p in after), sorted(after)
+    table_dir = Path(t.location.removeprefix("file://"))
+    assert len(after) == len(list(table_dir.glob("dt=a/base_*/bucket_*")))
+    via_index, via_scan, indexed = _lookups(t, list(range(50)), "a")
+    assert via_index == via_scan and indexed == -1  # the base's index answers every bucket
