@@ -132,18 +132,35 @@ def warehouse(tmp_path: Path) -> Path:
     return path
 
 
-# Tests that share an expensive session server run on one xdist worker (`make test` runs two):
-# the Hive Metastores and Trino of tests/hms (when run with the rest: `make test` runs them on
-# their own), the standalone Spark cluster of tests/cluster, the Avro tests' schema registry.
-_ONE_WORKER_DIRS = {"hms": "hms", "cluster": "cluster"}
+# Tests that share an expensive session server or state run on one xdist worker (`make test`
+# runs two): the standalone Spark cluster of tests/cluster, tests/faults (its last test checks
+# what all its cases found, in-process), the Avro tests' schema registry. The Hive Metastore
+# tests go by the server version they use: the Hive 4 ones (with Trino on it, and Hive 2 for
+# the refusal) on one worker, the Hive 3.1 ones on one, so each server and its Trino start
+# once, and the two halves can run side by side.
+_ONE_WORKER_DIRS = {"cluster": "cluster", "faults": "faults"}
 _SERVER_FIXTURE_GROUPS = {"schema_registry": "registry"}
+_HMS3_FIXTURES = ("hms3", "trino_on_hms3")
+
+
+def _hms_group(item: pytest.Item) -> str:
+    """`hms3` for a test on the Hive 3.1 metastore (a `metastore` or `version` parameter of
+    "3", or its fixtures), else `hms4`."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    version = params.get("metastore", params.get("version"))
+    fixtures = getattr(item, "fixturenames", ())
+    if version == "3" or (version is None and any(f in fixtures for f in _HMS3_FIXTURES)):
+        return "hms3"
+    return "hms4"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests_dir = Path(__file__).resolve().parent
     for item in items:
         relative = item.path.resolve().relative_to(tests_dir)
-        group = _ONE_WORKER_DIRS.get(relative.parts[0]) if len(relative.parts) > 1 else None
+        top = relative.parts[0] if len(relative.parts) > 1 else None
+        group = _hms_group(item) if top == "hms" else _ONE_WORKER_DIRS.get(top or "")
         fixtures = getattr(item, "fixturenames", ())
         group = group or next((g for f, g in _SERVER_FIXTURE_GROUPS.items() if f in fixtures),
                               None)
