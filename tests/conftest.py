@@ -31,6 +31,15 @@ from ingest.acid.write import _stripe_encoder
 settings.register_profile("ingest", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ingest")
 
+# Every Spark JVM of the tests (the session's, and each job a test starts in a subprocess,
+# which inherits the environment) lives seconds to minutes on small data: C1 alone compiles
+# enough, and keeping C2's compiler threads and G1's GC threads off two busy cores halves the
+# CPU a Spark start-up takes. Only when the variables are unset (a second collector flag
+# would stop the JVM).
+_SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+for _var in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):
+    os.environ.setdefault(_var, _SHORT_LIVED_JVM)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
