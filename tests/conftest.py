@@ -40,6 +40,70 @@ _SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 for _var in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):
     os.environ.setdefault(_var, _SHORT_LIVED_JVM)
 
+# Class data sharing: the classes a Spark driver loads, archived once per machine (JDK, pyspark)
+# by one small Spark run, then mapped by every Spark JVM of the tests instead of loaded and
+# verified again: about half the CPU of a start-up again. A JVM that cannot use the archive
+# (another JDK) loads its classes as usual; its CDS warnings are off so that no output changes.
+_CDS_WORKLOAD = """
+import sys, tempfile
+from pyspark.sql import SparkSession, functions as F
+from pyspark.sql.types import LongType
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+df = spark.range(5000).selectExpr("id", "id % 7 AS k", "CAST(id AS STRING) AS v")
+df.groupBy("k").count().collect()
+plus = F.udf(lambda x: x + 1, LongType())
+out = tempfile.mkdtemp() + "/t"
+df.select(plus("id").alias("x"), "v").write.orc(out)
+spark.read.orc(out).agg(F.sum("x")).collect()
+spark.stop()
+"""
+
+
+def _spark_cds_archive() -> Path | None:
+    """The machine's archive of Spark's driver classes, made on first use (None: no Java, no
+    pyspark, or this JDK cannot make one)."""
+    java = shutil.which("java")
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    if java is None:
+        return None
+    import hashlib
+
+    key = hashlib.sha256(f"{os.path.realpath(java)}|{pyspark.__version__}|"
+                         f"{pyspark.__file__}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("INGEST_SERVERS", Path.home() / ".cache" / "ingest" / "servers"))
+    archive = cache / f"spark-cds-{key}.jsa"
+    if archive.exists():
+        return archive
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = cache / f".spark-cds-{key}.{os.getpid()}.jsa"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_SUBMIT_OPTS": f"{_SHORT_LIVED_JVM} -XX:ArchiveClassesAtExit={partial}"}
+    try:
+        # Pipes, not DEVNULL: the run ends when the JVM closes them, after writing the archive
+        # (it outlives the Python driver by a few seconds).
+        subprocess.run([sys.executable, "-c", _CDS_WORKLOAD], env=env, timeout=600,
+                       capture_output=True, check=False)
+    except subprocess.TimeoutExpired:
+        pass
+    if not partial.exists():
+        return None
+    partial.replace(archive)
+    return archive
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # In the process that starts the xdist workers (or the only one): they inherit it.
+    if hasattr(config, "workerinput") or os.environ["SPARK_SUBMIT_OPTS"] != _SHORT_LIVED_JVM:
+        return
+    archive = _spark_cds_archive()
+    if archive is not None:
+        os.environ["SPARK_SUBMIT_OPTS"] = (f"{_SHORT_LIVED_JVM} -XX:SharedArchiveFile={archive}"
+                                           " -Xlog:cds=off -Xlog:cds+dynamic=off")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
