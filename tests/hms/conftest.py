@@ -21,7 +21,6 @@ from hms_server import Server, hms_server, metastore_state, tidy_metastore, trin
 
 from ingest.txn import Metastore, TableDefinition, hms
 
-
 _STARTED: list[Server] = []
 """The session's Hive 4 and 3.1 metastores started so far (what `_tidy_metastores` tidies)."""
 
