@@ -31,6 +31,79 @@ from ingest.acid.write import _stripe_encoder
 settings.register_profile("ingest", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ingest")
 
+# Every Spark JVM of the tests (the session's, and each job a test starts in a subprocess,
+# which inherits the environment) lives seconds to minutes on small data: C1 alone compiles
+# enough, and keeping C2's compiler threads and G1's GC threads off two busy cores halves the
+# CPU a Spark start-up takes. Only when the variables are unset (a second collector flag
+# would stop the JVM).
+_SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+for _var in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):
+    os.environ.setdefault(_var, _SHORT_LIVED_JVM)
+
+# Class data sharing: the classes a Spark driver loads, archived once per machine (JDK, pyspark)
+# by one small Spark run, then mapped by every Spark JVM of the tests instead of loaded and
+# verified again: about half the CPU of a start-up again. A JVM that cannot use the archive
+# (another JDK) loads its classes as usual; its CDS warnings are off so that no output changes.
+_CDS_WORKLOAD = """
+import sys, tempfile
+from pyspark.sql import SparkSession, functions as F
+from pyspark.sql.types import LongType
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+df = spark.range(5000).selectExpr("id", "id % 7 AS k", "CAST(id AS STRING) AS v")
+df.groupBy("k").count().collect()
+plus = F.udf(lambda x: x + 1, LongType())
+out = tempfile.mkdtemp() + "/t"
+df.select(plus("id").alias("x"), "v").write.orc(out)
+spark.read.orc(out).agg(F.sum("x")).collect()
+spark.stop()
+"""
+
+
+def _spark_cds_archive() -> Path | None:
+    """The machine's archive of Spark's driver classes, made on first use (None: no Java, no
+    pyspark, or this JDK cannot make one)."""
+    java = shutil.which("java")
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    if java is None:
+        return None
+    import hashlib
+
+    key = hashlib.sha256(f"{os.path.realpath(java)}|{pyspark.__version__}|"
+                         f"{pyspark.__file__}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("INGEST_SERVERS", Path.home() / ".cache" / "ingest" / "servers"))
+    archive = cache / f"spark-cds-{key}.jsa"
+    if archive.exists():
+        return archive
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = cache / f".spark-cds-{key}.{os.getpid()}.jsa"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_SUBMIT_OPTS": f"{_SHORT_LIVED_JVM} -XX:ArchiveClassesAtExit={partial}"}
+    try:
+        # Pipes, not DEVNULL: the run ends when the JVM closes them, after writing the archive
+        # (it outlives the Python driver by a few seconds).
+        subprocess.run([sys.executable, "-c", _CDS_WORKLOAD], env=env, timeout=600,
+                       capture_output=True, check=False)
+    except subprocess.TimeoutExpired:
+        pass
+    if not partial.exists():
+        return None
+    partial.replace(archive)
+    return archive
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # In the process that starts the xdist workers (or the only one): they inherit it.
+    if hasattr(config, "workerinput") or os.environ["SPARK_SUBMIT_OPTS"] != _SHORT_LIVED_JVM:
+        return
+    archive = _spark_cds_archive()
+    if archive is not None:
+        os.environ["SPARK_SUBMIT_OPTS"] = (f"{_SHORT_LIVED_JVM} -XX:SharedArchiveFile={archive}"
+                                           " -Xlog:cds=off -Xlog:cds+dynamic=off")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
@@ -132,18 +205,35 @@ def warehouse(tmp_path: Path) -> Path:
     return path
 
 
-# Tests that share an expensive session server run on one xdist worker (`make test` runs two):
-# the Hive Metastores and Trino of tests/hms (when run with the rest: `make test` runs them on
-# their own), the standalone Spark cluster of tests/cluster, the Avro tests' schema registry.
-_ONE_WORKER_DIRS = {"hms": "hms", "cluster": "cluster"}
+# Tests that share an expensive session server or state run on one xdist worker (`make test`
+# runs two): the standalone Spark cluster of tests/cluster, tests/faults (its last test checks
+# what all its cases found, in-process), the Avro tests' schema registry. The Hive Metastore
+# tests go by the server version they use: the Hive 4 ones (with Trino on it, and Hive 2 for
+# the refusal) on one worker, the Hive 3.1 ones on one, so each server and its Trino start
+# once, and the two halves can run side by side.
+_ONE_WORKER_DIRS = {"cluster": "cluster", "faults": "faults"}
 _SERVER_FIXTURE_GROUPS = {"schema_registry": "registry"}
+_HMS3_FIXTURES = ("hms3", "trino_on_hms3")
+
+
+def _hms_group(item: pytest.Item) -> str:
+    """`hms3` for a test on the Hive 3.1 metastore (a `metastore` or `version` parameter of
+    "3", or its fixtures), else `hms4`."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    version = params.get("metastore", params.get("version"))
+    fixtures = getattr(item, "fixturenames", ())
+    if version == "3" or (version is None and any(f in fixtures for f in _HMS3_FIXTURES)):
+        return "hms3"
+    return "hms4"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests_dir = Path(__file__).resolve().parent
     for item in items:
         relative = item.path.resolve().relative_to(tests_dir)
-        group = _ONE_WORKER_DIRS.get(relative.parts[0]) if len(relative.parts) > 1 else None
+        top = relative.parts[0] if len(relative.parts) > 1 else None
+        group = _hms_group(item) if top == "hms" else _ONE_WORKER_DIRS.get(top or "")
         fixtures = getattr(item, "fixturenames", ())
         group = group or next((g for f, g in _SERVER_FIXTURE_GROUPS.items() if f in fixtures),
                               None)

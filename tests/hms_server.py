@@ -160,3 +160,59 @@ def create_plain_orc_table(uri: str, tmp_path: Path) -> str:
                                           partitionKeys=[], parameters={"EXTERNAL": "TRUE"},
                                           tableType="EXTERNAL_TABLE"))
     return db
+
+
+@dataclass(frozen=True)
+class MetastoreState:
+    """What a metastore held before a test: its databases and its highest transaction id."""
+
+    databases: frozenset[str]
+    high_watermark: int
+
+
+def metastore_state(uri: str) -> MetastoreState | None:
+    """The databases and transaction high watermark of the metastore at `uri` (None when it
+    does not answer: then `tidy_metastore` leaves it alone)."""
+    from ingest.txn import hms
+
+    try:
+        with hms.connect(uri, connect_timeout_s=10) as conn:
+            return MetastoreState(frozenset(conn.call("get_all_databases")),
+                                  hms.txn_snapshot(conn).high_watermark)
+    except Exception:  # noqa: BLE001 - a test may have stopped it; its own checks say so
+        return None
+
+
+def tidy_metastore(uri: str, before: MetastoreState | None) -> None:
+    """After a test on the shared metastore at `uri`: abort the transactions opened since
+    `before` that are still open, and drop (cascade, keeping files) the databases created
+    since. `before` None: everything but `default` is the test's. Best effort: a server that
+    does not answer is left as it is."""
+    from ingest.txn import hms
+
+    before = before or MetastoreState(frozenset({"default"}), 0)
+    try:
+        with hms.connect(uri, connect_timeout_s=10) as conn:
+            for txn in hms.txn_snapshot(conn).open_txns:
+                if txn > before.high_watermark:
+                    hms.abort_txn(conn, txn)
+            for db in sorted(set(conn.call("get_all_databases")) - before.databases
+                             - {"default"}):
+                conn.call("drop_database", db, False, True)
+    except Exception:  # noqa: BLE001 - only tidying; the next test creates its own names
+        pass
+
+
+def wait_until_no_txn_is_open(uri: str, *, timeout_s: float = TXN_TIMEOUT_S * 4) -> None:
+    """Until no transaction is open on the metastore at `uri`: Hive's cleaning rule counts
+    every open transaction of the server as a reader of every table, so a test that checks
+    what a cleaning removes first waits out any other client's (Trino's, one the server has
+    yet to time out)."""
+    from ingest.txn import hms
+
+    deadline = time.monotonic() + timeout_s
+    with hms.connect(uri) as conn:
+        while (open_txns := hms.txn_snapshot(conn).open_txns):
+            assert time.monotonic() < deadline, (
+                f"transactions {list(open_txns)} still open on {uri} after {timeout_s:.0f} s")
+            time.sleep(0.2)

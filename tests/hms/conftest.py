@@ -1,30 +1,49 @@
 """Fixtures of the Hive Metastore tests: one server per version for the session (Hive 4.0.1,
 3.1.3, and Hive 2.3 from pyspark's jars for the refusal), Trino on the Hive 4 and 3.1 ones,
 a new database per test whose managed location is the test's own directory, and a backend
-with an unpartitioned table definition for the backend tests."""
+with an unpartitioned table definition for the backend tests.
+
+After each test, what it left on the session's metastores goes (`_tidy_metastores`): the
+transactions it left open (a killed job's, until the server's timeout), which Hive's cleaning
+rule would count as readers of every table in the next tests, and the databases it created,
+which every lookup of a table by location walks."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hms_server import Server, hms_server, trino_server
+from hms_server import Server, hms_server, metastore_state, tidy_metastore, trino_server
 
 from ingest.txn import Metastore, TableDefinition, hms
+
+_STARTED: list[Server] = []
+"""The session's Hive 4 and 3.1 metastores started so far (what `_tidy_metastores` tidies)."""
+
+
+@contextmanager
+def _session_server(version: str) -> Iterator[Server]:
+    with hms_server(version) as server:
+        _STARTED.append(server)
+        try:
+            yield server
+        finally:
+            _STARTED.remove(server)
 
 
 @pytest.fixture(scope="session")
 def hms4() -> Iterator[Server]:
-    with hms_server("4") as server:
+    with _session_server("4") as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def hms3() -> Iterator[Server]:
-    with hms_server("3") as server:
+    with _session_server("3") as server:
         yield server
 
 
@@ -32,6 +51,16 @@ def hms3() -> Iterator[Server]:
 def hms2() -> Iterator[Server]:
     with hms_server("2") as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _tidy_metastores() -> Iterator[None]:
+    """Abort the transactions a test left open and drop the databases it created, on each
+    session metastore (one first started by this test: everything on it but `default`)."""
+    before = {s.uri: metastore_state(s.uri) for s in _STARTED}
+    yield
+    for server in list(_STARTED):
+        tidy_metastore(server.uri, before.get(server.uri))
 
 
 @pytest.fixture(params=["4", "3"], ids=["hive4", "hive3"])
