@@ -124,7 +124,7 @@ def test_the_cleaner_keeps_what_an_older_open_transaction_may_read(
 
 def test_a_visibility_suffix_of_an_open_transaction_is_not_read(
         hms4: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    location, _ = _table(tmp_path, hms4.uri, capsys)
+    location, name = _table(tmp_path, hms4.uri, capsys)
     ok_json(["compact", location, "--metastore", hms4.uri], capsys)
     part = Path(location) / "dt=2024-01-01"
     (base,) = [d for d in part.iterdir() if d.name.startswith("base_")]
@@ -133,6 +133,12 @@ def test_a_visibility_suffix_of_an_open_transaction_is_not_read(
     ok_json(["load", location, "--input", str(src), "--metastore", hms4.uri], capsys)
     with hms.connect(hms4.uri) as conn:
         (open_txn,) = hms.open_txns(conn, 1)
+        # A write id and a write lock record the transaction's components, so Hive keeps its
+        # aborted record (its housekeeper purges an aborted transaction that has none within
+        # seconds, after which the id reads as committed).
+        hms.allocate_write_ids(conn, name, [open_txn])
+        hms.lock(conn, open_txn, hms.get_table(conn, name), lock_type="SHARED_WRITE",
+                 operation="UPDATE", timeout_s=30)
         # A compactor's output renamed into place before its transaction commits: were it
         # read, base_4 would hide delta 4 (row 9).
         shutil.copytree(base, part / f"base_0000004_v{open_txn:07d}")
