@@ -1,11 +1,12 @@
 """Driver side of the "hive-acid" source: the options, the table, and the read split into tasks.
 
 Finds the table's metastore; the read itself is planned by the one read planner
-(`ingest.acid.read.plan.plan_files`, from the metastore's read view), and its scan tasks are packed
-here into few, balanced Spark input partitions by size: a scan task (one bucket's insert files and the
-delete-delta files that apply to them) is never split, so each Spark task applies every
-delete of its rows. Tasks carry plain values (the snapshot, scan tasks with their checked
-read lengths, the filter as an expression and as a condition tree, the lease) to executors.
+(`ingest.acid.read.plan.plan_files`, from the metastore's read view), and its scan tasks are
+packed here into few, balanced Spark input partitions by size: a scan task (one bucket's
+insert files and the delete-delta files that apply to them) is never split, so each Spark
+task applies every delete of its rows. Tasks carry plain values (the snapshot, scan tasks
+with their checked read lengths, the filter as an expression and as a condition tree, the
+lease) to executors.
 """
 
 from __future__ import annotations
