@@ -4,7 +4,10 @@ no deletes).
 
 Builds a bucketed table with the table layer (several loads, then a delete), starts one
 local[2] SparkSession, warms both paths up, then times full scans of every row column
-(`format("noop")` writes, so nothing is collected to the driver), interleaved.
+(`format("noop")` writes, so nothing is collected to the driver), interleaved. Besides wall
+time it reports the CPU seconds of the whole process tree (driver, JVM, Python workers) per
+scan and the load average, since on a shared machine the wall-time ratio also measures how
+the scheduler treats one JVM thread per task against a JVM thread and a Python worker.
 """
 
 from __future__ import annotations
@@ -12,13 +15,17 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ingest.bench._common import median_seconds_interleaved, report, sample_rows
+from ingest.bench._common import report, sample_rows
+from ingest.bench._cpu import tree_cpu_s
 
 
 def build_table(location: str, *, rows: int, loads: int, buckets: int,
@@ -38,6 +45,23 @@ def build_table(location: str, *, rows: int, loads: int, buckets: int,
     every = max(round(1 / delete_fraction), 1)
     ids = ", ".join(str(i) for i in range(0, rows, every))
     return rows - delete(location, f"id IN ({ids})").rows_deleted
+
+
+def timed_interleaved(cases: dict[str, Callable[[], Any]], *, repeats: int
+                      ) -> dict[str, tuple[list[float], list[float]]]:
+    """Each case's wall seconds and process-tree CPU seconds over `repeats` rounds of every
+    case once (CPU read outside the timed span; an empty list where /proc is missing)."""
+    out: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            cpu_before = tree_cpu_s()
+            start = time.perf_counter()
+            fn()
+            out[name][0].append(time.perf_counter() - start)
+            cpu_after = tree_cpu_s()
+            if cpu_before is not None and cpu_after is not None:
+                out[name][1].append(cpu_after - cpu_before)
+    return out
 
 
 def run(argv: list[str]) -> None:
@@ -88,11 +112,14 @@ def run(argv: list[str]) -> None:
         events = sum(read_tail(fs, f, fs.size(f)).number_of_rows for f in files)
         assert got == visible, f"hive-acid returned {got} rows, expected {visible}"
         tasks = spark.read.format("hive-acid").load(location).rdd.getNumPartitions()
-        acid()
-        plain_orc()  # warm-up: JIT, Python workers, imports
-        timed = median_seconds_interleaved({"acid": acid, "orc": plain_orc},
-                                           repeats=args.repeats)
-        (acid_s, acid_all), (orc_s, orc_all) = timed.values()
+        load_before = os.getloadavg()[0]
+        for _ in range(2):  # warm-up: JIT, Python workers, imports (the second JIT-compiles)
+            acid()
+            plain_orc()
+        timed = timed_interleaved({"acid": acid, "orc": plain_orc}, repeats=args.repeats)
+        (acid_all, acid_cpu), (orc_all, orc_cpu) = timed.values()
+        acid_s, orc_s = statistics.median(acid_all), statistics.median(orc_all)
+        load_after = os.getloadavg()[0]
     finally:
         if spark is not None:
             spark.stop()
@@ -100,8 +127,14 @@ def run(argv: list[str]) -> None:
     print(f"rows={args.rows:,} visible={visible:,} events={events:,} files={len(files)} "
           f"(+ delete delta) buckets={args.buckets} tasks={tasks} master=local[2]",
           file=sys.stderr)
-    print(f"hive-acid source : median {acid_s:.2f} s  runs {[round(t, 2) for t in acid_all]}")
-    print(f"spark.read.orc   : median {orc_s:.2f} s  runs {[round(t, 2) for t in orc_all]}")
+    print(f"hive-acid source : median {acid_s:.2f} s  runs {[round(t, 2) for t in acid_all]}"
+          f"  CPU s {[round(t, 2) for t in acid_cpu]}")
+    print(f"spark.read.orc   : median {orc_s:.2f} s  runs {[round(t, 2) for t in orc_all]}"
+          f"  CPU s {[round(t, 2) for t in orc_cpu]}")
+    cpu = ({} if not (acid_cpu and orc_cpu) else {
+        "ingest_cpu_s": round(statistics.median(acid_cpu), 3),
+        "baseline_cpu_s": round(statistics.median(orc_cpu), 3),
+        "cpu_ratio": round(statistics.median(orc_cpu) / statistics.median(acid_cpu), 3)})
     report(
         "spark-read",
         rows=visible,
@@ -110,4 +143,6 @@ def run(argv: list[str]) -> None:
         ingest_rows_per_s=round(events / acid_s),
         baseline_rows_per_s=round(events / orc_s),
         ratio=round(orc_s / acid_s, 3),
+        **cpu,
+        load_average=[round(load_before, 1), round(load_after, 1)],
     )

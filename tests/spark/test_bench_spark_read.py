@@ -24,3 +24,10 @@ def test_spark_read_benchmark_prints_its_figures_as_a_json_last_line() -> None:
     assert figures["ingest_rows_per_s"] > 0 and figures["baseline_rows_per_s"] > 0
     assert figures["ratio"] == pytest.approx(
         figures["ingest_rows_per_s"] / figures["baseline_rows_per_s"], rel=0.01)
+    # Two tasks of two buckets each for local[2]: four buckets packed evenly, not 2 + 1 + 1.
+    assert figures["tasks"] == 2
+    # CPU seconds of the process tree (JVM and Python workers) per scan, from /proc.
+    assert figures["ingest_cpu_s"] > 0 and figures["baseline_cpu_s"] > 0
+    assert figures["cpu_ratio"] == pytest.approx(
+        figures["baseline_cpu_s"] / figures["ingest_cpu_s"], rel=0.01)
+    assert len(figures["load_average"]) == 2

@@ -1,16 +1,18 @@
 """Driver side of the "hive-acid" source: the options, the table, and the read split into tasks.
 
 Finds the table's metastore; the read itself is planned by the one read planner
-(`ingest.acid.read.plan.plan_files`, from the metastore's read view), and its scan tasks are packed
-here into Spark's input partitions by size: a scan task (one bucket's insert files and the
-delete-delta files that apply to them) is never split, so each Spark task applies every
-delete of its rows. Tasks carry plain values (the snapshot, scan tasks with their checked
-read lengths, the filter as an expression and as a condition tree, the lease) to executors.
+(`ingest.acid.read.plan.plan_files`, from the metastore's read view), and its scan tasks are
+packed here into few, balanced Spark input partitions by size: a scan task (one bucket's
+insert files and the delete-delta files that apply to them) is never split, so each Spark
+task applies every delete of its rows. Tasks carry plain values (the snapshot, scan tasks
+with their checked read lengths, the filter as an expression and as a condition tree, the
+lease) to executors.
 """
 
 from __future__ import annotations
 
 import difflib
+import heapq
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -212,17 +214,23 @@ def output_schema(defn: TableDefinition, columns: Sequence[str] | None) -> pa.Sc
 
 
 @contextmanager
-def lease_store(options: SourceOptions) -> Iterator[tuple[Metastore, TableDefinition]]:
+def lease_store(options: SourceOptions, *, url: str | None = None) -> Iterator[Metastore]:
     """The table's metastore opened to hold a reader's lease: writable only when this process
     may write it (`Metastore.open_for_reading`; otherwise the read goes unregistered).
+
+    Args:
+        options: the source's options.
+        url: the metastore's URL when the caller has found it already (the reader's setup
+            did, in the same planning process); None finds it as `open_metastore` does.
 
     Raises:
         TableNotFoundError, MetastoreError: as for `open_metastore`.
     """
-    with open_metastore(options) as (store, defn):
-        url = store.url
+    if url is None:
+        with open_metastore(options) as (store, _):
+            url = store.url
     with Metastore.open_for_reading(url) as store:
-        yield store, defn
+        yield store
 
 
 @dataclass(frozen=True)
@@ -310,25 +318,29 @@ def _may_hold(f: DataFile, write_ids: tuple[int, int]) -> bool:
 
 def pack(tasks: Sequence[tuple[ScanTask, int]], *, max_partition_bytes: int,
          min_partitions: int) -> list[tuple[ScanTask, ...]]:
-    """Scan tasks (with their costs) packed into Spark tasks, Spark's way for files: the split
-    size is the total spread over `min_partitions` tasks, at least one open cost, at most
-    `max_partition_bytes`; the largest are placed first. A scan task is never split."""
+    """Scan tasks (with their costs) packed into few, balanced Spark tasks.
+
+    As many Spark tasks as `min_partitions` asks (never more than there are scan tasks) or as
+    the total needs at `max_partition_bytes` each, whichever is more; the largest scan task
+    goes first, each to the least loaded Spark task, and one that would push even that past
+    `max_partition_bytes` starts a Spark task of its own. A scan task is never split. (Spark's
+    own packing fills each task up to a size and then opens the next, which for four equal
+    buckets and two cores gives three tasks: two rounds of work where one suffices.)
+    """
     if not tasks:
         return []
     total = sum(cost for _, cost in tasks)
-    target = min(max_partition_bytes, max(OPEN_COST_BYTES, total // max(min_partitions, 1)))
-    packed: list[list[ScanTask]] = []
-    current: list[ScanTask] = []
-    size = 0
+    count = min(len(tasks), max(min_partitions, -(-total // max_partition_bytes), 1))
+    # (bytes so far, position, scan tasks): the least loaded first, ties by position.
+    groups: list[tuple[int, int, list[ScanTask]]] = [(0, i, []) for i in range(count)]
     for task, cost in sorted(tasks, key=lambda tc: tc[1], reverse=True):
-        if current and size + cost > target:
-            packed.append(current)
-            current, size = [], 0
-        current.append(task)
-        size += cost
-    if current:
-        packed.append(current)
-    return [tuple(t) for t in packed]
+        size, i, group = heapq.heappop(groups)
+        if group and size + cost > max_partition_bytes:
+            heapq.heappush(groups, (size, i, group))
+            size, i, group = 0, len(groups), []
+        group.append(task)
+        heapq.heappush(groups, (size + cost, i, group))
+    return [tuple(g) for _, _, g in sorted(groups, key=lambda g: g[1]) if g]
 
 
 __all__ = [

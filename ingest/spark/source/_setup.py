@@ -62,9 +62,13 @@ class ReadSetup:
     """What both readers share: options, the table, its schema, the `where` condition and
     the filters Spark pushed."""
 
-    def __init__(self, options: SourceOptions, defn: TableDefinition) -> None:
+    def __init__(self, options: SourceOptions, defn: TableDefinition, *,
+                 metastore_url: str | None = None) -> None:
         self.options = options
         self.defn = defn
+        # Where the table was found: planning opens it again without searching (the lease
+        # store); None searches as `open_metastore` does.
+        self.metastore_url = metastore_url
         self.output = output_schema(defn, options.columns)
         self.conditions: list[Condition] = []
         if options.where is not None:
@@ -93,8 +97,8 @@ class ReadSetup:
             NotEnoughHistoryError, UnsupportedFormatError, SchemaMismatchError: see
                 `ingest.acid.read.plan.plan_files`.
         """
-        with lease_store(self.options) as (store, defn), store.read_view(
-                defn, agent=reader_agent(), snapshot=snapshot, heartbeat_s=READER_HEARTBEAT_S,
+        with lease_store(self.options, url=self.metastore_url) as store, store.read_view(
+                self.defn, agent=reader_agent(), snapshot=snapshot, heartbeat_s=READER_HEARTBEAT_S,
                 keep_lease=keep_lease) as view:
             scans = self._plan(view, write_ids)
             lease = (None if view.lease_id is None

@@ -65,8 +65,8 @@ class HiveAcidStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        with open_metastore(options) as (_, defn):
-            self.setup = ReadSetup(options, defn)
+        with open_metastore(options) as (store, defn):
+            self.setup = ReadSetup(options, defn, metastore_url=store.url)
         self._target: int | None = None  # Trigger.AvailableNow: never plan past this
         # The leases of planned micro-batches not yet committed, by their end write id.
         self._leases: dict[int, ExitStack] = {}

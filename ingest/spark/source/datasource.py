@@ -68,7 +68,7 @@ class HiveAcidReader(DataSourceReader):
         with open_metastore(options) as (store, defn):
             if options.snapshot is not None:
                 check_snapshot_table(options.snapshot, defn.name, where=f"table {defn.name}")
-            self.setup = ReadSetup(options, defn)
+            self.setup = ReadSetup(options, defn, metastore_url=store.url)
         self.snapshot = (None if options.snapshot is None
                          else ValidWriteIdList.from_hive_string(options.snapshot))
 
