@@ -16,7 +16,7 @@ import heapq
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import fsspec
 import pyarrow as pa
@@ -27,6 +27,7 @@ from ingest.acid.predicate import Condition
 from ingest.acid.read import DataFile, ScanTask
 from ingest.errors import ConfigError
 from ingest.io import storage
+from ingest.table import check_snapshot_table
 from ingest.txn import Metastore, TableDefinition, find_metastore_for, normalize_location
 
 # The options the source reads (Spark passes option keys case-insensitively).
@@ -152,14 +153,34 @@ def _positive(options: Mapping[str, str], key: str, default: int | None) -> int 
 
 
 def table_of(options: SourceOptions) -> TableDefinition:
-    """The definition of the table at (or above) `options.path`.
+    """The definition of the table at (or above) `options.path`, with the columns of
+    `options.snapshot` when one is given (`snapshot_definition`).
 
     Raises:
         TableNotFoundError: no metastore lists a table there.
+        ConfigError: `snapshot` is not a write-id list of this table.
         MetastoreError: the metastore cannot be read.
     """
-    with open_metastore(options) as (_, defn):
+    with open_metastore(options) as (store, defn):
+        return snapshot_definition(store, defn, options.snapshot)
+
+
+def snapshot_definition(store: Metastore, defn: TableDefinition, snapshot: str | None
+                        ) -> TableDefinition:
+    """`defn` with the row columns and schema version a given snapshot reads with
+    (`Metastore.snapshot_schema`, docs/format.md §25), so the schema Spark is given is the
+    one the read pins; `defn` itself when no snapshot is given.
+
+    Raises:
+        ConfigError: `snapshot` is not Hive's write-id list form, or is another table's.
+        MetastoreError: the metastore cannot be read.
+    """
+    if snapshot is None:
         return defn
+    check_snapshot_table(snapshot, defn.name, where=f"table {defn.name}")
+    version, columns = store.snapshot_schema(
+        defn.name, ValidWriteIdList.from_hive_string(snapshot))
+    return replace(defn, row_schema=columns, schema_version=version)
 
 
 class open_metastore:  # noqa: N801 - used as a context manager, like open()
@@ -356,5 +377,6 @@ __all__ = [
     "open_metastore",
     "output_schema",
     "pack",
+    "snapshot_definition",
     "table_of",
 ]

@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 from ingest.acid import ReadView, ValidWriteIdList
 from ingest.acid.predicate import Domain, parse_predicate
 from ingest.acid.read import Partition, ScanTask, plan_files
+from ingest.errors import SchemaMismatchError
 from ingest.io import storage
 from ingest.spark.source._filters import Condition, conjunction, tree_conjunction
 from ingest.spark.source._plan import (
@@ -35,6 +36,7 @@ from ingest.spark.source._plan import (
     output_schema,
     pack,
 )
+from ingest.table import pinned_definition
 from ingest.txn import READER_HEARTBEAT_S, TableDefinition
 
 
@@ -58,18 +60,53 @@ def reader_agent() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:ingest-spark-read"
 
 
+def check_snapshot_columns(spark_schema: StructType, defn: TableDefinition) -> None:
+    """Check that the columns Spark was given (when the DataFrame or stream was made) are
+    columns of the snapshot a read pins, of the same types, so its tasks return exactly them.
+
+    Columns added since are left out of the read; a column widened since (or one the snapshot
+    lacks) cannot be returned as Spark was told, and is refused rather than cut.
+
+    Raises:
+        SchemaMismatchError: a column of `spark_schema` the snapshot lacks, or whose type
+            there differs (both types named).
+    """
+    pinned = {f.name: f.dataType for f in spark_arrow_schema(arrow_schema(defn))[0].fields}
+    for f in spark_schema.fields:
+        found = pinned.get(f.name)
+        if found is None or found != f.dataType:
+            now = "no such column" if found is None else found.simpleString()
+            raise SchemaMismatchError(
+                f"Cannot read column {f.name!r} of table {defn.name} as "
+                f"{f.dataType.simpleString()}, the type the query was planned with: the "
+                f"snapshot read has {now} (schema version {defn.schema_version}; the columns "
+                "changed after the DataFrame or stream was made)",
+                hint='make the DataFrame again: spark.read.format("hive-acid").load(...)')
+
+
 class ReadSetup:
-    """What both readers share: options, the table, its schema, the `where` condition and
-    the filters Spark pushed."""
+    """What both readers share: options, the table, the schema Spark was given, the `where`
+    condition and the filters Spark pushed."""
 
     def __init__(self, options: SourceOptions, defn: TableDefinition, *,
-                 metastore_url: str | None = None) -> None:
+                 metastore_url: str | None = None, schema: StructType | None = None) -> None:
+        """Args:
+            options: the source's options.
+            defn: the table (with the columns of the `snapshot` option when given).
+            metastore_url: where the table was found.
+            schema: the schema Spark was given for the DataFrame or stream (what the tasks
+                return, whatever columns the snapshot read has); None: `defn`'s columns.
+
+        Raises:
+            ConfigError: `columns` names an unknown column, or `where` does not parse.
+        """
         self.options = options
         self.defn = defn
         # Where the table was found: planning opens it again without searching (the lease
         # store); None searches as `open_metastore` does.
         self.metastore_url = metastore_url
-        self.output = output_schema(defn, options.columns)
+        columns = output_schema(defn, options.columns)
+        self.output = spark_arrow_schema(columns)[0] if schema is None else schema
         self.conditions: list[Condition] = []
         if options.where is not None:
             predicate = parse_predicate(options.where, arrow_schema(defn), option="where")
@@ -96,6 +133,8 @@ class ReadSetup:
             CorruptFileError: a committed file is missing, emptied, cut or its tail changed.
             NotEnoughHistoryError, UnsupportedFormatError, SchemaMismatchError: see
                 `ingest.acid.read.plan.plan_files`.
+            SchemaMismatchError: a column Spark was given is not, with its type, a column
+                of the snapshot pinned (`check_snapshot_columns`).
         """
         with lease_store(self.options, url=self.metastore_url) as store, store.read_view(
                 self.defn, agent=reader_agent(), snapshot=snapshot, heartbeat_s=READER_HEARTBEAT_S,
@@ -103,8 +142,9 @@ class ReadSetup:
             scans = self._plan(view, write_ids)
             lease = (None if view.lease_id is None
                      else Lease(store.url, view.lease_id, time.time(), READER_HEARTBEAT_S))
-            parts = self._input_partitions(self._template(view.snapshot, write_ids, lease),
-                                           scans)
+            parts = self._input_partitions(
+                self._template(view, pinned_definition(self.defn, view), write_ids, lease),
+                scans)
             if not parts and keep_lease and view.lease_id is not None:
                 store.end_reader(view.lease_id)
             yield parts
@@ -124,17 +164,20 @@ class ReadSetup:
         tasks = list(plan_files(fs, path, view, root=root, keep=keep).tasks)
         return tasks if write_ids is None else holding_write_ids(tasks, write_ids)
 
-    def _template(self, snapshot: ValidWriteIdList, write_ids: tuple[int, int] | None,
-                  lease: Lease | None) -> ReadTask:
-        """A task without its scan tasks."""
+    def _template(self, view: ReadView, pinned: TableDefinition,
+                  write_ids: tuple[int, int] | None, lease: Lease | None) -> ReadTask:
+        """A task without its scan tasks: the merge reads with the row columns of the view's
+        snapshot (`pinned`, docs/format.md §25) and returns the columns Spark was given."""
+        check_snapshot_columns(self.output, pinned)
         needed = list(self.output.names)
         columns: list[str] = []
         for c in self.conditions:
             needed += [n for n in c.columns if n not in needed]
             columns += [n for n in c.columns if n not in columns]
         fs, _ = self._table_fs()
-        return ReadTask(fs, snapshot, self.defn.row_schema, tuple(self.defn.partition_columns),
-                        tuple(needed), spark_arrow_schema(self.output)[1],
+        return ReadTask(fs, view.snapshot, pinned.row_schema,
+                        tuple(self.defn.partition_columns), tuple(needed),
+                        to_arrow_schema(self.output, timezone="UTC"),
                         conjunction(self.conditions), tree_conjunction(self.conditions),
                         tuple(columns), write_ids, lease)
 
@@ -152,4 +195,5 @@ class ReadSetup:
             min_partitions=self.options.min_partitions)]
 
 
-__all__ = ["ReadSetup", "TaskPartition", "reader_agent", "spark_arrow_schema"]
+__all__ = ["ReadSetup", "TaskPartition", "check_snapshot_columns", "reader_agent",
+           "spark_arrow_schema"]

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -63,10 +64,19 @@ def readable_end(snapshot: ValidWriteIdList) -> int:
 class HiveAcidStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from the metastore (driver) and reads bucket groups (executors)."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType | None = None) -> None:
+        """Args:
+            options: the source's options.
+            schema: the stream's schema, as Spark was given it: every micro-batch returns
+                these columns, read from the snapshot it pins (docs/format.md §25).
+
+        Raises:
+            TableNotFoundError, MetastoreError: the metastore.
+            ConfigError: `columns` names an unknown column, or `where` does not parse.
+        """
         self.options = options
         with open_metastore(options) as (store, defn):
-            self.setup = ReadSetup(options, defn, metastore_url=store.url)
+            self.setup = ReadSetup(options, defn, metastore_url=store.url, schema=schema)
         self._target: int | None = None  # Trigger.AvailableNow: never plan past this
         # The leases of planned micro-batches not yet committed, by their end write id.
         self._leases: dict[int, ExitStack] = {}

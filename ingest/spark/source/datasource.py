@@ -31,12 +31,12 @@ from ingest.spark.source._plan import (
     arrow_schema,
     open_metastore,
     output_schema,
+    snapshot_definition,
     table_of,
 )
 from ingest.spark.source._read import read_task
 from ingest.spark.source._setup import ReadSetup, TaskPartition, spark_arrow_schema
 from ingest.spark.source._stream import HiveAcidStreamReader
-from ingest.table import check_snapshot_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,8 +56,13 @@ class HiveAcidReader(DataSourceReader):
     (docs/invariants.md, 7).
     """
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType | None = None) -> None:
         """Open the table's metastore read-only and check the options against the table.
+
+        Args:
+            options: the source's options.
+            schema: the schema Spark was given when the DataFrame was made: the columns the
+                tasks return, read from the snapshot the plan pins (docs/format.md §25).
 
         Raises:
             TableNotFoundError: no metastore lists a table at or above the path.
@@ -66,9 +71,9 @@ class HiveAcidReader(DataSourceReader):
             MetastoreError: the metastore cannot be read.
         """
         with open_metastore(options) as (store, defn):
-            if options.snapshot is not None:
-                check_snapshot_table(options.snapshot, defn.name, where=f"table {defn.name}")
-            self.setup = ReadSetup(options, defn, metastore_url=store.url)
+            # A given snapshot reads with its own columns, which `schema()` gave Spark too.
+            self.setup = ReadSetup(options, snapshot_definition(store, defn, options.snapshot),
+                                   metastore_url=store.url, schema=schema)
         self.snapshot = (None if options.snapshot is None
                          else ValidWriteIdList.from_hive_string(options.snapshot))
 
@@ -119,10 +124,10 @@ class HiveAcidDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = SourceOptions.parse(self.options)
-        return (HiveAcidReader if self.pushdown else HiveAcidReaderNoPushdown)(options)
+        return (HiveAcidReader if self.pushdown else HiveAcidReaderNoPushdown)(options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return HiveAcidStreamReader(SourceOptions.parse(self.options))
+        return HiveAcidStreamReader(SourceOptions.parse(self.options), schema)
 
 
 class HiveAcidDataSourceNoPushdown(HiveAcidDataSource):
