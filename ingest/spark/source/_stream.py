@@ -20,13 +20,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.types import StructType
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxFiles,
     SupportsTriggerAvailableNow,
 )
+from pyspark.sql.types import StructType
 
 from ingest.acid import ValidWriteIdList
 from ingest.errors import ConfigError
