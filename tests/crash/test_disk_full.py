@@ -44,7 +44,8 @@ class FullFileSystem(LocalFileSystem):
 
     def _open(self, path: str, mode: str = "rb", **kw: Any) -> Any:
         f = super()._open(path, mode, **kw)
-        return _Full(f, self, path) if any(c in mode for c in "wa") else f
+        # "x": a new file is created exclusively (O_EXCL), as the writers do.
+        return _Full(f, self, path) if any(c in mode for c in "wax") else f
 
 
 @pytest.fixture(autouse=True)
