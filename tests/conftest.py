@@ -228,6 +228,8 @@ def _hms_group(item: pytest.Item) -> str:
     return "hms4"
 
 
+# First: pytest-xdist reads the xdist_group marks in its own hook of this name.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests_dir = Path(__file__).resolve().parent
     for item in items:
