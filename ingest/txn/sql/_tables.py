@@ -88,10 +88,7 @@ class Tables:
         """See `Metastore.set_properties`; one write transaction."""
         db = self._db
         with db.translate("alter table"), db.write() as c:
-            name = db.resolve(c, table)
-            found = self._select(c, "name", name)
-            if found is None:
-                raise db.not_found(table)
+            name, found = self._existing(c, table)
             merged = {**found.properties, **properties}
             c.execute(sa.update(tables).where(tables.c.name == name)
                       .values(properties=json.dumps(merged, sort_keys=True)))
@@ -106,10 +103,7 @@ class Tables:
         transaction, and the update is conditioned on the schema it checked."""
         db = self._db
         with db.translate("alter table columns"), db.write() as c:
-            name = db.resolve(c, table)
-            found = self._select(c, "name", name)
-            if found is None:
-                raise db.not_found(table)
+            name, found = self._existing(c, table)
             # The bytes as stored: the update is conditioned on them (compare-and-swap).
             old = c.execute(sa.select(tables.c.row_schema)
                             .where(tables.c.name == name)).scalar_one()
@@ -167,10 +161,7 @@ class Tables:
         the snapshot exactly then)."""
         db = self._db
         with db.translate("read table columns"), db.read() as c:
-            name = db.resolve(c, table)
-            found = self._select(c, "name", name)
-            if found is None:
-                raise db.not_found(table)
+            name, found = self._existing(c, table)
             if not self._versioned or not found.schema_version:
                 return found.schema_version, found.row_schema
             row = c.execute(
@@ -227,6 +218,18 @@ class Tables:
     @property
     def _columns(self) -> tuple[Any, ...]:
         return (*_COLUMNS, _VERSION) if self._versioned else _COLUMNS
+
+    def _existing(self, c: sa.Connection, table: TableRef) -> tuple[str, TableDefinition]:
+        """The table's name and definition, read in the open database transaction `c`.
+
+        Raises:
+            TableNotFoundError: no such table.
+        """
+        name = self._db.resolve(c, table)
+        found = self._select(c, "name", name)
+        if found is None:
+            raise self._db.not_found(table)
+        return name, found
 
     def _select(self, c: sa.Connection, column: str, value: str) -> TableDefinition | None:
         found = c.execute(sa.select(*self._columns).where(tables.c[column] == value)).first()
