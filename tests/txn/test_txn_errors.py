@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,26 @@ def test_an_empty_file_is_never_rebuilt_without_create(tmp_path: Path, read_only
     assert "--adopt" in str(info.value.hint)
     assert path.read_bytes() == b""
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_metastore_being_created_is_never_seen_without_its_tables(tmp_path: Path) -> None:
+    """A reader that opens the file the moment it appears finds a whole metastore, never an
+    empty one (which it must refuse as emptied by accident)."""
+    paths = [tmp_path / f"m{i}" / "_ingest_metastore.sqlite" for i in range(40)]
+    creator = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom ingest.txn import Metastore\n"
+         "for p in sys.argv[1:]:\n    Metastore.open(f'sqlite://{p}').close()",
+         *map(str, paths)])
+    try:
+        for path in paths:
+            while not path.exists():
+                assert creator.poll() in (None, 0), "the creating process failed"
+            with Metastore.open(f"sqlite://{path}", read_only=True) as store:
+                assert store.list_tables() == []
+    finally:
+        assert creator.wait(timeout=120) == 0
+    scratch = [p for path in paths for p in path.parent.iterdir() if ".new-" in p.name]
+    assert scratch == []  # the files the tables were made in are gone
 
 
 def test_read_only_open_creates_nothing_and_refuses_writes(tmp_path: Path) -> None:

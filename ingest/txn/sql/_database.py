@@ -9,7 +9,9 @@ in `_connect`; the statements are shared.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -102,6 +104,8 @@ class Database:
         """
         target = parse_url(url)
         if target.dialect == "sqlite" and not target.memory:
+            if create and not os.path.exists(target.location):
+                _create_sqlite_file(cls, target.location, busy_timeout_s=busy_timeout_s)
             _check_file(target.location, create=create)
         engine = make_engine(target, read_only=read_only, busy_timeout_s=busy_timeout_s)
         db = cls(engine, target, clock=clock)
@@ -251,6 +255,30 @@ def inserted_id(result: sa.CursorResult[Any]) -> int:
     key = result.inserted_primary_key
     assert key is not None
     return int(key[0])
+
+
+def _create_sqlite_file(cls: type[Database], path: str, *, busy_timeout_s: float) -> None:
+    """Create a new SQLite metastore whole: its tables are made in a file beside `path` that
+    is then linked to `path`, so no process ever opens a half-made one (a reader would take
+    a file with no tables yet for a metastore emptied by accident, and refuse it). When
+    another process links its own first, that one is kept."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    scratch = f"{path}.new-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        open(scratch, "xb").close()  # it exists, so opening it makes its tables in place
+        # Closing the last connection checkpoints the WAL into the file and removes it.
+        cls.open(f"sqlite://{scratch}", create=True, read_only=False,
+                 busy_timeout_s=busy_timeout_s, clock=time.time).close()
+        try:
+            os.link(scratch, path)
+        except OSError:
+            # Another process's file is there (kept), or the filesystem has no hard links
+            # (the caller then makes the tables in place, in one write transaction).
+            pass
+    finally:
+        for leftover in (scratch, f"{scratch}-wal", f"{scratch}-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(leftover)
 
 
 def _check_file(path: str, *, create: bool) -> None:
