@@ -33,6 +33,7 @@ from ingest.bench._upsert_baselines import Batch, deltalake_seconds, pyiceberg_s
 from ingest.table import Table, create_table
 
 _SCHEMA = "id BIGINT, value STRING, v BIGINT, amount DOUBLE"
+_BASELINES = {"deltalake": deltalake_seconds, "pyiceberg": pyiceberg_seconds}
 
 
 def _rows(ids: np.ndarray, version: int) -> pa.Table:
@@ -154,9 +155,16 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--batches", type=int, default=3, help="batches timed per size")
     parser.add_argument("--read-repeats", type=int, default=3,
                         help="rounds of the snapshot reads (median)")
+    parser.add_argument("--baselines", default=",".join(_BASELINES),
+                        help="baselines run on the largest size, comma-separated, from "
+                        f"{', '.join(_BASELINES)} (default: %(default)s)")
     parser.add_argument("--no-baselines", action="store_true",
-                        help="skip the deltalake and pyiceberg baselines")
+                        help="skip every baseline (as --baselines '')")
     args = parser.parse_args(argv)
+    chosen = [] if args.no_baselines else [n for n in args.baselines.split(",") if n]
+    if unknown := sorted(set(chosen) - set(_BASELINES)):
+        parser.error(f"unknown baseline {', '.join(unknown)}; choose from "
+                     f"{', '.join(_BASELINES)}")
     sizes = [int(s) for s in args.rows.split(",") if s]
     figures: dict[int, dict[str, float]] = {}
     per_batch: dict[int, list[float]] = {}
@@ -187,8 +195,9 @@ def run(argv: list[str]) -> None:
               f"fresh {reads['read_s_fresh_after_major'] * 1000:,.0f} ms in the same rounds: "
               f"{reads['read_ratio_after_major']:.3f}x (goal 1.05x); rounds "
               f"{reads['read_runs_s']} s", flush=True)
-        if not args.no_baselines:
-            baselines = _baselines(sizes[-1], changes, root, figures[sizes[-1]]["batch_s"])
+        if chosen:
+            baselines = _baselines(sizes[-1], changes, root, figures[sizes[-1]]["batch_s"],
+                                   chosen)
     largest = figures[sizes[-1]]
     changes_per_s = args.keys / largest["batch_s"]
     load_per_s = args.keys / largest["load_s"]
@@ -206,14 +215,14 @@ def run(argv: list[str]) -> None:
 
 
 def _baselines(rows: int, changes: list[Batch], root: str, ingest_s: float,
-               ) -> dict[str, float | str]:
+               names: list[str]) -> dict[str, float | str]:
     """Apply `changes` to a Delta and an Iceberg table of the same `rows` rows; the figures
     for the report (a missing library is named instead)."""
     out: dict[str, float | str] = {}
     keys = statistics.median(b.changes for b in changes)
     initial = _rows(np.arange(rows), 0)
-    for name, run_baseline in (("deltalake", deltalake_seconds),
-                               ("pyiceberg", pyiceberg_seconds)):
+    for name in names:
+        run_baseline = _BASELINES[name]
         try:
             seconds, left = run_baseline(initial, changes, f"{root}/{name}")
         except ImportError as e:
