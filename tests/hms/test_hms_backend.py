@@ -69,6 +69,21 @@ def test_create_find_and_list_map_back_to_the_definition(store: Metastore,
     assert store.find_table(defn.name.split(".")[0] + ".nope") is None
 
 
+def test_a_location_found_again_is_the_table_that_lies_there_now(
+        store: Metastore, defn: TableDefinition) -> None:
+    """Finding a table by location remembers the name found there, but a table dropped and
+    another created at the same place is found, not the remembered name."""
+    store.create_table(defn)
+    assert store.get_table(defn.location).name == defn.name
+    assert store.get_table(defn.location).name == defn.name  # the remembered name, checked
+    store.drop_table(defn.name)
+    assert store.find_table(defn.location) is None
+    moved = TableDefinition(defn.name.split(".")[0] + ".renamed", defn.location, ROWS,
+                            partition_columns=("dt",))
+    store.create_table(moved)
+    assert store.get_table(defn.location).name == moved.name
+
+
 def test_a_table_hive_did_not_take_as_transactional_is_refused_naming_the_property(
         store: Metastore, hms4: Server, tmp_path: Path) -> None:
     db = create_plain_orc_table(hms4.uri, tmp_path)

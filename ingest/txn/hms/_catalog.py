@@ -22,6 +22,7 @@ from ingest.txn.hms.tables import (
     create_database,
     create_table,
     get_table,
+    get_tables,
     hadoop_location,
 )
 from ingest.txn.locations import normalize_location
@@ -59,7 +60,11 @@ def schema_version(table: HiveTable) -> int:
 
 
 def find_hive_table(conn: HmsConnection, ref: TableRef) -> HiveTable | None:
-    """The Hive table `ref` names (by name, or by location among every table), or None.
+    """The Hive table `ref` names (by name, or by location), or None.
+
+    The metastore has no lookup by location. The name this process last found at a location
+    is tried first, and kept only while that table still lies there (tables are dropped,
+    renamed and moved); otherwise every table's location is compared, normalised.
 
     Raises:
         MetastoreError: the metastore failed.
@@ -70,26 +75,42 @@ def find_hive_table(conn: HmsConnection, ref: TableRef) -> HiveTable | None:
             return get_table(conn, value)
         except TableNotFoundError:
             return None
-    # The metastore has no lookup by location: compare each table's, normalised.
+    known = _NAME_AT_LOCATION.get((conn.uri, value))
+    if known is not None:
+        try:
+            table = get_table(conn, known)
+        except TableNotFoundError:
+            table = None
+        if table is not None and _lies_at(table, value):
+            return table
+        del _NAME_AT_LOCATION[(conn.uri, value)]
     for table in all_tables(conn):
-        if table.location and normalize_location(table.location) == value:
+        if _lies_at(table, value):
+            _NAME_AT_LOCATION[(conn.uri, value)] = table.name
             return table
     return None
 
 
+# (metastore URI, normalised location) -> the name of the table found there last.
+_NAME_AT_LOCATION: dict[tuple[str, str], str] = {}
+
+
+def _lies_at(table: HiveTable, location: str) -> bool:
+    return bool(table.location) and normalize_location(table.location) == location
+
+
 def all_tables(conn: HmsConnection) -> list[HiveTable]:
-    """Every table of every database, views and non-ACID tables included, by name.
+    """Every table of every database, views and non-ACID tables included, by name: one
+    `get_table_objects_by_name_req` per database.
 
     Raises:
         MetastoreError: the metastore failed.
     """
     out = []
     for db in sorted(conn.call("get_all_databases")):
-        for name in sorted(conn.call("get_all_tables", db)):
-            try:
-                out.append(get_table(conn, f"{db}.{name}"))
-            except TableNotFoundError:
-                continue  # dropped meanwhile
+        names = [f"{db}.{name}" for name in sorted(conn.call("get_all_tables", db))]
+        found = get_tables(conn, names) if names else {}
+        out += [found[n] for n in names if n in found]  # absent: dropped meanwhile
     return out
 
 
