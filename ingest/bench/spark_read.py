@@ -84,8 +84,8 @@ def save_source_batches(location: str, out_dir: Path) -> list[str]:
     task's record batches as they are (schema, types, batch sizes) in an Arrow IPC file."""
     import pyarrow as pa
 
-    from ingest.spark.source.datasource import HiveAcidReader
     from ingest.spark.source._plan import SourceOptions
+    from ingest.spark.source.datasource import HiveAcidReader
 
     reader = HiveAcidReader(SourceOptions.parse({"path": location}))
     paths = []
