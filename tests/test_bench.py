@@ -7,18 +7,21 @@ benchmarks themselves to print (medians and ratios), never for tests to assert.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from s3_server import Bucket
 
 COMMON_KEYS = {"benchmark", "ingest_rows_per_s", "baseline_rows_per_s", "ratio"}
 
 
-def run_bench(*argv: str) -> dict:
+def run_bench(*argv: str, timeout: float = 300) -> dict:
     done = subprocess.run([sys.executable, "-m", "ingest.bench", *argv], capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
+                          text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -106,3 +109,91 @@ def test_upsert_benchmark_prints_the_batch_time_per_table_size() -> None:
         assert figures[key] > 0, key
     assert figures["read_rows"] == 8000 + 10 - 5 + 50  # inserts - deletes + the load
     assert figures["deltas_before_major"] > 1 and figures["delete_deltas_before_major"] >= 1
+
+
+def test_parse_write_ceiling_runs_the_sink_write_task_on_records_in_memory() -> None:
+    """The ceiling `bench stream` reports: the sink's own write task parses and writes every
+    record (unpartitioned, the events' dt dropped; partitioned by it), or says it did not."""
+    from ingest.bench._parse_write import BATCH_ROWS, kafka_batches, parse_and_write
+    from ingest.bench.stream import _events, _key
+
+    events = list(_events(25_000))
+    batches = kafka_batches(events, map(_key, events), topic="t", partitions=2)
+    assert [b.num_rows for b in batches] == [BATCH_ROWS, BATCH_ROWS, 5_000]
+    assert batches[1].column("offset")[0].as_py() == BATCH_ROWS // 2
+    for ddl, column in (("id BIGINT, value STRING, ts TIMESTAMP", None),
+                        ("id BIGINT, value STRING, ts TIMESTAMP", "dt")):
+        seconds, cpu_s, written = parse_and_write(batches, schema_ddl=ddl,
+                                                  partition_column=column,
+                                                  compression="zlib", flush_rows=10_000)
+        assert written == 25_000 and seconds > 0 and cpu_s > 0
+    bad = kafka_batches([b'{"id": "not a number"}', *events[:10]], [b"k"] * 11, topic="t",
+                        partitions=1)
+    with pytest.raises(RuntimeError, match="wrote 10 of 11 rows"):
+        parse_and_write(bad, schema_ddl="id BIGINT, value STRING, ts TIMESTAMP",
+                        partition_column=None, compression="zlib", flush_rows=10_000)
+
+
+def test_standin_is_found_by_its_listening_port_and_its_cpu_read() -> None:
+    """`bench stream` finds a local S3 stand-in it did not start by the endpoint's port."""
+    import socket
+    import time
+
+    from ingest.bench._standin import endpoint_pid, listening_pid, process_cpu_s
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while listening_pid(port) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert endpoint_pid(f"http://127.0.0.1:{port}") == server.pid
+        assert endpoint_pid(f"http://localhost:{port}/") == server.pid
+        before = process_cpu_s(server.pid)
+        assert before is not None and before >= 0
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert process_cpu_s(server.pid) is None  # reaped: gone
+    assert endpoint_pid(f"http://127.0.0.1:{port}") is None  # nothing listens any more
+    assert endpoint_pid("https://s3.amazonaws.com") is None  # not on this machine
+    assert endpoint_pid(None) is None
+    mine = process_cpu_s(os.getpid())
+    started = time.process_time()
+    while time.process_time() - started < 0.3:
+        pass
+    assert process_cpu_s(os.getpid()) >= mine + 0.2  # type: ignore[operator]
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_stream_benchmark_reports_the_parse_write_ceiling_and_the_s3_standin_cpu(
+        s3: Bucket, tmp_path: Path) -> None:
+    figures = run_bench("stream", "--rows", "6000", "--repeats", "1", "--no-baseline",
+                        "--warmup-rows", "1000", "--warehouse", f"{s3.url}/wh",
+                        "--metastore", f"sqlite:///{tmp_path / 'ms.db'}", *s3.cli_args(),
+                        timeout=600)
+    assert figures["benchmark"] == "stream"
+    consumer = figures["consumer_seconds"]
+    assert figures["parse_write_seconds"] > 0 and figures["parse_write_cpu_s"] > 0
+    assert figures["consumer_cpu_s"] > 0
+    for key, denominator in (("ratio_parse_write_to_consumer", figures["parse_write_seconds"]),
+                             ("ratio_parse_write_cpu_to_consumer", figures["parse_write_cpu_s"]),
+                             ("ratio_parse_write_cpu_halved_to_consumer",
+                              figures["parse_write_cpu_s"] / 2)):
+        assert figures[key] == pytest.approx(consumer / denominator, rel=0.05), key
+    assert figures["parse_write_below_goal"] == (
+        figures["ratio_parse_write_cpu_halved_to_consumer"] < 0.9)
+    # moto's server (started by the fixture, found by its port) served the remote round.
+    remote = figures["layouts"]["partition@remote"]
+    assert figures["s3_standin_cpu_s"] == remote["standin_cpu_s"]
+    assert len(figures["s3_standin_cpu_s"]) == 1 and figures["s3_standin_cpu_s"][0] > 0
+    assert figures["remote_ratio_to_local"] == remote["ratio_to_local"]
+    without = remote["seconds"] - figures["s3_standin_cpu_s"][0]
+    assert figures["remote_ratio_to_local_without_standin"] == pytest.approx(
+        figures["layouts"]["partition"]["seconds"] / without, rel=0.01)
+    assert figures["remote_ratio_to_local_without_standin"] > figures["remote_ratio_to_local"]

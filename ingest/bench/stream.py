@@ -26,6 +26,16 @@ source's share of the gap to the consumer.
 `--s3-requests` (with `--warehouse s3://...` on moto's server) runs the first layout once more
 after the rounds, untimed, and counts its S3 requests by kind per micro-batch with moto's
 recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `ingest/bench/_s3_requests.py`).
+Every round also runs the sink's own write task (`_parse_write`: the JSON parse and the ACID
+ORC writer) on the same records already in memory, in this process: no Kafka, no Spark, no
+commit. `parse_write_seconds` and its CPU seconds against the consumer's drain
+(`ratio_parse_write_to_consumer`, and on one core or both: `..._cpu_to_consumer`,
+`..._cpu_halved_to_consumer`) bound what any job that parses and writes can reach here.
+With `--warehouse s3://...` and a local `endpoint_url` storage option (moto's server), the
+server is found by its port and its CPU seconds are read from /proc around each remote run:
+`s3_standin_cpu_s` per round, and `remote_ratio_to_local_without_standin`, the ratio with the
+stand-in's CPU seconds taken off each remote run (as if it had cost the job nothing; the real
+ratio stays `remote_ratio_to_local`).
 `--value-format avro` also produces the same records as plain Avro binary (a writer schema in
 an .avsc, `--avro-schema`) to a second topic and runs the first layout on it in the same
 rounds: `avro_rows_per_s` against `json_rows_per_s`, and `ratio_avro_to_json`.
@@ -56,6 +66,8 @@ import pyarrow as pa
 from ingest.acid import CODECS
 from ingest.bench._common import report
 from ingest.bench._memory import PeakRss
+from ingest.bench._parse_write import kafka_batches, parse_and_write
+from ingest.bench._standin import endpoint_pid, process_cpu_s
 from ingest.txn import redact_url
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
@@ -427,12 +439,15 @@ def run(argv: list[str]) -> None:
     broker, servers = _start_broker(tmp / "tansu.log")
     spark = None
     runs: dict[str, list[float]] = {name: [] for name in [
-        *cases, "baseline", "consumer", "metrics",
+        *cases, "baseline", "consumer", "consumer_cpu", "parse_write", "parse_write_cpu",
+        "metrics",
         *(f"read@{source}" for source in sources)]}
     load_before = os.getloadavg()
     scrapes_ms: list[float] = []
     summaries: dict[str, Any] = {}
     peaks: list[PeakRss] = []  # the first case's runs: driver Python, its JVM, Python workers
+    standin_pid = _standin_pid(args)
+    standin_cpu: dict[str, list[float]] = {case: [] for case in cases if "@remote" in case}
     try:
         started = time.perf_counter()
         for topic, count in (("bench", args.rows), ("warmup", args.warmup_rows)):
@@ -443,6 +458,12 @@ def run(argv: list[str]) -> None:
         avsc.write_text(json.dumps(AVRO_SCHEMA))
         print(f"produced {args.rows:,} records in {time.perf_counter() - started:.1f} s",
               file=sys.stderr)
+        # The same records in memory, for the sink's write task alone (partitions as produced
+        # does not matter to it: a task parses and writes whatever batches it is given).
+        in_memory = list(_events(args.rows))
+        parse_write_input = kafka_batches(in_memory, map(_key, in_memory), topic="bench",
+                                          partitions=args.partitions)
+        del in_memory
         spark = (SparkSession.builder.master("local[2]").appName("ingest-bench-stream")
                  .config("spark.ui.enabled", "false").config("spark.driver.memory", "3g")
                  .config("spark.ui.showConsoleProgress", "false")
@@ -472,10 +493,19 @@ def run(argv: list[str]) -> None:
             _ingest(spark, servers, "warmup", str(tmp / "warm_metrics"),
                     str(tmp / "warm_ck_metrics"), args, layouts[0], metrics_port=_free_port())
 
+        from ingest.spark import table_layout
+
+        shape = table_layout(SCHEMA + (", dt STRING" if args.partition_by else ""),
+                             args.partition_by)
+        parse_and_write(parse_write_input[:2], schema_ddl=_ddl(shape.row_schema),  # warm-up
+                        partition_column=shape.partition_column,
+                        compression=args.compression, flush_rows=args.flush_rows)
+
         def one_ingest(case: str, i: int) -> None:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
             avro = case.endswith("@avro")
+            standin_before = process_cpu_s(standin_pid) if standin_pid and remote else None
             with PeakRss() as peak:
                 seconds, summary = _ingest(spark, servers, "bench_avro" if avro else "bench",
                                            _location(args, tmp,
@@ -484,6 +514,11 @@ def run(argv: list[str]) -> None:
                                            str(tmp / f"ck_{case}{i}"), args, name,
                                            remote=remote, source=source,
                                            avro_schema=str(avsc) if avro else None)
+            if standin_before is not None:
+                standin_after = process_cpu_s(standin_pid)  # type: ignore[arg-type]
+                if standin_after is None:
+                    raise RuntimeError(f"the S3 stand-in (pid {standin_pid}) ended mid-run")
+                standin_cpu[case].append(standin_after - standin_before)
             if case == cases[0]:
                 peaks.append(peak)
             assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
@@ -498,7 +533,17 @@ def run(argv: list[str]) -> None:
             assert written == args.rows, f"baseline wrote {written} of {args.rows} rows"
 
         def one_drain() -> None:
+            cpu_started = time.process_time()  # librdkafka's threads are this process's
             runs["consumer"].append(_drain(servers, "bench", args.rows))
+            runs["consumer_cpu"].append(time.process_time() - cpu_started)
+
+        def one_parse_write() -> None:
+            seconds, cpu_s, _ = parse_and_write(
+                parse_write_input, schema_ddl=_ddl(shape.row_schema),
+                partition_column=shape.partition_column, compression=args.compression,
+                flush_rows=args.flush_rows)
+            runs["parse_write"].append(seconds)
+            runs["parse_write_cpu"].append(cpu_s)
 
         def one_read(source: str, i: int) -> None:
             runs[f"read@{source}"].append(
@@ -518,6 +563,7 @@ def run(argv: list[str]) -> None:
         for i in range(args.repeats):
             steps = [partial(one_ingest, case, i) for case in cases]
             steps.append(one_drain)
+            steps.append(one_parse_write)
             steps.extend(partial(one_read, source, i) for source in sources)
             if not args.no_baseline:
                 steps.append(partial(one_baseline, i))
@@ -565,6 +611,30 @@ def run(argv: list[str]) -> None:
     print(f"bare confluent-kafka consumer (every record into memory): median {consumer_s:.2f} s  "
           f"{args.rows / consumer_s:,.0f} rows/s  runs {[round(t, 2) for t in runs['consumer']]}"
           f"; ratio_to_consumer {consumer_s / figures[layouts[0]]['seconds']:.3f}")
+    consumer_cpu_s = statistics.median(runs["consumer_cpu"])
+    pw_s = statistics.median(runs["parse_write"])
+    pw_cpu_s = statistics.median(runs["parse_write_cpu"])
+    parse_write = {
+        "parse_write_seconds": round(pw_s, 3), "parse_write_cpu_s": round(pw_cpu_s, 3),
+        "parse_write_rows_per_s": round(args.rows / pw_s),
+        "consumer_cpu_s": round(consumer_cpu_s, 3),
+        "ratio_parse_write_to_consumer": round(consumer_s / pw_s, 3),
+        "ratio_parse_write_cpu_to_consumer": round(consumer_s / pw_cpu_s, 3),
+        "ratio_parse_write_cpu_halved_to_consumer": round(consumer_s / (pw_cpu_s / 2), 3)}
+    # Impossible here only if parse + write alone, spread perfectly over both cores, is
+    # still slower than 0.9 of the consumer (which the job must also match while reading).
+    parse_write["parse_write_below_goal"] = (
+        parse_write["ratio_parse_write_cpu_halved_to_consumer"] < 0.9)
+    print(f"the sink's write task alone (JSON parse + ACID ORC write, the records in memory, "
+          f"one process): median {pw_s:.2f} s  {args.rows / pw_s:,.0f} rows/s  runs "
+          f"{[round(t, 2) for t in runs['parse_write']]}  CPU s "
+          f"{[round(t, 2) for t in runs['parse_write_cpu']]}; the consumer's CPU s "
+          f"{[round(t, 2) for t in runs['consumer_cpu']]}; consumer / parse+write: wall "
+          f"{parse_write['ratio_parse_write_to_consumer']:.3f}, one core "
+          f"{parse_write['ratio_parse_write_cpu_to_consumer']:.3f}, two cores "
+          f"{parse_write['ratio_parse_write_cpu_halved_to_consumer']:.3f}"
+          + ("; below the goal's 0.9 even on two cores"
+             if parse_write["parse_write_below_goal"] else ""))
     for source in sources:
         read_s = statistics.median(runs[f"read@{source}"])
         print(f"Spark reading the topic with the {source} source, nothing written: median "
@@ -607,6 +677,21 @@ def run(argv: list[str]) -> None:
                                      "rows_per_s": round(args.rows / median_s),
                                      "ratio_to_local": round(ratio, 3),
                                      "commit_ms": _commit_ms(summary)}
+        spent = standin_cpu.get(f"{name}@remote") or []
+        if spent:
+            # Each remote run less what the stand-in spent meanwhile, as if it cost nothing.
+            without = statistics.median(t - c for t, c in zip(runs[f"{name}@remote"], spent,
+                                                               strict=True))
+            print(f"  the S3 stand-in (pid {standin_pid}) spent CPU s "
+                  f"{[round(c, 2) for c in spent]} in those runs; ratio to local with that "
+                  f"taken off each run {figures[name]['seconds'] / without:.3f} (the real "
+                  f"ratio stays {ratio:.3f})")
+            figures[f"{name}@remote"].update(
+                standin_cpu_s=[round(c, 3) for c in spent],
+                ratio_to_local_without_standin=round(figures[name]["seconds"] / without, 3))
+        elif args.warehouse and args.warehouse.startswith("s3://"):
+            print("  the S3 stand-in's CPU not measured: no local process found serving "
+                  "the endpoint_url storage option")
     if args.metrics:
         median_s = statistics.median(runs["metrics"])
         ratio = figures[layouts[0]]["seconds"] / median_s
@@ -641,6 +726,11 @@ def run(argv: list[str]) -> None:
            ingest_rows_per_s=first["rows_per_s"],
            **({"remote_ratio_to_local": figures[f"{layouts[0]}@remote"]["ratio_to_local"]}
               if remote else {}),
+           **({"s3_standin_cpu_s": figures[f"{layouts[0]}@remote"]["standin_cpu_s"],
+               "remote_ratio_to_local_without_standin":
+                   figures[f"{layouts[0]}@remote"]["ratio_to_local_without_standin"]}
+              if remote and "standin_cpu_s" in figures[f"{layouts[0]}@remote"] else {}),
+           **parse_write,
            consumer_seconds=round(consumer_s, 3),
            consumer_rows_per_s=round(args.rows / consumer_s),
            ratio_to_consumer=round(consumer_s / first["seconds"], 3),
@@ -677,6 +767,18 @@ def _peak_figures(peaks: list[PeakRss]) -> dict[str, Any]:
             "peak_rss_driver_jvm_mb": round(jvm),
             "peak_rss_python_worker_mb": round(max(p.worker_mb for p in peaks)),
             "peak_rss_scoped": all(p.scoped for p in peaks)}
+
+
+def _standin_pid(args: argparse.Namespace) -> int | None:
+    """The local process serving the --warehouse's S3 endpoint (moto's server), if any."""
+    from ingest.io import storage
+
+    if not (args.warehouse or "").startswith("s3://"):
+        return None
+    options = storage.parse_storage_options(args.storage_option)
+    endpoint = options.get("endpoint_url") or (options.get("client_kwargs") or {}).get(
+        "endpoint_url")
+    return endpoint_pid(str(endpoint) if endpoint else None)
 
 
 def _location(args: argparse.Namespace, tmp: Path, name: str, run_id: str,

@@ -31,3 +31,17 @@ def test_spark_read_benchmark_prints_its_figures_as_a_json_last_line() -> None:
     assert figures["cpu_ratio"] == pytest.approx(
         figures["baseline_cpu_s"] / figures["ingest_cpu_s"], rel=0.01)
     assert len(figures["load_average"]) == 2
+    # The floor source (the same batches from worker memory) ran in the same rounds, and
+    # pyarrow decoded every event of the same files. A Python worker Spark starts afresh
+    # during the timed runs reads a partition's batches once (counted).
+    assert figures["floor_seconds"] > 0 and figures["floor_cpu_s"] > 0
+    assert figures["floor_ratio"] == pytest.approx(
+        figures["floor_rows_per_s"] * 20_000 / 19_800 / figures["baseline_rows_per_s"],
+        rel=0.01)
+    assert 0 <= figures["floor_loads_in_timed_runs"] <= figures["tasks"]
+    assert figures["decode_cpu_s"] > 0
+    assert figures["floor_plus_decode_cpu_s"] == pytest.approx(
+        figures["floor_cpu_s"] + figures["decode_cpu_s"], abs=0.002)
+    assert figures["ceiling_below_goal"] == (
+        figures["floor_ratio"] < 1.0
+        or figures["floor_plus_decode_cpu_s"] > figures["baseline_cpu_s"])
