@@ -171,7 +171,7 @@ def test_standin_is_found_by_its_listening_port_and_its_cpu_read() -> None:
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.slow
-def test_stream_benchmark_reports_the_parse_write_ceiling_and_the_s3_standin_cpu(
+def test_stream_benchmark_reports_the_ceiling_the_handover_floor_and_the_s3_cpu(
         s3: Bucket, tmp_path: Path) -> None:
     figures = run_bench("stream", "--rows", "6000", "--repeats", "1", "--no-baseline",
                         "--warmup-rows", "1000", "--warehouse", f"{s3.url}/wh",
@@ -188,6 +188,16 @@ def test_stream_benchmark_reports_the_parse_write_ceiling_and_the_s3_standin_cpu
         assert figures[key] == pytest.approx(consumer / denominator, rel=0.05), key
     assert figures["parse_write_below_goal"] == (
         figures["ratio_parse_write_cpu_halved_to_consumer"] < 0.9)
+    # The handover floor: the Python source's records handed to a Python worker and dropped
+    # (the worker counted every record, or the bench failed); no JVM source in this run.
+    handover = figures["layouts"]["handover@python"]
+    assert handover["seconds"] > 0 and "handover@jvm" not in figures["layouts"]
+    assert figures["handover_seconds"] == {"python": handover["seconds"]}
+    assert figures["handover_ratio_to_consumer"] == {"python": handover["ratio_to_consumer"]}
+    assert handover["ratio_to_consumer"] == pytest.approx(consumer / handover["seconds"],
+                                                          rel=0.01)
+    assert figures["handover_below_goal"] == (handover["ratio_to_consumer"] < 0.9)
+    assert "jvm_ratio_to_consumer" not in figures
     # moto's server (started by the fixture, found by its port) served the remote round.
     remote = figures["layouts"]["partition@remote"]
     assert figures["s3_standin_cpu_s"] == remote["standin_cpu_s"]

@@ -17,9 +17,15 @@ partition, values read into memory and dropped): the ceiling of reading Kafka on
 reported as `ratio_to_consumer` (the consumer's seconds over the job's). With
 `--kafka-source python,jvm` the first layout also runs with Spark's own JVM Kafka source
 (spark-sql-kafka-0-10 on the classpath, e.g. PYSPARK_SUBMIT_ARGS="--jars ... pyspark-shell"),
-reported as `jvm_seconds` and `ratio_to_jvm` (its seconds over ours). Each source also reads the
-topic into Spark's "noop" format (`layouts["read@python"]`, `read_only_ratio_to_consumer`): the
-source's share of the gap to the consumer.
+reported as `jvm_seconds`, `ratio_to_jvm` (its seconds over ours) and `jvm_ratio_to_consumer`.
+Each source also reads the topic into Spark's "noop" format (`layouts["read@python"]`,
+`read_only_ratio_to_consumer`): the source's share of the gap to the consumer. And each source
+hands the topic's records over from the JVM to a Python worker, as the sink's first
+mapInArrow does (the same columns), to a function that counts and drops every batch, into
+"noop" (`layouts["handover@python"]`, `layouts["handover@jvm"]`; `handover_seconds` and
+`handover_ratio_to_consumer` per source): the floor of any sink that parses in Python. If the
+best source's handover is below 0.9 of the consumer, `handover_below_goal` is true: no such
+sink can reach the goal on this machine.
 `--metrics` also runs the first layout with `--metrics-port`, scraped several times a second
 (far more often than Prometheus' usual 15 s) so the collectors' cost counts, and reports
 `ratio_metrics_on`: its throughput over the same layout's without metrics.
@@ -228,6 +234,45 @@ def _read_only(spark: Any, servers: str, topic: str, checkpoint: str, source: st
              .trigger(availableNow=True).start())
     query.awaitTermination()
     return time.perf_counter() - started
+
+
+def _drop_batches(seen: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Take every batch the JVM hands this Python worker, count its rows, keep nothing."""
+    rows = 0
+    for batch in batches:
+        rows += batch.num_rows
+    seen.add(rows)
+    yield from ()
+
+
+def _handover(spark: Any, servers: str, topic: str, rows: int, checkpoint: str,
+              source: str) -> float:
+    """Seconds Spark takes to read the topic with `source` and hand every record to a Python
+    worker, as the sink's first mapInArrow does (the same columns), which drops them into the
+    "noop" format: the least any sink that parses in Python must spend.
+
+    Raises:
+        RuntimeError: the Python workers were not handed the topic's `rows` records.
+    """
+    from ingest.spark.kafka import kafka_dataframe
+    from ingest.spark.sink._batch import KAFKA_COLUMNS
+
+    seen = spark.sparkContext.accumulator(0)
+
+    def hand_over(batch_df: Any, batch_id: int) -> None:
+        (batch_df.select(*KAFKA_COLUMNS).mapInArrow(partial(_drop_batches, seen), "n BIGINT")
+         .write.format("noop").mode("overwrite").save())
+
+    started = time.perf_counter()
+    query = (kafka_dataframe(spark, bootstrap_servers=servers, topic=topic, source=source)
+             .writeStream.foreachBatch(hand_over).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    if seen.value != rows:
+        raise RuntimeError(f"the {source} source handed {seen.value} of the {rows} records of "
+                           f"topic {topic!r} to the Python workers")
+    return seconds
 
 
 def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
@@ -441,7 +486,8 @@ def run(argv: list[str]) -> None:
     runs: dict[str, list[float]] = {name: [] for name in [
         *cases, "baseline", "consumer", "consumer_cpu", "parse_write", "parse_write_cpu",
         "metrics",
-        *(f"read@{source}" for source in sources)]}
+        *(f"read@{source}" for source in sources),
+        *(f"handover@{source}" for source in sources)]}
     load_before = os.getloadavg()
     scrapes_ms: list[float] = []
     summaries: dict[str, Any] = {}
@@ -477,6 +523,8 @@ def run(argv: list[str]) -> None:
         _drain(servers, "warmup", args.warmup_rows)
         for source in sources:
             _read_only(spark, servers, "warmup", str(tmp / f"warm_read_{source}"), source)
+            _handover(spark, servers, "warmup", args.warmup_rows,
+                      str(tmp / f"warm_handover_{source}"), source)
         for case in cases:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
@@ -549,6 +597,11 @@ def run(argv: list[str]) -> None:
             runs[f"read@{source}"].append(
                 _read_only(spark, servers, "bench", str(tmp / f"ck_read_{source}{i}"), source))
 
+        def one_handover(source: str, i: int) -> None:
+            runs[f"handover@{source}"].append(
+                _handover(spark, servers, "bench", args.rows,
+                          str(tmp / f"ck_handover_{source}{i}"), source))
+
         def one_metrics(i: int) -> None:
             port = _free_port()
             with _Scraper(port, args.scrape_interval_s) as scraper:
@@ -565,6 +618,7 @@ def run(argv: list[str]) -> None:
             steps.append(one_drain)
             steps.append(one_parse_write)
             steps.extend(partial(one_read, source, i) for source in sources)
+            steps.extend(partial(one_handover, source, i) for source in sources)
             if not args.no_baseline:
                 steps.append(partial(one_baseline, i))
             if args.metrics:
@@ -641,14 +695,35 @@ def run(argv: list[str]) -> None:
               f"{read_s:.2f} s  {args.rows / read_s:,.0f} rows/s  runs "
               f"{[round(t, 2) for t in runs[f'read@{source}']]}")
         figures[f"read@{source}"] = {"seconds": round(read_s, 3),
-                                     "rows_per_s": round(args.rows / read_s)}
+                                     "rows_per_s": round(args.rows / read_s),
+                                     "ratio_to_consumer": round(consumer_s / read_s, 3)}
+    for source in sources:
+        hand_s = statistics.median(runs[f"handover@{source}"])
+        print(f"Spark reading the topic with the {source} source and handing every record to "
+              f"a Python worker (mapInArrow, every batch dropped), nothing written: median "
+              f"{hand_s:.2f} s  {args.rows / hand_s:,.0f} rows/s  runs "
+              f"{[round(t, 2) for t in runs[f'handover@{source}']]}; ratio to the consumer "
+              f"{consumer_s / hand_s:.3f}")
+        figures[f"handover@{source}"] = {"seconds": round(hand_s, 3),
+                                         "rows_per_s": round(args.rows / hand_s),
+                                         "ratio_to_consumer": round(consumer_s / hand_s, 3)}
+    handover = {source: figures[f"handover@{source}"]["ratio_to_consumer"]
+                for source in sources}
+    # Every sink that parses in Python takes the records across this handover first: if the
+    # best source's handover alone is below 0.9 of the consumer, so is any such job.
+    handover_below_goal = max(handover.values()) < 0.9
+    if handover_below_goal:
+        print(f"the handover alone, with the best source, is below the goal's 0.9 of the "
+              f"consumer ({max(handover.values()):.3f}): no sink that parses in Python "
+              f"can reach it here")
     if "jvm" in sources:
         jvm_case = f"{layouts[0]}@jvm"
         jvm_s, summary = statistics.median(runs[jvm_case]), summaries[jvm_case]
         print(f"ingest --file-layout {layouts[0]} --kafka-source jvm: median {jvm_s:.2f} s  "
               f"{args.rows / jvm_s:,.0f} rows/s  runs {[round(t, 2) for t in runs[jvm_case]]} "
               f"({summary.batches} micro-batches); ratio_to_jvm "
-              f"{jvm_s / figures[layouts[0]]['seconds']:.3f}")
+              f"{jvm_s / figures[layouts[0]]['seconds']:.3f}; ratio to the consumer "
+              f"{consumer_s / jvm_s:.3f}")
         figures[jvm_case] = {"seconds": round(jvm_s, 3), "rows_per_s": round(args.rows / jvm_s),
                              "batches": summary.batches, "commit_ms": _commit_ms(summary)}
     if args.value_format == "avro":
@@ -736,8 +811,14 @@ def run(argv: list[str]) -> None:
            ratio_to_consumer=round(consumer_s / first["seconds"], 3),
            read_only_seconds=figures["read@python"]["seconds"],
            read_only_ratio_to_consumer=round(consumer_s / figures["read@python"]["seconds"], 3),
+           handover_seconds={source: figures[f"handover@{source}"]["seconds"]
+                             for source in sources},
+           handover_ratio_to_consumer=handover,
+           handover_below_goal=handover_below_goal,
            **({"jvm_seconds": figures[f"{layouts[0]}@jvm"]["seconds"],
                "jvm_rows_per_s": figures[f"{layouts[0]}@jvm"]["rows_per_s"],
+               "jvm_ratio_to_consumer": round(consumer_s
+                                              / figures[f"{layouts[0]}@jvm"]["seconds"], 3),
                "ratio_to_jvm": round(figures[f"{layouts[0]}@jvm"]["seconds"]
                                      / first["seconds"], 3)}
               if "jvm" in sources else {}),
