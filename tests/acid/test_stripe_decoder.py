@@ -59,3 +59,31 @@ def test_ahead_draws_the_source_depth_items_early_and_no_further() -> None:
         seen.append((item, len(drawn)))
     assert [i for i, _ in seen] == list(range(6))
     assert [n for _, n in seen] == [3, 4, 5, 6, 6, 6]  # item k is yielded once k+2 was drawn
+
+
+def test_call_aside_runs_beside_the_decodes_and_close_stops_it(tmp_path: Path) -> None:
+    orc = _orc(tmp_path, 2)
+    decoder = StripeDecoder(threaded=True)
+    release = threading.Event()
+    try:
+        # The aside call blocks until released: a decode submitted after it still finishes,
+        # so the two run on different threads.
+        aside = decoder.call_aside(lambda: (release.wait(10), threading.current_thread().name))
+        decoded = decoder.submit(orc, 0, ["a"]).result(timeout=10)
+        assert not aside.done()
+        release.set()
+        assert aside.result(timeout=10)[1].startswith("ingest-deletes")
+        assert decoded.num_rows == orc.read_stripe(0).num_rows
+    finally:
+        release.set()
+        decoder.close()
+    assert not any(t.name.startswith(("ingest-decode", "ingest-deletes"))
+                   for t in threading.enumerate())
+
+
+def test_call_aside_unthreaded_runs_at_once_and_keeps_the_error() -> None:
+    decoder = StripeDecoder(threaded=False)
+    assert decoder.call_aside(lambda: 7).result() == 7
+    failed = decoder.call_aside(lambda: 1 // 0)
+    with pytest.raises(ZeroDivisionError):
+        failed.result()

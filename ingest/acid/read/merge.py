@@ -423,20 +423,34 @@ class Merger:
             self._partition_domains = {
                 c: Domain.exactly(None if v is None else v.encode("utf-8"))
                 for c, v in values.items()}
-            for bucket in sorted(inserts):
-                bucket_deletes = deletes.get(bucket, [])
-                # Lengths and tails here (side-file warnings come from this thread); the
-                # delete events are read on the worker, ahead of the stripes they filter.
-                legacy = False
-                for f in [*bucket_deletes, *inserts[bucket]]:
-                    tail = self._tail(f)[1]
-                    if f.kind == "delta" and tail is not None:
-                        stats = self._acid_stats(f, tail)
-                        legacy = legacy or stats is None or stats[1] > 0 or stats[2] > 0
-                registry = decoder.call(self._registry, bucket_deletes, inserts[bucket])
-                keyed = _Keyed(registry, bool(bucket_deletes) or legacy, legacy)
+            buckets = sorted(inserts)
+            # Each bucket's delete events are read on the second worker while the bucket
+            # before it decodes: one bucket ahead, so at most two registries are held.
+            keyed = self._keyed(deletes.get(buckets[0], []), inserts[buckets[0]],
+                                decoder) if buckets else None
+            for i, bucket in enumerate(buckets):
+                assert keyed is not None
+                current = keyed
+                if i + 1 < len(buckets):
+                    following = buckets[i + 1]
+                    keyed = self._keyed(deletes.get(following, []), inserts[following],
+                                        decoder)
                 for f in inserts[bucket]:
-                    yield from self._file_stripes(f, keyed, values, decoder)
+                    yield from self._file_stripes(f, current, values, decoder)
+
+    def _keyed(self, bucket_deletes: list[DataFile], bucket_inserts: list[DataFile],
+               decoder: StripeDecoder) -> _Keyed:
+        """Start reading one bucket's delete registry on the decoder's second worker."""
+        # Lengths and tails here (side-file warnings come from this thread); the delete
+        # events are read on the worker.
+        legacy = False
+        for f in [*bucket_deletes, *bucket_inserts]:
+            tail = self._tail(f)[1]
+            if f.kind == "delta" and tail is not None:
+                stats = self._acid_stats(f, tail)
+                legacy = legacy or stats is None or stats[1] > 0 or stats[2] > 0
+        registry = decoder.call_aside(self._registry, bucket_deletes, bucket_inserts)
+        return _Keyed(registry, bool(bucket_deletes) or legacy, legacy)
 
     def _file_stripes(self, f: DataFile, keyed: _Keyed,
                       values: Mapping[str, str | None], decoder: StripeDecoder,
