@@ -53,6 +53,26 @@ def test_keep_mask_matches_a_dict_model(deletes: list, legacy: list, rows: list,
     assert (keep is None and all(expected)) or list(keep) == expected
 
 
+wide = st.one_of(st.integers(0, 5), st.integers((1 << 23) - 2, (1 << 23) + 1))
+wide_row = st.one_of(st.integers(0, 30), st.integers((1 << 40) - 2, (1 << 40) + 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(deletes=st.lists(st.tuples(wide, st.just(7), wide_row), min_size=1, max_size=30),
+       probes=st.lists(st.tuples(wide, st.just(7), wide_row), min_size=1, max_size=30))
+def test_delete_events_of_one_bucket_sort_as_packed_keys_and_hide_exactly_their_rows(
+        deletes: list, probes: list) -> None:
+    # Only split-update delete events of one bucket: sorted as one int64 per key when write
+    # ids and rowIds fit the packing, by three columns when one does not; the same keys.
+    registry = DeleteRegistry([DeleteRegistry.delete_events(_events([(k, 0) for k in deletes]))])
+    assert len(registry) == len(set(deletes))
+    assert registry.only_deletes
+    rows = [(k, 1) for k in [*probes, *deletes[:3]]]
+    keep = registry.keep_mask(_events(rows).to_batches()[0])
+    expected = [k not in set(deletes) for k, _ in rows]
+    assert keep is not None and list(keep) == expected
+
+
 @settings(max_examples=200, deadline=None)
 @given(current=st.lists(st.one_of(st.none(), st.integers(0, 12)), max_size=30),
        hwm=st.integers(0, 12), open_ids=st.lists(st.integers(1, 12), max_size=3),
