@@ -87,3 +87,33 @@ def test_call_aside_unthreaded_runs_at_once_and_keeps_the_error() -> None:
     failed = decoder.call_aside(lambda: 1 // 0)
     with pytest.raises(ZeroDivisionError):
         failed.result()
+
+
+def test_ahead_with_rows_draws_small_items_further_within_the_budget() -> None:
+    sizes = [100, 1, 1, 1, 1, 1, 100, 1, 1]
+    drawn: list[int] = []
+
+    def source() -> Iterator[int]:
+        for i, _ in enumerate(sizes):
+            drawn.append(i)
+            yield i
+
+    seen = [(item, len(drawn)) for item in ahead(source(), 1, rows=lambda i: sizes[i],
+                                                  budget=104)]
+    assert [i for i, _ in seen] == list(range(len(sizes)))
+    # Item 0 (100 rows) waits until the window exceeds 104 rows (items 1-5 drawn too); the
+    # next large item (6) is drawn before item 1, a small one, is yielded.
+    assert [n for _, n in seen] == [6, 7, 8, 9, 9, 9, 9, 9, 9]
+
+
+def test_ahead_with_rows_never_holds_more_than_most_items() -> None:
+    drawn: list[int] = []
+
+    def source() -> Iterator[int]:
+        for i in range(10):
+            drawn.append(i)
+            yield i
+
+    seen = [(item, len(drawn)) for item in ahead(source(), 1, rows=lambda i: 0, budget=1,
+                                                  most=3)]
+    assert [n for _, n in seen] == [4, 5, 6, 7, 8, 9, 10, 10, 10, 10]
