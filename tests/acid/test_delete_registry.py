@@ -30,9 +30,9 @@ def _events(entries: list[tuple[tuple[int, int, int], int]]) -> pa.Table:
 @given(deletes=st.lists(keys, max_size=25),
        legacy=st.lists(st.tuples(keys, st.integers(1, 6)), max_size=25),
        rows=st.lists(st.tuples(keys, st.integers(1, 6)), min_size=1, max_size=40),
-       one_group=st.booleans())
+       one_group=st.booleans(), run=st.booleans())
 def test_keep_mask_matches_a_dict_model(deletes: list, legacy: list, rows: list,
-                                        one_group: bool) -> None:
+                                        one_group: bool, run: bool) -> None:
     registry = DeleteRegistry([
         DeleteRegistry.delete_events(_events([(k, 0) for k in deletes])),
         DeleteRegistry.superseding_events(_events(legacy)),
@@ -46,6 +46,8 @@ def test_keep_mask_matches_a_dict_model(deletes: list, legacy: list, rows: list,
     if one_group:  # the usual stripe: one write id and bucket, rowIds ascending
         first = rows[0][0]
         row_ids = sorted({k[2] for k, _ in rows})
+        if run:  # rowIds without gaps (as writers number rows), found by their distance
+            row_ids = list(range(first[2], first[2] + len(rows)))
         rows = [((first[0], first[1], r), w) for r, (_, w) in zip(row_ids, rows, strict=False)]
     batch = _events(rows).to_batches()[0]
     keep = registry.keep_mask(batch)

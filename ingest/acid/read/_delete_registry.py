@@ -200,17 +200,32 @@ class DeleteRegistry:
         if group is None:
             return None
         deleted, supersedes = group
-        pos = np.searchsorted(row_id, deleted)
-        inside = pos < len(row_id)
-        hit = inside.copy()
-        hit[inside] = row_id[pos[inside]] == deleted[inside]
+        # Only the group's keys inside this stripe's rowId range: a group spans every stripe
+        # of its file.
+        lo = int(np.searchsorted(deleted, row_id[0], side="left"))
+        hi = int(np.searchsorted(deleted, row_id[-1], side="right"))
+        if lo == hi:
+            return None
+        deleted, supersedes = deleted[lo:hi], supersedes[lo:hi]
+        first = int(row_id[0])
+        hit: np.ndarray | None = None
+        if int(row_id[-1]) - first == len(row_id) - 1:
+            # Ascending without gaps (as writers number rows): each key's row is found by
+            # its distance from the first, and every key in range has one.
+            pos = deleted - first
+        else:
+            pos = np.searchsorted(row_id, deleted)
+            hit = row_id[pos] == deleted
         if not self._only_deletes:
             current = _np(batch[CURRENT], np.int64)
-            hit[hit] = supersedes[hit] > current[pos[hit]]
-        if not hit.any():
-            return None
+            newer = supersedes > current[pos]
+            hit = newer if hit is None else hit & newer
+        if hit is not None:
+            if not hit.any():
+                return None
+            pos = pos[hit]
         keep = np.ones(len(row_id), dtype=np.bool_)
-        keep[pos[hit]] = False
+        keep[pos] = False
         return keep
 
 
