@@ -89,7 +89,7 @@ def test_call_aside_unthreaded_runs_at_once_and_keeps_the_error() -> None:
         failed.result()
 
 
-def test_ahead_with_rows_draws_small_items_further_within_the_budget() -> None:
+def test_ahead_with_sizes_draws_small_items_further_within_the_budget() -> None:
     sizes = [100, 1, 1, 1, 1, 1, 100, 1, 1]
     drawn: list[int] = []
 
@@ -98,15 +98,15 @@ def test_ahead_with_rows_draws_small_items_further_within_the_budget() -> None:
             drawn.append(i)
             yield i
 
-    seen = [(item, len(drawn)) for item in ahead(source(), 1, rows=lambda i: sizes[i],
+    seen = [(item, len(drawn)) for item in ahead(source(), 1, size=lambda i: sizes[i],
                                                   budget=104)]
     assert [i for i, _ in seen] == list(range(len(sizes)))
-    # Item 0 (100 rows) waits until the window exceeds 104 rows (items 1-5 drawn too); the
+    # Item 0 (100 bytes) waits until the window exceeds 104 bytes (items 1-5 drawn too); the
     # next large item (6) is drawn before item 1, a small one, is yielded.
     assert [n for _, n in seen] == [6, 7, 8, 9, 9, 9, 9, 9, 9]
 
 
-def test_ahead_with_rows_never_holds_more_than_most_items() -> None:
+def test_ahead_with_sizes_never_holds_more_than_most_items() -> None:
     drawn: list[int] = []
 
     def source() -> Iterator[int]:
@@ -114,6 +114,6 @@ def test_ahead_with_rows_never_holds_more_than_most_items() -> None:
             drawn.append(i)
             yield i
 
-    seen = [(item, len(drawn)) for item in ahead(source(), 1, rows=lambda i: 0, budget=1,
+    seen = [(item, len(drawn)) for item in ahead(source(), 1, size=lambda i: 0, budget=1,
                                                   most=3)]
     assert [n for _, n in seen] == [4, 5, 6, 7, 8, 9, 10, 10, 10, 10]
