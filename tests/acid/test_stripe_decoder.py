@@ -89,8 +89,8 @@ def test_call_aside_unthreaded_runs_at_once_and_keeps_the_error() -> None:
         failed.result()
 
 
-def test_ahead_with_sizes_draws_small_items_further_within_the_budget() -> None:
-    sizes = [100, 1, 1, 1, 1, 1, 100, 1, 1]
+def test_ahead_with_rows_draws_small_items_further_up_to_depth_largest_items() -> None:
+    sizes = [100, 1, 1, 1, 1, 1, 100, 1, 1, 100, 100]
     drawn: list[int] = []
 
     def source() -> Iterator[int]:
@@ -98,15 +98,27 @@ def test_ahead_with_sizes_draws_small_items_further_within_the_budget() -> None:
             drawn.append(i)
             yield i
 
-    seen = [(item, len(drawn)) for item in ahead(source(), 1, size=lambda i: sizes[i],
-                                                  budget=104)]
+    seen = [(item, len(drawn)) for item in ahead(source(), 1, rows=lambda i: sizes[i])]
     assert [i for i, _ in seen] == list(range(len(sizes)))
-    # Item 0 (100 bytes) waits until the window exceeds 104 bytes (items 1-5 drawn too); the
-    # next large item (6) is drawn before item 1, a small one, is yielded.
-    assert [n for _, n in seen] == [6, 7, 8, 9, 9, 9, 9, 9, 9]
+    # Depth 1: the items ahead hold at most 1 x 100 rows (the largest so far). Item 0 leaves
+    # with one item ahead, as without `rows`; the small items 1-5 wait until the next large
+    # one (6) is drawn, so it decodes while they are filtered.
+    assert [n for _, n in seen] == [2, 7, 7, 7, 7, 7, 8, 10, 10, 11, 11]
 
 
-def test_ahead_with_sizes_never_holds_more_than_most_items() -> None:
+def test_ahead_with_rows_of_equal_items_is_ahead_by_depth() -> None:
+    drawn: list[int] = []
+
+    def source() -> Iterator[int]:
+        for i in range(6):
+            drawn.append(i)
+            yield i
+
+    seen = [len(drawn) for _ in ahead(source(), 2, rows=lambda i: 10)]
+    assert seen == [3, 4, 5, 6, 6, 6]
+
+
+def test_ahead_with_rows_never_holds_more_than_most_items() -> None:
     drawn: list[int] = []
 
     def source() -> Iterator[int]:
@@ -114,6 +126,6 @@ def test_ahead_with_sizes_never_holds_more_than_most_items() -> None:
             drawn.append(i)
             yield i
 
-    seen = [(item, len(drawn)) for item in ahead(source(), 1, size=lambda i: 0, budget=1,
-                                                  most=3)]
-    assert [n for _, n in seen] == [4, 5, 6, 7, 8, 9, 10, 10, 10, 10]
+    seen = [len(drawn) for _ in ahead(source(), 1, rows=lambda i: 1 if i == 0 else 0,
+                                      most=3)]
+    assert seen == [4, 5, 6, 7, 8, 9, 10, 10, 10, 10]

@@ -90,8 +90,9 @@ class DeleteRegistry:
     event (it hides the key whatever wrote it), the event's currentTransaction for an update or
     delete event found in an insert delta (Hive 2 "legacy" ACID without split-update).
     Held in memory per bucket, sorted; a stripe of one write id and bucket with ascending rowIds
-    (the usual one) looks its group's keys up by binary search, any other stripe by one hash
-    probe per row (`pyarrow.compute.index_in`).
+    (the usual one) finds its group's keys inside its rowId range (by their distance from its
+    first rowId when its rowIds run without gaps, else by binary search), any other stripe by
+    one hash probe per row (`pyarrow.compute.index_in`).
     """
 
     def __init__(self, parts: Sequence[Entries]) -> None:

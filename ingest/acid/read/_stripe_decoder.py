@@ -3,7 +3,7 @@ tail and checksums, and filters the stripe decoded before (pyarrow releases the 
 decodes); a second worker reads the next bucket's delete events meanwhile (`call_aside`), so
 they are not on the decoding thread's path. A stripe's future is resolved in reading order, at
 most `depth` stripes ahead, or further while the stripes ahead are small (`ahead`), so memory
-stays bounded by a few stripes.
+stays bounded by a few of the largest stripes.
 
 Knows pyarrow's ORC reader, not ACID: `_merge` decides which stripes and columns to read.
 """
@@ -77,25 +77,29 @@ def _call(pool: ThreadPoolExecutor | None, fn: Callable[..., T], *args: Any) -> 
     return future
 
 
-def ahead(items: Iterator[T], depth: int, *, size: Callable[[T], int] | None = None,
-          budget: int = 0, most: int = 64) -> Iterator[T]:
+def ahead(items: Iterator[T], depth: int, *, rows: Callable[[T], int] | None = None,
+          most: int = 32) -> Iterator[T]:
     """`items`, each yielded once `depth` later items have been drawn from the source: the
     source's work for those (opening files, submitting decodes) is done before the caller
     waits for this one.
 
-    With `size` (an item's bytes), it draws further ahead while the items drawn and not yet
-    yielded hold at most `budget` bytes (and number at most `most`): many small stripes then
-    do not keep the decoder waiting for the large one after them (a bucket's deltas, then the
-    next bucket's base).
+    With `rows` (an item's row count), it draws further ahead while the items drawn and not
+    yet yielded hold at most `depth` times the rows of the largest item so far (and number at
+    most `most`): the memory of a few of the largest stripes, as without it, but many small
+    stripes (a bucket's deltas) no longer keep the decoder waiting for a large one after them
+    (the next bucket's base).
     """
     window: deque[T] = deque()
-    held = 0
+    held = largest = 0
     for item in items:
         window.append(item)
-        held += size(item) if size is not None else 0
-        while len(window) > depth and (size is None or held > budget or len(window) > most):
+        n = rows(item) if rows is not None else 0
+        held += n
+        largest = max(largest, n)
+        while len(window) > depth and (rows is None or held > depth * largest
+                                       or len(window) > most):
             first = window.popleft()
-            held -= size(first) if size is not None else 0
+            held -= rows(first) if rows is not None else 0
             yield first
     while window:
         yield window.popleft()

@@ -66,10 +66,6 @@ ROW_ID_COLUMN = "row__id"
 ROW_ID_TYPE = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
 
 READ_AHEAD_ENV = "INGEST_READ_AHEAD"
-# Stripes the reading thread may hold ahead of the one it filters, beyond the decoder's few, by
-# their bytes in the file: enough for a bucket's small delta stripes and the next bucket's
-# base stripe, so that stripe decodes while the deltas are filtered.
-READ_AHEAD_BYTES = 16 << 20
 
 FileKind = Literal["original", "base", "delta", "delete_delta"]
 _POSITIONAL = re.compile(r"_col\d+")
@@ -270,7 +266,7 @@ class _Decoded:
     need_op: bool = False
     need_valid: bool = False
     to_table: Mapping[str, str] | None = None
-    size: int = 0  # the stripe's bytes in its file (decoded ones: in memory)
+    rows: int = 0  # the stripe's rows, as its tail counts them
 
     def result(self, fs: fsspec.AbstractFileSystem) -> pa.RecordBatch:
         """The decoded stripe; decoding errors read as `open_bounded`'s do.
@@ -407,8 +403,9 @@ class Merger:
         decoder = StripeDecoder(threaded=self.read_ahead)
         source = self._decode(parts, decoder)
         try:
-            for d in ahead(source, decoder.depth, size=lambda d: d.size,
-                           budget=READ_AHEAD_BYTES if decoder.depth else 0):
+            # Further ahead while the stripes ahead are small: a bucket's small delta stripes,
+            # being filtered, then do not keep the next bucket's large stripe from decoding.
+            for d in ahead(source, decoder.depth, rows=lambda d: d.rows):
                 batch = d.result(self.fs)
                 if d.registry is not None:
                     batch = self._keep(d, batch, d.registry.result())
@@ -431,7 +428,8 @@ class Merger:
                 for c, v in values.items()}
             buckets = sorted(inserts)
             # Each bucket's delete events are read on the second worker while the bucket
-            # before it decodes: one bucket ahead, so at most two registries are held.
+            # before it is drawn: one bucket ahead of the source, so only the registries of
+            # the buckets between the stripes being filtered and those being drawn are held.
             keyed = self._keyed(deletes.get(buckets[0], []), inserts[buckets[0]],
                                 decoder) if buckets else None
             for i, bucket in enumerate(buckets):
@@ -470,7 +468,7 @@ class Merger:
         if f.kind == "original":
             for batch in self._original_batches(f, length, registry.result()):
                 yield _Decoded(finished(batch), f.path, length, values, None,
-                               size=batch.nbytes)
+                               rows=batch.num_rows)
             return
         stats = self._acid_stats(f, tail)
         need_op = stats is None or stats[1] > 0 or stats[2] > 0
@@ -504,7 +502,7 @@ class Merger:
                     future = decoder.submit(orc, i, columns)
                     pending.append(future)
                     yield _Decoded(future, f.path, length, values, registry, need_op,
-                                   need_valid, to_table, tail.stripes[i].length)
+                                   need_valid, to_table, tail.stripes[i].number_of_rows)
             if not isinstance(self.fs, LocalFileSystem):
                 # A remote file is read through its open handle: finish before closing it.
                 # (A memory map's buffers outlive the map, so local files need not wait.)
