@@ -30,9 +30,9 @@ def _events(entries: list[tuple[tuple[int, int, int], int]]) -> pa.Table:
 @given(deletes=st.lists(keys, max_size=25),
        legacy=st.lists(st.tuples(keys, st.integers(1, 6)), max_size=25),
        rows=st.lists(st.tuples(keys, st.integers(1, 6)), min_size=1, max_size=40),
-       one_group=st.booleans())
+       one_group=st.booleans(), run=st.booleans())
 def test_keep_mask_matches_a_dict_model(deletes: list, legacy: list, rows: list,
-                                        one_group: bool) -> None:
+                                        one_group: bool, run: bool) -> None:
     registry = DeleteRegistry([
         DeleteRegistry.delete_events(_events([(k, 0) for k in deletes])),
         DeleteRegistry.superseding_events(_events(legacy)),
@@ -46,11 +46,33 @@ def test_keep_mask_matches_a_dict_model(deletes: list, legacy: list, rows: list,
     if one_group:  # the usual stripe: one write id and bucket, rowIds ascending
         first = rows[0][0]
         row_ids = sorted({k[2] for k, _ in rows})
+        if run:  # rowIds without gaps (as writers number rows), found by their distance
+            row_ids = list(range(first[2], first[2] + len(rows)))
         rows = [((first[0], first[1], r), w) for r, (_, w) in zip(row_ids, rows, strict=False)]
     batch = _events(rows).to_batches()[0]
     keep = registry.keep_mask(batch)
     expected = [not model.get(k, -1) > w for k, w in rows]
     assert (keep is None and all(expected)) or list(keep) == expected
+
+
+wide = st.one_of(st.integers(0, 5), st.integers((1 << 23) - 2, (1 << 23) + 1))
+wide_row = st.one_of(st.integers(0, 30), st.integers((1 << 40) - 2, (1 << 40) + 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(deletes=st.lists(st.tuples(wide, st.just(7), wide_row), min_size=1, max_size=30),
+       probes=st.lists(st.tuples(wide, st.just(7), wide_row), min_size=1, max_size=30))
+def test_delete_events_of_one_bucket_sort_as_packed_keys_and_hide_exactly_their_rows(
+        deletes: list, probes: list) -> None:
+    # Only split-update delete events of one bucket: sorted as one int64 per key when write
+    # ids and rowIds fit the packing, by three columns when one does not; the same keys.
+    registry = DeleteRegistry([DeleteRegistry.delete_events(_events([(k, 0) for k in deletes]))])
+    assert len(registry) == len(set(deletes))
+    assert registry.only_deletes
+    rows = [(k, 1) for k in [*probes, *deletes[:3]]]
+    keep = registry.keep_mask(_events(rows).to_batches()[0])
+    expected = [k not in set(deletes) for k, _ in rows]
+    assert keep is not None and list(keep) == expected
 
 
 @settings(max_examples=200, deadline=None)

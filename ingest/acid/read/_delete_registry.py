@@ -46,6 +46,30 @@ def _np(arr: pa.Array | pa.ChunkedArray | np.ndarray, dtype: type[np.generic]) -
 
 
 
+_EMPTY = np.empty(0, dtype=np.int64)
+# Packing a delete key into one int64 (write id above bit 40, rowId below) lets one plain
+# sort order a bucket's events, several times faster than a sort by three columns.
+_ROW_BITS = 40
+_OTID_LIMIT = 1 << (63 - _ROW_BITS)
+
+
+def _sorted_delete_keys(otid: np.ndarray, bucket: np.ndarray, row_id: np.ndarray,
+                        supersedes: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The distinct keys of split-update delete events in key order, when every event hides
+    its key whatever wrote the row, all name one bucket and write ids and rowIds fit the
+    packing; else None (the caller sorts by the three columns)."""
+    if not (bucket[0] == bucket.min() == bucket.max() and (supersedes == _ALWAYS).all()
+            and 0 <= otid.min() and otid.max() < _OTID_LIMIT
+            and 0 <= row_id.min() and row_id.max() < (1 << _ROW_BITS)):
+        return None
+    packed = np.sort((otid << _ROW_BITS) | row_id)
+    if len(packed) > 1:
+        packed = packed[np.r_[True, packed[1:] != packed[:-1]]]
+    return (packed >> _ROW_BITS, np.full(len(packed), bucket[0], dtype=bucket.dtype),
+            packed & ((1 << _ROW_BITS) - 1))
+
+
 class Entries(NamedTuple):
     """Registry entries: keys and the write id each supersedes rows below (numpy arrays)."""
 
@@ -65,34 +89,41 @@ class DeleteRegistry:
     Each key carries the write id it supersedes rows below: +inf for a split-update delete
     event (it hides the key whatever wrote it), the event's currentTransaction for an update or
     delete event found in an insert delta (Hive 2 "legacy" ACID without split-update).
-    Held in memory per bucket; lookups are one hash probe per row (`pyarrow.compute.index_in`).
+    Held in memory per bucket, sorted; a stripe of one write id and bucket with ascending rowIds
+    (the usual one) finds its group's keys inside its rowId range (by their distance from its
+    first rowId when its rowIds run without gaps, else by binary search), any other stripe by
+    one hash probe per row (`pyarrow.compute.index_in`).
     """
 
     def __init__(self, parts: Sequence[Entries]) -> None:
         parts = [p for p in parts if p.num_rows]
         self._size = 0
-        self._keys: pa.Array | None = None
-        self._supersedes: np.ndarray | None = None
+        self._hashed: pa.Array | None = None  # the keys as binary values, built when probed
+        self._otid = self._bucket = self._row_id = self._supersedes = _EMPTY
         self._only_deletes = True
         self._groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         if not parts:
             return
-        # Sorted by key with numpy (a bucket's few thousand delete events: a hash
-        # aggregation's fixed cost would be most of the work), one entry per key with the
-        # highest write id any of its events supersedes.
         otid = np.concatenate([p.otid for p in parts])
         bucket = np.concatenate([p.bucket for p in parts])
         row_id = np.concatenate([p.row_id for p in parts])
         supersedes = np.concatenate([p.supersedes for p in parts])
-        order = np.lexsort((row_id, bucket, otid))
-        otid, bucket, row_id = otid[order], bucket[order], row_id[order]
-        supersedes = supersedes[order]
-        first = np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])
-                      | (row_id[1:] != row_id[:-1])]
-        if not first.all():
-            supersedes = np.maximum.reduceat(supersedes, np.flatnonzero(first))
-            otid, bucket, row_id = otid[first], bucket[first], row_id[first]
-        self._keys = _packed_keys(otid, bucket, row_id)
+        sorted_keys = _sorted_delete_keys(otid, bucket, row_id, supersedes)
+        if sorted_keys is not None:
+            otid, bucket, row_id = sorted_keys
+            supersedes = np.full(len(otid), _ALWAYS, dtype=np.int64)
+        else:
+            # Sorted by key with numpy, one entry per key with the highest write id any of
+            # its events supersedes.
+            order = np.lexsort((row_id, bucket, otid))
+            otid, bucket, row_id = otid[order], bucket[order], row_id[order]
+            supersedes = supersedes[order]
+            first = np.r_[True, (otid[1:] != otid[:-1]) | (bucket[1:] != bucket[:-1])
+                          | (row_id[1:] != row_id[:-1])]
+            if not first.all():
+                supersedes = np.maximum.reduceat(supersedes, np.flatnonzero(first))
+                otid, bucket, row_id = otid[first], bucket[first], row_id[first]
+        self._otid, self._bucket, self._row_id = otid, bucket, row_id
         self._supersedes = supersedes
         self._only_deletes = bool((supersedes == _ALWAYS).all())
         self._size = len(otid)
@@ -103,6 +134,14 @@ class DeleteRegistry:
             (int(otid[s]), int(bucket[s])): (row_id[s:e], supersedes[s:e])
             for s, e in zip(starts, ends, strict=True)
         }
+
+    @property
+    def _keys(self) -> pa.Array:
+        """Every key as one binary value, for a hash probe of stripes the sorted path does
+        not serve (several write ids or buckets in a stripe, rowIds out of order)."""
+        if self._hashed is None:
+            self._hashed = _packed_keys(self._otid, self._bucket, self._row_id)
+        return self._hashed
 
     @staticmethod
     def delete_events(batch: pa.RecordBatch | pa.Table,
@@ -130,7 +169,7 @@ class DeleteRegistry:
 
         `batch` needs the three key columns, and currentTransaction unless `only_deletes`.
         """
-        if self._keys is None or batch.num_rows == 0:
+        if not self._size or batch.num_rows == 0:
             return None
         otid, bucket = _np(batch[OTID], np.int64), _np(batch[BUCKET], np.int32)
         if otid[0] == otid.min() == otid.max() and bucket[0] == bucket.min() == bucket.max():
@@ -162,17 +201,32 @@ class DeleteRegistry:
         if group is None:
             return None
         deleted, supersedes = group
-        pos = np.searchsorted(row_id, deleted)
-        inside = pos < len(row_id)
-        hit = inside.copy()
-        hit[inside] = row_id[pos[inside]] == deleted[inside]
+        # Only the group's keys inside this stripe's rowId range: a group spans every stripe
+        # of its file.
+        lo = int(np.searchsorted(deleted, row_id[0], side="left"))
+        hi = int(np.searchsorted(deleted, row_id[-1], side="right"))
+        if lo == hi:
+            return None
+        deleted, supersedes = deleted[lo:hi], supersedes[lo:hi]
+        first = int(row_id[0])
+        hit: np.ndarray | None = None
+        if int(row_id[-1]) - first == len(row_id) - 1:
+            # Ascending without gaps (as writers number rows): each key's row is found by
+            # its distance from the first, and every key in range has one.
+            pos = deleted - first
+        else:
+            pos = np.searchsorted(row_id, deleted)
+            hit = row_id[pos] == deleted
         if not self._only_deletes:
             current = _np(batch[CURRENT], np.int64)
-            hit[hit] = supersedes[hit] > current[pos[hit]]
-        if not hit.any():
-            return None
+            newer = supersedes > current[pos]
+            hit = newer if hit is None else hit & newer
+        if hit is not None:
+            if not hit.any():
+                return None
+            pos = pos[hit]
         keep = np.ones(len(row_id), dtype=np.bool_)
-        keep[pos[hit]] = False
+        keep[pos] = False
         return keep
 
 

@@ -266,6 +266,7 @@ class _Decoded:
     need_op: bool = False
     need_valid: bool = False
     to_table: Mapping[str, str] | None = None
+    rows: int = 0  # the stripe's rows, as its tail counts them
 
     def result(self, fs: fsspec.AbstractFileSystem) -> pa.RecordBatch:
         """The decoded stripe; decoding errors read as `open_bounded`'s do.
@@ -402,7 +403,9 @@ class Merger:
         decoder = StripeDecoder(threaded=self.read_ahead)
         source = self._decode(parts, decoder)
         try:
-            for d in ahead(source, decoder.depth):
+            # Further ahead while the stripes ahead are small: a bucket's small delta stripes,
+            # being filtered, then do not keep the next bucket's large stripe from decoding.
+            for d in ahead(source, decoder.depth, rows=lambda d: d.rows):
                 batch = d.result(self.fs)
                 if d.registry is not None:
                     batch = self._keep(d, batch, d.registry.result())
@@ -423,20 +426,35 @@ class Merger:
             self._partition_domains = {
                 c: Domain.exactly(None if v is None else v.encode("utf-8"))
                 for c, v in values.items()}
-            for bucket in sorted(inserts):
-                bucket_deletes = deletes.get(bucket, [])
-                # Lengths and tails here (side-file warnings come from this thread); the
-                # delete events are read on the worker, ahead of the stripes they filter.
-                legacy = False
-                for f in [*bucket_deletes, *inserts[bucket]]:
-                    tail = self._tail(f)[1]
-                    if f.kind == "delta" and tail is not None:
-                        stats = self._acid_stats(f, tail)
-                        legacy = legacy or stats is None or stats[1] > 0 or stats[2] > 0
-                registry = decoder.call(self._registry, bucket_deletes, inserts[bucket])
-                keyed = _Keyed(registry, bool(bucket_deletes) or legacy, legacy)
+            buckets = sorted(inserts)
+            # Each bucket's delete events are read on the second worker while the bucket
+            # before it is drawn: one bucket ahead of the source, so only the registries of
+            # the buckets between the stripes being filtered and those being drawn are held.
+            keyed = self._keyed(deletes.get(buckets[0], []), inserts[buckets[0]],
+                                decoder) if buckets else None
+            for i, bucket in enumerate(buckets):
+                assert keyed is not None
+                current = keyed
+                if i + 1 < len(buckets):
+                    following = buckets[i + 1]
+                    keyed = self._keyed(deletes.get(following, []), inserts[following],
+                                        decoder)
                 for f in inserts[bucket]:
-                    yield from self._file_stripes(f, keyed, values, decoder)
+                    yield from self._file_stripes(f, current, values, decoder)
+
+    def _keyed(self, bucket_deletes: list[DataFile], bucket_inserts: list[DataFile],
+               decoder: StripeDecoder) -> _Keyed:
+        """Start reading one bucket's delete registry on the decoder's second worker."""
+        # Lengths and tails here (side-file warnings come from this thread); the delete
+        # events are read on the worker.
+        legacy = False
+        for f in [*bucket_deletes, *bucket_inserts]:
+            tail = self._tail(f)[1]
+            if f.kind == "delta" and tail is not None:
+                stats = self._acid_stats(f, tail)
+                legacy = legacy or stats is None or stats[1] > 0 or stats[2] > 0
+        registry = decoder.call_aside(self._registry, bucket_deletes, bucket_inserts)
+        return _Keyed(registry, bool(bucket_deletes) or legacy, legacy)
 
     def _file_stripes(self, f: DataFile, keyed: _Keyed,
                       values: Mapping[str, str | None], decoder: StripeDecoder,
@@ -449,7 +467,8 @@ class Merger:
         registry = keyed.registry
         if f.kind == "original":
             for batch in self._original_batches(f, length, registry.result()):
-                yield _Decoded(finished(batch), f.path, length, values, None)
+                yield _Decoded(finished(batch), f.path, length, values, None,
+                               rows=batch.num_rows)
             return
         stats = self._acid_stats(f, tail)
         need_op = stats is None or stats[1] > 0 or stats[2] > 0
@@ -483,7 +502,7 @@ class Merger:
                     future = decoder.submit(orc, i, columns)
                     pending.append(future)
                     yield _Decoded(future, f.path, length, values, registry, need_op,
-                                   need_valid, to_table)
+                                   need_valid, to_table, tail.stripes[i].number_of_rows)
             if not isinstance(self.fs, LocalFileSystem):
                 # A remote file is read through its open handle: finish before closing it.
                 # (A memory map's buffers outlive the map, so local files need not wait.)
