@@ -2,16 +2,18 @@
 
 For each table size M (default 100k and 1M rows, bucketed by id into 16 buckets) it loads M
 rows, then times batches of N Debezium changes (70 % updates, 20 % inserts, 10 % deletes, keys
-over every bucket) and batches of N updates whose keys all hash to one bucket. The lookup of
-the current ROW__IDs uses the key index of the buckets the keys hash to (docs/format.md §24;
-the first batch indexes the loaded files, so its `rows_scanned` is the table, later ones 0);
-without it, it would scan those buckets, and the all-bucket batch would grow with M. Baseline:
-`load` of N rows (an append, no lookup).
+over every bucket: the "mixed" batches), then batches of N updates whose keys all hash to one
+bucket, then a `load` of N rows (the baseline: an append, no lookup). The lookup of the
+current ROW__IDs uses the key index of the buckets the keys hash to (docs/format.md §24; the
+first batch indexes the loaded files, so its `rows_scanned` is the table, later ones 0);
+without it, it would scan those buckets, and the all-bucket batch would grow with M.
 
-Reads, on the largest size after its batches (and the load): the snapshot read
+Reads, on the largest size right after its mixed batches (so the table holds the load and
+exactly those changes; its one-bucket batches and load come after): the snapshot read
 (`Table.to_arrow()`) of the upserted table against a freshly loaded table of exactly the same
 rows (goal: within 1.3x), then again after a major compaction of the upserted table (goal:
-within 1.05x); medians of `--read-repeats` interleaved rounds.
+within 1.05x); medians of `--read-repeats` interleaved rounds. The baselines apply the same
+mixed batches to their own table of M rows.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import fsspec
@@ -58,19 +61,27 @@ def _changes(rng: np.random.Generator, live: np.ndarray, next_id: int, n: int,
                                                      len(inserted))
 
 
-def _size(rows: int, *, keys: int, buckets: int, batches: int, root: str,
-          changes: list[Batch], mixed: list[float]) -> tuple[dict[str, float], Table]:
-    """Time the batches on a table of `rows` rows; `changes` receives the mixed batches and
-    `mixed` their seconds, in order (as the table grows). Returns the figures and the table."""
+@dataclass
+class _Sized:
+    """A table of one size as its batches leave it: what the next batches draw keys from."""
+
+    table: Table
+    rng: np.random.Generator
+    live: np.ndarray
+    next_id: int
+
+
+def _mixed(rows: int, *, keys: int, buckets: int, batches: int, root: str,
+           changes: list[Batch], mixed: list[float]) -> tuple[dict[str, float], _Sized]:
+    """Load `rows` rows, then time the mixed batches (the spec's changes, nothing else);
+    `changes` receives them and `mixed` their seconds, in order (as the table grows)."""
     location = f"{root}/t{rows}"
     create_table(location, _SCHEMA, buckets=buckets, bucketed_by=["id"])
     table = ingest.open_table(location)
     table.load(_rows(np.arange(rows), 0))
     rng = np.random.default_rng(rows)
     live = np.arange(rows)
-    bucket_of = np.asarray(bucket_ids(pa.table({"id": pa.array(live, pa.int64())}), ["id"],
-                                      buckets))
-    one_bucket, scanned, lookup, indexed = [], [], [], []
+    scanned, lookup, indexed = [], [], []
     next_id = rows
     for b in range(1, batches + 1):
         events, deleted, inserted, batch = _changes(rng, live, next_id, keys, b)
@@ -82,21 +93,29 @@ def _size(rows: int, *, keys: int, buckets: int, batches: int, root: str,
         scanned.append(result.counts.rows_scanned)
         lookup.append(result.counts.lookup_s)
         indexed.append(result.counts.buckets_indexed)
-        live = np.setdiff1d(live, deleted)
-        bucket_of = np.asarray(bucket_ids(pa.table({"id": pa.array(live, pa.int64())}),
-                                          ["id"], buckets))
-        in_zero = rng.choice(live[bucket_of == 0], min(keys, int((bucket_of == 0).sum())),
-                             replace=False)
+        live = np.setdiff1d(live, deleted)  # updates and deletes pick loaded rows
+    return {"batch_s": statistics.median(mixed), "rows_scanned": statistics.median(scanned),
+            "lookup_s": statistics.median(lookup),
+            "buckets_indexed": statistics.median(indexed)}, _Sized(table, rng, live, next_id)
+
+
+def _one_bucket(sized: _Sized, *, keys: int, buckets: int, batches: int) -> dict[str, float]:
+    """Time `batches` upserts of `keys` live keys that all hash to bucket 0, then a load of
+    `keys` new rows (the baseline: an append, no lookup)."""
+    table, rng, live = sized.table, sized.rng, sized.live
+    bucket_of = np.asarray(bucket_ids(pa.table({"id": pa.array(live, pa.int64())}), ["id"],
+                                      buckets))
+    in_bucket = live[bucket_of == 0]
+    one_bucket = []
+    for b in range(1, batches + 1):
+        in_zero = rng.choice(in_bucket, min(keys, len(in_bucket)), replace=False)
         started = time.perf_counter()
         table.upsert(_rows(in_zero, 100 + b), key=["id"])
         one_bucket.append(time.perf_counter() - started)
     started = time.perf_counter()
-    table.load(_rows(np.arange(next_id, next_id + keys), 0))
+    table.load(_rows(np.arange(sized.next_id, sized.next_id + keys), 0))
     load_s = time.perf_counter() - started
-    return {"batch_s": statistics.median(mixed), "one_bucket_batch_s":
-            statistics.median(one_bucket), "rows_scanned": statistics.median(scanned),
-            "lookup_s": statistics.median(lookup), "load_s": load_s,
-            "buckets_indexed": statistics.median(indexed)}, table
+    return {"one_bucket_batch_s": statistics.median(one_bucket), "load_s": load_s}
 
 
 def _directories(location: str) -> dict[str, int]:
@@ -169,13 +188,19 @@ def run(argv: list[str]) -> None:
     figures: dict[int, dict[str, float]] = {}
     per_batch: dict[int, list[float]] = {}
     baselines: dict[str, float | str] = {}
+    reads: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ingest-bench-upsert-") as root:
         for rows in sizes:
             changes: list[Batch] = []
             per_batch[rows] = []
-            f, table = _size(rows, keys=args.keys, buckets=args.buckets,
-                             batches=args.batches, root=root, changes=changes,
-                             mixed=per_batch[rows])
+            f, sized = _mixed(rows, keys=args.keys, buckets=args.buckets,
+                              batches=args.batches, root=root, changes=changes,
+                              mixed=per_batch[rows])
+            if rows == sizes[-1]:  # the reads see the spec's changes and nothing else
+                reads = _reads(sized.table, buckets=args.buckets, root=root,
+                               repeats=args.read_repeats)
+            f |= _one_bucket(sized, keys=args.keys, buckets=args.buckets,
+                             batches=args.batches)
             figures[rows] = f
             print(f"upsert {args.keys:,} keys into {rows:,} rows ({args.buckets} buckets): "
                   f"{f['batch_s'] * 1000:,.0f} ms a batch over all buckets "
@@ -185,7 +210,6 @@ def run(argv: list[str]) -> None:
                   f"bucket; load of {args.keys:,} rows {f['load_s'] * 1000:,.0f} ms; "
                   f"per batch as the table grows "
                   f"{[round(x * 1000) for x in per_batch[rows]]} ms", flush=True)
-        reads = _reads(table, buckets=args.buckets, root=root, repeats=args.read_repeats)
         print(f"snapshot read of {reads['read_rows']:,} rows after {args.batches} batches "
               f"({reads['deltas_before_major']} deltas, {reads['delete_deltas_before_major']} "
               f"delete deltas): {reads['read_s_after_batches'] * 1000:,.0f} ms, a fresh table "
