@@ -40,17 +40,14 @@ from ingest.acid.read import (
     read_events,
     read_length,
     start_merge,
-    valid_mask,
 )
+from ingest.table._file_cache import FILES
 from ingest.table.key_index import (
     DIGEST,
-    KEY_BUCKET,
-    KEY_ROW_ID,
-    KEY_WRITE_ID,
     IndexFile,
     index_data_file,
     load_index,
-    probe,
+    probe_sorted,
     row_hashes,
 )
 
@@ -163,7 +160,7 @@ def find_current_rows(
     found: list[pa.Table] = []
     digests: list[tuple[np.ndarray, np.ndarray]] = []
     if indexed:
-        by_index = _look_up_indexed(fs, plan, indexed, keys, wanted, bucket_ids,
+        by_index = _look_up_indexed(fs, root, plan, indexed, keys, wanted, bucket_ids,
                                     row_schema=row_schema, key_index=key_index or ())
         if by_index.num_rows:
             digests.append((by_index.column(DIGEST).to_numpy(),
@@ -226,21 +223,23 @@ def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, t
     return out
 
 
-def _look_up_indexed(fs: fsspec.AbstractFileSystem, plan: FilePlan,
+def _look_up_indexed(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan,
                      indexed: list[tuple[ScanTask, list[IndexFile]]], keys: pa.Table,
                      wanted: list[tuple[str | None, ...]], bucket_ids: np.ndarray | None, *,
                      row_schema: pa.Schema, key_index: Sequence[str]) -> pa.Table:
     """The live rows of `keys` in the indexed buckets: the key columns, flattened ROW__ID and
-    `_digest`."""
+    `_digest`. Per bucket the keys' hashes are sorted once and each index file probed with
+    them; only the candidates' ROW__IDs are then looked for among the delete events."""
     snapshot = plan.view.snapshot
     key_types = pa.schema([row_schema.field(c) for c in key_index])
     hashes = row_hashes(keys, key_types)
+    asked = {c: keys.column(c).cast(key_types.field(c).type) for c in key_index}
     groups: dict[tuple[tuple[str | None, ...], int | None], list[int]] = {}
     buckets = [None] * keys.num_rows if bucket_ids is None else bucket_ids.tolist()
     for i, (p, b) in enumerate(zip(wanted, buckets, strict=True)):
         groups.setdefault((p, b), []).append(i)
     lengths = plan.read_lengths()
-    found: list[pa.Table] = []
+    found: list[tuple[np.ndarray, ...]] = []
     for task, indexes in indexed:
         mine = groups.get((_values(task.partition), task.bucket_id))
         if mine is None and bucket_ids is None:
@@ -248,64 +247,147 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, plan: FilePlan,
         if not mine:
             continue
         positions = np.asarray(mine, dtype=np.int64)
-        candidates: list[pa.Table] = []
+        order = np.argsort(hashes[positions])
+        needles = hashes[positions][order]  # sorted needles walk each index in order
+        candidates: list[tuple[np.ndarray, ...]] = []
         for f, index in zip((f for f in task.files if f.kind != "delete_delta"), indexes,
                             strict=True):
-            which, entries = probe(index, hashes[positions])
-            if not len(entries):
+            which, entries = probe_sorted(index.hashes, needles)
+            if not len(which):
                 continue
-            got = index.entries.take(pa.array(entries))
-            asked = keys.take(pa.array(positions[which]))
+            k = positions[order[which]]
             same = np.ones(len(entries), dtype=bool)
-            for c in key_index:  # the hash may collide: compare the key values
-                same &= _equal(got.column(c), asked.column(c).cast(key_types.field(c).type))
+            if len(key_index):  # the hash may collide: compare the key values
+                at, of = pa.array(entries), pa.array(k)
+                for c in key_index:
+                    same &= _equal(index.entries.column(c).take(at), asked[c].take(of))
             if f.kind != "base" and f.directory is not None and snapshot.range_validity(
                     f.directory.min_write_id, f.directory.max_write_id) != "ALL":
-                same &= np.asarray(valid_mask(got.column(KEY_WRITE_ID).combine_chunks(),
-                                              snapshot).to_numpy(zero_copy_only=False), bool)
-            keep = pa.array(np.flatnonzero(same))
-            candidates.append(pa.table({
-                "_k": pa.array(positions[which]).take(keep),
-                WRITE_ID: got.column(KEY_WRITE_ID).take(keep),
-                BUCKET_PROPERTY: got.column(KEY_BUCKET).take(keep),
-                ROW_ID: got.column(KEY_ROW_ID).take(keep),
-                DIGEST: got.column(DIGEST).take(keep),
-                _KNOWN: pa.repeat(pa.scalar(index.digests_valid), len(keep))}))
+                same &= _valid(index.write_ids[entries], snapshot)
+            entries, k = entries[same], k[same]
+            candidates.append((k, index.write_ids[entries], index.bucket_properties[entries],
+                               index.row_ids[entries], index.digests[entries],
+                               np.full(len(k), index.digests_valid)))
         if not candidates:
             continue
-        live = pa.concat_tables(candidates)
-        deleted = _delete_events(fs, snapshot, task, lengths)
-        if deleted is not None and live.num_rows:
-            live = live.join(deleted, keys=[WRITE_ID, BUCKET_PROPERTY, ROW_ID],
-                             join_type="left anti", use_threads=False)
-        if live.num_rows:
-            rows = keys.take(live.column("_k"))
-            for name in (WRITE_ID, BUCKET_PROPERTY, ROW_ID, DIGEST, _KNOWN):
-                rows = rows.append_column(name, live.column(name))
-            found.append(rows)
+        k, w, b, r, d, known = (np.concatenate(c) for c in zip(*candidates, strict=True))
+        live = ~_deleted(fs, root, plan.view, task, lengths, w, b, r)
+        found.append((k[live], w[live], b[live], r[live], d[live], known[live]))
     if not found:
         return pa.table({DIGEST: pa.array([], pa.uint64()), _KNOWN: pa.array([], pa.bool_())})
-    return pa.concat_tables(found)
+    k, w, b, r, d, known = (np.concatenate(c) for c in zip(*found, strict=True))
+    rows = keys.take(pa.array(k))
+    for name, values, kind in ((WRITE_ID, w, pa.int64()), (BUCKET_PROPERTY, b, pa.int32()),
+                               (ROW_ID, r, pa.int64()), (DIGEST, d, pa.uint64()),
+                               (_KNOWN, known, pa.bool_())):
+        rows = rows.append_column(name, pa.array(values, kind))
+    return rows
 
 
-def _delete_events(fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, task: ScanTask,
-                   lengths: dict[str, int]) -> pa.Table | None:
-    """The ROW__IDs the bucket's visible delete events name (as the merge applies them: an
-    event counts when its write id is valid in the snapshot)."""
-    parts = []
-    for f in task.files:
-        if f.kind != "delete_delta":
+def _valid(write_ids: np.ndarray, snapshot: ValidWriteIdList) -> np.ndarray:
+    """Which write ids are valid in `snapshot` (as `valid_mask`, in numpy)."""
+    valid = write_ids <= snapshot.high_watermark
+    exceptions = snapshot.open_write_ids + snapshot.aborted_write_ids
+    if exceptions:
+        valid &= ~np.isin(write_ids, np.asarray(exceptions, dtype=np.int64))
+    return valid
+
+
+@dataclass(frozen=True)
+class _DeleteEvents:
+    """One delete-delta file's events (the ROW__IDs they name and their currentTransaction),
+    sorted by a hash of the ROW__ID."""
+
+    hashes: np.ndarray
+    write_ids: np.ndarray
+    bucket_properties: np.ndarray
+    row_ids: np.ndarray
+    currents: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.hashes, self.write_ids, self.bucket_properties,
+                                      self.row_ids, self.currents))
+
+
+_ROW_ID_TYPES = pa.schema([pa.field(WRITE_ID, pa.int64()), pa.field(BUCKET_PROPERTY, pa.int32()),
+                          pa.field(ROW_ID, pa.int64())])
+
+
+def _row_id_hashes(w: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    return row_hashes(pa.table([pa.array(w, pa.int64()), pa.array(b, pa.int32()),
+                                pa.array(r, pa.int64())], schema=_ROW_ID_TYPES), _ROW_ID_TYPES)
+
+
+def _deleted(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: ScanTask,
+             lengths: dict[str, int], w: np.ndarray, b: np.ndarray, r: np.ndarray
+             ) -> np.ndarray:
+    """Which of the ROW__IDs (w, b, r) a visible delete event of the bucket names (as the
+    merge applies them: an event counts when its currentTransaction is valid in the
+    snapshot)."""
+    dead = np.zeros(len(w), dtype=bool)
+    files = [f for f in task.files if f.kind == "delete_delta"]
+    if not files or not len(w):
+        return dead
+    hashes = _row_id_hashes(w, b, r)
+    order = np.argsort(hashes)
+    needles = hashes[order]
+    for f in files:
+        events = _delete_events(fs, root, view, f, lengths)
+        which, at = probe_sorted(events.hashes, needles)
+        if not len(which):
             continue
-        length = lengths.get(f.path)
-        if length is None:
-            length = read_length(fs, f.path, snapshot)
-        for b in read_events(f.path, fs=fs, length=length,
-                             columns=[ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID, CURRENT]):
-            b = b.filter(valid_mask(b.column(CURRENT), snapshot))
-            parts.append(pa.table({WRITE_ID: b.column(ORIGINAL_TRANSACTION),
-                                   BUCKET_PROPERTY: b.column(BUCKET),
-                                   ROW_ID: b.column(EVENT_ROW_ID)}))
-    return pa.concat_tables(parts) if parts else None
+        mine = order[which]
+        same = ((events.write_ids[at] == w[mine]) & (events.bucket_properties[at] == b[mine])
+                & (events.row_ids[at] == r[mine]) & _valid(events.currents[at], view.snapshot))
+        dead[mine[same]] = True
+    return dead
+
+
+def _delete_events(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, f: DataFile,
+                   lengths: dict[str, int]) -> _DeleteEvents:
+    """The events of the delete-delta file `f`. When the plan read it at its committed
+    length (so its size and tail were checked against its manifest entry in this read), they
+    are kept in the process's cache under that entry's identity (`_file_cache.py`): the next
+    lookup of the same committed file decodes nothing.
+
+    Raises:
+        CorruptFileError: the file cannot be read.
+    """
+    length = lengths.get(f.path)
+    if length is None:
+        length = read_length(fs, f.path, view.snapshot)
+    entry = view.committed.get(_relative(root, f.path))
+    if entry is None or entry.length != length:
+        return _read_delete_events(fs, f.path, length)
+    key = ("delete_events", fs.unstrip_protocol(f.path), entry.write_id, entry.length,
+           entry.tail_hash, entry.rows)
+
+    def make() -> tuple[_DeleteEvents, int]:
+        events = _read_delete_events(fs, f.path, length)
+        return events, events.nbytes
+
+    found = FILES.get_or_make(key, make)
+    assert found is not None
+    return found
+
+
+def _read_delete_events(fs: fsspec.AbstractFileSystem, path: str, length: int
+                        ) -> _DeleteEvents:
+    parts: list[tuple[np.ndarray, ...]] = []
+    for b in read_events(path, fs=fs, length=length,
+                         columns=[ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID, CURRENT]):
+        parts.append(tuple(np.asarray(b.column(c).to_numpy(zero_copy_only=False), dtype)
+                           for c, dtype in ((ORIGINAL_TRANSACTION, np.int64),
+                                            (BUCKET, np.int32), (EVENT_ROW_ID, np.int64),
+                                            (CURRENT, np.int64))))
+    if parts:
+        w, b, r, c = (np.concatenate(x) for x in zip(*parts, strict=True))
+    else:
+        w, b, r, c = (np.empty(0, t) for t in (np.int64, np.int32, np.int64, np.int64))
+    hashes = _row_id_hashes(w, b, r)
+    order = np.argsort(hashes, kind="stable")
+    return _DeleteEvents(hashes[order], w[order], b[order], r[order], c[order])
 
 
 def _equal(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:

@@ -21,6 +21,7 @@ from ingest.acid.format import bucket_ids
 from ingest.acid.read import ReadView
 from ingest.table import Table, create_table
 from ingest.table._committed import table_manifest
+from ingest.table._file_cache import FILES
 from ingest.table._open import open_table, table_fs
 from ingest.table.current import BUCKET_PROPERTY, ROW_ID, WRITE_ID, find_current_rows
 from ingest.table.key_index import INDEX_DIRECTORY, row_hashes
@@ -173,6 +174,11 @@ def test_an_index_file_cut_short_or_rebound_is_not_trusted(tmp_path: Path) -> No
     # The other write's index under this file's name: the manifest entry it repeats differs.
     other = [f for f in files if "bucket_00001" in str(f)][0]
     second.write_bytes(other.read_bytes())
+    # This process decoded both files while they were sound, bound to the committed data
+    # files (which cannot change): it answers from that copy, rightly.
+    via_index, via_scan, indexed = _lookups(t, list(range(40)))
+    assert indexed == -1 and via_index == via_scan
+    FILES.clear()  # as a new process: it reads the damaged files and trusts neither
     via_index, via_scan, indexed = _lookups(t, list(range(40)))
     assert indexed == 3 and via_index == via_scan
     # The next upsert indexes that bucket's files again from the data.
