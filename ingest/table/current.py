@@ -12,7 +12,7 @@ are scanned. Knows no metastore: the view arrives as a value.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import fsspec
@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from ingest.acid.format import (
     BUCKET,
     ORIGINAL_TRANSACTION,
+    CommittedFile,
     ValidWriteIdList,
     decode_bucket_property,
 )
@@ -42,6 +43,7 @@ from ingest.acid.read import (
     start_merge,
 )
 from ingest.table._file_cache import FILES
+from ingest.table._runs import HASH, SEALED_ENTRIES, Run, runs_of
 from ingest.table.key_index import (
     DIGEST,
     IndexFile,
@@ -148,7 +150,7 @@ def find_current_rows(
         pa.field(ROW_ID, pa.int64())])
     if not plan.tasks:  # nothing stored in the keys' buckets (or no partition yet)
         return CurrentRows(schema.empty_table(), plan, 0)
-    indexed: list[tuple[ScanTask, list[IndexFile]]] = []
+    indexed: list[tuple[ScanTask, list[tuple[CommittedFile, IndexFile]]]] = []
     caught_up = [0]  # events read to index files that had none
     if key_index is not None and not columns:
         for task in plan.tasks:
@@ -193,7 +195,7 @@ def find_current_rows(
 
 def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: ScanTask,
                      key_index: Sequence[str], *, row_schema: pa.Schema, catch_up: bool,
-                     counted: list[int]) -> list[IndexFile] | None:
+                     counted: list[int]) -> list[tuple[CommittedFile, IndexFile]] | None:
     """The index of every insert file of `task`, or None when one has none to trust (an
     original file, a file the manifest does not list, a write without the index that
     `catch_up` does not index)."""
@@ -219,17 +221,21 @@ def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, t
                 index = load_index(fs, root, entry, key_types=key_types, row_types=row_schema)
         if index is None:
             return None
-        out.append(index)
+        out.append((entry, index))
     return out
 
 
 def _look_up_indexed(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan,
-                     indexed: list[tuple[ScanTask, list[IndexFile]]], keys: pa.Table,
-                     wanted: list[tuple[str | None, ...]], bucket_ids: np.ndarray | None, *,
-                     row_schema: pa.Schema, key_index: Sequence[str]) -> pa.Table:
+                     indexed: list[tuple[ScanTask, list[tuple[CommittedFile, IndexFile]]]],
+                     keys: pa.Table, wanted: list[tuple[str | None, ...]],
+                     bucket_ids: np.ndarray | None, *, row_schema: pa.Schema,
+                     key_index: Sequence[str]) -> pa.Table:
     """The live rows of `keys` in the indexed buckets: the key columns, flattened ROW__ID and
-    `_digest`. Per bucket the keys' hashes are sorted once and each index file probed with
-    them; only the candidates' ROW__IDs are then looked for among the delete events."""
+    `_digest`. Per bucket the keys' hashes are sorted once and probe the bucket's index
+    files, the small ones merged into a few runs (`_runs.py`); the candidates' key values are
+    compared (the hash may collide), their write ids checked against the snapshot where the
+    file's range is not wholly valid, and only their ROW__IDs looked for among the bucket's
+    delete events."""
     snapshot = plan.view.snapshot
     key_types = pa.schema([row_schema.field(c) for c in key_index])
     hashes = row_hashes(keys, key_types)
@@ -239,6 +245,7 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan,
     for i, (p, b) in enumerate(zip(wanted, buckets, strict=True)):
         groups.setdefault((p, b), []).append(i)
     lengths = plan.read_lengths()
+    types = (str(key_types), str(row_schema))
     found: list[tuple[np.ndarray, ...]] = []
     for task, indexes in indexed:
         mine = groups.get((_values(task.partition), task.bucket_id))
@@ -248,26 +255,39 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan,
             continue
         positions = np.asarray(mine, dtype=np.int64)
         order = np.argsort(hashes[positions])
-        needles = hashes[positions][order]  # sorted needles walk each index in order
+        needles = hashes[positions][order]  # sorted needles walk each run in order
+        members: dict[Hashable, tuple[IndexFile, bool]] = {}
+        for f, (entry, index) in zip((f for f in task.files if f.kind != "delete_delta"),
+                                     indexes, strict=True):
+            check = f.kind != "base" and f.directory is not None and snapshot.range_validity(
+                f.directory.min_write_id, f.directory.max_write_id) != "ALL"
+            members[_identity(entry)] = (index, check)
+        runs = runs_of(("key_index", fs.unstrip_protocol(task.partition.path), task.bucket_id,
+                        types), [(m, len(index.hashes), _index_columns(index))
+                                 for m, (index, _) in members.items()])
         candidates: list[tuple[np.ndarray, ...]] = []
-        for f, index in zip((f for f in task.files if f.kind != "delete_delta"), indexes,
-                            strict=True):
-            which, entries = probe_sorted(index.hashes, needles)
+        for run in runs:
+            which, at = probe_sorted(run.columns[HASH], needles)
             if not len(which):
                 continue
-            k = positions[order[which]]
-            same = np.ones(len(entries), dtype=bool)
-            if len(key_index):  # the hash may collide: compare the key values
-                at, of = pa.array(entries), pa.array(k)
-                for c in key_index:
-                    same &= _equal(index.entries.column(c).take(at), asked[c].take(of))
-            if f.kind != "base" and f.directory is not None and snapshot.range_validity(
-                    f.directory.min_write_id, f.directory.max_write_id) != "ALL":
-                same &= _valid(index.write_ids[entries], snapshot)
-            entries, k = entries[same], k[same]
-            candidates.append((k, index.write_ids[entries], index.bucket_properties[entries],
-                               index.row_ids[entries], index.digests[entries],
-                               np.full(len(k), index.digests_valid)))
+            k, member, position = positions[order[which]], run.member_of(at), \
+                run.position_of(at)
+            same = np.ones(len(at), dtype=bool)
+            known = np.zeros(len(at), dtype=bool)
+            by_member = np.argsort(member, kind="stable")
+            starts = np.flatnonzero(np.diff(member[by_member], prepend=-1))
+            for sel in np.split(by_member, starts[1:]):
+                index, check = members[run.members[int(member[sel[0]])]]
+                at_index, of_keys = pa.array(position[sel]), pa.array(k[sel])
+                for c in key_index:  # the hash may collide: compare the key values
+                    same[sel] &= _equal(index.entries.column(c).take(at_index),
+                                        asked[c].take(of_keys))
+                if check:
+                    same[sel] &= _valid(run.columns[WRITE_ID][at[sel]], snapshot)
+                known[sel] = index.digests_valid
+            at, k, known = at[same], k[same], known[same]
+            candidates.append((k, *(run.columns[c][at] for c in (
+                WRITE_ID, BUCKET_PROPERTY, ROW_ID, DIGEST)), known))
         if not candidates:
             continue
         k, w, b, r, d, known = (np.concatenate(c) for c in zip(*candidates, strict=True))
@@ -284,6 +304,17 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan,
     return rows
 
 
+def _identity(entry: CommittedFile) -> tuple[str, int, int, str, int]:
+    """A committed file as its manifest entry names it (files never change once committed)."""
+    return (entry.path, entry.write_id, entry.length, entry.tail_hash, entry.rows)
+
+
+def _index_columns(index: IndexFile) -> Callable[[], dict[str, np.ndarray]]:
+    return lambda: {HASH: index.hashes, WRITE_ID: index.write_ids,
+                    BUCKET_PROPERTY: index.bucket_properties, ROW_ID: index.row_ids,
+                    DIGEST: index.digests}
+
+
 def _valid(write_ids: np.ndarray, snapshot: ValidWriteIdList) -> np.ndarray:
     """Which write ids are valid in `snapshot` (as `valid_mask`, in numpy)."""
     valid = write_ids <= snapshot.high_watermark
@@ -291,23 +322,6 @@ def _valid(write_ids: np.ndarray, snapshot: ValidWriteIdList) -> np.ndarray:
     if exceptions:
         valid &= ~np.isin(write_ids, np.asarray(exceptions, dtype=np.int64))
     return valid
-
-
-@dataclass(frozen=True)
-class _DeleteEvents:
-    """One delete-delta file's events (the ROW__IDs they name and their currentTransaction),
-    sorted by a hash of the ROW__ID."""
-
-    hashes: np.ndarray
-    write_ids: np.ndarray
-    bucket_properties: np.ndarray
-    row_ids: np.ndarray
-    currents: np.ndarray
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.hashes, self.write_ids, self.bucket_properties,
-                                      self.row_ids, self.currents))
 
 
 _ROW_ID_TYPES = pa.schema([pa.field(WRITE_ID, pa.int64()), pa.field(BUCKET_PROPERTY, pa.int32()),
@@ -324,7 +338,8 @@ def _deleted(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: Sca
              ) -> np.ndarray:
     """Which of the ROW__IDs (w, b, r) a visible delete event of the bucket names (as the
     merge applies them: an event counts when its currentTransaction is valid in the
-    snapshot)."""
+    snapshot). The bucket's delete-delta files are probed as a few runs (`_runs.py`) when
+    the plan checked them against their manifest entries, one by one otherwise."""
     dead = np.zeros(len(w), dtype=bool)
     files = [f for f in task.files if f.kind == "delete_delta"]
     if not files or not len(w):
@@ -332,48 +347,57 @@ def _deleted(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: Sca
     hashes = _row_id_hashes(w, b, r)
     order = np.argsort(hashes)
     needles = hashes[order]
+    members: list[tuple[Hashable, int, Callable[[], dict[str, np.ndarray]]]] = []
+    runs: list[Run] = []
     for f in files:
-        events = _delete_events(fs, root, view, f, lengths)
-        which, at = probe_sorted(events.hashes, needles)
+        length = lengths.get(f.path)
+        if length is None:
+            length = read_length(fs, f.path, view.snapshot)
+        entry = view.committed.get(_relative(root, f.path))
+        if entry is None or entry.length != length:  # not checked against its commit
+            runs.append(Run((None,), _read_delete_events(fs, f.path, length)))
+        else:
+            members.append((_identity(entry), entry.rows, _delete_columns(fs, f.path, entry)))
+    runs += runs_of(("delete_events", fs.unstrip_protocol(task.partition.path),
+                     task.bucket_id), members)
+    for run in runs:
+        which, at = probe_sorted(run.columns[HASH], needles)
         if not len(which):
             continue
         mine = order[which]
-        same = ((events.write_ids[at] == w[mine]) & (events.bucket_properties[at] == b[mine])
-                & (events.row_ids[at] == r[mine]) & _valid(events.currents[at], view.snapshot))
+        same = ((run.columns[WRITE_ID][at] == w[mine])
+                & (run.columns[BUCKET_PROPERTY][at] == b[mine])
+                & (run.columns[ROW_ID][at] == r[mine])
+                & _valid(run.columns[CURRENT][at], view.snapshot))
         dead[mine[same]] = True
     return dead
 
 
-def _delete_events(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, f: DataFile,
-                   lengths: dict[str, int]) -> _DeleteEvents:
-    """The events of the delete-delta file `f`. When the plan read it at its committed
-    length (so its size and tail were checked against its manifest entry in this read), they
-    are kept in the process's cache under that entry's identity (`_file_cache.py`): the next
-    lookup of the same committed file decodes nothing.
+def _delete_columns(fs: fsspec.AbstractFileSystem, path: str, entry: CommittedFile
+                    ) -> Callable[[], dict[str, np.ndarray]]:
+    """The events of a delete-delta file the plan read at its committed length (so its size
+    and tail were checked against `entry` in this read); a large one is kept in the
+    process's cache under that identity (`_file_cache.py`), the others live on in runs."""
+    def read() -> dict[str, np.ndarray]:
+        if entry.rows < SEALED_ENTRIES:
+            return _read_delete_events(fs, path, entry.length)
+        key = ("delete_events", fs.unstrip_protocol(path), _identity(entry))
+        found = FILES.get_or_make(key, lambda: (
+            (events := _read_delete_events(fs, path, entry.length)),
+            sum(a.nbytes for a in events.values())))
+        assert found is not None
+        return found
+    return read
+
+
+def _read_delete_events(fs: fsspec.AbstractFileSystem, path: str, length: int
+                        ) -> dict[str, np.ndarray]:
+    """A delete-delta file's events: the ROW__IDs they name and their currentTransaction,
+    sorted by a hash of the ROW__ID (`hash`).
 
     Raises:
         CorruptFileError: the file cannot be read.
     """
-    length = lengths.get(f.path)
-    if length is None:
-        length = read_length(fs, f.path, view.snapshot)
-    entry = view.committed.get(_relative(root, f.path))
-    if entry is None or entry.length != length:
-        return _read_delete_events(fs, f.path, length)
-    key = ("delete_events", fs.unstrip_protocol(f.path), entry.write_id, entry.length,
-           entry.tail_hash, entry.rows)
-
-    def make() -> tuple[_DeleteEvents, int]:
-        events = _read_delete_events(fs, f.path, length)
-        return events, events.nbytes
-
-    found = FILES.get_or_make(key, make)
-    assert found is not None
-    return found
-
-
-def _read_delete_events(fs: fsspec.AbstractFileSystem, path: str, length: int
-                        ) -> _DeleteEvents:
     parts: list[tuple[np.ndarray, ...]] = []
     for b in read_events(path, fs=fs, length=length,
                          columns=[ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID, CURRENT]):
@@ -387,7 +411,8 @@ def _read_delete_events(fs: fsspec.AbstractFileSystem, path: str, length: int
         w, b, r, c = (np.empty(0, t) for t in (np.int64, np.int32, np.int64, np.int64))
     hashes = _row_id_hashes(w, b, r)
     order = np.argsort(hashes, kind="stable")
-    return _DeleteEvents(hashes[order], w[order], b[order], r[order], c[order])
+    return {HASH: hashes[order], WRITE_ID: w[order], BUCKET_PROPERTY: b[order],
+            ROW_ID: r[order], CURRENT: c[order]}
 
 
 def _equal(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:

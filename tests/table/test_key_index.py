@@ -69,9 +69,15 @@ def _lookups(t: Table, ids: list[int], dt: str | None = None) -> tuple[set, set,
     return as_set[0], as_set[1], -1 if every else found[0].buckets_indexed
 
 
+@pytest.mark.parametrize("sealed", [None, 8])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_lookups_through_the_index_equal_lookups_by_scanning_at_every_step(
-        tmp_path: Path, seed: int) -> None:
+        tmp_path: Path, seed: int, sealed: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `sealed`, the merged runs of a bucket's small files (`_runs.py`) seal at 8
+    entries: files probed alone, runs sealed, new runs started, runs dropped by compaction."""
+    if sealed is not None:
+        monkeypatch.setattr("ingest.table._runs.SEALED_ENTRIES", sealed)
+        monkeypatch.setattr("ingest.table.current.SEALED_ENTRIES", sealed)
     rng = np.random.default_rng(seed)
     t = _table(tmp_path / str(seed))
     live: set[int] = set()
