@@ -1,8 +1,9 @@
 """Hash-sorted runs merged from the small committed files of one bucket (their key-index
 entries, their delete events), so a lookup probes a bucket in a few passes however many
 deltas it holds, instead of one pass per file. Each run is kept in the process's file cache
-(`_file_cache.py`) and grows by merging the next write's files into it; a run that reached
-`SEALED_ENTRIES` is left as it is and a new one starts, so a merge never copies much. A
+(`_file_cache.py`); the next write's files become a new run, merged into the one before
+while it is at least half as large (as a log-structured merge), and a run of
+`SEALED_ENTRIES` takes no more, so the runs stay few and a merge never copies much. A
 member is named by its committed-file identity, so a run whose member the snapshot no longer
 reads (compaction replaced it) is dropped, never probed.
 """
@@ -72,23 +73,27 @@ def runs_of(group: Hashable, members: Sequence[tuple[Hashable, int, Columns]]) -
     covered = {m for r in kept for m in r.members}
     new = [(m, make) for m, make in small.items() if m not in covered]
     if new:
-        if kept and len(kept[-1]) < SEALED_ENTRIES:
-            kept[-1] = _merge(kept[-1], new)
-        else:
-            kept.append(_merge(None, new))
+        kept.append(_merge([], new))
+        # Merge the newest run into the one before while it is at least half as large (and
+        # that one not sealed): a few runs of growing sizes, each entry copied a few times.
+        while (len(kept) > 1 and len(kept[-2]) < SEALED_ENTRIES
+               and 2 * len(kept[-1]) >= len(kept[-2])):
+            kept[-2:] = [_merge(kept[-2:], [])]
     if new or not isinstance(cached, tuple) or len(kept) != len(cached):
         FILES.put(key, tuple(kept), sum(r.nbytes for r in kept))
     return out + kept
 
 
-def _merge(run: Run | None, new: list[tuple[Hashable, Columns]]) -> Run:
-    """`run` with the members `new` merged in (a stable sort of presorted pieces: a merge)."""
-    members = list(run.members) if run is not None else []
+def _merge(runs: list[Run], new: list[tuple[Hashable, Columns]]) -> Run:
+    """One run of `runs` and the members `new` (a stable sort of presorted pieces: a
+    merge)."""
+    members: list[Hashable] = []
     pieces: list[dict[str, np.ndarray]] = []
-    if run is not None:
+    for run in runs:
         every = np.arange(len(run))
-        pieces.append({**run.columns, MEMBER: run.member_of(every),
+        pieces.append({**run.columns, MEMBER: run.member_of(every) + len(members),
                        POSITION: run.position_of(every)})
+        members.extend(run.members)
     for identity, make in new:
         columns = make()
         n = len(columns[HASH])

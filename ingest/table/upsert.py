@@ -41,6 +41,7 @@ from ingest.table.changes import (
     ChangeBatch,
     check_cdc_format,
     from_debezium,
+    from_debezium_arrow,
     from_rows,
     read_debezium_file,
 )
@@ -426,7 +427,7 @@ def upsert(
 
 def apply_changes(
     location: str,
-    envelopes: Iterable[object],
+    envelopes: Iterable[object] | pa.Table | pa.RecordBatch,
     *,
     key: Sequence[str],
     cdc_format: CdcFormat = "debezium",
@@ -440,14 +441,23 @@ def apply_changes(
     transaction: c/r/u upsert `after`, d and tombstones delete; ordered as in `upsert`, with
     Debezium's tie-break c < r < u < d between events of equal `order_by` value.
 
+    `envelopes` are dicts, or an Arrow table (or record batch) of envelopes, one row each:
+    columns `op`, `after` and `before` (structs), as `changes.from_debezium_arrow` reads them
+    (no tombstones: a delete is op d with `before`).
+
     Raises:
         BadRecordError: an event without `op`, with an unknown one, without the image it
             needs or with a null key (named by its position, "event 3").
         As `upsert` otherwise.
     """
     check_cdc_format(cdc_format)
-    items = list(envelopes)
-    return _apply(location, lambda _: from_debezium(items), key=key, order_by=order_by,
+    arrow = isinstance(envelopes, (pa.Table, pa.RecordBatch))
+    items = envelopes if arrow else list(envelopes)  # type: ignore[arg-type]
+
+    def make(_: TableDefinition) -> ChangeBatch:
+        return from_debezium_arrow(items) if arrow else from_debezium(items)  # type: ignore
+
+    return _apply(location, make, key=key, order_by=order_by,
                   metastore=metastore, agent=agent, compression=compression,
                   missing_columns="null", storage_options=storage_options)
 
