@@ -26,7 +26,8 @@ HASH, MEMBER, POSITION = "hash", "member", "position"
 class Run:
     """Columns sorted by `hash`; `member` gives each entry's index into `members`, the
     identities of the files merged, and `position` its position in that member's columns
-    (both absent for a one-file run: its columns are the file's own)."""
+    (both absent for a one-file run, whose columns are the file's own, and for a run made
+    without positions)."""
 
     members: tuple[Hashable, ...]
     columns: dict[str, np.ndarray]
@@ -53,10 +54,13 @@ Columns = Callable[[], dict[str, np.ndarray]]
 """A member's columns (with `hash`, sorted by it), asked for only when it is merged."""
 
 
-def runs_of(group: Hashable, members: Sequence[tuple[Hashable, int, Columns]]) -> list[Run]:
+def runs_of(group: Hashable, members: Sequence[tuple[Hashable, int, Columns]], *,
+            positions: bool = True) -> list[Run]:
     """Runs that together hold exactly `members` ((identity, entries, columns) of the
     files a lookup reads now, in one bucket). A file of `SEALED_ENTRIES` or more is a run of
-    its own, sharing its columns; the others are merged into cached runs of `group`."""
+    its own, sharing its columns; the others are merged into cached runs of `group`, which
+    say where each entry came from (`member`, `position`) unless `positions` is False (the
+    caller needs only the columns)."""
     out: list[Run] = []
     small: dict[Hashable, Columns] = {}
     for identity, entries, columns in members:
@@ -73,18 +77,18 @@ def runs_of(group: Hashable, members: Sequence[tuple[Hashable, int, Columns]]) -
     covered = {m for r in kept for m in r.members}
     new = [(m, make) for m, make in small.items() if m not in covered]
     if new:
-        kept.append(_merge([], new))
+        kept.append(_merge([], new, positions))
         # Merge the newest run into the one before while it is at least half as large (and
         # that one not sealed): a few runs of growing sizes, each entry copied a few times.
         while (len(kept) > 1 and len(kept[-2]) < SEALED_ENTRIES
                and 2 * len(kept[-1]) >= len(kept[-2])):
-            kept[-2:] = [_merge(kept[-2:], [])]
+            kept[-2:] = [_merge(kept[-2:], [], positions)]
     if new or not isinstance(cached, tuple) or len(kept) != len(cached):
         FILES.put(key, tuple(kept), sum(r.nbytes for r in kept))
     return out + kept
 
 
-def _merge(runs: list[Run], new: list[tuple[Hashable, Columns]]) -> Run:
+def _merge(runs: list[Run], new: list[tuple[Hashable, Columns]], positions: bool) -> Run:
     """One run of `runs` and the members `new` (a stable sort of presorted pieces: a
     merge)."""
     members: list[Hashable] = []
@@ -92,13 +96,13 @@ def _merge(runs: list[Run], new: list[tuple[Hashable, Columns]]) -> Run:
     for run in runs:
         every = np.arange(len(run))
         pieces.append({**run.columns, MEMBER: run.member_of(every) + len(members),
-                       POSITION: run.position_of(every)})
+                       POSITION: run.position_of(every)} if positions else run.columns)
         members.extend(run.members)
     for identity, make in new:
         columns = make()
         n = len(columns[HASH])
         pieces.append({**columns, MEMBER: np.full(n, len(members), dtype=np.int32),
-                       POSITION: np.arange(n, dtype=np.int64)})
+                       POSITION: np.arange(n, dtype=np.int64)} if positions else columns)
         members.append(identity)
     names = list(pieces[0])
     merged = {name: np.concatenate([p[name] for p in pieces]) for name in names}

@@ -272,22 +272,22 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan,
                 continue
             k, member, position = positions[order[which]], run.member_of(at), \
                 run.position_of(at)
-            same = np.ones(len(at), dtype=bool)
-            known = np.zeros(len(at), dtype=bool)
             by_member = np.argsort(member, kind="stable")
             starts = np.flatnonzero(np.diff(member[by_member], prepend=-1))
             for sel in np.split(by_member, starts[1:]):
                 index, check = members[run.members[int(member[sel[0]])]]
-                at_index, of_keys = pa.array(position[sel]), pa.array(k[sel])
+                mine, of_keys = position[sel], k[sel]
+                same = np.ones(len(sel), dtype=bool)
+                at_index, asked_at = pa.array(mine), pa.array(of_keys)
                 for c in key_index:  # the hash may collide: compare the key values
-                    same[sel] &= _equal(index.entries.column(c).take(at_index),
-                                        asked[c].take(of_keys))
+                    same &= _equal(index.entries.column(c).take(at_index),
+                                   asked[c].take(asked_at))
                 if check:
-                    same[sel] &= _valid(run.columns[WRITE_ID][at[sel]], snapshot)
-                known[sel] = index.digests_valid
-            at, k, known = at[same], k[same], known[same]
-            candidates.append((k, *(run.columns[c][at] for c in (
-                WRITE_ID, BUCKET_PROPERTY, ROW_ID, DIGEST)), known))
+                    same &= _valid(index.write_ids[mine], snapshot)
+                mine = mine[same]
+                candidates.append((of_keys[same], index.write_ids[mine],
+                                   index.bucket_properties[mine], index.row_ids[mine],
+                                   index.digests[mine], np.full(len(mine), index.digests_valid)))
         if not candidates:
             continue
         k, w, b, r, d, known = (np.concatenate(c) for c in zip(*candidates, strict=True))
@@ -310,9 +310,9 @@ def _identity(entry: CommittedFile) -> tuple[str, int, int, str, int]:
 
 
 def _index_columns(index: IndexFile) -> Callable[[], dict[str, np.ndarray]]:
-    return lambda: {HASH: index.hashes, WRITE_ID: index.write_ids,
-                    BUCKET_PROPERTY: index.bucket_properties, ROW_ID: index.row_ids,
-                    DIGEST: index.digests}
+    """A run keeps only the hashes (and where each came from): the rest is gathered from
+    the index file of the entries found."""
+    return lambda: {HASH: index.hashes}
 
 
 def _valid(write_ids: np.ndarray, snapshot: ValidWriteIdList) -> np.ndarray:
@@ -359,7 +359,7 @@ def _deleted(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: Sca
         else:
             members.append((_identity(entry), entry.rows, _delete_columns(fs, f.path, entry)))
     runs += runs_of(("delete_events", fs.unstrip_protocol(task.partition.path),
-                     task.bucket_id), members)
+                     task.bucket_id), members, positions=False)
     for run in runs:
         which, at = probe_sorted(run.columns[HASH], needles)
         if not len(which):

@@ -353,8 +353,7 @@ class IndexFile:
 
     @property
     def nbytes(self) -> int:
-        return self.entries.nbytes + sum(a.nbytes for a in (
-            self.hashes, self.write_ids, self.bucket_properties, self.row_ids, self.digests))
+        return self.entries.nbytes  # the numpy arrays are views of its columns
 
 
 def load_index(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
