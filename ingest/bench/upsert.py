@@ -87,11 +87,12 @@ class _Sized:
 
 
 def _mixed(rows: int, *, keys: int, buckets: int, batches: int, root: str,
-           changes: list[Batch], mixed: list[float], envelopes: str
-           ) -> tuple[dict[str, float], _Sized]:
+           changes: list[Batch], mixed: list[float], mixed_cpu: list[float],
+           envelopes: str) -> tuple[dict[str, float], _Sized]:
     """Load `rows` rows, then time the mixed batches (the spec's changes, nothing else),
     given to `apply_changes` as `envelopes` ("arrow": an Arrow table; "dicts"); `changes`
-    receives them and `mixed` their seconds, in order (as the table grows). Also times, not
+    receives them, `mixed` their seconds and `mixed_cpu` the process's CPU seconds (which
+    other processes on the machine move less), in order (as the table grows). Also times, not
     applying it, the dicts' conversion to Arrow (`dicts_to_arrow_s`)."""
     location = f"{root}/t{rows}"
     create_table(location, _SCHEMA, buckets=buckets, bucketed_by=["id"])
@@ -108,9 +109,10 @@ def _mixed(rows: int, *, keys: int, buckets: int, batches: int, root: str,
         started = time.perf_counter()
         from_debezium(events)  # what a caller holding dicts pays on top, not applied
         from_dicts.append(time.perf_counter() - started)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = table.apply_changes(arrow if envelopes == "arrow" else events, key=["id"])
         mixed.append(time.perf_counter() - started)
+        mixed_cpu.append(time.process_time() - cpu)
         scanned.append(result.counts.rows_scanned)
         lookup.append(result.counts.lookup_s)
         indexed.append(result.counts.buckets_indexed)
@@ -213,15 +215,17 @@ def run(argv: list[str]) -> None:
     sizes = [int(s) for s in args.rows.split(",") if s]
     figures: dict[int, dict[str, float]] = {}
     per_batch: dict[int, list[float]] = {}
+    per_batch_cpu: dict[int, list[float]] = {}
     baselines: dict[str, float | str] = {}
     reads: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ingest-bench-upsert-") as root:
         for rows in sizes:
             changes: list[Batch] = []
-            per_batch[rows] = []
+            per_batch[rows], per_batch_cpu[rows] = [], []
             f, sized = _mixed(rows, keys=args.keys, buckets=args.buckets,
                               batches=args.batches, root=root, changes=changes,
-                              mixed=per_batch[rows], envelopes=args.envelopes)
+                              mixed=per_batch[rows], mixed_cpu=per_batch_cpu[rows],
+                              envelopes=args.envelopes)
             if rows == sizes[-1]:  # the reads see the spec's changes and nothing else
                 reads = _reads(sized.table, buckets=args.buckets, root=root,
                                repeats=args.read_repeats)
@@ -235,7 +239,8 @@ def run(argv: list[str]) -> None:
                   f"{f['one_bucket_batch_s'] * 1000:,.0f} ms with every key in one "
                   f"bucket; load of {args.keys:,} rows {f['load_s'] * 1000:,.0f} ms; "
                   f"per batch as the table grows "
-                  f"{[round(x * 1000) for x in per_batch[rows]]} ms ({args.envelopes} "
+                  f"{[round(x * 1000) for x in per_batch[rows]]} ms, CPU "
+                  f"{[round(x * 1000) for x in per_batch_cpu[rows]]} ms ({args.envelopes} "
                   f"envelopes; dicts to Arrow would add {f['dicts_to_arrow_s'] * 1000:,.0f} "
                   "ms)", flush=True)
         print(f"snapshot read of {reads['read_rows']:,} rows after {args.batches} batches "
@@ -261,6 +266,7 @@ def run(argv: list[str]) -> None:
            buckets_indexed={str(r): f["buckets_indexed"] for r, f in figures.items()},
            ingest_rows_per_s=round(changes_per_s, 1), baseline_rows_per_s=round(load_per_s, 1),
            batches_s={str(r): [round(x, 4) for x in t] for r, t in per_batch.items()},
+           batches_cpu_s={str(r): [round(x, 4) for x in t] for r, t in per_batch_cpu.items()},
            envelopes=args.envelopes,
            dicts_to_arrow_s={str(r): round(f["dicts_to_arrow_s"], 4)
                              for r, f in figures.items()},
