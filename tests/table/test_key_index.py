@@ -77,7 +77,7 @@ def test_lookups_through_the_index_equal_lookups_by_scanning_at_every_step(
     entries: files probed alone, runs sealed, new runs started, runs dropped by compaction."""
     if sealed is not None:
         monkeypatch.setattr("ingest.table._runs.SEALED_ENTRIES", sealed)
-        monkeypatch.setattr("ingest.table.current.SEALED_ENTRIES", sealed)
+        monkeypatch.setattr("ingest.table._delete_events.SEALED_ENTRIES", sealed)
     rng = np.random.default_rng(seed)
     t = _table(tmp_path / str(seed))
     live: set[int] = set()
@@ -120,6 +120,8 @@ def test_a_hash_collision_is_resolved_by_the_key_values(tmp_path: Path,
 
     monkeypatch.setattr(key_index_module, "row_hashes", same_hash)
     monkeypatch.setattr(current_module, "row_hashes", same_hash)
+    # The delete events' ROW__ID hashes collide too: their ROW__IDs are compared.
+    monkeypatch.setattr("ingest.table._delete_events.row_hashes", same_hash)
     t = _table(tmp_path)
     t.upsert(_rows(list(range(40)), 1), key=["id"])
     t.upsert(_rows(list(range(20, 60)), 2), key=["id"])
