@@ -35,6 +35,7 @@ from ingest.acid.read import (
     plan_files,
     start_merge,
 )
+from ingest.errors import CorruptFileError
 from ingest.table._delete_events import deleted, identity, valid_write_ids
 from ingest.table._runs import HASH, runs_of
 from ingest.table.key_index import (
@@ -109,8 +110,9 @@ def find_current_rows(
         partition_columns: the table's partition columns, outermost first.
         columns: row columns to return besides the key columns.
         key_index: the key's row columns when the table's key index is of them: buckets
-            whose insert files all have a trusted index are looked up there (only without
-            `columns`: the index holds no other column's values).
+            whose insert files all have a trusted index are looked up there; the values of
+            `columns` (the index holds none) are then read for the rows found only, from
+            the insert files holding their write ids.
         catch_up: index the committed insert files of the keys' buckets that have no index
             yet (a `load`, another engine's write), reading each once, instead of scanning
             their buckets on every lookup.
@@ -145,7 +147,7 @@ def find_current_rows(
         return CurrentRows(schema.empty_table(), plan, 0)
     indexed: list[tuple[ScanTask, list[tuple[CommittedFile, IndexFile]]]] = []
     caught_up = [0]  # events read to index files that had none
-    if key_index is not None and not columns:
+    if key_index is not None:
         for task in plan.tasks:
             files = _trusted_indexes(fs, root, plan.view, task, key_index,
                                      row_schema=row_schema, catch_up=catch_up,
@@ -157,6 +159,9 @@ def find_current_rows(
     if indexed:
         by_index = _look_up_indexed(fs, root, plan, indexed, keys, wanted, bucket_ids,
                                     row_schema=row_schema, key_index=key_index or ())
+        if by_index.num_rows and len(projected) > len(key_names):
+            by_index = _with_columns(fs, root, plan, by_index, projected[len(key_names):],
+                                     row_schema=row_schema)
         if by_index.num_rows:
             digests.append((by_index.column(DIGEST).to_numpy(),
                             np.asarray(by_index.column(_KNOWN).to_numpy(zero_copy_only=False),
@@ -315,18 +320,23 @@ def _relative(root: str, path: str) -> str:
 
 
 def read_rows_by_id(fs: fsspec.AbstractFileSystem, current: CurrentRows, row_ids: pa.Table, *,
-                    row_schema: pa.Schema) -> pa.Table:
+                    row_schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
     """Whole rows (row columns, partition columns, flattened ROW__ID) of `row_ids`, rows
     `find_current_rows` found live: only the insert files of their buckets whose write-id
     range holds one of their write ids are read, and no delete events (they are live).
 
     Args:
         row_ids: columns `_writeid`, `_bucketid`, `_rowid` of some of `current.rows`.
+        columns: only these row columns (and the flattened ROW__ID); default all.
 
     Raises:
         CorruptFileError: a file is damaged.
     """
-    plan = current.plan
+    return _read_by_id(fs, current.plan, row_ids, row_schema=row_schema, columns=columns)
+
+
+def _read_by_id(fs: fsspec.AbstractFileSystem, plan: FilePlan, row_ids: pa.Table, *,
+                row_schema: pa.Schema, columns: Sequence[str] | None) -> pa.Table:
     write_ids = np.unique(row_ids.column(WRITE_ID).to_numpy())
     buckets = {decode_bucket_property(int(v))[1]
                for v in np.unique(row_ids.column(BUCKET_PROPERTY).to_numpy()).tolist()}
@@ -339,7 +349,8 @@ def read_rows_by_id(fs: fsspec.AbstractFileSystem, current: CurrentRows, row_ids
             parts.append((task.partition, files))
     merger = Merger(fs, plan.view.snapshot, row_schema=row_schema,
                     files=[f for _, group in parts for f in group], lengths=plan.read_lengths(),
-                    with_row_id=True, partition_columns=plan.partition_columns)
+                    columns=columns, with_row_id=True,
+                    partition_columns=plan.partition_columns)
     probe = row_ids.select([WRITE_ID, BUCKET_PROPERTY, ROW_ID])
     found: list[pa.Table] = []
     for batch in merger.read_partitions([(dict(p.values), files) for p, files in parts]):
@@ -351,6 +362,27 @@ def read_rows_by_id(fs: fsspec.AbstractFileSystem, current: CurrentRows, row_ids
     if not found:
         return flatten_row_id(pa.Table.from_batches([], schema=merger.schema))
     return pa.concat_tables(found)
+
+
+def _with_columns(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan, found: pa.Table,
+                  columns: Sequence[str], *, row_schema: pa.Schema) -> pa.Table:
+    """`found` (rows the key index found live) with the values of `columns`, read for those
+    rows only (the columns projected, from the insert files holding their write ids).
+
+    Raises:
+        CorruptFileError: a found row is not in its data file (the index and the file it is
+            bound to disagree: a damaged file), or a file is damaged.
+    """
+    ids = [WRITE_ID, BUCKET_PROPERTY, ROW_ID]
+    values = _read_by_id(fs, plan, found.select(ids), row_schema=row_schema,
+                         columns=list(columns)).select([*columns, *ids])
+    joined = found.join(values, keys=ids, join_type="inner", use_threads=False)
+    if joined.num_rows != found.num_rows:
+        raise CorruptFileError(
+            f"Cannot look up keys in {plan.view.table}: the key index names "
+            f"{found.num_rows - joined.num_rows:,} live rows their data files do not hold",
+            path=root, hint="run `ingest verify` on the table")
+    return joined
 
 
 def flatten_row_id(table: pa.Table) -> pa.Table:
