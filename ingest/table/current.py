@@ -373,9 +373,12 @@ def _with_columns(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan, foun
         CorruptFileError: a found row is not in its data file (the index and the file it is
             bound to disagree: a damaged file), or a file is damaged.
     """
-    ids = [WRITE_ID, BUCKET_PROPERTY, ROW_ID]
-    values = _read_by_id(fs, plan, found.select(ids), row_schema=row_schema,
-                         columns=list(columns)).select([*columns, *ids])
+    # A ROW__ID is unique within its partition only: match on the partition values too.
+    ids = [*plan.partition_columns, WRITE_ID, BUCKET_PROPERTY, ROW_ID]
+    values = _read_by_id(fs, plan, found.select(ids[len(plan.partition_columns):]),
+                         row_schema=row_schema, columns=[*columns, *plan.partition_columns])
+    values = pa.table({**{c: values.column(c).cast(found.schema.field(c).type) for c in ids},
+                       **{c: values.column(c) for c in columns}})
     joined = found.join(values, keys=ids, join_type="inner", use_threads=False)
     if joined.num_rows != found.num_rows:
         raise CorruptFileError(

@@ -239,11 +239,17 @@ def _same_rows(fs: fsspec.AbstractFileSystem, defn: TableDefinition, resolved: R
                 same[check] = _same_rows(fs, defn, resolved, _unindexed(current),
                                          winner_rows[check], stored_rows[check])
             return same
-    ids = current.rows.select([WRITE_ID, BUCKET_PROPERTY, ROW_ID]).take(pa.array(stored_rows))
-    full = read_rows_by_id(fs, current, ids, row_schema=defn.row_schema)
+    # A ROW__ID is unique within its partition only: match on the partition values too
+    # (else a row of another partition of the batch with the same ROW__ID is compared).
+    keys = [*defn.partition_columns, WRITE_ID, BUCKET_PROPERTY, ROW_ID]
+    ids = current.rows.select(keys).take(pa.array(stored_rows))
+    full = read_rows_by_id(fs, current, ids.select([WRITE_ID, BUCKET_PROPERTY, ROW_ID]),
+                           row_schema=defn.row_schema)
+    for c in defn.partition_columns:
+        full = full.set_column(full.schema.get_field_index(c), c,
+                               full.column(c).cast(ids.schema.field(c).type))
     probe = ids.append_column("_c", pa.array(np.arange(len(stored_rows))))
-    found = full.join(probe, keys=[WRITE_ID, BUCKET_PROPERTY, ROW_ID], join_type="inner",
-                      use_threads=False)
+    found = full.join(probe, keys=keys, join_type="inner", use_threads=False)
     if found.num_rows == 0:
         return same
     which = found.column("_c").to_numpy()

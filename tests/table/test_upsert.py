@@ -410,3 +410,30 @@ def test_bad_arrow_envelopes_are_refused_naming_the_event(
     with pytest.raises(BadRecordError, match=message):
         t.apply_changes(envelopes, key=["id"])
     assert t.to_arrow().num_rows == 0 and _acid_dirs(t) == []
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_a_row_id_repeated_in_another_partition_is_not_the_row_compared(
+        tmp_path: Path, indexed: bool) -> None:
+    """A ROW__ID is unique within its partition only: one load writes rowid 0 of bucket 0 in
+    both partitions. A batch updating both rows, the one in `a` to the values the one in `b`
+    holds, must compare each with its own row (without the key index, which is of another
+    key here, the no-op check reads the rows by ROW__ID), or the update of `a` is lost."""
+    t = _table(tmp_path, buckets=1, partitioned_by=("dt",))
+    if not indexed:
+        import fsspec
+
+        from ingest.table.key_index import declare_key_columns
+        declare_key_columns(fsspec.filesystem("file"), t.location.removeprefix("file://"),
+                            ["v"])
+    t.load(pa.table({"id": pa.array([1, 1], pa.int64()), "value": ["y", "x"],
+                     "v": pa.array([1, 1], pa.int64()), "dt": ["a", "b"]}))
+    ids = {(r["dt"], r["row__id"]["writeid"], r["row__id"]["rowid"])
+           for r in t.to_arrow(with_row_id=True).to_pylist()}
+    assert ids == {("a", 1, 0), ("b", 1, 0)}
+    r = t.upsert([{"id": 1, "value": "x", "v": 1, "dt": "a"},
+                  {"id": 1, "value": "q", "v": 1, "dt": "b"}], key=["id", "dt"])
+    assert (r.counts.updated, r.counts.unchanged) == (2, 0)
+    assert r.counts.buckets_indexed == (2 if indexed else 0)
+    assert _rows(t) == {("a", 1): {"id": 1, "value": "x", "v": 1, "dt": "a"},
+                        ("b", 1): {"id": 1, "value": "q", "v": 1, "dt": "b"}}
