@@ -446,7 +446,10 @@ class Table:
 
         Args:
             envelopes: the events, in order: dicts (an envelope, or a Kafka record
-                `{"key": ..., "value": envelope or None}`).
+                `{"key": ..., "value": envelope or None}`), or an Arrow table or record
+                batch of envelopes, one row each: `op` (string), `after` and `before`
+                (structs of the row's columns), as a stream holds them after parsing (no
+                Python objects are made).
             key, order_by: as for `upsert`; equal order values break ties c < r < u < d.
             cdc_format: the envelope format.
 

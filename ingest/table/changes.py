@@ -1,9 +1,10 @@
 """Keyed change events as `upsert` consumes them: new images and deletes, in input order.
 
 Builds a `ChangeBatch` from plain rows (each row the new image of its key) or from Debezium
-change envelopes (`before`, `after`, `op` c/r/u/d, a tombstone deletes), from Python objects or
-a JSON Lines file. Knows no table, metastore or file layout; the streaming sink can hand its
-Kafka records here as well (`from_debezium` takes the record's key for a tombstone).
+change envelopes (`before`, `after`, `op` c/r/u/d, a tombstone deletes), from Python objects,
+an Arrow table of envelopes or a JSON Lines file. Knows no table, metastore or file layout;
+the streaming sink can hand its Kafka records here as well (`from_debezium` takes the
+record's key for a tombstone).
 """
 
 from __future__ import annotations
@@ -83,6 +84,76 @@ def from_debezium(envelopes: Iterable[object], *, unit: str = "event") -> Change
             image it needs is missing; the message names the item ("event 3").
     """
     return _from_numbered(enumerate(envelopes), unit)
+
+
+def from_debezium_arrow(envelopes: pa.Table | pa.RecordBatch, *,
+                        unit: str = "event") -> ChangeBatch:
+    """Debezium change events already in Arrow, one row each, in order: column `op`
+    (string c, r, u or d), `after` (a struct of the new row; needed by c/r/u) and `before`
+    (a struct naming the deleted row; needed by d), as a stream holds them after parsing.
+    The same events as `from_debezium` takes as dicts, without turning them into Python
+    objects.
+
+    Raises:
+        BadRecordError: a column is missing or not of those types, or an event has no
+            `op`, an unknown one, or lacks the image it needs; the message names the event
+            ("event 3").
+    """
+    table = pa.Table.from_batches([envelopes]) if isinstance(envelopes, pa.RecordBatch) \
+        else envelopes
+    n = table.num_rows
+    names = table.column_names
+    if "op" not in names:
+        raise BadRecordError(f"Cannot apply the change events: the Arrow table has no 'op' "
+                             f"column (columns: {', '.join(names) or 'none'})",
+                             hint="give columns op (string), after and before (structs)")
+    op = table.column("op").combine_chunks()
+    if not (pa.types.is_string(op.type) or pa.types.is_large_string(op.type)):
+        raise BadRecordError(f"Cannot apply the change events: column 'op' is {op.type}, "
+                             "not a string of c, r, u or d")
+    ops = np.asarray(op.to_numpy(zero_copy_only=False), dtype=object)
+    ranks = np.full(n, -1, dtype=np.int8)
+    for name, rank in OP_RANK.items():
+        ranks[ops == name] = rank
+    if (bad := np.flatnonzero(ranks < 0)).size:
+        first = int(bad[0])
+        _refuse_op({c: None for c in names if c != "op"} if ops[first] is None else
+                   {"op": ops[first]}, ops[first], first, unit)
+    is_delete = ranks == OP_RANK["d"]
+    image_events = np.flatnonzero(~is_delete)
+    delete_events = np.flatnonzero(is_delete)
+    images = _struct_rows(table, "after", image_events, unit,
+                          "op {op!r} needs the new row in 'after'", ops)
+    deletes = _struct_rows(table, "before", delete_events, unit,
+                           "a delete (op 'd') needs 'before' to name the deleted row", ops)
+    return ChangeBatch(images, image_events.astype(np.int64), ranks[image_events],
+                       deletes, delete_events.astype(np.int64), n, unit)
+
+
+def _struct_rows(table: pa.Table, name: str, events: np.ndarray, unit: str, need: str,
+                 ops: np.ndarray) -> pa.Table:
+    """The struct column `name` at `events` as a table of its fields (every one non-null).
+
+    Raises:
+        BadRecordError: the column is missing or no struct, or null at one of `events`.
+    """
+    if not len(events):
+        return pa.table({})
+    if name not in table.column_names:
+        raise BadRecordError(f"Cannot apply {_where(int(events[0]), unit)}: "
+                             + need.format(op=ops[events[0]]) + "; the Arrow table has no "
+                             f"{name!r} column")
+    column = table.column(name).combine_chunks()
+    if not pa.types.is_struct(column.type):
+        raise BadRecordError(f"Cannot apply the change events: column {name!r} is "
+                             f"{column.type}, not a struct of the row's columns")
+    rows = column.take(pa.array(events))
+    if rows.null_count:
+        first = int(events[np.flatnonzero(np.asarray(
+            rows.is_null().to_numpy(zero_copy_only=False), dtype=bool))[0]])
+        raise BadRecordError(f"Cannot apply {_where(first, unit)}: "
+                             + need.format(op=ops[first]) + ", found null")
+    return pa.Table.from_arrays(rows.flatten(), names=[f.name for f in column.type])
 
 
 def _from_numbered(items: Iterable[tuple[int, object]], unit: str) -> ChangeBatch:
@@ -243,4 +314,5 @@ def check_cdc_format(value: object) -> CdcFormat:
 
 
 __all__ = ["OP_RANK", "CdcFormat", "ChangeBatch", "check_cdc_format", "from_debezium",
+           "from_debezium_arrow",
            "from_rows", "read_debezium_file"]

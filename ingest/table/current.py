@@ -12,7 +12,7 @@ are scanned. Knows no metastore: the view arrives as a value.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import fsspec
@@ -21,13 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.acid.format import (
-    BUCKET,
-    ORIGINAL_TRANSACTION,
-    ValidWriteIdList,
+    CommittedFile,
     decode_bucket_property,
 )
-from ingest.acid.format import CURRENT_TRANSACTION as CURRENT
-from ingest.acid.format import ROW_ID as EVENT_ROW_ID
 from ingest.acid.read import (
     ROW_ID_COLUMN,
     DataFile,
@@ -37,20 +33,17 @@ from ingest.acid.read import (
     ReadView,
     ScanTask,
     plan_files,
-    read_events,
-    read_length,
     start_merge,
-    valid_mask,
 )
+from ingest.errors import CorruptFileError
+from ingest.table._delete_events import deleted, identity, valid_write_ids
+from ingest.table._runs import HASH, runs_of
 from ingest.table.key_index import (
     DIGEST,
-    KEY_BUCKET,
-    KEY_ROW_ID,
-    KEY_WRITE_ID,
     IndexFile,
     index_data_file,
     load_index,
-    probe,
+    probe_sorted,
     row_hashes,
 )
 
@@ -117,8 +110,9 @@ def find_current_rows(
         partition_columns: the table's partition columns, outermost first.
         columns: row columns to return besides the key columns.
         key_index: the key's row columns when the table's key index is of them: buckets
-            whose insert files all have a trusted index are looked up there (only without
-            `columns`: the index holds no other column's values).
+            whose insert files all have a trusted index are looked up there; the values of
+            `columns` (the index holds none) are then read for the rows found only, from
+            the insert files holding their write ids.
         catch_up: index the committed insert files of the keys' buckets that have no index
             yet (a `load`, another engine's write), reading each once, instead of scanning
             their buckets on every lookup.
@@ -151,9 +145,9 @@ def find_current_rows(
         pa.field(ROW_ID, pa.int64())])
     if not plan.tasks:  # nothing stored in the keys' buckets (or no partition yet)
         return CurrentRows(schema.empty_table(), plan, 0)
-    indexed: list[tuple[ScanTask, list[IndexFile]]] = []
+    indexed: list[tuple[ScanTask, list[tuple[CommittedFile, IndexFile]]]] = []
     caught_up = [0]  # events read to index files that had none
-    if key_index is not None and not columns:
+    if key_index is not None:
         for task in plan.tasks:
             files = _trusted_indexes(fs, root, plan.view, task, key_index,
                                      row_schema=row_schema, catch_up=catch_up,
@@ -163,8 +157,11 @@ def find_current_rows(
     found: list[pa.Table] = []
     digests: list[tuple[np.ndarray, np.ndarray]] = []
     if indexed:
-        by_index = _look_up_indexed(fs, plan, indexed, keys, wanted, bucket_ids,
+        by_index = _look_up_indexed(fs, root, plan, indexed, keys, wanted, bucket_ids,
                                     row_schema=row_schema, key_index=key_index or ())
+        if by_index.num_rows and len(projected) > len(key_names):
+            by_index = _with_columns(fs, root, plan, by_index, projected[len(key_names):],
+                                     row_schema=row_schema)
         if by_index.num_rows:
             digests.append((by_index.column(DIGEST).to_numpy(),
                             np.asarray(by_index.column(_KNOWN).to_numpy(zero_copy_only=False),
@@ -196,7 +193,7 @@ def find_current_rows(
 
 def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, task: ScanTask,
                      key_index: Sequence[str], *, row_schema: pa.Schema, catch_up: bool,
-                     counted: list[int]) -> list[IndexFile] | None:
+                     counted: list[int]) -> list[tuple[CommittedFile, IndexFile]] | None:
     """The index of every insert file of `task`, or None when one has none to trust (an
     original file, a file the manifest does not list, a write without the index that
     `catch_up` does not index)."""
@@ -222,25 +219,32 @@ def _trusted_indexes(fs: fsspec.AbstractFileSystem, root: str, view: ReadView, t
                 index = load_index(fs, root, entry, key_types=key_types, row_types=row_schema)
         if index is None:
             return None
-        out.append(index)
+        out.append((entry, index))
     return out
 
 
-def _look_up_indexed(fs: fsspec.AbstractFileSystem, plan: FilePlan,
-                     indexed: list[tuple[ScanTask, list[IndexFile]]], keys: pa.Table,
-                     wanted: list[tuple[str | None, ...]], bucket_ids: np.ndarray | None, *,
-                     row_schema: pa.Schema, key_index: Sequence[str]) -> pa.Table:
+def _look_up_indexed(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan,
+                     indexed: list[tuple[ScanTask, list[tuple[CommittedFile, IndexFile]]]],
+                     keys: pa.Table, wanted: list[tuple[str | None, ...]],
+                     bucket_ids: np.ndarray | None, *, row_schema: pa.Schema,
+                     key_index: Sequence[str]) -> pa.Table:
     """The live rows of `keys` in the indexed buckets: the key columns, flattened ROW__ID and
-    `_digest`."""
+    `_digest`. Per bucket the keys' hashes are sorted once and probe the bucket's index
+    files, the small ones merged into a few runs (`_runs.py`); the candidates' key values are
+    compared (the hash may collide), their write ids checked against the snapshot where the
+    file's range is not wholly valid, and only their ROW__IDs looked for among the bucket's
+    delete events."""
     snapshot = plan.view.snapshot
     key_types = pa.schema([row_schema.field(c) for c in key_index])
     hashes = row_hashes(keys, key_types)
+    asked = {c: keys.column(c).cast(key_types.field(c).type) for c in key_index}
     groups: dict[tuple[tuple[str | None, ...], int | None], list[int]] = {}
     buckets = [None] * keys.num_rows if bucket_ids is None else bucket_ids.tolist()
     for i, (p, b) in enumerate(zip(wanted, buckets, strict=True)):
         groups.setdefault((p, b), []).append(i)
     lengths = plan.read_lengths()
-    found: list[pa.Table] = []
+    types = (str(key_types), str(row_schema))
+    found: list[tuple[np.ndarray, ...]] = []
     for task, indexes in indexed:
         mine = groups.get((_values(task.partition), task.bucket_id))
         if mine is None and bucket_ids is None:
@@ -248,64 +252,60 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, plan: FilePlan,
         if not mine:
             continue
         positions = np.asarray(mine, dtype=np.int64)
-        candidates: list[pa.Table] = []
-        for f, index in zip((f for f in task.files if f.kind != "delete_delta"), indexes,
-                            strict=True):
-            which, entries = probe(index, hashes[positions])
-            if not len(entries):
+        order = np.argsort(hashes[positions])
+        needles = hashes[positions][order]  # sorted needles walk each run in order
+        members: dict[Hashable, tuple[IndexFile, bool]] = {}
+        for f, (entry, index) in zip((f for f in task.files if f.kind != "delete_delta"),
+                                     indexes, strict=True):
+            check = f.kind != "base" and f.directory is not None and snapshot.range_validity(
+                f.directory.min_write_id, f.directory.max_write_id) != "ALL"
+            members[identity(entry)] = (index, check)
+        runs = runs_of(("key_index", fs.unstrip_protocol(task.partition.path), task.bucket_id,
+                        types), [(m, len(index.hashes), _index_columns(index))
+                                 for m, (index, _) in members.items()])
+        candidates: list[tuple[np.ndarray, ...]] = []
+        for run in runs:
+            which, at = probe_sorted(run.columns[HASH], needles)
+            if not len(which):
                 continue
-            got = index.entries.take(pa.array(entries))
-            asked = keys.take(pa.array(positions[which]))
-            same = np.ones(len(entries), dtype=bool)
-            for c in key_index:  # the hash may collide: compare the key values
-                same &= _equal(got.column(c), asked.column(c).cast(key_types.field(c).type))
-            if f.kind != "base" and f.directory is not None and snapshot.range_validity(
-                    f.directory.min_write_id, f.directory.max_write_id) != "ALL":
-                same &= np.asarray(valid_mask(got.column(KEY_WRITE_ID).combine_chunks(),
-                                              snapshot).to_numpy(zero_copy_only=False), bool)
-            keep = pa.array(np.flatnonzero(same))
-            candidates.append(pa.table({
-                "_k": pa.array(positions[which]).take(keep),
-                WRITE_ID: got.column(KEY_WRITE_ID).take(keep),
-                BUCKET_PROPERTY: got.column(KEY_BUCKET).take(keep),
-                ROW_ID: got.column(KEY_ROW_ID).take(keep),
-                DIGEST: got.column(DIGEST).take(keep),
-                _KNOWN: pa.repeat(pa.scalar(index.digests_valid), len(keep))}))
+            k, member, position = positions[order[which]], run.member_of(at), \
+                run.position_of(at)
+            by_member = np.argsort(member, kind="stable")
+            starts = np.flatnonzero(np.diff(member[by_member], prepend=-1))
+            for sel in np.split(by_member, starts[1:]):
+                index, check = members[run.members[int(member[sel[0]])]]
+                mine, of_keys = position[sel], k[sel]
+                same = np.ones(len(sel), dtype=bool)
+                at_index, asked_at = pa.array(mine), pa.array(of_keys)
+                for c in key_index:  # the hash may collide: compare the key values
+                    same &= _equal(index.entries.column(c).take(at_index),
+                                   asked[c].take(asked_at))
+                if check:
+                    same &= valid_write_ids(index.write_ids[mine], snapshot)
+                mine = mine[same]
+                candidates.append((of_keys[same], index.write_ids[mine],
+                                   index.bucket_properties[mine], index.row_ids[mine],
+                                   index.digests[mine], np.full(len(mine), index.digests_valid)))
         if not candidates:
             continue
-        live = pa.concat_tables(candidates)
-        deleted = _delete_events(fs, snapshot, task, lengths)
-        if deleted is not None and live.num_rows:
-            live = live.join(deleted, keys=[WRITE_ID, BUCKET_PROPERTY, ROW_ID],
-                             join_type="left anti", use_threads=False)
-        if live.num_rows:
-            rows = keys.take(live.column("_k"))
-            for name in (WRITE_ID, BUCKET_PROPERTY, ROW_ID, DIGEST, _KNOWN):
-                rows = rows.append_column(name, live.column(name))
-            found.append(rows)
+        k, w, b, r, d, known = (np.concatenate(c) for c in zip(*candidates, strict=True))
+        live = ~deleted(fs, root, plan.view, task, lengths, w, b, r)
+        found.append((k[live], w[live], b[live], r[live], d[live], known[live]))
     if not found:
         return pa.table({DIGEST: pa.array([], pa.uint64()), _KNOWN: pa.array([], pa.bool_())})
-    return pa.concat_tables(found)
+    k, w, b, r, d, known = (np.concatenate(c) for c in zip(*found, strict=True))
+    rows = keys.take(pa.array(k))
+    for name, values, kind in ((WRITE_ID, w, pa.int64()), (BUCKET_PROPERTY, b, pa.int32()),
+                               (ROW_ID, r, pa.int64()), (DIGEST, d, pa.uint64()),
+                               (_KNOWN, known, pa.bool_())):
+        rows = rows.append_column(name, pa.array(values, kind))
+    return rows
 
 
-def _delete_events(fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, task: ScanTask,
-                   lengths: dict[str, int]) -> pa.Table | None:
-    """The ROW__IDs the bucket's visible delete events name (as the merge applies them: an
-    event counts when its write id is valid in the snapshot)."""
-    parts = []
-    for f in task.files:
-        if f.kind != "delete_delta":
-            continue
-        length = lengths.get(f.path)
-        if length is None:
-            length = read_length(fs, f.path, snapshot)
-        for b in read_events(f.path, fs=fs, length=length,
-                             columns=[ORIGINAL_TRANSACTION, BUCKET, EVENT_ROW_ID, CURRENT]):
-            b = b.filter(valid_mask(b.column(CURRENT), snapshot))
-            parts.append(pa.table({WRITE_ID: b.column(ORIGINAL_TRANSACTION),
-                                   BUCKET_PROPERTY: b.column(BUCKET),
-                                   ROW_ID: b.column(EVENT_ROW_ID)}))
-    return pa.concat_tables(parts) if parts else None
+def _index_columns(index: IndexFile) -> Callable[[], dict[str, np.ndarray]]:
+    """A run keeps only the hashes (and where each came from): the rest is gathered from
+    the index file of the entries found."""
+    return lambda: {HASH: index.hashes}
 
 
 def _equal(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
@@ -320,18 +320,23 @@ def _relative(root: str, path: str) -> str:
 
 
 def read_rows_by_id(fs: fsspec.AbstractFileSystem, current: CurrentRows, row_ids: pa.Table, *,
-                    row_schema: pa.Schema) -> pa.Table:
+                    row_schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
     """Whole rows (row columns, partition columns, flattened ROW__ID) of `row_ids`, rows
     `find_current_rows` found live: only the insert files of their buckets whose write-id
     range holds one of their write ids are read, and no delete events (they are live).
 
     Args:
         row_ids: columns `_writeid`, `_bucketid`, `_rowid` of some of `current.rows`.
+        columns: only these row columns (and the flattened ROW__ID); default all.
 
     Raises:
         CorruptFileError: a file is damaged.
     """
-    plan = current.plan
+    return _read_by_id(fs, current.plan, row_ids, row_schema=row_schema, columns=columns)
+
+
+def _read_by_id(fs: fsspec.AbstractFileSystem, plan: FilePlan, row_ids: pa.Table, *,
+                row_schema: pa.Schema, columns: Sequence[str] | None) -> pa.Table:
     write_ids = np.unique(row_ids.column(WRITE_ID).to_numpy())
     buckets = {decode_bucket_property(int(v))[1]
                for v in np.unique(row_ids.column(BUCKET_PROPERTY).to_numpy()).tolist()}
@@ -344,7 +349,8 @@ def read_rows_by_id(fs: fsspec.AbstractFileSystem, current: CurrentRows, row_ids
             parts.append((task.partition, files))
     merger = Merger(fs, plan.view.snapshot, row_schema=row_schema,
                     files=[f for _, group in parts for f in group], lengths=plan.read_lengths(),
-                    with_row_id=True, partition_columns=plan.partition_columns)
+                    columns=columns, with_row_id=True,
+                    partition_columns=plan.partition_columns)
     probe = row_ids.select([WRITE_ID, BUCKET_PROPERTY, ROW_ID])
     found: list[pa.Table] = []
     for batch in merger.read_partitions([(dict(p.values), files) for p, files in parts]):
@@ -356,6 +362,30 @@ def read_rows_by_id(fs: fsspec.AbstractFileSystem, current: CurrentRows, row_ids
     if not found:
         return flatten_row_id(pa.Table.from_batches([], schema=merger.schema))
     return pa.concat_tables(found)
+
+
+def _with_columns(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan, found: pa.Table,
+                  columns: Sequence[str], *, row_schema: pa.Schema) -> pa.Table:
+    """`found` (rows the key index found live) with the values of `columns`, read for those
+    rows only (the columns projected, from the insert files holding their write ids).
+
+    Raises:
+        CorruptFileError: a found row is not in its data file (the index and the file it is
+            bound to disagree: a damaged file), or a file is damaged.
+    """
+    # A ROW__ID is unique within its partition only: match on the partition values too.
+    ids = [*plan.partition_columns, WRITE_ID, BUCKET_PROPERTY, ROW_ID]
+    values = _read_by_id(fs, plan, found.select(ids[len(plan.partition_columns):]),
+                         row_schema=row_schema, columns=[*columns, *plan.partition_columns])
+    values = pa.table({**{c: values.column(c).cast(found.schema.field(c).type) for c in ids},
+                       **{c: values.column(c) for c in columns}})
+    joined = found.join(values, keys=ids, join_type="inner", use_threads=False)
+    if joined.num_rows != found.num_rows:
+        raise CorruptFileError(
+            f"Cannot look up keys in {plan.view.table}: the key index names "
+            f"{found.num_rows - joined.num_rows:,} live rows their data files do not hold",
+            path=root, hint="run `ingest verify` on the table")
+    return joined
 
 
 def flatten_row_id(table: pa.Table) -> pa.Table:

@@ -32,6 +32,7 @@ from ingest.acid.format import (
 )
 from ingest.acid.format import ROW_ID as EVENT_ROW_ID
 from ingest.acid.read import read_events
+from ingest.table._file_cache import FILES
 
 INDEX_DIRECTORY = "_key_index"
 """Below the table root; hidden from every ACID reader by its leading `_`."""
@@ -339,20 +340,46 @@ def index_data_file(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFil
 class IndexFile:
     """A trusted index file: its entries (columns `_hash`, the key, `_writeid`, `_bucketid`,
     `_rowid`, `_digest`, sorted by `_hash`); `digests_valid` when its digests were taken over
-    the row columns (and types) asked for (not before an ALTER TABLE)."""
+    the row columns (and types) asked for (not before an ALTER TABLE). The hash, ROW__ID and
+    digest columns also as numpy arrays (a lookup gathers from them without Arrow)."""
 
     entries: pa.Table
     hashes: np.ndarray
     digests_valid: bool
+    write_ids: np.ndarray
+    bucket_properties: np.ndarray
+    row_ids: np.ndarray
+    digests: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.entries.nbytes  # the numpy arrays are views of its columns
 
 
 def load_index(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
                key_types: pa.Schema, row_types: pa.Schema) -> IndexFile | None:
     """The index of the data file `data` (the manifest entry the snapshot reads), or None
     when there is none to trust: missing, unreadable, of another key (or key types), or made
-    for a file other than this committed one (an uncommitted write's, another metastore's)."""
+    for a file other than this committed one (an uncommitted write's, another metastore's).
+    A trusted one is kept in the process's cache under `data`, the key types and the row
+    types (an index is a function of the committed file: `_file_cache.py`), so the next
+    lookup of the same committed file decodes nothing."""
+    binding = _binding(data, key_types)
+    path = index_path(root, data.path)
+    key = ("key_index", fs.unstrip_protocol(path), json.dumps(binding, sort_keys=True),
+           json.dumps(_digest_of(row_types)))
+
+    def make() -> tuple[IndexFile, int] | None:
+        index = _read_index(fs, path, data, binding, row_types)
+        return None if index is None else (index, index.nbytes)
+
+    return FILES.get_or_make(key, make)
+
+
+def _read_index(fs: fsspec.AbstractFileSystem, path: str, data: CommittedFile,
+                binding: dict[str, object], row_types: pa.Schema) -> IndexFile | None:
     try:
-        raw = fs.cat_file(index_path(root, data.path))
+        raw = fs.cat_file(path)
         table = pa.ipc.open_file(pa.py_buffer(raw)).read_all()
         meta = json.loads((table.schema.metadata or {})[_META])
     except (FileNotFoundError, pa.ArrowInvalid, KeyError, ValueError, OSError):
@@ -360,28 +387,61 @@ def load_index(fs: fsspec.AbstractFileSystem, root: str, data: CommittedFile, *,
     if not isinstance(meta, dict):
         return None
     digest = meta.pop("digest", None)
-    if meta != _binding(data, key_types) or table.num_rows != data.rows:
+    if meta != binding or table.num_rows != data.rows:
         return None
-    hashes = table.column(HASH).to_numpy()
-    return IndexFile(table, hashes, digest == _digest_of(row_types))
+    table = table.combine_chunks()
+    try:
+        arrays = [_numpy(table.column(name), dtype) for name, dtype in (
+            (HASH, np.uint64), (KEY_WRITE_ID, np.int64), (KEY_BUCKET, np.int32),
+            (KEY_ROW_ID, np.int64), (DIGEST, np.uint64))]
+    except (KeyError, ValueError, TypeError):  # a column missing, null or of another type
+        return None
+    hashes, write_ids, buckets, row_ids, digests = arrays
+    if len(hashes) > 1 and bool((hashes[1:] < hashes[:-1]).any()):
+        return None  # not sorted: a probe would miss keys
+    return IndexFile(table, hashes, digest == _digest_of(row_types), write_ids, buckets,
+                     row_ids, digests)
 
 
-def probe(index: IndexFile, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every entry whose hash equals one of `hashes`: (probe positions, entry positions)."""
-    order = np.argsort(hashes)  # sorted needles walk the index in order (cache-friendly)
-    lo = np.empty(len(hashes), dtype=np.int64)
-    hi = np.empty(len(hashes), dtype=np.int64)
-    lo[order] = np.searchsorted(index.hashes, hashes[order], side="left")
-    hi[order] = np.searchsorted(index.hashes, hashes[order], side="right")
+def _numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
+    """A non-null column as a numpy array of `dtype`.
+
+    Raises:
+        ValueError, TypeError: it holds nulls or another type.
+    """
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if array.null_count or np.dtype(array.type.to_pandas_dtype()) != np.dtype(dtype):
+        raise ValueError(f"index column of type {array.type}")
+    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+def probe_sorted(hashes: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every position of the sorted `hashes` equal to one of the sorted `needles`:
+    (needle positions, hash positions)."""
+    lo = np.searchsorted(hashes, needles, side="left")
+    hi = np.searchsorted(hashes, needles, side="right")
     counts = hi - lo
+    hit = np.flatnonzero(counts)
+    if not len(hit):
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    counts, lo = counts[hit], lo[hit]
     total = int(counts.sum())
-    which = np.repeat(np.arange(len(hashes)), counts)
+    which = np.repeat(hit, counts)
     firsts = np.cumsum(counts) - counts
     entries = np.repeat(lo, counts) + (np.arange(total) - np.repeat(firsts, counts))
     return which, entries
 
 
+def probe(index: IndexFile, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every entry whose hash equals one of `hashes`: (probe positions, entry positions)."""
+    order = np.argsort(hashes)  # sorted needles walk the index in order (cache-friendly)
+    which, entries = probe_sorted(index.hashes, hashes[order])
+    return order[which], entries
+
+
 __all__ = ["DIGEST", "FORMAT_VERSION", "HASH", "INDEX_DIRECTORY", "KEY_BUCKET", "KEY_FILE",
            "KEY_ROW_ID", "KEY_WRITE_ID", "IndexFile", "build_entries", "declare_key_columns",
            "index_data_file", "index_path", "key_file_path", "load_index", "probe",
+           "probe_sorted",
            "read_key_columns", "row_hashes", "write_index"]

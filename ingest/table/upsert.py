@@ -41,6 +41,7 @@ from ingest.table.changes import (
     ChangeBatch,
     check_cdc_format,
     from_debezium,
+    from_debezium_arrow,
     from_rows,
     read_debezium_file,
 )
@@ -238,11 +239,17 @@ def _same_rows(fs: fsspec.AbstractFileSystem, defn: TableDefinition, resolved: R
                 same[check] = _same_rows(fs, defn, resolved, _unindexed(current),
                                          winner_rows[check], stored_rows[check])
             return same
-    ids = current.rows.select([WRITE_ID, BUCKET_PROPERTY, ROW_ID]).take(pa.array(stored_rows))
-    full = read_rows_by_id(fs, current, ids, row_schema=defn.row_schema)
+    # A ROW__ID is unique within its partition only: match on the partition values too
+    # (else a row of another partition of the batch with the same ROW__ID is compared).
+    keys = [*defn.partition_columns, WRITE_ID, BUCKET_PROPERTY, ROW_ID]
+    ids = current.rows.select(keys).take(pa.array(stored_rows))
+    full = read_rows_by_id(fs, current, ids.select([WRITE_ID, BUCKET_PROPERTY, ROW_ID]),
+                           row_schema=defn.row_schema)
+    for c in defn.partition_columns:
+        full = full.set_column(full.schema.get_field_index(c), c,
+                               full.column(c).cast(ids.schema.field(c).type))
     probe = ids.append_column("_c", pa.array(np.arange(len(stored_rows))))
-    found = full.join(probe, keys=[WRITE_ID, BUCKET_PROPERTY, ROW_ID], join_type="inner",
-                      use_threads=False)
+    found = full.join(probe, keys=keys, join_type="inner", use_threads=False)
     if found.num_rows == 0:
         return same
     which = found.column("_c").to_numpy()
@@ -426,7 +433,7 @@ def upsert(
 
 def apply_changes(
     location: str,
-    envelopes: Iterable[object],
+    envelopes: Iterable[object] | pa.Table | pa.RecordBatch,
     *,
     key: Sequence[str],
     cdc_format: CdcFormat = "debezium",
@@ -440,14 +447,23 @@ def apply_changes(
     transaction: c/r/u upsert `after`, d and tombstones delete; ordered as in `upsert`, with
     Debezium's tie-break c < r < u < d between events of equal `order_by` value.
 
+    `envelopes` are dicts, or an Arrow table (or record batch) of envelopes, one row each:
+    columns `op`, `after` and `before` (structs), as `changes.from_debezium_arrow` reads them
+    (no tombstones: a delete is op d with `before`).
+
     Raises:
         BadRecordError: an event without `op`, with an unknown one, without the image it
             needs or with a null key (named by its position, "event 3").
         As `upsert` otherwise.
     """
     check_cdc_format(cdc_format)
-    items = list(envelopes)
-    return _apply(location, lambda _: from_debezium(items), key=key, order_by=order_by,
+    arrow = isinstance(envelopes, (pa.Table, pa.RecordBatch))
+    items = envelopes if arrow else list(envelopes)  # type: ignore[arg-type]
+
+    def make(_: TableDefinition) -> ChangeBatch:
+        return from_debezium_arrow(items) if arrow else from_debezium(items)  # type: ignore
+
+    return _apply(location, make, key=key, order_by=order_by,
                   metastore=metastore, agent=agent, compression=compression,
                   missing_columns="null", storage_options=storage_options)
 

@@ -21,6 +21,7 @@ from ingest.acid.format import bucket_ids
 from ingest.acid.read import ReadView
 from ingest.table import Table, create_table
 from ingest.table._committed import table_manifest
+from ingest.table._file_cache import FILES
 from ingest.table._open import open_table, table_fs
 from ingest.table.current import BUCKET_PROPERTY, ROW_ID, WRITE_ID, find_current_rows
 from ingest.table.key_index import INDEX_DIRECTORY, row_hashes
@@ -43,9 +44,11 @@ def _rows(ids: list[int], version: int, dt: str | None = None) -> pa.Table:
     return pa.table(data)
 
 
-def _lookups(t: Table, ids: list[int], dt: str | None = None) -> tuple[set, set, int]:
-    """The live (key, ROW__ID) of `ids` found through the key index and by scanning, and the
-    buckets the index answered (-1 when it answered every bucket read)."""
+def _lookups(t: Table, ids: list[int], dt: str | None = None, *,
+             columns: tuple[str, ...] = ()) -> tuple[set, set, int]:
+    """The live (key, ROW__ID, values of `columns`) of `ids` found through the key index and
+    by scanning, and the buckets the index answered (-1 when it answered every bucket
+    read)."""
     with open_table(t.location, None, None) as (store, defn):
         fs, _ = table_fs(defn, None)
         manifest = table_manifest(store, defn)
@@ -59,18 +62,24 @@ def _lookups(t: Table, ids: list[int], dt: str | None = None) -> tuple[set, set,
             current = find_current_rows(fs, manifest.root, view, keys, bucket_ids=buckets,
                                         row_schema=defn.row_schema,
                                         partition_columns=defn.partition_columns,
-                                        key_index=key_index)
+                                        key_index=key_index, columns=columns)
             found.append(current)
-    as_set = [{(r["id"], r[WRITE_ID], r[BUCKET_PROPERTY], r[ROW_ID])
+    as_set = [{(r["id"], r[WRITE_ID], r[BUCKET_PROPERTY], r[ROW_ID], *(r[c] for c in columns))
                for r in c.rows.to_pylist()} for c in found]
     assert found[1].buckets_indexed == 0
     every = found[0].buckets_indexed == found[0].buckets_read
     return as_set[0], as_set[1], -1 if every else found[0].buckets_indexed
 
 
+@pytest.mark.parametrize("sealed", [None, 8])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_lookups_through_the_index_equal_lookups_by_scanning_at_every_step(
-        tmp_path: Path, seed: int) -> None:
+        tmp_path: Path, seed: int, sealed: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `sealed`, the merged runs of a bucket's small files (`_runs.py`) seal at 8
+    entries: files probed alone, runs sealed, new runs started, runs dropped by compaction."""
+    if sealed is not None:
+        monkeypatch.setattr("ingest.table._runs.SEALED_ENTRIES", sealed)
+        monkeypatch.setattr("ingest.table._delete_events.SEALED_ENTRIES", sealed)
     rng = np.random.default_rng(seed)
     t = _table(tmp_path / str(seed))
     live: set[int] = set()
@@ -92,7 +101,8 @@ def test_lookups_through_the_index_equal_lookups_by_scanning_at_every_step(
         elif op in ("minor", "major"):
             t.compact(op)
         probe = sorted({int(i) for i in rng.integers(0, 5000, 80)} | set(list(live)[:40]))
-        via_index, via_scan, indexed = _lookups(t, probe)
+        # Every other step also asks for a column the index does not hold (an order-by's).
+        via_index, via_scan, indexed = _lookups(t, probe, columns=("v",) if step % 2 else ())
         assert via_index == via_scan, (step, op)
         assert {k for k, *_ in via_scan} == live & set(probe)
         indexed_seen += indexed != 0
@@ -113,6 +123,8 @@ def test_a_hash_collision_is_resolved_by_the_key_values(tmp_path: Path,
 
     monkeypatch.setattr(key_index_module, "row_hashes", same_hash)
     monkeypatch.setattr(current_module, "row_hashes", same_hash)
+    # The delete events' ROW__ID hashes collide too: their ROW__IDs are compared.
+    monkeypatch.setattr("ingest.table._delete_events.row_hashes", same_hash)
     t = _table(tmp_path)
     t.upsert(_rows(list(range(40)), 1), key=["id"])
     t.upsert(_rows(list(range(20, 60)), 2), key=["id"])
@@ -173,6 +185,11 @@ def test_an_index_file_cut_short_or_rebound_is_not_trusted(tmp_path: Path) -> No
     # The other write's index under this file's name: the manifest entry it repeats differs.
     other = [f for f in files if "bucket_00001" in str(f)][0]
     second.write_bytes(other.read_bytes())
+    # This process decoded both files while they were sound, bound to the committed data
+    # files (which cannot change): it answers from that copy, rightly.
+    via_index, via_scan, indexed = _lookups(t, list(range(40)))
+    assert indexed == -1 and via_index == via_scan
+    FILES.clear()  # as a new process: it reads the damaged files and trusts neither
     via_index, via_scan, indexed = _lookups(t, list(range(40)))
     assert indexed == 3 and via_index == via_scan
     # The next upsert indexes that bucket's files again from the data.
@@ -299,3 +316,22 @@ def test_the_cleaner_removes_the_index_files_of_what_it_removes(tmp_path: Path) 
     assert len(after) == len(list(table_dir.glob("dt=a/base_*/bucket_*")))
     via_index, via_scan, indexed = _lookups(t, list(range(50)), "a")
     assert via_index == via_scan and indexed == -1  # the base's index answers every bucket
+
+
+def test_an_order_by_upsert_looks_up_through_the_index_and_skips_stale_events(
+        tmp_path: Path) -> None:
+    """The index finds the ROW__IDs; the order-by values are read for those rows only."""
+    t = _table(tmp_path)
+    t.upsert(_rows(list(range(40)), 5), key=["id"], order_by="v")
+    t.upsert(_rows(list(range(0, 40, 2)), 7), key=["id"], order_by="v")
+    t.apply_changes([{"op": "d", "before": {"id": 39}}], key=["id"])
+    via_index, via_scan, indexed = _lookups(t, list(range(50)), columns=("v",))
+    assert indexed == -1 and via_index == via_scan
+    assert {(k, v) for k, *_, v in via_index} == {
+        (i, 7 if i % 2 == 0 else 5) for i in range(39)}
+    older = _rows(list(range(10)), 6)  # newer than the odd keys' 5, older than the even 7
+    r = t.upsert(older, key=["id"], order_by="v")
+    assert (r.counts.buckets_indexed, r.counts.rows_scanned) == (r.counts.buckets_read, 0)
+    assert (r.counts.stale, r.counts.updated) == (5, 5)
+    assert {x["id"]: x["v"] for x in t.to_arrow().to_pylist() if x["id"] < 10} == {
+        i: 7 if i % 2 == 0 else 6 for i in range(10)}

@@ -352,3 +352,88 @@ def test_rows_as_dicts_keep_a_column_the_first_row_leaves_out(tmp_path: Path) ->
              missing_columns="null")
     assert {k: r["value"] for k, r in _rows(t).items()} == {1: None, 2: "two", 3: None,
                                                            4: "four"}
+
+
+_ROW = pa.struct([("id", pa.int64()), ("value", pa.string()), ("v", pa.int64())])
+
+
+def _arrow_envelopes(events: list[dict]) -> pa.Table:
+    """The events as a stream holds them after parsing: op, and after/before as structs."""
+    return pa.table({"op": pa.array([e.get("op") for e in events], pa.string()),
+                     "after": pa.array([e.get("after") for e in events], _ROW),
+                     "before": pa.array([e.get("before") for e in events], _ROW)})
+
+
+def test_arrow_envelopes_apply_as_the_same_events_as_dicts(tmp_path: Path) -> None:
+    events = [
+        {"op": "u", "after": {"id": 1, "value": "newest", "v": 5}},
+        {"op": "u", "after": {"id": 1, "value": "older", "v": 3}},
+        {"op": "d", "before": {"id": 2, "value": "x", "v": 4}},
+        {"op": "c", "after": {"id": 2, "value": "created", "v": 4}},  # same v: d wins
+        {"op": "r", "after": {"id": 3, "value": "snapshot", "v": 4}},
+        {"op": "d", "before": {"id": 4, "value": None, "v": 9}},
+        {"op": "u", "after": {"id": 5, "value": None, "v": 1}},
+    ]
+    results = []
+    for name, batch in (("dicts", events), ("arrow", _arrow_envelopes(events)),
+                        ("batch", _arrow_envelopes(events).to_batches()[0])):
+        t = _table(tmp_path / name)
+        _seed(t, 6)
+        r = t.apply_changes(batch, key=["id"], order_by="v")
+        results.append((_rows(t), r.counts.events, r.counts.keys, r.counts.inserted,
+                        r.counts.updated, r.counts.deleted, r.counts.stale))
+    assert results[0] == results[1] == results[2]
+    rows = results[0][0]
+    assert rows[1]["value"] == "newest" and 2 not in rows and 4 not in rows
+    assert rows[3]["value"] == "snapshot" and rows[5]["value"] is None
+
+
+@pytest.mark.parametrize(("envelopes", "message"), [
+    (pa.table({"after": pa.array([{"id": 1}])}), "has no 'op' column"),
+    (pa.table({"op": pa.array([1])}), "column 'op' is int64"),
+    (pa.table({"op": ["c", "x"], "after": pa.array([{"id": 1}, {"id": 2}])}),
+     "event 2: op 'x' is not a Debezium op"),
+    (pa.table({"op": ["c", None], "after": pa.array([{"id": 1}, {"id": 2}])}),
+     "event 2: the Debezium envelope has no 'op'"),
+    (pa.table({"op": ["c", "u"], "after": pa.array([{"id": 1}, None])}),
+     "event 2: op 'u' needs the new row in 'after', found null"),
+    (pa.table({"op": ["c", "d"], "after": pa.array([{"id": 1}, None])}),
+     "event 2: a delete .op 'd'. needs 'before'.*no 'before' column"),
+    (pa.table({"op": ["c", "d"], "after": pa.array([{"id": 1}, None]),
+               "before": pa.array([None, None], pa.struct([("id", pa.int64())]))}),
+     "event 2: a delete .op 'd'. needs 'before' to name the deleted row, found null"),
+    (pa.table({"op": ["c"], "after": pa.array(["x"])}), "column 'after' is string"),
+])
+def test_bad_arrow_envelopes_are_refused_naming_the_event(
+        tmp_path: Path, envelopes: pa.Table, message: str) -> None:
+    t = _table(tmp_path)
+    with pytest.raises(BadRecordError, match=message):
+        t.apply_changes(envelopes, key=["id"])
+    assert t.to_arrow().num_rows == 0 and _acid_dirs(t) == []
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_a_row_id_repeated_in_another_partition_is_not_the_row_compared(
+        tmp_path: Path, indexed: bool) -> None:
+    """A ROW__ID is unique within its partition only: one load writes rowid 0 of bucket 0 in
+    both partitions. A batch updating both rows, the one in `a` to the values the one in `b`
+    holds, must compare each with its own row (without the key index, which is of another
+    key here, the no-op check reads the rows by ROW__ID), or the update of `a` is lost."""
+    t = _table(tmp_path, buckets=1, partitioned_by=("dt",))
+    if not indexed:
+        import fsspec
+
+        from ingest.table.key_index import declare_key_columns
+        declare_key_columns(fsspec.filesystem("file"), t.location.removeprefix("file://"),
+                            ["v"])
+    t.load(pa.table({"id": pa.array([1, 1], pa.int64()), "value": ["y", "x"],
+                     "v": pa.array([1, 1], pa.int64()), "dt": ["a", "b"]}))
+    ids = {(r["dt"], r["row__id"]["writeid"], r["row__id"]["rowid"])
+           for r in t.to_arrow(with_row_id=True).to_pylist()}
+    assert ids == {("a", 1, 0), ("b", 1, 0)}
+    r = t.upsert([{"id": 1, "value": "x", "v": 1, "dt": "a"},
+                  {"id": 1, "value": "q", "v": 1, "dt": "b"}], key=["id", "dt"])
+    assert (r.counts.updated, r.counts.unchanged) == (2, 0)
+    assert r.counts.buckets_indexed == (2 if indexed else 0)
+    assert _rows(t) == {("a", 1): {"id": 1, "value": "x", "v": 1, "dt": "a"},
+                        ("b", 1): {"id": 1, "value": "q", "v": 1, "dt": "b"}}
