@@ -113,6 +113,7 @@ def test_a_piece_of_other_columns_is_refused_and_the_file_keeps_its_rows(tmp_pat
 
 
 def test_encode_piece_refuses_rows_of_other_columns() -> None:
-    with pytest.raises(SchemaMismatchError, match="stripe piece.*column 'value' \(string\) is missing"):
+    with pytest.raises(SchemaMismatchError,
+                       match=r"stripe piece.*column 'value' \(string\) is missing"):
         encode_piece(pa.table({"id": pa.array([1], pa.int64())}),
                      BucketFileOptions(write_id=1, row_schema=SIMPLE_SCHEMA))
