@@ -22,7 +22,7 @@ from ingest.spark.sink._results import (
     Tombstones,
     from_arrow,
 )
-from ingest.spark.sink._stripes import parse_stripes_task, write_stripes_task
+from ingest.spark.sink._stripes import _Pieces, parse_stripes_task, write_stripes_task
 from ingest.spark.sink._tasks import TaskPlan, writer_slots
 from ingest.spark.sink.driver import AcidSink
 from ingest.txn import Metastore, default_metastore_url
@@ -92,6 +92,20 @@ def test_parse_tasks_send_stripe_pieces_that_the_write_task_appends_in_order(
     assert [(r.min_offset, r.max_offset, r.rows) for r in results
             if isinstance(r, OffsetsRead)] == [(0, 29, 30)]
     assert [r.rows for r in results if isinstance(r, Tombstones)] == [3]
+
+
+def test_a_parse_task_holds_a_stripe_of_bytes_at_most_however_many_groups(
+        tmp_path: Path) -> None:
+    pieces = _Pieces(stripes_plan(tmp_path))
+    rows = pa.table({"id": pa.array(range(100), pa.int64()),
+                     "value": pa.array([f"v{i}" for i in range(100)])})
+    pieces.max_bytes = 3 * rows.nbytes
+    assert pieces.add(("dt=a", None, 0), rows) == []
+    assert pieces.add(("dt=b", None, 0), rows) == []
+    encoded = pieces.add(("dt=c", None, 0), rows)  # three groups: every group encoded
+    assert [(key[0], po.ORCFile(pa.BufferReader(data)).read().num_rows)
+            for key, _, data in encoded] == [("dt=a", 100), ("dt=b", 100), ("dt=c", 100)]
+    assert pieces.groups == {} and pieces.buffered_bytes == 0
 
 
 def test_a_bad_record_under_on_bad_record_fail_is_reported_and_nothing_is_written(

@@ -57,6 +57,7 @@ class _Pieces:
         self.max_rows = plan.options.flush_rows
         self.max_bytes = self.options.tuning.stripe_size_bytes
         self.groups: dict[Key, _Group] = {}
+        self.buffered_bytes = 0
 
     def add(self, key: Key, rows: pa.Table) -> list[tuple[Key, PackKind, pa.Buffer]]:
         """Buffer `rows` in their group; the pieces of the group's full stripes."""
@@ -64,6 +65,10 @@ class _Pieces:
         group.tables.append(rows)
         group.rows += rows.num_rows
         group.nbytes += rows.nbytes
+        self.buffered_bytes += rows.nbytes
+        if self.buffered_bytes >= self.max_bytes:
+            # Many small groups: a stripe's bytes in all is what a task holds unencoded.
+            return self.finish()
         if group.rows < self.max_rows and group.nbytes < self.max_bytes:
             return []
         return self._encode(key, whole=False)
@@ -74,6 +79,7 @@ class _Pieces:
 
     def _encode(self, key: Key, *, whole: bool) -> list[tuple[Key, PackKind, pa.Buffer]]:
         group = self.groups.pop(key)
+        self.buffered_bytes -= group.nbytes
         table = pa.concat_tables(group.tables) if len(group.tables) > 1 else group.tables[0]
         step = max(1, min(self.max_rows, table.num_rows * self.max_bytes // max(group.nbytes, 1)))
         out = []
@@ -86,6 +92,7 @@ class _Pieces:
         if start < table.num_rows:  # less than a piece: keep it for the group's next rows
             rest = table.slice(start)
             self.groups[key] = _Group([rest], rest.num_rows, rest.nbytes)
+            self.buffered_bytes += rest.nbytes
         return out
 
 
