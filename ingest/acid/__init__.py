@@ -71,7 +71,15 @@ from ingest.acid.read import (
     read_table,
 )
 from ingest.acid.recovery import FileRecovery, RecoveryReport, recover_table, rollback_file
-from ingest.acid.write import CODECS, BucketFileOptions, BucketWriter, WriterOptions, parse_codec
+from ingest.acid.write import (
+    CODECS,
+    BucketFileOptions,
+    BucketWriter,
+    WriterOptions,
+    encode_piece,
+    parse_codec,
+    piece_encoder,
+)
 
 # Kept here for callers of this face; their home is ingest.io.
 from ingest.io import can_append, has_directories
@@ -114,6 +122,7 @@ __all__ = [
     "decode_bucket_property",
     "describe_table",
     "encode_bucket_property",
+    "encode_piece",
     "finish_interrupted",
     "format_base",
     "format_delta",
@@ -124,6 +133,7 @@ __all__ = [
     "list_partitions",
     "parse_bucket_file",
     "parse_codec",
+    "piece_encoder",
     "parse_directory",
     "parse_predicate",
     "plan_compaction",

@@ -7,13 +7,23 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.orc as po
 import pytest
 
+from ingest.acid import read_bucket_file
 from ingest.acid.read.reader import read_table
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions
-from ingest.spark.sink._packed import PACK_BUCKET, PACK_PARTITION, PACK_SLOT, pack, unpack
-from ingest.spark.sink._tasks import writer_slots
+from ingest.spark.sink._packed import PackKind, unpacked
+from ingest.spark.sink._results import (
+    BadRecords,
+    FileWritten,
+    OffsetsRead,
+    Tombstones,
+    from_arrow,
+)
+from ingest.spark.sink._stripes import _Pieces, parse_stripes_task, write_stripes_task
+from ingest.spark.sink._tasks import TaskPlan, writer_slots
 from ingest.spark.sink.driver import AcidSink
 from ingest.txn import Metastore, default_metastore_url
 
@@ -27,24 +37,84 @@ def test_writer_slots_start_a_new_slot_every_writer_split_rows() -> None:
     assert writer_slots(0, 4, 1_000_000).to_pylist() == [0, 0, 0, 0]
 
 
-def test_pack_groups_rows_by_shuffle_key_and_unpacks_them_in_order() -> None:
-    batch = pa.record_batch({
-        "id": list(range(8)),
-        "dt": ["a", "b", None, "a", "b", "a", None, "a"],
-        "slot": pa.array([0, 0, 0, 1, 1, 1, 0, 0], pa.int32()),
-    })
-    packed = pack(batch, partition=batch.column("dt"), bucket=pa.nulls(8, pa.int32()),
-                  slot=batch.column("slot"))
-    keys = packed.select([PACK_PARTITION, PACK_SLOT]).to_pylist()
-    groups = [b.column("id").to_pylist() for b in unpack(packed)]
-    assert sorted(zip([(k[PACK_PARTITION] or "", k[PACK_SLOT]) for k in keys], groups,
-                      strict=True)) == [
-        (("", 0), [2, 6]), (("a", 0), [0, 7]), (("a", 1), [3, 5]), (("b", 0), [1]),
-        (("b", 1), [4])]
-    assert all(b.schema == batch.schema for b in unpack(packed))
-    assert packed.column(PACK_BUCKET).null_count == len(keys)
-    assert pack(batch.slice(0, 0), partition=None, bucket=pa.nulls(0, pa.int32()),
-                slot=batch.column("slot").slice(0, 0)).num_rows == 0
+def stripes_plan(tmp_path: Path, **options: Any) -> TaskPlan:
+    row_schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
+    return TaskPlan(
+        table_root=str(tmp_path / "t"), dead_letter_root=str(tmp_path / "dl"),
+        row_schema=row_schema, parse_schema=row_schema.append(pa.field("dt", pa.string())),
+        partition_column="dt", partition_from="field", bucket_columns=(), bucket_count=0,
+        write_id=1, dead_letter_write_id=1, delta_dir="delta_0000001_0000001_0000",
+        dead_letter_delta_dir="delta_0000001_0000001_0000", append=False, close_files=True,
+        options=SinkOptions(**options))
+
+
+def records_batch(ids: range) -> pa.RecordBatch:
+    """Records of days a and b; every 7th is not JSON, every 11th a tombstone."""
+    values = [None if i % 11 == 5 else b"{" if i % 7 == 3 else
+              json.dumps({"id": i, "value": f"v{i}", "dt": "ab"[i % 2]}).encode() for i in ids]
+    return pa.record_batch({
+        "key": pa.nulls(len(ids), pa.binary()), "value": pa.array(values, pa.binary()),
+        "topic": pa.array(["events"] * len(ids)), "partition": pa.array([0] * len(ids), pa.int32()),
+        "offset": pa.array(list(ids), pa.int64())})
+
+
+def test_parse_tasks_send_stripe_pieces_that_the_write_task_appends_in_order(
+        tmp_path: Path) -> None:
+    plan = stripes_plan(tmp_path, flush_rows=4, writer_split_rows=10)
+    packed = list(parse_stripes_task(plan, iter([records_batch(range(0, 13)),
+                                                 records_batch(range(13, 30))])))
+    rows = [row for batch in packed for row in unpacked(batch)]
+    kinds = [kind for _, kind, _ in rows]
+    assert kinds[-1] is PackKind.RECORDS and kinds.count(PackKind.RECORDS) == 1
+    assert kinds.count(PackKind.DEAD_LETTERS) == 2  # one per input batch holding some
+    pieces = [(key, po.ORCFile(pa.BufferReader(data)).read()) for key, kind, data in rows
+              if kind is PackKind.STRIPE]
+    good = [i for i in range(30) if i % 11 != 5 and i % 7 != 3]
+    # Pieces of at most flush_rows rows; a day's slot changes every 10 good rows of the task.
+    assert all(0 < t.num_rows <= 4 for _, t in pieces)
+    for (part, bucket, slot), t in pieces:
+        assert bucket is None and part in ("dt=a", "dt=b")
+        assert all(good.index(i) // 10 == slot and "ab"[i % 2] == part[-1]
+                   for i in t.column("id").to_pylist())
+    results = from_arrow(next(write_stripes_task(plan, iter(packed))))
+    files = {r.path: r for r in results if isinstance(r, FileWritten)}
+    table_files = sorted(p for p, f in files.items() if f.target == "table")
+    assert [p.split("/t/", 1)[1] for p in table_files] == [
+        "dt=a/delta_0000001_0000001_0000/bucket_00000",
+        "dt=b/delta_0000001_0000001_0000/bucket_00000"]
+    for path in table_files:
+        events = read_bucket_file(files[path].staging)
+        ids = [r["id"] for r in events.column("row").to_pylist()]
+        assert sorted(ids) == [i for i in good if "ab"[i % 2] == path.split("dt=")[1][0]]
+        assert events.column("rowId").to_pylist() == list(range(len(ids)))
+    dead = [f for f in files.values() if f.target == "dead_letter"]
+    assert [f.rows for f in dead] == [sum(1 for i in range(30) if i % 7 == 3 and i % 11 != 5)]
+    assert [(r.min_offset, r.max_offset, r.rows) for r in results
+            if isinstance(r, OffsetsRead)] == [(0, 29, 30)]
+    assert [r.rows for r in results if isinstance(r, Tombstones)] == [3]
+
+
+def test_a_parse_task_holds_a_stripe_of_bytes_at_most_however_many_groups(
+        tmp_path: Path) -> None:
+    pieces = _Pieces(stripes_plan(tmp_path))
+    rows = pa.table({"id": pa.array(range(100), pa.int64()),
+                     "value": pa.array([f"v{i}" for i in range(100)])})
+    pieces.max_bytes = 3 * rows.nbytes
+    assert pieces.add(("dt=a", None, 0), rows) == []
+    assert pieces.add(("dt=b", None, 0), rows) == []
+    encoded = pieces.add(("dt=c", None, 0), rows)  # three groups: every group encoded
+    assert [(key[0], po.ORCFile(pa.BufferReader(data)).read().num_rows)
+            for key, _, data in encoded] == [("dt=a", 100), ("dt=b", 100), ("dt=c", 100)]
+    assert pieces.groups == {} and pieces.buffered_bytes == 0
+
+
+def test_a_bad_record_under_on_bad_record_fail_is_reported_and_nothing_is_written(
+        tmp_path: Path) -> None:
+    plan = stripes_plan(tmp_path, on_bad_record="fail")
+    packed = list(parse_stripes_task(plan, iter([records_batch(range(0, 13))])))
+    (bad,) = from_arrow(next(write_stripes_task(plan, iter(packed))))
+    assert isinstance(bad, BadRecords) and (bad.offset, bad.rows) == (3, 2)
+    assert not list((tmp_path / "t").rglob("bucket_*"))
 
 
 def kafka_batch(spark: Any, count: int, *, start: int, partitions: int) -> Any:

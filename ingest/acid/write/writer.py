@@ -17,6 +17,7 @@ from typing import Any
 
 import fsspec
 import pyarrow as pa
+import pyarrow.orc as po
 
 from ingest.acid.format import (
     ACID_FIELD_NAMES,
@@ -37,7 +38,7 @@ from ingest.acid.format import (
 )
 from ingest.acid.format import tail_hash as hash_tail
 from ingest.acid.read import readable_length
-from ingest.acid.write import _event_batches, _nested_nulls
+from ingest.acid.write import _acid_stripes, _event_batches, _nested_nulls
 from ingest.acid.write._acid_stripes import AcidStripe
 from ingest.acid.write._file_state import FileState, restore, writable_row_schema
 from ingest.acid.write._stripe_encoder import StripeEncoder
@@ -53,10 +54,12 @@ from ingest.io import files as _files
 from ingest.orc import (
     INT64_MAX,
     MAGIC,
+    Footer,
     Message,
     StripeStatistics,
     merge_statistics,
     open_orc,
+    parse_tail,
     read_tail,
 )
 
@@ -126,6 +129,7 @@ class BucketWriter:
         self._tail_rows = self._number_of_rows
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
+        self._row_type_messages: list[bytes] | None = None
         self._file, self._side = file, side
         self._closed = False
 
@@ -268,6 +272,64 @@ class BucketWriter:
             self._pending_bytes += batch.nbytes
         if self._pending_bytes >= self.options.tuning.stripe_size_bytes:
             self._write_pending()
+
+    def write_piece(self, piece: bytes | memoryview | pa.Buffer) -> int:
+        """Append rows encoded elsewhere (`pieces.encode_piece`) as insert events: one stripe,
+        after every row written before it (row ids continue from them).
+
+        A piece encoded with another codec or tuning than this file's (the table's codec
+        changed between the files of an appended delta) is decoded and written as rows.
+
+        Args:
+            piece: the piece's bytes.
+
+        Returns:
+            The rows the piece held.
+
+        Raises:
+            TailError: the bytes are not one whole ORC file.
+            SchemaMismatchError: the piece's columns are not this file's row schema.
+            ValueError: the writer was made for delete events, or row ids would pass
+                INT64_MAX.
+        """
+        self._check_open()
+        if self._is_delete:
+            raise ValueError(f"BucketWriter for {self.path} writes delete events: stripe "
+                             "pieces hold inserts")
+        view = memoryview(piece).cast("B")
+        tail = parse_tail(view, len(view))
+        tuning = self.options.tuning
+        if (tail.compression != self.compression or tail.block_size
+                != tuning.compression_block_size or len(tail.stripes) != 1
+                or (tail.footer.uint(Footer.ROW_INDEX_STRIDE, 0) or 0)
+                != tuning.row_index_stride):
+            rows = po.ORCFile(pa.BufferReader(pa.py_buffer(view))).read()
+            self.write(rows)
+            return rows.num_rows
+        if [m.encode() for m in tail.footer.messages(Footer.TYPES)] != self._row_types():
+            raise SchemaMismatchError(
+                f"Cannot write a stripe piece to {self.path}: its columns are not the file's "
+                f"row schema ({self.row_schema})")
+        rows = tail.stripes[0].number_of_rows
+        if rows == 0:
+            return 0
+        if self._next_row_id + rows - 1 > INT64_MAX:
+            raise ValueError(f"Cannot write to {self.path}: row ids of write id "
+                             f"{self.write_id} would pass {INT64_MAX}")
+        self._write_pending()  # rows written before the piece keep the lower row ids
+        stripe = _acid_stripes.insert_stripe(
+            [(view, tail)], write_id=self.write_id, bucket_property=self.bucket_property,
+            first_row_id=self._next_row_id)
+        self._next_row_id += rows
+        self._append_stripe(stripe)
+        return rows
+
+    def _row_types(self) -> list[bytes]:
+        """The ORC types of a plain file of this file's rows, as the encoder writes them."""
+        if self._row_type_messages is None:
+            _, tail = self._encoder.encode_file(self.row_schema.empty_table())
+            self._row_type_messages = [m.encode() for m in tail.footer.messages(Footer.TYPES)]
+        return self._row_type_messages
 
     def write_deletes(self, keys: pa.Table | pa.RecordBatch) -> None:
         """Buffer delete events for the rows with these keys (OrcRecordUpdater.delete).

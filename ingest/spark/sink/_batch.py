@@ -11,7 +11,7 @@ It knows Spark, fsspec and the task results; it never calls the metastore.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -24,7 +24,7 @@ from ingest.errors import BadRecordError, IngestError
 from ingest.io import can_append
 from ingest.spark.sink._fields import merge_fields
 from ingest.spark.sink._keyed import KEYED_FIELDS, parse_changes_task, write_changes_task
-from ingest.spark.sink._packed import PACK_BUCKET, PACK_PARTITION, PACK_SLOT, PACKED_DDL, pack
+from ingest.spark.sink._packed import PACK_BUCKET, PACK_PARTITION, PACK_SLOT, PACKED_DDL
 from ingest.spark.sink._results import (
     RESULT_DDL,
     BadRecords,
@@ -37,6 +37,7 @@ from ingest.spark.sink._results import (
     from_arrow,
     merge_offsets,
 )
+from ingest.spark.sink._stripes import parse_stripes_task, write_stripes_task
 from ingest.spark.sink._tasks import (
     META_BUCKET,
     META_FIELDS,
@@ -185,16 +186,16 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
         parse_plan = replace(plan, parsed_arrow_schema=to_arrow_schema(spark_schema,
                                                                        timezone=tz))
         if plan.partition_from != "column":
-            # Parsed rows cross the shuffle packed, a group of rows per value (`_packed`).
-            packed = kafka.mapInArrow(partial(parse_packed_task, parse_plan), PACKED_DDL)
+            # The parse tasks encode their rows as ORC; the pieces cross the shuffle, a
+            # group's rows per value (`_stripes`).
+            packed = kafka.mapInArrow(partial(parse_stripes_task, plan), PACKED_DDL)
             if plan.bucket_count:
                 packed = packed.repartition(plan.bucket_count, PACK_PARTITION, PACK_BUCKET)
             else:
                 # No partition count: adaptive execution merges the small shuffle partitions
                 # of a small micro-batch into one write task.
                 packed = packed.repartition(PACK_PARTITION, PACK_SLOT)
-            out = packed.mapInArrow(partial(write_task, replace(plan, input="packed")),
-                                    RESULT_DDL)
+            out = packed.mapInArrow(partial(write_stripes_task, plan), RESULT_DDL)
             return from_arrow(out.toArrow())
         # The partition column is a Spark SQL expression over the parsed rows: rows shuffled.
         parsed = kafka.mapInArrow(partial(parse_task, parse_plan), spark_schema)
@@ -213,20 +214,6 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
         out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
                                 RESULT_DDL)
     return from_arrow(out.toArrow())
-
-
-def parse_packed_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
-                      ) -> Iterator[pa.RecordBatch]:
-    """The parse stage, its rows packed by shuffle key: (table partition, bucket) on a
-    bucketed table, else (table partition, slot)."""
-    for parsed in parse_task(plan, batches):
-        partition = (parsed.column(plan.partition_column)
-                     if plan.partition_column is not None else None)
-        bucket = parsed.column(META_BUCKET)
-        # A bucket has one writer whatever the slots: they would only cut smaller groups.
-        slot = (pa.nulls(parsed.num_rows, pa.int32()) if plan.bucket_count
-                else parsed.column(META_SLOT))
-        yield pack(parsed, partition=partition, bucket=bucket, slot=slot)
 
 
 def _run_keyed(kafka: DataFrame, plan: TaskPlan) -> list[TaskResult]:

@@ -38,7 +38,6 @@ from ingest.spark.sink._newfields import (
     kept,
     types_from_text,
 )
-from ingest.spark.sink._packed import unpack
 from ingest.spark.sink._parse import ParsedValues
 from ingest.spark.sink._results import (
     BadRecords,
@@ -104,8 +103,8 @@ class TaskPlan:
         options: the sink's options (flush_rows, on_bad_record).
         committed_lengths: append mode: file path -> flush length committed before this batch.
         compression, dead_letter_compression: ORC codecs of the two tables.
-        input: "kafka" (raw Kafka rows: parse here), "parsed" (the parse stage ran before)
-            or "packed" (so did it, its rows packed by `_packed`).
+        input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran
+            before; a shuffle of stripe pieces has write tasks of its own, `_stripes`).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
         mode: "append", or keyed changes ("upsert", "cdc": `_keyed`).
         key: keyed modes: the checked key (and order-by column).
@@ -138,7 +137,7 @@ class TaskPlan:
     dead_letter_compression: str = "zlib"
     # The tables' storage options (credentials among them: never in a repr).
     storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
-    input: Literal["kafka", "parsed", "packed"] = "kafka"
+    input: Literal["kafka", "parsed"] = "kafka"
     parsed_arrow_schema: pa.Schema | None = None
     mode: Literal["append", "upsert", "cdc"] = "append"
     key: KeySpec | None = None
@@ -451,6 +450,20 @@ class _TaskWriter:
             f = self.files[key] = self._open(partition_dir, bucket_id)
         self._append(f, rows)
 
+    def write_piece(self, partition_dir: str, bucket_id: int,
+                    piece: bytes | memoryview | pa.Buffer) -> None:
+        """Append a stripe piece (`ingest.acid.encode_piece`) to the bucket file."""
+        key = (partition_dir, bucket_id)
+        f = self.files.get(key)
+        if f is None:
+            f = self.files[key] = self._open(partition_dir, bucket_id)
+        rows = f.writer.write_piece(piece)
+        f.rows += rows
+        f.unflushed += rows
+        if f.unflushed >= self.plan.options.flush_rows:
+            f.writer.flush()
+            f.unflushed = 0
+
     def _append(self, f: _File, rows: pa.Table) -> None:
         step = self.plan.options.flush_rows
         offset = 0
@@ -527,11 +540,6 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
         writer.write(f"{part}/" if part else "", bucket, group)
 
 
-def _unpacked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for packed in batches:
-        yield from unpack(packed)
-
-
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The write stage: yields one RESULT_SCHEMA batch of records (see _executor_results)."""
     from pyspark import TaskContext
@@ -546,7 +554,7 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     seen: dict[str, FieldSeen] = {}
     holding = 0
     try:
-        for batch in (_unpacked(batches) if plan.input == "packed" else batches):
+        for batch in batches:
             if batch.num_rows == 0:
                 continue
             split = (_split_kafka(plan, batch) if plan.input == "kafka"
