@@ -91,11 +91,12 @@ class SinkOptions:
         "skip", help="Records with no value (tombstones of compacted topics): skip them or "
                      "dead-letter them; counted either way.")
     file_layout: FileLayout = _option(
-        "partition", help="Who writes a micro-batch's files: 'partition' shuffles the parsed "
-                          "rows so one writer takes each table partition and bucket (fewer "
-                          "files, one shuffle); 'task' lets every Kafka read task write its "
-                          "own file per table partition (no shuffle: faster on a large "
-                          "backlog, a file per task).")
+        "partition", help="Who writes a micro-batch's files: 'partition' encodes the rows "
+                          "as ORC in the parse tasks and shuffles them so one writer takes "
+                          "each table partition and bucket (fewer files, one shuffle); 'task' "
+                          "lets every Kafka read task write its own file per table partition "
+                          "(no shuffle: a little faster on many small micro-batches, a file "
+                          "per task).")
     writer_split_rows: int = _option(
         1_000_000, minimum=1, help="With --file-layout partition on an unbucketed table: a "
                                    "table partition's rows may be split among several write "
