@@ -208,15 +208,11 @@ def _key_problems(plan: TaskPlan, rows: pa.Table, deletes: np.ndarray
 def write_changes_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
                        ) -> Iterator[pa.RecordBatch]:
     """The write stage of a keyed plan: dead letters, then this task's buckets' changes."""
-    from pyspark import TaskContext
-
     assert plan.key is not None and plan.table is not None and plan.view is not None
-    ctx = TaskContext.get()
-    task_index = ctx.partitionId() if ctx is not None else 0
-    attempt_id = ctx.taskAttemptId() if ctx is not None else 0
-    writer = _TaskWriter(plan, task_index, attempt_id)
+    # The changes go through `Written`, which stages every file; so do the dead letters.
+    writer = _TaskWriter.in_task(plan, publish_directly=False)
     fs, root = storage.url_to_fs(plan.table_root, plan.storage_options)
-    written = Written(fs, root, attempt=str(attempt_id))
+    written = Written(fs, root, attempt=str(writer.attempt_id))
     try:
         parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         if not parts:

@@ -190,13 +190,7 @@ def write_stripes_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
                        ) -> Iterator[pa.RecordBatch]:
     """The write stage: appends each piece to its bucket file, writes the dead letters, and
     yields one RESULT_SCHEMA batch of what it wrote and what the parse tasks reported."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    task_index = ctx.partitionId() if ctx is not None else 0
-    attempt_id = ctx.taskAttemptId() if ctx is not None else 0
-    writer = _TaskWriter(plan, task_index, attempt_id,
-                         first_attempt=ctx is not None and ctx.attemptNumber() == 0)
+    writer = _TaskWriter.in_task(plan)
     reported: list[TaskResult] = []
     try:
         for batch in batches:
@@ -205,7 +199,7 @@ def write_stripes_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
                     # Unbucketed rows go to the bucket named after the task: tasks never
                     # share a file.
                     writer.write_piece(f"{part}/" if part else "",
-                                       task_index if bucket is None else bucket, data)
+                                       writer.task_index if bucket is None else bucket, data)
                 elif kind is PackKind.DEAD_LETTERS:
                     writer.write_dead(from_ipc(data))
                 else:

@@ -416,6 +416,18 @@ class _TaskWriter:
         self.files: dict[tuple[str, int], _File] = {}
         self.dead: _File | None = None
 
+    @classmethod
+    def in_task(cls, plan: TaskPlan, *, publish_directly: bool = True) -> _TaskWriter:
+        """The writer of the running Spark task (task 0, attempt 0 outside one). Its first
+        attempt may write final names where `publish_directly` and the store allows it."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None:
+            return cls(plan, 0, 0)
+        return cls(plan, ctx.partitionId(), ctx.taskAttemptId(),
+                   first_attempt=publish_directly and ctx.attemptNumber() == 0)
+
     def _open(self, partition_dir: str, bucket_id: int) -> _File:
         plan = self.plan
         directory = f"{self.root}/{partition_dir}{plan.delta_dir}"
@@ -542,13 +554,7 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
 
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The write stage: yields one RESULT_SCHEMA batch of records (see _executor_results)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    task_index = ctx.partitionId() if ctx is not None else 0
-    attempt_id = ctx.taskAttemptId() if ctx is not None else 0
-    writer = _TaskWriter(plan, task_index, attempt_id,
-                         first_attempt=ctx is not None and ctx.attemptNumber() == 0)
+    writer = _TaskWriter.in_task(plan)
     read: list[OffsetsRead] = []
     tombstones = 0
     seen: dict[str, FieldSeen] = {}
