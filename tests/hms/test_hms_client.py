@@ -274,10 +274,12 @@ def test_server_aborts_what_is_not_heartbeated(conn: hms.HmsConnection, database
     table = _table(conn, database, tmp_path, partitions=())
     silent, kept = hms.open_txns(conn, 2)
     with hms.Heartbeater(conn.uri, kept, interval_s=1) as beats:
-        # The server's reaper runs every few seconds, but under load its first pass after
-        # the time-out has come a minute late: the bound is generous, the claim unchanged.
+        # The reaper aborts the silent transaction; Hive 4's cleaner of empty aborted
+        # transactions may then forget it within seconds, before a poll sees it aborted. So
+        # the claim is that the server no longer has it open, and the checks below accept
+        # either answer (aborted, or unknown).
         deadline = time.monotonic() + TXN_TIMEOUT_S * 6
-        while silent not in hms.txn_snapshot(conn).aborted_txns:
+        while silent in hms.txn_snapshot(conn).open_txns:
             assert time.monotonic() < deadline, f"transaction {silent} never timed out"
             time.sleep(1)
         assert kept in hms.txn_snapshot(conn).open_txns
@@ -294,7 +296,8 @@ def test_server_aborts_what_is_not_heartbeated(conn: hms.HmsConnection, database
             try:
                 late.check()
             except CommitConflictError as e:
-                assert f"aborted [{silent}]" in str(e)
+                assert (f"aborted [{silent}]" in str(e)
+                        or f"aborted [], unknown [{silent}]" in str(e)), str(e)
                 break
             assert time.monotonic() < deadline
             time.sleep(0.1)
