@@ -43,7 +43,7 @@ from ingest.orc.proto_fields import (
     Type,
     UserMetadataItem,
 )
-from ingest.orc.reader import BoundedFile, open_orc, read_tail
+from ingest.orc.reader import BoundedFile, open_orc, read_tail, tail_from_bytes
 from ingest.orc.statistics import INT64_MAX, INT64_MIN, merge_statistics
 from ingest.orc.tail import (
     MAGIC,
@@ -112,6 +112,7 @@ __all__ = [
     "parse_codec",
     "parse_tail",
     "read_tail",
+    "tail_from_bytes",
     "serialize_tail",
     "tail_bytes_needed",
     "varint_field",

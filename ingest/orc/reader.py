@@ -100,6 +100,20 @@ def read_tail(fs: fsspec.AbstractFileSystem, path: str, length: int, *,
                                offset=e.offset) from e
 
 
+def tail_from_bytes(data: bytes, length: int, *, path: str) -> FileTail:
+    """`read_tail` of bytes already read: the tail's own bytes (`tail_bytes_needed` of them)
+    ending at byte `length` of the file at `path`, parsed and checked as `read_tail` does.
+
+    Raises:
+        CorruptFileError: they are not a complete ORC tail.
+    """
+    try:
+        return _PARSED.parse(bytes(data), length, check=True)
+    except TailError as e:
+        raise CorruptFileError(f"Cannot read ORC file {path} at length {length}: {e}", path=path,
+                               offset=e.offset) from e
+
+
 class BoundedFile(io.RawIOBase):
     """A read-only view of the first `length` bytes of a file, for pyarrow's ORC reader."""
 

@@ -168,7 +168,23 @@ def tail_damage(fs: fsspec.AbstractFileSystem, path: str, entry: CommittedFile, 
     Raises:
         OSError: the file cannot be read.
     """
+    return checked_tail(fs, path, entry, count_rows=count_rows)[0]
+
+
+def checked_tail(fs: fsspec.AbstractFileSystem, path: str, entry: CommittedFile, *,
+                 count_rows: bool = False) -> tuple[Damage | None, bytes]:
+    """`tail_damage`, and the tail bytes it read (those of the committed tail when no damage
+    is found), for a caller that parses them instead of reading them again.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
     tail = tail_bytes_at(fs, path, entry.length)
+    return _tail_damage(path, entry, tail, count_rows=count_rows), tail
+
+
+def _tail_damage(path: str, entry: CommittedFile, tail: bytes, *,
+                 count_rows: bool) -> Damage | None:
     found = tail_hash(tail)
     if found != entry.tail_hash:
         return Damage(path, "damaged-footer", f"its ORC tail ending at the committed length "

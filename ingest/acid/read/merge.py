@@ -9,6 +9,7 @@ and write-id lists, not how partitions or directories are chosen (`snapshot`, `s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import warnings
@@ -181,14 +182,26 @@ class DataFile:
     directory: ParsedDirectory | None = None
     # For original files: the synthetic rowId of the file's first row.
     first_row_id: int = 0
+    # As the plan's listing of the directory found them (None: not listed): the file's size,
+    # and whether a side file was listed beside it.
+    size: int | None = dataclasses.field(default=None, compare=False)
+    side_file: bool | None = dataclasses.field(default=None, compare=False)
+
+    @property
+    def listed_without_side_file(self) -> int | None:
+        """The listed size of a file listed without a side file, else None."""
+        return self.size if self.side_file is False else None
 
 
-def read_length(fs: fsspec.AbstractFileSystem, path: str, snapshot: ValidWriteIdList) -> int:
+def read_length(fs: fsspec.AbstractFileSystem, path: str, snapshot: ValidWriteIdList, *,
+                listed_size: int | None = None) -> int:
     """The bytes of a bucket file a snapshot reads: its side file's length, or its own
     footers' when the side file stops below committed rows (with a `SideFileWarning` naming
-    the file)."""
+    the file); `listed_size`: the size of a file its directory's listing showed without a
+    side file, which is then read whole."""
     length, warning = committed_read_length(
-        fs, path, snapshot.is_valid, lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w))
+        fs, path, snapshot.is_valid, lambda w: snapshot.is_valid(w) or snapshot.is_aborted(w),
+        listed_size=listed_size)
     if warning is not None:
         warnings.warn(SideFileWarning(warning), stacklevel=3)
     return length
@@ -311,6 +324,7 @@ class Merger:
     def __init__(self, fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, *,
                  row_schema: pa.Schema, files: Sequence[DataFile],
                  lengths: Mapping[str, int] | None = None,
+                 tails: Mapping[str, FileTail] | None = None,
                  columns: Sequence[str] | None = None, with_row_id: bool = False,
                  partition_columns: Sequence[str] = (),
                  condition: Condition | None = None, condition_columns: Sequence[str] = (),
@@ -320,6 +334,8 @@ class Merger:
         widen a TIMESTAMP column to microseconds where one of `files` needs it.
 
         Args:
+            tails: the tails the planner parsed, by path; one that ends at its file's length
+                in `lengths` is used instead of reading it again.
             sub_microseconds: "error" for rows rewritten (compaction): keep every digit or
                 refuse; "warn" for reads.
             condition, condition_columns: skip stripes by `condition` over these row and
@@ -337,7 +353,9 @@ class Merger:
         self.partition_columns = list(partition_columns)
         self.row_fields: list[str] | None = None  # None: every field
         self._lengths: dict[str, int] = dict(lengths or {})
-        self._tails: dict[str, FileTail | None] = {}
+        self._tails: dict[str, FileTail | None] = {
+            path: tail for path, tail in (tails or {}).items()
+            if self._lengths.get(path) == tail.length}
         self._stats: dict[str, tuple[int, int, int] | None] = {}
         self._wide: dict[tuple[str, int], list[WideColumn]] = {}  # by path and length
         self.sub_microseconds: SubMicroseconds = sub_microseconds
@@ -554,7 +572,8 @@ class Merger:
     def _length(self, f: DataFile) -> int:
         """The planner's length for the file, else `read_length`'s, once per file and read."""
         if f.path not in self._lengths:
-            self._lengths[f.path] = read_length(self.fs, f.path, self.snapshot)
+            self._lengths[f.path] = read_length(self.fs, f.path, self.snapshot,
+                                                listed_size=f.listed_without_side_file)
         return self._lengths[f.path]
 
     def _tail(self, f: DataFile) -> tuple[int, FileTail | None]:

@@ -18,10 +18,12 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ingest.acid.format import (
+    SIDE_FILE_SUFFIX,
     CommittedFile,
     CommittedFiles,
     ParsedDirectory,
     ValidWriteIdList,
+    checked_tail,
     damage_error,
     is_hidden,
     is_side_file,
@@ -29,15 +31,14 @@ from ingest.acid.format import (
     parse_directory,
     parse_partition,
     size_damage,
-    tail_damage,
 )
 from ingest.acid.read.bucket_file import readable_length
 from ingest.acid.read.directories import AcidState, VisibleTxn, acid_state
 from ingest.acid.read.merge import DataFile, FileKind, read_length
 from ingest.acid.read.view import ReadView
-from ingest.errors import SchemaMismatchError
+from ingest.errors import CorruptFileError, SchemaMismatchError
 from ingest.io import files as _files
-from ingest.orc import read_tail
+from ingest.orc import FileTail, read_tail, tail_from_bytes
 
 
 @dataclass(frozen=True)
@@ -127,21 +128,35 @@ def plan_partition(
     dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
     for d in dirs:
         kind: FileKind = d.kind
-        for path, bucket in bucket_files(fs, state.path(d.name)):
-            files.append(DataFile(path, bucket, kind, d))
+        for path, bucket, size, side_file in listed_bucket_files(fs, state.path(d.name)):
+            files.append(DataFile(path, bucket, kind, d, size=size, side_file=side_file))
     return state, files
 
 
 def bucket_files(fs: fsspec.AbstractFileSystem, directory: str) -> list[tuple[str, int]]:
     """(path, bucket id) of the bucket files in a base/delta directory, sorted by name."""
+    return [(path, bucket) for path, bucket, _, _ in listed_bucket_files(fs, directory)]
+
+
+def listed_bucket_files(fs: fsspec.AbstractFileSystem, directory: str
+                        ) -> list[tuple[str, int, int | None, bool]]:
+    """(path, bucket id, size, whether a side file is listed beside it) of the bucket files
+    in a base/delta directory, sorted by name, from one listing: the read then asks the
+    filesystem neither a file's size nor for a side file the listing did not show."""
+    sizes: dict[str, int | None] = {}
+    sides: set[str] = set()
+    for info in fs.ls(directory, detail=True):
+        name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+        if is_side_file(name):
+            sides.add(name[:-len(SIDE_FILE_SUFFIX)])
+        elif not is_hidden(name):
+            size = info.get("size")
+            sizes[name] = int(size) if size is not None else None
     found = []
-    for name in sorted(str(n).rstrip("/").rsplit("/", 1)[-1]
-                       for n in fs.ls(directory, detail=False)):
-        if is_hidden(name) or is_side_file(name):
-            continue
+    for name in sorted(sizes):
         bucket = parse_bucket_file(name)
         if bucket is not None:
-            found.append((f"{directory}/{name}", bucket))
+            found.append((f"{directory}/{name}", bucket, sizes[name], name in sides))
     return found
 
 
@@ -171,12 +186,15 @@ class ScanTask:
             delete-delta files.
         read_lengths: (path, bytes to read) of the files the manifest lists, checked against
             it; the other files are read up to their side file or last footer.
+        tails: (path, tail) of the files read up to their committed length: the tail the
+            check hashed, parsed, so the read does not read it again.
     """
 
     partition: Partition
     bucket_id: int
     files: tuple[DataFile, ...]
     read_lengths: tuple[tuple[str, int], ...] = ()
+    tails: tuple[tuple[str, FileTail], ...] = ()
 
     @property
     def values(self) -> dict[str, str | None]:
@@ -213,6 +231,10 @@ class FilePlan:
     def read_lengths(self) -> dict[str, int]:
         """Every task's checked read lengths, by path."""
         return {path: length for t in self.tasks for path, length in t.read_lengths}
+
+    def read_tails(self) -> dict[str, FileTail]:
+        """Every task's checked tails (each ends at its file's read length), by path."""
+        return {path: tail for t in self.tasks for path, tail in t.tails}
 
 
 def covers(other: ParsedDirectory, mine: ParsedDirectory) -> bool:
@@ -290,9 +312,9 @@ def plan_files(
         if keep_bucket is not None:
             files = [f for f in files if keep_bucket(p, f.bucket_id)]
             wanted = [e for e in wanted if _entry_bucket_kept(e[0], p, keep_bucket)]
-        lengths = _check_partition(fs, view.snapshot, state, files, manifest, wanted,
-                                   table=table)
-        tasks.extend(_bucket_tasks(p, files, lengths))
+        lengths, tails = _check_partition(fs, view.snapshot, state, files, manifest, wanted,
+                                          table=table)
+        tasks.extend(_bucket_tasks(p, files, lengths, tails))
     return FilePlan(view, tuple(kept), len(partitions) - len(kept),
                     next(iter(keys)) if keys else (), tuple(tasks))
 
@@ -338,9 +360,11 @@ def _check_partition(
     fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, state: AcidState,
     files: Sequence[DataFile], manifest: CommittedFiles,
     expected: Sequence[tuple[str, CommittedFile, ParsedDirectory]], *, table: str,
-) -> dict[str, int]:
+) -> tuple[dict[str, int], dict[str, FileTail]]:
     """Refuse a partition whose files differ from what their commits recorded; return the
-    read length of each listed file.
+    read length of each listed file, and the tail of those read at their committed length
+    (the bytes the check hashed, parsed; none for a tail that does not parse, which the
+    read then reads and refuses itself).
 
     Refused: an expected entry that no chosen directory holds or covers (its directory was
     removed), missing files of chosen directories, files emptied or cut below their committed
@@ -367,11 +391,14 @@ def _check_partition(
         assert damage is not None
         raise damage_error(damage, table=table)
     lengths: dict[str, int] = {}
+    tails: dict[str, FileTail] = {}
     for f in files:
         entry = manifest.entry(f.path)
         if entry is None:
             continue
-        damage = size_damage(f.path, entry, int(fs.size(f.path)))
+        # The listing's size: the file only grows past a commit, and a cut shows either way.
+        size = f.size if f.size is not None else int(fs.size(f.path))
+        damage = size_damage(f.path, entry, size)
         if damage is not None:
             raise damage_error(damage, table=table)
         d = f.directory
@@ -380,17 +407,22 @@ def _check_partition(
                             for w in range(entry.write_id + 1, d.max_write_id + 1))):
             length = entry.length
         else:
-            length = read_length(fs, f.path, snapshot)
+            length = read_length(fs, f.path, snapshot, listed_size=f.listed_without_side_file)
         lengths[f.path] = length
         if length == entry.length:
-            damage = tail_damage(fs, f.path, entry)
+            damage, tail_bytes = checked_tail(fs, f.path, entry)
             if damage is not None:
                 raise damage_error(damage, table=table)
-    return lengths
+            try:
+                tails[f.path] = tail_from_bytes(tail_bytes, length, path=f.path)
+            except CorruptFileError:
+                pass  # the read reads this tail itself and refuses it, naming the file
+    return lengths, tails
 
 
 def _bucket_tasks(partition: Partition, files: Sequence[DataFile],
-                  lengths: Mapping[str, int]) -> Iterator[ScanTask]:
+                  lengths: Mapping[str, int], tails: Mapping[str, FileTail],
+                  ) -> Iterator[ScanTask]:
     inserts: dict[int, list[DataFile]] = {}
     deletes: dict[int, list[DataFile]] = {}
     for f in files:
@@ -398,8 +430,9 @@ def _bucket_tasks(partition: Partition, files: Sequence[DataFile],
     for bucket in sorted(inserts):
         group = (*inserts[bucket], *deletes.get(bucket, ()))
         yield ScanTask(partition, bucket, group,
-                       tuple((f.path, lengths[f.path]) for f in group if f.path in lengths))
+                       tuple((f.path, lengths[f.path]) for f in group if f.path in lengths),
+                       tuple((f.path, tails[f.path]) for f in group if f.path in tails))
 
 
 __all__ = ["FilePlan", "Partition", "ScanTask", "covers", "list_partitions", "plan_files",
-           "plan_partition", "bucket_files"]
+           "plan_partition", "bucket_files", "listed_bucket_files"]

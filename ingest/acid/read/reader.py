@@ -145,13 +145,15 @@ def start_merge(fs: fsspec.AbstractFileSystem, plan: FilePlan, *, row_schema: pa
                 condition: Condition | None = None,
                 condition_columns: Sequence[str] = ()) -> Merger:
     """The merger of a planned read (every reader's): its files read to the planner's checked
-    lengths, `columns` (None: all) of `row_schema` (see `plan_row_schema`).
+    lengths (with the tails it checked), `columns` (None: all) of `row_schema` (see
+    `plan_row_schema`).
 
     Raises:
         ConfigError, CorruptFileError, UnsupportedFormatError: see `Merger`.
     """
     return Merger(fs, plan.view.snapshot, row_schema=row_schema,
                   files=[f for t in plan.tasks for f in t.files], lengths=plan.read_lengths(),
+                  tails=plan.read_tails(),
                   columns=columns, with_row_id=with_row_id,
                   partition_columns=plan.partition_columns, condition=condition,
                   condition_columns=condition_columns)

@@ -276,8 +276,8 @@ class SideFileWarning(UserWarning):
 
 def committed_read_length(fs: fsspec.AbstractFileSystem, path: str,
                           committed: Callable[[int], bool],
-                          settled: Callable[[int], bool] | None = None,
-                          ) -> tuple[int, str | None]:
+                          settled: Callable[[int], bool] | None = None, *,
+                          listed_size: int | None = None) -> tuple[int, str | None]:
     """(length to read, warning or None) for a bucket file under a snapshot.
 
     The side file's last entry, unless the file is longer, its directory holds a committed
@@ -285,11 +285,16 @@ def committed_read_length(fs: fsspec.AbstractFileSystem, path: str,
     of no open write id (`settled`, committed or aborted; `committed` when None): a side
     file cut short must not hide committed rows (docs/recovery.md, 9). Costs nothing more
     when the file ends at its last entry; otherwise a scan of the bytes past it.
+    `listed_size`: the file's size in a listing of its directory that showed no side file
+    beside it; the file is then read whole, as without a side file (no side file is asked
+    for: the listing is the read's one view of the directory).
 
     Raises:
         FileNotFoundError: no such file.
         CorruptFileError: the side file points past the end of the file.
     """
+    if listed_size is not None:
+        return listed_size, None
     parsed = parse_directory(path.rstrip("/").rsplit("/", 2)[-2])
     if (parsed is not None and parsed.is_base and committed(parsed.max_write_id)
             and fs.exists(side_file_path(path))):
