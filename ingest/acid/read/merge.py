@@ -545,7 +545,7 @@ class Merger:
         if wanted != names:
             batch = batch.select(wanted or names[:1])
         if mask is not None:
-            batch = batch.filter(mask)
+            batch = _filter(batch, mask)
         return _rename_row(batch, dict(d.to_table or {})) if batch.num_rows else None
 
     def _registry(self, delete_files: list[DataFile], insert_files: list[DataFile]
@@ -741,6 +741,25 @@ class Merger:
         if self.requested is not None:
             result = result.select(self.schema.names)
         return result
+
+
+def _filter(batch: pa.RecordBatch, mask: pa.Array) -> pa.RecordBatch:
+    """`batch.filter(mask)`, filtering the row struct's fields as columns of their own: a
+    struct without nulls filters its fields just the same, at a good third less time than
+    pyarrow's filter of the struct (measured on 625k-row stripes)."""
+    names = batch.schema.names
+    if ROW not in names or batch[ROW].null_count or not batch[ROW].type.num_fields:
+        return batch.filter(mask)
+    row = batch[ROW]
+    fields = list(row.type)
+    others = [n for n in names if n != ROW]
+    columns = [batch[n] for n in others] + row.flatten()
+    kept = pa.RecordBatch.from_arrays(columns, names=others + [f"{ROW}.{i}"
+                                                             for i in range(len(fields))])
+    kept = kept.filter(mask)
+    out = dict(zip(others, kept.columns[:len(others)], strict=True))
+    out[ROW] = pa.StructArray.from_arrays(kept.columns[len(others):], fields=fields)
+    return pa.RecordBatch.from_arrays([out[n] for n in names], schema=batch.schema)
 
 
 def _rename_row(batch: pa.RecordBatch, to_table: dict[str, str]) -> pa.RecordBatch:
