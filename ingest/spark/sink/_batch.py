@@ -230,7 +230,8 @@ def _small(batch_df: DataFrame, plan: TaskPlan) -> bool:
     """Whether the micro-batch is known, from its offset ranges, to hold at most
     `one_task_records` records (and no more than `writer_split_rows`, which would split a
     table partition's rows among writers): then one task reads, parses and writes it all,
-    which spares a small micro-batch the shuffle and its second Spark job (§3.1)."""
+    which spares a small micro-batch the shuffle and its second Spark job
+    (docs/architecture.md §3.1)."""
     limit = min(plan.options.one_task_records, plan.options.writer_split_rows)
     if limit <= 0:
         return False
