@@ -15,7 +15,7 @@ import logging
 import pickle
 from typing import TYPE_CHECKING, Any
 
-from ingest.spark.kafka.source import KafkaInputPartition
+from ingest.spark.kafka import KafkaInputPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
