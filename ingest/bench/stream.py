@@ -360,6 +360,8 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
                          available_now=True, flush_rows=args.flush_rows,
                          txns_per_delta=args.txns_per_delta, file_layout=layout,
                          writer_split_rows=args.writer_split_rows,
+                         **({} if args.one_task_records is None
+                            else {"one_task_records": args.one_task_records}),
                          max_offsets_per_trigger=args.max_offsets_per_trigger,
                          metastore=metastore, storage_options=storage_options,
                          metrics_port=metrics_port,
@@ -422,6 +424,9 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--layout", default="partition",
                         help="file layouts to compare, comma-separated (partition, task)")
     parser.add_argument("--writer-split-rows", type=int, default=1_000_000)
+    parser.add_argument("--one-task-records", type=int, default=None,
+                        help="the sink's --one-task-records (0: always two stages; default: "
+                             "the sink's)")
     parser.add_argument("--partition-by", default=None,
                         help="partition the table by the events' dt field (give: dt)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None,
@@ -642,6 +647,7 @@ def run(argv: list[str]) -> None:
     print(f"rows={args.rows:,} codec={args.compression} topic partitions={args.partitions} "
           f"flush_rows={args.flush_rows:,} txns_per_delta={args.txns_per_delta} "
           f"partition_by={args.partition_by} writer_split_rows={args.writer_split_rows:,} "
+          f"one_task_records={args.one_task_records} "
           f"max_offsets_per_trigger={args.max_offsets_per_trigger} master=local[2]")
     figures: dict[str, Any] = {}
     for name in layouts:
@@ -796,6 +802,7 @@ def run(argv: list[str]) -> None:
     report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
            flush_rows=args.flush_rows, txns_per_delta=args.txns_per_delta,
            partition_by=args.partition_by, writer_split_rows=args.writer_split_rows,
+           one_task_records=args.one_task_records,
            max_offsets_per_trigger=args.max_offsets_per_trigger, repeats=args.repeats,
            layouts=figures, ingest_seconds=first["seconds"],
            ingest_rows_per_s=first["rows_per_s"],

@@ -102,6 +102,13 @@ class SinkOptions:
                                    "table partition's rows may be split among several write "
                                    "tasks in groups of this many rows of one Kafka read task, "
                                    "so a large micro-batch still writes in parallel.")
+    one_task_records: int = _option(
+        20_000, minimum=0, help="A micro-batch that would be shuffled (--file-layout partition, "
+                                "or a bucketed table; not --mode upsert|cdc) and holds at most "
+                                "this many Kafka records (its offset ranges say so before it "
+                                "is read) is read, parsed and written by one task, whose files "
+                                "are already one per table partition and bucket: no shuffle, "
+                                "no second Spark job. 0: always shuffle.")
 
     mode: StreamMode = _option(
         "append", help="'append' adds every record as a row; 'upsert' makes each record the "

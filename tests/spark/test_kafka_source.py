@@ -22,6 +22,7 @@ from ingest.spark.kafka.source import (
     kafka_dataframe,
     register_kafka_source,
 )
+from ingest.spark.sink._size import planned_records
 
 QUERY_TIMEOUT_S = 120
 
@@ -32,9 +33,11 @@ def _produce(servers: str, topic: str, count: int, *, start_id: int = 0) -> None
                    key_fn=lambda e: str(e["id"]), partitions=3)  # type: ignore[index]
 
 
-def _run(spark: Any, servers: str, topic: str, checkpoint: Path,
+def _run(spark: Any, servers: str, topic: str, checkpoint: Path, *,
+         planned: list[int | None] | None = None,
          **options: str) -> list[list[dict[str, Any]]]:
-    """Run one availableNow query into foreachBatch; return the rows of each batch."""
+    """Run one availableNow query into foreachBatch; return the rows of each batch (and put
+    the records each batch's plan says it reads into `planned`)."""
     register_kafka_source(spark)
     reader = (spark.readStream.format("ingest-kafka")
               .option("kafka.bootstrap.servers", servers).option("subscribe", topic))
@@ -43,6 +46,8 @@ def _run(spark: Any, servers: str, topic: str, checkpoint: Path,
     batches: list[list[dict[str, Any]]] = []
 
     def collect(df: Any, batch_id: int) -> None:
+        if planned is not None:
+            planned.append(planned_records(df))
         batches.append([row.asDict(recursive=True) for row in df.collect()])
 
     query = (reader.load().writeStream.foreachBatch(collect)
@@ -187,9 +192,13 @@ def test_restart_from_checkpoint_reads_only_new_records(
 def test_max_offsets_per_trigger_splits_batches_under_available_now(
         spark: Any, kafka_broker: str, topic: str, tmp_path: Path) -> None:
     _produce(kafka_broker, topic, 25)
-    batches = _run(spark, kafka_broker, topic, tmp_path / "ckpt", maxOffsetsPerTrigger="10")
+    planned: list[int | None] = []
+    batches = _run(spark, kafka_broker, topic, tmp_path / "ckpt", planned=planned,
+                   maxOffsetsPerTrigger="10")
     sizes = [len(b) for b in batches if b]
     assert sizes == [10, 10, 5]
+    # The sink's one-task choice reads the same sizes from each micro-batch's plan.
+    assert [n for n, b in zip(planned, batches, strict=True) if b] == sizes
     assert _ids(batches) == list(range(25))
 
 

@@ -22,6 +22,7 @@ from ingest.spark.sink._results import (
     Tombstones,
     from_arrow,
 )
+from ingest.spark.sink._size import planned_records
 from ingest.spark.sink._stripes import _Pieces, parse_stripes_task, write_stripes_task
 from ingest.spark.sink._tasks import TaskPlan, writer_slots
 from ingest.spark.sink.driver import AcidSink
@@ -154,6 +155,8 @@ def test_files_per_micro_batch_by_layout_and_every_row_once(
     read_tasks = [sum(1 for n in b.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)])
                       .collect() if n) for b in batches]
     assert min(read_tasks) > 1
+    # Not a Kafka micro-batch: its size is not known, so it is shuffled (not one task).
+    assert planned_records(batches[0]) is None
     try:
         with sink:
             for batch_id, batch in enumerate(batches):

@@ -14,6 +14,7 @@ from ingest.spark.kafka.registry import (
     split_frame,
 )
 from ingest.spark.kafka.source import (
+    KafkaInputPartition,
     check_jvm_kafka,
     check_topic,
     jvm_kafka_available,
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_STARTING_OFFSETS",
     "DEFAULT_TIMEOUT_MS",
     "GroupCommitter",
+    "KafkaInputPartition",
     "LagProbe",
     "PartitionLag",
     "RegistryRetry",

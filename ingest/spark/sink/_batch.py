@@ -37,6 +37,7 @@ from ingest.spark.sink._results import (
     from_arrow,
     merge_offsets,
 )
+from ingest.spark.sink._size import planned_records
 from ingest.spark.sink._stripes import parse_stripes_task, write_stripes_task
 from ingest.spark.sink._tasks import (
     META_BUCKET,
@@ -174,8 +175,15 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
     if plan.mode != "append":
         return _run_keyed(kafka, plan)
     by_partition = plan.options.file_layout == "partition"
-    two_stage = plan.partition_from == "column" or plan.bucket_count > 0 or by_partition
-    if not two_stage:
+    # A shuffle gives each table partition and bucket (or slot) one writer.
+    shuffles = plan.bucket_count > 0 or by_partition
+    two_stage = plan.partition_from == "column" or shuffles
+    one_task = shuffles and _small(batch_df, plan)
+    if one_task:
+        # One task's files are already one per table partition and bucket: no shuffle, no
+        # second Spark job (a narrow coalesce of the read tasks).
+        kafka = kafka.coalesce(1)
+    if not two_stage or (one_task and plan.partition_from != "column"):
         out = kafka.mapInArrow(partial(write_task, plan), RESULT_DDL)
     else:
         from pyspark.sql import functions as F
@@ -204,7 +212,9 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
             parsed = parsed.withColumn(plan.partition_column,
                                        F.expr(partition_expression).cast("string"))
         keys = [plan.partition_column] if plan.partition_column else []
-        if plan.bucket_count:
+        if one_task:
+            pass  # the parse and the write in the same task: nothing to shuffle
+        elif plan.bucket_count:
             # A bucket file has one writer: every row of a (partition, bucket) in one task.
             parsed = parsed.repartition(plan.bucket_count, *keys, META_BUCKET)
         elif by_partition:
@@ -214,6 +224,19 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
         out = parsed.mapInArrow(partial(write_task, replace(plan, input="parsed")),
                                 RESULT_DDL)
     return from_arrow(out.toArrow())
+
+
+def _small(batch_df: DataFrame, plan: TaskPlan) -> bool:
+    """Whether the micro-batch is known, from its offset ranges, to hold at most
+    `one_task_records` records (and no more than `writer_split_rows`, which would split a
+    table partition's rows among writers): then one task reads, parses and writes it all,
+    which spares a small micro-batch the shuffle and its second Spark job
+    (docs/architecture.md §3.1)."""
+    limit = min(plan.options.one_task_records, plan.options.writer_split_rows)
+    if limit <= 0:
+        return False
+    records = planned_records(batch_df)
+    return records is not None and records <= limit
 
 
 def _run_keyed(kafka: DataFrame, plan: TaskPlan) -> list[TaskResult]:

@@ -1,5 +1,9 @@
-"""A shuffled micro-batch (`file_layout="partition"`, bucketed tables): its rows encoded as
-ORC where they are parsed, its files written after the shuffle.
+"""A shuffled micro-batch: its rows encoded as ORC where they are parsed, its files written
+after the shuffle. It serves every micro-batch that is shuffled so that each table partition
+and bucket has one writer (`file_layout="partition"` on unbucketed and bucketed tables alike,
+and bucketed tables under `file_layout="task"`), unless its partition column is computed by
+a Spark SQL expression (then parsed rows cross the shuffle, `_tasks`) or it is small enough
+for one task to read and write it all (`one_task_records`, `_batch`).
 
 The parse stage (`parse_stripes_task`, one task per Kafka read task) splits its records as a
 one-stage task does (`_tasks`), groups the good rows by shuffle key (table partition, then
