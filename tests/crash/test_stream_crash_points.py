@@ -44,12 +44,14 @@ def run(args: list[str], *, crash_at: str | None = None, skip: int = 0, counter:
 
 
 def job(servers: str, topic: str, warehouse: Path, crash_at: str | None = None,
-        skip: int = 0) -> subprocess.CompletedProcess[str]:
+        skip: int = 0, one_task_records: int | None = None) -> subprocess.CompletedProcess[str]:
     return run([str(JOB), "--bootstrap-servers", servers, "--topic", topic,
                 "--table", str(warehouse / "events"), "--schema", "id BIGINT, value STRING",
                 "--checkpoint", str(warehouse / "checkpoint"), "--available-now",
                 "--max-offsets-per-trigger", "50", "--txns-per-delta", "3",
-                "--flush-rows", "20", "--on-new-field", "ignore"],  # ts, dt dropped
+                "--flush-rows", "20", "--on-new-field", "ignore",  # ts, dt dropped
+                *([] if one_task_records is None
+                  else ["--one-task-records", str(one_task_records)])],
                crash_at=crash_at, skip=skip,
                counter=str(warehouse / "crash-counter"))
 
@@ -61,12 +63,16 @@ def recover(table: Path) -> dict:
 
 
 # Skips put the crash in the second micro-batch of a K=3 run: the bucket files then already
-# hold a committed batch below their last flush length when the writer dies.
-@pytest.mark.parametrize(("point", "skip"), [
-    ("writer.after_stripes", 4), ("writer.after_footer", 4), ("writer.after_side_file", 4),
-    ("metastore.during_commit", 1)])
+# hold a committed batch below their last flush length when the writer dies. These
+# micro-batches are small enough for one task to read and write; two of the points run with
+# --one-task-records 0, so the shuffled path (stripe pieces written after the shuffle) dies
+# there too.
+@pytest.mark.parametrize(("point", "skip", "one_task_records"), [
+    ("writer.after_stripes", 4, 0), ("writer.after_footer", 4, None),
+    ("writer.after_side_file", 4, 0), ("metastore.during_commit", 1, None)])
 def test_crash_recover_restart_is_exactly_once(
-        kafka_broker: str, topic: str, warehouse: Path, point: str, skip: int) -> None:
+        kafka_broker: str, topic: str, warehouse: Path, point: str, skip: int,
+        one_task_records: int | None) -> None:
     from compat import javatools as jt
 
     require(*jt.available())
@@ -74,7 +80,8 @@ def test_crash_recover_restart_is_exactly_once(
                    key_fn=lambda e: str(e["id"]))  # type: ignore[index]
     table = warehouse / "events"
 
-    crashed = job(kafka_broker, topic, warehouse, crash_at=point, skip=skip)
+    crashed = job(kafka_broker, topic, warehouse, crash_at=point, skip=skip,
+                  one_task_records=one_task_records)
     assert crashed.returncode != 0, "the armed crash point must stop the job"
     hits = (warehouse / "crash-counter").stat().st_size
     # Two Python workers may pass the threshold at once; both die.
@@ -85,7 +92,7 @@ def test_crash_recover_restart_is_exactly_once(
     assert committed_before, "the crash came after a committed micro-batch"
     recover(table)
 
-    restarted = job(kafka_broker, topic, warehouse)
+    restarted = job(kafka_broker, topic, warehouse, one_task_records=one_task_records)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
 
     location = str(table)
