@@ -16,7 +16,7 @@ from ingest.acid.read import merge
 from ingest.acid.read.merge import _filter
 from ingest.acid.read.plan import Partition, plan_partition
 from ingest.acid.read.tails import SideFileWarning
-from ingest.orc import read_tail
+from ingest.orc import read_tail, tail_from_bytes
 from ingest.table import Table, create_table
 
 
@@ -42,8 +42,8 @@ def test_the_plan_hands_each_committed_tail_to_the_read(tmp_path: Path,
     assert len(files) == 6 and set(tails) == set(lengths) == {f.path for f in files}
     for f in files:
         assert f.size == fs.size(f.path) == lengths[f.path] and f.side_file is False
-        assert tails[f.path].length == lengths[f.path]
-        assert tails[f.path].footer == read_tail(fs, f.path, lengths[f.path]).footer
+        tail = tail_from_bytes(tails[f.path], lengths[f.path], path=f.path)
+        assert tail.footer == read_tail(fs, f.path, lengths[f.path]).footer
     read: list[str] = []
     real = merge.read_tail
     monkeypatch.setattr(merge, "read_tail", lambda fs, path, length, **kw: (

@@ -58,6 +58,7 @@ from ingest.orc import (
     WideColumn,
     open_orc,
     read_tail,
+    tail_from_bytes,
     wide_timestamp_columns,
     with_wide_timestamps,
 )
@@ -324,7 +325,7 @@ class Merger:
     def __init__(self, fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, *,
                  row_schema: pa.Schema, files: Sequence[DataFile],
                  lengths: Mapping[str, int] | None = None,
-                 tails: Mapping[str, FileTail] | None = None,
+                 tails: Mapping[str, bytes] | None = None,
                  columns: Sequence[str] | None = None, with_row_id: bool = False,
                  partition_columns: Sequence[str] = (),
                  condition: Condition | None = None, condition_columns: Sequence[str] = (),
@@ -334,8 +335,8 @@ class Merger:
         widen a TIMESTAMP column to microseconds where one of `files` needs it.
 
         Args:
-            tails: the tails the planner parsed, by path; one that ends at its file's length
-                in `lengths` is used instead of reading it again.
+            tails: the tail bytes the planner checked, by path (each ends at the file's
+                length in `lengths`): parsed when the file is read, instead of read again.
             sub_microseconds: "error" for rows rewritten (compaction): keep every digit or
                 refuse; "warn" for reads.
             condition, condition_columns: skip stripes by `condition` over these row and
@@ -353,9 +354,9 @@ class Merger:
         self.partition_columns = list(partition_columns)
         self.row_fields: list[str] | None = None  # None: every field
         self._lengths: dict[str, int] = dict(lengths or {})
-        self._tails: dict[str, FileTail | None] = {
-            path: tail for path, tail in (tails or {}).items()
-            if self._lengths.get(path) == tail.length}
+        self._tails: dict[str, FileTail | None] = {}
+        self._tail_bytes: dict[str, bytes] = {
+            path: data for path, data in (tails or {}).items() if path in self._lengths}
         self._stats: dict[str, tuple[int, int, int] | None] = {}
         self._wide: dict[tuple[str, int], list[WideColumn]] = {}  # by path and length
         self.sub_microseconds: SubMicroseconds = sub_microseconds
@@ -581,7 +582,10 @@ class Merger:
         delete registry and the insert pass both need it)."""
         length = self._length(f)
         if f.path not in self._tails:
-            self._tails[f.path] = read_tail(self.fs, f.path, length) if length else None
+            checked = self._tail_bytes.pop(f.path, None)
+            self._tails[f.path] = (None if not length else
+                                   read_tail(self.fs, f.path, length) if checked is None else
+                                   tail_from_bytes(checked, length, path=f.path))
         return length, self._tails[f.path]
 
     def _open(self, f: DataFile, length: int, tail: FileTail | None

@@ -36,9 +36,9 @@ from ingest.acid.read.bucket_file import readable_length
 from ingest.acid.read.directories import AcidState, VisibleTxn, acid_state
 from ingest.acid.read.merge import DataFile, FileKind, read_length
 from ingest.acid.read.view import ReadView
-from ingest.errors import CorruptFileError, SchemaMismatchError
+from ingest.errors import SchemaMismatchError
 from ingest.io import files as _files
-from ingest.orc import FileTail, read_tail, tail_from_bytes
+from ingest.orc import read_tail
 
 
 @dataclass(frozen=True)
@@ -186,15 +186,16 @@ class ScanTask:
             delete-delta files.
         read_lengths: (path, bytes to read) of the files the manifest lists, checked against
             it; the other files are read up to their side file or last footer.
-        tails: (path, tail) of the files read up to their committed length: the tail the
-            check hashed, parsed, so the read does not read it again.
+        tails: (path, tail bytes) of the files read up to their committed length: the bytes
+            of the tail the check hashed, so the read parses them instead of reading them
+            again (only a read that merges parses them: a key-index lookup never does).
     """
 
     partition: Partition
     bucket_id: int
     files: tuple[DataFile, ...]
     read_lengths: tuple[tuple[str, int], ...] = ()
-    tails: tuple[tuple[str, FileTail], ...] = ()
+    tails: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def values(self) -> dict[str, str | None]:
@@ -232,8 +233,8 @@ class FilePlan:
         """Every task's checked read lengths, by path."""
         return {path: length for t in self.tasks for path, length in t.read_lengths}
 
-    def read_tails(self) -> dict[str, FileTail]:
-        """Every task's checked tails (each ends at its file's read length), by path."""
+    def read_tails(self) -> dict[str, bytes]:
+        """Every task's checked tail bytes (each ends at its file's read length), by path."""
         return {path: tail for t in self.tasks for path, tail in t.tails}
 
 
@@ -360,11 +361,10 @@ def _check_partition(
     fs: fsspec.AbstractFileSystem, snapshot: ValidWriteIdList, state: AcidState,
     files: Sequence[DataFile], manifest: CommittedFiles,
     expected: Sequence[tuple[str, CommittedFile, ParsedDirectory]], *, table: str,
-) -> tuple[dict[str, int], dict[str, FileTail]]:
+) -> tuple[dict[str, int], dict[str, bytes]]:
     """Refuse a partition whose files differ from what their commits recorded; return the
-    read length of each listed file, and the tail of those read at their committed length
-    (the bytes the check hashed, parsed; none for a tail that does not parse, which the
-    read then reads and refuses itself).
+    read length of each listed file, and the tail bytes (those the check hashed) of the files
+    read at their committed length.
 
     Refused: an expected entry that no chosen directory holds or covers (its directory was
     removed), missing files of chosen directories, files emptied or cut below their committed
@@ -391,7 +391,7 @@ def _check_partition(
         assert damage is not None
         raise damage_error(damage, table=table)
     lengths: dict[str, int] = {}
-    tails: dict[str, FileTail] = {}
+    tails: dict[str, bytes] = {}
     for f in files:
         entry = manifest.entry(f.path)
         if entry is None:
@@ -413,15 +413,12 @@ def _check_partition(
             damage, tail_bytes = checked_tail(fs, f.path, entry)
             if damage is not None:
                 raise damage_error(damage, table=table)
-            try:
-                tails[f.path] = tail_from_bytes(tail_bytes, length, path=f.path)
-            except CorruptFileError:
-                pass  # the read reads this tail itself and refuses it, naming the file
+            tails[f.path] = tail_bytes
     return lengths, tails
 
 
 def _bucket_tasks(partition: Partition, files: Sequence[DataFile],
-                  lengths: Mapping[str, int], tails: Mapping[str, FileTail],
+                  lengths: Mapping[str, int], tails: Mapping[str, bytes],
                   ) -> Iterator[ScanTask]:
     inserts: dict[int, list[DataFile]] = {}
     deletes: dict[int, list[DataFile]] = {}
