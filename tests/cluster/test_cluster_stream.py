@@ -61,7 +61,9 @@ def submitted(cluster: SparkCluster, ingest_zip: Path, servers: str, topic: str,
              "--schema", "id BIGINT, value STRING, ts TIMESTAMP", "--partition-by", "dt",
              "--checkpoint", str(base / "checkpoint"),
              "--max-offsets-per-trigger", str(PER_BATCH), "--flush-rows", str(FLUSH_ROWS),
-             "--available-now"],
+             # Micro-batches this small would each run as one task; these tests are about
+             # micro-batches spread over both workers and their shuffle.
+             "--one-task-records", "0", "--available-now"],
             env=daemon_env(), cwd=base, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
     try:
