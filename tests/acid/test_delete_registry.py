@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +54,14 @@ def test_keep_mask_matches_a_dict_model(deletes: list, legacy: list, rows: list,
     keep = registry.keep_mask(batch)
     expected = [not model.get(k, -1) > w for k, w in rows]
     assert (keep is None and all(expected)) or list(keep) == expected
+    if one_group and run:
+        (otid, bucket, first), _ = rows[0]
+        if registry.only_deletes:  # the keys alone, as a stripe's statistics give them
+            run_keep = registry.keep_run(otid, bucket, first, len(rows))
+            assert (run_keep is None and all(expected)) or list(run_keep) == expected
+        else:
+            with pytest.raises(ValueError, match="currentTransaction"):
+                registry.keep_run(otid, bucket, first, len(rows))
 
 
 wide = st.one_of(st.integers(0, 5), st.integers((1 << 23) - 2, (1 << 23) + 1))

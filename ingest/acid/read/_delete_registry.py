@@ -195,19 +195,44 @@ class DeleteRegistry:
         supersedes = np.where(found, self._supersedes[np.where(found, idx, 0)], np.int64(-1))
         return ~(supersedes > _np(batch[CURRENT], np.int64))
 
-    def _keep_sorted(self, otid: int, bucket: int, row_id: np.ndarray, batch: pa.RecordBatch
-                     ) -> np.ndarray | None:
+    def keep_run(self, otid: int, bucket: int, first: int, n: int) -> np.ndarray | None:
+        """`keep_mask` of a stripe whose ROW__IDs are (otid, bucket, first + i) for row i,
+        from those numbers alone (its key columns need no decoding), or None when none is
+        hidden.
+
+        Raises:
+            ValueError: the registry holds legacy update events, which also need each row's
+                currentTransaction.
+        """
+        if not self._only_deletes:
+            raise ValueError("legacy update events need the rows' currentTransaction")
+        in_range = self._in_range(otid, bucket, first, first + n - 1)
+        if in_range is None:
+            return None
+        keep = np.ones(n, dtype=np.bool_)
+        keep[in_range[0] - first] = False
+        return keep
+
+    def _in_range(self, otid: int, bucket: int, low: int, high: int
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The group's keys (rowIds, what each supersedes) with rowIds in low..high, or None
+        when there are none: a group spans every stripe of its file."""
         group = self._groups.get((otid, bucket))
         if group is None:
             return None
         deleted, supersedes = group
-        # Only the group's keys inside this stripe's rowId range: a group spans every stripe
-        # of its file.
-        lo = int(np.searchsorted(deleted, row_id[0], side="left"))
-        hi = int(np.searchsorted(deleted, row_id[-1], side="right"))
+        lo = int(np.searchsorted(deleted, low, side="left"))
+        hi = int(np.searchsorted(deleted, high, side="right"))
         if lo == hi:
             return None
-        deleted, supersedes = deleted[lo:hi], supersedes[lo:hi]
+        return deleted[lo:hi], supersedes[lo:hi]
+
+    def _keep_sorted(self, otid: int, bucket: int, row_id: np.ndarray, batch: pa.RecordBatch
+                     ) -> np.ndarray | None:
+        in_range = self._in_range(otid, bucket, int(row_id[0]), int(row_id[-1]))
+        if in_range is None:
+            return None
+        deleted, supersedes = in_range
         first = int(row_id[0])
         hit: np.ndarray | None = None
         if int(row_id[-1]) - first == len(row_id) - 1:

@@ -48,7 +48,7 @@ from ingest.acid.predicate import Condition, Domain
 from ingest.acid.read._delete_registry import DeleteRegistry, Entries
 from ingest.acid.read._stripe_decoder import StripeDecoder, ahead, finished
 from ingest.acid.read.bucket_file import damage_hint
-from ingest.acid.read.stripe_stats import row_columns, stripe_domains
+from ingest.acid.read.stripe_stats import row_columns, sequential_keys, stripe_domains
 from ingest.acid.read.tails import SideFileWarning, committed_read_length
 from ingest.errors import ConfigError, CorruptFileError, UnsupportedFormatError
 from ingest.orc import (
@@ -281,6 +281,9 @@ class _Decoded:
     need_valid: bool = False
     to_table: Mapping[str, str] | None = None
     rows: int = 0  # the stripe's rows, as its tail counts them
+    # (originalTransaction, bucket, first rowId) when its statistics prove the ROW__IDs run
+    # from there without gaps: its key columns were left out of the decode.
+    keys: tuple[int, int, int] | None = None
 
     def result(self, fs: fsspec.AbstractFileSystem) -> pa.RecordBatch:
         """The decoded stripe; decoding errors read as `open_bounded`'s do.
@@ -513,15 +516,19 @@ class Merger:
                 columns.append(ROW)
             else:
                 columns += [f"{ROW}.{to_file[n]}" for n in self.row_fields if n in to_file]
-            if not columns:
-                # Only partition columns asked for: read the smallest column to count rows.
-                columns = [OPERATION]
+            without_keys = [c for c in columns if c not in KEY_COLUMNS]
             for i in range(orc.nstripes):
-                if may_match(i):
-                    future = decoder.submit(orc, i, columns)
-                    pending.append(future)
-                    yield _Decoded(future, f.path, length, values, registry, need_op,
-                                   need_valid, to_table, tail.stripes[i].number_of_rows)
+                if not may_match(i):
+                    continue
+                # Keys that the stripe's statistics give need no decoding; legacy update
+                # events are matched by each row's currentTransaction, so they decode them.
+                keys = sequential_keys(tail, i) if need_keys and not keyed.legacy else None
+                read = without_keys if keys is not None else columns
+                # Only partition columns asked for: read the smallest column to count rows.
+                future = decoder.submit(orc, i, read or [OPERATION])
+                pending.append(future)
+                yield _Decoded(future, f.path, length, values, registry, need_op, need_valid,
+                               to_table, tail.stripes[i].number_of_rows, keys)
             if not isinstance(self.fs, LocalFileSystem):
                 # A remote file is read through its open handle: finish before closing it.
                 # (A memory map's buffers outlive the map, so local files need not wait.)
@@ -537,7 +544,18 @@ class Merger:
         if d.need_valid:
             v = valid_mask(batch[CURRENT], self.snapshot)
             mask = v if mask is None else pc.and_(mask, v)
-        keep = registry.keep_mask(batch) if len(registry) else None
+        keep = None
+        if d.keys is not None:
+            if batch.num_rows != d.rows:
+                raise CorruptFileError(
+                    f"Cannot read bucket file {d.path}: a stripe decoded {batch.num_rows:,} "
+                    f"rows where its footer counts {d.rows:,}", path=d.path, offset=d.length)
+            if len(registry):
+                keep = registry.keep_run(*d.keys, batch.num_rows)
+            if self.with_row_id:
+                batch = _with_keys(batch, d.keys)
+        elif len(registry):
+            keep = registry.keep_mask(batch)
         if keep is not None:
             mask = pa.array(keep) if mask is None else pc.and_(mask, pa.array(keep))
         # Filtering copies every column it keeps: leave out the event columns first.
@@ -745,6 +763,18 @@ class Merger:
         if self.requested is not None:
             result = result.select(self.schema.names)
         return result
+
+
+def _with_keys(batch: pa.RecordBatch, keys: tuple[int, int, int]) -> pa.RecordBatch:
+    """`batch` with the key columns its statistics proved: (otid, bucket, first + i)."""
+    otid, bucket, first = keys
+    n = batch.num_rows
+    made = {OTID: pa.array(np.full(n, otid, dtype=np.int64)),
+            BUCKET: pa.array(np.full(n, bucket, dtype=np.int32)),
+            ROW_ID: pa.array(np.arange(first, first + n, dtype=np.int64))}
+    for name, array in made.items():
+        batch = batch.append_column(name, array)
+    return batch
 
 
 def _filter(batch: pa.RecordBatch, mask: pa.Array) -> pa.RecordBatch:

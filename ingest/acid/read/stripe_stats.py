@@ -14,7 +14,7 @@ from decimal import Decimal, InvalidOperation
 
 import pyarrow as pa
 
-from ingest.acid.format import ROW_POSITION
+from ingest.acid.format import ACID_FIELD_NAMES, KEY_COLUMNS, ROW_POSITION
 from ingest.acid.predicate import UNKNOWN, Domain
 from ingest.orc import (
     BucketStatistics,
@@ -165,6 +165,43 @@ def _bounds(stats: Message, t: pa.DataType, count: int) -> tuple[object, object]
     return none
 
 
+# ORC column ids of the event struct's key fields: id 0 is the struct, its fields follow in order.
+_KEY_COLUMN_IDS = tuple(ACID_FIELD_NAMES.index(name) + 1 for name in KEY_COLUMNS)
+
+
+def sequential_keys(tail: FileTail, stripe: int) -> tuple[int, int, int] | None:
+    """(originalTransaction, bucket, first rowId) of an ACID stripe whose statistics prove
+    that its ROW__IDs are (w, b, first), (w, b, first + 1), ... in row order; else None.
+
+    The proof: one write id, one bucket, no null keys, and a rowId range exactly as long as
+    the stripe. Events in an ACID file are sorted by ROW__ID and each ROW__ID is unique (every
+    writer keeps both, and Hive's merge relies on them), so n distinct ascending rowIds within
+    a range of n values are that range. A stripe proven so needs its key columns made, not
+    decoded (docs/format.md §20).
+    """
+    stats = tail.stripe_statistics
+    if stripe >= len(stats) or stripe >= len(tail.stripes):
+        return None
+    rows = tail.stripes[stripe].number_of_rows
+    bounds = []
+    for column in _KEY_COLUMN_IDS:
+        if column >= len(stats[stripe]):
+            return None
+        column_stats = stats[stripe][column]
+        ints = _one(column_stats, ColumnStatistics.INT_STATISTICS)
+        # Values counted are the non-null ones: as many as rows means no null.
+        if ints is None or column_stats.uint(ColumnStatistics.NUMBER_OF_VALUES) != rows:
+            return None
+        low, high = ints.sint(IntegerStatistics.MINIMUM), ints.sint(IntegerStatistics.MAXIMUM)
+        if low is None or high is None:
+            return None
+        bounds.append((low, high))
+    (w_low, w_high), (b_low, b_high), (r_low, r_high) = bounds
+    if rows == 0 or w_low != w_high or b_low != b_high or r_high - r_low + 1 != rows:
+        return None
+    return w_low, b_low, r_low
+
+
 def _one(stats: Message, number: int) -> Message | None:
     found = stats.messages(number)
     return found[0] if found else None
@@ -174,4 +211,4 @@ def _decimal(text: str | None) -> Decimal | None:
     return None if text is None else Decimal(text)
 
 
-__all__ = ["column_domain", "row_columns", "stripe_domains"]
+__all__ = ["column_domain", "row_columns", "sequential_keys", "stripe_domains"]
