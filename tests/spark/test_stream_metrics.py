@@ -114,10 +114,8 @@ def counted(samples: Samples, table: str) -> Counted:
     last = samples.get(("ingest_last_commit_timestamp_seconds",
                         frozenset({("table", table)})))
     return Counted(
-        batches=int(value(samples, "ingest_batches_total", table=table, outcome="committed")
-                    if ("ingest_batches_total", frozenset({("table", table),
-                                                            ("outcome", "committed")}))
-                    in samples else 0),
+        batches=int(samples.get(("ingest_batches_total", frozenset(  # none before the first
+            {("table", table), ("outcome", "committed")})), 0)),
         rows=int(value(samples, "ingest_rows_committed_total", table=table)),
         dead_letters=int(total(samples, "ingest_dead_letters_total")),
         records_read=int(value(samples, "ingest_records_read_total", table=table)),
