@@ -126,44 +126,63 @@ def _echo_warning(message: Warning | str, *args: object, **kwargs: object) -> No
     click.echo(f"Warning: {message}", err=True)
 
 
+ProgressUnit = Literal["rows", "bytes", "partitions", "files"]
+"""What a bar counts: amounts of work (`ingest load`) or items done (compact, clean, verify,
+recover)."""
+
+
 class ProgressBar:
     """A progress bar on stderr for long commands, drawn only when stderr is a terminal and
     --quiet (or --json) is off; otherwise calling it does nothing and `active` is False, so
     the command prints its per-partition lines instead (docs: STYLE, long work).
 
-    Call it as the `on_progress` of a table operation: (done, total, current item). With a
-    `unit` ("rows", "bytes") the bar shows the amounts done and the rate instead of a count
-    of items (`ingest load`); click adds the ETA.
+    Call it as the `on_progress` of a table operation: (done, total, current item). The bar
+    shows the percent, the amount done of the total in `unit`, the rate, the ETA (the rest
+    at that rate) and the current item, e.g.
+    ``Compacting  [####----]   66%  2/3 partitions  1.4 partitions/s  ETA 1s  events/dt=...``.
     """
 
-    def __init__(self, label: str, *, quiet: bool, stream: Any = None,
-                 unit: Literal["", "rows", "bytes"] = "") -> None:
+    def __init__(self, label: str, *, unit: ProgressUnit, quiet: bool, stream: Any = None,
+                 rate_from: Literal["start", "first-call"] = "start") -> None:
+        """Args:
+            label: the bar's title.
+            unit: what `done` and `total` count.
+            quiet: draw nothing.
+            stream: default: stderr.
+            rate_from: count the rate from when the bar is made ("start": its work starts
+                then), or from its first call (its work waits behind another bar's, as
+                `ingest load`'s rows written behind the bytes read).
+        """
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.active = not quiet and _is_terminal(self.stream)
         self.unit = unit
+        self._rate_from = rate_from
         self._bar: Any = None
-        self._first: tuple[float, int] = (0.0, 0)  # (when, done) of the first call
+        self._first: tuple[float, int] = (time.monotonic(), 0)  # (when, done) of the start
 
     def __call__(self, done: int, total: int, item: str) -> None:
         if not self.active or total <= 0:
             return
         if self._bar is None:
+            # click draws the bar and the percent; the amounts, rate and ETA are ours, so
+            # they show from the first call (click's ETA waits a second and hides at 100%).
             self._bar = click.progressbar(
-                length=total, label=self.label, file=self.stream, show_pos=not self.unit,
-                show_percent=True, item_show_func=lambda current: current)
+                length=total, label=self.label, file=self.stream, show_pos=False,
+                show_percent=True, show_eta=False, item_show_func=lambda current: current)
             self._bar.__enter__()
-            self._first = (time.monotonic(), done)
+            if self._rate_from == "first-call":
+                self._first = (time.monotonic(), done)
         shown = "/".join(item.rstrip("/").split("/")[-2:])  # partition/file, not the root
-        if self.unit:
-            # The rate since the first call: its work's start is not known here.
-            since, first_done = self._first
-            seconds = time.monotonic() - since
-            rate = (f" {_amount((done - first_done) / seconds, self.unit)}/s"
-                    if done > first_done and seconds > 0 else "")
-            done_text = f"{done:,}" if self.unit == "rows" else _amount(done, self.unit)
-            shown = (f"{done_text}/{_amount(total, self.unit)}{rate} "
-                     f"{shown}").rstrip()
+        since, first_done = self._first
+        seconds = time.monotonic() - since
+        rate = (done - first_done) / seconds if done > first_done and seconds > 0 else None
+        rate_text = _amount(rate, self.unit) if rate is not None else f"-- {self.unit}"
+        eta = (_duration((total - done) / rate) if rate is not None
+               else "0s" if done >= total else "--")
+        done_text = f"{done:,}" if self.unit != "bytes" else _amount(done, self.unit)
+        shown = (f"{done_text}/{_amount(total, self.unit)}  {rate_text}/s  ETA {eta}  "
+                 f"{shown}").rstrip()
         step = max(done - self._bar.pos, 0)
         self._bar.update(step, current_item=shown)
         if step == 0:  # a new item alone (e.g. "parsing" after the last byte): show it
@@ -177,17 +196,31 @@ class ProgressBar:
 
 
 def _amount(value: float, unit: str) -> str:
-    """Rows as 1,234,567 rows; bytes in MB (or kB below one)."""
+    """Rows as 1,234,567 rows; bytes in MB (or kB below one); items with one decimal below
+    ten (a rate of 0.5 partitions)."""
     if unit == "bytes":
         return f"{value / 1e6:.1f} MB" if value >= 1e6 else f"{value / 1e3:.0f} kB"
+    if unit != "rows" and value < 10 and value != int(value):
+        return f"{value:.1f} {unit}"
     return f"{value:,.0f} {unit}"
 
 
+def _duration(seconds: float) -> str:
+    """5s, 2m05s, 1h02m."""
+    s = max(round(seconds), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
 @contextmanager
-def progress_bar(label: str, *, quiet: bool,
-                 unit: Literal["", "rows", "bytes"] = "") -> Iterator[ProgressBar]:
-    """A `ProgressBar` closed at the end of the block."""
-    bar = ProgressBar(label, quiet=quiet, unit=unit)
+def progress_bar(label: str, *, unit: ProgressUnit, quiet: bool,
+                 rate_from: Literal["start", "first-call"] = "start",
+                 ) -> Iterator[ProgressBar]:
+    """A `ProgressBar` (arguments as there) closed at the end of the block."""
+    bar = ProgressBar(label, unit=unit, quiet=quiet, rate_from=rate_from)
     try:
         yield bar
     finally:

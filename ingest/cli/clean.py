@@ -54,7 +54,7 @@ def command(path: str, retention_s: float | None, partitions: tuple[str, ...], d
     started = time.monotonic()
 
     table = open_table_root(path, metastore, storage_options)
-    with progress_bar("Cleaning", quiet=quiet or as_json) as bar:
+    with progress_bar("Cleaning", unit="partitions", quiet=quiet or as_json) as bar:
 
         def show(p: PartitionClean) -> None:  # a line per partition when no bar is drawn
             progress(_line(p, dry_run=dry_run), quiet=quiet or as_json or bar.active)

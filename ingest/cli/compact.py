@@ -56,7 +56,7 @@ def command(path: str, major: bool, minor: bool, auto: bool, partitions: tuple[s
     progress(f"{'Planning' if dry_run else 'Running'} {kind} compaction of {path}",
              quiet=quiet or as_json)
     table = open_table_root(path, metastore, storage_options)
-    with progress_bar("Compacting" if not dry_run else "Planning",
+    with progress_bar("Compacting" if not dry_run else "Planning", unit="partitions",
                       quiet=quiet or as_json) as bar:
         report = table.compact(kind, partitions=list(partitions) or None,  # type: ignore[arg-type]
                                dry_run=dry_run, on_progress=bar)

@@ -75,8 +75,9 @@ def command(path: str, input_path: str, format_: str | None, missing_columns: st
     started = time.monotonic()
     table = open_table_root(path, metastore, storage_options)
     # On a terminal: the bytes read (then parsing), then the rows written, with rate and ETA.
-    with progress_bar("Reading", quiet=quiet or as_json, unit="bytes") as reading, \
-            progress_bar("Writing", quiet=quiet or as_json, unit="rows") as writing:
+    with progress_bar("Reading", unit="bytes", quiet=quiet or as_json) as reading, \
+            progress_bar("Writing", unit="rows", quiet=quiet or as_json,
+                         rate_from="first-call") as writing:
         result = table.load_file(input_path, format=format_,  # type: ignore[arg-type]
                                  missing_columns=missing_columns,  # type: ignore[arg-type]
                                  on_read_progress=reading,

@@ -101,7 +101,7 @@ def command(path: str, dry_run: bool, backup_dir: str | None, no_backup: bool,
         raise click.UsageError("--no-backup and --backup-dir exclude each other.")
     started = time.monotonic()
     table = open_table_or_files(path, metastore, storage_options)
-    with progress_bar("Recovering", quiet=quiet or as_json) as bar:
+    with progress_bar("Recovering", unit="files", quiet=quiet or as_json) as bar:
         result = table.recover(dry_run=dry_run, backup_dir=backup_dir, backup=not no_backup,
                                txn_timeout_s=txn_timeout_s, check_data=True, on_progress=bar)
     seconds = time.monotonic() - started

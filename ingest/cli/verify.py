@@ -41,7 +41,7 @@ def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
     needs no recovery, files of open transactions included.
     """
     started = time.monotonic()
-    with progress_bar("Verifying", quiet=quiet or as_json) as bar:
+    with progress_bar("Verifying", unit="files", quiet=quiet or as_json) as bar:
         report = verify_table(path, txn_timeout_s=txn_timeout_s, deep=not shallow,
                               metastore=metastore, storage_options=storage_options,
                               on_progress=bar)

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ingest.errors import ConfigError, IngestError
@@ -70,23 +70,30 @@ def _port_error(host: str, port: int, error: OSError) -> ConfigError:
                        hint="choose a free --metrics-port")
 
 
-class _LagCollector(Collector):
-    """`ingest_kafka_lag_records` and `ingest_kafka_committed_offset`, computed at scrape
-    time: the broker's latest offsets against the offsets the table committed."""
+class _BatchCollector(Collector):
+    """The counted metrics, `ingest_kafka_committed_offset` and `ingest_kafka_lag_records`.
+
+    The counters and the committed offsets are read under the lock `observe` holds, so a
+    scrape sees whole micro-batches (rows, batches and offsets of the same ones, never a
+    batch half counted); the lag is then asked of the broker outside the lock, so a slow
+    broker never holds up a commit.
+    """
 
     def __init__(self, metrics: StreamMetrics) -> None:
         self._metrics = metrics
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        lag = GaugeMetricFamily(
-            "ingest_kafka_lag_records", "Records on the broker the table has not committed "
-            "(latest offset minus committed offset), per topic partition.",
-            labels=["table", "topic", "partition"])
-        committed = GaugeMetricFamily(
-            "ingest_kafka_committed_offset", "The next offset to read that the table "
-            "committed, per topic partition.", labels=["table", "topic", "partition"])
+    def describe(self) -> list[Metric]:
+        """The families, without asking the broker (the registry checks names with it)."""
+        with self._metrics._lock:
+            return [*self._metrics._counted.collect(), *self._offset_families()]
+
+    def collect(self) -> Iterator[Metric]:
         m = self._metrics
-        offsets = m.committed_offsets()
+        with m._lock:  # one consistent view of the counters and the offsets
+            counted = list(m._counted.collect())
+            offsets = dict(m._committed)
+        yield from counted
+        lag, committed = self._offset_families()
         for (topic, partition), offset in offsets.items():
             committed.add_metric([m.table, topic, str(partition)], offset)
         if m.lag_probe is not None:
@@ -97,6 +104,17 @@ class _LagCollector(Collector):
                 log.warning("metrics: cannot read the Kafka lag of %s: %s", m.table, e)
         yield lag
         yield committed
+
+    @staticmethod
+    def _offset_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        lag = GaugeMetricFamily(
+            "ingest_kafka_lag_records", "Records on the broker the table has not committed "
+            "(latest offset minus committed offset), per topic partition.",
+            labels=["table", "topic", "partition"])
+        committed = GaugeMetricFamily(
+            "ingest_kafka_committed_offset", "The next offset to read that the table "
+            "committed, per topic partition.", labels=["table", "topic", "partition"])
+        return lag, committed
 
 
 class StreamMetrics:
@@ -126,7 +144,9 @@ class StreamMetrics:
         self._lock = threading.Lock()
         self._server: Any = None
         self.port: int | None = None
-        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = CollectorRegistry(auto_describe=True)
+        # Counted in `observe` under the lock and served through `_BatchCollector`.
+        r = self._counted = CollectorRegistry()
         labels = ["table"]
         self.records_read = Counter(
             "ingest_records_read", "Kafka records read by committed micro-batches.",
@@ -168,11 +188,11 @@ class StreamMetrics:
             [*labels, "group", "outcome"], registry=r)
         if last_commit_at is not None:
             self.last_commit.labels(table).set(last_commit_at)
-        r.register(_LagCollector(self))
+        self.registry.register(_BatchCollector(self))
         self._maintenance = MaintenanceCollector()
         self._metastore = MetastoreCollector()
-        r.register(self._maintenance)
-        r.register(self._metastore)
+        self.registry.register(self._maintenance)
+        self.registry.register(self._metastore)
 
     def watch_maintenance(self, maintenance: StreamMaintenance) -> None:
         """Export the maintenance thread's compactions, cleaner removals and backlogs."""
@@ -185,7 +205,8 @@ class StreamMetrics:
 
     def group_committed(self, group: str, ok: bool) -> None:
         """Count one commit of offsets to the consumer group `group`."""
-        self.group_commits.labels(self.table, group, "committed" if ok else "failed").inc()
+        with self._lock:
+            self.group_commits.labels(self.table, group, "committed" if ok else "failed").inc()
 
     def sample_names(self) -> set[str]:
         """The sample names this registry exports (a counter's `_total`, a histogram's
@@ -202,26 +223,28 @@ class StreamMetrics:
             return dict(self._committed)
 
     def observe(self, report: BatchReport) -> None:
-        """Count one micro-batch (after its commit, or its skip as a replay)."""
+        """Count one micro-batch (after its commit, or its skip as a replay), at once for
+        a scrape: it sees the whole batch or none of it."""
         t = self.table
-        if report.skipped:
-            self.batches.labels(t, "skipped").inc()
-            return
-        tombstones_dead = report.tombstones if report.on_tombstone == "dead-letter" else 0
-        self.batches.labels(t, "committed").inc()
-        self.records_read.labels(t).inc(report.records_read)
-        self.rows_committed.labels(t).inc(report.rows)
-        self.dead_letters.labels(t, "unparsable").inc(max(report.dead_letters - tombstones_dead, 0))
-        self.dead_letters.labels(t, "tombstone").inc(tombstones_dead)
-        if report.tombstones:
-            self.tombstones.labels(t, "dead_lettered" if tombstones_dead else "skipped").inc(
-                report.tombstones)
-        self.bytes_written.labels(t).inc(report.bytes)
-        self.files_written.labels(t).inc(report.files)
-        self.batch_seconds.labels(t).observe(report.seconds)
-        self.commit_seconds.labels(t).observe(report.commit_seconds)
-        self.last_commit.labels(t).set(time.time())
         with self._lock:
+            if report.skipped:
+                self.batches.labels(t, "skipped").inc()
+                return
+            tombstones_dead = report.tombstones if report.on_tombstone == "dead-letter" else 0
+            self.batches.labels(t, "committed").inc()
+            self.records_read.labels(t).inc(report.records_read)
+            self.rows_committed.labels(t).inc(report.rows)
+            self.dead_letters.labels(t, "unparsable").inc(
+                max(report.dead_letters - tombstones_dead, 0))
+            self.dead_letters.labels(t, "tombstone").inc(tombstones_dead)
+            if report.tombstones:
+                self.tombstones.labels(t, "dead_lettered" if tombstones_dead else "skipped").inc(
+                    report.tombstones)
+            self.bytes_written.labels(t).inc(report.bytes)
+            self.files_written.labels(t).inc(report.files)
+            self.batch_seconds.labels(t).observe(report.seconds)
+            self.commit_seconds.labels(t).observe(report.commit_seconds)
+            self.last_commit.labels(t).set(time.time())
             for r in report.offsets:
                 key = (r.topic, r.partition)
                 self._committed[key] = max(self._committed.get(key, r.until_offset),

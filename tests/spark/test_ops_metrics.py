@@ -142,3 +142,44 @@ def test_metric_names_lists_every_family_of_the_registry() -> None:
                   and f"{n}_bucket" in names}
     assert {n for n in METRIC_NAMES if n not in histograms} | {
         f"{h}{s}" for h in histograms for s in ("_bucket", "_count", "_sum")} == names
+
+
+def test_a_scrape_sees_whole_micro_batches() -> None:
+    """Scrapes taken while micro-batches are counted never see one half counted: rows,
+    batches, histograms and committed offsets always agree (a torn scrape would show a
+    batch's rows without its offsets)."""
+    import sys
+    import threading
+
+    from ingest.spark.sink import BatchReport
+    from ingest.txn import OffsetRange
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        metrics = StreamMetrics("default.events")
+        done, torn = threading.Event(), []
+
+        def scrape() -> None:
+            while not done.is_set():
+                got = {s.name: s.value for family in metrics.registry.collect()
+                       for s in family.samples if s.labels.get("outcome") != "skipped"}
+                batches = got.get("ingest_batches_total", 0)
+                seen = (got["ingest_rows_committed_total"] / 10,
+                        got["ingest_records_read_total"] / 12,
+                        got.get("ingest_kafka_committed_offset", 0) / 12,
+                        got.get("ingest_commit_latency_seconds_count", 0), batches)
+                if len(set(seen)) != 1:
+                    torn.append(seen)
+
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        for n in range(3000):
+            metrics.observe(BatchReport(
+                n, n + 1, rows=10, dead_letters=2, records_read=12, seconds=0.1,
+                commit_seconds=0.01, offsets=(OffsetRange("events", 0, n * 12, n * 12 + 12),)))
+        done.set()
+        scraper.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not torn, torn[:3]

@@ -1,12 +1,15 @@
 """The streaming job's Prometheus endpoint (`--metrics-port`) scraped over HTTP and parsed
-with prometheus_client's text parser, against a real broker (tansu) and real Spark; then
-`ingest status --bootstrap-servers` shows the lag the job left. The same scrape holds every
-metric docker/'s dashboard and alert rules query (tests/test_monitoring.py checks them
-against the registry)."""
+with prometheus_client's text parser, against a real broker (tansu) and real Spark, while
+its micro-batches commit and after; every scrape is checked against the table and the
+dead-letter table as they stood at the write id it counted up to. Then `ingest status
+--bootstrap-servers` shows the lag the job left. The same scrape holds every metric docker/'s
+dashboard and alert rules query (tests/test_monitoring.py checks them against the registry)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -26,6 +29,7 @@ from monitoring_queries import (
 from prometheus_client.parser import text_string_to_metric_families
 from support import run_cli
 
+import ingest
 from ingest.spark.job import RunningStream, run_stream
 from ingest.spark.kafka import produce_events, sample_events
 from ingest.spark.metrics import METRIC_NAMES
@@ -62,6 +66,74 @@ def total(samples: Mapping[tuple[str, frozenset[tuple[str, str]]], float], name:
     return sum(v for (n, _), v in samples.items() if n == name)
 
 
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+class Scraper(threading.Thread):
+    """Scrapes the endpoint every 50 ms until `done`, keeping every parsed scrape in order."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.port, self.done = port, threading.Event()
+        self.scrapes: list[Samples] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.scrapes.append(scrape(self.port))
+            except BaseException as e:  # re-raised by finish() in the test's thread
+                self.error = e
+                return
+            self.done.wait(0.05)
+
+    def finish(self) -> list[Samples]:
+        self.done.set()
+        self.join(timeout=60)
+        if self.error is not None:
+            raise self.error
+        return self.scrapes
+
+
+@dataclasses.dataclass(frozen=True)
+class Counted:
+    """What one scrape says the job committed."""
+
+    batches: int
+    rows: int
+    dead_letters: int
+    records_read: int
+    committed_offsets: int
+    lag: int
+    durations: int
+    commits: int
+    last_commit: float | None
+
+
+def counted(samples: Samples, table: str) -> Counted:
+    last = samples.get(("ingest_last_commit_timestamp_seconds",
+                        frozenset({("table", table)})))
+    return Counted(
+        batches=int(samples.get(("ingest_batches_total", frozenset(  # none before the first
+            {("table", table), ("outcome", "committed")})), 0)),
+        rows=int(value(samples, "ingest_rows_committed_total", table=table)),
+        dead_letters=int(total(samples, "ingest_dead_letters_total")),
+        records_read=int(value(samples, "ingest_records_read_total", table=table)),
+        committed_offsets=int(total(samples, "ingest_kafka_committed_offset")),
+        lag=int(total(samples, "ingest_kafka_lag_records")),
+        durations=int(total(samples, "ingest_batch_duration_seconds_count")),
+        commits=int(total(samples, "ingest_commit_latency_seconds_count")),
+        last_commit=last)
+
+
+def rows_at(table: ingest.Table, write_id: int) -> int:
+    """The table's rows in the committed snapshot up to `write_id` (0: none)."""
+    if write_id == 0:
+        return 0
+    snapshot = dataclasses.replace(table.snapshot(), high_watermark=write_id)
+    return table.to_arrow(columns=[], snapshot=snapshot).num_rows
+
+
 def test_metrics_count_what_the_stream_committed_and_lag_follows_the_broker(
         spark: Any, kafka_broker: str, topic: str, warehouse: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,8 +149,11 @@ def test_metrics_count_what_the_stream_committed_and_lag_follows_the_broker(
         compact="off", clean="off", metrics_port=port, wait=False,
         on_new_field="ignore")  # sample events' dt is dropped
     assert isinstance(running, RunningStream)
+    scraper = Scraper(port)
+    scraper.start()  # scrapes while the micro-batches commit
     try:
         assert running.await_termination(timeout_s=300), "the stream did not finish in 300 s"
+        during = scraper.finish()
         summary = running.summary()
         table = running.table
         drained_text = scrape_text(port)  # the query ended; the driver still serves
@@ -134,6 +209,53 @@ def test_metrics_count_what_the_stream_committed_and_lag_follows_the_broker(
     assert {"ingest_rows_committed_total", "ingest_kafka_lag_records",
             "ingest_commit_latency_seconds_bucket", "ingest_last_commit_timestamp_seconds",
             "ingest_dead_letters_total", "ingest_batches_total"} <= sampled
+
+    # The table and the dead-letter table, read by ingest's reader: what the scrapes counted.
+    # Every micro-batch takes write id N of both tables (they are new), so a scrape that
+    # counted N batches must match both tables as of write id N.
+    events = ingest.open_table(location)
+    dead_letter_table = ingest.open_table(f"{location}__dead_letter")
+    assert events.to_arrow().num_rows == value(drained, "ingest_rows_committed_total",
+                                               table=table) == RECORDS
+    assert dead_letter_table.to_arrow().num_rows == total(
+        drained, "ingest_dead_letters_total") == BAD
+    history = {c.write_id: c for c in events.history()}
+    assert sorted(history) == list(range(1, batches + 1))
+    assert all(c.state == "committed" for c in history.values())
+
+    final = counted(drained, table)
+    seen: dict[int, Counted] = {}
+    previous = counted(during[0], table) if during else final
+    for samples in during:
+        now = counted(samples, table)
+        # Counters only grow, and never past what the run ends with.
+        assert all(getattr(previous, f) <= getattr(now, f) <= getattr(final, f)
+                   for f in ("batches", "rows", "dead_letters", "records_read",
+                             "committed_offsets")), (previous, now, final)
+        # One scrape sees whole micro-batches: its counts, histograms and offsets agree.
+        n = now.batches
+        assert now.durations == now.commits == n, now
+        assert now.records_read == now.committed_offsets == now.rows + now.dead_letters, now
+        assert now.lag == RECORDS + BAD - now.committed_offsets, now
+        if n in seen:
+            assert now == dataclasses.replace(seen[n], lag=now.lag), (seen[n], now)
+        seen[n], previous = now, now
+    mid_run = sorted(k for k in seen if 0 < k < batches)
+    assert mid_run, f"no scrape caught the run between micro-batches: {sorted(seen)}"
+    assert seen.setdefault(batches, final) == dataclasses.replace(final, lag=seen[batches].lag)
+    for n, c in sorted(seen.items()):
+        # ... and the tables as of write id n hold what the scrape counted.
+        assert c.rows == rows_at(events, n), (n, c)
+        assert c.dead_letters == rows_at(dead_letter_table, n), (n, c)
+        if n:  # the timestamp is taken after write id n committed, before n + 1 opened
+            assert c.last_commit is not None
+            assert history[n].finished_at is not None
+            assert history[n].finished_at <= c.last_commit
+            if n + 1 in history:
+                assert c.last_commit <= history[n + 1].opened_at
+    # The last-commit timestamp moves: each later micro-batch's scrape is strictly later.
+    stamps = [c.last_commit for n, c in sorted(seen.items()) if n and c.last_commit]
+    assert len(stamps) >= 2 and stamps == sorted(set(stamps)), stamps  # strictly later
 
     # Records produced after the last micro-batch: lag at scrape time, nothing committed.
     assert total(behind, "ingest_kafka_lag_records") == MORE
