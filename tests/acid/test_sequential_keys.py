@@ -12,10 +12,10 @@ import pyarrow.orc as po
 from support import SIMPLE_SCHEMA, delete_keys, simple_table, snap
 
 from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions, acid_event_schema
-from ingest.acid.write.event_writer import EventWriter
 from ingest.acid.format.names import encode_bucket_property, format_delta
 from ingest.acid.read.reader import read_table
 from ingest.acid.read.stripe_stats import sequential_keys
+from ingest.acid.write.event_writer import EventWriter
 from ingest.orc import read_tail
 
 FS = fsspec.filesystem("file")
