@@ -25,6 +25,7 @@ from ingest.spark.options import (
     OptionSpec,
     SinkOptions,
     StreamOptions,
+    TableOptions,
     add_arguments,
     option_specs,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "StreamMaintenance",
     "StreamOptions",
     "StreamSummary",
+    "TableOptions",
     "add_arguments",
     "check_kafka",
     "check_sink_progress",

@@ -18,7 +18,7 @@ from hms_server import Server, metastore_state, register_hive_acid_table, trino_
 from support import ok_json, run_cli
 
 import ingest
-from ingest.txn import hms
+from ingest.txn import Metastore, hms
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,3 +170,27 @@ def test_a_transaction_batch_on_a_metastore_is_refused_before_anything_is_create
     assert metastore_state(hms4.uri) == before, "no transaction opened, no database created"
     assert _tables(hms4.uri) == tables
 
+
+def test_the_recover_job_takes_the_metastore(hms4: Server, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`jobs/recover.py --metastore thrift://` recovers as `ingest recover` does: a dead
+    writer's transaction on the table is aborted. Without the flag the job looks beside the
+    table, finds no metastore there, and leaves the transaction alone."""
+    uri = hms4.uri
+    location = str(tmp_path / "wh" / "events")
+    name = f"r_{uuid.uuid4().hex[:10]}.events"
+    ok_json(["create", location, "--name", name, "--schema", "id BIGINT", "--metastore", uri],
+            capsys)
+    with hms.connect(uri) as conn:  # a writer that died before its first heartbeat
+        [txn] = hms.open_txns(conn, agent="host:1:dead-writer")
+        write_id = hms.allocate_write_ids(conn, name, [txn])[txn]
+
+    _run_job("recover.py", location, "--txn-timeout-s", "0", "--json")
+    with Metastore.open(uri) as store:
+        assert store.write_id_states(name)[write_id] == "open"
+    done = _run_job("recover.py", location, "--metastore", uri, "--txn-timeout-s", "0",
+                    "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["clean"] is True
+    with Metastore.open(uri) as store:
+        assert store.write_id_states(name)[write_id] == "aborted"
