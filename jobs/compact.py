@@ -12,7 +12,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from ingest.errors import ConfigError, IngestError
-    from ingest.io import storage
+    from ingest.spark import TableOptions, add_arguments
 
     p = argparse.ArgumentParser(prog="compact", description=__doc__.splitlines()[0])
     p.add_argument("table", metavar="PATH", help="table root (path or URL)")
@@ -24,17 +24,12 @@ def main(argv: list[str] | None = None) -> int:
                                                        if name == "auto" else ""))
     p.add_argument("--partition", action="append", default=None, metavar="SPEC",
                    help="e.g. dt=2026-11-21; repeat for several (default: every partition)")
-    p.add_argument("--metastore", default=None,
-                   help="sqlite:///abs/path.sqlite or postgresql://user@host/db (password from "
-                   "PGPASSWORD, ~/.pgpass or the URL; default: beside the table)")
     p.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
-    p.add_argument("--storage-option", dest="storage_options", action="append", default=[],
-                   metavar="KEY=VALUE", help="fsspec storage option for the table's bucket "
-                   "(repeatable; a value is JSON when it parses); reaches the executors")
+    add_arguments(p, TableOptions)  # --metastore, --storage-option (reaches the executors)
     p.add_argument("--master", default=None, help="default local[2] outside spark-submit")
     args = p.parse_args(argv)
     try:
-        storage_options = storage.parse_storage_options(args.storage_options)
+        storage_options = TableOptions(args.metastore, args.storage_options).storage
     except ConfigError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2

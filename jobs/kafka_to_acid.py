@@ -15,7 +15,8 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from ingest.errors import ConfigError, IngestError
-    from ingest.spark import StreamOptions, add_arguments
+    from ingest.spark import StreamOptions, add_arguments, check_transaction_batches
+    from ingest.txn import default_metastore_url
 
     p = argparse.ArgumentParser(prog="kafka_to_acid", description=__doc__.splitlines()[0])
     add_arguments(p)  # the same flags as `ingest stream`, from StreamOptions
@@ -24,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     master = flags.pop("master")
     try:
         options = StreamOptions.from_flags(flags)
-    except ConfigError as e:
+        url = options.metastore or default_metastore_url(options.table)
+        check_transaction_batches(options.table, url, options.sink.txns_per_delta)
+    except ConfigError as e:  # before Spark starts
         print(f"Error: {e}", file=sys.stderr)
         return 2
     from ingest.spark import job_session, run_stream

@@ -1,6 +1,9 @@
-"""spark-submit entry for `ingest recover`: same options, same method, same exit codes.
+"""spark-submit entry for `ingest recover`: its options (but --no-backup and --quiet; the
+table's --metastore and --storage-option declared once with the other jobs'), same method,
+same exit codes.
 
     spark-submit jobs/recover.py warehouse/events --backup-dir /tmp/ingest-backup
+    spark-submit jobs/recover.py /data/events --metastore thrift://hms:9083
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import asdict
 
 from ingest.errors import ConfigError, IngestError
 from ingest.io import storage
+from ingest.spark import TableOptions, add_arguments
 from ingest.table import DEFAULT_TXN_TIMEOUT_S, open_table_or_files
 
 
@@ -23,14 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backup-dir")
     parser.add_argument("--txn-timeout-s", type=float, default=DEFAULT_TXN_TIMEOUT_S)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--storage-option", dest="storage_options", action="append",
-                        default=[], metavar="KEY=VALUE",
-                        help="fsspec storage option for the table's bucket (repeatable)")
+    add_arguments(parser, TableOptions)  # --metastore, --storage-option
     args = parser.parse_args(argv)
     options: dict[str, object] = {}
     try:
-        options = storage.parse_storage_options(args.storage_options)
-        table = open_table_or_files(args.path, None, options)
+        where = TableOptions(args.metastore, args.storage_options)
+        options = where.storage
+        table = open_table_or_files(args.path, where.metastore, options)
         result = table.recover(dry_run=args.dry_run, backup_dir=args.backup_dir,
                                txn_timeout_s=args.txn_timeout_s)
     except IngestError as e:

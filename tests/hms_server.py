@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +160,25 @@ def create_plain_orc_table(uri: str, tmp_path: Path) -> str:
                                           partitionKeys=[], parameters={"EXTERNAL": "TRUE"},
                                           tableType="EXTERNAL_TABLE"))
     return db
+
+
+def register_hive_acid_table(uri: str, tmp_path: Path, columns: Sequence[tuple[str, str]]
+                             ) -> tuple[str, str]:
+    """Register `<new db>.t` as Hive's CREATE TABLE ... STORED AS ORC TBLPROPERTIES
+    ('transactional'='true') does: no ingest property, no marker, the location chosen by the
+    metastore (the new database's managed location, `tmp_path/db`). Returns (db.t, location)."""
+    import uuid
+
+    from ingest.txn import Metastore, hms
+
+    db = f"tr_{uuid.uuid4().hex[:10]}"
+    with hms.connect(uri) as conn:
+        hms.create_database(conn, db, location=f"file://{tmp_path}/ext",
+                            managed_location=f"file://{tmp_path}/db")
+        hms.create_table(conn, hms.HiveTableSpec(
+            f"{db}.t", tuple(hms.HiveColumn(name, kind) for name, kind in columns)))
+    with Metastore.open(uri) as store:
+        return f"{db}.t", store.get_table(f"{db}.t").location
 
 
 @dataclass(frozen=True)

@@ -58,9 +58,9 @@ SECONDS = Seconds()
 
 
 METASTORE_HELP = (
-    "Metastore holding the table: sqlite:///abs/path.sqlite or postgresql://user@host/db "
-    "(password from PGPASSWORD, ~/.pgpass or the URL)  [default: $INGEST_METASTORE, else "
-    "found beside the table]")
+    "Metastore holding the table: sqlite:///abs/path.sqlite, postgresql://user@host/db "
+    "(password from PGPASSWORD, ~/.pgpass or the URL) or thrift://host:9083 (a Hive "
+    "Metastore)  [default: $INGEST_METASTORE, else found beside the table]")
 
 
 def metastore_option(command: _F) -> _F:

@@ -76,6 +76,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
         check_kafka,
         check_sink_progress,
         check_stream_key,
+        check_transaction_batches,
         run_stream,
         table_layout,
         with_avro_columns,
@@ -87,10 +88,11 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     table_layout(options.schema_ddl, options.partition_by)  # bad --schema / --partition-by too
     for location in (options.table, options.checkpoint):
         storage.check_url(location)  # an unknown scheme or a missing backend too
+    url = options.metastore or default_metastore_url(options.table)
     if options.metastore is not None:
         check_sink_progress(options.metastore)  # before starting Spark
-    check_stream_key(options, table_layout(options.schema_ddl, options.partition_by),
-                     options.metastore or default_metastore_url(options.table))
+    check_transaction_batches(options.table, url, options.sink.txns_per_delta)
+    check_stream_key(options, table_layout(options.schema_ddl, options.partition_by), url)
     check_kafka(options.bootstrap_servers, options.topic,
                 timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:  # one line per micro-batch, as sentences or JSON (--log-format)

@@ -21,10 +21,23 @@ from ingest.spark.kafka import kafka_dataframe, register_kafka_source
 from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
 from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
 from ingest.spark.operations import StreamOperations
-from ingest.spark.options import OptionSpec, SinkOptions, StreamOptions, add_arguments, option_specs
+from ingest.spark.options import (
+    OptionSpec,
+    SinkOptions,
+    StreamOptions,
+    TableOptions,
+    add_arguments,
+    option_specs,
+)
 from ingest.spark.progress import BatchLogListener, JsonLogFormatter, configure_stream_logging
 from ingest.spark.session import job_session
-from ingest.spark.sink import AcidSink, BatchReport, dead_letter_location, dead_letter_name
+from ingest.spark.sink import (
+    AcidSink,
+    BatchReport,
+    check_transaction_batches,
+    dead_letter_location,
+    dead_letter_name,
+)
 from ingest.spark.source import register
 
 __all__ = [
@@ -44,10 +57,12 @@ __all__ = [
     "StreamMaintenance",
     "StreamOptions",
     "StreamSummary",
+    "TableOptions",
     "add_arguments",
     "check_kafka",
     "check_sink_progress",
     "check_stream_key",
+    "check_transaction_batches",
     "compact_on_executors",
     "dead_letter_location",
     "dead_letter_name",

@@ -33,6 +33,7 @@ from ingest.spark.sink import (
     AcidSink,
     BatchReport,
     check_keyed_stream,
+    check_transaction_batches,
     dead_letter_location,
     dead_letter_name,
     dead_letter_schema,
@@ -459,9 +460,7 @@ def run_stream(
     check_partition_expression(spark, layout)
     url = metastore_url or options.metastore or default_metastore_url(table)
     check_sink_progress(url)
-    if options.sink.txns_per_delta > 1:
-        AcidSink(table, sink_id="check", options=options.sink, metastore_url=url,
-                 storage_options=storage_options)
+    check_transaction_batches(table, url, options.sink.txns_per_delta)
     check_stream_key(options, layout, url)
     check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)
     if options.kafka_source == "jvm":

@@ -241,6 +241,40 @@ def _storage_items(value: Any) -> tuple[str, ...]:
     return tuple(value or ())
 
 
+METASTORE_HELP = (
+    "Metastore of the table: sqlite:///abs/path.sqlite, postgresql://user@host/db when "
+    "several hosts share it (password from PGPASSWORD, ~/.pgpass or the URL), or "
+    "thrift://host:9083, a Hive Metastore (default: $INGEST_METASTORE, else beside the "
+    "table).")
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """Where the table of a job on one table lives (`jobs/recover.py`, `jobs/compact.py`):
+    its metastore and its storage options, declared as the stream's are.
+
+    Attributes:
+        metastore: the metastore URL; None: `$INGEST_METASTORE`, else beside the table.
+        storage_options: `--storage-option` items, KEY=VALUE (parsed by `storage`).
+    """
+
+    metastore: str | None = _option(None, metavar="URL", help=METASTORE_HELP)
+    storage_options: tuple[str, ...] = _option(
+        (), flag="--storage-option", metavar="KEY=VALUE", secret=True, help=(
+            "fsspec storage option for the table's bucket (repeatable; a value is JSON when "
+            "it parses), e.g. endpoint_url=http://host:9000. fsspec's FSSPEC_S3_* "
+            "environment applies too."))
+
+    @property
+    def storage(self) -> dict[str, Any]:
+        """`--storage-option` as fsspec options.
+
+        Raises:
+            ConfigError: an item that is not KEY=VALUE.
+        """
+        return parse_storage_options(self.storage_options)
+
+
 @dataclass(frozen=True)
 class StreamOptions:
     """Everything `ingest stream` and `jobs/kafka_to_acid.py` take (besides the Spark master).
@@ -264,9 +298,7 @@ class StreamOptions:
         "earliest, latest, or Spark's JSON offsets."))
     partition_by: str | None = _option(None, metavar="EXPR", help=(
         '"dt" (a JSON field) or Spark SQL giving a dt column.'))
-    metastore: str | None = _option(None, metavar="URL", help=(
-        "Metastore of the table: sqlite:///abs/path.sqlite, or postgresql://user@host/db when "
-        "several hosts share it (default: $INGEST_METASTORE, else beside the table)."))
+    metastore: str | None = _option(None, metavar="URL", help=METASTORE_HELP)
     sink: SinkOptions = field(default_factory=SinkOptions)
     max_offsets_per_trigger: int | None = _option(
         None, minimum=1, help="Cap on records per micro-batch.")
@@ -531,6 +563,7 @@ __all__ = [
     "SinkOptions",
     "StreamMode",
     "StreamOptions",
+    "TableOptions",
     "ValueFormat",
     "add_arguments",
     "option_specs",

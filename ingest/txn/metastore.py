@@ -55,9 +55,14 @@ class Metastore(abc.ABC):
         keeps_sink_progress: the backend commits a stream's micro-batch id and Kafka offset
             ranges with the micro-batch's transaction (exactly once across restarts,
             docs/invariants.md, 4); the streaming job refuses one that does not.
+        refuses_transaction_batches: None when the backend's tables may hold transaction
+            batches (`allocate_write_ids`: K micro-batches appending to one delta
+            directory, `--txns-per-delta` K > 1); otherwise why not, as a clause the
+            streaming job quotes when it refuses K > 1 before creating anything.
     """
 
     keeps_sink_progress: ClassVar[bool] = True
+    refuses_transaction_batches: ClassVar[str | None] = None
 
     def __init__(self, *, url: str, location: str) -> None:
         """Record the URL and name; implementations are made by `open`."""

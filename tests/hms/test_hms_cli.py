@@ -1,20 +1,26 @@
 """The commands with `--metastore thrift://` on a Hive Metastore 4.0.1: create, load, cat,
 delete and status round trip; Trino reads exactly what they committed; rows Trino inserts read
-back exactly through `ingest cat` and `open_table`; bad input fails cleanly."""
+back exactly through `ingest cat` and `open_table`; bad input fails cleanly, a transaction
+batch (`--txns-per-delta` > 1) of the stream before anything is created."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from external import free_port
-from hms_server import Server, trino_query
+from hms_server import Server, metastore_state, register_hive_acid_table, trino_query
 from support import ok_json, run_cli
 
 import ingest
 from ingest.txn import Metastore, hms
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.hms
 
@@ -112,19 +118,79 @@ def test_a_table_another_engine_registered_is_a_target(
     ('transactional'='true') does (no ingest property, no marker; the metastore picks its
     location; Trino 476 cannot create ACID tables on Hive 4: "Processor has no capabilities"),
     written by Trino and by `ingest load`."""
-    db = f"tr_{uuid.uuid4().hex[:10]}"
-    with hms.connect(hms4.uri) as conn:
-        hms.create_database(conn, db, location=f"file://{tmp_path}/ext",
-                            managed_location=f"file://{tmp_path}/db")
-        hms.create_table(conn, hms.HiveTableSpec(
-            f"{db}.t", (hms.HiveColumn("id", "bigint"), hms.HiveColumn("v", "string"))))
-    trino_query(trino_on_hms4, f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')")
-    with Metastore.open(hms4.uri) as store:
-        where = store.get_table(f"{db}.t").location
+    name, where = register_hive_acid_table(hms4.uri, tmp_path, [("id", "bigint"),
+                                                                ("v", "string")])
+    trino_query(trino_on_hms4, f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
     assert where == f"file://{tmp_path}/db/t"
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": 3, "v": "c"}) + "\n")
     ok_json(["load", where, "--input", str(src), "--metastore", hms4.uri], capsys)
-    assert trino_query(trino_on_hms4, f"SELECT id, v FROM {db}.t ORDER BY id") == [
+    assert trino_query(trino_on_hms4, f"SELECT id, v FROM {name} ORDER BY id") == [
         [1, "a"], [2, "b"], [3, "c"]]
     assert [r["id"] for r in _cat(where, hms4.uri, capsys)] == [1, 2, 3]
+
+
+def _run_job(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "jobs" / script), *args],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _tables(uri: str) -> dict[str, list[str]]:
+    with hms.connect(uri) as conn:
+        return {db: sorted(conn.call("get_all_tables", db))
+                for db in conn.call("get_all_databases")}
+
+
+@pytest.mark.parametrize("entry", ["ingest stream", "jobs/kafka_to_acid.py"])
+def test_a_transaction_batch_on_a_metastore_is_refused_before_anything_is_created(
+        hms4: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str], entry: str) -> None:
+    """`--txns-per-delta 2` with `--metastore thrift://`: exit 2 naming why (Trino and Doris
+    would misread the delta) and what to do, before Spark, Kafka (no broker listens here),
+    the metastore or the disk is touched."""
+    before, tables = metastore_state(hms4.uri), _tables(hms4.uri)
+    args = ["--bootstrap-servers", f"127.0.0.1:{free_port()}", "--topic", "events",
+            "--table", str(tmp_path / "wh" / "events"), "--schema", "id BIGINT",
+            "--checkpoint", str(tmp_path / "ck"), "--metastore", hms4.uri,
+            "--txns-per-delta", "2", "--available-now"]
+    if entry == "ingest stream":
+        code, out, err = run_cli(["stream", *args], capsys)
+    else:
+        done = _run_job("kafka_to_acid.py", *args)
+        code, out, err = done.returncode, done.stdout, done.stderr
+    assert (code, out) == (2, ""), err
+    assert (f"Error: Cannot use --txns-per-delta 2 with metastore {hms4.uri}: transaction "
+            "batches (several micro-batches appending to one delta directory) are not "
+            "supported on a Hive Metastore, whose tables other engines read: Trino does not "
+            "read Hive-Streaming-style transaction batches (trino#4044) and Doris ignores the "
+            "_flush_length side files, so both would misread such a delta") in err
+    assert "Hint: use --txns-per-delta 1 (the default)" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "wh").exists() and not (tmp_path / "ck").exists()
+    assert metastore_state(hms4.uri) == before, "no transaction opened, no database created"
+    assert _tables(hms4.uri) == tables
+
+
+def test_the_recover_job_takes_the_metastore(hms4: Server, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`jobs/recover.py --metastore thrift://` recovers as `ingest recover` does: a dead
+    writer's transaction on the table is aborted. Without the flag the job looks beside the
+    table, finds no metastore there, and leaves the transaction alone."""
+    uri = hms4.uri
+    location = str(tmp_path / "wh" / "events")
+    name = f"r_{uuid.uuid4().hex[:10]}.events"
+    ok_json(["create", location, "--name", name, "--schema", "id BIGINT", "--metastore", uri],
+            capsys)
+    with hms.connect(uri) as conn:  # a writer that died before its first heartbeat
+        [txn] = hms.open_txns(conn, agent="host:1:dead-writer")
+        write_id = hms.allocate_write_ids(conn, name, [txn])[txn]
+
+    _run_job("recover.py", location, "--txn-timeout-s", "0", "--json")
+    with Metastore.open(uri) as store:
+        assert store.write_id_states(name)[write_id] == "open"
+    done = _run_job("recover.py", location, "--metastore", uri, "--txn-timeout-s", "0",
+                    "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["clean"] is True
+    with Metastore.open(uri) as store:
+        assert store.write_id_states(name)[write_id] == "aborted"

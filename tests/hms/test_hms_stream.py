@@ -1,10 +1,11 @@
 """The streaming job over a Hive Metastore (`--metastore thrift://`), with a real Kafka-protocol
 broker and real Spark: every record exactly once across restarts, crash points and a killed
-metastore; the stream and `ingest load` writing one table side by side (docs/invariants.md, 4).
+metastore; the stream and `ingest load` writing one table side by side (docs/invariants.md, 4);
+the stream into a table Hive's way registered, with records that go to the dead-letter table.
 
 The job runs as `python jobs/kafka_to_acid.py` in a subprocess (crash points kill it there);
-the tables are created first with `ingest create --name <new db>.events`, so that Hive 4 keeps
-them in their database's managed location.
+the tables are created first with `ingest create --name <new db>.events` (or registered as
+Hive's CREATE TABLE does), so that Hive 4 keeps them in their database's managed location.
 """
 
 from __future__ import annotations
@@ -56,18 +57,20 @@ def _create(uri: str, warehouse: Path) -> tuple[str, str]:
     return location, name
 
 
-def _job_args(servers: str, topic: str, warehouse: Path, uri: str, *extra: str) -> list[str]:
+def _job_args(servers: str, topic: str, warehouse: Path, uri: str, *extra: str,
+              table: str | None = None) -> list[str]:
     return [sys.executable, str(JOB), "--bootstrap-servers", servers, "--topic", topic,
-            "--table", str(warehouse / "events"), "--schema", SCHEMA,
+            "--table", table or str(warehouse / "events"), "--schema", SCHEMA,
             "--checkpoint", str(warehouse / "checkpoint"), "--metastore", uri,
             "--max-offsets-per-trigger", "50", "--compact", "off", "--clean", "off",
             "--on-new-field", "ignore", *extra]  # sample events' ts and dt are dropped
 
 
 def _job(servers: str, topic: str, warehouse: Path, uri: str, *extra: str,
-         crash_at: str | None = None, skip: int = 0) -> subprocess.CompletedProcess[str]:
+         crash_at: str | None = None, skip: int = 0,
+         table: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        _job_args(servers, topic, warehouse, uri, "--available-now", *extra),
+        _job_args(servers, topic, warehouse, uri, "--available-now", *extra, table=table),
         env=_env(crash_at, skip, str(warehouse / "crash-counter")), capture_output=True,
         text=True, timeout=300, check=False)
 
@@ -269,3 +272,64 @@ def test_the_stream_and_a_load_get_distinct_write_ids_and_both_commit(
     assert set(states.values()) == {"committed"}, states
     assert len(states) == len(stream_ids) + 2
     assert _ids(uri, location) == [*range(100), 1000, 1001, 2000, 2001, 2002]
+
+
+# Records the parser refuses, each with the reason the dead-letter table must hold.
+_BAD = {
+    7: (b"not json", "JSON parse error: Invalid value."),
+    19: (b"null", "the record value is not a JSON object (it starts with 'null')"),
+    30: (b'{"id":"x","value":"a"}',
+         'field \'id\': the JSON string "x" does not fit column id BIGINT (a type conflict)'),
+    44: (b'{"id":44,"value":"\xff"}', "the record value is not UTF-8: b'\\xff' at byte 18"),
+    58: (b"[1,2]", "the record value is not a JSON object (it starts with '[1,2]')"),
+}
+
+
+@pytest.mark.trino
+def test_the_stream_writes_a_table_hive_registered_with_its_dead_letters(
+        kafka_broker: str, topic: str, warehouse: Path, hms4: Server,
+        trino_on_hms4: Server, tmp_path: Path) -> None:
+    """The stream into a table registered as Hive's CREATE TABLE ... STORED AS ORC
+    TBLPROPERTIES ('transactional'='true') registers it, which Trino wrote first, with records
+    that do not parse among the good ones: the good rows read back exactly through our reader
+    and Trino, and `<db.t>__dead_letter`, which the job registered in the HMS beside it, holds
+    exactly the bad records with their reasons."""
+    from hms_server import register_hive_acid_table, trino_query
+
+    from ingest.txn import hms
+
+    uri = hms4.uri
+    name, where = register_hive_acid_table(uri, tmp_path, [("id", "bigint"),
+                                                           ("value", "string")])
+    trino_query(trino_on_hms4, f"INSERT INTO {name} VALUES (1000, 'trino')")
+    events: list[object] = [{"id": i, "value": f"v{i}"} for i in range(60)]
+    for offset, (raw, _) in _BAD.items():
+        events[offset] = raw  # one partition: a record's position is its offset
+    produce_events(kafka_broker, topic, events=events, partitions=1)
+
+    done = _job(kafka_broker, topic, warehouse, uri, table=where)
+    assert done.returncode == 0, done.stderr[-3000:]
+    good = {i: f"v{i}" for i in range(60) if i not in _BAD} | {1000: "trino"}
+    with Metastore.open(uri) as store:
+        rows = read_table(where, store.snapshot(where))
+        dead_where = store.get_table(f"{name}__dead_letter").location
+        dead = read_table(dead_where, store.snapshot(dead_where))
+    assert dict(zip(rows.column("id").to_pylist(), rows.column("value").to_pylist(),
+                    strict=True)) == good and rows.num_rows == len(good)
+    assert trino_query(trino_on_hms4, f"SELECT id, value FROM {name} ORDER BY id") == [
+        [i, v] for i, v in sorted(good.items())]
+
+    letters = sorted(dead.to_pylist(), key=lambda r: r["offset"])
+    assert [(r["offset"], r["value"], r["error"], r["topic"], r["partition"], r["key"])
+            for r in letters] == [(o, raw, why, topic, 0, None)
+                                  for o, (raw, why) in _BAD.items()]
+    assert trino_query(trino_on_hms4, f'SELECT "offset", error FROM "{name.split(".")[0]}".'
+                       f'"t__dead_letter" ORDER BY 1') == [
+        [r["offset"], r["error"]] for r in letters]
+
+    with hms.connect(uri) as conn:
+        registered = hms.get_table(conn, f"{name}__dead_letter")
+    assert registered.full_acid_problem() is None
+    assert registered.location == dead_where.replace("file://", "file:")
+    assert [c.name for c in registered.columns] == [
+        "key", "value", "topic", "partition", "offset", "error"]

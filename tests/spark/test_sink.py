@@ -117,6 +117,21 @@ def test_txns_per_delta_refused_on_object_stores() -> None:
     assert info.value.hint is not None and "--txns-per-delta 1" in info.value.hint
 
 
+def test_txns_per_delta_refused_with_a_hive_metastore(tmp_path: Path) -> None:
+    """Refused from the URL alone, before any connection (nothing listens on port 1), and
+    only above 1."""
+    uri = "thrift://127.0.0.1:1"
+    with pytest.raises(ConfigError, match=rf"Cannot use --txns-per-delta 3 with metastore "
+                       rf"{uri}: transaction batches .* not supported on a Hive Metastore"):
+        AcidSink(str(tmp_path / "events"), sink_id="s", options=SinkOptions(txns_per_delta=3),
+                 metastore_url=uri)
+    AcidSink(str(tmp_path / "events"), sink_id="s", options=SinkOptions(txns_per_delta=1),
+             metastore_url=uri)
+    AcidSink(str(tmp_path / "events"), sink_id="s", options=SinkOptions(txns_per_delta=3),
+             metastore_url=f"sqlite:///{tmp_path}/m.sqlite")
+    assert not any(tmp_path.iterdir()), "nothing is created"
+
+
 def test_retried_append_attempt_does_not_duplicate_rows(tmp_path: Path) -> None:
     """K > 1: an attempt that flushed and then failed is cut back by the retry."""
     from ingest.acid import read_bucket_file

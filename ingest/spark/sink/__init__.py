@@ -3,6 +3,7 @@ driver; parsing and writing in Spark tasks), and the dead-letter table beside th
 """
 
 from ingest.spark.sink._batch import BatchReport
+from ingest.spark.sink._txn_batches import check_transaction_batches
 from ingest.spark.sink.deadletter import (
     DEAD_LETTER_DDL,
     dead_letter_location,
@@ -16,6 +17,7 @@ __all__ = [
     "AcidSink",
     "BatchReport",
     "check_keyed_stream",
+    "check_transaction_batches",
     "dead_letter_location",
     "dead_letter_name",
     "dead_letter_schema",

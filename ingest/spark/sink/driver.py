@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import fsspec
 import pyarrow as pa
 
-from ingest.acid import can_append, is_side_file, parse_codec, rollback_file, side_file_path
+from ingest.acid import is_side_file, parse_codec, rollback_file, side_file_path
 from ingest.acid.format import ACID_VERSION_FILE, CommittedFile, format_delta
 from ingest.errors import CommitConflictError, ConfigError, IngestError, SchemaMismatchError
 from ingest.faults import crash_point
@@ -60,6 +60,7 @@ from ingest.spark.sink._fields import FieldSeen, column_type, merge_fields, new_
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
 from ingest.spark.sink._tasks import TaskPlan
+from ingest.spark.sink._txn_batches import check_transaction_batches
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.table import (
     KeySpec,
@@ -160,8 +161,9 @@ class AcidSink:
                 value. None: fsspec's own config and environment.
 
         Raises:
-            ConfigError: K > 1 on a filesystem that cannot append; an --avro-schema file
-                that cannot be read or is not an Avro record schema.
+            ConfigError: K > 1 on a filesystem that cannot append or with a metastore that
+                refuses transaction batches (a Hive Metastore); an --avro-schema file that
+                cannot be read or is not an Avro record schema.
         """
         self.options = options if options is not None else SinkOptions()
         self._avro = avro_format(self.options)  # the --avro-schema file is read here, once
@@ -178,14 +180,7 @@ class AcidSink:
         self._expected_schema = row_schema
         self._expected_partitions = None if partition_columns is None else tuple(
             partition_columns)
-        if txns_per_delta > 1 and not can_append(table_location):
-            protocol = table_location.split("://", 1)[0].lower() if "://" in table_location \
-                else "file"
-            raise ConfigError(
-                f"Cannot use --txns-per-delta {txns_per_delta} on {table_location}: "
-                f"{protocol}:// storage cannot append to files, and a transaction batch "
-                "appends every micro-batch to the same bucket files",
-                hint="use --txns-per-delta 1 on object stores (s3, gs, abfs)")
+        check_transaction_batches(table_location, self.metastore_url, txns_per_delta)
         self.storage_options = dict(storage_options or {})
         self.fs, self.root = storage.url_to_fs(table_location, self.storage_options)
         self.dl_fs, self.dl_root = storage.url_to_fs(self.dead_letter_location,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 import socket
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, NoReturn
+from typing import Literal
 
 from ingest.acid.format import CommittedFile, parse_partition
 from ingest.errors import CommitConflictError, ConfigError
@@ -38,11 +38,12 @@ from ingest.txn.hms.txns import (
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import OffsetRange, SinkProgress, TableRef, Transaction, table_key
 
-
-def _unsupported(what: str) -> NoReturn:
-    raise ConfigError(f"{what} is not supported on a Hive Metastore yet",
-                      hint="use a SQLite or PostgreSQL metastore (--metastore sqlite:///... or "
-                           "postgresql://...) for this table")
+TRANSACTION_BATCHES_REFUSED = (
+    "transaction batches (several micro-batches appending to one delta directory) are not "
+    "supported on a Hive Metastore, whose tables other engines read: Trino does not read "
+    "Hive-Streaming-style transaction batches (trino#4044) and Doris ignores the "
+    "_flush_length side files, so both would misread such a delta")
+"""Why `HiveMetastore` refuses `allocate_write_ids` (`Metastore.refuses_transaction_batches`)."""
 
 
 def _table_for(tables: Iterable[HiveTable], ref: str) -> HiveTable | None:
@@ -110,7 +111,10 @@ class Commits(ProgressOps, ManifestOps):
     def allocate_write_ids(
         self, table: TableRef, count: int, *, agent: str = ""
     ) -> list[Transaction]:
-        _unsupported("A transaction batch (txns_per_delta > 1)")
+        raise ConfigError(f"Cannot allocate {count} write ids at once on "
+                          f"{table_key(table)[1]} in {self.location}: "
+                          f"{TRANSACTION_BATCHES_REFUSED}",
+                          hint="open one transaction per delta (--txns-per-delta 1)")
 
     def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
         with self._lock:

@@ -24,7 +24,7 @@ tables (`_table_ops.py`), write transactions and their commit (`_commit.py`), si
 from __future__ import annotations
 
 from ingest.txn.hms._base import RECONNECT_S
-from ingest.txn.hms._commit import Commits
+from ingest.txn.hms._commit import TRANSACTION_BATCHES_REFUSED, Commits
 from ingest.txn.hms._compaction_ops import CompactionOps
 from ingest.txn.hms._read_ops import ReadOps
 from ingest.txn.hms._table_ops import TableOps
@@ -42,6 +42,7 @@ class HiveMetastore(TableOps, Commits, ReadOps, CompactionOps):
     """
 
     keeps_sink_progress = True
+    refuses_transaction_batches = TRANSACTION_BATCHES_REFUSED
 
 
 __all__ = ["RECONNECT_S", "HiveMetastore"]
