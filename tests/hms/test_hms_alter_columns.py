@@ -12,6 +12,7 @@ import pytest
 from hms_server import Server
 
 import ingest
+from ingest.acid import to_ddl
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.table import create_table
 from ingest.txn import Metastore, hms
@@ -49,3 +50,22 @@ def test_columns_change_in_the_hive_metastore_with_cascade(
     with Metastore.open(metastore.uri) as store, pytest.raises(CommitConflictError):
         store.alter_columns(f"{db}.events", pa.schema([("id", pa.int32())]),
                             expected=pa.schema([("id", pa.int32()), ("value", pa.string())]))
+
+
+def test_column_comments_survive_later_changes(metastore: Server, tmp_path: Path) -> None:
+    """The comments the metastore holds are the definition's (`ingest alter --json` shows
+    them), so a later change writes them back rather than clearing them."""
+    db = "s_" + uuid.uuid4().hex[:10]
+    location = str(tmp_path / "wh" / "events")
+    create_table(location, "id INT COMMENT 'the key', value STRING", name=f"{db}.events",
+                 metastore=metastore.uri)
+    table = ingest.open_table(location, metastore=metastore.uri)
+    table.alter(add_columns="note STRING COMMENT 'it\\'s why'")
+    result = ingest.open_table(location, metastore=metastore.uri).alter(
+        add_columns="n INT", change_columns=["id BIGINT"])
+    assert to_ddl(result.table.row_schema) == (
+        "id BIGINT COMMENT 'the key', value STRING, note STRING COMMENT 'it\\'s why', n INT")
+    with hms.connect(metastore.uri) as conn:
+        assert [(c.name, c.type, c.comment) for c in hms.get_table(conn, f"{db}.events").columns
+                ] == [("id", "bigint", "the key"), ("value", "string", None),
+                      ("note", "string", "it's why"), ("n", "int", None)]

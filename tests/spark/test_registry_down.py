@@ -4,7 +4,11 @@ nothing committed, nothing dead-lettered for the registry's fault).
 
 The decoder runs without Spark against a dead port and against a real registry (Apicurio,
 tests/schema_registry.py) killed between batches; HTTP answers a registry gives while failing
-(503, a hang) come from a small loopback server here, which counts the requests.
+(503, a hang) come from a small loopback server here, which counts the requests. A stream
+end to end (Kafka, Spark, Apicurio killed between two runs): the micro-batch that needs the
+dead registry fails the stream with the task's IngestError, the rows committed before stay,
+nothing is dead-lettered, and once a registry answers at the URL again the restarted stream
+commits that micro-batch.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import fastavro
 import pyarrow as pa
@@ -24,10 +30,12 @@ import pytest
 from external import free_port
 from schema_registry import Registry, own_schema_registry  # noqa: F401 - the fixture
 
+from ingest.acid.read.reader import read_table
 from ingest.errors import IngestError
 from ingest.spark.kafka import RegistryRetry, SchemaRegistry, confluent_frame
 from ingest.spark.sink._avro import AvroFormat, decode_avro_values
-from ingest.table import avro_to_arrow
+from ingest.table import avro_to_arrow, create_table
+from ingest.txn import Metastore, default_metastore_url
 
 V1: dict[str, Any] = {"type": "record", "name": "Reading", "namespace": "down",
                       "fields": [{"name": "id", "type": "long"}]}
@@ -98,6 +106,7 @@ class _Failing(BaseHTTPRequestHandler):
     failures = 0
     requests: list[str] = []  # noqa: RUF012 - set per server below
     answer: int = 200
+    schema: dict[str, Any] = V1  # noqa: RUF012 - read only
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
         pass
@@ -109,7 +118,7 @@ class _Failing(BaseHTTPRequestHandler):
         elif self.answer == 404:
             status, body = 404, {"error_code": 40403, "message": "Schema not found"}
         else:
-            status, body = 200, {"schema": json.dumps(V1)}
+            status, body = 200, {"schema": json.dumps(self.schema)}
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
@@ -172,3 +181,80 @@ def test_a_registry_that_never_answers_times_out_each_request() -> None:
         with pytest.raises(IngestError, match="for 2 attempts .* the last: ReadTimeout"):
             SchemaRegistry(url, retry).latest("readings-value")
         assert time.monotonic() - started < retry.bound_s() + 0.5
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.java
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
+def test_a_stream_whose_registry_dies_fails_its_micro_batch_and_keeps_what_it_committed(
+        spark: Any, kafka_broker: str, topic: str, warehouse: Path,
+        own_schema_registry: Registry) -> None:  # noqa: F811 - the fixture
+    """The stream end to end: a micro-batch that needs a schema the dead registry must give
+    fails the query with the decoder's error (the registry's URL and the id), nothing of it is
+    committed or dead-lettered, and the rows committed before stay as they were."""
+    from ingest.spark.job import run_stream
+    from ingest.spark.kafka.produce import produce_events
+
+    url = own_schema_registry.url
+    writer = SchemaRegistry(url)
+    v1 = writer.register(f"{topic}-value", json.dumps(V1))
+    v2 = writer.register(f"{topic}-value", json.dumps(V2))
+    location = str(warehouse / "readings")
+    create_table(location, "id BIGINT, unit STRING")
+    stream = {"bootstrap_servers": kafka_broker, "topic": topic, "table": location,
+              "checkpoint": str(warehouse / "ck"), "available_now": True,
+              "kafka_timeout_s": 10, "value_format": "avro", "schema_registry": url}
+    produce_events(kafka_broker, topic, partitions=2,
+                   events=[framed(v1, V1, {"id": i}) for i in range(20)])
+    summary = run_stream(spark, **stream)
+    assert summary.rows == 20 and summary.dead_letters == 0  # type: ignore[union-attr]
+    committed = _rows(location)
+    assert committed == [{"id": i, "unit": None} for i in range(20)]
+
+    own_schema_registry.kill()
+    # v2 was never read by a decoder, so its records need the registry.
+    produce_events(kafka_broker, topic, partitions=2,
+                   events=[framed(v2, V2, {"id": 100 + i, "unit": "F"}) for i in range(10)])
+    started = time.monotonic()
+    with pytest.raises(IngestError) as failed:
+        run_stream(spark, **stream)
+    # The task's error itself (not Spark's wrapper of it), with the micro-batch and its hint.
+    assert type(failed.value) is IngestError
+    assert failed.value.message.startswith(
+        f"Micro-batch 1 of default.readings failed in a Spark task: Cannot read schema id {v2} "
+        f"from the schema registry at {url}: it was unreachable or failing for 5 attempts "), \
+        failed.value.message
+    assert failed.value.hint is not None and "commits and dead-letters nothing" in \
+        failed.value.hint
+    assert time.monotonic() - started < 120
+    assert _rows(location) == committed
+    with Metastore.open(default_metastore_url(location)) as store:
+        dead = store.find_table(location + "__dead_letter")
+        dead_rows = [] if dead is None else read_table(
+            location + "__dead_letter", store.snapshot(location + "__dead_letter")).to_pylist()
+        assert dead_rows == []
+        assert all(t.state != "open" for t in store.transactions(location))
+    # A registry back at the URL (a loopback stand-in on the dead one's port, since Apicurio's
+    # in-memory storage would not keep the ids): the restarted stream reads the failed
+    # micro-batch again and commits it.
+    handler = type("Handler", (_Failing,), {"requests": [], "schema": V2})
+    back = ThreadingHTTPServer(("127.0.0.1", urlsplit(url).port or 0), handler)
+    thread = threading.Thread(target=back.serve_forever, daemon=True)
+    thread.start()
+    try:
+        summary = run_stream(spark, **stream)
+    finally:
+        back.shutdown()
+        back.server_close()
+    assert summary.rows == 10 and summary.dead_letters == 0  # type: ignore[union-attr]
+    assert handler.requests and set(handler.requests) == {
+        f"{urlsplit(url).path}/schemas/ids/{v2}"}
+    assert _rows(location) == [*committed, *({"id": 100 + i, "unit": "F"} for i in range(10))]
+
+
+def _rows(location: str) -> list[dict[str, Any]]:
+    with Metastore.open(default_metastore_url(location)) as store:
+        return sorted(read_table(location, store.snapshot(location)).to_pylist(),
+                      key=lambda r: r["id"])

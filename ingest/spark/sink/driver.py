@@ -59,6 +59,7 @@ from ingest.spark.sink._batch import (
 from ingest.spark.sink._fields import FieldSeen, column_type, merge_fields, new_columns
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
+from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink._txn_batches import check_transaction_batches
 from ingest.spark.sink.deadletter import dead_letter_location
@@ -298,7 +299,11 @@ class AcidSink:
         try:
             report = self._process(batch_df, int(batch_id))
         except BaseException as e:
-            self.failure = e
+            ours = task_error(e, batch_id=int(batch_id), table=self._table.name
+                              if self._table is not None else self.table_location)
+            self.failure = e if ours is None else ours
+            if ours is not None:
+                raise ours from e
             raise
         self.reports.append(report)
         self.totals.add(report)

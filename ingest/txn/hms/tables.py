@@ -156,13 +156,18 @@ class HiveTable:
 
     @property
     def row_schema(self) -> pa.Schema:
-        """The row columns as an Arrow schema.
+        """The row columns as an Arrow schema, each column's comment in its field metadata
+        (as `parse_schema` puts a DDL `COMMENT`).
 
         Raises:
             ConfigError: a column type our reader does not know.
         """
-        return parse_schema(", ".join(f"`{c.name.replace('`', '``')}` {c.type}"
-                                      for c in self.columns))
+        schema = parse_schema(", ".join(f"`{c.name.replace('`', '``')}` {c.type}"
+                                        for c in self.columns))
+        return pa.schema([
+            f if c.comment is None else f.with_metadata({**(f.metadata or {}),
+                                                         COMMENT_KEY: c.comment.encode()})
+            for f, c in zip(schema, self.columns, strict=True)])
 
     def full_acid_problem(self) -> str | None:
         """Why this is not a full-ACID ORC table we can write, naming the property; None if
