@@ -140,8 +140,7 @@ def _wait_aborted(uri: str, name: str, write_id: int) -> None:
 # in the driver, which writes the hidden side tables' files itself, so the dead job leaves a
 # file with stripes and no footer and its transaction open for `ingest recover`. The driver's
 # points run on Hive 3.1 too (its commit ignores the key/value Hive 4 could carry: the progress
-# table is what holds);
-# the writer's points do not depend on the metastore's version.
+# table is what holds); the writer's points do not depend on the metastore's version.
 @pytest.mark.parametrize(("point", "skip", "aborted_by", "version"), [
     ("writer.after_stripes", 8, "recover", "4"),
     ("writer.after_footer", 4, "the job", "4"),
