@@ -177,7 +177,7 @@ def sequential_keys(tail: FileTail, stripe: int) -> tuple[int, int, int] | None:
     the stripe. Events in an ACID file are sorted by ROW__ID and each ROW__ID is unique (every
     writer keeps both, and Hive's merge relies on them), so n distinct ascending rowIds within
     a range of n values are that range. A stripe proven so needs its key columns made, not
-    decoded (docs/format.md §20).
+    decoded (docs/format.md §21).
     """
     stats = tail.stripe_statistics
     if stripe >= len(stats) or stripe >= len(tail.stripes):
