@@ -1,5 +1,5 @@
-"""Imports point down the layers only: io < orc < acid < txn < table < spark < cli; above the
-metastore interface nothing knows SQL; a package is entered through its face.
+"""Imports point down the layers only: io < orc < acid < txn < kafka < table < spark < cli;
+above the metastore interface nothing knows SQL; a package is entered through its face.
 
 The layers and what each may import: docs/architecture.md.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ingest"
-LAYERS = ["io", "orc", "acid", "txn", "table", "spark", "cli"]
+LAYERS = ["io", "orc", "acid", "txn", "kafka", "table", "spark", "cli"]
 # Modules outside the layers: shared leaves (anyone may import them) and tools on top.
 SHARED = {"errors", "faults"}
 TOP = {"bench", "__main__"}

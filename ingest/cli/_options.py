@@ -107,3 +107,47 @@ def storage_option(command: _F) -> _F:
     add = click.option("--storage-option", "storage_options", multiple=True,
                        metavar="KEY=VALUE", help=STORAGE_OPTION_HELP)
     return add(wrapper)  # type: ignore[return-value]
+
+
+KAFKA_OPTION_HELP = (
+    "Kafka client setting (repeatable; librdkafka's names), e.g. security.protocol=SASL_SSL, "
+    "sasl.mechanism=SCRAM-SHA-512, sasl.username=..., sasl.password=..., "
+    "ssl.ca.location=ca.pem. Wins over --kafka-config. Values are never echoed.")
+KAFKA_CONFIG_HELP = (
+    "Kafka client settings from a client.properties file (repeatable; later files win; a "
+    "Java client's SASL/TLS settings are translated).")
+
+
+def kafka_connection(*, required: bool) -> Callable[[_F], _F]:
+    """Add `--bootstrap-servers`, `--kafka-option KEY=VALUE` and `--kafka-config FILE` to a
+    command, which receives them as one parameter `kafka` (an `ingest.kafka.KafkaConnection`,
+    or None when `required` is False and no `--bootstrap-servers` was given)."""
+
+    def decorate(command: _F) -> _F:
+        @functools.wraps(command)
+        def wrapper(*args: Any, bootstrap_servers: str | None = None,
+                    kafka_options: tuple[str, ...] = (), kafka_configs: tuple[str, ...] = (),
+                    **kwargs: Any) -> Any:
+            from ingest.kafka import KafkaConnection
+
+            connection = None
+            if bootstrap_servers is not None:
+                connection = KafkaConnection.of(bootstrap_servers, options=kafka_options,
+                                                config_files=kafka_configs)
+            elif kafka_options or kafka_configs:
+                raise ConfigError("--kafka-option and --kafka-config need --bootstrap-servers")
+            return command(*args, kafka=connection, **kwargs)
+
+        wrapped: Any = wrapper
+        for option in reversed([
+            click.option("--bootstrap-servers", required=required, metavar="HOST:PORT",
+                         help="Kafka brokers, comma-separated."),
+            click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
+                         help=KAFKA_OPTION_HELP),
+            click.option("--kafka-config", "kafka_configs", multiple=True, metavar="FILE",
+                         type=click.Path(dir_okay=False), help=KAFKA_CONFIG_HELP),
+        ]):
+            wrapped = option(wrapped)
+        return wrapped  # type: ignore[no-any-return]
+
+    return decorate

@@ -105,7 +105,7 @@ def _columns(schema_ddl: str | None, avro_source: str | None,
         assert schema_ddl is not None
         return schema_ddl
     if schema_registry is not None:
-        from ingest.spark.kafka import registry  # the Kafka room: only this option needs it
+        from ingest.kafka import registry  # the Kafka room: only this option needs it
 
         schema_id, text = registry(schema_registry).latest(avro_source)
         return avro_to_ddl(text, what=f"subject {avro_source!r} (schema id {schema_id})")

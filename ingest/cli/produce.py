@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
+from ingest.cli._options import kafka_connection
 from ingest.errors import ConfigError
-from ingest.spark.kafka import produce_events, sample_events
+from ingest.kafka import KafkaConnection, produce_events, sample_events
 
 
 def _jsonl_lines(path: Path) -> Iterator[bytes]:
@@ -33,10 +34,11 @@ def _jsonl_lines(path: Path) -> Iterator[bytes]:
     epilog="""\b
 Examples:
   ingest produce --bootstrap-servers 127.0.0.1:9092 --topic events --sample 1000 --partitions 3
-  ingest produce --bootstrap-servers 127.0.0.1:9092 --topic events --file events.jsonl --json""",
+  ingest produce --bootstrap-servers 127.0.0.1:9092 --topic events --file events.jsonl --json
+  ingest produce --bootstrap-servers broker:9094 --kafka-config client.properties \\
+      --topic events --sample 10""",
 )
-@click.option("--bootstrap-servers", required=True, metavar="HOST:PORT",
-              help="Kafka brokers, comma-separated.")
+@kafka_connection(required=True)
 @click.option("--topic", required=True, help="Topic to write to.")
 @click.option("--sample", type=click.IntRange(min=0), metavar="N",
               help="Write N deterministic sample events (id, value, ts, dt).")
@@ -53,7 +55,7 @@ Examples:
               show_default=True, help="Bound on reaching the broker and on each delivery.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or summary on stderr.")
-def command(bootstrap_servers: str, topic: str, sample: int | None, file_: Path | None,
+def command(kafka: KafkaConnection, topic: str, sample: int | None, file_: Path | None,
             start_id: int, seed: int, key_field: str | None, partitions: int, timeout_s: float,
             as_json: bool, quiet: bool) -> None:
     """Write sample events or a JSON Lines file to a Kafka topic.
@@ -78,14 +80,14 @@ def command(bootstrap_servers: str, topic: str, sample: int | None, file_: Path 
             click.echo(f"produced {records:,} records to {topic}", err=True)
 
     started = time.monotonic()
-    records = produce_events(bootstrap_servers, topic, events=events,
+    records = produce_events(kafka, topic, events=events,
                              key_fn=key_fn if key_field else None, partitions=partitions,
                              timeout_s=timeout_s, on_progress=progress)
     seconds = time.monotonic() - started
     if as_json:
         click.echo(json.dumps({"topic": topic, "records": records,
-                               "bootstrap_servers": bootstrap_servers,
+                               "bootstrap_servers": kafka.bootstrap_servers,
                                "seconds": round(seconds, 3)}))
     if not quiet:
-        click.echo(f"Produced {records:,} records to topic {topic} on {bootstrap_servers} "
+        click.echo(f"Produced {records:,} records to topic {topic} on {kafka.bootstrap_servers} "
                    f"in {seconds:.1f} s.", err=True)

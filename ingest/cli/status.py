@@ -1,6 +1,6 @@
 """`ingest status PATH`: partitions, directories, bucket files, compaction backlog,
 transactions and (for a streamed table) Kafka progress and lag of a table, rendered from
-`ingest.table.table_status` and, with `--bootstrap-servers`, `ingest.spark.kafka.kafka_lag`."""
+`ingest.table.table_status` and, with `--bootstrap-servers`, `ingest.kafka.kafka_lag`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ingest.acid import DirectoryStatus, FileStatus, PartitionStatus
-from ingest.cli._options import metastore_option, storage_option
+from ingest.cli._options import kafka_connection, metastore_option, storage_option
 from ingest.cli._output import dumps, warnings_to_stderr
 from ingest.errors import ConfigError
 from ingest.table import (
@@ -25,7 +25,7 @@ from ingest.table import (
 from ingest.txn import TransactionInfo
 
 if TYPE_CHECKING:
-    from ingest.spark.kafka import PartitionLag
+    from ingest.kafka import KafkaConnection, PartitionLag
 
 _KAFKA_TIMEOUT_S = 10.0
 
@@ -98,14 +98,14 @@ def _backlog_line(pb: PartitionBacklog) -> str:
             f"Initiator: {d.kind or 'nothing'} ({d.reason})")
 
 
-def _kafka_lag(status: TableStatus, bootstrap_servers: str | None) -> list[PartitionLag] | None:
+def _kafka_lag(status: TableStatus, kafka: KafkaConnection | None) -> list[PartitionLag] | None:
     """The broker's latest offsets against the table's committed ones, when asked for.
 
     Raises:
         ConfigError: the table has no committed Kafka offsets, or a topic is gone.
         IngestError: the broker cannot be reached.
     """
-    if bootstrap_servers is None:
+    if kafka is None:
         return None
     progress = status.progress
     if progress is None:
@@ -113,9 +113,9 @@ def _kafka_lag(status: TableStatus, bootstrap_servers: str | None) -> list[Parti
             f"Cannot show the Kafka lag of {status.table or status.layout.path}: no commit "
             "of it recorded Kafka offsets (it was not written by `ingest stream`)",
             hint="leave out --bootstrap-servers for a table that is not streamed")
-    from ingest.spark.kafka import kafka_lag  # Kafka only when asked for
+    from ingest.kafka import kafka_lag  # Kafka only when asked for
 
-    return kafka_lag(bootstrap_servers, progress.topics, progress.offsets,
+    return kafka_lag(kafka, progress.topics, progress.offsets,
                      timeout_s=_KAFKA_TIMEOUT_S)
 
 
@@ -221,12 +221,10 @@ Examples:
 @click.option("--snapshot", metavar="DB.T:HWM:MINOPEN:OPEN:ABORTED",
               help="Judge directories by this valid write-id list. Default: the table's "
                    "snapshot from its metastore, else every write id on disk as committed.")
-@click.option("--bootstrap-servers", metavar="HOST:PORT",
-              help="Kafka brokers: show a streamed table's lag, each topic partition's latest "
-                   "offset against the offset the table committed.")
+@kafka_connection(required=False)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 def command(path: str, snapshot: str | None, as_json: bool, metastore: str | None,
-            storage_options: dict[str, Any], bootstrap_servers: str | None) -> None:
+            storage_options: dict[str, Any], kafka: KafkaConnection | None) -> None:
     """Show what is on disk under an ACID table and what a snapshot reads of it.
 
     Read-only; reads file tails and side files, never row data. Lists each partition's
@@ -236,11 +234,12 @@ def command(path: str, snapshot: str | None, as_json: bool, metastore: str | Non
     backlog (deltas, delete deltas, bytes, aborted write ids) and what `ingest compact
     --auto` would do with it; open and aborted transactions from the metastore; for a
     streamed table, the Kafka offsets its commits recorded and the last commit's age (with
-    --bootstrap-servers, also the broker's latest offsets and the lag); and totals.
+    --bootstrap-servers, also the end a committed-only reader sees, the last stable offset,
+    and the lag to it); and totals.
     """
     with warnings_to_stderr():
         status = open_table_or_files(path, metastore, storage_options).status(snapshot)
-    lag = _kafka_lag(status, bootstrap_servers)
+    lag = _kafka_lag(status, kafka)
     if not as_json:
         _render_text(status, lag)
         return

@@ -93,7 +93,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
         check_sink_progress(options.metastore)  # before starting Spark
     check_transaction_batches(options.table, url, options.sink.txns_per_delta)
     check_stream_key(options, table_layout(options.schema_ddl, options.partition_by), url)
-    check_kafka(options.bootstrap_servers, options.topic,
+    check_kafka(options.connection, options.topic,
                 timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:  # one line per micro-batch, as sentences or JSON (--log-format)
         from ingest.spark import configure_stream_logging
@@ -103,8 +103,11 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from ingest.spark import REDACTION_REGEX
+
     spark = (SparkSession.builder.master(master).appName(f"ingest stream {options.topic}")
              .config("spark.ui.enabled", "false")
+             .config("spark.redaction.regex", REDACTION_REGEX)
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     summary = run_stream(spark, options)

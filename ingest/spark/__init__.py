@@ -30,7 +30,7 @@ from ingest.spark.options import (
     option_specs,
 )
 from ingest.spark.progress import BatchLogListener, JsonLogFormatter, configure_stream_logging
-from ingest.spark.session import job_session
+from ingest.spark.session import REDACTION_REGEX, job_session
 from ingest.spark.sink import (
     AcidSink,
     BatchReport,
@@ -41,6 +41,7 @@ from ingest.spark.sink import (
 from ingest.spark.source import register
 
 __all__ = [
+    "REDACTION_REGEX",
     "METRIC_NAMES",
     "StreamMetrics",
     "AcidSink",

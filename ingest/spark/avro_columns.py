@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ingest.spark.kafka import registry
+from ingest.kafka import registry
 from ingest.spark.options import StreamOptions
 from ingest.table import avro_to_ddl, read_avro_schema_file
 

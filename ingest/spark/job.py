@@ -22,7 +22,8 @@ from ingest.acid.format import parse_schema, to_ddl
 from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.io import storage
 from ingest.spark.avro_columns import with_avro_columns
-from ingest.spark.kafka import LagProbe, check_jvm_kafka, check_topic, kafka_dataframe
+from ingest.kafka import KafkaConnection, LagProbe
+from ingest.spark.kafka import check_jvm_kafka, check_topic, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import StreamMetrics, check_port
 from ingest.spark.operations import StreamOperations
@@ -176,14 +177,17 @@ def check_sink_progress(metastore_url: str) -> None:
             "Metastore) one")
 
 
-def check_kafka(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> int:
-    """Check the broker answers and the topic exists; returns its partition count.
+def check_kafka(connection: KafkaConnection, topic: str, *, timeout_s: float = 30.0) -> int:
+    """Check the broker answers this connection and the topic exists and may be read;
+    returns its partition count. A refused connection (authentication, TLS, an ACL) or an
+    unreachable broker fails within seconds, naming the cause.
 
     Raises:
         ConfigError: the topic does not exist.
+        KafkaConnectError: the broker refuses this client or does not answer.
         IngestError: the broker cannot be reached within timeout_s.
     """
-    return check_topic(bootstrap_servers, topic, timeout_s=timeout_s)
+    return check_topic(connection, topic, timeout_s=timeout_s)
 
 
 def keyed_table(location: str, layout: TableLayout, options: StreamOptions
@@ -293,15 +297,15 @@ class _KafkaLag:
     asked through `LagProbe`, whose high watermarks are confirmed by a fetch (a broker's
     ListOffsets answer may lag behind its last record batch)."""
 
-    def __init__(self, bootstrap_servers: str, *, timeout_s: float = 5.0) -> None:
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, connection: KafkaConnection, *, timeout_s: float = 5.0) -> None:
+        self.connection = connection
         self.timeout_s = timeout_s
         self._probe: LagProbe | None = None
 
     def __call__(self, until: Mapping[tuple[str, int], int]) -> int | None:
         try:
             if self._probe is None:
-                self._probe = LagProbe(self.bootstrap_servers, sorted({t for t, _ in until}),
+                self._probe = LagProbe(self.connection, sorted({t for t, _ in until}),
                                        timeout_s=self.timeout_s)
             return sum(p.lag_records for p in self._probe.lag(until)
                        if (p.topic, p.partition) in until)
@@ -462,7 +466,8 @@ def run_stream(
     check_sink_progress(url)
     check_transaction_batches(table, url, options.sink.txns_per_delta)
     check_stream_key(options, layout, url)
-    check_kafka(options.bootstrap_servers, options.topic, timeout_s=options.kafka_timeout_s)
+    connection = options.connection
+    check_kafka(connection, options.topic, timeout_s=options.kafka_timeout_s)
     if options.kafka_source == "jvm":
         check_jvm_kafka(spark)  # before any table is created
     if options.metrics_port is not None:
@@ -493,14 +498,15 @@ def run_stream(
             "read the topic again under batch ids the table has seen",
             hint="restore the checkpoint, or use a new --checkpoint path (and a new table "
                  "if the topic must be read again)")
-    lag = _KafkaLag(options.bootstrap_servers)
+    lag = _KafkaLag(connection)
     sink = AcidSink(target.location, sink_id=sink_id, options=options.sink,
                     row_schema=layout.row_schema, partition_columns=target.partition_columns,
                     partition_expression=layout.partition_expression, metastore_url=url,
                     lag_fn=lag, storage_options=storage_options)
-    frame = kafka_dataframe(spark, bootstrap_servers=options.bootstrap_servers,
+    frame = kafka_dataframe(spark, connection=connection,
                             topic=options.topic, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
+                            fail_on_data_loss=options.fail_on_data_loss == "true",
                             timeout_s=options.kafka_timeout_s, source=options.kafka_source)
     # Spark's progress then carries the batch's records and tombstones (observedMetrics).
     frame = frame.observe(OBSERVATION, *source_observations())
@@ -516,7 +522,7 @@ def run_stream(
         metrics = StreamMetrics(
             target.name, committed=progress.offsets if progress else None,
             last_commit_at=progress.last_commit_at if progress else None,
-            lag_probe=LagProbe(options.bootstrap_servers, [options.topic],
+            lag_probe=LagProbe(connection, [options.topic],
                                timeout_s=options.kafka_timeout_s))
         batch_fn = _then_observe(batch_fn, sink, metrics)
         if maintenance is not None:
@@ -526,7 +532,7 @@ def run_stream(
     query_name = f"ingest-{target.name}"
     operations = StreamOperations.start(
         spark, sink, table=target.name, query_name=query_name, log_format=options.log_format,
-        bootstrap_servers=options.bootstrap_servers, group=options.commit_offsets_to_group,
+        connection=connection, group=options.commit_offsets_to_group,
         committed=progress.offsets if progress else None, timeout_s=options.kafka_timeout_s,
         metrics=metrics)
     batch_fn = operations.wrap(batch_fn)

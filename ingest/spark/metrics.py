@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 
 from ingest.errors import ConfigError, IngestError
 from ingest.spark._metrics_collectors import MaintenanceCollector, MetastoreCollector
-from ingest.spark.kafka import LagProbe
+from ingest.kafka import LagProbe
 from ingest.spark.sink import BatchReport
 
 if TYPE_CHECKING:
@@ -122,8 +122,9 @@ class StreamMetrics:
 
     Usage::
 
-        metrics = StreamMetrics("default.events", lag_probe=LagProbe(servers, ["events"],
-                                timeout_s=5), committed={("events", 0): 120})
+        metrics = StreamMetrics("default.events", committed={("events", 0): 120},
+                                lag_probe=LagProbe(KafkaConnection(servers), ["events"],
+                                                   timeout_s=5))
         metrics.serve(9108)          # http://HOST:9108/metrics
         metrics.observe(report)      # after every micro-batch
         metrics.close()

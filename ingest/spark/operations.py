@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ingest.spark.kafka import GroupCommitter
+from ingest.kafka import GroupCommitter, KafkaConnection
 from ingest.spark.metrics import StreamMetrics
 from ingest.spark.options import LogFormat
 from ingest.spark.progress import BatchLogListener
@@ -45,7 +45,7 @@ class StreamOperations:
 
     @classmethod
     def start(cls, spark: SparkSession, sink: AcidSink, *, table: str, query_name: str,
-              log_format: LogFormat = "text", bootstrap_servers: str | None = None,
+              log_format: LogFormat = "text", connection: KafkaConnection | None = None,
               group: str | None = None, committed: Mapping[tuple[str, int], int] | None = None,
               timeout_s: float = 10.0, metrics: StreamMetrics | None = None) -> StreamOperations:
         """Add the batch-log listener to the session and, with `group`, start the committer
@@ -57,10 +57,10 @@ class StreamOperations:
         """
         committer = None
         if group is not None:
-            assert bootstrap_servers is not None
+            assert connection is not None
             on_result = None if metrics is None else (
                 lambda ok: metrics.group_committed(group, ok))
-            committer = GroupCommitter(bootstrap_servers, group, timeout_s=timeout_s,
+            committer = GroupCommitter(connection, group, timeout_s=timeout_s,
                                        on_result=on_result)
             committer.submit(committed or {})
         listener = BatchLogListener(query_name, table, reports=_report_of(sink),

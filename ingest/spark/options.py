@@ -19,7 +19,7 @@ import pyarrow as pa
 from ingest.acid.format import parse_schema, to_ddl
 from ingest.errors import ConfigError
 from ingest.io import parse_storage_options
-from ingest.spark.kafka import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS
+from ingest.kafka import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS, KafkaConnection
 
 OnBadRecord = Literal["dead-letter", "fail"]
 OnTombstone = Literal["skip", "dead-letter"]
@@ -32,6 +32,7 @@ ValueFormat = Literal["json", "avro"]
 LogFormat = Literal["text", "json"]
 OnNewField = Literal["dead-letter", "fail", "ignore", "evolve"]
 KafkaSource = Literal["python", "jvm"]
+TrueFalse = Literal["true", "false"]
 
 
 def _option(default: Any = MISSING, *, help: str, flag: str | None = None,
@@ -305,6 +306,24 @@ class StreamOptions:
     kafka_timeout_s: float = _option(
         DEFAULT_TIMEOUT_MS / 1000, minimum=0, minimum_open=True,
         help="Bound on reaching the broker and on reads.")
+    kafka_options: tuple[str, ...] = _option(
+        (), flag="--kafka-option", metavar="KEY=VALUE", secret=True, help=(
+            "Kafka client setting (repeatable; librdkafka's names, e.g. "
+            "security.protocol=SASL_SSL, sasl.mechanism=SCRAM-SHA-512, sasl.username=..., "
+            "ssl.ca.location=ca.pem); used by every Kafka client of the stream, on the driver "
+            "and the executors, and given to --kafka-source jvm in the Java client's names. "
+            "Wins over --kafka-config."))
+    kafka_config: tuple[str, ...] = _option(
+        (), flag="--kafka-config", metavar="FILE", help=(
+            "Kafka client settings from a client.properties file (repeatable, later files "
+            "win; a Java client's SASL/TLS settings are translated, JKS truststores refused "
+            "with the PEM setting to use). Keep the file readable by the job's user only."))
+    fail_on_data_loss: TrueFalse = _option(
+        "true", help=(
+            "Records the table has not committed that Kafka no longer holds (removed by "
+            "retention): 'true' stops the stream naming every lost range; 'false' goes on "
+            "without them with a warning, counted in the metrics and shown by `ingest "
+            "status`."))
     compact: Maintenance = _option("auto", help=(
         "Compact the partitions the stream writes (the dead-letter table's too) on a driver "
         "thread, never delaying a commit: 'auto' compacts what `ingest compact --auto` would "
@@ -362,6 +381,7 @@ class StreamOptions:
                     f"--bootstrap-servers {self.bootstrap_servers!r}: {server.strip()!r} is "
                     "not HOST:PORT", hint="e.g. --bootstrap-servers broker1:9092,broker2:9092")
         parse_storage_options(self.storage_options)
+        _ = self.connection  # a bad setting or file is refused before anything starts
         if self.metrics_port is not None and self.metrics_port > 65535:
             raise ConfigError(f"--metrics-port must be a TCP port (1-65535), got "
                               f"{self.metrics_port}")
@@ -377,6 +397,12 @@ class StreamOptions:
     def storage(self) -> dict[str, Any]:
         """`--storage-option` as fsspec options (parsed; checked when the options are built)."""
         return parse_storage_options(self.storage_options)
+
+    @property
+    def connection(self) -> KafkaConnection:
+        """The Kafka connection: --bootstrap-servers, --kafka-config, --kafka-option."""
+        return KafkaConnection.of(self.bootstrap_servers, options=self.kafka_options,
+                                  config_files=self.kafka_config)
 
     @property
     def schedule(self) -> tuple[float, bool]:

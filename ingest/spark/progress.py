@@ -33,7 +33,8 @@ OBSERVATION = "ingest_source"
 (`observedMetrics.ingest_source`: records, tombstones, max_timestamp)."""
 
 _LOGGERS = ("ingest.spark.progress", "ingest.spark.sink", "ingest.spark.job",
-            "ingest.spark.maintenance", "ingest.spark.metrics", "ingest.spark.kafka")
+            "ingest.spark.maintenance", "ingest.spark.metrics", "ingest.spark.kafka",
+            "ingest.kafka")
 
 
 def source_observations() -> list[Column]:

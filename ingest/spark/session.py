@@ -13,6 +13,13 @@ from ingest.spark.progress import JsonLogFormatter
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# Spark masks option and configuration values whose names match this in its UI, event log
+# and plan strings. Its default names passwords, secrets, tokens and access keys; Kafka's
+# secrets also hide in `kafka.sasl.jaas.config`, `kafka.ssl.keystore.key` (a PEM key),
+# `kafka.ssl.key.pem`, the registry's `basic.auth.user.info` and OAUTHBEARER settings.
+REDACTION_REGEX = (r"(?i)secret|password|token|access[.]?key|jaas|ssl[.]key|keystore[.]key|"
+                   r"key[.]pem|user[.]info|oauthbearer|credentials")
+
 
 def job_session(app_name: str, master: str | None, *,
                 log_format: LogFormat = "text") -> SparkSession:
@@ -31,7 +38,8 @@ def job_session(app_name: str, master: str | None, *,
     logging.getLogger("py4j").setLevel(logging.WARNING)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
+    builder = SparkSession.builder.appName(app_name).config("spark.redaction.regex",
+                                                            REDACTION_REGEX)
     if master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
         builder = builder.master(master or "local[2]").config("spark.ui.enabled", "false")
     return builder.getOrCreate()

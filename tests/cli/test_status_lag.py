@@ -12,7 +12,7 @@ import pytest
 from support import SIMPLE_SCHEMA, ok_json
 from support import run_cli as _run
 
-from ingest.spark.kafka import kafka_lag, produce_events, sample_events
+from ingest.kafka import KafkaConnection, kafka_lag, produce_events, sample_events
 from ingest.txn import Metastore, OffsetRange, SinkProgress, TableDefinition, default_metastore_url
 
 pytestmark = [pytest.mark.kafka]
@@ -36,7 +36,7 @@ def test_status_shows_committed_offsets_latest_offsets_and_lag(
     produce_events(kafka_broker, topic, events=sample_events(60), partitions=3,
                    key_fn=lambda e: str(e["id"]))  # type: ignore[index]
     latest = {x.partition: x.latest_offset
-              for x in kafka_lag(kafka_broker, [topic], {}, timeout_s=10)}
+              for x in kafka_lag(KafkaConnection(kafka_broker), [topic], {}, timeout_s=10)}
     assert sum(latest.values()) == 60 and all(n >= 4 for n in latest.values())
     root = warehouse / "events"
     # Partition 0 committed all but 3 records, partition 1 all, partition 2 never read.

@@ -72,7 +72,7 @@ def test_a_metastore_without_sink_progress_is_refused_before_anything_starts(
 @pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
 def test_stream_available_now_prints_a_json_summary(spark: Any, kafka_broker: str, topic: str,
                                                     tmp_path: Path) -> None:
-    from ingest.spark.kafka.produce import produce_events, sample_events
+    from ingest.kafka.produce import produce_events, sample_events
 
     produce_events(kafka_broker, topic, events=sample_events(30), partitions=2)
     result = CliRunner().invoke(command, [

@@ -21,7 +21,7 @@ import pytest
 from cluster.spark_cluster import SPARK_SUBMIT, SparkCluster, daemon_env
 
 from ingest.acid.read.reader import read_table
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]

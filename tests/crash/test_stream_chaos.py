@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from s3_server import Bucket
 
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.table import open_table
 from ingest.txn import Metastore
 

@@ -21,7 +21,7 @@ from conftest import require
 
 from ingest.acid import read_bucket_file, read_table
 from ingest.acid.format.names import is_side_file, parse_bucket_file
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash, pytest.mark.slow,

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Producer
 
 from ingest.acid.read.reader import read_table
-from ingest.spark.kafka.produce import ensure_topic
+from ingest.kafka.produce import ensure_topic
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash, pytest.mark.slow]

@@ -33,7 +33,7 @@ from hms_server import Server, trino_query
 from support import ok_json, run_cli
 
 from ingest.acid.format import parse_directory
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.txn import Metastore, hms
 
 pytestmark = [pytest.mark.hms, pytest.mark.kafka, pytest.mark.spark, pytest.mark.trino,

@@ -23,7 +23,7 @@ import pytest
 from hms_server import HMS_SH, TXN_TIMEOUT_S, Server, _script_env
 
 from ingest.acid import read_table
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.txn import Metastore
 
 pytestmark = [pytest.mark.hms, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]

@@ -14,7 +14,7 @@ from s3_server import Bucket
 
 import ingest
 from ingest.errors import ConfigError
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink.driver import AcidSink
 

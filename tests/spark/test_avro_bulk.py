@@ -14,7 +14,7 @@ import fastavro
 import pyarrow as pa
 from schema_registry import schema_registry  # noqa: F401 - the fixture (Apicurio)
 
-from ingest.spark.kafka import confluent_frame, registry
+from ingest.kafka import confluent_frame, registry
 from ingest.spark.sink._avro import AvroFormat, decode_avro_values
 from ingest.table import avro_to_arrow
 

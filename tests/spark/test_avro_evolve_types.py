@@ -90,7 +90,7 @@ def test_a_writer_schemas_new_fields_carry_their_exact_hive_types() -> None:
 def test_the_stream_adds_avro_fields_as_columns_of_their_exact_types(
         spark: Any, kafka_broker: str, topic: str, warehouse: Path) -> None:
     from ingest.spark.job import StreamSummary, run_stream
-    from ingest.spark.kafka.produce import produce_events
+    from ingest.kafka.produce import produce_events
 
     schema_file = warehouse / "reading.avsc"
     schema_file.write_text(json.dumps(WRITER))

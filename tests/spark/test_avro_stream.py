@@ -22,7 +22,7 @@ from schema_registry import schema_registry  # noqa: F401 - the fixture
 from support import run_cli
 
 from ingest.acid.read.reader import read_table
-from ingest.spark.kafka import confluent_frame, registry
+from ingest.kafka import confluent_frame, registry
 from ingest.txn import Metastore, default_metastore_url
 
 V1: dict[str, Any] = {
@@ -60,7 +60,7 @@ def test_confluent_avro_values_stream_through_schema_versions_and_bad_ones_are_d
         schema_registry: str, capsys: pytest.CaptureFixture[str]  # noqa: F811 - the fixture
 ) -> None:
     from ingest.spark.job import run_stream
-    from ingest.spark.kafka.produce import produce_events
+    from ingest.kafka.produce import produce_events
 
     client = registry(schema_registry)
     subject = f"{topic}-value"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ingest.acid.read.reader import read_table
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.spark.source._stream import readable_end
 from ingest.table import delete
 from ingest.txn import Metastore, default_metastore_url

@@ -12,8 +12,8 @@ import pytest
 from external import free_port
 
 from ingest.errors import ConfigError
-from ingest.spark.kafka._read import rate_limit
-from ingest.spark.kafka.produce import ensure_topic, produce_events, sample_events
+from ingest.kafka import KafkaConnection, rate_limit
+from ingest.kafka.produce import ensure_topic, produce_events, sample_events
 from ingest.spark.kafka.source import (
     ARROW_SCHEMA,
     SCHEMA,
@@ -88,7 +88,7 @@ def test_options_parse() -> None:
     assert opts.max_offsets_per_trigger == 7
     assert opts.fail_on_data_loss is False
     assert opts.timeout_s == 1.5
-    assert opts.client_config == (("client.id", "x"),)
+    assert opts.connection.settings == (("client.id", "x"),)
     assert opts.starting_offsets == {("a", 0): 5, ("a", 1): -2}
 
 
@@ -159,7 +159,7 @@ def test_reads_every_record_exactly_once_with_spark_kafka_columns(
 @pytest.mark.spark
 def test_schema_matches_spark_kafka_source(spark: Any, kafka_broker: str, topic: str) -> None:
     ensure_topic(kafka_broker, topic, partitions=1)
-    df = kafka_dataframe(spark, bootstrap_servers=kafka_broker, topic=topic, source="python")
+    df = kafka_dataframe(spark, connection=KafkaConnection(kafka_broker), topic=topic, source="python")
     assert df.isStreaming
     assert df.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
@@ -168,7 +168,7 @@ def test_schema_matches_spark_kafka_source(spark: Any, kafka_broker: str, topic:
     # pyspark's wheel has no spark-sql-kafka-0-10, so "auto" must choose ours.
     assert jvm_kafka_available(spark) is False
     with pytest.raises(ConfigError, match="not on the classpath"):
-        kafka_dataframe(spark, bootstrap_servers=kafka_broker, topic=topic, source="jvm")
+        kafka_dataframe(spark, connection=KafkaConnection(kafka_broker), topic=topic, source="jvm")
 
 
 @pytest.mark.kafka
@@ -217,17 +217,20 @@ def test_starting_offsets_json_and_latest(
 
 @pytest.mark.kafka
 @pytest.mark.spark
-def test_offsets_beyond_the_end_are_data_loss(
+def test_offsets_beyond_the_end_are_refused_as_another_topic(
         spark: Any, kafka_broker: str, topic: str, tmp_path: Path) -> None:
+    """The end a committed reader sees never goes back: offsets past it mean the topic was
+    deleted and created again, refused whatever failOnDataLoss says (its records would be
+    read under the old offsets)."""
     ensure_topic(kafka_broker, topic, partitions=1)
     produce_events(kafka_broker, topic, events=sample_events(3), create_topic=False)
     starting = f'{{"{topic}": {{"0": 50}}}}'
-    message = _failure(spark, kafka_broker, topic, tmp_path / "a", startingOffsets=starting)
-    assert f"Kafka data loss on {kafka_broker}: partition {topic}-0 ends at offset 3" in message
-    assert "failOnDataLoss=false" in message
-    skipped = _run(spark, kafka_broker, topic, tmp_path / "b", startingOffsets=starting,
-                   failOnDataLoss="false")
-    assert _ids(skipped) == []
+    for n, fail in enumerate(("true", "false")):
+        message = _failure(spark, kafka_broker, topic, tmp_path / str(n),
+                           startingOffsets=starting, failOnDataLoss=fail)
+        assert (f"Kafka partition {topic}-0 on {kafka_broker} now ends at offset 3, below "
+                f"offset 50 this stream already read: topic '{topic}' was deleted and created "
+                "again") in message
 
 
 @pytest.mark.kafka

@@ -23,7 +23,7 @@ from external import require
 
 from ingest.acid.read.reader import read_table
 from ingest.spark import StreamOptions, option_specs
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.txn import Metastore, default_metastore_url
 
 ROOT = Path(__file__).resolve().parents[2]

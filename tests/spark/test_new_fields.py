@@ -19,7 +19,7 @@ from ingest.acid import read_bucket_file
 from ingest.acid.read.reader import read_table
 from ingest.errors import ConfigError, SchemaMismatchError
 from ingest.spark.job import StreamSummary, run_stream
-from ingest.spark.kafka.produce import produce_events
+from ingest.kafka.produce import produce_events
 from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink._batch import BatchReport
 from ingest.spark.sink._fields import FieldSeen, column_type, new_columns, new_field_reason

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest.spark.kafka import GroupCommitter
+from ingest.kafka import GroupCommitter, KafkaConnection
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
 from ingest.table import create_table, load
@@ -122,9 +122,9 @@ def test_a_metastore_that_fails_loses_only_its_gauges(tmp_path: Path,
 def test_a_failed_group_commit_is_counted_and_logged_never_raised(
         caplog: pytest.LogCaptureFixture) -> None:
     metrics = StreamMetrics("default.events")
-    committer = GroupCommitter("127.0.0.1:1", "ingest-test", timeout_s=1,
+    committer = GroupCommitter(KafkaConnection("127.0.0.1:1"), "ingest-test", timeout_s=1,
                                on_result=lambda ok: metrics.group_committed("ingest-test", ok))
-    with caplog.at_level(logging.WARNING, logger="ingest.spark.kafka.group"):
+    with caplog.at_level(logging.WARNING, logger="ingest.kafka.group"):
         committer.submit({("events", 0): 5})
         assert committer.flush(60)
         committer.close(timeout_s=1)

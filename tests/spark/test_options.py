@@ -119,13 +119,6 @@ def test_trigger() -> None:
     assert stream_trigger("available-now") == (0.0, True)
 
 
-def test_kafka_modules_import_no_cycle() -> None:
-    """_kafka_read (confluent-kafka) sits below kafka_source (Spark's reader protocol)."""
-    tree = ast.parse((ROOT / "ingest/spark/kafka/_read.py").read_text())
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "ingest.spark.kafka.source" not in imported
-
-
 def test_keyed_modes_refuse_options_that_do_not_fit() -> None:
     assert SinkOptions(mode="cdc", key="id, dt").key_columns == ("id", "dt")
     with pytest.raises(ConfigError, match="--mode upsert needs --key") as info:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ingest.errors import ConfigError, IngestError
-from ingest.spark.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
+from ingest.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
 
 
 def _consume_all(servers: str, topic: str, partitions: int, count: int) -> list[Any]:

@@ -32,7 +32,7 @@ from schema_registry import Registry, own_schema_registry  # noqa: F401 - the fi
 
 from ingest.acid.read.reader import read_table
 from ingest.errors import IngestError
-from ingest.spark.kafka import RegistryRetry, SchemaRegistry, confluent_frame
+from ingest.kafka import RegistryRetry, SchemaRegistry, confluent_frame
 from ingest.spark.sink._avro import AvroFormat, decode_avro_values
 from ingest.table import avro_to_arrow, create_table
 from ingest.txn import Metastore, default_metastore_url
@@ -195,7 +195,7 @@ def test_a_stream_whose_registry_dies_fails_its_micro_batch_and_keeps_what_it_co
     fails the query with the decoder's error (the registry's URL and the id), nothing of it is
     committed or dead-lettered, and the rows committed before stay as they were."""
     from ingest.spark.job import run_stream
-    from ingest.spark.kafka.produce import produce_events
+    from ingest.kafka.produce import produce_events
 
     url = own_schema_registry.url
     writer = SchemaRegistry(url)

@@ -23,7 +23,7 @@ from ingest.acid import ValidWriteIdList
 from ingest.acid.read.reader import read_table
 from ingest.errors import TableNotFoundError
 from ingest.spark.job import RunningStream, run_stream
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.table import alter_table
 from ingest.table._definition import RETENTION_PROPERTY
 from ingest.txn import Metastore, default_metastore_url

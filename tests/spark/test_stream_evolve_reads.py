@@ -23,7 +23,7 @@ import pytest
 
 import ingest
 from ingest.errors import TableNotFoundError
-from ingest.spark.kafka.produce import produce_events
+from ingest.kafka.produce import produce_events
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]

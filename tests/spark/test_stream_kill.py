@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ingest.acid.read.reader import read_table
-from ingest.spark.kafka.produce import produce_events, sample_events
+from ingest.kafka.produce import produce_events, sample_events
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash, pytest.mark.slow]

@@ -31,7 +31,7 @@ from support import run_cli
 
 import ingest
 from ingest.spark.job import RunningStream, run_stream
-from ingest.spark.kafka import produce_events, sample_events
+from ingest.kafka import produce_events, sample_events
 from ingest.spark.metrics import METRIC_NAMES
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow,

@@ -20,7 +20,7 @@ from conftest import free_port
 
 from ingest.spark import configure_stream_logging
 from ingest.spark.job import RunningStream, run_stream
-from ingest.spark.kafka import group_offsets, produce_events, sample_events
+from ingest.kafka import KafkaConnection, group_offsets, produce_events, sample_events
 from ingest.spark.progress import OBSERVATION
 from ingest.table import stream_progress
 from ingest.txn import Metastore, default_metastore_url
@@ -65,7 +65,8 @@ def test_json_batch_lines_progress_and_group_offsets_match_the_table(
         listened = running.operations.listener.records
     finally:
         for name in ("ingest.spark.progress", "ingest.spark.sink", "ingest.spark.job",
-                     "ingest.spark.maintenance", "ingest.spark.metrics", "ingest.spark.kafka"):
+                     "ingest.spark.maintenance", "ingest.spark.metrics", "ingest.spark.kafka",
+                     "ingest.kafka"):
             logging.getLogger(name).removeHandler(handler)
 
     batches = -(-(RECORDS + BAD) // PER_BATCH)
@@ -101,7 +102,7 @@ def test_json_batch_lines_progress_and_group_offsets_match_the_table(
     # The consumer group holds exactly the table's offsets.
     expected = table_offsets(location)
     assert sum(expected.values()) == RECORDS + BAD
-    assert group_offsets(kafka_broker, group, [topic], timeout_s=10) == expected
+    assert group_offsets(KafkaConnection(kafka_broker), group, [topic], timeout_s=10) == expected
     assert metrics is not None
     assert metrics.registry.get_sample_value("ingest_kafka_group_commits_total", {
         "table": "default.events", "group": group, "outcome": "failed"}) is None
@@ -153,7 +154,7 @@ def test_the_spark_submit_job_logs_json_lines_and_commits_to_the_group(
     batch = [r for r in ours if r["event"] == "batch"]
     assert len(batch) == 1 and batch[0]["rows_committed"] == 20, done.stderr[-3000:]
     assert all(r["event"] in ("batch", "log") for r in ours)
-    assert group_offsets(kafka_broker, group, [topic], timeout_s=10) == table_offsets(location)
+    assert group_offsets(KafkaConnection(kafka_broker), group, [topic], timeout_s=10) == table_offsets(location)
 
 
 def test_ingest_stream_logs_a_text_line_per_batch_with_sparks_numbers(

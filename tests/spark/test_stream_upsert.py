@@ -24,7 +24,7 @@ import ingest
 from ingest.acid.read.reader import read_table
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.spark.job import StreamSummary, run_stream
-from ingest.spark.kafka.produce import produce_events
+from ingest.kafka.produce import produce_events
 from ingest.spark.sink import dead_letter_location
 from ingest.table import create_table
 from ingest.txn import Metastore, default_metastore_url

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import ingest
 from ingest.spark.job import StreamSummary, run_stream
-from ingest.spark.kafka.produce import ensure_topic
+from ingest.kafka.produce import ensure_topic
 
 pytestmark = [pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support:FutureWarning")]

@@ -3,8 +3,13 @@
 Short name "ingest-kafka"; the columns and the main options are those of Spark's own JVM "kafka"
 source (KafkaSourceProvider), read with confluent-kafka. Offsets are a JSON dict
 topic -> partition -> next offset and live in Spark's checkpoint; nothing is committed to Kafka.
-It knows Kafka and Spark's reader protocol, not ORC or ACID; the confluent-kafka calls (metadata,
-watermarks, reading a range) are in `_kafka_read`, the options and offsets in `_kafka_options`.
+It knows Spark's reader protocol, not ORC or ACID; the confluent-kafka calls (metadata, end
+offsets, reading a range) are in `ingest.kafka.read`, the options and offsets in
+`ingest.kafka.options`.
+
+Records of aborted transactions are never read and an open transaction's records only once it
+commits: the source reads `read_committed` unless `kafka.isolation.level` says otherwise, and
+plans each micro-batch up to what such a reader can see (the last stable offset).
 """
 
 from __future__ import annotations
@@ -34,16 +39,20 @@ from pyspark.sql.types import (
 )
 
 from ingest.errors import ConfigError, IngestError
-from ingest.spark.kafka._options import (
+from ingest.kafka import (
+    ARROW_SCHEMA,
     DEFAULT_STARTING_OFFSETS,
     DEFAULT_TIMEOUT_MS,
+    KafkaClient,
+    KafkaConnection,
     KafkaSourceOptions,
     Offsets,
     describe,
     offsets_from_json,
     offsets_to_json,
+    rate_limit,
+    read_range,
 )
-from ingest.spark.kafka._read import ARROW_SCHEMA, KafkaClient, rate_limit, read_range
 from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:
@@ -143,9 +152,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end: Offsets = {}
         for tp, high in latest.items():
             if high < begin_all[tp]:
-                self._data_loss(f"partition {describe(tp)} ends at offset {high}, below offset "
-                                f"{begin_all[tp]} already read (was the topic recreated?)")
-            end[tp] = max(high, begin_all[tp])
+                # The end a committed reader sees never goes back: the topic is another.
+                raise IngestError(
+                    f"Kafka partition {describe(tp)} on {self.options.bootstrap_servers} now "
+                    f"ends at offset {high}, below offset {begin_all[tp]} this stream already "
+                    f"read: topic '{tp[0]}' was deleted and created again (or truncated)",
+                    hint="its new records would be read under the old offsets; stream the new "
+                         "topic with a new --checkpoint (and a new table if its records "
+                         "overlap the old ones)")
+            end[tp] = high
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(begin_all, end, limit.max_rows)
         elif not isinstance(limit, ReadAllAvailable):
@@ -181,7 +196,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.options.fail_on_data_loss:
             raise IngestError(
                 f"Kafka data loss on {self.options.bootstrap_servers}: {what}.",
-                hint="set option failOnDataLoss=false to skip the lost records with a warning")
+                hint="to go on without the lost records, restart with --fail-on-data-loss "
+                     "false (option failOnDataLoss=false)")
         log.warning("Kafka data loss on %s, skipping: %s (failOnDataLoss=false)",
                     self.options.bootstrap_servers, what)
 
@@ -212,19 +228,22 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(KafkaSourceOptions.parse(self.options))
 
 
-def check_topic(bootstrap_servers: str, topic: str, *, timeout_s: float) -> int:
-    """Check the broker answers and the topic exists; returns its partition count.
+def check_topic(connection: KafkaConnection, topic: str, *, timeout_s: float) -> int:
+    """Check the broker answers this connection and the topic exists and may be read;
+    returns its partition count. Fails within seconds on what no retry mends (authentication,
+    TLS, an ACL) and on an unreachable broker (ingest.kafka.clients).
 
     Raises:
         ConfigError: the topic does not exist, or timeout_s is not a positive number of ms.
+        KafkaConnectError: the broker refuses this client or does not answer.
         IngestError: the broker cannot be reached within timeout_s.
     """
-    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
-                                        "subscribe": topic,
-                                        "kafka.timeout.ms": str(int(timeout_s * 1000))})
+    options = KafkaSourceOptions(connection, (topic,), "earliest", None, True, timeout_s)
     client = KafkaClient(options)
     try:
-        return len(client.partitions())
+        partitions = client.partitions()
+        client.watermarks(partitions)  # a fetch: READ on the topic, as the stream needs
+        return len(partitions)
     finally:
         client.close()
 
@@ -269,7 +288,7 @@ def check_jvm_kafka(spark: SparkSession) -> None:
 def kafka_dataframe(
     spark: SparkSession,
     *,
-    bootstrap_servers: str,
+    connection: KafkaConnection,
     topic: str,
     starting_offsets: str | Mapping[str, Mapping[str, int]] = DEFAULT_STARTING_OFFSETS,
     max_offsets_per_trigger: int | None = None,
@@ -281,11 +300,13 @@ def kafka_dataframe(
 
     source="python" (the default) reads with "ingest-kafka"; "jvm" with Spark's own source
     (spark-sql-kafka-0-10, which must be on the classpath); "auto" with Spark's when its classes
-    are there, else ours. `timeout_s` applies to "ingest-kafka" only.
+    are there, else ours. Both read `read_committed` unless the connection sets
+    `isolation.level`, and both get every setting of the connection (the JVM source in the
+    Java client's names). `timeout_s` applies to "ingest-kafka" only.
 
     Raises:
-        ConfigError: source="jvm" but spark-sql-kafka-0-10 is not on the classpath, or an
-            unknown source.
+        ConfigError: source="jvm" but spark-sql-kafka-0-10 is not on the classpath, an
+            unknown source, or a setting the chosen source cannot take.
     """
     if source not in ("auto", "jvm", "python"):
         raise ConfigError(f"Unknown Kafka source {source!r}.", hint="python, jvm or auto")
@@ -294,14 +315,18 @@ def kafka_dataframe(
         check_jvm_kafka(spark)
     starting = starting_offsets if isinstance(starting_offsets, str) else json.dumps(
         {t: {str(p): int(o) for p, o in parts.items()} for t, parts in starting_offsets.items()})
+    settings = {"isolation.level": "read_committed"}
     if use_jvm:
         reader = spark.readStream.format("kafka").option("includeHeaders", "true")
+        settings.update(connection.jvm_properties())
     else:
         register_kafka_source(spark)
         reader = spark.readStream.format(SOURCE_NAME).option(
             "kafka.timeout.ms", str(int(timeout_s * 1000)))
-    reader = (reader.option("kafka.bootstrap.servers", bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", starting)
+        settings.update(connection.client_config())
+    for name, value in settings.items():
+        reader = reader.option(f"kafka.{name}", value)
+    reader = (reader.option("subscribe", topic).option("startingOffsets", starting)
               .option("failOnDataLoss", str(fail_on_data_loss).lower()))
     if max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))

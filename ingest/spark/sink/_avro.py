@@ -33,7 +33,7 @@ from fastavro.schema import SchemaParseException, UnknownType
 
 from ingest.acid.format import to_ddl
 from ingest.errors import ConfigError
-from ingest.spark.kafka import registry, split_frame
+from ingest.kafka import registry, split_frame
 from ingest.spark.sink._newfields import by_field
 from ingest.spark.sink._parse import TOMBSTONE_REASON, ParsedValues
 from ingest.table import avro_fields, hive_type_to_arrow, load_avro_schema, read_avro_schema_file

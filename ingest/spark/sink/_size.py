@@ -1,11 +1,15 @@
-"""How many Kafka records a micro-batch holds, known before a task reads one.
+"""Which Kafka offset ranges a micro-batch planned, and so how many records it holds at
+most, known before a task reads one.
 
 foreachBatch hands the sink a micro-batch already planned down to its input partitions (an
 RDD whose root is Spark's `DataSourceRDD`): one Kafka offset range each, whichever source read
 it. ingest's `ingest-kafka` source ships its ranges as pickled `KafkaInputPartition`s
 (`PythonStreamingInputPartition`), Spark's JVM `kafka` source as `KafkaBatchInputPartition`s
 with an `offsetRange`. The ranges' lengths, summed, bound the records (fewer when retention
-removed some). It knows Spark's plan and the two sources' partitions, not the sink.
+removed some, and for commit markers and aborted records). The ranges themselves are what the
+table records as read: a gap Kafka made inside them (markers, aborted records, compaction) is
+then not mistaken for skipped records. It knows Spark's plan and the two sources'
+partitions, not the sink.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from __future__ import annotations
 import io
 import logging
 import pickle
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ingest.spark.kafka import KafkaInputPartition
+from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -35,11 +41,21 @@ def planned_records(batch_df: DataFrame) -> int | None:
 
     Never raises: an unknown size only means the micro-batch is not known to be small.
     """
+    ranges = planned_ranges(batch_df)
+    return None if ranges is None else sum(r.until_offset - r.from_offset for r in ranges)
+
+
+def planned_ranges(batch_df: DataFrame) -> list[OffsetRange] | None:
+    """The offset range each Kafka partition of `batch_df` was planned to read, one per topic
+    partition (a partition split among tasks merged), sorted; None when the plan does not say.
+
+    Never raises.
+    """
     try:
         rdd = batch_df._jdf.queryExecution().logical().rdd()
         for _ in range(_MAX_DEPTH):
             if rdd.getClass().getSimpleName() == _SOURCE_RDD:
-                return _records(rdd.inputPartitions())
+                return _ranges(rdd.inputPartitions())
             dependencies = rdd.dependencies()
             if dependencies.size() != 1:
                 return None
@@ -50,32 +66,54 @@ def planned_records(batch_df: DataFrame) -> int | None:
         return None
 
 
-def _records(input_partitions: Any) -> int | None:
-    """Records in a DataSourceRDD's input partitions (each an Option of one, or a Seq)."""
-    total = 0
+def _ranges(input_partitions: Any) -> list[OffsetRange] | None:
+    """The ranges of a DataSourceRDD's input partitions (each an Option of one, or a Seq)."""
+    merged: dict[tuple[str, int], OffsetRange] = {}
     for i in range(input_partitions.size()):
         entry = input_partitions.apply(i)
         parts = [entry.get()] if entry.getClass().getSimpleName() == "Some" else (
             [] if entry.getClass().getSimpleName() == "None$" else
             [entry.apply(j) for j in range(entry.size())])
         for part in parts:
-            records = _partition_records(part)
-            if records is None:
+            found = _partition_range(part)
+            if found is None:
                 return None
-            total += records
-    return total
+            key = (found.topic, found.partition)
+            known = merged.get(key)
+            merged[key] = found if known is None else OffsetRange(
+                found.topic, found.partition, min(known.from_offset, found.from_offset),
+                max(known.until_offset, found.until_offset))
+    return [merged[k] for k in sorted(merged)]
 
 
-def _partition_records(part: Any) -> int | None:
-    """Records of one input partition of either Kafka source, or None for another kind."""
+def _partition_range(part: Any) -> OffsetRange | None:
+    """The range of one input partition of either Kafka source, or None for another kind."""
     if part.getClass().getSimpleName() == _PYTHON_PARTITION:
         ours = _KafkaPartitionOnly(io.BytesIO(bytes(part.pickedPartition()))).load()
         if not isinstance(ours, KafkaInputPartition):
             return None
-        return ours.until_offset - ours.from_offset
+        return ours.offsets
     offsets = part.offsetRange()  # Spark's KafkaBatchInputPartition (AttributeError else)
     begin, until = int(offsets.fromOffset()), int(offsets.untilOffset())
-    return until - begin if 0 <= begin <= until else None
+    if not 0 <= begin <= until:
+        return None
+    tp = offsets.topicPartition()
+    return OffsetRange(str(tp.topic()), int(tp.partition()), begin, until)
+
+
+def cover(seen: Sequence[OffsetRange], planned: Sequence[OffsetRange] | None
+          ) -> tuple[OffsetRange, ...]:
+    """Each topic partition's range as read: from the lowest to the highest offset of the
+    planned range and of the records seen (a task never reads outside its plan, but a plan
+    that could not be read back leaves the records' own range)."""
+    out: dict[tuple[str, int], OffsetRange] = {}
+    for r in [*seen, *(planned or ())]:
+        key = (r.topic, r.partition)
+        known = out.get(key)
+        out[key] = r if known is None else OffsetRange(
+            r.topic, r.partition, min(known.from_offset, r.from_offset),
+            max(known.until_offset, r.until_offset))
+    return tuple(out[k] for k in sorted(out))
 
 
 class _KafkaPartitionOnly(pickle.Unpickler):
@@ -88,4 +126,4 @@ class _KafkaPartitionOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"not a Kafka input partition: {module}.{name}")
 
 
-__all__ = ["planned_records"]
+__all__ = ["cover", "planned_ranges", "planned_records"]

@@ -59,6 +59,7 @@ from ingest.spark.sink._batch import (
 from ingest.spark.sink._fields import FieldSeen, column_type, merge_fields, new_columns
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
+from ingest.spark.sink._size import cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink._txn_batches import check_transaction_batches
@@ -366,6 +367,9 @@ class AcidSink:
                 return self._evolve(store, columns, batch_id)
             report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
                                      dl_fs=self.dl_fs)
+            # The ranges planned, not only the records seen: markers, aborted records and a
+            # compacted topic's gaps are read, not skipped (ingest verify, ingest status).
+            report = replace(report, offsets=cover(report.offsets, planned_ranges(batch_df)))
             crash_point("sink.before_commit")
             committing = time.monotonic()
             files = self._committed_files(plan, results)

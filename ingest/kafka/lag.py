@@ -1,5 +1,7 @@
-"""Kafka lag: each topic partition's latest offset on the broker against the offset a table
-has committed (the end of the last offset range its sink progress recorded).
+"""Kafka lag: each topic partition's readable end on the broker (for a `read_committed`
+reader the last stable offset, so commit markers and an open transaction's records are not
+lag) against the offset a table has committed (the end of the last offset range its sink
+progress recorded).
 
 Used by the streaming job's metrics (`ingest_kafka_lag_records`) and by `ingest status
 --bootstrap-servers`. Knows Kafka (through the source's `KafkaClient`), not the metastore:
@@ -12,8 +14,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ingest.spark.kafka._options import KafkaSourceOptions
-from ingest.spark.kafka._read import KafkaClient
+from ingest.errors import ConfigError
+from ingest.kafka.connection import KafkaConnection
+from ingest.kafka.options import KafkaSourceOptions
+from ingest.kafka.read import KafkaClient
 
 TopicPartitionKey = tuple[str, int]
 
@@ -27,7 +31,8 @@ class PartitionLag:
         committed_offset: the next offset the table would read (the end of its last committed
             range), or None when no committed transaction read this partition.
         earliest_offset: the broker's first offset still held.
-        latest_offset: the broker's next offset to be written (its high watermark).
+        latest_offset: the end a reader of the connection's isolation level can read to (the
+            last stable offset for `read_committed`, the default; else the high watermark).
     """
 
     topic: str
@@ -48,16 +53,19 @@ class LagProbe:
     """Asks the broker for the latest offsets of topics, again and again (one consumer,
     serialised by a lock: a metrics scrape and a status call may come from any thread)."""
 
-    def __init__(self, bootstrap_servers: str, topics: Sequence[str], *,
+    def __init__(self, connection: KafkaConnection, topics: Sequence[str], *,
                  timeout_s: float) -> None:
         """Nothing is opened until the first `lag` call.
 
         Raises:
             ConfigError: no topics, or a timeout that is not a positive number.
         """
-        self._options = KafkaSourceOptions.parse({
-            "kafka.bootstrap.servers": bootstrap_servers, "subscribe": ",".join(topics),
-            "kafka.timeout.ms": str(max(1, int(timeout_s * 1000)))})
+        if not topics:
+            raise ConfigError("Kafka lag needs at least one topic")
+        if timeout_s <= 0:
+            raise ConfigError(f"A Kafka timeout must be positive, got {timeout_s:g} s")
+        self._options = KafkaSourceOptions(connection, tuple(topics), "earliest", None, True,
+                                           timeout_s)
         self._client: KafkaClient | None = None
         self._lock = threading.Lock()
 
@@ -87,7 +95,7 @@ class LagProbe:
                 self._client = None
 
 
-def kafka_lag(bootstrap_servers: str, topics: Sequence[str],
+def kafka_lag(connection: KafkaConnection, topics: Sequence[str],
               committed: Mapping[TopicPartitionKey, int], *,
               timeout_s: float) -> list[PartitionLag]:
     """Once: the lag of every partition of `topics` against `committed` (see `LagProbe.lag`).
@@ -96,7 +104,7 @@ def kafka_lag(bootstrap_servers: str, topics: Sequence[str],
         ConfigError: a topic does not exist.
         IngestError: the broker cannot be reached in time.
     """
-    probe = LagProbe(bootstrap_servers, topics, timeout_s=timeout_s)
+    probe = LagProbe(connection, topics, timeout_s=timeout_s)
     try:
         return probe.lag(committed)
     finally:

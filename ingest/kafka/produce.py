@@ -6,7 +6,6 @@ For tests, demos and `ingest produce`; the streaming job only reads. Knows Kafka
 from __future__ import annotations
 
 import json
-import logging
 import random
 import string
 import time
@@ -15,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ingest.errors import ConfigError, IngestError
+from ingest.kafka import clients
+from ingest.kafka.connection import KafkaConnection
 
 Event = bytes | str | dict[str, Any] | None
 KeyFn = Callable[[Event], bytes | str | None]
@@ -61,49 +62,51 @@ def encode_event(event: Event) -> bytes | None:
                       f"expected bytes, str or dict.")
 
 
-def _kafka_config(bootstrap_servers: str, timeout_s: float) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap_servers,
-        "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
-        "logger": logging.getLogger(f"{__name__}.librdkafka"),
-    }
-
-
-def ensure_topic(bootstrap_servers: str, topic: str, *, partitions: int = 1,
+def ensure_topic(connection: KafkaConnection | str, topic: str, *, partitions: int = 1,
                  timeout_s: float = 30.0) -> bool:
     """Create `topic` with `partitions` partitions unless it exists; return True if created.
 
     Raises:
         ConfigError: partitions < 1.
+        KafkaConnectError: the broker refuses this client (authentication, TLS) or does not
+            answer.
         IngestError: the broker cannot be reached or refuses to create the topic.
     """
     from confluent_kafka import KafkaError, KafkaException
 
     # confluent-kafka's admin package re-exports NewTopic without marking it so for mypy.
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     if partitions < 1:
         raise ConfigError(f"A topic needs at least 1 partition, got {partitions}.")
-    admin = AdminClient(_kafka_config(bootstrap_servers, timeout_s))
-    try:
-        admin.list_topics(timeout=timeout_s)
-    except KafkaException as e:
-        raise IngestError(f"Cannot reach Kafka at {bootstrap_servers} within {timeout_s:g} s: {e}",
-                          hint="check that the broker is running and reachable") from e
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                            replication_factor=1)],
-                                  request_timeout=timeout_s, operation_timeout=timeout_s)
+    connection = _connection(connection)
+    client = clients.admin(connection, logger_name=f"{__name__}.librdkafka")
+    meta = client.wait("get metadata", lambda t: client.handle.list_topics(timeout=t),
+                       timeout_s=timeout_s)
+    if topic in meta.topics and meta.topics[topic].error is None:
+        return False
+    futures = client.handle.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        request_timeout=timeout_s, operation_timeout=timeout_s)
     try:
         futures[topic].result(timeout=timeout_s)
     except KafkaException as e:
         if e.args and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
-        raise IngestError(f"Cannot create Kafka topic '{topic}' on {bootstrap_servers}: {e}") from e
+        raise IngestError(f"Cannot create Kafka topic '{topic}' on "
+                          f"{connection.bootstrap_servers}: {e}",
+                          hint="create it with kafka-topics.sh, or let the principal CREATE "
+                               "topics") from None
     return True
 
 
+def _connection(connection: KafkaConnection | str) -> KafkaConnection:
+    """A plaintext connection from bare bootstrap servers (tests, demos)."""
+    return connection if isinstance(connection, KafkaConnection) else KafkaConnection(connection)
+
+
 def produce_events(
-    bootstrap_servers: str,
+    connection: KafkaConnection | str,
     topic: str,
     *,
     events: Iterable[Event],
@@ -116,7 +119,7 @@ def produce_events(
     """Produce every event to `topic`, wait for all delivery reports, return how many were written.
 
     Args:
-        bootstrap_servers: "host:port[,host:port]".
+        connection: the brokers and client settings (bare "host:port[,host:port]": plaintext).
         topic: the topic; created with `partitions` partitions first if `create_topic`.
         events: bytes, str (UTF-8) or dict (compact JSON) values; None: a tombstone.
         key_fn: the record key for an event (str as UTF-8), or None for no key.
@@ -127,15 +130,19 @@ def produce_events(
 
     Raises:
         ConfigError: an event or key of an unsupported type, or partitions < 1.
+        KafkaConnectError: the broker refuses this client or does not answer.
         IngestError: the broker cannot be reached, or some records were not delivered.
     """
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import KafkaException
 
+    connection = _connection(connection)
     if create_topic:
-        ensure_topic(bootstrap_servers, topic, partitions=partitions, timeout_s=timeout_s)
-    producer = Producer({**_kafka_config(bootstrap_servers, timeout_s),
-                         "message.timeout.ms": int(timeout_s * 1000),
-                         "enable.idempotence": False, "linger.ms": 5})
+        ensure_topic(connection, topic, partitions=partitions, timeout_s=timeout_s)
+    client = clients.producer(connection, logger_name=f"{__name__}.librdkafka",
+                              **{"message.timeout.ms": int(timeout_s * 1000),
+                                 "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+                                 "enable.idempotence": False, "linger.ms": 5})
+    producer = client.handle
     delivered = 0
     failures: list[str] = []
 
@@ -162,13 +169,15 @@ def produce_events(
                 break
             except BufferError:  # local queue full: serve delivery reports, then retry
                 producer.poll(0.1)
+                client.check()
             except KafkaException as e:
                 raise IngestError(f"Cannot produce to Kafka topic '{topic}' on "
-                                  f"{bootstrap_servers}: {e}") from e
+                                  f"{connection.bootstrap_servers}: {e}") from e
         sent += 1
         producer.poll(0)
     deadline = time.monotonic() + timeout_s + 5
     while producer.flush(1.0) > 0:
+        client.check()  # a refused connection ends the wait at once, with its cause
         if time.monotonic() > deadline:
             break
     undelivered = sent - delivered - len(failures)
@@ -176,7 +185,7 @@ def produce_events(
         first = f"; first error: {failures[0]}" if failures else ""
         raise IngestError(
             f"Produced {delivered} of {sent} records to Kafka topic '{topic}' on "
-            f"{bootstrap_servers}: {len(failures)} failed, {undelivered} unconfirmed{first}.",
+            f"{connection.bootstrap_servers}: {len(failures)} failed, {undelivered} unconfirmed{first}.",
             hint="check the broker; records already delivered stay in the topic")
     return delivered
 

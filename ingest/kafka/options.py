@@ -1,7 +1,9 @@
-"""The "ingest-kafka" source's options and offsets, shared by kafka_source and _kafka_read.
+"""The "ingest-kafka" source's options and offsets, shared by its Spark side
+(ingest.spark.kafka) and its Kafka side (ingest.kafka.read).
 
 Offsets are {(topic, partition): next offset}; in Spark's checkpoint they are JSON
-{"topic": {"0": 23}}, as Spark's own kafka source writes them. Knows neither Spark nor Kafka.
+{"topic": {"0": 23}}, as Spark's own kafka source writes them. Knows neither Spark nor
+confluent-kafka.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ingest.errors import ConfigError
+from ingest.kafka.connection import KafkaConnection, normalize
 
 DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_STARTING_OFFSETS = "earliest"
@@ -31,23 +34,26 @@ class KafkaSourceOptions:
     """The parsed options of one "ingest-kafka" source.
 
     Attributes:
-        bootstrap_servers: `kafka.bootstrap.servers`.
+        connection: `kafka.bootstrap.servers` and every other `kafka.*` option (librdkafka's
+            names, or the Java client's SASL/TLS ones, translated), the prefix removed.
         topics: `subscribe`, split on commas.
         starting_offsets: `startingOffsets`: "earliest", "latest" or explicit offsets
             (-2 = earliest, -1 = latest for one partition).
         max_offsets_per_trigger: `maxOffsetsPerTrigger`, or None for no limit.
         fail_on_data_loss: `failOnDataLoss`.
         timeout_s: `kafka.timeout.ms` / 1000: metadata calls and reads without progress.
-        client_config: every other `kafka.*` option, handed to librdkafka without the prefix.
     """
 
-    bootstrap_servers: str
+    connection: KafkaConnection
     topics: tuple[str, ...]
     starting_offsets: StartingOffsets
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
     timeout_s: float
-    client_config: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.connection.bootstrap_servers
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> KafkaSourceOptions:
@@ -75,16 +81,16 @@ class KafkaSourceOptions:
         if fail not in ("true", "false"):
             raise ConfigError(f"Option 'failOnDataLoss' must be true or false, got {fail!r}.")
         own = {"kafka.bootstrap.servers", "kafka.timeout.ms"}
-        client = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items()
-                              if k.startswith("kafka.") and k not in own))
+        # Spark lower-cases option names; librdkafka's are lower case except `oauth_cb`'s.
+        client = normalize({k[len("kafka."):]: v for k, v in options.items()
+                            if k.lower().startswith("kafka.") and k.lower() not in own})
         return cls(
-            bootstrap_servers=servers, topics=topics,
+            connection=KafkaConnection(servers, tuple(client.items())), topics=topics,
             starting_offsets=_parse_starting(
                 opts.get("startingoffsets", DEFAULT_STARTING_OFFSETS), topics),
             max_offsets_per_trigger=None if max_offsets is None
             else _positive_int(opts, "maxoffsetspertrigger", 0),
             fail_on_data_loss=fail == "true", timeout_s=timeout_ms / 1000.0,
-            client_config=client,
         )
 
 

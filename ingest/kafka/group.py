@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ingest.errors import ConfigError, IngestError
+from ingest.kafka import clients
+from ingest.kafka.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ class GroupCommitter:
 
     Usage::
 
-        committer = GroupCommitter("broker:9092", "ingest-events", timeout_s=10)
+        committer = GroupCommitter(KafkaConnection("broker:9092"), "ingest-events", timeout_s=10)
         committer.submit({("events", 0): 120, ("events", 1): 97})   # after a table commit
         committer.close()      # commits what is pending (bounded), then stops
 
@@ -34,12 +35,12 @@ class GroupCommitter:
     group with active members of its own refuses the commit, which is counted as a failure.
     """
 
-    def __init__(self, bootstrap_servers: str, group: str, *, timeout_s: float,
+    def __init__(self, connection: KafkaConnection, group: str, *, timeout_s: float,
                  on_result: Callable[[bool], None] | None = None) -> None:
         """Nothing is opened until the first commit.
 
         Args:
-            bootstrap_servers: the brokers.
+            connection: the brokers and the client settings.
             group: the consumer group id.
             timeout_s: bound on reaching the broker for one commit.
             on_result: called after each commit with whether it succeeded (metrics).
@@ -50,7 +51,7 @@ class GroupCommitter:
         if not group.strip():
             raise ConfigError("--commit-offsets-to-group needs a consumer group id, got ''",
                               hint="e.g. --commit-offsets-to-group ingest-events")
-        self.bootstrap_servers = bootstrap_servers
+        self.connection = connection
         self.group = group
         self.timeout_s = timeout_s
         self.on_result = on_result
@@ -60,7 +61,7 @@ class GroupCommitter:
         self._cond = threading.Condition()
         self._busy = False
         self._closed = False
-        self._consumer: Any = None
+        self._consumer: clients.Client | None = None
         self._thread = threading.Thread(target=self._loop, name=f"ingest-group-{group}",
                                         daemon=True)
         self._thread.start()
@@ -111,27 +112,29 @@ class GroupCommitter:
                 self.on_result(ok)
 
     def _commit(self, offsets: Mapping[TopicPartitionKey, int]) -> bool:
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
 
         try:
             if self._consumer is None:
                 ms = max(1, int(self.timeout_s * 1000))
-                self._consumer = Consumer({
-                    "bootstrap.servers": self.bootstrap_servers, "group.id": self.group,
-                    "enable.auto.commit": False, "socket.timeout.ms": ms,
-                    "session.timeout.ms": max(ms, 6000)})
-            done = self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o
-                                                  in sorted(offsets.items())],
-                                         asynchronous=False)
+                self._consumer = clients.consumer(
+                    self.connection, group_id=self.group,
+                    **{"socket.timeout.ms": ms, "session.timeout.ms": max(ms, 6000)})
+            consumer = self._consumer
+            done = consumer.wait(
+                f"commit offsets to consumer group {self.group}",
+                lambda _: consumer.handle.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+                    asynchronous=False), timeout_s=self.timeout_s)
             errors = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in done or []
                       if tp.error is not None]
             if errors:
                 raise KafkaException(errors[0])
-        except KafkaException as e:  # the table holds the offsets; the group is a copy
-            self.failures += 1
+        except (KafkaException, IngestError) as e:  # the table holds the offsets; the group
+            self.failures += 1                        # is a copy
             log.warning("Cannot commit offsets %s to Kafka consumer group %s on %s: %s (the "
                         "table's own offsets are unaffected; the next commit retries)",
-                        _describe(offsets), self.group, self.bootstrap_servers, e)
+                        _describe(offsets), self.group, self.connection.bootstrap_servers, e)
             return False
         self.commits += 1
         return True
@@ -141,30 +144,31 @@ def _describe(offsets: Mapping[TopicPartitionKey, int]) -> str:
     return ", ".join(f"{t}-{p}={o}" for (t, p), o in sorted(offsets.items()))
 
 
-def group_offsets(bootstrap_servers: str, group: str, topics: list[str], *,
+def group_offsets(connection: KafkaConnection, group: str, topics: list[str], *,
                   timeout_s: float) -> dict[TopicPartitionKey, int]:
     """The offsets `group` committed for every partition of `topics` (partitions it never
     committed left out).
 
     Raises:
+        KafkaConnectError: the broker refuses this client or does not answer.
         IngestError: the broker cannot be reached in time.
     """
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group,
-                         "enable.auto.commit": False})
+    client = clients.consumer(connection, group_id=group)
+    consumer = client.handle
     try:
+        meta = client.wait("get metadata", lambda t: consumer.list_topics(timeout=t),
+                           timeout_s=timeout_s)
         parts = []
-        meta = consumer.list_topics(timeout=timeout_s)
         for topic in topics:
             found = meta.topics.get(topic)
             parts += [TopicPartition(topic, p) for p in sorted(found.partitions)] if found else []
-        committed = consumer.committed(parts, timeout=timeout_s)
-    except KafkaException as e:
-        raise IngestError(f"Cannot read the offsets of consumer group {group} on "
-                          f"{bootstrap_servers}: {e}") from e
+        committed = client.wait(f"read the offsets of consumer group {group}",
+                                lambda t: consumer.committed(parts, timeout=max(t, 1.0)),
+                                timeout_s=timeout_s)
     finally:
-        consumer.close()
+        client.close()
     return {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
 
 

@@ -1,0 +1,62 @@
+"""Kafka, without Spark: the connection every client is made from, the clients and what their
+errors mean, the "ingest-kafka" source's options and reads, end offsets and lag, the consumer
+group commit, the producer of `ingest produce`, and the schema registry client.
+
+Knows Kafka and the registry; not ORC, ACID or Spark (the Spark source is
+`ingest.spark.kafka`).
+"""
+
+from ingest.kafka.clients import KafkaConnectError
+from ingest.kafka.connection import KafkaConnection, is_secret, redact_settings
+from ingest.kafka.group import GroupCommitter, group_offsets
+from ingest.kafka.lag import LagProbe, PartitionLag, kafka_lag
+from ingest.kafka.options import (
+    DEFAULT_STARTING_OFFSETS,
+    DEFAULT_TIMEOUT_MS,
+    KafkaSourceOptions,
+    Offsets,
+    describe,
+    offsets_from_json,
+    offsets_to_json,
+)
+from ingest.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
+from ingest.kafka.read import ARROW_SCHEMA, KafkaClient, rate_limit, read_range
+from ingest.kafka.registry import (
+    RegistryRetry,
+    SchemaRegistry,
+    confluent_frame,
+    registry,
+    split_frame,
+)
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "DEFAULT_STARTING_OFFSETS",
+    "DEFAULT_TIMEOUT_MS",
+    "GroupCommitter",
+    "KafkaConnectError",
+    "KafkaClient",
+    "KafkaConnection",
+    "KafkaSourceOptions",
+    "LagProbe",
+    "Offsets",
+    "PartitionLag",
+    "RegistryRetry",
+    "SchemaRegistry",
+    "confluent_frame",
+    "describe",
+    "encode_event",
+    "ensure_topic",
+    "group_offsets",
+    "is_secret",
+    "kafka_lag",
+    "offsets_from_json",
+    "offsets_to_json",
+    "produce_events",
+    "rate_limit",
+    "read_range",
+    "redact_settings",
+    "registry",
+    "sample_events",
+    "split_frame",
+]

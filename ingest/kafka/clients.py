@@ -1,0 +1,298 @@
+"""Every Kafka client of the package, made from one `KafkaConnection`, and what their errors mean.
+
+A librdkafka client reports a broken connection (a wrong password, an untrusted certificate,
+a plaintext client on a TLS port) only through its error callback, while the call that waits
+for the broker just times out. `Client` keeps what the callback saw, and `Client.wait` turns
+it into a sentence naming the cause and the setting to check: at once for what retrying cannot
+mend (authentication, TLS, the wrong protocol), after `UNREACHABLE_S` for a broker that does
+not answer, so a command against a misconfigured cluster ends within seconds, not after the
+whole `--kafka-timeout-s`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ingest.errors import ConfigError, IngestError
+from ingest.kafka.connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+# How long a broker that refuses connections or cannot be resolved may take to answer before
+# a call gives up (a call has its own, usually longer, timeout for everything else).
+UNREACHABLE_S = 10.0
+# Slices of a blocking call, so the error callback's news is looked at in between.
+_SLICE_S = 0.5
+
+_T = TypeVar("_T")
+
+
+class KafkaConnectError(IngestError):
+    """The broker could not be reached or refused this client (authentication, TLS, ACL)."""
+
+
+class Client:
+    """A librdkafka client with its error callback's findings.
+
+    Attributes:
+        handle: the confluent-kafka Consumer, Producer or AdminClient.
+        connection: what it was made from.
+    """
+
+    def __init__(self, connection: KafkaConnection, factory: Callable[[dict[str, Any]], Any],
+                 config: dict[str, Any]) -> None:
+        self.connection = connection
+        self._lock = threading.Lock()
+        self._fatal: IngestError | None = None
+        self._unreachable: str | None = None
+        config = {**config, "error_cb": self._on_error}
+        try:
+            self.handle = factory(config)
+        except Exception as e:  # KafkaException, ValueError, TypeError: a bad setting
+            raise ConfigError(
+                f"Kafka refuses the client settings for {connection.bootstrap_servers}: "
+                f"{_scrub(str(e), connection)}",
+                hint="check --kafka-option and --kafka-config (librdkafka's setting names)"
+            ) from None
+
+    def _on_error(self, error: Any) -> None:
+        cause = explain(self.connection, error)
+        with self._lock:
+            if cause is None:
+                return
+            if isinstance(cause, str):
+                self._unreachable = cause
+            elif self._fatal is None:
+                self._fatal = cause
+
+    def check(self) -> None:
+        """Raise what the callback found that retrying cannot mend.
+
+        Raises:
+            KafkaConnectError: authentication, TLS or protocol failure.
+        """
+        with self._lock:
+            if self._fatal is not None:
+                raise self._fatal
+
+    def wait(self, what: str, call: Callable[[float], _T], *, timeout_s: float) -> _T:
+        """Run `call(slice_timeout)` until it returns, in slices, failing fast on what the
+        error callback saw.
+
+        `call` raises KafkaException (or returns) for one slice; a retriable error is tried
+        again until `timeout_s`. Between slices the client is polled so that its error
+        callback runs: never `wait` on a consumer that has an assignment (a poll would take
+        its records).
+
+        Raises:
+            KafkaConnectError: authentication, TLS or protocol failure (at once), or no
+                broker answered within UNREACHABLE_S.
+            IngestError: `what` did not succeed within `timeout_s`.
+        """
+        from confluent_kafka import KafkaException
+
+        started = time.monotonic()
+        deadline = started + timeout_s
+        last: Exception | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return call(max(0.05, min(_SLICE_S, remaining)))
+            except KafkaException as e:
+                last = e
+                error = e.args[0] if e.args else None
+                if error is not None and hasattr(error, "retriable") and not error.retriable() \
+                        and error.code() not in _wait_codes():
+                    self.check()
+                    raise IngestError(f"Cannot {what} on Kafka at "
+                                      f"{self.connection.bootstrap_servers}: "
+                                      f"{_describe(e, self.connection)}") from None
+            self.handle.poll(0)  # runs the error callback
+            self.check()
+            now = time.monotonic()
+            with self._lock:
+                unreachable = self._unreachable
+            bound = min(UNREACHABLE_S, timeout_s)
+            if unreachable is not None and now - started >= bound:
+                raise KafkaConnectError(
+                    f"Cannot {what}: no Kafka broker of {self.connection.bootstrap_servers} "
+                    f"answered within {bound:g} s ({unreachable})",
+                    hint="check that the brokers run and that host and port are the "
+                         "listener's (--bootstrap-servers)")
+            if now >= deadline:
+                reason = "no answer" if last is None else _describe(last, self.connection)
+                raise IngestError(
+                    f"Cannot {what} on Kafka at {self.connection.bootstrap_servers} within "
+                    f"{timeout_s:g} s: {reason}",
+                    hint="check that the broker is running and reachable, or raise "
+                         "--kafka-timeout-s")
+
+    def close(self) -> None:
+        close = getattr(self.handle, "close", None)
+        if close is not None:
+            close()
+
+
+def _codes(*names: str) -> tuple[int, ...]:
+    from confluent_kafka import KafkaError
+
+    return tuple(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
+
+
+def retriable_codes() -> tuple[int, ...]:
+    """Error codes a client waits out (a broker restarting, a leader moving), whether or not
+    librdkafka marks the error retriable."""
+    return _wait_codes()
+
+
+def _wait_codes() -> tuple[int, ...]:
+    return _codes("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_WAIT_COORD",
+                  "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "_UNKNOWN_PARTITION",
+                  "REQUEST_TIMED_OUT", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+                  "COORDINATOR_LOAD_IN_PROGRESS", "_LEADER_NOT_AVAILABLE")
+
+
+
+
+def explain(connection: KafkaConnection, error: Any) -> KafkaConnectError | str | None:
+    """What a librdkafka error means for the connection: a KafkaConnectError for what retrying
+    cannot mend, a short text for an unreachable broker, None for the rest."""
+    from confluent_kafka import KafkaError
+
+    code = error.code()
+    text = _scrub(error.str(), connection)
+    low = text.lower()
+    servers = connection.bootstrap_servers
+    settings = dict(connection.settings)
+    mechanism = settings.get("sasl.mechanism", "")
+    if code == KafkaError._AUTHENTICATION or "authentication" in low and "sasl" in low:
+        if "unsupported sasl mechanism" in low or "mechanism" in low and "not enabled" in low:
+            return KafkaConnectError(
+                f"The Kafka brokers at {servers} do not offer SASL mechanism "
+                f"{mechanism or '(none set)'}: {text}",
+                hint="set sasl.mechanism to one the listener enables (SCRAM-SHA-512, "
+                     "SCRAM-SHA-256, PLAIN, OAUTHBEARER)")
+        return KafkaConnectError(
+            f"SASL authentication to Kafka at {servers} failed "
+            f"(mechanism {mechanism or 'unset'}, user "
+            f"{settings.get('sasl.username', '(none)')!r}): {text}",
+            hint="check sasl.username and sasl.password (and sasl.mechanism) in --kafka-option "
+                 "or --kafka-config")
+    if code == KafkaError._SSL or "ssl handshake" in low or "certificate" in low:
+        if "expired" in low:
+            cause, hint = ("the broker's certificate has expired",
+                           "renew the broker's certificate")
+        elif "mismatch" in low or "hostname" in low:
+            cause, hint = ("the broker's certificate does not name the host connected to",
+                           "connect by a name the certificate holds (--bootstrap-servers), or "
+                           "set ssl.endpoint.identification.algorithm=none (not advised)")
+        elif "verify failed" in low or "self-signed" in low or "issuer" in low:
+            cause, hint = ("the broker's certificate is not signed by a trusted CA",
+                           "give the CA that signed it as ssl.ca.location=ca.pem")
+        elif "alert" in low or "certificate required" in low:
+            cause, hint = ("the broker refused the TLS handshake (it may require a client "
+                           "certificate)",
+                           "give ssl.certificate.location and ssl.key.location (mutual TLS), "
+                           "or check ssl.ca.location")
+        else:
+            cause, hint = ("the TLS handshake failed",
+                           "check security.protocol and the ssl.* settings")
+        return KafkaConnectError(f"Cannot connect to Kafka at {servers} over TLS: {cause} "
+                                 f"({text})", hint=hint)
+    if "incorrect security.protocol" in low or "might be caused by incorrect" in low:
+        return KafkaConnectError(
+            f"Kafka at {servers} speaks another security protocol than "
+            f"security.protocol={connection.protocol}: {text}",
+            hint="set security.protocol to the listener's (PLAINTEXT, SSL, SASL_PLAINTEXT or "
+                 "SASL_SSL)")
+    if code in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE):
+        return text
+    return None
+
+
+def _describe(e: Exception, connection: KafkaConnection) -> str:
+    """A KafkaException's sentence (librdkafka's text, not the KafkaError repr), scrubbed."""
+    error = e.args[0] if e.args else None
+    text = error.str() if hasattr(error, "str") else str(e)
+    return _scrub(text, connection)
+
+
+def _scrub(text: str, connection: KafkaConnection) -> str:
+    """Text with every secret value of the connection masked (an error may echo a setting)."""
+    from ingest.kafka.connection import REDACTED, is_secret
+
+    for name, value in connection.settings:
+        if is_secret(name) and value and len(value) >= 3:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def _resolve_callbacks(config: dict[str, Any]) -> dict[str, Any]:
+    """`oauth_cb=module:function` as the function (a setting can only be text)."""
+    spec = config.get("oauth_cb")
+    if isinstance(spec, str):
+        module, _, name = spec.partition(":")
+        try:
+            config["oauth_cb"] = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ConfigError(f"Kafka setting oauth_cb={spec!r} does not name a function: {e}",
+                              hint="oauth_cb=package.module:function, importable on the "
+                                   "driver and the executors") from None
+    return config
+
+
+def _base(connection: KafkaConnection, logger_name: str) -> dict[str, Any]:
+    return _resolve_callbacks({**connection.client_config(),
+                               "logger": logging.getLogger(logger_name)})
+
+
+def consumer(connection: KafkaConnection, *, group_id: str | None = None,
+             logger_name: str = "ingest.kafka.librdkafka", **settings: Any) -> Client:
+    """A consumer (in a throw-away group unless `group_id`), reading committed records only
+    unless the connection sets `isolation.level`; nothing is committed automatically.
+
+    Raises:
+        ConfigError: librdkafka refuses a setting.
+    """
+    from confluent_kafka import Consumer
+
+    config = {"group.id": group_id or f"ingest-{uuid.uuid4().hex}",
+              "enable.auto.commit": False, "isolation.level": "read_committed",
+              **settings, **_base(connection, logger_name)}
+    return Client(connection, Consumer, config)
+
+
+def producer(connection: KafkaConnection, *, logger_name: str = "ingest.kafka.librdkafka",
+             **settings: Any) -> Client:
+    """A producer.
+
+    Raises:
+        ConfigError: librdkafka refuses a setting.
+    """
+    from confluent_kafka import Producer
+
+    return Client(connection, Producer, {**settings, **_base(connection, logger_name)})
+
+
+def admin(connection: KafkaConnection, *, logger_name: str = "ingest.kafka.librdkafka",
+          **settings: Any) -> Client:
+    """An admin client.
+
+    Raises:
+        ConfigError: librdkafka refuses a setting.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    config = {**settings, **_base(connection, logger_name)}
+    config.pop("isolation.level", None)  # a consumer's setting; the admin client warns
+    return Client(connection, AdminClient, config)
+
+
+__all__ = ["UNREACHABLE_S", "Client", "KafkaConnectError", "admin", "consumer", "explain",
+           "producer", "retriable_codes"]
