@@ -34,6 +34,10 @@ Examples:
 @click.option("--schema-registry", metavar="URL",
               help="Confluent-compatible schema registry for --schema-from-avro SUBJECT, "
                    "e.g. http://registry:8081.")
+@click.option("--schema-registry-option", "registry_options", multiple=True, metavar="KEY=VALUE",
+              help="Schema registry client setting (repeatable): "
+                   "basic.auth.user.info=USER:PASSWORD, ssl.ca.location=ca.pem, "
+                   "ssl.certificate.location, ssl.key.location; never echoed.")
 @click.option("--partitioned-by", multiple=True, metavar="COLUMN",
               help="Partition column, outermost first (repeat or comma-separate); values are "
                    "strings.")
@@ -57,7 +61,8 @@ Examples:
                    "the highest one on disk. Without it such a PATH is refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as one JSON document.")
 def command(path: str, schema_ddl: str | None, avro_source: str | None,
-            schema_registry: str | None, partitioned_by: tuple[str, ...], buckets: int,
+            schema_registry: str | None, registry_options: tuple[str, ...],
+            partitioned_by: tuple[str, ...], buckets: int,
             bucketed_by: tuple[str, ...], name: str | None, properties: tuple[str, ...],
             metastore: str | None, adopt: bool, as_json: bool,
             storage_options: dict[str, Any]) -> None:
@@ -67,7 +72,7 @@ def command(path: str, schema_ddl: str | None, avro_source: str | None,
     (creating the metastore file if needed). Writes no data files. Refuses a PATH that
     already holds ACID data unless --adopt is given.
     """
-    schema_ddl = _columns(schema_ddl, avro_source, schema_registry)
+    schema_ddl = _columns(schema_ddl, avro_source, schema_registry, registry_options)
     defn = create_table(path, schema_ddl, name=name, partitioned_by=partitioned_by,
                         buckets=buckets, bucketed_by=bucketed_by,
                         properties=parse_properties(properties), metastore=metastore, adopt=adopt,
@@ -92,7 +97,7 @@ def command(path: str, schema_ddl: str | None, avro_source: str | None,
 
 
 def _columns(schema_ddl: str | None, avro_source: str | None,
-             schema_registry: str | None) -> str:
+             schema_registry: str | None, registry_options: tuple[str, ...] = ()) -> str:
     """The column list: --schema, or the Avro schema of --schema-from-avro as Hive columns."""
     if (schema_ddl is None) == (avro_source is None):
         raise ConfigError("Give the columns with exactly one of --schema and --schema-from-avro"
@@ -105,9 +110,10 @@ def _columns(schema_ddl: str | None, avro_source: str | None,
         assert schema_ddl is not None
         return schema_ddl
     if schema_registry is not None:
-        from ingest.kafka import registry  # the Kafka room: only this option needs it
+        from ingest.kafka import registry, registry_settings  # only this option needs Kafka
 
-        schema_id, text = registry(schema_registry).latest(avro_source)
+        schema_id, text = registry(schema_registry,
+                                   registry_settings(registry_options)).latest(avro_source)
         return avro_to_ddl(text, what=f"subject {avro_source!r} (schema id {schema_id})")
     text = read_avro_schema_file(
         avro_source, hint="give a .avsc file, or a subject with --schema-registry URL")

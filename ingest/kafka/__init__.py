@@ -25,7 +25,9 @@ from ingest.kafka.registry import (
     RegistryRetry,
     SchemaRegistry,
     confluent_frame,
+    redact_userinfo,
     registry,
+    registry_settings,
     split_frame,
 )
 
@@ -56,7 +58,9 @@ __all__ = [
     "rate_limit",
     "read_range",
     "redact_settings",
+    "redact_userinfo",
     "registry",
+    "registry_settings",
     "sample_events",
     "split_frame",
 ]

@@ -14,6 +14,7 @@ dead-lettered for the registry's fault, and the restarted stream reads the batch
 
 from __future__ import annotations
 
+import re
 import struct
 import threading
 import time
@@ -54,23 +55,30 @@ class RegistryRetry:
         return self.attempts * self.timeout_s + waits
 
 
-_clients: dict[str, SchemaRegistry] = {}
+_clients: dict[tuple[str, tuple[tuple[str, str], ...]], SchemaRegistry] = {}
+# The first part of the names SchemaRegistryClient takes besides its url and retries.
+_SETTING_ROOTS = ("basic", "ssl", "bearer", "proxy", "cache")
 _clients_lock = threading.Lock()
 
 
 class SchemaRegistry:
     """A schema registry at one URL: Avro schemas by id and by subject, cached by the client."""
 
-    def __init__(self, url: str, retry: RegistryRetry | None = None) -> None:
+    def __init__(self, url: str, retry: RegistryRetry | None = None,
+                 settings: tuple[tuple[str, str], ...] = ()) -> None:
         """Make the client; nothing is fetched yet.
 
         Args:
             url: the registry's base URL (Confluent's REST API under it).
             retry: how a failing registry is asked again (default `RegistryRetry()`).
+            settings: the client's own settings (`--schema-registry-option`): basic auth
+                (`basic.auth.user.info=USER:PASSWORD`), a CA file (`ssl.ca.location`), a
+                client certificate (`ssl.certificate.location`, `ssl.key.location`), bearer
+                auth (`bearer.auth.*`).
 
         Raises:
-            ConfigError: the URL is not http(s)://..., or confluent-kafka's schema-registry
-                extra is missing.
+            ConfigError: the URL is not http(s)://..., a setting the client does not know, or
+                confluent-kafka's schema-registry extra is missing.
         """
         try:
             from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -78,16 +86,25 @@ class SchemaRegistry:
             raise ConfigError(f"--schema-registry needs confluent-kafka's schema registry "
                               f"client, which cannot be imported: {e}",
                               hint="pip install 'confluent-kafka[schemaregistry]'") from e
-        self.url = url
+        self.url = redact_userinfo(url)  # what messages show: never a password in the URL
         self.retry = retry or RegistryRetry()
+        unknown = sorted(k for k, _ in settings if k.split(".")[0] not in _SETTING_ROOTS)
+        if unknown:
+            raise ConfigError(f"--schema-registry-option {', '.join(unknown)}: not a setting of "
+                              "the schema registry client",
+                              hint="basic.auth.user.info, ssl.ca.location, "
+                                   "ssl.certificate.location, ssl.key.location, bearer.auth.*")
+        conf: dict[str, Any] = dict(settings)
         try:
             # The client's own retries wait at random (up to 7 s in all by default) and its
             # requests have no timeout: ours, in `_ask`, are bounded and say what happened.
-            self._client = SchemaRegistryClient({"url": url, "max.retries": 0,
+            self._client = SchemaRegistryClient({**conf, "url": url, "max.retries": 0,
                                                  "timeout": self.retry.timeout_s})
         except (ValueError, TypeError) as e:
-            raise ConfigError(f"--schema-registry {url!r} is not a registry URL: {e}",
-                              hint="e.g. --schema-registry http://registry:8081") from e
+            raise ConfigError(f"--schema-registry {self.url!r} with its options is not a "
+                              f"registry client: {_scrubbed(str(e), url, settings)}",
+                              hint="e.g. --schema-registry https://registry:8081 "
+                                   "--schema-registry-option ssl.ca.location=ca.pem") from None
 
     def schema_by_id(self, schema_id: int) -> str | None:
         """The schema text registered under an id, or None when the registry has no such id.
@@ -179,17 +196,47 @@ class SchemaRegistry:
         raise AssertionError("unreachable")  # the loop returns or raises
 
 
-def registry(url: str) -> SchemaRegistry:
-    """The process's client for a registry URL (one per URL, its caches shared by tasks).
+def registry(url: str, settings: tuple[tuple[str, str], ...] = ()) -> SchemaRegistry:
+    """The process's client for a registry URL and settings (one each, its caches shared by
+    tasks).
 
     Raises:
         ConfigError: as `SchemaRegistry`.
     """
+    key = (url, tuple(sorted(settings)))
     with _clients_lock:
-        client = _clients.get(url)
+        client = _clients.get(key)
         if client is None:
-            client = _clients[url] = SchemaRegistry(url)
+            client = _clients[key] = SchemaRegistry(url, settings=key[1])
         return client
+
+
+def registry_settings(items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """`--schema-registry-option KEY=VALUE` items as sorted pairs.
+
+    Raises:
+        ConfigError: an item that is not KEY=VALUE (its value never shown).
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--schema-registry-option {key.strip() or '(empty)'}: not "
+                              "KEY=VALUE", hint="e.g. --schema-registry-option "
+                                                "basic.auth.user.info=USER:PASSWORD")
+        out[key.strip()] = value.strip()
+    return tuple(sorted(out.items()))
+
+
+def redact_userinfo(url: str) -> str:
+    """The URL with a password in it (https://user:secret@host) masked."""
+    return re.sub(r"(?<=://)([^/@:]*):[^/@]*@", r"\1:*****@", url)
+
+
+def _scrubbed(text: str, url: str, settings: tuple[tuple[str, str], ...]) -> str:
+    for secret in [v for _, v in settings if len(v) >= 3] + [url]:
+        text = text.replace(secret, redact_userinfo(url) if secret == url else "*****")
+    return text
 
 
 def confluent_frame(schema_id: int, body: bytes) -> bytes:
@@ -243,4 +290,4 @@ def _describe(e: Exception) -> str:
 
 
 __all__ = ["HEADER_SIZE", "MAGIC_BYTE", "RegistryRetry", "SchemaRegistry", "confluent_frame",
-           "registry", "split_frame"]
+           "redact_userinfo", "registry", "registry_settings", "split_frame"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ingest.kafka import registry
+from ingest.kafka import registry, registry_settings
 from ingest.spark.options import StreamOptions
 from ingest.table import avro_to_ddl, read_avro_schema_file
 
@@ -32,7 +32,8 @@ def with_avro_columns(options: StreamOptions) -> StreamOptions:
     else:
         assert sink.schema_registry is not None  # StreamOptions checked it
         subject = f"{options.topic}-value"
-        schema_id, text = registry(sink.schema_registry).latest(subject)
+        schema_id, text = registry(sink.schema_registry, registry_settings(
+            sink.schema_registry_options)).latest(subject)
         ddl = avro_to_ddl(text, what=f"subject {subject!r} (schema id {schema_id})")
     return replace(options, schema_ddl=ddl)
 

@@ -140,6 +140,11 @@ class SinkOptions:
         None, metavar="URL", help="With --value-format avro: a Confluent-compatible schema "
                                   "registry (http://host:8081) giving each value's writer "
                                   "schema by the id in its header.")
+    schema_registry_options: tuple[str, ...] = _option(
+        (), flag="--schema-registry-option", metavar="KEY=VALUE", secret=True, help=(
+            "Schema registry client setting (repeatable): basic.auth.user.info=USER:PASSWORD, "
+            "ssl.ca.location=ca.pem, ssl.certificate.location and ssl.key.location (a client "
+            "certificate), bearer.auth.*; reaches the executors, never echoed."))
 
     on_new_field: OnNewField = _option(
         "dead-letter", help="A record with a top-level field the table has no column for: "
@@ -184,6 +189,8 @@ class SinkOptions:
 
     def _check_value_format(self) -> None:
         """Raises: ConfigError: Avro options that do not fit --value-format or --mode."""
+        if self.schema_registry_options and self.schema_registry is None:
+            raise ConfigError("--schema-registry-option needs --schema-registry URL")
         given = [f for f, v in (("--avro-schema", self.avro_schema),
                                 ("--schema-registry", self.schema_registry)) if v]
         if self.value_format == "json":

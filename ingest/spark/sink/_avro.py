@@ -33,7 +33,7 @@ from fastavro.schema import SchemaParseException, UnknownType
 
 from ingest.acid.format import to_ddl
 from ingest.errors import ConfigError
-from ingest.kafka import registry, split_frame
+from ingest.kafka import registry, registry_settings, split_frame
 from ingest.spark.sink._newfields import by_field
 from ingest.spark.sink._parse import TOMBSTONE_REASON, ParsedValues
 from ingest.table import avro_fields, hive_type_to_arrow, load_avro_schema, read_avro_schema_file
@@ -53,10 +53,12 @@ class AvroFormat:
         writer_schema: plain Avro binary: the writers' one schema (JSON text, read on the
             driver from `--avro-schema FILE`, since executors may not see that file).
         registry_url: Confluent wire format: the schema registry giving writer schemas by id.
+        registry_settings: that registry client's settings (credentials, TLS files).
     """
 
     writer_schema: str | None = None
     registry_url: str | None = None
+    registry_settings: tuple[tuple[str, str], ...] = dataclass_field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: neither or both of a writer schema and a registry."""
@@ -117,7 +119,8 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     bodies: list[bytes | memoryview] = []
     plain = None if avro.writer_schema is None else _resolve(avro.writer_schema, schema,
                                                              "the --avro-schema")
-    client = None if avro.registry_url is None else registry(avro.registry_url)
+    client = None if avro.registry_url is None else registry(avro.registry_url,
+                                                               avro.registry_settings)
     by_id: dict[int, _Resolution | str] = {}  # this batch's writer schemas, or why not
     for i, value in enumerate(values.cast(pa.binary()).to_pylist()):
         if value is None:
@@ -523,17 +526,19 @@ def avro_format(options: SinkOptions) -> AvroFormat | None:
     text = (None if options.avro_schema is None
             else read_avro_schema_file(options.avro_schema, option="--avro-schema"))
     return avro_format_of(text, options.schema_registry,
-                          what=f"--avro-schema {options.avro_schema}")
+                          what=f"--avro-schema {options.avro_schema}",
+                          registry_settings=registry_settings(options.schema_registry_options))
 
 
 def avro_format_of(text: str | None, registry_url: str | None, *,
-                   what: str = "the --avro-schema") -> AvroFormat:
+                   what: str = "the --avro-schema",
+                   registry_settings: tuple[tuple[str, str], ...] = ()) -> AvroFormat:
     """The `AvroFormat` of `--avro-schema` text or `--schema-registry`, checked on the driver.
 
     Raises:
         ConfigError: neither or both given, or the schema text is not a valid Avro record.
     """
-    avro = AvroFormat(text, registry_url)
+    avro = AvroFormat(text, registry_url, registry_settings)
     if text is not None:
         schema = load_avro_schema(text, what=what)
         try:
