@@ -4,7 +4,7 @@
 # (default ~/.cache/ingest/servers). Idempotent: a server already laid out is left alone.
 #
 #   scripts/fetch-servers.sh [hms4] [hms3] [trino] [hive4reader] [sparkkafka] [apicurio]
-#                                                                                (none: all)
+#                            [kafka]                                             (none: all)
 #
 # hive4reader is not a server: hive-exec 4.0.1 and the Hadoop jars that Hive 4's own ACID
 # reader needs (tests/hms/java/Hive4AcidRead.java), as a class path file; also the jars of
@@ -14,6 +14,8 @@
 # tests/spark/test_kafka_source_jvm.py and `python -m ingest.bench stream --kafka-source jvm`.
 # apicurio is Apicurio Registry, the schema registry of the Avro value tests
 # (tests/schema_registry.py starts it): its Quarkus application, quarkus-run.jar and lib/.
+# kafka is Apache Kafka, a real broker (KRaft, one node) for the tests (scripts/kafka.sh,
+# tests/kafka_server.py): its jars and a log4j2 binding, as a class path file.
 # Prints the directory of each. Needs mvn and tar; nothing else.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,6 +28,7 @@ HMS3_VERSION=3.1.3
 TRINO_VERSION=476
 SPARK_KAFKA_VERSION=4.2.0
 APICURIO_VERSION=3.3.3
+KAFKA_VERSION=4.1.1
 
 mvn_quiet() {
   # -q hides Maven's progress; on failure its log is printed, so the reason is never lost.
@@ -91,6 +94,15 @@ apicurio_into() {  # dest
   [ -f "$dest/quarkus-run.jar" ] || { echo "fetch-servers: no quarkus-run.jar in $dest" >&2; return 1; }
 }
 
+kafka_into() {  # dest
+  mvn_quiet -P kafka dependency:build-classpath -Dmdep.outputFile="$1/classpath"
+  local jar
+  for jar in "kafka_2.13-$KAFKA_VERSION.jar" "kafka-clients-$KAFKA_VERSION.jar" log4j-slf4j2-impl-; do
+    grep -q "$jar" "$1/classpath" || {
+      echo "fetch-servers: no $jar in $1/classpath" >&2; return 1; }
+  done
+}
+
 trino_into() {  # dest
   local dest=$1
   mvn_quiet -P trino dependency:resolve
@@ -108,7 +120,7 @@ trino_into() {  # dest
 
 command -v mvn >/dev/null || { echo "fetch-servers: mvn not found (apt-get install maven)" >&2; exit 1; }
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader sparkkafka apicurio)
+[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader sparkkafka apicurio kafka)
 for target in "${targets[@]}"; do
   case "$target" in
     hms4) lay_out "$root/hms-$HMS4_VERSION" "$HMS4_VERSION" hms_into hms4 ;;
@@ -117,7 +129,8 @@ for target in "${targets[@]}"; do
     hive4reader) lay_out "$root/hive4reader-$HMS4_VERSION" "$HMS4_VERSION" hive4reader_into ;;
     sparkkafka) lay_out "$root/spark-kafka-$SPARK_KAFKA_VERSION" "$SPARK_KAFKA_VERSION" sparkkafka_into ;;
     apicurio) lay_out "$root/apicurio-$APICURIO_VERSION" "$APICURIO_VERSION" apicurio_into ;;
-    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino, hive4reader, sparkkafka or apicurio)" >&2
+    kafka) lay_out "$root/kafka-$KAFKA_VERSION" "$KAFKA_VERSION" kafka_into ;;
+    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino, hive4reader, sparkkafka, apicurio or kafka)" >&2
        exit 2 ;;
   esac
 done
