@@ -87,6 +87,22 @@ class LagProbe:
         return [PartitionLag(t, p, committed.get((t, p)), low, high)
                 for (t, p), (low, high) in sorted(marks.items())]
 
+    def earliest(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """Each partition's earliest offset still on the broker (its log start offset).
+
+        Raises:
+            IngestError: the broker cannot be reached in time.
+        """
+        from confluent_kafka import TopicPartition
+
+        with self._lock:
+            if self._client is None:
+                self._client = KafkaClient(self._options)
+            client = self._client.client
+            return {tp: client.wait("list offsets", lambda t, tp=tp: client.handle
+                                    .get_watermark_offsets(TopicPartition(*tp), timeout=t),
+                                    timeout_s=self._options.timeout_s)[0] for tp in tps}
+
     def close(self) -> None:
         """Close the consumer (a later `lag` opens a new one)."""
         with self._lock:

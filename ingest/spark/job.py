@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -293,14 +293,18 @@ def _checkpoint_is_new(checkpoint: str, storage_options: Mapping[str, Any]) -> b
 
 
 class _KafkaLag:
-    """Records between a batch's end offsets and each partition's end (for the log line),
-    asked through `LagProbe`, whose high watermarks are confirmed by a fetch (a broker's
-    ListOffsets answer may lag behind its last record batch)."""
+    """Records between a batch's end offsets and each partition's readable end (for the log
+    line), and each partition's earliest offset (for the sink's data-loss check), asked
+    through `LagProbe`s: one with a short timeout for the informational lag, one with the
+    stream's Kafka timeout for the check."""
 
-    def __init__(self, connection: KafkaConnection, *, timeout_s: float = 5.0) -> None:
+    def __init__(self, connection: KafkaConnection, *, timeout_s: float = 5.0,
+                 ends_timeout_s: float = 30.0) -> None:
         self.connection = connection
         self.timeout_s = timeout_s
+        self.ends_timeout_s = ends_timeout_s
         self._probe: LagProbe | None = None
+        self._ends: LagProbe | None = None
 
     def __call__(self, until: Mapping[tuple[str, int], int]) -> int | None:
         try:
@@ -312,10 +316,23 @@ class _KafkaLag:
         except IngestError:  # the lag is informational; the batch is already committed
             return None
 
+    def earliest(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Each partition's earliest offset on the broker, for the sink's data-loss check
+        (unlike the lag, a failure here fails the micro-batch: loss must not go unseen).
+
+        Raises:
+            IngestError: the broker cannot be reached in time.
+        """
+        if self._ends is None:
+            self._ends = LagProbe(self.connection, sorted({t for t, _ in tps}),
+                                  timeout_s=self.ends_timeout_s)
+        return self._ends.earliest(tps)
+
     def close(self) -> None:
-        if self._probe is not None:
-            self._probe.close()
-            self._probe = None
+        for probe in (self._probe, self._ends):
+            if probe is not None:
+                probe.close()
+        self._probe = self._ends = None
 
 
 @dataclass(frozen=True)
@@ -498,15 +515,18 @@ def run_stream(
             "read the topic again under batch ids the table has seen",
             hint="restore the checkpoint, or use a new --checkpoint path (and a new table "
                  "if the topic must be read again)")
-    lag = _KafkaLag(connection)
+    lag = _KafkaLag(connection, ends_timeout_s=options.kafka_timeout_s)
     sink = AcidSink(target.location, sink_id=sink_id, options=options.sink,
                     row_schema=layout.row_schema, partition_columns=target.partition_columns,
                     partition_expression=layout.partition_expression, metastore_url=url,
-                    lag_fn=lag, storage_options=storage_options)
+                    lag_fn=lag, storage_options=storage_options, earliest_fn=lag.earliest,
+                    fail_on_data_loss=options.fail_on_data_loss == "true")
     frame = kafka_dataframe(spark, connection=connection,
                             topic=options.topic, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
-                            fail_on_data_loss=options.fail_on_data_loss == "true",
+                            # The sink judges loss, for both sources alike: every lost range
+                            # named before anything is written, or counted and skipped.
+                            fail_on_data_loss=False,
                             timeout_s=options.kafka_timeout_s, source=options.kafka_source)
     # Spark's progress then carries the batch's records and tombstones (observedMetrics).
     frame = frame.observe(OBSERVATION, *source_observations())

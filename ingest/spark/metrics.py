@@ -41,6 +41,7 @@ METRIC_NAMES = (
     "ingest_batches_total", "ingest_batch_duration_seconds", "ingest_commit_latency_seconds",
     "ingest_last_commit_timestamp_seconds", "ingest_kafka_lag_records",
     "ingest_kafka_committed_offset", "ingest_kafka_group_commits_total",
+    "ingest_kafka_lost_offsets_total",
     "ingest_compactions_total", "ingest_maintenance_failures_total", "ingest_cleaner_runs_total",
     "ingest_cleaner_removed_directories_total", "ingest_cleaner_removed_files_total",
     "ingest_cleaner_removed_bytes_total", "ingest_compaction_backlog_deltas",
@@ -183,6 +184,10 @@ class StreamMetrics:
             counter.labels(table)  # present from the first scrape, at 0
         for reason in ("unparsable", "tombstone"):
             self.dead_letters.labels(table, reason)
+        self.lost_offsets = Counter(
+            "ingest_kafka_lost_offsets", "Kafka offsets removed (by retention) before the table "
+            "committed them, skipped under --fail-on-data-loss false.",
+            [*labels, "topic", "partition"], registry=r)
         self.group_commits = Counter(
             "ingest_kafka_group_commits", "Commits of the table's offsets to the Kafka consumer "
             "group of --commit-offsets-to-group, by outcome (committed, failed).",
@@ -243,6 +248,9 @@ class StreamMetrics:
                     report.tombstones)
             self.bytes_written.labels(t).inc(report.bytes)
             self.files_written.labels(t).inc(report.files)
+            for r in report.lost:
+                self.lost_offsets.labels(t, r.topic, str(r.partition)).inc(
+                    r.until_offset - r.from_offset)
             self.batch_seconds.labels(t).observe(report.seconds)
             self.commit_seconds.labels(t).observe(report.commit_seconds)
             self.last_commit.labels(t).set(time.time())

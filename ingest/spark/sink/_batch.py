@@ -87,6 +87,9 @@ class BatchReport:
             ignore, the records whose new fields were dropped.
         added_columns: --on-new-field evolve: the columns this micro-batch added, as
             "name TYPE".
+        lost: with --fail-on-data-loss false, the offset ranges Kafka removed before the
+            table committed them (each from the table's committed end to the broker's
+            earliest offset); their records are not in the table.
     """
 
     batch_id: int
@@ -109,6 +112,12 @@ class BatchReport:
     new_fields: tuple[str, ...] = ()
     new_field_records: int = 0
     added_columns: tuple[str, ...] = ()
+    lost: tuple[OffsetRange, ...] = ()
+
+    @property
+    def lost_records(self) -> int:
+        """Offsets of `lost` (records, and any markers among them)."""
+        return sum(r.until_offset - r.from_offset for r in self.lost)
 
     def line(self) -> str:
         if self.skipped:
@@ -128,6 +137,11 @@ class BatchReport:
 
     def _fields_note(self) -> str:
         added = f"; added columns {', '.join(self.added_columns)}" if self.added_columns else ""
+        if self.lost:
+            added += (f"; {self.lost_records:,} offsets lost before they were read ("
+                      + ", ".join(f"{r.topic}-{r.partition} [{r.from_offset}, "
+                                  f"{r.until_offset})" for r in self.lost)
+                      + ", --fail-on-data-loss false)")
         if self.new_field_records:
             added += (f"; {self.new_field_records:,} records held fields the table lacks "
                       f"({', '.join(self.new_fields)}), dropped (--on-new-field ignore)")

@@ -126,4 +126,19 @@ class _KafkaPartitionOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"not a Kafka input partition: {module}.{name}")
 
 
-__all__ = ["cover", "planned_ranges", "planned_records"]
+def after_loss(ranges: Sequence[OffsetRange], lost: Sequence[OffsetRange]
+               ) -> tuple[OffsetRange, ...]:
+    """The ranges with what was lost cut from their start: a range the JVM source planned
+    from below the broker's earliest offset was not read there, so the table records the
+    gap (`ingest verify` and `ingest status` show it as records skipped)."""
+    ends = {(r.topic, r.partition): r.until_offset for r in lost}
+    out = []
+    for r in ranges:
+        end = ends.get((r.topic, r.partition))
+        if end is not None and r.from_offset < end:
+            r = OffsetRange(r.topic, r.partition, min(end, r.until_offset), r.until_offset)
+        out.append(r)
+    return tuple(out)
+
+
+__all__ = ["after_loss", "cover", "planned_ranges", "planned_records"]

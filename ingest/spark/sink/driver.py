@@ -59,7 +59,7 @@ from ingest.spark.sink._batch import (
 from ingest.spark.sink._fields import FieldSeen, column_type, merge_fields, new_columns
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
-from ingest.spark.sink._size import cover, planned_ranges
+from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink._txn_batches import check_transaction_batches
@@ -72,11 +72,13 @@ from ingest.table import (
     evolve_schema,
     open_table_root,
     remove_aborted_writes,
+    stream_progress,
     write_set,
 )
 from ingest.txn import (
     Metastore,
     MetastoreError,
+    OffsetRange,
     SinkProgress,
     TableDefinition,
     Transaction,
@@ -137,6 +139,9 @@ class AcidSink:
         compression: str | None = None,
         lag_fn: Callable[[Mapping[tuple[str, int], int]], int | None] | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        earliest_fn: Callable[[Sequence[tuple[str, int]]], Mapping[tuple[str, int], int]]
+        | None = None,
+        fail_on_data_loss: bool = True,
     ) -> None:
         """Check the options; nothing is opened until the first micro-batch.
 
@@ -161,6 +166,12 @@ class AcidSink:
             storage_options: the fsspec options of the table and of its dead-letter table
                 beside it (endpoint, credentials); each task receives exactly these, as a
                 value. None: fsspec's own config and environment.
+            earliest_fn: each topic partition's earliest offset on the broker: records the
+                table has not committed below it are lost (retention removed them). None:
+                loss is not looked for.
+            fail_on_data_loss: lost records stop the stream, naming every lost range,
+                before anything of the micro-batch is written; False records them in the
+                report (`lost`), skips them and goes on.
 
         Raises:
             ConfigError: K > 1 on a filesystem that cannot append or with a metastore that
@@ -177,6 +188,10 @@ class AcidSink:
         self.compression = compression
         self.partition_expression = partition_expression
         self.lag_fn = lag_fn
+        self.earliest_fn = earliest_fn
+        self.fail_on_data_loss = fail_on_data_loss
+        # Each topic partition's committed end: where the next micro-batch must begin.
+        self._committed_until: dict[tuple[str, int], int] | None = None
         self.agent = f"{socket.gethostname()}:{os.getpid()}:ingest-stream:{sink_id}"
         self._agent_tag = f":ingest-stream:{sink_id}"
         self._expected_schema = row_schema
@@ -319,10 +334,12 @@ class AcidSink:
         if done is not None:
             return BatchReport(batch_id, done, skipped=True)
         added: tuple[str, ...] = ()
+        planned = planned_ranges(batch_df)
+        lost = self._lost(store, planned, batch_id)
         # --on-new-field evolve: a round that met new fields adds their columns, aborts its
         # transaction and runs again with the new schema; the next round finds none.
         for _ in range(_EVOLVE_ROUNDS):
-            outcome = self._write(store, batch_df, batch_id)
+            outcome = self._write(store, batch_df, batch_id, planned, lost)
             if isinstance(outcome, BatchReport):
                 break
             added += outcome
@@ -335,13 +352,61 @@ class AcidSink:
         report = outcome
         if report.skipped:
             return report
+        if self._committed_until is not None:
+            for r in report.offsets:
+                key = (r.topic, r.partition)
+                self._committed_until[key] = max(self._committed_until.get(key, 0),
+                                                 r.until_offset)
         lag = self.lag_fn({(r.topic, r.partition): r.until_offset for r in report.offsets}) \
             if self.lag_fn is not None and report.offsets else None
         return replace(report, seconds=time.monotonic() - started, lag=lag,
                        added_columns=added)
 
-    def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int
-               ) -> BatchReport | tuple[str, ...]:
+    def _lost(self, store: Metastore, planned: Sequence[OffsetRange] | None,
+              batch_id: int) -> tuple[OffsetRange, ...]:
+        """The offsets Kafka removed before the table committed them: for each partition
+        the micro-batch reads, from the table's committed end up to the broker's earliest
+        offset (whichever source, whatever its failOnDataLoss did).
+
+        Raises:
+            IngestError: some were lost and fail_on_data_loss: every lost range named,
+                nothing of the micro-batch written.
+        """
+        if self.earliest_fn is None or not planned:
+            return ()
+        assert self._table is not None
+        if self._committed_until is None:
+            progress = stream_progress(store, self._table)
+            self._committed_until = dict(progress.offsets) if progress else {}
+        known = {(r.topic, r.partition): r for r in planned
+                 if (r.topic, r.partition) in self._committed_until}
+        if not known:
+            return ()
+        earliest = self.earliest_fn(sorted(known))
+        lost = []
+        for key, r in sorted(known.items()):
+            start, low = self._committed_until[key], earliest.get(key)
+            if low is not None and start < low:
+                lost.append(OffsetRange(key[0], key[1], start, min(low, r.until_offset)))
+        if lost and self.fail_on_data_loss:
+            raise IngestError(
+                f"Kafka data loss before micro-batch {batch_id} of {self._table.name}: "
+                + "; ".join(f"{r.topic}-{r.partition} offsets [{r.from_offset}, "
+                            f"{r.until_offset}) ({r.until_offset - r.from_offset:,})"
+                            for r in lost)
+                + " were removed from Kafka (retention) before the table committed them; "
+                "nothing of the micro-batch was written",
+                hint="to go on without them, restart with --fail-on-data-loss false (they are "
+                     "counted and shown by `ingest status`); or re-produce them")
+        for r in lost:
+            log.warning("Kafka data loss: %s-%d offsets [%d, %d) were removed before %s "
+                        "committed them; skipped (--fail-on-data-loss false)", r.topic,
+                        r.partition, r.from_offset, r.until_offset, self._table.name)
+        return tuple(lost)
+
+    def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int,
+               planned: Sequence[OffsetRange] | None = None,
+               lost: Sequence[OffsetRange] = ()) -> BatchReport | tuple[str, ...]:
         """One transaction for the micro-batch: its report once committed (or skipped as
         committed by another writer), or the columns it added (then it was aborted and must
         run again)."""
@@ -369,7 +434,8 @@ class AcidSink:
                                      dl_fs=self.dl_fs)
             # The ranges planned, not only the records seen: markers, aborted records and a
             # compacted topic's gaps are read, not skipped (ingest verify, ingest status).
-            report = replace(report, offsets=cover(report.offsets, planned_ranges(batch_df)))
+            report = replace(report, offsets=after_loss(cover(report.offsets, planned), lost),
+                             lost=tuple(lost))
             crash_point("sink.before_commit")
             committing = time.monotonic()
             files = self._committed_files(plan, results)
