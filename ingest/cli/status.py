@@ -139,7 +139,9 @@ def _stream_json(progress: StreamProgress | None,
     return {"last_write_id": progress.last_write_id,
             "last_commit_at": progress.last_commit_at, "last_commit_age_s": _age_s(progress),
             "lag_records": None if lag is None else sum(x.lag_records for x in lag),
-            "partitions": partitions}
+            "partitions": partitions,
+            "skipped": [{"topic": t, "partition": p, "from_offset": a, "until_offset": b}
+                        for (t, p), spans in progress.skipped.items() for a, b in spans]}
 
 
 def _render_stream(progress: StreamProgress, lag: Sequence[PartitionLag] | None) -> None:
@@ -158,6 +160,9 @@ def _render_stream(progress: StreamProgress, lag: Sequence[PartitionLag] | None)
         click.echo("  (latest offsets and lag: add --bootstrap-servers HOST:PORT)")
     else:
         click.echo(f"Kafka lag: {sum(x.lag_records for x in lag):,} records")
+    for (topic, partition), spans in progress.skipped.items():
+        click.echo(f"  Skipped (removed from Kafka before they were read): {topic}-{partition} "
+                   + ", ".join(f"[{a:,}, {b:,})" for a, b in spans))
     click.echo("")
 
 
