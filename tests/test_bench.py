@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from external import require
 from s3_server import Bucket
 
 COMMON_KEYS = {"benchmark", "ingest_rows_per_s", "baseline_rows_per_s", "ratio"}
@@ -210,3 +211,28 @@ def test_stream_benchmark_reports_the_ceiling_the_handover_floor_and_the_s3_cpu(
     assert figures["remote_ratio_to_local_without_standin"] == pytest.approx(
         figures["layouts"]["partition"]["seconds"] / without, rel=0.01)
     assert figures["remote_ratio_to_local_without_standin"] > figures["remote_ratio_to_local"]
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_stream_benchmark_on_apache_kafka_quotes_the_cost_of_sasl_ssl() -> None:
+    """`bench stream --broker apache --secured-listener SASL_SSL` starts Apache Kafka
+    (scripts/kafka.sh) and runs the job and the bare consumer over PLAINTEXT and SASL_SSL in
+    the same round; its figures are each listener's own ratio and the cost of TLS."""
+    from kafka_server import kafka_home
+
+    require((kafka_home() / "classpath").exists(),
+            "Apache Kafka (scripts/fetch-servers.sh kafka)")
+    figures = run_bench("stream", "--rows", "4000", "--repeats", "1", "--no-baseline",
+                        "--warmup-rows", "1000", "--broker", "apache",
+                        "--secured-listener", "SASL_SSL", timeout=900)
+    assert figures["broker"] == "apache"
+    secured, plain = figures["layouts"]["partition@secured"], figures["layouts"]["partition"]
+    assert secured["listener"] == "SASL_SSL" and secured["batches"] >= 1
+    assert secured["ratio_to_consumer"] == pytest.approx(
+        secured["consumer_seconds"] / secured["seconds"], rel=0.01)
+    assert secured["secured_ratio_to_plaintext"] == pytest.approx(
+        plain["seconds"] / secured["seconds"], rel=0.01)
+    assert secured["consumer_secured_ratio_to_plaintext"] == pytest.approx(
+        figures["consumer_seconds"] / secured["consumer_seconds"], rel=0.01)

@@ -894,7 +894,8 @@ def run(argv: list[str]) -> None:
           f"{memory['peak_rss_python_worker_mb']:,.0f} MiB (scoped to the run: "
           f"{memory['peak_rss_scoped']})")
     first = figures[layouts[0]]
-    report("stream", rows=args.rows, compression=args.compression, partitions=args.partitions,
+    report("stream", broker=args.broker, rows=args.rows, compression=args.compression,
+           partitions=args.partitions,
            flush_rows=args.flush_rows, txns_per_delta=args.txns_per_delta,
            partition_by=args.partition_by, writer_split_rows=args.writer_split_rows,
            one_task_records=args.one_task_records,

@@ -83,13 +83,15 @@ class KafkaConnection:
         """
         merged: dict[str, str] = {}
         for path in config_files:
-            merged.update(read_properties(path))
+            merged.update(_with_credentials(read_properties(path)))
         for item in options:
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
-                raise ConfigError(f"--kafka-option {_shown(item)!r} is not KEY=VALUE",
+                # Not echoed: a mistyped item may be a secret.
+                raise ConfigError("A --kafka-option is not KEY=VALUE (its text is not shown: it "
+                                  "may hold a secret)",
                                   hint="e.g. --kafka-option security.protocol=SASL_SSL")
-            merged[key.strip()] = value.strip()
+            merged.update(_with_credentials({key.strip(): value.strip()}))
         servers = merged.pop("bootstrap.servers", None)
         return cls(bootstrap_servers or servers or "", tuple(normalize(merged).items()))
 
@@ -164,9 +166,15 @@ def _jaas_quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _shown(item: str) -> str:
-    key, sep, _ = item.partition("=")
-    return f"{key}={REDACTED}" if sep and is_secret(key) else item if not sep else f"{key}=..."
+def _with_credentials(settings: dict[str, str]) -> dict[str, str]:
+    """A PLAIN or SCRAM `sasl.jaas.config` as `sasl.username`/`sasl.password`, in its place
+    among the settings (so a later setting still wins over it)."""
+    jaas = settings.get("sasl.jaas.config")
+    if jaas is None or _JAAS.match(jaas) is None:
+        return settings  # another login module: `normalize` refuses it, naming why
+    out = {k: v for k, v in settings.items() if k != "sasl.jaas.config"}
+    out.update(_jaas_credentials(jaas))
+    return out
 
 
 def read_properties(path: str | Path) -> dict[str, str]:

@@ -22,6 +22,7 @@ import pytest
 from external import require
 
 from ingest.acid.read.reader import read_table
+from ingest.kafka import KafkaConnection
 from ingest.spark import StreamOptions, option_specs
 from ingest.kafka.produce import produce_events, sample_events
 from ingest.txn import Metastore, default_metastore_url
@@ -171,6 +172,6 @@ def test_bench_topic_ends_exactly_where_list_offsets_says_and_the_bare_consumer_
     produce_events(kafka_broker, f"{topic}-plain", events=_events(1000), key_fn=_key,
                    partitions=PARTITIONS)
     assert list_offsets_latest(f"{topic}-plain") < 1000, "tansu now answers the true end"
-    _fill_topic(kafka_broker, topic, 1000, PARTITIONS)
+    _fill_topic(KafkaConnection(kafka_broker), topic, 1000, PARTITIONS)
     assert list_offsets_latest(topic) == 1000
-    assert _drain(kafka_broker, topic, 1000) > 0
+    assert _drain(KafkaConnection(kafka_broker), topic, 1000) > 0
