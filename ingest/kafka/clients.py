@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import threading
 import time
 import uuid
@@ -62,6 +63,9 @@ class Client:
             ) from None
 
     def _on_error(self, error: Any) -> None:
+        with self._lock:
+            if self._fatal is not None:  # known already: no second TLS probe (explain)
+                return
         cause = explain(self.connection, error)
         with self._lock:
             if cause is None:
@@ -121,8 +125,8 @@ class Client:
             bound = min(UNREACHABLE_S, timeout_s)
             if unreachable is not None and now - started >= bound:
                 raise KafkaConnectError(
-                    f"Cannot {what}: no Kafka broker of {self.connection.bootstrap_servers} "
-                    f"answered within {bound:g} s ({unreachable})",
+                    f"Cannot {what} on Kafka at {self.connection.bootstrap_servers}: no "
+                    f"broker answered within {bound:g} s ({unreachable})",
                     hint="check that the brokers run and that host and port are the "
                          "listener's (--bootstrap-servers)")
             if now >= deadline:
@@ -185,21 +189,16 @@ def explain(connection: KafkaConnection, error: Any) -> KafkaConnectError | str 
             hint="check sasl.username and sasl.password (and sasl.mechanism) in --kafka-option "
                  "or --kafka-config")
     if code == KafkaError._SSL or "ssl handshake" in low or "certificate" in low:
-        if "expired" in low:
-            cause, hint = ("the broker's certificate has expired",
-                           "renew the broker's certificate")
-        elif "mismatch" in low or "hostname" in low:
-            cause, hint = ("the broker's certificate does not name the host connected to",
-                           "connect by a name the certificate holds (--bootstrap-servers), or "
-                           "set ssl.endpoint.identification.algorithm=none (not advised)")
-        elif "verify failed" in low or "self-signed" in low or "issuer" in low:
-            cause, hint = ("the broker's certificate is not signed by a trusted CA",
-                           "give the CA that signed it as ssl.ca.location=ca.pem")
+        if "verify failed" in low or "self-signed" in low or "issuer" in low:
+            # librdkafka says "certificate verify failed" for an unknown CA, an expired
+            # certificate and another host's certificate alike: OpenSSL's reason is asked.
+            cause, hint = _verify_failure(connection, text) or _UNTRUSTED
         elif "alert" in low or "certificate required" in low:
-            cause, hint = ("the broker refused the TLS handshake (it may require a client "
-                           "certificate)",
-                           "give ssl.certificate.location and ssl.key.location (mutual TLS), "
-                           "or check ssl.ca.location")
+            cause, hint = _refused(settings, low)  # the broker ended the handshake
+        elif "expired" in low:
+            cause, hint = _EXPIRED
+        elif "mismatch" in low or "hostname" in low:
+            cause, hint = _MISMATCH
         else:
             cause, hint = ("the TLS handshake failed",
                            "check security.protocol and the ssl.* settings")
@@ -214,6 +213,87 @@ def explain(connection: KafkaConnection, error: Any) -> KafkaConnectError | str 
     if code in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE):
         return text
     return None
+
+
+_UNTRUSTED = ("the broker's certificate is not signed by a trusted CA",
+              "give the CA that signed it as ssl.ca.location=ca.pem")
+_EXPIRED = ("the broker's certificate has expired",
+            "renew the broker's certificate (or check this machine's clock)")
+_MISMATCH = ("the broker's certificate does not name the host connected to",
+             "connect by a name the certificate holds (--bootstrap-servers), or set "
+             "ssl.endpoint.identification.algorithm=none (not advised)")
+# The broker a librdkafka TLS error is about: "ssl://host:port/..." or "sasl_ssl://...".
+_TLS_BROKER = re.compile(r"\b(?:sasl_)?ssl://(\[[^\]]*\]|[^\s:/\[]+):(\d+)/")
+_PROBE_TIMEOUT_S = 5.0
+
+
+def _verify_failure(connection: KafkaConnection, text: str) -> tuple[str, str] | None:
+    """Why the broker's certificate fails verification, as OpenSSL says it: one TLS handshake
+    by Python's ssl with the client's CA and host-name check (cause, hint), or None when the
+    probe cannot tell (the broker is gone, the CA is given in a way it cannot load)."""
+    import os
+    import socket
+    import ssl
+
+    m = _TLS_BROKER.search(text)
+    if m is None:
+        return None
+    host, port = m.group(1).strip("[]"), int(m.group(2))
+    settings = dict(connection.settings)
+    location = settings.get("ssl.ca.location", "")
+    try:
+        if location and location != "probe":
+            directory = os.path.isdir(location)
+            context = ssl.create_default_context(cafile=None if directory else location,
+                                                 capath=location if directory else None)
+        else:  # librdkafka's default: the system's CAs (or ssl.ca.pem)
+            context = ssl.create_default_context(cadata=settings.get("ssl.ca.pem") or None)
+        context.check_hostname = settings.get(
+            "ssl.endpoint.identification.algorithm", "https").lower() != "none"
+        with socket.create_connection((host, port), timeout=_PROBE_TIMEOUT_S) as raw, \
+                context.wrap_socket(raw, server_hostname=host):
+            return None  # verifies: the failure was something else
+    except ssl.SSLCertVerificationError as e:
+        code, reason = e.verify_code, e.verify_message
+    except (OSError, ValueError):  # ssl.SSLError is an OSError
+        return None
+    if code in (9, 10):  # X509_V_ERR_CERT_NOT_YET_VALID, X509_V_ERR_CERT_HAS_EXPIRED
+        return f"{_EXPIRED[0]} ({reason})", _EXPIRED[1]
+    if code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+        return f"{_MISMATCH[0]}, {host} ({reason})", _MISMATCH[1]
+    return f"{_UNTRUSTED[0]} ({reason})", _UNTRUSTED[1]
+
+
+def _refused(settings: dict[str, str], low: str) -> tuple[str, str]:
+    """The broker ended the TLS handshake with an alert: (cause, hint), about this client's
+    certificate when it has one (its expiry read from the file: the alert rarely says)."""
+    certificate = settings.get("ssl.certificate.location")
+    if not (certificate or "ssl.certificate.pem" in settings
+            or "ssl.keystore.location" in settings):
+        return ("the broker refused the TLS handshake (it may require a client certificate)",
+                "give ssl.certificate.location and ssl.key.location (mutual TLS), or check "
+                "ssl.ca.location")
+    expired = _expired_on(certificate)
+    if expired is not None or "expired" in low:
+        return (f"the broker refused this client's certificate: it expired"
+                f"{'' if expired is None else ' on ' + expired}",
+                "renew the client certificate (ssl.certificate.location)")
+    return ("the broker refused this client's certificate (not signed by a CA the broker "
+            "trusts, or not a client certificate)",
+            "check ssl.certificate.location and ssl.key.location (or ssl.keystore.location)")
+
+
+def _expired_on(path: str | None) -> str | None:
+    """When the certificate in the PEM file `path` expired, or None (valid, or unreadable)."""
+    import ssl
+
+    if not path:
+        return None
+    try:  # the standard library's only decoder of a certificate file (no cryptography here)
+        not_after = ssl._ssl._test_decode_cert(path)["notAfter"]  # type: ignore[attr-defined]
+        return str(not_after) if ssl.cert_time_to_seconds(not_after) < time.time() else None
+    except Exception:  # not PEM, no such file, another interpreter: nothing to add
+        return None
 
 
 def _describe(e: Exception, connection: KafkaConnection) -> str:

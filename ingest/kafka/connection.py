@@ -83,7 +83,7 @@ class KafkaConnection:
         """
         merged: dict[str, str] = {}
         for path in config_files:
-            merged.update(_with_credentials(read_properties(path)))
+            merged.update(_translated(read_properties(path)))
         for item in options:
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
@@ -91,7 +91,7 @@ class KafkaConnection:
                 raise ConfigError("A --kafka-option is not KEY=VALUE (its text is not shown: it "
                                   "may hold a secret)",
                                   hint="e.g. --kafka-option security.protocol=SASL_SSL")
-            merged.update(_with_credentials({key.strip(): value.strip()}))
+            merged.update(_translated({key.strip(): value.strip()}))
         servers = merged.pop("bootstrap.servers", None)
         return cls(bootstrap_servers or servers or "", tuple(normalize(merged).items()))
 
@@ -174,6 +174,24 @@ def _with_credentials(settings: dict[str, str]) -> dict[str, str]:
         return settings  # another login module: `normalize` refuses it, naming why
     out = {k: v for k, v in settings.items() if k != "sasl.jaas.config"}
     out.update(_jaas_credentials(jaas))
+    return out
+
+
+def _translated(settings: dict[str, str]) -> dict[str, str]:
+    """One source's settings with its JAAS credentials and its whole PEM trust and key stores
+    (location and type given together) in librdkafka's names, so that a later source wins
+    whichever names each uses: a file's ssl.truststore.location must not override
+    --kafka-option ssl.ca.location, nor its ssl.keystore.location ssl.certificate.location.
+
+    Raises:
+        ConfigError: a truststore only Java clients can read.
+    """
+    out = dict(_with_credentials(settings))
+    if "ssl.truststore.location" in out and "ssl.truststore.type" in out:
+        _translate_truststore(out)
+    if "ssl.keystore.type" in out and any(k in out for k in (
+            "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain")):
+        _translate_keystore(out)
     return out
 
 

@@ -59,5 +59,5 @@ def test_unreachable_broker_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 3 and out == ""
     error = json.loads(err)["error"]
     assert error["type"] == "KafkaConnectError"
-    assert f"no Kafka broker of 127.0.0.1:{port} answered within 1 s" in error["message"]
+    assert f"on Kafka at 127.0.0.1:{port}: no broker answered within 1 s" in error["message"]
     assert "check that the brokers run" in error["hint"]
