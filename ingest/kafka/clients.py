@@ -52,6 +52,12 @@ class Client:
         self._lock = threading.Lock()
         self._fatal: IngestError | None = None
         self._unreachable: str | None = None
+        # A TLS listener closes a plaintext client's first request without a word; librdkafka
+        # only logs it (never through error_cb), so its log lines are watched for that.
+        self._closed_at_hello = 0
+        logger = config.get("logger")
+        if isinstance(logger, logging.Logger):
+            config["logger"] = _LogWatch(logger, self)
         config = {**config, "error_cb": self._on_error}
         try:
             self.handle = factory(config)
@@ -123,6 +129,14 @@ class Client:
             with self._lock:
                 unreachable = self._unreachable
             bound = min(UNREACHABLE_S, timeout_s)
+            if unreachable is not None and self._closed_at_hello >= 2 \
+                    and self.connection.protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+                raise KafkaConnectError(
+                    f"Cannot {what} on Kafka at {self.connection.bootstrap_servers}: the broker "
+                    f"closes the connection at the first request, as a TLS listener does with "
+                    f"a client of security.protocol={self.connection.protocol}",
+                    hint="set security.protocol=SSL or SASL_SSL (with ssl.ca.location) for a "
+                         "TLS listener, or check --bootstrap-servers")
             if unreachable is not None and now - started >= bound:
                 raise KafkaConnectError(
                     f"Cannot {what} on Kafka at {self.connection.bootstrap_servers}: no "
@@ -141,6 +155,22 @@ class Client:
         close = getattr(self.handle, "close", None)
         if close is not None:
             close()
+
+
+class _LogWatch(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """librdkafka's logger, counting for its client the connections a broker closed while
+    the client asked its first question (ApiVersion): what a TLS listener does to a
+    plaintext client."""
+
+    def __init__(self, logger: logging.Logger, client: Client) -> None:
+        super().__init__(logger, {})
+        self._client = client
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        text = str(msg) % args if args else str(msg)
+        if "Disconnected" in text and "APIVERSION_QUERY" in text:
+            self._client._closed_at_hello += 1
+        super().log(level, msg, *args, **kwargs)
 
 
 def _codes(*names: str) -> tuple[int, ...]:

@@ -263,8 +263,10 @@ def normalize(settings: Mapping[str, str]) -> dict[str, str]:
         raise ConfigError(
             "sasl.mechanism=GSSAPI (Kerberos) is not available to the Python Kafka clients: "
             "the PyPI wheel of confluent-kafka is built without Kerberos",
-            hint="use --kafka-source jvm for a Kerberized Kafka (Spark's Kafka source), or a "
-                 "SCRAM, PLAIN or OAUTHBEARER listener")
+            hint="Kerberos reaches Kafka through Java clients: Spark's source (--kafka-source "
+                 "jvm) could, but the stream's pre-flight check, lag and group commit use this "
+                 "Python client, so it is not supported yet; use a SCRAM, PLAIN or OAUTHBEARER "
+                 "listener")
     if mechanism:
         out["sasl.mechanism"] = mechanism
     if mechanism and not protocol.startswith("SASL_"):

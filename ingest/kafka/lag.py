@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ingest.errors import ConfigError
 from ingest.kafka.connection import KafkaConnection
 from ingest.kafka.options import KafkaSourceOptions
-from ingest.kafka.read import KafkaClient
+from ingest.kafka.read import KafkaClient, refreshing_metadata
 
 TopicPartitionKey = tuple[str, int]
 
@@ -99,9 +99,12 @@ class LagProbe:
             if self._client is None:
                 self._client = KafkaClient(self._options)
             client = self._client.client
-            return {tp: client.wait("list offsets", lambda t, tp=tp: client.handle
-                                    .get_watermark_offsets(TopicPartition(*tp), timeout=t),
-                                    timeout_s=self._options.timeout_s)[0] for tp in tps}
+            # A partition added since this consumer last asked for metadata is unknown to it
+            # until it asks again (refreshing_metadata).
+            return {tp: client.wait("list offsets", refreshing_metadata(
+                client.handle, [tp], lambda t, tp=tp: client.handle.get_watermark_offsets(
+                    TopicPartition(*tp), timeout=t)), timeout_s=self._options.timeout_s)[0]
+                for tp in tps}
 
     def close(self) -> None:
         """Close the consumer (a later `lag` opens a new one)."""

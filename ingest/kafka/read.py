@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 
@@ -35,6 +35,7 @@ ARROW_SCHEMA = pa.schema([
 ])
 
 Watermarks = dict[TopicPartitionKey, tuple[int, int]]
+_T = TypeVar("_T")
 
 
 class KafkaClient:
@@ -155,8 +156,31 @@ class KafkaClient:
                                          request_timeout=max(timeout, 1.0))
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
-        return self._admin.wait("list the last stable offsets", ask,
+        return self._admin.wait("list the last stable offsets",
+                                refreshing_metadata(admin, tps, ask),
                                 timeout_s=self.options.timeout_s)
+
+
+def refreshing_metadata(handle: Any, tps: Sequence[TopicPartitionKey],
+                        call: Callable[[float], _T]) -> Callable[[float], _T]:
+    """`call` (a slice of `Client.wait`) that, when the client does not know one of `tps`,
+    asks the broker for their topics' metadata before the error goes to `wait`, which tries
+    again. A partition added to a topic after the client last asked is unknown to it
+    (librdkafka refreshes its metadata every topic.metadata.refresh.interval.ms, 5 min), and
+    ListOffsets fails at once with _UNKNOWN_PARTITION until then."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    def attempt(timeout: float) -> _T:
+        try:
+            return call(timeout)
+        except KafkaException as e:
+            error = e.args[0] if e.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError._UNKNOWN_PARTITION:
+                for topic in sorted({t for t, _ in tps}):
+                    handle.list_topics(topic=topic, timeout=max(timeout, 1.0))
+            raise
+
+    return attempt
 
 
 def topic_partitions(connection: KafkaConnection, topic: str, tmeta: Any) -> list[int]:

@@ -408,6 +408,11 @@ CASES = {
     "tls-on-plaintext-listener": Case(
         "stream", _flags(lambda k: k.plaintext, "security.protocol=SSL", "ssl.ca.location={ca}"),
         3, ("TLS handshake failed", "PLAINTEXT broker listener"), "security.protocol"),
+    # The other way round: a TLS listener closes a plaintext client's first request.
+    "plaintext-on-tls-listener": Case(
+        "stream", _flags(lambda k: k.ssl), 3,
+        ("closes the connection at the first request", "security.protocol=PLAINTEXT"),
+        "security.protocol=SSL"),
     "gssapi-on-python-source": Case(
         "stream", _secured("SASL_SSL", "sasl.mechanism=GSSAPI"), 2,
         ("GSSAPI", "Kerberos"), "--kafka-source jvm"),
