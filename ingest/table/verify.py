@@ -187,7 +187,12 @@ def verify_table(
             table_fs, table_root = _resolve(table.location, None, storage_options)
             dirs = (layout if table_root.rstrip("/") == root
                     else scan_layout(table_fs, table_root)).directories
-            problems += _write_id_problems(infos, dirs, ranges, adopted_max_write_id(table))
+            # The write ids that wrote files, where the metastore keeps the manifest.
+            written = ({e.write_id for e in manifest.entries.values()}
+                       if manifest is not None and store is not None
+                       and store.capabilities.committed_files else None)
+            problems += _write_id_problems(infos, dirs, ranges, adopted_max_write_id(table),
+                                           written=written)
             problems += _offset_problems(ranges)
             for t in _timed_out(infos, now, txn_timeout_s):
                 problems.append(Problem(
@@ -338,7 +343,7 @@ def _check_live_file(fs: fsspec.AbstractFileSystem, f: FileRecovery,
 def _write_id_problems(infos: list[TransactionInfo],
                        parsed: tuple[tuple[str, ParsedDirectory], ...],
                        ranges: list[tuple[int, OffsetRange]],
-                       adopted: int = 0) -> list[Problem]:
+                       adopted: int = 0, written: set[int] | None = None) -> list[Problem]:
     out = []
     states = {t.write_id: t.state for t in infos}
 
@@ -358,11 +363,7 @@ def _write_id_problems(infos: list[TransactionInfo],
                 f"Directory {d} holds write ids {unknown[:10]} the metastore never allocated. "
                 "Hint: it was written against another metastore, or the table was re-created;"
                 " move it away.", d, unknown[0]))
-    consumed: dict[int, int] = defaultdict(int)
-    recorded: set[int] = set()
-    for w, r in ranges:
-        consumed[w] += r.until_offset - r.from_offset
-        recorded.add(w)
+    recorded = {w for w, _ in ranges}
     changes = {t.write_id for t in infos if t.is_schema_change}
     for w, state in sorted(states.items()):
         if state != "committed" or w in changes:  # a column change writes no file (§25)
@@ -370,8 +371,11 @@ def _write_id_problems(infos: list[TransactionInfo],
         covered = any((p.is_base and w <= p.max_write_id)
                       or (not p.is_base and p.min_write_id <= w <= p.max_write_id)
                       for _, p in parsed)
-        # A committed micro-batch that consumed no record may legitimately write nothing.
-        if not covered and not (w in recorded and consumed[w] == 0):
+        # A stream's micro-batch records the offset ranges it planned, which may hold only
+        # commit markers, aborted transactions' records or a compacted topic's gaps: then it
+        # writes no file. Its missing directory is a problem only when the manifest (where
+        # the metastore keeps one) lists files of it.
+        if not covered and (w not in recorded or (written is not None and w in written)):
             out.append(Problem(
                 "missing-directory",
                 f"Committed write id {w} has no base or delta directory under the table. "

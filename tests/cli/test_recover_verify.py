@@ -17,13 +17,15 @@ from ingest.txn import Metastore, OffsetRange
 
 
 def commit_batch(store: Metastore, root: Path, ids: range, offsets: tuple[int, int]) -> Path:
-    with store.transaction("default.events",
-                           offsets=[OffsetRange("t", 0, *offsets)]) as txn:
-        path = root / format_delta(txn.write_id, txn.write_id, 0) / "bucket_00000"
-        with BucketWriter.create(str(path), BucketFileOptions(write_id=txn.write_id,
-                                                              row_schema=SIMPLE_SCHEMA)) as w:
-            w.write(simple_table(ids))
-    return path
+    """A micro-batch as the sink commits it: its offsets, and its file in the manifest."""
+    txn = store.open_transaction("default.events")
+    rel = f"{format_delta(txn.write_id, txn.write_id, 0)}/bucket_00000"
+    with BucketWriter.create(str(root / rel), BucketFileOptions(write_id=txn.write_id,
+                                                                 row_schema=SIMPLE_SCHEMA)) as w:
+        w.write(simple_table(ids))
+    store.commit(txn, offsets=[OffsetRange("t", 0, *offsets)],
+                 files={"default.events": [w.committed_file(rel)]})
+    return root / rel
 
 
 def crashed_writer(store: Metastore, root: Path) -> tuple[Path, int]:
@@ -92,8 +94,8 @@ def test_verify_reports_problems(store: Metastore, root: Path,
     report = verify_table(str(root), store=store, table=store.get_table("default.events"),
                           txn_timeout_s=0, now=store.transactions()[-1].heartbeat_at + 10)
     kinds = sorted(p.kind for p in report.problems)
-    assert kinds == ["dead-transaction", "missing-directory", "offset-gap", "offset-overlap",
-                     "unknown-write-id"], report.problems
+    assert kinds == ["dead-transaction", "missing-directory", "missing-file", "offset-gap",
+                     "offset-overlap", "unknown-write-id"], report.problems
     code, out, err = run(["verify", str(root), "--json", "--txn-timeout-s", "0"], capsys)
     assert code == 1
     doc = json.loads(out)
