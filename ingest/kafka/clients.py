@@ -52,6 +52,9 @@ class Client:
         self._lock = threading.Lock()
         self._fatal: IngestError | None = None
         self._unreachable: str | None = None
+        # Whether a call of `wait` ever succeeded: a broker that stops answering a client it
+        # answered before is restarting or failing over, not misconfigured.
+        self._answered = False
         # A TLS listener closes a plaintext client's first request without a word; librdkafka
         # only logs it (never through error_cb), so its log lines are watched for that.
         self._closed_at_hello = 0
@@ -102,7 +105,9 @@ class Client:
 
         Raises:
             KafkaConnectError: authentication, TLS or protocol failure (at once), or no
-                broker answered within UNREACHABLE_S.
+                broker answered within UNREACHABLE_S a client that was never answered (one
+                that was, a long-lived client of a stream, waits a broker restart out
+                until `timeout_s`).
             IngestError: `what` did not succeed within `timeout_s`.
         """
         from confluent_kafka import KafkaException
@@ -113,7 +118,9 @@ class Client:
         while True:
             remaining = deadline - time.monotonic()
             try:
-                return call(max(0.05, min(_SLICE_S, remaining)))
+                result = call(max(0.05, min(_SLICE_S, remaining)))
+                self._answered = True
+                return result
             except KafkaException as e:
                 last = e
                 error = e.args[0] if e.args else None
@@ -129,7 +136,7 @@ class Client:
             with self._lock:
                 unreachable = self._unreachable
             bound = min(UNREACHABLE_S, timeout_s)
-            if unreachable is not None and self._closed_at_hello >= 2 \
+            if unreachable is not None and self._closed_at_hello >= 2 and not self._answered \
                     and self.connection.protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
                 raise KafkaConnectError(
                     f"Cannot {what} on Kafka at {self.connection.bootstrap_servers}: the broker "
@@ -137,7 +144,7 @@ class Client:
                     f"a client of security.protocol={self.connection.protocol}",
                     hint="set security.protocol=SSL or SASL_SSL (with ssl.ca.location) for a "
                          "TLS listener, or check --bootstrap-servers")
-            if unreachable is not None and now - started >= bound:
+            if unreachable is not None and not self._answered and now - started >= bound:
                 raise KafkaConnectError(
                     f"Cannot {what} on Kafka at {self.connection.bootstrap_servers}: no "
                     f"broker answered within {bound:g} s ({unreachable})",

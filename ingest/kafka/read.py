@@ -163,22 +163,32 @@ class KafkaClient:
 
 def refreshing_metadata(handle: Any, tps: Sequence[TopicPartitionKey],
                         call: Callable[[float], _T]) -> Callable[[float], _T]:
-    """`call` (a slice of `Client.wait`) that, when the client does not know one of `tps`,
-    asks the broker for their topics' metadata before the error goes to `wait`, which tries
-    again. A partition added to a topic after the client last asked is unknown to it
-    (librdkafka refreshes its metadata every topic.metadata.refresh.interval.ms, 5 min), and
-    ListOffsets fails at once with _UNKNOWN_PARTITION until then."""
+    """`call` (a slice of `Client.wait`, a look-up sent to the partitions' leaders) that,
+    when the client's metadata of `tps` is stale, asks the broker for their topics' metadata
+    and hands `wait` the error as retriable, so the next slice asks again with leaders and
+    partitions up to date.
+
+    librdkafka refreshes a client's metadata only every topic.metadata.refresh.interval.ms
+    (5 min): until then a partition added to a topic is unknown to it (_UNKNOWN_PARTITION),
+    and after a broker restart an AdminClient's ListOffsets keeps failing with
+    FENCED_LEADER_EPOCH (its leader epochs are the old ones) or finds no leader (_NOENT).
+    """
     from confluent_kafka import KafkaError, KafkaException
+
+    stale = {KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT, KafkaError.FENCED_LEADER_EPOCH,
+             KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION,
+             KafkaError.LEADER_NOT_AVAILABLE}
 
     def attempt(timeout: float) -> _T:
         try:
             return call(timeout)
         except KafkaException as e:
             error = e.args[0] if e.args else None
-            if isinstance(error, KafkaError) and error.code() == KafkaError._UNKNOWN_PARTITION:
-                for topic in sorted({t for t, _ in tps}):
-                    handle.list_topics(topic=topic, timeout=max(timeout, 1.0))
-            raise
+            if not isinstance(error, KafkaError) or error.code() not in stale:
+                raise
+            for topic in sorted({t for t, _ in tps}):
+                handle.list_topics(topic=topic, timeout=max(timeout, 1.0))
+            raise KafkaException(KafkaError(error.code(), error.str(), retriable=True)) from e
 
     return attempt
 
