@@ -274,7 +274,7 @@ start() {
     chmod 600 "$dir/server.properties"
     rm -rf "$dir/data"  # what a failed format may have left
     local cluster_id
-    cluster_id="$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+    cluster_id="$(python3 -c 'import base64, uuid; ids = (base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=") for _ in iter(int, 1)); print(next(i for i in ids if not i.startswith("-")))')"
     if ! "$java" -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
         -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$cp" kafka.tools.StorageTool \
         format --cluster-id "$cluster_id" --config "$dir/server.properties" \
