@@ -32,8 +32,9 @@ def test_flags_and_defaults() -> None:
         "--txns-per-delta",
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
         "--one-task-records", "--mode", "--key", "--cdc-format", "--order-by",
-        "--value-format", "--avro-schema", "--schema-registry", "--on-new-field", "--evolve-type",
-        "--max-offsets-per-trigger", "--kafka-timeout-s", "--compact", "--clean",
+        "--value-format", "--avro-schema", "--schema-registry", "--schema-registry-option",
+        "--on-new-field", "--evolve-type", "--max-offsets-per-trigger", "--kafka-timeout-s",
+        "--kafka-option", "--kafka-config", "--fail-on-data-loss", "--compact", "--clean",
         "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option",
         "--log-format", "--commit-offsets-to-group", "--kafka-source"]
     assert [f for f, s in specs.items() if s.required] == [
@@ -49,13 +50,16 @@ def test_flags_and_defaults() -> None:
         "--one-task-records": 20_000,
         "--mode": "append", "--key": None, "--cdc-format": "debezium", "--order-by": None,
         "--value-format": "json", "--avro-schema": None, "--schema-registry": None,
-        "--on-new-field": "dead-letter", "--evolve-type": (),
+        "--schema-registry-option": (), "--kafka-option": (), "--kafka-config": (),
+        "--fail-on-data-loss": "true", "--on-new-field": "dead-letter", "--evolve-type": (),
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
         "--storage-option": (), "--log-format": "text", "--commit-offsets-to-group": None,
         "--kafka-source": "python"}
-    assert [f for f, s in specs.items() if s.multiple] == ["--evolve-type", "--storage-option"]
+    assert [f for f, s in specs.items() if s.multiple] == [
+        "--schema-registry-option", "--evolve-type", "--kafka-option", "--kafka-config",
+        "--storage-option"]
     assert specs["--on-new-field"].choices == ("dead-letter", "fail", "ignore", "evolve")
     assert specs["--file-layout"].choices == ("partition", "task")
     assert specs["--compact"].choices == specs["--clean"].choices == ("auto", "off")
