@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test dev-test bench clean
+.PHONY: demo test dev-test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ test: $(VENV)/.installed
 
 dev-test: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow and not spark and not kafka"
+
+# Style and types (pyproject.toml's [tool.ruff] and [tool.mypy]); CI fails on any finding.
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check ingest tests jobs
+	$(VENV)/bin/mypy ingest
 
 bench: $(VENV)/.installed
 	$(PY) -m ingest.bench writer

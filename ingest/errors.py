@@ -83,15 +83,87 @@ class StorageError(IngestError, OSError):
         IngestError.__init__(self, message, hint=hint)
 
 
+class MetastoreError(IngestError):
+    """The metastore database cannot be opened, read or written: neither a missing table nor
+    a commit conflict; always chained `from` the driver's (or Thrift's) exception.
+
+    Attributes:
+        location: the metastore file path or URL (without its password) the error is about.
+    """
+
+    def __init__(self, message: str, *, location: str, hint: str | None = None) -> None:
+        self.location = location
+        super().__init__(message, hint=hint)
+
+
+class UnknownMethodError(MetastoreError):
+    """A Hive Metastore does not implement a Thrift method (an older Hive).
+
+    Attributes:
+        method: the Thrift method name.
+    """
+
+    def __init__(self, message: str, *, location: str, method: str,
+                 hint: str | None = None) -> None:
+        self.method = method
+        super().__init__(message, location=location, hint=hint)
+
+
+class KafkaConnectError(IngestError):
+    """The broker could not be reached or refused this client (authentication, TLS, ACL)."""
+
+
+class NotEnoughHistoryError(IngestError):
+    """Hive's ACID_NOT_ENOUGH_HISTORY: the only bases are compactor output this snapshot cannot use.
+
+    A compacted base erases history, so a reader whose snapshot still has a write id inside it
+    open cannot read the partition; a newer snapshot can.
+    """
+
+    def __init__(
+        self, message: str, *, oldest_base: str, high_watermark: int, hint: str | None = None
+    ) -> None:
+        self.oldest_base = oldest_base
+        self.high_watermark = high_watermark
+        super().__init__(message, hint=hint)
+
+
+# Raised and caught inside the ORC and ACID layers, which turn them into a CorruptFileError
+# naming the file; also ValueErrors, as they were before they joined this hierarchy.
+
+class TailError(IngestError, ValueError):
+    """The bytes at the end of the region are not a complete ORC tail."""
+
+    def __init__(self, message: str, offset: int | None = None, *,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.offset = offset
+
+
+class WireError(IngestError, ValueError):
+    """The bytes are not a valid protobuf message."""
+
+
+class EventOrderError(IngestError, ValueError):
+    """Events were handed over out of Hive's order: the caller sorts them and starts again."""
+
+
 __all__ = [
     "BadRecordError",
     "CommitConflictError",
     "ConfigError",
     "CorruptFileError",
+    "EventOrderError",
     "IngestError",
+    "KafkaConnectError",
+    "MetastoreError",
+    "NotEnoughHistoryError",
     "SchemaMismatchError",
     "StorageError",
     "TableExistsError",
     "TableNotFoundError",
+    "TailError",
+    "UnknownMethodError",
     "UnsupportedFormatError",
+    "WireError",
 ]

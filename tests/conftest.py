@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from external import free_port, require  # noqa: F401  (tests import them from here)
+from hms_server import hms3, hms4  # noqa: F401  (the session's Hive Metastores)
 from hypothesis import HealthCheck, settings
 from pg_server import pg_server, pg_url  # noqa: F401  (the PostgreSQL metastore fixtures)
 from s3_server import flaky_s3, s3, s3_auth, s3_server  # noqa: F401 - tests/s3_server.py
@@ -210,7 +211,8 @@ def warehouse(tmp_path: Path) -> Path:
 # what all its cases found, in-process), the Avro tests' schema registry. The Hive Metastore
 # tests go by the server version they use: the Hive 4 ones (with Trino on it, and Hive 2 for
 # the refusal) on one worker, the Hive 3.1 ones on one, so each server and its Trino start
-# once, and the two halves can run side by side.
+# once, and the two halves can run side by side; tests/txn's cases on a `thrift://` store join
+# the group of their server (`_store_group`).
 _ONE_WORKER_DIRS = {"cluster": "cluster", "faults": "faults"}
 _SERVER_FIXTURE_GROUPS = {"schema_registry": "registry"}
 _HMS3_FIXTURES = ("hms3", "trino_on_hms3")
@@ -228,6 +230,14 @@ def _hms_group(item: pytest.Item) -> str:
     return "hms4"
 
 
+def _store_group(item: pytest.Item) -> str | None:
+    """The group of a behaviour-suite case (tests/txn) on a Hive Metastore: its `backend`
+    parameter names the server ("hive4", "hive3"); None for the other backends."""
+    callspec = getattr(item, "callspec", None)
+    kind = callspec.params.get("backend") if callspec is not None else None
+    return {"hive4": "hms4", "hive3": "hms3"}.get(kind) if isinstance(kind, str) else None
+
+
 # First: pytest-xdist reads the xdist_group marks in its own hook of this name.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -235,7 +245,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         relative = item.path.resolve().relative_to(tests_dir)
         top = relative.parts[0] if len(relative.parts) > 1 else None
-        group = _hms_group(item) if top == "hms" else _ONE_WORKER_DIRS.get(top or "")
+        group = (_hms_group(item) if top == "hms"
+                 else _store_group(item) or _ONE_WORKER_DIRS.get(top or ""))
         fixtures = getattr(item, "fixturenames", ())
         group = group or next((g for f, g in _SERVER_FIXTURE_GROUPS.items() if f in fixtures),
                               None)

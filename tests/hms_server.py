@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from external import require
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,6 +105,34 @@ def trino_server(thrift_uri: str) -> Iterator[Server]:
         subprocess.run(["bash", str(TRINO_SH), "stop", "--dir", str(directory)],
                        capture_output=True, timeout=90, env=_script_env())
         shutil.rmtree(directory, ignore_errors=True)
+
+
+STARTED: list[Server] = []
+"""The session's Hive 4 and 3.1 metastores started so far (what a test's tidying tidies)."""
+
+
+@contextmanager
+def _session_server(version: str) -> Iterator[Server]:
+    with hms_server(version) as server:
+        STARTED.append(server)
+        try:
+            yield server
+        finally:
+            STARTED.remove(server)
+
+
+# Session fixtures, imported by tests/conftest.py so that tests/hms and tests/txn share one
+# server per version (and per xdist group, tests/conftest.py).
+@pytest.fixture(scope="session")
+def hms4() -> Iterator[Server]:
+    with _session_server("4") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def hms3() -> Iterator[Server]:
+    with _session_server("3") as server:
+        yield server
 
 
 def _require_client() -> None:

@@ -1,5 +1,7 @@
-"""Imports point down the layers only: io < orc < acid < txn < kafka < table < spark < cli;
-above the metastore interface nothing knows SQL; a package is entered through its face.
+"""Imports point down the layers only, in the order docs/architecture.md's §1 table lists
+them (read from the doc, so the two cannot drift); no module imports, at import time, one
+that imports it back; above the metastore interface nothing knows SQL; a package is entered
+through its face.
 
 The layers and what each may import: docs/architecture.md.
 """
@@ -7,15 +9,55 @@ The layers and what each may import: docs/architecture.md.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ingest"
-LAYERS = ["io", "orc", "acid", "txn", "kafka", "table", "spark", "cli"]
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def _doc_layers(markdown: str) -> list[str]:
+    """The layers, bottom to top, as the first column of the table under the heading
+    "The layers, bottom to top" lists them (`ingest.io`, `ingest.orc`, ...)."""
+    section = re.search(r"^#+ .*The layers, bottom to top\n(.*?)(?=^#)", markdown,
+                        re.MULTILINE | re.DOTALL)
+    assert section, "docs/architecture.md has no section 'The layers, bottom to top'"
+    return re.findall(r"^\| `ingest\.(\w+)` \|", section.group(1), re.MULTILINE)
+
+
+LAYERS = _doc_layers(ARCHITECTURE.read_text())
 # Modules outside the layers: shared leaves (anyone may import them) and tools on top.
 SHARED = {"errors", "faults"}
 TOP = {"bench", "__main__"}
+
+
+def test_the_layer_order_is_read_from_the_doc() -> None:
+    doc = """# A
+## 1. The layers, bottom to top
+
+| layer | knows | must not know |
+| --- | --- | --- |
+| `ingest.io` | URLs | every layer |
+| `ingest.orc` | ORC bytes: `ingest.x` | ACID |
+
+### 1.1 Rooms
+| `ingest.acid` | not a layer row |
+"""
+    assert _doc_layers(doc) == ["io", "orc"]
+    assert len(LAYERS) >= 2 and len(set(LAYERS)) == len(LAYERS), LAYERS
+
+
+def test_every_package_is_a_documented_layer_or_outside_the_stack() -> None:
+    names = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
+             if (p / "__init__.py").is_file() or p.suffix == ".py"} - {"__init__"}
+    assert names - SHARED - TOP == set(LAYERS), (
+        "docs/architecture.md's layer table and the packages of ingest differ: "
+        f"undocumented {sorted(names - SHARED - TOP - set(LAYERS))}, "
+        f"documented but missing {sorted(set(LAYERS) - names)}")
+    doc = ARCHITECTURE.read_text()
+    assert all(f"`ingest.{name}`" in doc for name in (SHARED | TOP) - {"__main__"})
 
 
 def _layer_of(module: str) -> str | None:
@@ -57,6 +99,111 @@ def test_imports_point_down_only(path: Path) -> None:
         assert target in LAYERS, f"{path}: imports unknown package {module}"
         assert LAYERS.index(target) < LAYERS.index(own), (
             f"{path.relative_to(PACKAGE)} ({own}) imports {module} ({target}), a layer above it")
+
+
+# Import cycles. Only what runs at import time counts: module-level imports (in top-level
+# if/try/with blocks too) but not those under `if TYPE_CHECKING:` nor inside functions. An
+# import of a package's own submodule from inside that package (`from ingest.io import
+# storage` in ingest/io/files.py) is no edge to the package's `__init__`, which is already
+# being imported then.
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    found: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If):
+            test = node.test
+            type_checking = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+            found += _runtime_statements(node.orelse)
+            if not type_checking:
+                found += _runtime_statements(node.body)
+        elif isinstance(node, ast.Try):
+            found += _runtime_statements(node.body + node.orelse + node.finalbody
+                                         + [s for h in node.handlers for s in h.body])
+        elif isinstance(node, ast.With):
+            found += _runtime_statements(node.body)
+        else:
+            found.append(node)
+    return found
+
+
+def _import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the tree under `root` it imports at import time."""
+    paths = {_module_name(p, root): p for p in (root / "ingest").rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        edges: set[str] = set()
+        for node in _runtime_statements(ast.parse(path.read_text()).body):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in paths}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                submodules = {f"{base}.{a.name}" for a in node.names} & paths.keys()
+                edges |= submodules
+                own = module == base or module.startswith(base + ".")
+                if base in paths and not (own and len(submodules) == len(node.names)):
+                    edges.add(base)
+        graph[module] = edges - {module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (a -> ... -> a) through each group of modules that import each other."""
+    cycles = []
+    done: set[str] = set()
+    for start in sorted(graph):
+        # Depth-first from `start` for a path back to it, through modules not yet reported.
+        stack = [(start, [start])]
+        seen = {start}
+        while stack:
+            node, path = stack.pop()
+            nexts = sorted(graph[node])
+            if start in nexts and start not in done:
+                cycles.append([*path, start])
+                done |= set(path)
+                break
+            for n in reversed(nexts):
+                if n not in seen and n not in done:
+                    seen.add(n)
+                    stack.append((n, [*path, n]))
+    return cycles
+
+
+def test_no_import_cycle() -> None:
+    cycles = _cycles(_import_graph(PACKAGE.parent))
+    assert not cycles, "import cycles (break each by moving the shared piece into a lower " \
+        "module):\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
+    files = {
+        "ingest/__init__.py": "",
+        "ingest/table/__init__.py": "from ingest.table.api import Table\n",
+        "ingest/table/api.py": "from ingest.table.status import status\nclass Table: ...\n",
+        "ingest/table/status.py": "from ingest.table import locate\ndef status(): ...\n",
+        "ingest/table/locate.py": "from ingest.table.api import Table\n",
+        "ingest/io/__init__.py": "from ingest.io import files\n",
+        "ingest/io/files.py": ("from typing import TYPE_CHECKING\nfrom ingest.io import storage\n"
+                               "if TYPE_CHECKING:\n    from ingest.table import Table\n"
+                               "def f():\n    from ingest.table import api\n"),
+        "ingest/io/storage.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _cycles(_import_graph(tmp_path)) == [
+        ["ingest.table.api", "ingest.table.status", "ingest.table.locate", "ingest.table.api"]]
+    (tmp_path / "ingest/table/status.py").write_text("def status(): ...\n")
+    assert _cycles(_import_graph(tmp_path)) == []
 
 
 # Modules only ingest.txn may import: the SQL backend and the package's private helpers.

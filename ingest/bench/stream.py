@@ -68,10 +68,10 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -82,6 +82,9 @@ from ingest.bench._parse_write import kafka_batches, parse_and_write
 from ingest.bench._standin import endpoint_pid, process_cpu_s
 from ingest.kafka import KafkaConnection
 from ingest.txn import redact_url
+
+if TYPE_CHECKING:
+    from ingest.spark.options import KafkaSource
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"
 # The events as Avro records (--value-format avro): the same fields, ts in microseconds.
@@ -185,7 +188,8 @@ def _fill_topic(kafka: KafkaConnection, topic: str, count: int, partitions: int,
 
     if count <= partitions:
         raise ValueError(f"--rows must exceed --partitions ({count} <= {partitions})")
-    encode, key = (_to_avro, _avro_key) if avro else (bytes, _key)  # type: ignore[assignment]
+    encode: Callable[[bytes], bytes] = _to_avro if avro else bytes
+    key: Callable[[bytes], bytes] = _avro_key if avro else _key
     produce_events(kafka, topic, events=map(encode, _events(count - partitions)),
                    partitions=partitions, key_fn=key)
     producer = Producer({**kafka.client_config(), "linger.ms": 0,
@@ -218,7 +222,7 @@ def _drain(kafka: KafkaConnection, topic: str, rows: int) -> float:
             for msg in consumer.consume(num_messages=10_000, timeout=1.0):
                 if msg.error() is None:
                     seen += 1
-                    value_bytes += len(msg.value())  # into memory, then dropped
+                    value_bytes += len(msg.value() or b"")  # into memory, then dropped
         seconds = time.perf_counter() - started
     finally:
         consumer.close()
@@ -278,7 +282,8 @@ def _parse_only(parse_schema: pa.Schema, out_schema: pa.Schema,
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
-def _read_only(spark: Any, kafka: KafkaConnection, topic: str, checkpoint: str, source: str) -> float:
+def _read_only(spark: Any, kafka: KafkaConnection, topic: str, checkpoint: str,
+               source: KafkaSource) -> float:
     """Seconds Spark takes to read the topic with `source` and drop it (the "noop" format): the
     source's own share of a job, between the bare consumer and the whole job."""
     from ingest.spark.kafka import kafka_dataframe
@@ -304,7 +309,7 @@ def _drop_batches(seen: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
 
 
 def _handover(spark: Any, kafka: KafkaConnection, topic: str, rows: int, checkpoint: str,
-              source: str) -> float:
+              source: KafkaSource) -> float:
     """Seconds Spark takes to read the topic with `source` and hand every record to a Python
     worker, as the sink's first mapInArrow does (the same columns), which drops them into the
     "noop" format: the least any sink that parses in Python must spend.
@@ -390,7 +395,7 @@ class _Scraper:
 
 def _ingest(spark: Any, kafka: KafkaConnection, topic: str, table: str, checkpoint: str,
             args: argparse.Namespace, layout: str, *, remote: bool = False,
-            source: str = "python",
+            source: KafkaSource = "python",
             metrics_port: int | None = None,
             avro_schema: str | None = None) -> tuple[float, Any]:
     from ingest.io import storage
@@ -404,6 +409,8 @@ def _ingest(spark: Any, kafka: KafkaConnection, topic: str, table: str, checkpoi
         name = f"bench_{args.run_id}.{Path(table.rstrip('/')).name}"
     storage_options = tuple(args.storage_option) if remote else ()
     options = storage.parse_storage_options(storage_options)
+    avro_flags: dict[str, Any] = ({"value_format": "avro", "avro_schema": avro_schema}
+                                  if avro_schema else {})
     # The table is made first only to pick its codec; run_stream finds it and checks it.
     shape = table_layout(SCHEMA + (", dt STRING" if args.partition_by else ""), args.partition_by)
     create_table(table, _ddl(shape.row_schema), properties={
@@ -425,9 +432,7 @@ def _ingest(spark: Any, kafka: KafkaConnection, topic: str, table: str, checkpoi
                          metastore=metastore, storage_options=storage_options,
                          metrics_port=metrics_port,
                          compact="off", clean="off",  # the sink alone
-                         kafka_source=source,
-                         **({"value_format": "avro", "avro_schema": avro_schema}
-                            if avro_schema else {}),
+                         kafka_source=source, **avro_flags,
                          # Unpartitioned, the events' dt is not a column: dropped, as before.
                          on_new_field="ignore")
     return time.perf_counter() - started, summary
@@ -532,9 +537,10 @@ def run(argv: list[str]) -> None:
     if args.s3_requests and not (args.warehouse or "").startswith("s3://"):
         parser.error("--s3-requests needs --warehouse s3://... on moto's server")
     layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
-    sources = [x.strip() for x in args.kafka_source.split(",") if x.strip()]
-    if not set(sources) <= {"python", "jvm"} or "python" not in sources:
+    given = [x.strip() for x in args.kafka_source.split(",") if x.strip()]
+    if not set(given) <= {"python", "jvm"} or "python" not in given:
         parser.error(f"--kafka-source {args.kafka_source!r}: give python or python,jvm")
+    sources = cast("list[KafkaSource]", given)  # checked just above
     remote = bool(args.warehouse or args.metastore)
     cases = layouts + [f"{name}@remote" for name in layouts if remote]
     if "jvm" in sources:
@@ -607,8 +613,9 @@ def run(argv: list[str]) -> None:
             name, remote = case.split("@")[0], case.endswith("@remote")
             source = "jvm" if case.endswith("@jvm") else "python"
             avro = case.endswith("@avro")
-            _ingest(spark, broker.secured if case.endswith("@secured") else kafka,
-                    "warmup_avro" if avro else "warmup",
+            connection = broker.secured if case.endswith("@secured") else kafka
+            assert connection is not None
+            _ingest(spark, connection, "warmup_avro" if avro else "warmup",
                     _location(args, tmp, f"warm_{case.replace('@', '_')}_{source}", run_id,
                               remote),
                     str(tmp / f"warm_ck_{case}"), args, name, remote=remote, source=source,
@@ -630,7 +637,7 @@ def run(argv: list[str]) -> None:
 
         def one_ingest(case: str, i: int) -> None:
             name, remote = case.split("@")[0], case.endswith("@remote")
-            source = "jvm" if case.endswith("@jvm") else "python"
+            source: KafkaSource = "jvm" if case.endswith("@jvm") else "python"
             avro = case.endswith("@avro")
             connection = broker.secured if case.endswith("@secured") else kafka
             assert connection is not None
@@ -676,11 +683,11 @@ def run(argv: list[str]) -> None:
             runs["parse_write"].append(seconds)
             runs["parse_write_cpu"].append(cpu_s)
 
-        def one_read(source: str, i: int) -> None:
+        def one_read(source: KafkaSource, i: int) -> None:
             runs[f"read@{source}"].append(
                 _read_only(spark, kafka, "bench", str(tmp / f"ck_read_{source}{i}"), source))
 
-        def one_handover(source: str, i: int) -> None:
+        def one_handover(source: KafkaSource, i: int) -> None:
             runs[f"handover@{source}"].append(
                 _handover(spark, kafka, "bench", args.rows,
                           str(tmp / f"ck_handover_{source}{i}"), source))
@@ -697,7 +704,7 @@ def run(argv: list[str]) -> None:
             scrapes_ms.extend(scraper.scrapes_ms)
 
         for i in range(args.repeats):
-            steps = [partial(one_ingest, case, i) for case in cases]
+            steps: list[Callable[[], None]] = [partial(one_ingest, case, i) for case in cases]
             steps.append(one_drain)
             steps.append(one_parse_write)
             steps.extend(partial(one_read, source, i) for source in sources)

@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -67,10 +68,11 @@ def command(kafka: KafkaConnection, topic: str, sample: int | None, file_: Path 
     if file_ is not None:
         for _ in _jsonl_lines(file_):  # a bad line is a usage error before anything is sent
             pass
-    events = (sample_events(sample, start_id=start_id, seed=seed) if sample is not None
-              else _jsonl_lines(file_) if file_ is not None else iter(()))
+    events: Iterator[bytes | dict[str, Any]] = (
+        sample_events(sample, start_id=start_id, seed=seed) if sample is not None
+        else _jsonl_lines(file_) if file_ is not None else iter(()))
 
-    def key_fn(event: bytes | str | dict[str, object]) -> str | None:
+    def key_fn(event: bytes | dict[str, Any]) -> str | None:
         record = event if isinstance(event, dict) else json.loads(event)
         value = record.get(key_field) if isinstance(record, dict) and key_field else None
         return None if value is None else str(value)

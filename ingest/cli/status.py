@@ -206,10 +206,10 @@ def _render_text(status: TableStatus, lag: Sequence[PartitionLag] | None = None)
                 extra = f", reason: {t.reason}" if t.reason else ""
                 click.echo(f"  txn {t.txn_id}  write id {t.write_id}  agent {t.agent or '-'}"
                            f"{extra}")
-    t = status.totals
-    click.echo(f"Totals: {t.partitions} partitions, {t.directories} directories, "
-               f"{t.files} files, {t.bytes:,} bytes, {t.rows:,} events "
-               f"({t.chosen_rows:,} insert events in chosen directories)")
+    totals = status.totals
+    click.echo(f"Totals: {totals.partitions} partitions, {totals.directories} directories, "
+               f"{totals.files} files, {totals.bytes:,} bytes, {totals.rows:,} events "
+               f"({totals.chosen_rows:,} insert events in chosen directories)")
 
 
 @click.command(

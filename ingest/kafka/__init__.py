@@ -6,7 +6,6 @@ Knows Kafka and the registry; not ORC, ACID or Spark (the Spark source is
 `ingest.spark.kafka`).
 """
 
-from ingest.kafka.clients import KafkaConnectError
 from ingest.kafka.connection import KafkaConnection, is_secret, redact_settings
 from ingest.kafka.group import GroupCommitter, group_offsets
 from ingest.kafka.lag import LagProbe, PartitionLag, kafka_lag
@@ -15,12 +14,13 @@ from ingest.kafka.options import (
     DEFAULT_TIMEOUT_MS,
     KafkaSourceOptions,
     Offsets,
+    check_not_behind,
     describe,
     offsets_from_json,
     offsets_to_json,
 )
 from ingest.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
-from ingest.kafka.read import ARROW_SCHEMA, KafkaClient, rate_limit, read_range
+from ingest.kafka.read import ARROW_SCHEMA, KafkaClient, Watermarks, rate_limit, read_range
 from ingest.kafka.registry import (
     RegistryRetry,
     SchemaRegistry,
@@ -36,7 +36,6 @@ __all__ = [
     "DEFAULT_STARTING_OFFSETS",
     "DEFAULT_TIMEOUT_MS",
     "GroupCommitter",
-    "KafkaConnectError",
     "KafkaClient",
     "KafkaConnection",
     "KafkaSourceOptions",
@@ -45,6 +44,8 @@ __all__ = [
     "PartitionLag",
     "RegistryRetry",
     "SchemaRegistry",
+    "Watermarks",
+    "check_not_behind",
     "confluent_frame",
     "describe",
     "encode_event",

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import ConfigError, IngestError, KafkaConnectError
 from ingest.kafka.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -32,10 +32,6 @@ UNREACHABLE_S = 10.0
 _SLICE_S = 0.5
 
 _T = TypeVar("_T")
-
-
-class KafkaConnectError(IngestError):
-    """The broker could not be reached or refused this client (authentication, TLS, ACL)."""
 
 
 class Client:
@@ -62,6 +58,7 @@ class Client:
         if isinstance(logger, logging.Logger):
             config["logger"] = _LogWatch(logger, self)
         config = {**config, "error_cb": self._on_error}
+        self._factory, self._config = factory, config
         try:
             self.handle = factory(config)
         except Exception as e:  # KafkaException, ValueError, TypeError: a bad setting
@@ -94,14 +91,28 @@ class Client:
             if self._fatal is not None:
                 raise self._fatal
 
+    def renew(self) -> None:
+        """Put a new librdkafka client of the same settings in place of `handle`.
+
+        A client that got a metadata response listing no broker (a broker answers so while
+        it shuts down) may never reach any broker again (librdkafka 2.16: neither its learned
+        brokers nor a re-bootstrap), however long the broker has been back; a new client
+        starts from the bootstrap servers.
+        """
+        old, self.handle = self.handle, self._factory(self._config)
+        close = getattr(old, "close", None)
+        if close is not None:
+            close()
+
     def wait(self, what: str, call: Callable[[float], _T], *, timeout_s: float) -> _T:
         """Run `call(slice_timeout)` until it returns, in slices, failing fast on what the
         error callback saw.
 
         `call` raises KafkaException (or returns) for one slice; a retriable error is tried
-        again until `timeout_s`. Between slices the client is polled so that its error
-        callback runs: never `wait` on a consumer that has an assignment (a poll would take
-        its records).
+        again until `timeout_s`, by a new client (`renew`) every UNREACHABLE_S when this one
+        was answered before: `call` must use `handle` as it is at each call. Between slices
+        the client is polled so that its error callback runs: never `wait` on a consumer
+        that has an assignment (a poll would take its records).
 
         Raises:
             KafkaConnectError: authentication, TLS or protocol failure (at once), or no
@@ -114,6 +125,7 @@ class Client:
 
         started = time.monotonic()
         deadline = started + timeout_s
+        renew_at = started + UNREACHABLE_S
         last: Exception | None = None
         while True:
             remaining = deadline - time.monotonic()
@@ -124,8 +136,7 @@ class Client:
             except KafkaException as e:
                 last = e
                 error = e.args[0] if e.args else None
-                if error is not None and hasattr(error, "retriable") and not error.retriable() \
-                        and error.code() not in _wait_codes():
+                if error is not None and hasattr(error, "retriable") and not is_retriable(error):
                     self.check()
                     raise IngestError(f"Cannot {what} on Kafka at "
                                       f"{self.connection.bootstrap_servers}: "
@@ -150,6 +161,9 @@ class Client:
                     f"broker answered within {bound:g} s ({unreachable})",
                     hint="check that the brokers run and that host and port are the "
                          "listener's (--bootstrap-servers)")
+            if self._answered and renew_at <= now < deadline:
+                self.renew()
+                renew_at = now + UNREACHABLE_S
             if now >= deadline:
                 reason = "no answer" if last is None else _describe(last, self.connection)
                 raise IngestError(
@@ -186,17 +200,16 @@ def _codes(*names: str) -> tuple[int, ...]:
     return tuple(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
 
 
-def retriable_codes() -> tuple[int, ...]:
-    """Error codes a client waits out (a broker restarting, a leader moving), whether or not
-    librdkafka marks the error retriable."""
-    return _wait_codes()
+_WAITED_OUT = ("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_WAIT_COORD",
+               "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "_UNKNOWN_PARTITION",
+               "REQUEST_TIMED_OUT", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+               "COORDINATOR_LOAD_IN_PROGRESS", "_LEADER_NOT_AVAILABLE")
 
 
-def _wait_codes() -> tuple[int, ...]:
-    return _codes("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_WAIT_COORD",
-                  "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "_UNKNOWN_PARTITION",
-                  "REQUEST_TIMED_OUT", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
-                  "COORDINATOR_LOAD_IN_PROGRESS", "_LEADER_NOT_AVAILABLE")
+def is_retriable(error: Any) -> bool:
+    """Whether a client waits a KafkaError out (a broker restarting, a leader moving): what
+    librdkafka marks retriable, and the codes of _WAITED_OUT whether or not it does."""
+    return bool(error.retriable()) or error.code() in _codes(*_WAITED_OUT)
 
 
 
@@ -336,7 +349,7 @@ def _expired_on(path: str | None) -> str | None:
 def _describe(e: Exception, connection: KafkaConnection) -> str:
     """A KafkaException's sentence (librdkafka's text, not the KafkaError repr), scrubbed."""
     error = e.args[0] if e.args else None
-    text = error.str() if hasattr(error, "str") else str(e)
+    text = error.str() if error is not None and hasattr(error, "str") else str(e)
     return _scrub(text, connection)
 
 
@@ -411,5 +424,5 @@ def admin(connection: KafkaConnection, *, logger_name: str = "ingest.kafka.librd
     return Client(connection, AdminClient, config)
 
 
-__all__ = ["UNREACHABLE_S", "Client", "KafkaConnectError", "admin", "consumer", "explain",
-           "producer", "retriable_codes"]
+__all__ = ["UNREACHABLE_S", "Client", "admin", "consumer", "explain",
+           "producer", "is_retriable"]

@@ -109,13 +109,6 @@ class KafkaConnection:
         """The settings with their secrets masked, for output and errors."""
         return redact_settings(self.client_config())
 
-    def with_settings(self, **extra: str) -> KafkaConnection:
-        """This connection with some settings added or replaced (Python names with `_` for
-        `.`: `with_settings(isolation_level="read_committed")`)."""
-        settings = dict(self.settings)
-        settings.update({k.replace("_", "."): v for k, v in extra.items()})
-        return KafkaConnection(self.bootstrap_servers, tuple(settings.items()))
-
     def jvm_properties(self) -> dict[str, str]:
         """The settings in the Java client's names, for Spark's Kafka source (`kafka.` is not
         prefixed here). librdkafka-only settings with no Java meaning are left out.
@@ -138,8 +131,9 @@ class KafkaConnection:
             module = ("org.apache.kafka.common.security.plain.PlainLoginModule"
                       if mechanism == "PLAIN" else
                       "org.apache.kafka.common.security.scram.ScramLoginModule")
-            out["sasl.jaas.config"] = (f'{module} required username="{_jaas_quote(s["sasl.username"])}" '
-                                       f'password="{_jaas_quote(s.get("sasl.password", ""))}";')
+            out["sasl.jaas.config"] = (
+                f'{module} required username="{_jaas_quote(s["sasl.username"])}" '
+                f'password="{_jaas_quote(s.get("sasl.password", ""))}";')
         if "ssl.ca.location" in s:
             out["ssl.truststore.type"] = "PEM"
             out["ssl.truststore.location"] = s["ssl.ca.location"]

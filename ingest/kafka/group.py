@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ingest.errors import ConfigError, IngestError
 from ingest.kafka import clients
 from ingest.kafka.connection import KafkaConnection
+from ingest.txn import TopicPartitionKey
 
 log = logging.getLogger(__name__)
-
-TopicPartitionKey = tuple[str, int]
 
 
 class GroupCommitter:
@@ -117,9 +117,10 @@ class GroupCommitter:
         try:
             if self._consumer is None:
                 ms = max(1, int(self.timeout_s * 1000))
-                self._consumer = clients.consumer(
-                    self.connection, group_id=self.group,
-                    **{"socket.timeout.ms": ms, "session.timeout.ms": max(ms, 6000)})
+                timeouts: dict[str, Any] = {"socket.timeout.ms": ms,
+                                            "session.timeout.ms": max(ms, 6000)}
+                self._consumer = clients.consumer(self.connection, group_id=self.group,
+                                                  **timeouts)
             consumer = self._consumer
             done = consumer.wait(
                 f"commit offsets to consumer group {self.group}",

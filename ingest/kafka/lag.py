@@ -18,8 +18,7 @@ from ingest.errors import ConfigError
 from ingest.kafka.connection import KafkaConnection
 from ingest.kafka.options import KafkaSourceOptions
 from ingest.kafka.read import KafkaClient, refreshing_metadata
-
-TopicPartitionKey = tuple[str, int]
+from ingest.txn import TopicPartitionKey
 
 
 @dataclass(frozen=True)
@@ -64,8 +63,7 @@ class LagProbe:
             raise ConfigError("Kafka lag needs at least one topic")
         if timeout_s <= 0:
             raise ConfigError(f"A Kafka timeout must be positive, got {timeout_s:g} s")
-        self._options = KafkaSourceOptions(connection, tuple(topics), "earliest", None, True,
-                                           timeout_s)
+        self._options = KafkaSourceOptions.for_lookups(connection, topics, timeout_s=timeout_s)
         self._client: KafkaClient | None = None
         self._lock = threading.Lock()
 
@@ -99,12 +97,16 @@ class LagProbe:
             if self._client is None:
                 self._client = KafkaClient(self._options)
             client = self._client.client
+
             # A partition added since this consumer last asked for metadata is unknown to it
             # until it asks again (refreshing_metadata).
-            return {tp: client.wait("list offsets", refreshing_metadata(
-                client.handle, [tp], lambda t, tp=tp: client.handle.get_watermark_offsets(
-                    TopicPartition(*tp), timeout=t)), timeout_s=self._options.timeout_s)[0]
-                for tp in tps}
+            def low(tp: TopicPartitionKey) -> int:
+                low_high = client.wait("list offsets", refreshing_metadata(
+                    client, [tp], lambda t: client.handle.get_watermark_offsets(
+                        TopicPartition(*tp), timeout=t)), timeout_s=self._options.timeout_s)
+                return low_high[0]
+
+            return {tp: low(tp) for tp in tps}
 
     def close(self) -> None:
         """Close the consumer (a later `lag` opens a new one)."""

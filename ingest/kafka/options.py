@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, IngestError
 from ingest.kafka.connection import KafkaConnection, normalize
+from ingest.txn import TopicPartitionKey
 
 DEFAULT_TIMEOUT_MS = 30_000
-DEFAULT_STARTING_OFFSETS = "earliest"
+DEFAULT_STARTING_OFFSETS: Literal["earliest"] = "earliest"
 
-TopicPartitionKey = tuple[str, int]
 Offsets = dict[TopicPartitionKey, int]
 StartingOffsets = Literal["earliest", "latest"] | Offsets
 
@@ -54,6 +54,13 @@ class KafkaSourceOptions:
     @property
     def bootstrap_servers(self) -> str:
         return self.connection.bootstrap_servers
+
+    @classmethod
+    def for_lookups(cls, connection: KafkaConnection, topics: Sequence[str], *,
+                    timeout_s: float) -> KafkaSourceOptions:
+        """Options for a driver's look-ups of `topics` (partitions, end offsets, lag): no
+        reads planned from them."""
+        return cls(connection, tuple(topics), DEFAULT_STARTING_OFFSETS, None, True, timeout_s)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> KafkaSourceOptions:
@@ -137,13 +144,37 @@ def offsets_from_json(data: Mapping[str, Mapping[str, Any]]) -> Offsets:
     return {(str(topic), int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}
 
 
+def check_not_behind(offsets: Mapping[TopicPartitionKey, int],
+                     known: Mapping[TopicPartitionKey, int], *, what: str, known_as: str,
+                     servers: str | None = None) -> None:
+    """Refuse an offset below one already read of the same partition: what a committed reader
+    sees never goes back, so the topic is another of the same name, whose records would be
+    read under offsets already read (or skipped, when a source plans nothing below its start).
+
+    `what` and `known_as` complete the sentence: "partition t-0 on servers {what} offset 5,
+    below offset 15 {known_as}".
+
+    Raises:
+        IngestError: naming the first such partition.
+    """
+    for tp, offset in sorted(offsets.items()):
+        if tp in known and offset < known[tp]:
+            raise IngestError(
+                f"Kafka partition {describe(tp)}{f' on {servers}' if servers else ''} {what} "
+                f"offset {offset}, below "
+                f"offset {known[tp]} {known_as}: topic '{tp[0]}' was deleted and created "
+                "again (or truncated)",
+                hint="its records would be read under offsets already read; stream the new "
+                     "topic with a new --checkpoint into a new table")
+
+
 __all__ = [
     "DEFAULT_STARTING_OFFSETS",
     "DEFAULT_TIMEOUT_MS",
     "KafkaSourceOptions",
     "Offsets",
     "StartingOffsets",
-    "TopicPartitionKey",
+    "check_not_behind",
     "describe",
     "offsets_from_json",
     "offsets_to_json",

@@ -11,14 +11,15 @@ import string
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from ingest.errors import ConfigError, IngestError
 from ingest.kafka import clients
 from ingest.kafka.connection import KafkaConnection
 
 Event = bytes | str | dict[str, Any] | None
-KeyFn = Callable[[Event], bytes | str | None]
+_E = TypeVar("_E", bound=Event)  # the events' own type, which key_fn is given
+KeyFn = Callable[[_E], bytes | str | None]
 
 SAMPLE_EPOCH = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 SAMPLE_STEP = timedelta(minutes=10)  # 144 events per day, so samples span several `dt` values
@@ -109,8 +110,8 @@ def produce_events(
     connection: KafkaConnection | str,
     topic: str,
     *,
-    events: Iterable[Event],
-    key_fn: KeyFn | None = None,
+    events: Iterable[_E],
+    key_fn: KeyFn[_E] | None = None,
     create_topic: bool = True,
     partitions: int = 1,
     timeout_s: float = 30.0,
@@ -185,7 +186,8 @@ def produce_events(
         first = f"; first error: {failures[0]}" if failures else ""
         raise IngestError(
             f"Produced {delivered} of {sent} records to Kafka topic '{topic}' on "
-            f"{connection.bootstrap_servers}: {len(failures)} failed, {undelivered} unconfirmed{first}.",
+            f"{connection.bootstrap_servers}: {len(failures)} failed, {undelivered} "
+            f"unconfirmed{first}.",
             hint="check the broker; records already delivered stay in the topic")
     return delivered
 

@@ -1,4 +1,4 @@
-"""The confluent-kafka side of the "ingest-kafka" source (kafka_source.py).
+"""The confluent-kafka side of the "ingest-kafka" source (ingest/spark/kafka/source.py).
 
 Consumers, the driver's metadata and watermark look-ups, the cap on offsets per micro-batch
 (maxOffsetsPerTrigger) and the executors' read of one offset range into Arrow batches. It
@@ -17,8 +17,8 @@ import pyarrow as pa
 from ingest.errors import ConfigError, IngestError
 from ingest.kafka import clients
 from ingest.kafka.connection import KafkaConnection
-from ingest.kafka.options import KafkaSourceOptions, Offsets, TopicPartitionKey, describe
-from ingest.txn import OffsetRange
+from ingest.kafka.options import KafkaSourceOptions, Offsets, describe
+from ingest.txn import OffsetRange, TopicPartitionKey
 
 # Logs under the source's name: the module split is not something log configuration sees.
 LOGGER_NAME = "ingest.kafka.source"
@@ -44,12 +44,16 @@ class KafkaClient:
     def __init__(self, options: KafkaSourceOptions) -> None:
         self.options = options
         # Small fetches: the driver only confirms where each partition ends.
-        self.client = clients.consumer(options.connection, logger_name=f"{LOGGER_NAME}.librdkafka",
-                                       **{"fetch.wait.max.ms": 10,
-                                          "max.partition.fetch.bytes": 1024,
-                                          "enable.partition.eof": True})
-        self.consumer = self.client.handle
+        small: dict[str, Any] = {"fetch.wait.max.ms": 10, "max.partition.fetch.bytes": 1024,
+                                 "enable.partition.eof": True}
+        self.client = clients.consumer(options.connection,
+                                       logger_name=f"{LOGGER_NAME}.librdkafka", **small)
         self._admin: clients.Client | None = None
+
+    @property
+    def consumer(self) -> Any:
+        """The consumer's librdkafka handle (a new one after `Client.renew`)."""
+        return self.client.handle
 
     def close(self) -> None:
         self.client.close()
@@ -69,12 +73,16 @@ class KafkaClient:
                 does not answer.
             IngestError: the broker cannot be reached in time.
         """
-        out: list[TopicPartitionKey] = []
-        for topic in self.options.topics:
-            meta = self.client.wait(
+
+        def metadata(topic: str) -> Any:
+            return self.client.wait(
                 f"get metadata for topic '{topic}'",
                 lambda t: self.consumer.list_topics(topic=topic, timeout=t),
                 timeout_s=self.options.timeout_s)
+
+        out: list[TopicPartitionKey] = []
+        for topic in self.options.topics:
+            meta = metadata(topic)
             out.extend((topic, p) for p in topic_partitions(self.options.connection, topic,
                                                             meta.topics.get(topic)))
         return out
@@ -92,10 +100,13 @@ class KafkaClient:
 
         if not tps:
             return {}
-        lows = {tp: self.client.wait(
-            "list offsets", lambda t, tp=tp: self.consumer.get_watermark_offsets(
-                TopicPartition(tp[0], tp[1]), timeout=t), timeout_s=self.options.timeout_s)
-            for tp in tps}
+
+        def low_high(tp: TopicPartitionKey) -> tuple[int, int]:
+            return self.client.wait("list offsets", refreshing_metadata(
+                self.client, [tp], lambda t: self.consumer.get_watermark_offsets(
+                    TopicPartition(tp[0], tp[1]), timeout=t)), timeout_s=self.options.timeout_s)
+
+        lows = {tp: low_high(tp) for tp in tps}
         marks: Watermarks = {tp: (low, high) for tp, (low, high) in lows.items()}
         if self.read_committed:
             stable = self._stable_offsets(tps)
@@ -108,8 +119,17 @@ class KafkaClient:
         self.consumer.assign([TopicPartition(t, p, max(marks[(t, p)])) for t, p in confirm])
         pending = set(confirm)
         deadline = time.monotonic() + self.options.timeout_s
+        renew_at = time.monotonic() + clients.UNREACHABLE_S
         try:
             while pending:
+                if time.monotonic() >= renew_at:
+                    # No end in sight: this consumer may never reach a broker again after a
+                    # restart (Client.renew); a new one fetches the partitions left.
+                    self.consumer.unassign()
+                    self.client.renew()
+                    self.consumer.assign([TopicPartition(t, p, max(marks[(t, p)]))
+                                          for t, p in sorted(pending)])
+                    renew_at = time.monotonic() + clients.UNREACHABLE_S
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise IngestError(
@@ -123,7 +143,7 @@ class KafkaClient:
                     continue
                 err = msg.error()
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    if err.retriable() or err.code() in clients.retriable_codes():
+                    if clients.is_retriable(err):
                         continue
                     raise IngestError(f"Cannot fetch the end offsets from Kafka at "
                                       f"{self.options.bootstrap_servers}: "
@@ -148,20 +168,20 @@ class KafkaClient:
         if self._admin is None:
             self._admin = clients.admin(self.options.connection,
                                         logger_name=f"{LOGGER_NAME}.librdkafka")
-        admin = self._admin.handle
+        admin = self._admin
         request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
 
         def ask(timeout: float) -> Offsets:
-            futures = admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
-                                         request_timeout=max(timeout, 1.0))
+            futures = admin.handle.list_offsets(
+                request, isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=max(timeout, 1.0))
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
-        return self._admin.wait("list the last stable offsets",
-                                refreshing_metadata(admin, tps, ask),
-                                timeout_s=self.options.timeout_s)
+        return admin.wait("list the last stable offsets", refreshing_metadata(admin, tps, ask),
+                          timeout_s=self.options.timeout_s)
 
 
-def refreshing_metadata(handle: Any, tps: Sequence[TopicPartitionKey],
+def refreshing_metadata(client: clients.Client, tps: Sequence[TopicPartitionKey],
                         call: Callable[[float], _T]) -> Callable[[float], _T]:
     """`call` (a slice of `Client.wait`, a look-up sent to the partitions' leaders) that,
     when the client's metadata of `tps` is stale, asks the broker for their topics' metadata
@@ -187,7 +207,7 @@ def refreshing_metadata(handle: Any, tps: Sequence[TopicPartitionKey],
             if not isinstance(error, KafkaError) or error.code() not in stale:
                 raise
             for topic in sorted({t for t, _ in tps}):
-                handle.list_topics(topic=topic, timeout=max(timeout, 1.0))
+                client.handle.list_topics(topic=topic, timeout=max(timeout, 1.0))
             raise KafkaException(KafkaError(error.code(), error.str(), retriable=True)) from e
 
     return attempt
@@ -227,11 +247,12 @@ def make_consumer(options: KafkaSourceOptions, *,
     Raises:
         ConfigError: librdkafka refuses the configuration.
     """
-    return clients.consumer(
-        options.connection, logger_name=f"{LOGGER_NAME}.librdkafka",
-        **{"enable.auto.offset.store": False, "enable.partition.eof": True,
-           "auto.offset.reset": "error" if fail_on_out_of_range else "earliest",
-           "socket.connection.setup.timeout.ms": int(options.timeout_s * 1000)})
+    settings: dict[str, Any] = {
+        "enable.auto.offset.store": False, "enable.partition.eof": True,
+        "auto.offset.reset": "error" if fail_on_out_of_range else "earliest",
+        "socket.connection.setup.timeout.ms": int(options.timeout_s * 1000)}
+    return clients.consumer(options.connection, logger_name=f"{LOGGER_NAME}.librdkafka",
+                            **settings)
 
 
 def rate_limit(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
@@ -295,7 +316,7 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[pa.Re
                         # says so below), or records not yet readable: keep waiting.
                         continue
                     client.check()
-                    if err.retriable() or err.code() in clients.retriable_codes():
+                    if clients.is_retriable(err):
                         continue  # a broker restart or a leader change: librdkafka retries
                     raise IngestError(f"Cannot read {where}: {err.str()}") from KafkaException(err)
                 if offset >= part.until_offset:

@@ -147,7 +147,10 @@ class SchemaRegistry:
                                                        "as '<topic>-value'") from e
             raise IngestError(f"Cannot read subject {subject!r} from the schema registry at "
                               f"{self.url}: {_describe(e)}") from e
-        return int(registered.schema_id), str(registered.schema.schema_str)
+        if registered.schema_id is None:  # the client's type allows it; a registry never does
+            raise IngestError(f"The schema registry at {self.url} gave subject {subject!r}'s "
+                              "latest version without a schema id")
+        return registered.schema_id, str(registered.schema.schema_str)
 
     def register(self, subject: str, schema_text: str) -> int:
         """Register an Avro schema under a subject; returns its id (the same for the same

@@ -9,11 +9,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from ingest.errors import WireError
+
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
-
-
-class WireError(ValueError):
-    """The bytes are not a valid protobuf message."""
 
 
 def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 import fsspec
 import pyarrow.orc as po
 
-from ingest.errors import CorruptFileError
-from ingest.orc.tail import FileTail, TailError, parse_tail, tail_bytes_needed
+from ingest.errors import CorruptFileError, TailError
+from ingest.orc.tail import FileTail, parse_tail, tail_bytes_needed
 from ingest.orc.timestamps import SubMicroseconds, with_wide_timestamps
 
 _FIRST_READ = 16 * 1024

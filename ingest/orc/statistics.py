@@ -7,6 +7,7 @@ convention for "sum unknown"). Fields we do not know are kept from the left-hand
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation, localcontext
 
 from ingest.orc._protobuf import Message
@@ -201,7 +202,7 @@ def _merge_collection(a: Message, b: Message) -> Message:
     return out
 
 
-_MERGERS = {
+_MERGERS: dict[int, Callable[[Message, Message], Message]] = {
     ColumnStatistics.INT_STATISTICS: _merge_int,
     ColumnStatistics.DOUBLE_STATISTICS: _merge_double,
     ColumnStatistics.STRING_STATISTICS: _merge_string,

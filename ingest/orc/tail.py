@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ingest.orc._protobuf import VARINT, Message, WireError
+from ingest.errors import TailError, WireError
+from ingest.orc._protobuf import VARINT, Message
 from ingest.orc.compression import (
     CODE_BY_KIND,
     KIND_BY_CODE,
@@ -29,14 +30,6 @@ from ingest.orc.proto_fields import (
 
 MAGIC = b"ORC"
 _DEFAULT_BLOCK_SIZE = 256 * 1024
-
-
-class TailError(ValueError):
-    """The bytes at the end of the region are not a complete ORC tail."""
-
-    def __init__(self, message: str, offset: int | None = None) -> None:
-        super().__init__(message)
-        self.offset = offset
 
 
 @dataclass

@@ -21,13 +21,13 @@ import pyarrow as pa
 from ingest.acid.format import parse_schema, to_ddl
 from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.io import storage
+from ingest.kafka import KafkaConnection, LagProbe, Watermarks, check_not_behind
 from ingest.spark.avro_columns import with_avro_columns
-from ingest.kafka import KafkaConnection, LagProbe
 from ingest.spark.kafka import check_jvm_kafka, check_topic, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import StreamMetrics, check_port
 from ingest.spark.operations import StreamOperations
-from ingest.spark.options import StreamOptions
+from ingest.spark.options import StreamOptions, check_evolve_types
 from ingest.spark.progress import OBSERVATION, source_observations
 from ingest.spark.sink import (
     DEAD_LETTER_DDL,
@@ -177,10 +177,11 @@ def check_sink_progress(metastore_url: str) -> None:
             "Metastore) one")
 
 
-def check_kafka(connection: KafkaConnection, topic: str, *, timeout_s: float = 30.0) -> int:
+def check_kafka(connection: KafkaConnection, topic: str, *, timeout_s: float = 30.0
+                ) -> Watermarks:
     """Check the broker answers this connection and the topic exists and may be read;
-    returns its partition count. A refused connection (authentication, TLS, an ACL) or an
-    unreachable broker fails within seconds, naming the cause.
+    returns each partition's (earliest, end) offsets. A refused connection (authentication,
+    TLS, an ACL) or an unreachable broker fails within seconds, naming the cause.
 
     Raises:
         ConfigError: the topic does not exist.
@@ -484,24 +485,34 @@ def run_stream(
     check_transaction_batches(table, url, options.sink.txns_per_delta)
     check_stream_key(options, layout, url)
     connection = options.connection
-    check_kafka(connection, options.topic, timeout_s=options.kafka_timeout_s)
+    marks = check_kafka(connection, options.topic, timeout_s=options.kafka_timeout_s)
     if options.kafka_source == "jvm":
         check_jvm_kafka(spark)  # before any table is created
     if options.metrics_port is not None:
-        check_port(options.metrics_port)
+        check_port(options.metrics_port, host=options.metrics_bind_host)
     keyed = keyed_table(table, layout, options) if options.sink.keyed else None
+    partitions = (layout.partition_column,) if layout.partition_column else ()
+    check_evolve_types(options.sink.evolve_type_map, layout.row_schema, partitions,
+                       table=table)
     target, dead_table = ensure_tables(table, layout, metastore_url=url,
                                        storage_options=storage_options,
                                        buckets=keyed.bucket_count if keyed else 0,
                                        bucketed_by=keyed.bucket_columns if keyed else (),
                                        allow_added_columns=(
                                            options.sink.on_new_field == "evolve"))
+    # Again with the columns earlier runs added (`--on-new-field evolve`).
+    check_evolve_types(options.sink.evolve_type_map, target.row_schema,
+                       target.partition_columns, table=target.name)
     checkpoint = options.checkpoint
     sink_id = f"{target.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id, table=target.name)
-        progress = (stream_progress(store, target.name)
-                    if options.metrics_port or options.commit_offsets_to_group else None)
+        progress = stream_progress(store, target.name)
+        # Before Spark plans from its checkpoint: Spark's own source, told failOnDataLoss
+        # false, would skip a re-created topic's records below the old end without a word.
+        check_not_behind({tp: end for tp, (_, end) in marks.items()},
+                         progress.offsets if progress else {}, servers=connection.bootstrap_servers,
+                         what="now ends at", known_as=f"table {target.name} already committed")
         # Repair what dead writers left (torn stripes, stale side files) before adding to it;
         # files of transactions still open belong to live writers and are left alone.
         recovery = open_table_root(target.location, store, storage_options).recover()
@@ -548,7 +559,7 @@ def run_stream(
         if maintenance is not None:
             metrics.watch_maintenance(maintenance)
         metrics.watch_metastore(url, [target.name, dead_table.name])
-        metrics.serve(options.metrics_port)
+        metrics.serve(options.metrics_port, host=options.metrics_bind_host)
     query_name = f"ingest-{target.name}"
     operations = StreamOperations.start(
         spark, sink, table=target.name, query_name=query_name, log_format=options.log_format,

@@ -20,16 +20,15 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ingest.errors import ConfigError, IngestError
-from ingest.spark._metrics_collectors import MaintenanceCollector, MetastoreCollector
 from ingest.kafka import LagProbe
+from ingest.spark._metrics_collectors import MaintenanceCollector, MetastoreCollector
 from ingest.spark.sink import BatchReport
+from ingest.txn import TopicPartitionKey
 
 if TYPE_CHECKING:
     from ingest.spark.maintenance import StreamMaintenance
 
 log = logging.getLogger(__name__)
-
-TopicPartitionKey = tuple[str, int]
 
 # A micro-batch takes from under a second to minutes (a large backlog, a slow store).
 BATCH_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)

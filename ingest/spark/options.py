@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 
-from ingest.acid.format import parse_schema, to_ddl
+from ingest.acid.format import COMMENT_KEY, parse_schema, to_ddl
 from ingest.errors import ConfigError
 from ingest.io import parse_storage_options
 from ingest.kafka import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS, KafkaConnection
@@ -135,7 +135,11 @@ class SinkOptions:
     avro_schema: str | None = _option(
         None, metavar="FILE", help="With --value-format avro: the writers' Avro schema (a "
                                    ".avsc JSON file, read once on the driver) of values in "
-                                   "plain Avro binary.")
+                                   "plain Avro binary. WARNING: plain Avro carries no schema "
+                                   "id, so a FILE that is not the producers' exact schema can "
+                                   "go unnoticed: fields {id, a, b} read as {id, b, a} (same "
+                                   "types) commit every row with a and b swapped. Prefer "
+                                   "--schema-registry.")
     schema_registry: str | None = _option(
         None, metavar="URL", help="With --value-format avro: a Confluent-compatible schema "
                                   "registry (http://host:8081) giving each value's writer "
@@ -157,7 +161,9 @@ class SinkOptions:
     evolve_types: tuple[str, ...] = _option(
         (), flag="--evolve-type", metavar="FIELD=TYPE", help=(
             "With --on-new-field evolve: the Hive type of a new field's column instead of the "
-            "inferred one (repeatable), e.g. tags=ARRAY<STRING> or price=DECIMAL(10,2)."))
+            "inferred one (repeatable), e.g. tags=ARRAY<STRING> or price=DECIMAL(10,2). A "
+            "FIELD that is already a column must have that type (a column an earlier run "
+            "added); another type is refused (widen it with `ingest alter`)."))
 
     def __post_init__(self) -> None:
         """Raises: ConfigError: a value is out of its bounds or not one of its choices, or
@@ -349,6 +355,12 @@ class StreamOptions:
             "Serve Prometheus metrics on this port of the driver (http://HOST:PORT/metrics): "
             "rows, records, dead letters, bytes and files, batch and commit seconds, the last "
             "commit's time and Kafka lag per partition. Default: off."))
+    metrics_host: str | None = _option(
+        None, metavar="HOST", help=(
+            "With --metrics-port: the address the metrics server binds, e.g. 127.0.0.1 (this "
+            "host only) or one interface's address. Default: 0.0.0.0, every interface, so "
+            "that a Prometheus in another container or on another host can scrape the driver "
+            "(docker/compose.yaml's does)."))
     storage_options: tuple[str, ...] = _option(
         (), flag="--storage-option", metavar="KEY=VALUE", secret=True, help=(
             "fsspec storage option for the table's bucket (repeatable; a value is JSON when "
@@ -392,6 +404,12 @@ class StreamOptions:
         if self.metrics_port is not None and self.metrics_port > 65535:
             raise ConfigError(f"--metrics-port must be a TCP port (1-65535), got "
                               f"{self.metrics_port}")
+        if self.metrics_host is not None and self.metrics_port is None:
+            raise ConfigError("--metrics-host applies to --metrics-port, which is not given",
+                              hint="add --metrics-port PORT, or leave out --metrics-host")
+        if self.metrics_host is not None and not self.metrics_host.strip():
+            raise ConfigError("--metrics-host needs an address, got an empty one",
+                              hint="e.g. --metrics-host 127.0.0.1")
         group = self.commit_offsets_to_group
         if group is not None and not group.strip():
             raise ConfigError("--commit-offsets-to-group needs a Kafka consumer group id, got "
@@ -410,6 +428,11 @@ class StreamOptions:
         """The Kafka connection: --bootstrap-servers, --kafka-config, --kafka-option."""
         return KafkaConnection.of(self.bootstrap_servers, options=self.kafka_options,
                                   config_files=self.kafka_config)
+
+    @property
+    def metrics_bind_host(self) -> str:
+        """The address the metrics server binds: --metrics-host, else every interface."""
+        return (self.metrics_host or "0.0.0.0").strip()
 
     @property
     def schedule(self) -> tuple[float, bool]:
@@ -459,6 +482,34 @@ def parse_evolve_types(items: tuple[str, ...]) -> dict[str, str]:
         # The type as Hive spells it (upper case, canonical), without the column's name.
         out[name] = to_ddl(pa.schema([column.field(0).with_name("c")])).split(" ", 1)[1]
     return out
+
+
+def check_evolve_types(evolve_types: Mapping[str, str], columns: pa.Schema,
+                       partition_columns: tuple[str, ...], *, table: str) -> None:
+    """Refuse an --evolve-type naming an existing column with another type: it types only a
+    new field's column, so it would be silently ignored. The same type is kept (the column
+    an earlier run of the stream added, the stream restarted with the same options).
+
+    Raises:
+        ConfigError: the field is a partition column, or a column of another type.
+    """
+    by_name = {f.name.lower(): f for f in columns}
+    for name, kind in evolve_types.items():
+        if name.lower() in (c.lower() for c in partition_columns):
+            raise ConfigError(f"--evolve-type {name}={kind}: {name} is the partition column of "
+                              f"{table}, not a new field", hint="leave it out")
+        found = by_name.get(name.lower())
+        if found is None:
+            continue
+        plain = found.with_metadata({k: v for k, v in (found.metadata or {}).items()
+                                     if k != COMMENT_KEY}).with_name("c")
+        have = to_ddl(pa.schema([plain])).split(" ", 1)[1]
+        if have != kind:
+            raise ConfigError(
+                f"--evolve-type {name}={kind}: {table} already has column {found.name} "
+                f"{have}; --evolve-type types only the column of a new field",
+                hint=f"leave it out, or give --evolve-type {name}={have}; to widen the "
+                     f"column: `ingest alter --change-column \"{found.name} {kind}\"`")
 
 
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -600,6 +651,7 @@ __all__ = [
     "ValueFormat",
     "add_arguments",
     "option_specs",
+    "check_evolve_types",
     "parse_evolve_types",
     "stream_trigger",
 ]

@@ -14,7 +14,7 @@ from ingest.table._definition import (
     table_schema,
     uses_visibility_suffix,
 )
-from ingest.table._open import MetastoreRef, StorageOptions, agent_name
+from ingest.table._open import MetastoreRef, StorageOptions, agent_name, metastore_if_any
 from ingest.table._owner import check_owner
 from ingest.table._written import (
     AbortedWriteRemoval,
@@ -33,7 +33,7 @@ from ingest.table.avro_schema import (
     load_avro_schema,
     read_avro_schema_file,
 )
-from ingest.table.changes import OP_RANK, ChangeBatch
+from ingest.table.changes import OP_RANK, ChangeBatch, unwrap_debezium
 from ingest.table.clean import CleanReport, PartitionClean, Removed, clean
 from ingest.table.compact import (
     CompactionHistory,
@@ -50,7 +50,7 @@ from ingest.table.history import Commit, table_history
 from ingest.table.input import InputFormat, read_input
 from ingest.table.keyed import KeySpec, check_keyed_table, resolve
 from ingest.table.load import LoadResult, MissingColumns, load, load_file
-from ingest.table.locate import metastore_if_any, open_table_or_files, open_table_root
+from ingest.table.locate import open_table_or_files, open_table_root
 from ingest.table.progress import StreamProgress, stream_progress
 from ingest.table.recover import (
     DEFAULT_TXN_TIMEOUT_S,
@@ -160,6 +160,7 @@ __all__ = [
     "to_decimal",
     "to_nanosecond_timestamp",
     "upsert",
+    "unwrap_debezium",
     "upsert_file",
     "uses_visibility_suffix",
     "verify_table",

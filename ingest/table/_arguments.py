@@ -15,6 +15,7 @@ import pyarrow as pa
 from ingest.acid.format import ValidWriteIdList
 from ingest.acid.read import ALL_ON_DISK
 from ingest.errors import ConfigError
+from ingest.table._definition import ddl_type
 
 
 def check_columns(columns: object, *, where: str) -> list[str] | None:
@@ -88,14 +89,16 @@ def check_storage_options(options: object, *, location: str) -> dict[str, Any] |
     return dict(options)
 
 
-def rows_as_table(data: object, *, where: str) -> pa.Table:
+def rows_as_table(data: object, *, where: str, schema: pa.Schema | None = None) -> pa.Table:
     """The rows a caller hands to `Table.load`, as an Arrow table.
 
     Accepts a `pyarrow.Table` or `RecordBatch`, a list of dicts (one per row), a pandas
-    DataFrame, or anything `pyarrow.table()` takes (a dict of columns, ...).
+    DataFrame, or anything `pyarrow.table()` takes (a dict of columns, ...). `schema`, the
+    table's columns, only names a column's type in errors.
 
     Raises:
-        ConfigError: none of these, or values Arrow cannot make columns of.
+        ConfigError: none of these, or values Arrow cannot make columns of (an integer
+            beyond 64 bits named with its column and the column's range).
     """
     if isinstance(data, pa.Table):
         return data
@@ -109,11 +112,35 @@ def rows_as_table(data: object, *, where: str) -> pa.Table:
             return pa.Table.from_pydict({name: [row.get(name) for row in data]
                                          for name in names})
         return pa.table(data)
+    except OverflowError as e:
+        raise _overflow(data, where, schema) from e
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
         raise ConfigError(
             f"Cannot load rows into {where}: {type(data).__name__} is not rows Arrow can read "
             f"({e})", hint="pass a pyarrow.Table, a list of dicts (one per row), a dict of "
                            "column lists or a pandas DataFrame") from e
+
+
+def _overflow(data: object, where: str, schema: pa.Schema | None) -> ConfigError:
+    """The error for Python integers Arrow cannot hold (beyond 64 bits), naming the first."""
+    rows = data if isinstance(data, list) else []
+    found = next(((name, value) for row in rows if isinstance(row, Mapping)
+                  for name, value in row.items()
+                  if isinstance(value, int) and not isinstance(value, bool)
+                  and not -2**63 <= value < 2**63), None)
+    if found is None:
+        return ConfigError(f"Cannot load rows into {where}: an integer is too large for a "
+                           "64-bit column", hint="check the rows' integer values")
+    name, value = found
+    field = schema.field(name) if schema is not None and name in schema.names else None
+    if field is not None and pa.types.is_integer(field.type):
+        bits = field.type.bit_width
+        kind = f"{ddl_type(field)} column {name!r}, whose range is {-2**(bits - 1)} to " \
+               f"{2**(bits - 1) - 1}"
+    else:
+        kind = f"column {name!r}: no column holds integers beyond {-2**63} to {2**63 - 1}"
+    return ConfigError(f"Cannot load rows into {where}: the value {value} is out of range "
+                       f"for {kind}", hint=f"fix or leave out the rows whose {name} is {value}")
 
 
 __all__ = ["check_columns", "check_limit", "check_snapshot_table", "check_storage_options",

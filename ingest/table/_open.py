@@ -11,19 +11,21 @@ import os
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import fsspec
 
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, TableNotFoundError
 from ingest.io import storage
 from ingest.table._owner import check_owner
 from ingest.txn import (
     Metastore,
     TableDefinition,
+    ancestors,
     default_metastore_url,
     find_metastore_for,
     normalize_location,
+    redact_url,
 )
 
 MetastoreRef = str | Metastore | None
@@ -76,6 +78,59 @@ def open_table(
         defn = store.get_table(normalize_location(location))
         check_owner(defn, store.url, storage_options)
         yield store, defn
+
+
+def find_table(store: Metastore, location: str, hint: str | None) -> TableDefinition:
+    """The table of `store` at or above `location`.
+
+    Raises:
+        TableNotFoundError: `store` lists no table there (with `hint`, what else to try).
+    """
+    for candidate in ancestors(location):
+        found = store.find_table(candidate)
+        if found is not None:
+            return found
+    raise TableNotFoundError(
+        f"Cannot find a table at or above {location} in metastore {redact_url(store.url)}",
+        table=location, hint=hint)
+
+
+@contextmanager
+def metastore_if_any(path: str, metastore: str | Metastore | Literal[False] | None = None,
+                     ) -> Iterator[tuple[Metastore | None, TableDefinition | None]]:
+    """The read-only metastore listing the table at or above `path` and the table, or
+    (None, None) when no metastore lists it; the metastore is closed on exit.
+
+    Here, below `api.py`, so that `status.py` (which `Table.status` calls) needs no module
+    that imports `api.py`.
+
+    Args:
+        path: a table root or a directory inside.
+        metastore: the metastore URL the caller chose (a command's `--metastore`), or an
+            open one (used as it is, left open); None: `$INGEST_METASTORE`, else the one
+            beside the table; False: none, (None, None).
+
+    Raises:
+        TableNotFoundError: a chosen metastore does not list the table (no fallback then).
+        MetastoreError: a metastore file exists but cannot be read, or is empty.
+    """
+    if metastore is False:
+        yield None, None
+        return
+    if isinstance(metastore, Metastore):
+        yield metastore, find_table(metastore, path, None)
+        return
+    try:
+        store, table = find_metastore_for(path, read_only=True, metastore=metastore)
+    except TableNotFoundError:
+        if metastore is not None:
+            raise
+        yield None, None
+        return
+    try:
+        yield store, table
+    finally:
+        store.close()
 
 
 def check_root(defn: TableDefinition, location: str) -> None:

@@ -11,6 +11,7 @@ another metastore lists the location. Tables without a marker (older ones) keep 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import uuid
@@ -78,6 +79,10 @@ def read_marker(fs: fsspec.AbstractFileSystem, root: str) -> OwnerMarker | None:
         data = fs.cat_file(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        return None  # no such directory can exist; creating it names the problem
     try:
         fields = json.loads(data)
         return OwnerMarker(str(fields["metastore"]), str(fields["table"]), str(fields["token"]))
@@ -169,7 +174,8 @@ def _same(a: str, b: str) -> bool:
 
 def _identity(url: str) -> str:
     if url.startswith("sqlite:///"):
-        return "sqlite://" + os.path.realpath(url[len("sqlite://"):])
+        # sqlite:////abs (SQLAlchemy's spelling) and sqlite:///abs name one file.
+        return "sqlite://" + os.path.realpath("/" + url[len("sqlite://"):].lstrip("/"))
     return redact_url(url)
 
 

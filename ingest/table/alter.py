@@ -33,8 +33,8 @@ def alter_table(
     location: str,
     *,
     properties: Mapping[str, str] | None = None,
-    add_columns: str | None = None,
-    change_columns: Sequence[str] = (),
+    add_columns: str | Sequence[str] | None = None,
+    change_columns: str | Sequence[str] = (),
     columns: str | None = None,
     metastore: MetastoreRef = None,
     storage_options: StorageOptions = None,
@@ -48,8 +48,10 @@ def alter_table(
     Args:
         location: the table root.
         properties: the properties to set, e.g. ``{"orc.compress": "SNAPPY"}``.
-        add_columns: columns to append, e.g. ``"source STRING COMMENT 'origin'"``.
-        change_columns: ``"c NEWTYPE"`` each: widen column c, e.g. ``"id BIGINT"``.
+        add_columns: columns to append, e.g. ``"source STRING COMMENT 'origin'"``, or a
+            list of them, e.g. ``["source STRING", "n INT"]``.
+        change_columns: ``"c NEWTYPE"`` each: widen column c, e.g. ``["id BIGINT"]``; a
+            single string is one such change.
         columns: the whole new column list (Hive's REPLACE COLUMNS), checked the same way.
         metastore: as for `create_table`; default: found from the location.
         storage_options: the table's fsspec options, to read the location's owner marker.
@@ -69,19 +71,39 @@ def alter_table(
         raise ConfigError(f"Cannot alter table at {location}: nothing to change",
                           hint=f"for example `ingest alter {location} --property "
                           "orc.compress=SNAPPY` or `--add-columns \"note STRING\"`")
+    add_columns = _column_list(add_columns, "add_columns", location)
+    changes = (change_columns,) if isinstance(change_columns, str) else change_columns
+    _check_strings(changes, "change_columns", location)
     with open_table(location, metastore, storage_options) as (store, defn):
         wanted = (check_properties(properties, table=defn.name, action="alter")
                   if properties else {})
         changed = tuple((k, defn.properties.get(k), v) for k, v in sorted(wanted.items())
                         if defn.properties.get(k) != v)
         new_schema, column_changes = evolve_schema(
-            defn, add_columns=add_columns, change_columns=change_columns, columns=columns)
+            defn, add_columns=add_columns, change_columns=changes, columns=columns)
         stored = defn
         if column_changes:
             stored = store.alter_columns(defn.name, new_schema, expected=defn.row_schema)
         if changed:
             stored = store.set_properties(defn.name, wanted)
         return AlterResult(stored, changed, column_changes)
+
+
+def _column_list(given: str | Sequence[str] | None, argument: str, location: str) -> str | None:
+    """`add_columns` as one column list: a list's items are joined, as Hive's ADD COLUMNS
+    lists them."""
+    if given is None or isinstance(given, str):
+        return given
+    _check_strings(given, argument, location)
+    return ", ".join(given)
+
+
+def _check_strings(given: object, argument: str, location: str) -> None:
+    if not isinstance(given, Sequence) or not all(isinstance(s, str) for s in given):
+        raise ConfigError(
+            f"Cannot alter table at {location}: {argument}={given!r} is not a column "
+            "specification string or a list of them",
+            hint=f"e.g. {argument}=\"n BIGINT\" or {argument}=[\"n BIGINT\", \"m INT\"]")
 
 
 __all__ = ["AlterResult", "alter_table"]

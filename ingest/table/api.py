@@ -46,7 +46,7 @@ from ingest.table._arguments import (
     rows_as_table,
 )
 from ingest.table._definition import table_schema
-from ingest.table._open import agent_name
+from ingest.table._open import agent_name, find_table
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.clean import CleanReport, PartitionClean
 from ingest.table.clean import clean as clean_table
@@ -63,6 +63,7 @@ from ingest.table.recover import (
     TableRecovery,
     recover_table_with_metastore,
 )
+from ingest.table.status import TableStatus, table_status
 from ingest.table.upsert import UpsertResult
 from ingest.table.upsert import apply_changes as apply_change_events
 from ingest.table.upsert import upsert as upsert_rows
@@ -72,16 +73,12 @@ from ingest.txn import (
     OffsetRange,
     PinnedView,
     TableDefinition,
-    ancestors,
     find_metastore_for,
     normalize_location,
-    redact_url,
 )
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from ingest.table.status import TableStatus
 
 MetastoreArg = str | Metastore | Literal[False] | None
 """None: the metastore `ingest` finds for the location; a metastore URL (`sqlite://`,
@@ -157,7 +154,7 @@ def _open(location: str, metastore: MetastoreArg, storage_options: object, *,
         finally:
             store.close()
     if isinstance(metastore, Metastore):
-        return Table(fs, path, _find_table(metastore, location, extra_hint), metastore,
+        return Table(fs, path, find_table(metastore, location, extra_hint), metastore,
                      options)
     raise ConfigError(f"Cannot open table {location}: metastore={metastore!r} is not a "
                       "metastore URL, a Metastore, None or False")
@@ -176,16 +173,6 @@ def _check_read(table: Table, columns: object, limit: object, snapshot: object,
     if table.definition is not None:
         check_snapshot_table(snapshot, table.definition.name, where=where)
     return checked_columns, checked_limit
-
-
-def _find_table(store: Metastore, location: str, hint: str | None) -> TableDefinition:
-    for candidate in ancestors(location):
-        found = store.find_table(candidate)
-        if found is not None:
-            return found
-    raise TableNotFoundError(
-        f"Cannot find a table at or above {location} in metastore {redact_url(store.url)}",
-        table=location, hint=hint)
 
 
 class Table:
@@ -376,7 +363,7 @@ class Table:
         """
         check_missing_columns(missing_columns)
         defn = self._require_root("load rows")
-        data = rows_as_table(data, where=defn.name)
+        data = rows_as_table(data, where=defn.name, schema=table_schema(defn))
         return load_rows(defn.location, data, metastore=self._metastore,
                          missing_columns=missing_columns,
                          storage_options=self._storage_options)
@@ -433,7 +420,8 @@ class Table:
         """
         check_missing_columns(missing_columns)
         defn = self._require_root("upsert rows")
-        return upsert_rows(defn.location, rows_as_table(data, where=defn.name),
+        rows = rows_as_table(data, where=defn.name, schema=table_schema(defn))
+        return upsert_rows(defn.location, rows,
                            key=key, order_by=order_by, metastore=self._metastore,
                            missing_columns=missing_columns,
                            storage_options=self._storage_options)
@@ -552,11 +540,13 @@ class Table:
                 storage_options=self._storage_options, on_progress=on_progress)
 
     def alter(self, properties: Mapping[str, str] | None = None, *,
-              add_columns: str | None = None, change_columns: Sequence[str] = (),
+              add_columns: str | Sequence[str] | None = None,
+              change_columns: str | Sequence[str] = (),
               columns: str | None = None) -> AlterResult:
         """Set table properties, append columns or widen their types, by Hive's rules
         (`ingest.table.alter_table`). Afterwards this `Table` reads and loads with the
         stored definition; files written before read missing columns as nulls.
+        `add_columns` and `change_columns` each take one column string or a list of them.
 
         Raises:
             ConfigError: opened without a metastore or at a partition, or a change Hive's
@@ -578,10 +568,6 @@ class Table:
         Raises:
             ConfigError, FileNotFoundError, MetastoreError: see `table_status`.
         """
-        # Imported here: `ingest.table.status` finds tables through `locate`, which opens
-        # them with this module.
-        from ingest.table.status import table_status
-
         return table_status(self.location, snapshot=snapshot,
                             metastore=self._metastore if self.definition is not None else False,
                             storage_options=self._storage_options)

@@ -9,6 +9,7 @@ record's key for a tombstone).
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -164,6 +165,8 @@ def _from_numbered(items: Iterable[tuple[int, object]], unit: str) -> ChangeBatc
     deletes: list[Mapping[str, Any]] = []
     delete_events: list[int] = []
     n = 0
+    key: Mapping[str, Any] | None
+    envelope: Mapping[str, Any] | None
     for number, item in items:
         n += 1
         if type(item) is dict and "op" in item and "payload" not in item:
@@ -260,9 +263,58 @@ def _split_record(item: object, number: int, unit: str
 
 def _payload(value: Any) -> Any:
     """Unwrap the JSON converter's `{"schema": ..., "payload": ...}` form."""
-    if isinstance(value, Mapping) and set(value) == {"schema", "payload"}:
-        return value["payload"]
-    return value
+    return unwrap_debezium(value)
+
+
+# Debezium's epoch timestamps (zone-less, as a TIMESTAMP column holds them): ticks a second.
+_EPOCH_UNITS = {"io.debezium.time.Timestamp": 10**3, "io.debezium.time.MicroTimestamp": 10**6,
+                "io.debezium.time.NanoTimestamp": 10**9}
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def unwrap_debezium(value: Any) -> Any:
+    """`value` without the JSON converter's `{"schema": ..., "payload": ...}` wrapping, with
+    the epoch timestamps its schema names as text a TIMESTAMP column takes: a number alone
+    does not say its unit, the schema does (`io.debezium.time.Timestamp` milliseconds,
+    `MicroTimestamp` microseconds, `NanoTimestamp` nanoseconds). Fields of the payload
+    itself (a record key) and of an envelope's `before` and `after` are converted."""
+    if not (isinstance(value, Mapping) and set(value) == {"schema", "payload"}):
+        return value
+    payload = value["payload"]
+    fields = _schema_fields(value["schema"])
+    if not isinstance(payload, Mapping) or not fields:
+        return payload
+    out = _with_epoch_text(payload, fields)
+    for image in ("before", "after"):
+        inner = _schema_fields(fields.get(image))
+        if inner and isinstance(out.get(image), Mapping):
+            out[image] = _with_epoch_text(out[image], inner)
+    return out
+
+
+def _schema_fields(schema: Any) -> dict[str, Any]:
+    """A Kafka Connect struct schema's fields by name ({} for anything else)."""
+    if not isinstance(schema, Mapping) or not isinstance(schema.get("fields"), list):
+        return {}
+    return {f["field"]: f for f in schema["fields"]
+            if isinstance(f, Mapping) and isinstance(f.get("field"), str)}
+
+
+def _with_epoch_text(row: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    for name, value in row.items():
+        field = fields.get(name)
+        unit = (_EPOCH_UNITS.get(str(field.get("name"))) if isinstance(field, Mapping)
+                else None)
+        if unit is None or type(value) is not int:
+            continue
+        seconds, ticks = divmod(value, unit)
+        try:
+            when = _EPOCH + datetime.timedelta(seconds=seconds)
+        except OverflowError:
+            continue  # beyond any TIMESTAMP: left as the number, which loading refuses
+        out[name] = f"{when:%Y-%m-%d %H:%M:%S}.{ticks * (10**9 // unit):09d}"
+    return out
 
 
 def _table(rows: Sequence[Mapping[str, Any]], unit: str) -> pa.Table:
@@ -315,4 +367,4 @@ def check_cdc_format(value: object) -> CdcFormat:
 
 __all__ = ["OP_RANK", "CdcFormat", "ChangeBatch", "check_cdc_format", "from_debezium",
            "from_debezium_arrow",
-           "from_rows", "read_debezium_file"]
+           "from_rows", "read_debezium_file", "unwrap_debezium"]

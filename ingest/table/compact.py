@@ -327,6 +327,7 @@ def compaction_history(location: str, *, metastore: MetastoreRef = None,
         ConfigError: `location` lies inside a table instead of being its root.
         MetastoreError: the metastore cannot be opened or read.
     """
+    defn: TableDefinition | None
     if isinstance(metastore, Metastore):
         defn = metastore.get_table(normalize_location(location))
         check_root(defn, location)

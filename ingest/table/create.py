@@ -14,7 +14,7 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid import has_directories
-from ingest.acid.format import MAX_BUCKET_COUNT, parse_schema
+from ingest.acid.format import MAX_BUCKET_COUNT, parse_schema, reserved_column_reason
 from ingest.errors import ConfigError, IngestError, TableExistsError
 from ingest.io import storage
 from ingest.table._definition import ADOPTED_PROPERTY, check_properties, ddl_type
@@ -90,13 +90,10 @@ def create_table(
     partition_columns = _split_names(partitioned_by)
     table_name = name or default_table_name(location)
     for column in [*schema.names, *partition_columns]:
-        if column.lower() == "row__id":
-            # `ingest cat --row-id` and Hive's readers add ROW__ID themselves; a column of
-            # that name would shadow the real one.
-            raise ConfigError(
-                f"Cannot create table {table_name}: column {column!r} is reserved by Hive: "
-                "ROW__ID is the virtual column holding each row's (writeid, bucketid, rowid)",
-                hint="rename the column, e.g. to row_id")
+        reason = reserved_column_reason(column)
+        if reason is not None:
+            raise ConfigError(f"Cannot create table {table_name}: {reason}",
+                              hint="rename the column, e.g. to row_id")
     for column in partition_columns:
         if column in schema.names and not pa.types.is_string(schema.field(column).type):
             raise ConfigError(

@@ -149,11 +149,11 @@ def find_current_rows(
     caught_up = [0]  # events read to index files that had none
     if key_index is not None:
         for task in plan.tasks:
-            files = _trusted_indexes(fs, root, plan.view, task, key_index,
-                                     row_schema=row_schema, catch_up=catch_up,
-                                     counted=caught_up)
-            if files is not None:
-                indexed.append((task, files))
+            trusted = _trusted_indexes(fs, root, plan.view, task, key_index,
+                                       row_schema=row_schema, catch_up=catch_up,
+                                       counted=caught_up)
+            if trusted is not None:
+                indexed.append((task, trusted))
     found: list[pa.Table] = []
     digests: list[tuple[np.ndarray, np.ndarray]] = []
     if indexed:
@@ -274,18 +274,18 @@ def _look_up_indexed(fs: fsspec.AbstractFileSystem, root: str, plan: FilePlan,
             starts = np.flatnonzero(np.diff(member[by_member], prepend=-1))
             for sel in np.split(by_member, starts[1:]):
                 index, check = members[run.members[int(member[sel[0]])]]
-                mine, of_keys = position[sel], k[sel]
+                hits, of_keys = position[sel], k[sel]
                 same = np.ones(len(sel), dtype=bool)
-                at_index, asked_at = pa.array(mine), pa.array(of_keys)
+                at_index, asked_at = pa.array(hits), pa.array(of_keys)
                 for c in key_index:  # the hash may collide: compare the key values
                     same &= _equal(index.entries.column(c).take(at_index),
                                    asked[c].take(asked_at))
                 if check:
-                    same &= valid_write_ids(index.write_ids[mine], snapshot)
-                mine = mine[same]
-                candidates.append((of_keys[same], index.write_ids[mine],
-                                   index.bucket_properties[mine], index.row_ids[mine],
-                                   index.digests[mine], np.full(len(mine), index.digests_valid)))
+                    same &= valid_write_ids(index.write_ids[hits], snapshot)
+                hits = hits[same]
+                candidates.append((of_keys[same], index.write_ids[hits],
+                                   index.bucket_properties[hits], index.row_ids[hits],
+                                   index.digests[hits], np.full(len(hits), index.digests_valid)))
         if not candidates:
             continue
         k, w, b, r, d, known = (np.concatenate(c) for c in zip(*candidates, strict=True))

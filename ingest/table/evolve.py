@@ -18,7 +18,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from ingest.acid.format import COMMENT_KEY, parse_schema
+from ingest.acid.format import COMMENT_KEY, parse_schema, reserved_column_reason
 from ingest.errors import ConfigError
 from ingest.table._definition import ddl_type
 from ingest.txn import TableDefinition
@@ -100,8 +100,15 @@ def evolve_schema(
     new = list(old)
     if columns is not None:
         new = _replaced(defn, parse_schema(columns))
+    changed: dict[str, str] = {}
     for spec in change_columns:
         field = _changed_field(defn, spec)
+        if field.name.lower() in changed:
+            # Both cannot hold; taking the last one silently would hide a typo.
+            raise _refuse(defn, f"column {field.name} is changed twice "
+                          f"({changed[field.name.lower()]!r} and {spec!r})",
+                          f"give one change of {field.name}, with the type it should have")
+        changed[field.name.lower()] = spec
         index = [f.name.lower() for f in new].index(field.name.lower())
         new[index] = field
     if add_columns is not None:
@@ -153,6 +160,12 @@ def _changed_field(defn: TableDefinition, spec: str) -> pa.Field:
     return field.with_name(defn.row_schema.names[names.index(field.name.lower())])
 
 
+def _check_not_reserved(defn: TableDefinition, name: str) -> None:
+    reason = reserved_column_reason(name)
+    if reason is not None:
+        raise _refuse(defn, reason, "choose another name, e.g. row_id")
+
+
 def _check_not_layout(defn: TableDefinition, name: str) -> None:
     if name.lower() in (c.lower() for c in defn.partition_columns):
         raise _refuse(
@@ -162,6 +175,7 @@ def _check_not_layout(defn: TableDefinition, name: str) -> None:
 
 def _check_new_name(defn: TableDefinition, names: Sequence[str], name: str) -> None:
     _check_not_layout(defn, name)
+    _check_not_reserved(defn, name)
     if name.lower() in (n.lower() for n in names):
         raise _refuse(defn, f"column {name} already exists (Hive column names are "
                       "case-insensitive)",
@@ -192,6 +206,7 @@ def _replaced(defn: TableDefinition, given: pa.Schema) -> list[pa.Field]:
         fields[i] = fields[i].with_name(name)
     for f in fields[len(old):]:
         _check_not_layout(defn, f.name)
+        _check_not_reserved(defn, f.name)
     return fields
 
 

@@ -10,49 +10,11 @@ status` and `ingest cat`). Metastores are opened read-only here (docs/invariants
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 from ingest.errors import TableNotFoundError
 from ingest.table._open import MetastoreRef, StorageOptions, check_root
-from ingest.table.api import Table, _find_table, _open
-from ingest.txn import Metastore, TableDefinition, find_metastore_for
-
-
-@contextmanager
-def metastore_if_any(path: str, metastore: str | Metastore | Literal[False] | None = None,
-                     ) -> Iterator[tuple[Metastore | None, TableDefinition | None]]:
-    """The read-only metastore listing the table at or above `path` and the table, or
-    (None, None) when no metastore lists it; the metastore is closed on exit.
-
-    Args:
-        path: a table root or a directory inside.
-        metastore: the metastore URL the caller chose (a command's `--metastore`), or an
-            open one (used as it is, left open); None: `$INGEST_METASTORE`, else the one
-            beside the table; False: none, (None, None).
-
-    Raises:
-        TableNotFoundError: a chosen metastore does not list the table (no fallback then).
-        MetastoreError: a metastore file exists but cannot be read, or is empty.
-    """
-    if metastore is False:
-        yield None, None
-        return
-    if isinstance(metastore, Metastore):
-        yield metastore, _find_table(metastore, path, None)
-        return
-    try:
-        store, table = find_metastore_for(path, read_only=True, metastore=metastore)
-    except TableNotFoundError:
-        if metastore is not None:
-            raise
-        yield None, None
-        return
-    try:
-        yield store, table
-    finally:
-        store.close()
+from ingest.table.api import Table, _open
 
 
 def open_table_root(location: str, metastore: MetastoreRef = None,
@@ -109,4 +71,4 @@ def _options(storage_options: StorageOptions) -> dict[str, Any] | None:
     return dict(storage_options) if storage_options is not None else None
 
 
-__all__ = ["metastore_if_any", "open_table_or_files", "open_table_root"]
+__all__ = ["open_table_or_files", "open_table_root"]

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ingest.txn import Metastore, TableRef
-
-TopicPartitionKey = tuple[str, int]
+from ingest.txn import Metastore, TableRef, TopicPartitionKey
 
 
 @dataclass(frozen=True)

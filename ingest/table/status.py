@@ -19,8 +19,7 @@ from ingest.acid.read import TableLayout, VisibleTxn, describe_table
 from ingest.io import storage
 from ingest.table._arguments import check_snapshot_table
 from ingest.table._definition import compaction_thresholds
-from ingest.table._open import StorageOptions
-from ingest.table.locate import metastore_if_any
+from ingest.table._open import StorageOptions, metastore_if_any
 from ingest.table.progress import StreamProgress, stream_progress
 from ingest.txn import Metastore, TransactionInfo
 

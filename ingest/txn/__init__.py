@@ -8,7 +8,7 @@ database serves several hosts. Other layers import only the names below.
 """
 
 from ingest.acid.format import CommittedFile
-from ingest.txn.errors import MetastoreError
+from ingest.errors import MetastoreError  # kept here too: many callers import it from here
 from ingest.txn.locations import ancestors, normalize_location
 from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore
 from ingest.txn.model import (
@@ -23,6 +23,7 @@ from ingest.txn.model import (
     SinkProgress,
     TableDefinition,
     TableRef,
+    TopicPartitionKey,
     Transaction,
     TransactionInfo,
     TxnState,
@@ -59,6 +60,7 @@ __all__ = [
     "SinkProgress",
     "TableDefinition",
     "TableRef",
+    "TopicPartitionKey",
     "Transaction",
     "TransactionInfo",
     "TxnState",

@@ -126,6 +126,10 @@ class SinkProgress(NamedTuple):
     batch_id: int
 
 
+TopicPartitionKey = tuple[str, int]
+"""A Kafka topic partition, (topic, partition): the key of offsets and ranges in every layer."""
+
+
 class OffsetRange(NamedTuple):
     """Kafka records [from_offset, until_offset) of one topic partition consumed by a commit."""
 
@@ -360,6 +364,7 @@ __all__ = [
     "SinkProgress",
     "TableDefinition",
     "TableRef",
+    "TopicPartitionKey",
     "Transaction",
     "TransactionInfo",
     "TxnState",

@@ -23,7 +23,6 @@ from support import (
 from ingest.acid import (
     BucketFileOptions,
     BucketWriter,
-    NotEnoughHistoryError,
     ValidWriteIdList,
     WriterOptions,
     acid_state,
@@ -42,7 +41,7 @@ from ingest.acid.format.names import (
     is_compacted_base,
 )
 from ingest.acid.read.reader import read_table
-from ingest.errors import CorruptFileError
+from ingest.errors import CorruptFileError, NotEnoughHistoryError
 
 FS = fsspec.filesystem("file")
 BP0 = encode_bucket_property(0, 0)

@@ -16,12 +16,11 @@ from ingest.acid.format.writeids import ValidWriteIdList
 from ingest.acid.read.directories import (
     AcidState,
     DirectoryEntry,
-    NotEnoughHistoryError,
     acid_state,
     choose_directories,
     delta_sort_key,
 )
-from ingest.errors import IngestError, UnsupportedFormatError
+from ingest.errors import IngestError, NotEnoughHistoryError, UnsupportedFormatError
 
 
 def d(name: str) -> DirectoryEntry:

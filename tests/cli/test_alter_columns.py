@@ -69,6 +69,14 @@ def test_json_names_each_change(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (["--change-column", "dt INT"], "dt is a partition column", "ingest create"),
     (["--change-column", "value BIGINT"], "STRING -> BIGINT is not a widening",
      "add a new column"),
+    # issue 32: a second change of one column no longer silently wins; ROW__ID as create.
+    (["--change-column", "value VARCHAR(9)", "--change-column", "VALUE STRING"],
+     "column value is changed twice ('value VARCHAR(9)' and 'VALUE STRING')",
+     "give one change of value"),
+    (["--add-columns", "n INT, ROW__ID BIGINT"], "column 'ROW__ID' is reserved by Hive",
+     "e.g. row_id"),
+    (["--replace-columns", "id BIGINT, value STRING, row__id STRING"],
+     "column 'row__id' is reserved by Hive", "e.g. row_id"),
 ])
 def test_refused_changes_exit_2_and_change_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str,

@@ -319,3 +319,26 @@ def tree(location: str) -> dict[str, bytes | None]:
     root = Path(location)
     return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
             for p in sorted(root.rglob("*"))}
+
+
+# -- issue 32, item 5: SQLAlchemy's four-slash SQLite URL --------------------------------
+
+
+def test_a_four_slash_sqlite_metastore_url_works_for_every_command(
+        warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path}/ms.sqlite"  # tmp_path is absolute: four slashes
+    assert url.startswith("sqlite:////")
+    location = str(warehouse / "t4")
+    ok_json(["create", location, "--schema", DDL, "--metastore", url], capsys)
+    src = tmp_path / "one.jsonl"
+    src.write_text('{"id": 1, "v": "a"}\n')
+    ok_json(["load", location, "--input", str(src), "--metastore", url], capsys)
+    code, out, err = run(["cat", location, "--metastore", url], capsys)
+    assert (code, [json.loads(line) for line in out.splitlines()]) == (
+        0, [{"id": 1, "v": "a"}]), err
+    assert ok_json(["status", location, "--metastore", url], capsys)
+    assert ok_json(["verify", location, "--metastore", url], capsys)
+    # Both spellings name one metastore: the three-slash one is its owner too.
+    three = f"sqlite://{tmp_path}/ms.sqlite"
+    assert ok_json(["load", location, "--input", str(src), "--metastore", three],
+                   capsys)["write_id"] == 2

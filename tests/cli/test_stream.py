@@ -25,6 +25,17 @@ def test_help_names_every_option_and_an_example() -> None:
     assert "ingest stream --bootstrap-servers" in result.output
 
 
+def test_help_warns_that_plain_avro_carries_no_schema_id_and_names_metrics_host() -> None:
+    # issue 32: a reordered --avro-schema of same-typed fields swaps columns, exit 0.
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(command, ["--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "WARNING: plain Avro carries no schema id" in text
+    assert "fields {id, a, b} read as {id, b, a} (same types) commit every row with a and b " \
+           "swapped" in text
+    assert "--metrics-host HOST" in text and "Default: 0.0.0.0, every interface" in text
+
+
 def test_bad_trigger_is_a_config_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(command, [
         "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--table", str(tmp_path / "t"),

@@ -25,8 +25,9 @@ from ingest.acid.format.names import (
     format_delta,
     write_compacted_marker,
 )
-from ingest.acid.read.directories import NotEnoughHistoryError, acid_state
+from ingest.acid.read.directories import acid_state
 from ingest.acid.read.reader import read_table
+from ingest.errors import NotEnoughHistoryError
 
 pytestmark = pytest.mark.java
 

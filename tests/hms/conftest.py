@@ -12,39 +12,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hms_server import STARTED as _STARTED
 from hms_server import Server, hms_server, metastore_state, tidy_metastore, trino_server
 
 from ingest.txn import Metastore, TableDefinition, hms
-
-_STARTED: list[Server] = []
-"""The session's Hive 4 and 3.1 metastores started so far (what `_tidy_metastores` tidies)."""
-
-
-@contextmanager
-def _session_server(version: str) -> Iterator[Server]:
-    with hms_server(version) as server:
-        _STARTED.append(server)
-        try:
-            yield server
-        finally:
-            _STARTED.remove(server)
-
-
-@pytest.fixture(scope="session")
-def hms4() -> Iterator[Server]:
-    with _session_server("4") as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def hms3() -> Iterator[Server]:
-    with _session_server("3") as server:
-        yield server
 
 
 @pytest.fixture(scope="session")

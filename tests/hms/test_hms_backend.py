@@ -187,6 +187,21 @@ def test_a_transaction_batch_is_refused_and_nothing_is_opened(store: Metastore,
     assert store.write_id_states(defn) == {}  # nothing was opened
 
 
+def test_a_table_outside_the_warehouse_is_refused_with_a_way_out_for_create_and_stream(
+        store: Metastore, tmp_path: Path) -> None:
+    # `ingest stream` has no --name: the hint must not leave its user with that alone.
+    outside = TableDefinition("default.t_" + uuid.uuid4().hex[:10],
+                              f"file://{tmp_path}/elsewhere/events", ROWS)
+    with pytest.raises(ConfigError, match="managed location or the warehouse") as info:
+        store.create_table(outside)
+    short = outside.name.split(".", 1)[1]
+    assert info.value.hint is not None
+    assert f"`ingest create {outside.location} --name {short}_db.{short} --schema ...`" in (
+        info.value.hint)
+    assert ("`ingest stream` names its table itself, so run that `ingest create` first with "
+            "the stream's --schema, then stream into the same --table") in info.value.hint
+
+
 def test_an_unknown_table_is_not_found(store: Metastore) -> None:
     with pytest.raises(TableNotFoundError, match="nodb_x.nothing"):
         store.open_transaction("nodb_x.nothing")

@@ -70,6 +70,20 @@ def test_an_unreachable_metastore_fails_and_writes_nothing(
     assert not (tmp_path / "wh").exists()
 
 
+def test_an_unreachable_metastore_with_json_prints_only_the_json_error(
+        tmp_path: Path) -> None:
+    # Thrift's socket logs its failure to connect, which Python prints to stderr when no
+    # logging is set up (a real process, not pytest's); the error says it already (issue 32).
+    uri = f"thrift://127.0.0.1:{free_port()}"
+    done = subprocess.run([sys.executable, "-m", "ingest", "create", str(tmp_path / "wh" / "t"),
+                           "--schema", "id BIGINT", "--metastore", uri, "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (3, ""), done.stderr
+    error = json.loads(done.stderr)["error"]
+    assert error["type"] == "MetastoreError"
+    assert error["message"].startswith(f"Cannot reach the Hive Metastore at {uri}: ")
+
+
 def test_a_table_the_metastore_does_not_list_is_not_found(
         hms4: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "in.jsonl"

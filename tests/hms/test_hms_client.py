@@ -21,6 +21,7 @@ from ingest.errors import (
     ConfigError,
     TableExistsError,
     TableNotFoundError,
+    UnknownMethodError,
     UnsupportedFormatError,
 )
 from ingest.txn import MetastoreError, hms
@@ -108,7 +109,7 @@ def test_unknown_method_keeps_the_connection(hms3: Server) -> None:
     t = _stubs.ttypes()
     with hms.connect(hms3.uri) as conn:
         # Hive 4's call for open transactions; Hive 3.1 answers UNKNOWN_METHOD.
-        with pytest.raises(hms.UnknownMethodError) as caught:
+        with pytest.raises(UnknownMethodError) as caught:
             conn.call("get_open_txns_req", t.GetOpenTxnsRequest(excludeTxnTypes=[]))
         assert caught.value.method == "get_open_txns_req"
         assert "version 3.0" in str(caught.value)

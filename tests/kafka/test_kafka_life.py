@@ -1,32 +1,36 @@
-"""Kafka's life under a running stream, on a real Apache Kafka 4.1.1 broker
-(tests/kafka_server.py) and real Spark, each event once:
+"""Kafka's life under a stream, on a real Apache Kafka 4.1.1 broker (tests/kafka_server.py)
+and real Spark, each event once:
 
 * Retention removes records the table has not committed (the admin client's DeleteRecords
   moves the log start offset, exactly as retention does, without waiting for its thread).
-  With both sources (ours and Spark's JVM source): by default the run fails (exit 3) naming
-  every lost topic-partition range and writes nothing, not even a transaction; with
+  Both sources (ours and Spark's JVM source): by default the run fails (exit 3) naming every
+  lost topic-partition range, and writes nothing, not even a transaction; with
   `--fail-on-data-loss false` it goes on with a warning per range, the table holds every
   surviving record once, `ingest status --json` shows the ranges under `stream.skipped`,
-  `ingest verify` names them as gaps, and (scraped over HTTP)
+  `ingest verify` names them as gaps, and (ours, scraped over HTTP)
   `ingest_kafka_lost_offsets_total` counts them per partition.
-* Partitions added to the topic while the stream runs are read from their first offset.
-* A compacted topic with tombstones in `--mode upsert`: compaction really runs between two
-  runs (the test waits until the broker has removed superseded records), so the second run
-  reads offset ranges with holes; the table equals the model of last-value-per-key,
-  tombstones deleting rows committed by the earlier run, and the holes are neither skipped
-  ranges (`ingest status`) nor problems (`ingest verify`).
-* The broker restarted mid-stream: the stream waits the restart out (retriable errors are
-  retried within --kafka-timeout-s), stays up, and ends with every record once.
-* The topic deleted and created again under the same name with fewer records: the offsets
-  went backwards, and the stream refuses to run, naming the partition and "deleted and
-  created again", with the table unchanged.
+* Partitions added to the topic while the stream runs (both sources) are read from their
+  first offset, and the micro-batches after that go on reading them.
+* A compacted topic with tombstones in `--mode upsert` (both sources): compaction really runs
+  between two runs (the test waits until the broker removed superseded records the second
+  run reads past), so the second run reads offset ranges with holes; the table equals the
+  model of last-value-per-key, tombstones delete rows the earlier run committed, and the
+  holes are neither skipped ranges (`ingest status`) nor problems (`ingest verify`).
+* The broker restarted mid-stream (ours; Spark's source has Kafka's Java client): the stream
+  waits the restart out (retriable errors retried within --kafka-timeout-s), stays up, and
+  ends with every record once.
+* The topic deleted and created again under the same name with fewer records (both): the
+  offsets went below the table's, and the next run is refused naming the partition and
+  "deleted and created again", with the table unchanged; under a running JVM source (which
+  plans on from the new end), the first micro-batch reading the new topic stops the stream.
 
-The Python source's streams run in this process on the session's Spark (run_stream, and
-`ingest stream` through its real entry point for exit codes and messages). Spark's JVM source
-needs its jars on the driver's classpath (scripts/fetch-servers.sh sparkkafka): its runs are
-`ingest stream` commands run by one Python process with one Spark JVM (CLI_DRIVER below),
-each with its own exit code, stdout and stderr, as the secured-Kafka tests do for their
-budget. Without Kafka 4.1.1 or the jars the tests skip (fail under INGEST_REQUIRE_ALL=1).
+Ours runs in this process on the session's Spark (run_stream, and `ingest stream` through
+its real entry point for exit codes and messages). Spark's JVM source needs its jars on the
+driver's classpath (scripts/fetch-servers.sh sparkkafka): its available-now runs are `ingest
+stream` commands run by one Python process with one Spark JVM for the module (CLI_DRIVER),
+each with its own exit code, stdout and stderr; its long-running stream is `ingest stream` in
+a process of its own, stopped with Ctrl-C. Without Kafka 4.1.1 or the jars the tests skip
+(fail under INGEST_REQUIRE_ALL=1).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
-from external import free_port, require
+from external import free_port, spark_kafka_jars
 from kafka_server import ApacheKafka, apache_kafka, own_apache_kafka  # noqa: F401 - fixtures
 from prometheus_client.parser import text_string_to_metric_families
 from support import run_cli
@@ -86,16 +90,6 @@ for line in sys.stdin:
 """
 
 Cli = Callable[[list[str]], tuple[int, str, str]]
-
-
-def spark_kafka_jars() -> list[str]:
-    """The jars of Spark's Kafka source laid out by scripts/fetch-servers.sh (or fail/skip)."""
-    root = Path(os.environ.get("INGEST_SERVERS", Path.home() / ".cache/ingest/servers"))
-    done = sorted(root.glob("spark-kafka-*/.complete"))
-    jars = ((done[-1].parent / "classpath").read_text().strip().split(":") if done else [])
-    require(bool(jars) and all(Path(j).is_file() for j in jars),
-            f"Spark's Kafka source jars under {root} (run scripts/fetch-servers.sh sparkkafka)")
-    return jars
 
 
 def jvm_env() -> dict[str, str]:
@@ -260,6 +254,14 @@ class LiveStream:
             assert self.proc is not None
             assert self.proc.poll() is None, (f"the stream ended ({self.proc.returncode}):\n"
                                               f"{self.log.read_text(errors='replace')[-4000:]}")
+
+    def stop_if_running(self) -> None:
+        """Stop the command if it still runs (a test's cleanup after it ended by itself)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            with contextlib.suppress(ProcessLookupError):  # the Spark JVM, if it lingers
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            return
+        self.stop()
 
     def stop(self) -> None:
         """Stop it as an operator would: Ctrl-C for the command (exit 130, interrupted)."""
@@ -466,7 +468,7 @@ def test_partitions_added_while_the_stream_runs_are_read_from_their_first_offset
         spans.sort()
         end = 35 if partition < 2 else 20  # 10 + 5 + 10 + 10 in the old ones, 10 + 10 new
         assert spans[0][0] == 0 and spans[-1][1] == end, (partition, spans)
-        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), (partition, spans)
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False)), (partition, spans)
 
 
 def held_offsets(servers: str, topic: str, partition: int) -> tuple[list[int], int]:
@@ -561,7 +563,7 @@ def test_a_compacted_topic_with_tombstones_upserts_to_the_model_across_compactio
     for partition in (0, 1):
         spans = sorted((s, u) for rs in ranges.values() for _, p, s, u in rs if p == partition)
         assert spans[0][0] == 0 and spans[-1][1] == ends[partition], spans
-        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), spans
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
     status = json.loads(run_cli(["status", location, "--bootstrap-servers", servers, "--json"],
                                 capsys)[1])["stream"]
     assert status["skipped"] == [] and status["lag_records"] == 0, status
@@ -603,32 +605,18 @@ def test_a_broker_restart_mid_stream_is_waited_out_and_every_record_lands_once(
     for partition in (0, 1):
         spans = sorted((s, u) for rs in ranges.values() for _, p, s, u in rs if p == partition)
         assert spans[0][0] == 0 and spans[-1][1] == 40, spans
-        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), spans
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
 
 
-def test_a_topic_deleted_and_created_again_is_refused_naming_it(
-        apache_kafka: ApacheKafka, our_cli: Cli, tmp_path: Path) -> None:  # noqa: F811
-    """Ours only: Spark's JVM source, given failOnDataLoss=false by the job (the sink judges
-    loss), plans nothing for a partition whose end went below its start and then reads on
-    from the new end; the records below it are never read, and nothing refuses the run."""
-    kafka, ingest = apache_kafka, our_cli
-    servers, topic, warehouse = kafka.plaintext, fresh_topic("recreated"), tmp_path / "wh"
-    location = str(warehouse / "events")
-    kafka.create_topic(topic, partitions=2)
-    produce_ids(servers, topic, range(30), 2)  # offsets 0..14 of each partition
-    args = stream_args(servers, topic, warehouse)
-    code, out, err = ingest(args)
-    assert code == 0, err[-4000:]
-    assert committed_ids(location) == list(range(30))
-    before = table_state(location)
-
+def recreate_topic(kafka: ApacheKafka, topic: str, partitions: int) -> None:
+    """Delete `topic` and create it again, empty, once the broker lets the name be used."""
     admin = kafka.admin()
     admin.delete_topics([topic], operation_timeout=60)[topic].result(timeout=WAIT_S)
     wait_for(f"{topic} gone", lambda: topic not in admin.list_topics(timeout=30).topics)
 
     def created() -> bool:
         try:
-            kafka.create_topic(topic, partitions=2)
+            kafka.create_topic(topic, partitions=partitions)
         except Exception as e:  # noqa: BLE001 - still being deleted: TOPIC_ALREADY_EXISTS
             if "TOPIC_ALREADY_EXISTS" not in str(e) and "marked for deletion" not in str(e):
                 raise
@@ -636,6 +624,25 @@ def test_a_topic_deleted_and_created_again_is_refused_naming_it(
         return True
 
     wait_for(f"{topic} created again", created)
+
+
+def test_a_topic_deleted_and_created_again_is_refused_naming_it(
+        apache_kafka: ApacheKafka, cli: tuple[str, Cli, Any], tmp_path: Path) -> None:  # noqa: F811
+    """Both sources, at the start of a run: Spark's JVM source, given failOnDataLoss=false by
+    the job (the sink judges loss), would plan nothing for a partition whose end went below
+    its start and then read on from the new end, the records below it never read."""
+    kafka, (source, ingest, _) = apache_kafka, cli
+    servers, topic, warehouse = kafka.plaintext, fresh_topic("recreated"), tmp_path / "wh"
+    location = str(warehouse / "events")
+    kafka.create_topic(topic, partitions=2)
+    produce_ids(servers, topic, range(30), 2)  # offsets 0..14 of each partition
+    args = [*stream_args(servers, topic, warehouse), "--kafka-source", source]
+    code, out, err = ingest(args)
+    assert code == 0, err[-4000:]
+    assert committed_ids(location) == list(range(30))
+    before = table_state(location)
+
+    recreate_topic(kafka, topic, 2)
     produce_ids(servers, topic, range(100, 110), 2)  # offsets 0..4: below the table's 15
 
     code, out, err = ingest(args)
@@ -643,7 +650,46 @@ def test_a_topic_deleted_and_created_again_is_refused_naming_it(
     error = json.loads(err.strip().splitlines()[-1])["error"]
     assert error["type"] == "IngestError", error
     assert (f"Kafka partition {topic}-0 on {servers} now ends at offset 5, below offset 15 "
-            f"this stream already read: topic '{topic}' was deleted and created again (or "
-            "truncated)") in error["message"], error
+            f"table {TABLE} already committed: topic '{topic}' was deleted and created again "
+            "(or truncated)") in error["message"], error
+    assert "into a new table" in error["hint"], error
     assert table_state(location) == before, "nothing written"
     assert committed_ids(location) == list(range(30))
+
+
+def test_a_topic_deleted_and_created_again_under_a_running_jvm_source_stops_the_stream(
+        apache_kafka: ApacheKafka, tmp_path: Path) -> None:  # noqa: F811
+    """Spark's JVM source (failOnDataLoss=false) plans nothing for a partition whose end went
+    below its start, then reads on from the new end: the sink sees a micro-batch starting
+    below what the table committed and stops the stream before writing it."""
+    kafka = apache_kafka
+    servers, topic, warehouse = kafka.plaintext, fresh_topic("recreated-live"), tmp_path / "wh"
+    location = str(warehouse / "events")
+    kafka.create_topic(topic, partitions=1)
+    stream = LiveStream("jvm", None, servers, topic, warehouse, kafka_timeout_s=60)
+    try:
+        produce_ids(servers, topic, range(20), 1)
+        wait_for("20 records committed", lambda: len(committed_ids(location)) == 20,
+                 alive=stream.alive)
+        before = table_state(location)
+        recreate_topic(kafka, topic, 1)
+        produce_ids(servers, topic, range(100, 105), 1)  # offsets 0..4, skipped by Spark
+        assert stream.proc is not None
+
+        def more_until_it_ends() -> bool:
+            # Each record makes a micro-batch that Spark plans from the new end on.
+            produce_ids(servers, topic, [200], 1)
+            return stream.proc.poll() is not None  # type: ignore[union-attr]
+
+        wait_for("the stream to stop", more_until_it_ends)
+        assert stream.proc.returncode == 3, stream.log.read_text(errors="replace")[-4000:]
+    finally:
+        stream.stop_if_running()
+    log = stream.log.read_text(errors="replace")
+    assert (f"Kafka partition {topic}-0 micro-batch ") in log and (
+        f", below offset 20 table {TABLE} already committed: topic '{topic}' was deleted and "
+        "created again (or truncated)") in log, log[-4000:]
+    # The micro-batch Spark planned nothing for (its range below the new end dropped) may
+    # commit an empty transaction; no record of the new topic and no range of it lands.
+    assert table_state(location)[1] == before[1], "no offset range of the new topic"
+    assert committed_ids(location) == list(range(20))

@@ -45,7 +45,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from external import free_port, require
+from external import free_port, spark_kafka_jars
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -102,16 +102,6 @@ for listener in plan["listeners"]:
 spark.stop()
 print(json.dumps(results))
 """
-
-
-def spark_kafka_jars() -> list[str]:
-    """The jars of Spark's Kafka source laid out by scripts/fetch-servers.sh (or fail/skip)."""
-    root = Path(os.environ.get("INGEST_SERVERS", Path.home() / ".cache/ingest/servers"))
-    done = sorted(root.glob("spark-kafka-*/.complete"))
-    jars = ((done[-1].parent / "classpath").read_text().strip().split(":") if done else [])
-    require(bool(jars) and all(Path(j).is_file() for j in jars),
-            f"Spark's Kafka source jars under {root} (run scripts/fetch-servers.sh sparkkafka)")
-    return jars
 
 
 @dataclass

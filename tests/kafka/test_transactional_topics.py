@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from external import require
+from external import spark_kafka_jars
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
 
 from ingest.acid import read_table
@@ -69,17 +69,6 @@ SIGKILL = "sigkill"  # the test kills the job's whole process group itself
 # and commits one behind another still open) and --txns-per-delta (3: transaction batches of
 # three write ids sharing a delta directory, whose unused ids a kill leaves open).
 CASES = {"python": (24, 3), "jvm": (1795897, 1)}
-
-
-def spark_kafka_jars() -> list[str]:
-    """The jars of Spark's Kafka source laid out by scripts/fetch-servers.sh (or fail/skip)."""
-    root = Path(os.environ.get("INGEST_SERVERS", Path.home() / ".cache/ingest/servers"))
-    done = sorted(root.glob("spark-kafka-*/.complete"))
-    jars = ((done[-1].parent / "classpath").read_text().strip().split(":") if done else [])
-    require(bool(jars) and all(Path(j).is_file() for j in jars),
-            f"Spark's Kafka source jars under {root} (run scripts/fetch-servers.sh sparkkafka)")
-    assert any("spark-sql-kafka-0-10" in Path(j).name for j in jars), jars
-    return jars
 
 
 # ---------------------------------------------------------------------- the steps

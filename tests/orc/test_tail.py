@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.errors import CorruptFileError
+from ingest.errors import CorruptFileError, TailError
 from ingest.orc import (
     Message,
     StripeInfo,
@@ -26,7 +26,6 @@ from ingest.orc import (
 from ingest.orc._protobuf import FIXED32, FIXED64, LENGTH, VARINT
 from ingest.orc.compression import CODECS
 from ingest.orc.proto_fields import Footer, Metadata
-from ingest.orc.tail import TailError
 
 PYARROW_NAME = {"none": "uncompressed"}
 

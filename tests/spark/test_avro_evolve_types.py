@@ -89,8 +89,8 @@ def test_a_writer_schemas_new_fields_carry_their_exact_hive_types() -> None:
 @pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
 def test_the_stream_adds_avro_fields_as_columns_of_their_exact_types(
         spark: Any, kafka_broker: str, topic: str, warehouse: Path) -> None:
-    from ingest.spark.job import StreamSummary, run_stream
     from ingest.kafka.produce import produce_events
+    from ingest.spark.job import StreamSummary, run_stream
 
     schema_file = warehouse / "reading.avsc"
     schema_file.write_text(json.dumps(WRITER))

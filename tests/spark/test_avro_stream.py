@@ -59,8 +59,8 @@ def test_confluent_avro_values_stream_through_schema_versions_and_bad_ones_are_d
         spark: Any, kafka_broker: str, topic: str, warehouse: Path,
         schema_registry: str, capsys: pytest.CaptureFixture[str]  # noqa: F811 - the fixture
 ) -> None:
-    from ingest.spark.job import run_stream
     from ingest.kafka.produce import produce_events
+    from ingest.spark.job import run_stream
 
     client = registry(schema_registry)
     subject = f"{topic}-value"

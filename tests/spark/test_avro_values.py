@@ -21,8 +21,8 @@ from schema_registry import schema_registry  # noqa: F401 - the fixture
 
 from ingest.acid import read_bucket_file
 from ingest.errors import ConfigError
-from ingest.spark import with_avro_columns
 from ingest.kafka import SchemaRegistry, confluent_frame, registry
+from ingest.spark import with_avro_columns
 from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink._avro import (
     AvroFormat,

@@ -208,8 +208,8 @@ def _hostile_events(good: int, seed: int) -> tuple[list[Any], dict[str, int]]:
 @pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
 def test_10000_good_records_among_hostile_ones_commit_once_and_bad_ones_are_dead_lettered(
         spark: Any, kafka_broker: str, topic: str, warehouse: Path) -> None:
-    from ingest.spark.job import StreamSummary, run_stream
     from ingest.kafka.produce import produce_events
+    from ingest.spark.job import StreamSummary, run_stream
 
     events, counts = _hostile_events(10_000, seed=11)
     produce_events(kafka_broker, topic, events=events, partitions=3)

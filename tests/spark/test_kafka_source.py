@@ -159,7 +159,8 @@ def test_reads_every_record_exactly_once_with_spark_kafka_columns(
 @pytest.mark.spark
 def test_schema_matches_spark_kafka_source(spark: Any, kafka_broker: str, topic: str) -> None:
     ensure_topic(kafka_broker, topic, partitions=1)
-    df = kafka_dataframe(spark, connection=KafkaConnection(kafka_broker), topic=topic, source="python")
+    df = kafka_dataframe(spark, connection=KafkaConnection(kafka_broker), topic=topic,
+                         source="python")
     assert df.isStreaming
     assert df.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"

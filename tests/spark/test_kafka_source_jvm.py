@@ -19,27 +19,16 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from external import require
+from external import spark_kafka_jars
 
 from ingest.acid.read.reader import read_table
 from ingest.kafka import KafkaConnection
-from ingest.spark import StreamOptions, option_specs
 from ingest.kafka.produce import produce_events, sample_events
+from ingest.spark import StreamOptions, option_specs
 from ingest.txn import Metastore, default_metastore_url
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 2
-
-
-def spark_kafka_jars() -> list[str]:
-    """The jars of Spark's Kafka source laid out by scripts/fetch-servers.sh (or fail/skip)."""
-    root = Path(os.environ.get("INGEST_SERVERS", Path.home() / ".cache/ingest/servers"))
-    done = sorted(root.glob("spark-kafka-*/.complete"))
-    jars = ((done[-1].parent / "classpath").read_text().strip().split(":") if done else [])
-    require(bool(jars) and all(Path(j).is_file() for j in jars),
-            f"Spark's Kafka source jars under {root} (run scripts/fetch-servers.sh sparkkafka)")
-    assert any("spark-sql-kafka-0-10" in Path(j).name for j in jars), jars
-    return jars
 
 
 def _fill(servers: str, topic: str, start: int, count: int) -> None:

@@ -16,11 +16,12 @@ import pyarrow as pa
 import pytest
 
 from ingest.acid import read_bucket_file
+from ingest.acid.format import parse_schema
 from ingest.acid.read.reader import read_table
 from ingest.errors import ConfigError, SchemaMismatchError
-from ingest.spark.job import StreamSummary, run_stream
 from ingest.kafka.produce import produce_events
-from ingest.spark.options import SinkOptions, StreamOptions
+from ingest.spark.job import StreamSummary, run_stream
+from ingest.spark.options import SinkOptions, StreamOptions, check_evolve_types
 from ingest.spark.sink._batch import BatchReport
 from ingest.spark.sink._fields import FieldSeen, column_type, new_columns, new_field_reason
 from ingest.spark.sink._parse import parse_json_values
@@ -129,6 +130,32 @@ def test_the_policy_decides_which_records_are_dead_lettered() -> None:
         new_field_reason({"Value": "string"}, known, "evolve"))
     assert "is not a Hive column name" in str(new_field_reason({"a-b": "string"}, known,
                                                                "evolve"))
+
+
+def test_a_reserved_name_never_becomes_a_column() -> None:
+    # issue 32: `ingest create` refuses ROW__ID; evolve must not add it either.
+    known = ["id", "value"]
+    assert new_field_reason({"ROW__ID": "integer"}, known, "evolve") == (
+        "new field 'ROW__ID' cannot be added: column 'ROW__ID' is reserved by Hive: ROW__ID "
+        "is the virtual column holding each row's (writeid, bucketid, rowid)")
+    assert new_columns({"row__id": FieldSeen({"integer": 1}, 1, "t", 0, 0),
+                        "n": FieldSeen({"integer": 1}, 1, "t", 0, 1)}, known, {}) == [
+        ("n", "BIGINT")]
+
+
+def test_an_evolve_type_naming_an_existing_column_must_agree_with_it() -> None:
+    columns = parse_schema("id BIGINT, tags STRING COMMENT 'x', code VARCHAR(3)")
+    # The same type: a column an earlier run added, the stream restarted with its options.
+    check_evolve_types({"tags": "STRING", "new": "ARRAY<STRING>", "CODE": "VARCHAR(3)"},
+                       columns, ("dt",), table="default.t")
+    with pytest.raises(ConfigError, match=r"--evolve-type tags=ARRAY<STRING>: default.t "
+                                          r"already has column tags STRING; --evolve-type "
+                                          "types only the column of a new field"):
+        check_evolve_types({"tags": "ARRAY<STRING>"}, columns, (), table="default.t")
+    with pytest.raises(ConfigError, match="already has column code VARCHAR"):
+        check_evolve_types({"code": "STRING"}, columns, (), table="default.t")
+    with pytest.raises(ConfigError, match="dt is the partition column of default.t"):
+        check_evolve_types({"dt": "INT"}, columns, ("dt",), table="default.t")
 
 
 def test_evolve_types_are_checked_and_need_evolve() -> None:

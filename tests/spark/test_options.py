@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 from pathlib import Path
 
 import pytest
@@ -35,8 +34,8 @@ def test_flags_and_defaults() -> None:
         "--value-format", "--avro-schema", "--schema-registry", "--schema-registry-option",
         "--on-new-field", "--evolve-type", "--max-offsets-per-trigger", "--kafka-timeout-s",
         "--kafka-option", "--kafka-config", "--fail-on-data-loss", "--compact", "--clean",
-        "--maintenance-interval-s", "--buckets", "--metrics-port", "--storage-option",
-        "--log-format", "--commit-offsets-to-group", "--kafka-source"]
+        "--maintenance-interval-s", "--buckets", "--metrics-port", "--metrics-host",
+        "--storage-option", "--log-format", "--commit-offsets-to-group", "--kafka-source"]
     assert [f for f, s in specs.items() if s.required] == [
         "--bootstrap-servers", "--topic", "--table", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
@@ -55,8 +54,8 @@ def test_flags_and_defaults() -> None:
         "--max-offsets-per-trigger": None,
         "--kafka-timeout-s": 30.0, "--compact": "auto", "--clean": "auto",
         "--maintenance-interval-s": 60.0, "--buckets": 8, "--metrics-port": None,
-        "--storage-option": (), "--log-format": "text", "--commit-offsets-to-group": None,
-        "--kafka-source": "python"}
+        "--metrics-host": None, "--storage-option": (), "--log-format": "text",
+        "--commit-offsets-to-group": None, "--kafka-source": "python"}
     assert [f for f, s in specs.items() if s.multiple] == [
         "--schema-registry-option", "--evolve-type", "--kafka-option", "--kafka-config",
         "--storage-option"]
@@ -138,3 +137,14 @@ def test_keyed_modes_refuse_options_that_do_not_fit() -> None:
         SinkOptions(mode="upsert", key="id", on_tombstone="dead-letter")
     with pytest.raises(ConfigError, match="--mode must be append or upsert or cdc"):
         SinkOptions(mode="merge")  # type: ignore[arg-type]
+
+
+def test_metrics_host_needs_metrics_port_and_defaults_to_every_interface() -> None:
+    base = dict(REQUIRED)
+    assert StreamOptions.from_flags({**base, "metrics_port": 9100}).metrics_bind_host == (
+        "0.0.0.0")
+    assert StreamOptions.from_flags({**base, "metrics_port": 9100,
+                                     "metrics_host": "127.0.0.1"}).metrics_bind_host == (
+        "127.0.0.1")
+    with pytest.raises(ConfigError, match="--metrics-host applies to --metrics-port"):
+        StreamOptions.from_flags({**base, "metrics_host": "127.0.0.1"})

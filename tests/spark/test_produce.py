@@ -76,6 +76,7 @@ def test_produce_events_to_unreachable_broker_fails_quickly() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     started = time.monotonic()
-    with pytest.raises(IngestError, match=f"on Kafka at 127.0.0.1:{port}: no broker answered within 1 s"):
+    with pytest.raises(IngestError,
+                       match=f"on Kafka at 127.0.0.1:{port}: no broker answered within 1 s"):
         produce_events(f"127.0.0.1:{port}", "t", events=sample_events(1), timeout_s=1.0)
     assert time.monotonic() - started < 10

@@ -194,8 +194,8 @@ def test_a_stream_whose_registry_dies_fails_its_micro_batch_and_keeps_what_it_co
     """The stream end to end: a micro-batch that needs a schema the dead registry must give
     fails the query with the decoder's error (the registry's URL and the id), nothing of it is
     committed or dead-lettered, and the rows committed before stay as they were."""
-    from ingest.spark.job import run_stream
     from ingest.kafka.produce import produce_events
+    from ingest.spark.job import run_stream
 
     url = own_schema_registry.url
     writer = SchemaRegistry(url)

@@ -22,8 +22,8 @@ import pytest
 from ingest.acid import ValidWriteIdList
 from ingest.acid.read.reader import read_table
 from ingest.errors import TableNotFoundError
-from ingest.spark.job import RunningStream, run_stream
 from ingest.kafka.produce import produce_events, sample_events
+from ingest.spark.job import RunningStream, run_stream
 from ingest.table import alter_table
 from ingest.table._definition import RETENTION_PROPERTY
 from ingest.txn import Metastore, default_metastore_url

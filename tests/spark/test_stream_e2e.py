@@ -10,8 +10,8 @@ from conftest import free_port
 
 from ingest.acid.read.reader import read_table
 from ingest.errors import BadRecordError, ConfigError, IngestError, SchemaMismatchError
-from ingest.spark.job import StreamSummary, run_stream
 from ingest.kafka.produce import produce_events, sample_events
+from ingest.spark.job import StreamSummary, run_stream
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark,

@@ -30,8 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import run_cli
 
 import ingest
-from ingest.spark.job import RunningStream, run_stream
 from ingest.kafka import produce_events, sample_events
+from ingest.spark.job import RunningStream, run_stream
 from ingest.spark.metrics import METRIC_NAMES
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow,
@@ -289,3 +289,23 @@ def test_a_metrics_port_in_use_is_refused(
                        checkpoint=str(warehouse / "ck"), available_now=True,
                        kafka_timeout_s=10, metrics_port=port)
     assert not (warehouse / "events").exists()  # refused before anything was created
+
+
+def test_metrics_host_chooses_the_address_the_endpoint_binds(
+        spark: Any, kafka_broker: str, topic: str, warehouse: Path) -> None:
+    # issue 32: the endpoint bound every interface with no way to choose.
+    produce_events(kafka_broker, topic, events=sample_events(3), partitions=1)
+    port = free_port()
+    running = run_stream(
+        spark, bootstrap_servers=kafka_broker, topic=topic, table=str(warehouse / "events"),
+        schema_ddl="id BIGINT", checkpoint=str(warehouse / "ck"), available_now=True,
+        kafka_timeout_s=10, compact="off", clean="off", metrics_port=port,
+        metrics_host="127.0.0.1", wait=False, on_new_field="ignore")
+    assert isinstance(running, RunningStream)
+    try:
+        assert running.metrics is not None and running.metrics._server is not None
+        assert running.metrics._server.server_address[:2] == ("127.0.0.1", port)
+        assert "ingest_" in scrape_text(port)  # connecting to it answers
+        assert running.await_termination(timeout_s=300), "the stream did not finish in 300 s"
+    finally:
+        running.stop()

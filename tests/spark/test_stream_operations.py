@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from conftest import free_port
 
+from ingest.kafka import KafkaConnection, group_offsets, produce_events, sample_events
 from ingest.spark import configure_stream_logging
 from ingest.spark.job import RunningStream, run_stream
-from ingest.kafka import KafkaConnection, group_offsets, produce_events, sample_events
 from ingest.spark.progress import OBSERVATION
 from ingest.table import stream_progress
 from ingest.txn import Metastore, default_metastore_url
@@ -154,7 +154,8 @@ def test_the_spark_submit_job_logs_json_lines_and_commits_to_the_group(
     batch = [r for r in ours if r["event"] == "batch"]
     assert len(batch) == 1 and batch[0]["rows_committed"] == 20, done.stderr[-3000:]
     assert all(r["event"] in ("batch", "log") for r in ours)
-    assert group_offsets(KafkaConnection(kafka_broker), group, [topic], timeout_s=10) == table_offsets(location)
+    assert (group_offsets(KafkaConnection(kafka_broker), group, [topic], timeout_s=10)
+            == table_offsets(location))
 
 
 def test_ingest_stream_logs_a_text_line_per_batch_with_sparks_numbers(

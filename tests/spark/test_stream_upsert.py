@@ -23,8 +23,8 @@ from support import run_cli
 import ingest
 from ingest.acid.read.reader import read_table
 from ingest.errors import CommitConflictError, ConfigError
-from ingest.spark.job import StreamSummary, run_stream
 from ingest.kafka.produce import produce_events
+from ingest.spark.job import StreamSummary, run_stream
 from ingest.spark.sink import dead_letter_location
 from ingest.table import create_table
 from ingest.txn import Metastore, default_metastore_url
@@ -354,3 +354,17 @@ def test_a_micro_batch_that_loses_a_write_write_conflict_fails_and_its_replay_co
     again = stream(spark, kafka_broker, topic, warehouse, mode="upsert", key="id")
     assert (again.batches, again.skipped) == (1, 0)
     assert rows_by_key(location) == {i: {"id": i, "value": f"s{i}", "v": 2} for i in range(10)}
+
+
+def test_a_streamed_debezium_event_reads_epoch_timestamps_by_its_schema() -> None:
+    # issue 32: --mode cdc takes what `apply_changes` takes (docs/format.md §24).
+    from ingest.spark.sink._keyed import classify
+
+    ts = {"field": "ts", "type": "int64", "name": "io.debezium.time.MicroTimestamp"}
+    row = {"type": "struct", "fields": [{"field": "id", "type": "int64"}, ts]}
+    schema = {"type": "struct", "fields": [{**row, "field": "before"}, {**row, "field": "after"}]}
+    value = json.dumps({"schema": schema, "payload": {
+        "op": "u", "before": None, "after": {"id": 7, "ts": 1700000000000001}}}).encode()
+    image, deletes, _, reason = classify("cdc", None, value)
+    assert (deletes, reason) == (False, None)
+    assert json.loads(image or b"") == {"id": 7, "ts": "2023-11-14 22:13:20.000001000"}

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import ingest
-from ingest.spark.job import StreamSummary, run_stream
 from ingest.kafka.produce import ensure_topic
+from ingest.spark.job import StreamSummary, run_stream
 
 pytestmark = [pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support:FutureWarning")]

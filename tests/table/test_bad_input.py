@@ -226,3 +226,39 @@ def test_load_takes_a_list_of_dicts(events: str) -> None:
     with pytest.raises(ConfigError, match="Cannot load rows into default.events: int is not "
                                           "rows Arrow can read"):
         table.load(5)
+
+
+# -- issue 32, item 3: integers beyond a key's range; alter's column arguments -----------------
+
+
+@pytest.mark.parametrize("value", [2**63, -2**63 - 1])
+def test_an_integer_beyond_bigint_is_refused_naming_the_value_and_range(
+        warehouse: Path, value: int) -> None:
+    location = str(warehouse / "keyed")
+    create_table(location, "id BIGINT, v STRING", buckets=2, bucketed_by=["id"])
+    table = ingest.open_table(location)
+    expected = (f"Cannot load rows into default.keyed: the value {value} is out of range for "
+                f"BIGINT column 'id', whose range is {-2**63} to {2**63 - 1}")
+    with pytest.raises(ConfigError, match=expected):
+        table.upsert([{"id": 1, "v": "a"}, {"id": value, "v": "b"}], key=["id"])
+    with pytest.raises(ConfigError, match=expected):
+        table.load([{"id": value, "v": "b"}])
+    assert table.to_arrow().num_rows == 0
+
+
+def test_alter_takes_a_string_or_a_list_for_each_column_argument(warehouse: Path) -> None:
+    location = str(warehouse / "alt")
+    create_table(location, "id INT, small TINYINT")
+    table = ingest.open_table(location)
+    result = table.alter(change_columns="id BIGINT")  # one change, not one per character
+    assert [(c.column, c.new_type) for c in result.columns_changed] == [("id", "BIGINT")]
+    result = table.alter(add_columns=["a STRING", "b DOUBLE COMMENT 'x, y'"])
+    assert [(c.kind, c.column, c.new_type) for c in result.columns_changed] == [
+        ("add", "a", "STRING"), ("add", "b", "DOUBLE")]
+    assert table.schema.names == ["id", "small", "a", "b"]
+    with pytest.raises(ConfigError, match=r"add_columns=\['c STRING', 5\] is not a column "
+                                          "specification string or a list of them"):
+        table.alter(add_columns=["c STRING", 5])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="change_columns=5 is not a column specification"):
+        table.alter(change_columns=5)  # type: ignore[arg-type]
+    assert table.schema.names == ["id", "small", "a", "b"]

@@ -437,3 +437,37 @@ def test_a_row_id_repeated_in_another_partition_is_not_the_row_compared(
     assert r.counts.buckets_indexed == (2 if indexed else 0)
     assert _rows(t) == {("a", 1): {"id": 1, "value": "x", "v": 1, "dt": "a"},
                         ("b", 1): {"id": 1, "value": "q", "v": 1, "dt": "b"}}
+
+
+def _ts_schema(unit: str) -> dict:
+    """The JSON converter's schema of an envelope whose `ts` is Debezium's `unit` type."""
+    row = {"type": "struct", "optional": True, "fields": [
+        {"field": "id", "type": "int64"},
+        {"field": "ts", "type": "string" if unit == "ZonedTimestamp" else "int64",
+         "optional": True, "name": f"io.debezium.time.{unit}"}]}
+    return {"type": "struct", "fields": [{**row, "field": "before"}, {**row, "field": "after"},
+                                         {"field": "op", "type": "string"}]}
+
+
+def test_debezium_epoch_timestamps_are_read_by_the_unit_their_schema_names(
+        tmp_path: Path) -> None:
+    # issue 32: docs/format.md §24 says epoch timestamps are accepted; the schema says the unit.
+    location = str(tmp_path / "wh" / "ts")
+    create_table(location, "id BIGINT, ts TIMESTAMP", buckets=1, bucketed_by=["id"])
+    t = ingest.open_table(location)
+    t.apply_changes([
+        {"schema": _ts_schema("Timestamp"),
+         "payload": {"op": "c", "after": {"id": 1, "ts": 1700000000123}}},
+        {"schema": _ts_schema("MicroTimestamp"),
+         "payload": {"op": "c", "after": {"id": 2, "ts": 1700000000123456}}},
+        {"schema": _ts_schema("NanoTimestamp"),
+         "payload": {"op": "c", "after": {"id": 3, "ts": -1}}},
+        {"schema": _ts_schema("ZonedTimestamp"),
+         "payload": {"op": "c", "after": {"id": 4, "ts": "2023-11-14T22:13:20.5Z"}}},
+    ], key=["id"])
+    got = {r["id"]: str(r["ts"]) for r in t.to_arrow().to_pylist()}
+    assert got == {1: "2023-11-14 22:13:20.123000", 2: "2023-11-14 22:13:20.123456",
+                   3: "1969-12-31 23:59:59.999999999", 4: "2023-11-14 22:13:20.500000"}
+    # Without the schema a number does not say its unit: still refused, not guessed.
+    with pytest.raises(SchemaMismatchError, match="'ts' is int64 and cannot be converted"):
+        t.apply_changes([{"op": "u", "after": {"id": 1, "ts": 1700000000123}}], key=["id"])

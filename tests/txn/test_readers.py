@@ -24,6 +24,7 @@ def registrations(store: Metastore) -> list[tuple[int, str, int]]:
             .order_by(readers.c.reader_id))]
 
 
+@pytest.mark.requires("sql")  # leases on a Hive Metastore: tests/hms/test_hms_leases.py
 def test_reading_registers_its_snapshot_and_unregisters_at_the_end(
         store: Metastore, events: TableDefinition) -> None:
     first = store.open_transaction(events)
@@ -47,6 +48,7 @@ def test_reading_registers_its_snapshot_and_unregisters_at_the_end(
     assert registrations(store) == []  # unregistered on an error too
 
 
+@pytest.mark.requires("sql", "clock")
 def test_registrations_heartbeat_and_dead_ones_are_ignored_then_forgotten(
         store: Metastore, events: TableDefinition, clock: Any) -> None:
     with store.reading(events, agent="alive", heartbeat_s=0.01):

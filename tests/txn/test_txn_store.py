@@ -1,6 +1,9 @@
-"""One behaviour suite run over every store kind (the `store` fixture)."""
+"""One behaviour suite run over every store kind (the `store` fixture; tests/txn/conftest.py
+says how a kind joins and what `requires` means)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -24,6 +27,7 @@ from ingest.txn import (
 # -- tables -------------------------------------------------------------------------------
 
 
+@pytest.mark.requires("arrow_schema", "private")
 def test_create_get_round_trips_definition_exactly(store: Metastore, table_def) -> None:
     defn = table_def(
         "Sales.Orders",
@@ -45,6 +49,7 @@ def test_create_get_round_trips_definition_exactly(store: Metastore, table_def) 
     assert got.properties == {"owner": "me", "transactional": "true", "bucketing_version": "2"}
 
 
+@pytest.mark.requires("private")  # bare names go to `default`, shared on a server
 def test_bare_name_goes_to_default_database(store: Metastore, events: TableDefinition) -> None:
     assert events.name == "default.events"
     assert store.get_table("events") == events
@@ -52,39 +57,41 @@ def test_bare_name_goes_to_default_database(store: Metastore, events: TableDefin
 
 
 def test_create_twice_by_name_or_location_fails(
-    store: Metastore, events: TableDefinition, table_def
+    store: Metastore, events: TableDefinition, backend: Any
 ) -> None:
-    with pytest.raises(TableExistsError, match="default.events already exists"):
-        store.create_table(table_def("events", "memory://elsewhere/events"))
+    with pytest.raises(TableExistsError, match=f"{events.name}.* exists"):
+        store.create_table(backend.table("events", backend.location("elsewhere/events")))
     with pytest.raises(TableExistsError) as info:
-        store.create_table(table_def("other", "memory://wh/events"))
-    assert info.value.table == "default.events"
+        store.create_table(backend.table("other", events.location))
+    assert info.value.table == events.name
 
 
-def test_missing_table(store: Metastore) -> None:
-    assert store.find_table("nope") is None
-    with pytest.raises(TableNotFoundError, match="Cannot find table default.nope") as info:
-        store.get_table("nope")
-    assert info.value.table == "default.nope"
+def test_missing_table(store: Metastore, backend: Any) -> None:
+    nope = backend.name("nope")
+    assert store.find_table(nope) is None
+    with pytest.raises(TableNotFoundError, match=f"Cannot find table {nope}") as info:
+        store.get_table(nope)
+    assert info.value.table == nope
     assert "ingest create" in str(info.value)
     with pytest.raises(TableNotFoundError):
-        store.open_transaction("memory://wh/nope")
+        store.open_transaction(backend.location("nope"))
     with pytest.raises(TableNotFoundError):
-        store.snapshot("nope")
+        store.snapshot(nope)
 
 
-def test_list_and_drop(store: Metastore, events: TableDefinition, dead_letter) -> None:
-    names = [t.name for t in store.list_tables()]
-    assert names == ["default.events", "default.events__dead_letter"]
+@pytest.mark.gap("hive4", "hive3", reason="HMS drop_table drops a table a transaction still writes")
+def test_list_and_drop(store: Metastore, events: TableDefinition, dead_letter,
+                       backend: Any) -> None:
+    assert backend.own(store.list_tables()) == [events.name, dead_letter.name]
     txn = store.open_transaction(events)
     with pytest.raises(CommitConflictError, match="are open"):
         store.drop_table(events)
     store.commit(txn, sink=SinkProgress("s", 0))
-    store.drop_table("events")
-    assert [t.name for t in store.list_tables()] == ["default.events__dead_letter"]
-    assert store.committed_write_id("s", 0) is None
+    store.drop_table(events.name)
+    assert backend.own(store.list_tables()) == [dead_letter.name]
+    assert store.committed_write_id("s", 0, table=dead_letter) is None
     with pytest.raises(TableNotFoundError):
-        store.drop_table("events")
+        store.drop_table(events.name)
 
 
 @pytest.mark.parametrize(
@@ -112,8 +119,8 @@ def test_bad_table_name(table_def) -> None:
 
 def test_empty_table_snapshot(store: Metastore, events: TableDefinition) -> None:
     snap = store.snapshot(events)
-    assert snap == ValidWriteIdList("default.events", 0)
-    assert snap.to_hive_string() == "default.events:0:9223372036854775807::"
+    assert snap == ValidWriteIdList(events.name, 0)
+    assert snap.to_hive_string() == f"{events.name}:0:9223372036854775807::"
 
 
 def test_snapshot_in_hives_string_form(store: Metastore, events: TableDefinition) -> None:
@@ -122,14 +129,14 @@ def test_snapshot_in_hives_string_form(store: Metastore, events: TableDefinition
     store.commit(txns[0])
     store.abort(txns[1])
     store.commit(txns[3])
-    snap = store.snapshot("default.events")
-    assert snap.to_hive_string() == "default.events:5:3:3,5:2"
+    snap = store.snapshot(events.name)
+    assert snap.to_hive_string() == f"{events.name}:5:3:3,5:2"
     assert ValidWriteIdList.from_hive_string(snap.to_hive_string()) == snap
     assert [w for w in range(1, 7) if snap.is_valid(w)] == [1, 4]
     store.commit(txns[2])
     store.abort(txns[4])
     assert store.snapshot(events).to_hive_string() == (
-        "default.events:5:9223372036854775807::2,5"
+        f"{events.name}:5:9223372036854775807::2,5"
     )
     assert store.write_id_states(events) == {
         1: "committed", 2: "aborted", 3: "committed", 4: "committed", 5: "aborted",
@@ -137,17 +144,20 @@ def test_snapshot_in_hives_string_form(store: Metastore, events: TableDefinition
 
 
 def test_txn_ids_are_global_write_ids_per_table(
-    store: Metastore, events: TableDefinition, dead_letter: TableDefinition
+    store: Metastore, events: TableDefinition, dead_letter: TableDefinition, backend: Any
 ) -> None:
     a = store.open_transaction(events, agent="host:1:sink")
     b = store.open_transaction(dead_letter)
     c = store.open_transaction(events)
-    assert (a.txn_id, b.txn_id, c.txn_id) == (1, 2, 3)
+    assert a.txn_id < b.txn_id < c.txn_id
+    if "private" in backend.capabilities:  # a shared server's ids were used before
+        assert (a.txn_id, b.txn_id, c.txn_id) == (1, 2, 3)
     assert (a.write_id, b.write_id, c.write_id) == (1, 1, 2)
-    assert a.table == "default.events" and a.agent == "host:1:sink"
+    assert a.table == events.name and a.agent == "host:1:sink"
     assert a.opened_at == pytest.approx(1_000_000.0)
 
 
+@pytest.mark.requires("transaction_batches")
 def test_batch_of_consecutive_write_ids(store: Metastore, events: TableDefinition) -> None:
     store.commit(store.open_transaction(events))
     batch = store.allocate_write_ids(events, 4, agent="streaming")
@@ -156,33 +166,36 @@ def test_batch_of_consecutive_write_ids(store: Metastore, events: TableDefinitio
     store.commit(batch[0])
     store.abort(batch[1])
     store.commit(batch[2])
-    assert store.snapshot(events).to_hive_string() == "default.events:5:5:5:3"
+    assert store.snapshot(events).to_hive_string() == f"{events.name}:5:5:5:3"
     with pytest.raises(ConfigError):
         store.allocate_write_ids(events, 0)
 
 
+@pytest.mark.gap("hive4", "hive3", reason="HMS offset_ranges misses the `also` tables of a commit")
 def test_one_transaction_over_two_tables(
     store: Metastore, events: TableDefinition, dead_letter: TableDefinition
 ) -> None:
     store.commit(store.open_transaction(dead_letter))
     txn = store.open_transaction(events, also=[dead_letter], agent="sink")
-    assert txn.write_ids == {"default.events": 1, "default.events__dead_letter": 2}
-    assert txn.write_id_for("events__dead_letter") == 2
+    assert txn.write_ids == {events.name: 1, dead_letter.name: 2}
+    assert txn.write_id_for(dead_letter.name.upper()) == 2
     assert txn.write_id_for(events) == 1
     store.commit(txn, sink=SinkProgress("q", 7), offsets=[OffsetRange("t", 0, 0, 5)])
-    assert store.snapshot(events).to_hive_string() == "default.events:1:9223372036854775807::"
+    assert store.snapshot(events).to_hive_string() == f"{events.name}:1:9223372036854775807::"
     assert store.snapshot(dead_letter).high_watermark == 2
     assert store.offset_ranges(dead_letter) == [(2, OffsetRange("t", 0, 0, 5))]
     with pytest.raises(ConfigError, match="has no write id for table default.other"):
         txn.write_id_for("other")
 
 
+@pytest.mark.gap("hive4", "hive3", reason="HMS allocate_write_id on an open transaction: "
+                 "Internal error processing allocate_table_write_ids")
 def test_allocate_write_id_adds_a_table_to_an_open_transaction(
     store: Metastore, events: TableDefinition, dead_letter: TableDefinition
 ) -> None:
     txn = store.open_transaction(events)
     both = store.allocate_write_id(txn, dead_letter)
-    assert both.other_write_ids == (("default.events__dead_letter", 1),)
+    assert both.other_write_ids == ((dead_letter.name, 1),)
     assert store.allocate_write_id(both, dead_letter) == both
     assert store.snapshot(dead_letter).open_write_ids == (1,)
     store.abort(both)
@@ -191,16 +204,18 @@ def test_allocate_write_id_adds_a_table_to_an_open_transaction(
     with pytest.raises(CommitConflictError, match="it is aborted"):
         store.allocate_write_id(txn, dead_letter)
     with pytest.raises(ConfigError, match="repeated"):
-        store.open_transaction(events, also=["events"])
+        store.open_transaction(events, also=[events.name])
 
 
 # -- commit / abort / heartbeat -----------------------------------------------------------
 
 
+@pytest.mark.gap("hive4", "hive3", reason="HMS commits a committed transaction again without error")
 def test_commit_is_compare_and_swap(store: Metastore, events: TableDefinition) -> None:
     txn = store.open_transaction(events)
     store.commit(txn)
-    with pytest.raises(CommitConflictError, match=r"Cannot commit transaction 1 .*it is committed"):
+    with pytest.raises(CommitConflictError,
+                       match=rf"Cannot commit transaction {txn.txn_id} .*it is committed"):
         store.commit(txn)
     with pytest.raises(CommitConflictError, match="it is committed"):
         store.abort(txn)
@@ -213,11 +228,12 @@ def test_commit_is_compare_and_swap(store: Metastore, events: TableDefinition) -
 
 
 def test_commit_of_unknown_transaction(store: Metastore, events: TableDefinition) -> None:
-    ghost = Transaction(txn_id=99, table="default.events", write_id=9, opened_at=0.0)
-    with pytest.raises(CommitConflictError, match="does not exist"):
+    ghost = Transaction(txn_id=10**9, table=events.name, write_id=9, opened_at=0.0)
+    with pytest.raises(CommitConflictError, match=f"{ghost.txn_id}.*(does not exist|no longer)"):
         store.commit(ghost)
 
 
+@pytest.mark.requires("clock")
 def test_timed_out_transactions_are_aborted(
     store: Metastore, events: TableDefinition, clock
 ) -> None:
@@ -235,14 +251,16 @@ def test_timed_out_transactions_are_aborted(
     with pytest.raises(CommitConflictError, match="it is aborted"):
         store.heartbeat(old)
     store.commit(alive)
-    assert store.snapshot(events).to_hive_string() == "default.events:2:9223372036854775807::1"
+    assert store.snapshot(events).to_hive_string() == f"{events.name}:2:9223372036854775807::1"
     (info,) = store.transactions(events, states=["aborted"])
     assert (info.txn_id, info.agent, info.state) == (old.txn_id, "dead-writer", "aborted")
     assert info.reason is not None and "timeout 300 s" in info.reason
 
 
+@pytest.mark.requires("txn_history")
 def test_context_manager_commits_or_aborts(store: Metastore, events: TableDefinition) -> None:
-    with store.transaction(events, agent="cm", sink=("s", 1), offsets=[("t", 0, 5, 9)]) as txn:
+    with store.transaction(events, agent="cm", sink=SinkProgress("s", 1),
+                           offsets=[OffsetRange("t", 0, 5, 9)]) as txn:
         assert store.snapshot(events).open_write_ids == (txn.write_id,)
     with pytest.raises(RuntimeError, match="boom"):
         with store.transaction(events) as failed:
@@ -250,7 +268,7 @@ def test_context_manager_commits_or_aborts(store: Metastore, events: TableDefini
     states = {i.write_id: (i.state, i.reason) for i in store.transactions(events)}
     assert states[txn.write_id] == ("committed", None)
     assert states[failed.write_id] == ("aborted", "aborted on error: RuntimeError: boom")
-    assert store.committed_write_id("s", 1) == txn.write_id
+    assert store.committed_write_id("s", 1, table=events) == txn.write_id
 
 
 def test_context_manager_keeps_original_error_when_abort_fails(
@@ -267,7 +285,7 @@ def test_context_manager_keeps_original_error_when_abort_fails(
 
 
 def test_sink_progress_is_idempotent(store: Metastore, events: TableDefinition) -> None:
-    assert store.last_committed_batch("sink-a") is None
+    assert store.last_committed_batch("sink-a", table=events) is None
     first = store.open_transaction(events)
     store.commit(first, sink=SinkProgress("sink-a", 0))
     replay = store.open_transaction(events)
@@ -276,48 +294,50 @@ def test_sink_progress_is_idempotent(store: Metastore, events: TableDefinition) 
     # The refused commit changed nothing: the replay is still open and can be aborted.
     assert store.snapshot(events).open_write_ids == (replay.write_id,)
     store.abort(replay)
-    assert store.committed_write_id("sink-a", 0) == first.write_id
+    assert store.committed_write_id("sink-a", 0, table=events) == first.write_id
     nxt = store.open_transaction(events)
-    store.commit(nxt, sink=("sink-a", 1))
-    store.commit(store.open_transaction(events), sink=("sink-b", 0))
-    assert store.last_committed_batch("sink-a") == 1
-    assert store.committed_write_id("sink-a", 1) == nxt.write_id
-    assert store.committed_write_id("sink-a", 2) is None
+    store.commit(nxt, sink=SinkProgress("sink-a", 1))
+    store.commit(store.open_transaction(events), sink=SinkProgress("sink-b", 0))
+    assert store.last_committed_batch("sink-a", table=events) == 1
+    assert store.committed_write_id("sink-a", 1, table=events) == nxt.write_id
+    assert store.committed_write_id("sink-a", 2, table=events) is None
 
 
 def test_offsets_recorded_with_commit_only(store: Metastore, events: TableDefinition) -> None:
     a = store.open_transaction(events)
-    store.commit(a, offsets=[OffsetRange("t", 1, 10, 20), ("t", 0, 0, 10)])
+    store.commit(a, offsets=[OffsetRange("t", 1, 10, 20), OffsetRange("t", 0, 0, 10)])
     b = store.open_transaction(events)
-    store.commit(b, sink=("x", 0), offsets=[("t", 0, 10, 30)])
+    store.commit(b, sink=SinkProgress("x", 0), offsets=[OffsetRange("t", 0, 10, 30)])
     refused = store.open_transaction(events)
     with pytest.raises(CommitConflictError):
-        store.commit(refused, sink=("x", 0), offsets=[("t", 0, 30, 40)])
+        store.commit(refused, sink=SinkProgress("x", 0), offsets=[OffsetRange("t", 0, 30, 40)])
     assert store.offset_ranges(events) == [
         (1, OffsetRange("t", 0, 0, 10)),
         (1, OffsetRange("t", 1, 10, 20)),
         (2, OffsetRange("t", 0, 10, 30)),
     ]
-    with pytest.raises(ConfigError, match="from_offset <= until_offset"):
-        store.commit(refused, offsets=[("t", 0, 30, 10)])
+    with pytest.raises(ConfigError, match="from_offset <= until_offset|0 <= from <= until"):
+        store.commit(refused, offsets=[OffsetRange("t", 0, 30, 10)])
 
 
+@pytest.mark.requires("txn_history")
 def test_transactions_listing(
     store: Metastore, events: TableDefinition, dead_letter: TableDefinition
 ) -> None:
     a = store.open_transaction(events, also=[dead_letter], agent="x")
     b = store.open_transaction(dead_letter)
     store.commit(a)
-    rows = store.transactions()
+    rows = [r for r in store.transactions() if r.table in (events.name, dead_letter.name)]
     assert [(r.txn_id, r.table, r.write_id, r.state) for r in rows] == [
-        (a.txn_id, "default.events", 1, "committed"),
-        (a.txn_id, "default.events__dead_letter", 1, "committed"),
-        (b.txn_id, "default.events__dead_letter", 2, "open"),
+        (a.txn_id, events.name, 1, "committed"),
+        (a.txn_id, dead_letter.name, 1, "committed"),
+        (b.txn_id, dead_letter.name, 2, "open"),
     ]
     assert [r.txn_id for r in store.transactions(dead_letter, states=["open"])] == [b.txn_id]
     assert rows[0].finished_at is not None and rows[2].finished_at is None
 
 
+@pytest.mark.requires("arrow_schema")
 def test_schema_round_trip_nested_types(store: Metastore) -> None:
     schema = pa.schema(
         [

@@ -11,6 +11,7 @@ from ingest.errors import CommitConflictError
 from ingest.txn import Metastore, TableDefinition
 
 
+@pytest.mark.requires("bucket_write_set")
 def test_the_second_committer_of_one_bucket_is_aborted(store: Metastore,
                                                        events: TableDefinition) -> None:
     a = store.open_transaction(events)
@@ -28,6 +29,7 @@ def test_the_second_committer_of_one_bucket_is_aborted(store: Metastore,
         store.commit(b)  # nothing can commit the loser afterwards
 
 
+@pytest.mark.requires("bucket_write_set")
 def test_the_winner_is_whoever_commits_first_not_opens_first(
         store: Metastore, events: TableDefinition) -> None:
     a = store.open_transaction(events)
@@ -50,6 +52,7 @@ def test_disjoint_pairs_and_plain_appends_both_commit(
     assert states[a.write_id] == states[b.write_id] == "committed"
 
 
+@pytest.mark.requires("bucket_write_set")
 def test_a_writer_that_opened_after_the_commit_sees_it_and_commits(
         store: Metastore, events: TableDefinition) -> None:
     a = store.open_transaction(events)
@@ -73,8 +76,8 @@ def test_an_aborted_writer_never_makes_another_lose(store: Metastore,
 
 
 def test_other_tables_do_not_conflict(store: Metastore, events: TableDefinition,
-                                      table_def) -> None:  # type: ignore[no-untyped-def]
-    other = store.create_table(table_def("other"))
+                                      backend) -> None:  # type: ignore[no-untyped-def]
+    other = store.create_table(backend.table("other"))
     a = store.open_transaction(events)
     b = store.open_transaction(other)
     store.commit(a, updated={"": [0]})

@@ -22,8 +22,8 @@ from ingest.acid.format import (
     tail_bytes_at,
     tail_hash,
 )
-from ingest.errors import CorruptFileError
-from ingest.orc import TailError, parse_tail
+from ingest.errors import CorruptFileError, TailError
+from ingest.orc import parse_tail
 
 _HINT = ("nothing was renamed into place and the inputs are unchanged; check the storage, "
          "then run `ingest compact` again")

@@ -80,7 +80,13 @@ from ingest.acid.format.names import (
     write_acid_version_file,
     write_compacted_marker,
 )
-from ingest.acid.format.schema import COMMENT_KEY, parse_schema, to_ddl, to_orc_type_string
+from ingest.acid.format.schema import (
+    COMMENT_KEY,
+    parse_schema,
+    reserved_column_reason,
+    to_ddl,
+    to_orc_type_string,
+)
 from ingest.acid.format.side_file import encode_length, last_flush_length, read_flush_lengths
 from ingest.acid.format.writeids import ValidWriteIdList
 
@@ -146,6 +152,7 @@ __all__ = [
     "parse_key_index",
     "parse_partition",
     "parse_schema",
+    "reserved_column_reason",
     "read_flush_lengths",
     "row_schema_of",
     "side_file_path",

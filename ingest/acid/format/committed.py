@@ -15,8 +15,8 @@ from typing import Literal
 import fsspec
 import xxhash
 
-from ingest.errors import ConfigError, CorruptFileError
-from ingest.orc import TailError, parse_tail, tail_bytes_needed
+from ingest.errors import ConfigError, CorruptFileError, TailError
+from ingest.orc import parse_tail, tail_bytes_needed
 
 # The first read of a tail: enough for the tails our writer and Hive write; longer ones take
 # a second read (the postscript says how long).

@@ -134,13 +134,13 @@ class AcidTail:
             statistics: file-level column statistics.
             counts: (inserts, updates, deletes) in the file, for `hive.acid.stats`.
         """
-        changing = {
+        changing: dict[int, bytes | bytearray] = {
             Footer.HEADER_LENGTH: varint_field(Footer.HEADER_LENGTH, len(MAGIC)),
             Footer.CONTENT_LENGTH: varint_field(Footer.CONTENT_LENGTH, content_end - len(MAGIC)),
             Footer.STRIPES: self._stripes,
             Footer.METADATA: b"".join([
                 self._other_metadata,
-                length_field(Footer.METADATA, _metadata_item(KEY_INDEX, self._key_index)),
+                length_field(Footer.METADATA, _metadata_item(KEY_INDEX, bytes(self._key_index))),
                 length_field(Footer.METADATA, _metadata_item(
                     ACID_STATS, format_acid_stats(*counts).encode())),
                 length_field(Footer.METADATA, _ACID_VERSION_ITEM),

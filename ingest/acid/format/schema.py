@@ -225,6 +225,16 @@ def parse_schema(ddl: str) -> pa.Schema:
     return _Parser(ddl).schema()
 
 
+def reserved_column_reason(name: str) -> str | None:
+    """Why `name` cannot be a column of an ACID table, or None when it can: the one check
+    `ingest create`, `ingest alter` and a stream's new columns share. `ingest cat --row-id`
+    and Hive's readers add ROW__ID themselves; a column of that name would shadow it."""
+    if name.lower() == "row__id":
+        return (f"column {name!r} is reserved by Hive: ROW__ID is the virtual column holding "
+                "each row's (writeid, bucketid, rowid)")
+    return None
+
+
 def _quote_ddl_name(name: str) -> str:
     if _IDENT.fullmatch(name) and name.lower() not in _KEYWORDS:
         return name
@@ -323,6 +333,7 @@ __all__ = [
     "HIVE_TYPE_KEY",
     "MAX_TYPE_NESTING",
     "parse_schema",
+    "reserved_column_reason",
     "to_ddl",
     "to_orc_type_string",
 ]

@@ -2,7 +2,7 @@
 
 Splits text into words, `backquoted` names, numbers, quoted strings and punctuation, each with
 its 0-based character position, so that every syntax error names where it is. The grammars stay
-in `schema.py` and `predicate.py` and differ here only in punctuation and string quoting: DDL
+in `schema.py` and `where.py` and differ here only in punctuation and string quoting: DDL
 escapes with a backslash as Hive's `HiveLexer.g` StringLiteral does, WHERE doubles the quote (SQL).
 """
 

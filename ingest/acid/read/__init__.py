@@ -12,7 +12,7 @@ from ingest.acid.read.bucket_file import (
     read_events,
     readable_length,
 )
-from ingest.acid.read.directories import AcidState, NotEnoughHistoryError, VisibleTxn, acid_state
+from ingest.acid.read.directories import AcidState, VisibleTxn, acid_state
 from ingest.acid.read.layout import (
     DirectoryStatus,
     FileStatus,
@@ -71,7 +71,6 @@ __all__ = [
     "FilePlan",
     "FileStatus",
     "Merger",
-    "NotEnoughHistoryError",
     "Partition",
     "PartitionStatus",
     "ReadView",

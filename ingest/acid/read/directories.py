@@ -21,24 +21,9 @@ from ingest.acid.format import (
     is_hidden,
     parse_directory,
 )
-from ingest.errors import IngestError, UnsupportedFormatError
+from ingest.errors import NotEnoughHistoryError, UnsupportedFormatError
 
 VisibleTxn = Callable[[int], bool]
-
-
-class NotEnoughHistoryError(IngestError):
-    """Hive's ACID_NOT_ENOUGH_HISTORY: the only bases are compactor output this snapshot cannot use.
-
-    A compacted base erases history, so a reader whose snapshot still has a write id inside it
-    open cannot read the partition; a newer snapshot can.
-    """
-
-    def __init__(
-        self, message: str, *, oldest_base: str, high_watermark: int, hint: str | None = None
-    ) -> None:
-        self.oldest_base = oldest_base
-        self.high_watermark = high_watermark
-        super().__init__(message, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -383,7 +368,6 @@ def _original_files_under(fs: fsspec.AbstractFileSystem, root: str, sub: str) ->
 __all__ = [
     "AcidState",
     "DirectoryEntry",
-    "NotEnoughHistoryError",
     "VisibleTxn",
     "acid_state",
     "choose_directories",

@@ -381,13 +381,13 @@ def _check_partition(
     chosen = ([state.base] if state.base is not None else []) + list(state.deltas)
     chosen_names = {d.name for d in chosen}
     present = {f.path for f in files}
-    for full, entry, parsed in expected:
+    for full, committed, parsed in expected:
         if parsed.name in chosen_names:
             if full in present:
                 continue
         elif any(covers(d, parsed) for d in chosen):
             continue
-        damage = size_damage(full, entry, None)
+        damage = size_damage(full, committed, None)
         assert damage is not None
         raise damage_error(damage, table=table)
     lengths: dict[str, int] = {}

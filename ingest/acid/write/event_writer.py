@@ -36,13 +36,9 @@ from ingest.acid.write import _event_stripes as _compact_stripes
 from ingest.acid.write import _nested_nulls
 from ingest.acid.write.options import BucketFileOptions
 from ingest.acid.write.writer import BucketWriter
-from ingest.errors import SchemaMismatchError
+from ingest.errors import EventOrderError, SchemaMismatchError
 
 Key = tuple[int, int, int, int]  # (originalTransaction, bucket, rowId, -currentTransaction)
-
-
-class EventOrderError(ValueError):
-    """Events were handed over out of Hive's order: the caller sorts them and starts again."""
 
 
 def event_keys(batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, ...]:
@@ -270,5 +266,4 @@ def _remove(fs: fsspec.AbstractFileSystem, path: str) -> None:
             fs.rm_file(p)
 
 
-__all__ = ["EventOrderError", "EventWriter", "event_keys", "is_sorted", "prefetched",
-           "write_bucket"]
+__all__ = ["EventWriter", "event_keys", "is_sorted", "prefetched", "write_bucket"]

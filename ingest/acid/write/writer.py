@@ -13,7 +13,7 @@ operation 2, the deleted rows' keys, a null `row` (OrcRecordUpdater.delete, spli
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Self
 
 import fsspec
 import pyarrow as pa
@@ -135,7 +135,7 @@ class BucketWriter:
 
     @classmethod
     def create(cls, path: str, options: BucketFileOptions, *,
-               fs: fsspec.AbstractFileSystem | None = None) -> BucketWriter:
+               fs: fsspec.AbstractFileSystem | None = None) -> Self:
         """Create the bucket file (it must not exist) and its side file holding one 0 entry.
 
         Args:
@@ -191,7 +191,7 @@ class BucketWriter:
     # ------------------------------------------------------------------ appending
     @classmethod
     def open_append(cls, path: str, options: BucketFileOptions, *,
-                    fs: fsspec.AbstractFileSystem | None = None) -> BucketWriter:
+                    fs: fsspec.AbstractFileSystem | None = None) -> Self:
         """Continue an existing bucket file with events of another (or the same) write id.
 
         Bytes past the last recorded flush length (a torn stripe or footer) are discarded
@@ -554,7 +554,7 @@ class BucketWriter:
         if self._closed:
             raise ValueError(f"BucketWriter for {self.path} is closed")
 
-    def __enter__(self) -> BucketWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:

@@ -47,6 +47,8 @@ from ingest.kafka import (
     KafkaConnection,
     KafkaSourceOptions,
     Offsets,
+    Watermarks,
+    check_not_behind,
     describe,
     offsets_from_json,
     offsets_to_json,
@@ -149,18 +151,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                       if tp in self._target}
         # A partition added since the last batch is read from its earliest offset, as Spark does.
         begin_all = {tp: begin.get(tp, earliest.get(tp, 0)) for tp in latest}
-        end: Offsets = {}
-        for tp, high in latest.items():
-            if high < begin_all[tp]:
-                # The end a committed reader sees never goes back: the topic is another.
-                raise IngestError(
-                    f"Kafka partition {describe(tp)} on {self.options.bootstrap_servers} now "
-                    f"ends at offset {high}, below offset {begin_all[tp]} this stream already "
-                    f"read: topic '{tp[0]}' was deleted and created again (or truncated)",
-                    hint="its new records would be read under the old offsets; stream the new "
-                         "topic with a new --checkpoint (and a new table if its records "
-                         "overlap the old ones)")
-            end[tp] = high
+        check_not_behind(latest, begin_all, servers=self.options.bootstrap_servers,
+                         what="now ends at", known_as="this stream already read")
+        end: Offsets = dict(latest)
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(begin_all, end, limit.max_rows)
         elif not isinstance(limit, ReadAllAvailable):
@@ -228,9 +221,10 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(KafkaSourceOptions.parse(self.options))
 
 
-def check_topic(connection: KafkaConnection, topic: str, *, timeout_s: float) -> int:
+def check_topic(connection: KafkaConnection, topic: str, *, timeout_s: float) -> Watermarks:
     """Check the broker answers this connection and the topic exists and may be read;
-    returns its partition count. Fails within seconds on what no retry mends (authentication,
+    returns each partition's (earliest, end) offsets, the end as a read_committed reader
+    sees it. Fails within seconds on what no retry mends (authentication,
     TLS, an ACL) and on an unreachable broker (ingest.kafka.clients).
 
     Raises:
@@ -238,12 +232,10 @@ def check_topic(connection: KafkaConnection, topic: str, *, timeout_s: float) ->
         KafkaConnectError: the broker refuses this client or does not answer.
         IngestError: the broker cannot be reached within timeout_s.
     """
-    options = KafkaSourceOptions(connection, (topic,), "earliest", None, True, timeout_s)
+    options = KafkaSourceOptions.for_lookups(connection, [topic], timeout_s=timeout_s)
     client = KafkaClient(options)
     try:
-        partitions = client.partitions()
-        client.watermarks(partitions)  # a fetch: READ on the topic, as the stream needs
-        return len(partitions)
+        return client.watermarks(client.partitions())  # a fetch: READ, as the stream needs
     finally:
         client.close()
 

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -177,8 +177,10 @@ def _read_records(bodies: list[bytes | memoryview], resolutions: list[_Resolutio
                              list[int]]:
     """Decode the bodies (each of its resolution's writer schema); the ones that do not
     decode are bad with their reason, the others returned with their inputs."""
-    out: tuple[list[Any], list[_Resolution], list[bytes | memoryview], list[int]] = (
-        [], [], [], [])
+    out_records: list[dict[str, Any]] = []
+    out_resolutions: list[_Resolution] = []
+    out_bodies: list[bytes | memoryview] = []
+    out_good: list[int] = []
     start = 0
     while start < len(bodies):
         how, end = resolutions[start], min(start + _CHUNK, len(bodies))
@@ -189,20 +191,23 @@ def _read_records(bodies: list[bytes | memoryview], resolutions: list[_Resolutio
         chunk = bodies[start:end]
         records = None if how.bulk is None else _read_bulk(chunk, how.bulk)
         if records is not None:  # all good
-            for column, items in zip(out, (records, [how] * len(chunk), chunk,
-                                           good[start:end]), strict=True):
-                column.extend(items)
+            out_records.extend(records)
+            out_resolutions.extend([how] * len(chunk))
+            out_bodies.extend(chunk)
+            out_good.extend(good[start:end])
             start = end
             continue
-        records = [_read_record(body, how.fast) for body in chunk]
-        for j, record in zip(range(start, end), records, strict=True):
+        each = [_read_record(body, how.fast) for body in chunk]
+        for j, record in zip(range(start, end), each, strict=True):
             if isinstance(record, str):
                 bad.append((good[j], record))
                 continue
-            for column, item in zip(out, (record, how, bodies[j], good[j]), strict=True):
-                column.append(item)
+            out_records.append(record)
+            out_resolutions.append(how)
+            out_bodies.append(bodies[j])
+            out_good.append(good[j])
         start = end
-    return out
+    return out_records, out_resolutions, out_bodies, out_good
 
 
 def _read_bulk(bodies: list[bytes | memoryview], bulk: Any) -> list[dict[str, Any]] | None:
@@ -218,12 +223,13 @@ def _read_bulk(bodies: list[bytes | memoryview], bulk: Any) -> list[dict[str, An
     data = b"".join((_varint(len(bodies)), nonce.join(bodies), nonce, b"\x00"))
     stream = io.BytesIO(data)
     try:
-        records = schemaless_reader(stream, bulk, None)
+        # fastavro types its result as any Avro value; an array of records reads as this.
+        records = cast(list[dict[str, Any]], schemaless_reader(stream, bulk, None))
     except (UnicodeDecodeError, *_DECODE_ERRORS):
         return None
     if stream.tell() != len(data) or any(r[_NONCE] != nonce for r in records):
         return None
-    return records  # type: ignore[no-any-return]
+    return records
 
 
 _NONCE = "ingest_avro_bulk_nonce"
@@ -243,7 +249,8 @@ def _varint(n: int) -> bytes:
 def _read_record(body: bytes | memoryview, parsed: Any) -> dict[str, Any] | str:
     stream = io.BytesIO(body)
     try:
-        record = schemaless_reader(stream, parsed, None)
+        # fastavro types its result as any Avro value; a record schema reads as a dict.
+        record = cast(dict[str, Any], schemaless_reader(stream, parsed, None))
     except UnicodeDecodeError as e:
         return (f"a string in the Avro body is not UTF-8: {e.object[e.start:e.end]!r} "
                 f"(readers of the table would fail on it)")
@@ -255,7 +262,7 @@ def _read_record(body: bytes | memoryview, parsed: Any) -> dict[str, Any] | str:
     if left:
         return (f"{left} byte(s) follow the Avro record ({len(body)} bytes in all): the body is "
                 "not one record of its writer schema")
-    return record  # type: ignore[no-any-return]
+    return record
 
 
 def _to_arrow(records: list[dict[str, Any]], resolutions: list[_Resolution],
@@ -299,14 +306,15 @@ def _columns(records: list[dict[str, Any]], how: _Resolution, bodies: list[bytes
                 columns.append(pa.nulls(len(records), f.type))
                 continue
             values = [r[name] for r in records]
+            raw = how.raw[k]
             try:
-                columns.append(pa.array(values, type=f.type) if how.raw[k] is None
-                               else _cast_raw(values, how.raw[k], f.type))
+                columns.append(pa.array(values, type=f.type) if raw is None
+                               else _cast_raw(values, raw, f.type))
                 continue
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError,
                     ValueError) as e:
                 error = e
-            if how.raw[k] is not None:  # the value as fastavro's logical reader makes it
+            if raw is not None:  # the value as fastavro's logical reader makes it
                 values = [_logical_value(bodies[j], how, name) for j in range(len(records))]
             for j, v in enumerate(values):
                 if isinstance(v, _Undecodable):

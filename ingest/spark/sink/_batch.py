@@ -1,7 +1,7 @@
-"""One micro-batch of the AcidSink on the executors and back (sink.py owns the transaction).
+"""One micro-batch of the AcidSink on the executors and back (driver.py owns the transaction).
 
-`run_tasks` runs a `TaskPlan` as one or two mapInArrow stages over `_sink_tasks`;
-`publish_results` reads what the tasks report (`_executor_results` records): it raises on
+`run_tasks` runs a `TaskPlan` as one or two mapInArrow stages over `_tasks.py`;
+`publish_results` reads what the tasks report (`_results.py` records): it raises on
 bad records, puts the winning attempts' files in place before the commit, and sums them into
 a `BatchReport`;
 `remove_staging_leftovers` deletes the other attempts' staging files after the commit.
@@ -314,8 +314,9 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
     applied = [r.counts for r in results if isinstance(r, ChangesApplied)]
     changes = None
     if plan.mode != "append":
-        changes = ChangeCounts(**{f.name: type(f.default)(sum(c.get(f.name, 0) for c in applied))
-                                  for f in fields(ChangeCounts)})
+        zero = ChangeCounts()  # each count summed in its field's type (lookup_s a float)
+        changes = ChangeCounts(**{f.name: type(getattr(zero, f.name))(
+            sum(c.get(f.name, 0) for c in applied)) for f in fields(ChangeCounts)})
     new = [r for r in results if isinstance(r, NewFields)]
     seen = merge_fields(*(r.fields for r in new))
     return BatchReport(

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ingest.acid.format import reserved_column_reason
 from ingest.spark.options import OnNewField
 
 KINDS = ("integer", "number", "boolean", "string", "object", "array", "null")
@@ -52,8 +53,8 @@ def new_field_reason(unknown: Mapping[str, str], known: Collection[str],
 
     Under `dead-letter` every such record is dead-lettered; under `evolve` only one whose
     field cannot become a column: a name that differs from a column only in case (Hive's
-    names are case-insensitive) or is not a Hive identifier. `fail` and `ignore` keep the
-    record: the driver stops the query, or counts it.
+    names are case-insensitive), is not a Hive identifier or is reserved (ROW__ID). `fail`
+    and `ignore` keep the record: the driver stops the query, or counts it.
     """
     if not unknown or policy in ("fail", "ignore"):
         return None
@@ -71,6 +72,9 @@ def new_field_reason(unknown: Mapping[str, str], known: Collection[str],
         if not _COLUMN_NAME.fullmatch(name):
             return (f"new field {name!r} is not a Hive column name (letters, digits and _, "
                     "not starting with a digit), so it cannot be added")
+        reserved = reserved_column_reason(name)
+        if reserved is not None:
+            return f"new field {name!r} cannot be added: {reserved}"
     return None
 
 
@@ -169,7 +173,8 @@ def new_columns(seen: Mapping[str, FieldSeen], known: Collection[str],
                                                    kv[1].offset, kv[0]))
     out: list[tuple[str, str]] = []
     for name, f in ordered:
-        if name.lower() in lowered or not _COLUMN_NAME.fullmatch(name):
+        if (name.lower() in lowered or not _COLUMN_NAME.fullmatch(name)
+                or reserved_column_reason(name) is not None):
             continue
         kind = column_type(f.kinds, overrides.get(name), f.types)
         if kind is not None:

@@ -52,7 +52,7 @@ from ingest.spark.sink._tasks import (
     new_fields_column,
     parsed_new_fields,
 )
-from ingest.table import OP_RANK, ChangeBatch, Written, resolve, write_changes
+from ingest.table import OP_RANK, ChangeBatch, Written, resolve, unwrap_debezium, write_changes
 
 META_DELETE, META_RANK = "__delete", "__op_rank"
 KEYED_FIELDS = [pa.field(META_DELETE, pa.bool_()), pa.field(META_RANK, pa.int32())]
@@ -113,8 +113,7 @@ def _object(data: bytes, what: str) -> tuple[dict[str, Any] | None, str]:
         parsed = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return None, f"the {what} is not JSON ({e})"
-    if isinstance(parsed, dict) and set(parsed) == {"schema", "payload"}:
-        parsed = parsed["payload"]
+    parsed = unwrap_debezium(parsed)  # epoch timestamps its schema names become text
     if not isinstance(parsed, dict):
         return None, f"the {what} is not a JSON object (found {type(parsed).__name__})"
     return parsed, ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -193,9 +194,10 @@ def dead_letters(fields: Mapping[str, NewField], n: int, known: Collection[str],
     at = np.flatnonzero(mask)
     if len(at) == 0:
         return None
-    # Each record's reason is its group's one string object, shared, not a copy.
-    each = [reasons[1]] * len(at) if len(described) == 2 else list(
-        map(reasons.__getitem__, group[at].tolist()))
+    # Each record's reason is its group's one string object, shared, not a copy; the mask
+    # keeps only records whose group has a reason (no None).
+    each = cast(list[str], [reasons[1]] * len(at) if len(described) == 2 else list(
+        map(reasons.__getitem__, group[at].tolist())))
     return DeadLetters(mask, list(zip(at.tolist(), each, strict=True)), pa.array(at),
                        pa.array(reasons, pa.string()).take(pa.array(group[at])))
 

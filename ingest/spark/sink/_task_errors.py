@@ -13,7 +13,6 @@ import re
 
 from ingest import errors
 from ingest.errors import IngestError
-from ingest.txn import MetastoreError
 
 # The traceback's last line for an error of ours: module path, class name, sentence.
 _LAST_LINE = re.compile(r"^ingest(?:\.\w+)*\.([A-Z]\w*): (.+)$", re.MULTILINE)
@@ -49,7 +48,7 @@ def error_from_traceback(text: str, *, batch_id: int, table: str) -> IngestError
         return None
     name, sentence = found[-1]
     message, _, hint = sentence.partition(" Hint: ")
-    cls = MetastoreError if name == MetastoreError.__name__ else getattr(errors, name, None)
+    cls = getattr(errors, name, None)  # every error class of ours is in ingest.errors
     if not (isinstance(cls, type) and issubclass(cls, IngestError)):
         return None
     text = f"Micro-batch {batch_id} of {table} failed in a Spark task: {message}"

@@ -2,7 +2,7 @@
 
 Each task writes the rows it holds with `BucketWriter`, flushing every `flush_rows` rows, and
 yields one small Arrow batch describing what it did (files, Kafka offset ranges, bad records).
-It never talks to the metastore: the driver commits. Attempt safety (see sink.py):
+It never talks to the metastore: the driver commits. Attempt safety (see driver.py):
 - one delta per micro-batch: every attempt writes hidden staging files
   (`_tmp.bucket_N.<task attempt id>`), which only the driver renames to `bucket_N`; on an
   object store a task's first attempt writes `bucket_N` itself, created only if no object has
@@ -327,7 +327,7 @@ def parse_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
                                                          False))
         # Good rows never need their raw bytes again: only dead letters carry them on.
         null_bin = pa.nulls(n, pa.binary())
-        columns: dict[str, pa.Array] = {
+        columns = {
             META_KEY: pc.if_else(is_bad, batch.column("key"), null_bin),
             META_VALUE: pc.if_else(is_bad, batch.column("value"), null_bin),
             META_TOPIC: batch.column("topic"), META_PARTITION: batch.column("partition"),
@@ -553,7 +553,7 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
 
 
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The write stage: yields one RESULT_SCHEMA batch of records (see _executor_results)."""
+    """The write stage: yields one RESULT_SCHEMA batch of records (see _results.py)."""
     writer = _TaskWriter.in_task(plan)
     read: list[OffsetsRead] = []
     tombstones = 0

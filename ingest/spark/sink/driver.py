@@ -2,7 +2,7 @@
 
 For micro-batch `batch_id` the driver opens a transaction (target + dead-letter table), the
 executors parse the Kafka values and write `delta_W_W_0000/bucket_N` files (mapInArrow, see
-`_sink_batch` and `_sink_tasks`), and the driver commits with `SinkProgress(sink_id,
+`_batch.py` and `_tasks.py`), and the driver commits with `SinkProgress(sink_id,
 batch_id)` and the batch's Kafka offset ranges in the same metastore transaction
 (docs/invariants.md, 4; Hive's `commitTxnWithKeyValue`). With `txns_per_delta=K` a run of K
 micro-batches appends to one `delta_W_{W+K-1}` directory, as Hive Streaming's
@@ -46,6 +46,7 @@ from ingest.acid.format import ACID_VERSION_FILE, CommittedFile, format_delta
 from ingest.errors import CommitConflictError, ConfigError, IngestError, SchemaMismatchError
 from ingest.faults import crash_point
 from ingest.io import storage
+from ingest.kafka import check_not_behind
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink._avro import avro_format, check_writer_schema
 from ingest.spark.sink._batch import (
@@ -335,6 +336,12 @@ class AcidSink:
             return BatchReport(batch_id, done, skipped=True)
         added: tuple[str, ...] = ()
         planned = planned_ranges(batch_df)
+        if planned:
+            # Spark's own source plans on from a re-created topic's new offsets (told
+            # failOnDataLoss false): the table's end says the topic went back.
+            check_not_behind({(r.topic, r.partition): r.from_offset for r in planned},
+                             self._committed_ends(store), what=f"micro-batch {batch_id} reads from",
+                             known_as=f"table {self._table.name} already committed")
         lost = self._lost(store, planned, batch_id)
         # --on-new-field evolve: a round that met new fields adds their columns, aborts its
         # transaction and runs again with the new schema; the next round finds none.
@@ -362,6 +369,15 @@ class AcidSink:
         return replace(report, seconds=time.monotonic() - started, lag=lag,
                        added_columns=added)
 
+    def _committed_ends(self, store: Metastore) -> dict[tuple[str, int], int]:
+        """Each topic partition's end the table committed: read once, then kept up to date
+        by this sink's commits."""
+        assert self._table is not None
+        if self._committed_until is None:
+            progress = stream_progress(store, self._table)
+            self._committed_until = dict(progress.offsets) if progress else {}
+        return self._committed_until
+
     def _lost(self, store: Metastore, planned: Sequence[OffsetRange] | None,
               batch_id: int) -> tuple[OffsetRange, ...]:
         """The offsets Kafka removed before the table committed them: for each partition
@@ -375,17 +391,14 @@ class AcidSink:
         if self.earliest_fn is None or not planned:
             return ()
         assert self._table is not None
-        if self._committed_until is None:
-            progress = stream_progress(store, self._table)
-            self._committed_until = dict(progress.offsets) if progress else {}
-        known = {(r.topic, r.partition): r for r in planned
-                 if (r.topic, r.partition) in self._committed_until}
+        committed = self._committed_ends(store)
+        known = {(r.topic, r.partition): r for r in planned if (r.topic, r.partition) in committed}
         if not known:
             return ()
         earliest = self.earliest_fn(sorted(known))
         lost = []
         for key, r in sorted(known.items()):
-            start, low = self._committed_until[key], earliest.get(key)
+            start, low = committed[key], earliest.get(key)
             if low is not None and start < low:
                 lost.append(OffsetRange(key[0], key[1], start, min(low, r.until_offset)))
         if lost and self.fail_on_data_loss:
@@ -577,7 +590,7 @@ class AcidSink:
                          ) -> dict[str, list[CommittedFile]]:
         """The manifest entries of the files the tasks reported (docs/format.md §20)."""
         assert self._table is not None and self._dead_letter is not None
-        # Task paths start with the root each table's location names (as in `_sink_tasks`).
+        # Task paths start with the root each table's location names (as in `_tasks.py`).
         tables = {target: (table.name, write_id,
                            storage.path_of(table.location) + "/")
                   for target, table, write_id in (

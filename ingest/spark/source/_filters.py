@@ -117,7 +117,7 @@ def _columns(f: Filter) -> tuple[str, ...]:
 
 
 def _column(f: Filter, schema: pa.Schema) -> pa.Field | None:
-    attribute = getattr(f, "attribute", ())
+    attribute: tuple[str, ...] = getattr(f, "attribute", ())
     if len(attribute) != 1 or attribute[0] not in schema.names:
         return None
     field = schema.field(attribute[0])
@@ -165,15 +165,14 @@ def _expression(f: Filter, schema: pa.Schema) -> pc.Expression | None:
         value = _literal(f.value, field)
         # Never null: false for a null column value, as `<=>` is.
         return None if value is None else column.is_valid() & pc.equal(column, value)
-    for kind, compare in _COMPARISONS.items():
-        if type(f) is kind:
-            value = _literal(f.value, field)  # type: ignore[attr-defined]
-            return None if value is None else compare(column, value)
+    if isinstance(f, EqualTo | GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual):
+        value = _literal(f.value, field)
+        return None if value is None else _COMPARISONS[type(f)](column, value)
     if isinstance(f, In):
         return _in_list(column, field, f.value)
-    for kind, match in _STRING_MATCH.items():
-        if type(f) is kind and pa.types.is_string(field.type) and isinstance(f.value, str):
-            return match(column, pattern=f.value)  # type: ignore[attr-defined]
+    if (isinstance(f, StringStartsWith | StringEndsWith | StringContains)
+            and pa.types.is_string(field.type) and isinstance(f.value, str)):
+        return _STRING_MATCH[type(f)](column, pattern=f.value)
     return None
 
 

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import fsspec
 import pyarrow as pa
@@ -142,7 +143,10 @@ def _storage_options(options: Mapping[str, str]) -> dict[str, object]:
     return found
 
 
-def _positive(options: Mapping[str, str], key: str, default: int | None) -> int | None:
+_Default = TypeVar("_Default", bound=int | None)
+
+
+def _positive(options: Mapping[str, str], key: str, default: _Default) -> int | _Default:
     text = options.get(key)
     if text is None:
         return default

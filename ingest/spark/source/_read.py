@@ -4,7 +4,7 @@ Sets up the snapshot reader's merge as every reader does (`ingest.acid.read.read
 the planner's checked read lengths pinned), skips stripes whose statistics rule out every row
 of the condition, drops invalid write ids and deleted rows, keeps the rows the exact filter and
 the streaming write-id bound select, and casts each batch to the Arrow types Spark expects.
-The read's lease is renewed while the task reads (`_datasource_lease`).
+The read's lease is renewed while the task reads (`_lease.py`).
 """
 
 from __future__ import annotations

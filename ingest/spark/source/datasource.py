@@ -3,10 +3,10 @@
 `register(spark)`, then `spark.read.format("hive-acid").load(path)` reads one snapshot of the
 table with deletes applied (options `snapshot`, `columns`, `where`), and
 `spark.readStream.format("hive-acid").load(path)` emits the rows of newly committed write ids
-(`_datasource_stream`). Both plan from the metastore's read view with the one read planner
-(`_datasource_setup`, options and packing in `_datasource_plan`); the executors' read is in
-`_datasource_read`, their renewal of the read's lease in `_datasource_lease`, filter pushdown
-in `_datasource_filters` (docs/architecture.md).
+(`_stream.py`). Both plan from the metastore's read view with the one read planner
+(`_setup.py`, options and packing in `_plan.py`); the executors' read is in
+`_read.py`, their renewal of the read's lease in `_lease.py`, filter pushdown
+in `_filters.py` (docs/architecture.md).
 """
 
 from __future__ import annotations

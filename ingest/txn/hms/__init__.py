@@ -11,7 +11,6 @@ from ingest.txn.hms.connection import (
     CONNECT_TIMEOUT_S,
     HmsConnection,
     ServerInfo,
-    UnknownMethodError,
     connect,
     parse_thrift_uri,
 )
@@ -70,7 +69,6 @@ __all__ = [
     "LockTarget",
     "ServerInfo",
     "TxnSnapshot",
-    "UnknownMethodError",
     "WriteTxn",
     "abort_txn",
     "add_partitions",

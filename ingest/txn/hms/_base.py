@@ -11,8 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Self, TypeVar
 
-from ingest.errors import CommitConflictError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import CommitConflictError, MetastoreError
 from ingest.txn.hms import _stubs
 from ingest.txn.hms._catalog import find_hive_table
 from ingest.txn.hms._states import txn_rows

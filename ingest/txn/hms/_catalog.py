@@ -140,10 +140,19 @@ def register_table(conn: HmsConnection, defn: TableDefinition) -> HiveTable:
             f"Cannot create table {defn.name} at {defn.location} in the Hive Metastore at "
             f"{conn.uri}: Hive {conn.info.version} keeps a managed (transactional) table inside "
             f"its database's managed location or the warehouse ({e.message})",
-            hint=f"name the table in a database that does not exist yet (e.g. --name "
-                 f"{defn.name.split('.', 1)[1]}_db.{defn.name.split('.', 1)[1]}): ingest "
-                 "creates it with the table's parent directory as its managed location; or "
-                 "put the table under the database's managed location") from e
+            hint=_outside_warehouse_hint(defn)) from e
+
+
+def _outside_warehouse_hint(defn: TableDefinition) -> str:
+    # Said for every caller: `ingest stream` has no --name (it names its table after the
+    # directory), but it streams into whatever table the metastore lists at its --table.
+    short = defn.name.split(".", 1)[1]
+    return (f"name the table in a database that does not exist yet (e.g. `ingest create "
+            f"{defn.location} --name {short}_db.{short} --schema ...`): ingest creates it with "
+            "the table's parent directory as its managed location; `ingest stream` names its "
+            "table itself, so run that `ingest create` first with the stream's --schema, then "
+            "stream into the same --table; or put the table under the database's managed "
+            "location")
 
 
 def _ensure_database(conn: HmsConnection, name: str, parent: str) -> None:

@@ -92,6 +92,7 @@ class _ShowCompactResponse(_Struct):
 class _ShowCompactResult(_Struct):
     thrift_spec = ((0, _STRUCT, "success", (_ShowCompactResponse,
                                             _ShowCompactResponse.thrift_spec), None),)
+    success: _ShowCompactResponse | None  # set from thrift_spec (_Struct)
 
 
 @dataclass(frozen=True)

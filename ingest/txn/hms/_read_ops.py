@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 from ingest.acid import ValidWriteIdList
-from ingest.txn.errors import MetastoreError
+from ingest.errors import MetastoreError
 from ingest.txn.hms._base import HmsBase
 from ingest.txn.hms._catalog import all_tables
 from ingest.txn.hms._states import table_transactions, write_id_of, write_id_states

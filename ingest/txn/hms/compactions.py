@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.errors import CommitConflictError, ConfigError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import CommitConflictError, ConfigError, MetastoreError
 from ingest.txn.hms import _compact_api as api
 from ingest.txn.hms import _stubs
 from ingest.txn.hms._catalog import find_hive_table, set_parameters

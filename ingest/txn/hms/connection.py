@@ -9,6 +9,7 @@ A connection is not thread-safe: the heartbeat opens its own (Hive Streaming doe
 
 from __future__ import annotations
 
+import logging
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -16,8 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from ingest.errors import ConfigError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import ConfigError, MetastoreError, UnknownMethodError
 from ingest.txn.hms import _stubs
 
 CONNECT_TIMEOUT_S = 10.0
@@ -33,17 +33,18 @@ _START_HINT = ("check the host and port and that the metastore runs; scripts/hms
                "starts a throwaway one and prints its URI")
 
 
-class UnknownMethodError(MetastoreError):
-    """The server does not implement a Thrift method (an older Hive).
+class _QuietOpen(logging.Filter):
+    """Drops what Thrift's `TSocket.open` logs as it fails: it raises the same failure,
+    which becomes our MetastoreError; logged too, it reached stderr before the error (with
+    no logging set up, Python prints it) and `--json` errors were no longer pure JSON."""
 
-    Attributes:
-        method: the Thrift method name.
-    """
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.funcName != "open"
 
-    def __init__(self, message: str, *, location: str, method: str,
-                 hint: str | None = None) -> None:
-        self.method = method
-        super().__init__(message, location=location, hint=hint)
+
+_THRIFT_SOCKET_LOG = logging.getLogger("thrift.transport.TSocket")
+if not any(isinstance(f, _QuietOpen) for f in _THRIFT_SOCKET_LOG.filters):
+    _THRIFT_SOCKET_LOG.addFilter(_QuietOpen())
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from ingest.errors import CommitConflictError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import CommitConflictError, MetastoreError
 from ingest.txn.hms.connection import HmsConnection, ServerInfo, connect
 from ingest.txn.hms.txns import HeartbeatResult, heartbeat
 

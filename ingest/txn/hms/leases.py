@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ingest.acid import ValidWriteIdList
-from ingest.errors import IngestError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import IngestError, MetastoreError
 from ingest.txn.hms.connection import HmsConnection, ServerInfo
 from ingest.txn.hms.heartbeat import Heartbeater
 from ingest.txn.hms.tables import HiveTable

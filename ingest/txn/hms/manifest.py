@@ -24,8 +24,7 @@ import pyarrow as pa
 
 from ingest.acid import ValidWriteIdList
 from ingest.acid.format import CommittedFile
-from ingest.errors import CommitConflictError, ConfigError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import CommitConflictError, ConfigError, MetastoreError
 from ingest.txn.hms.connection import HmsConnection
 from ingest.txn.hms.heartbeat import Heartbeater
 from ingest.txn.hms.side import SideRows, SideTable, write_delta

@@ -19,10 +19,16 @@ from typing import Any
 import pyarrow as pa
 
 from ingest.acid import COMMENT_KEY, format_partition, parse_schema, to_orc_type_string
-from ingest.errors import ConfigError, TableExistsError, TableNotFoundError, UnsupportedFormatError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import (
+    ConfigError,
+    MetastoreError,
+    TableExistsError,
+    TableNotFoundError,
+    UnknownMethodError,
+    UnsupportedFormatError,
+)
 from ingest.txn.hms import _stubs
-from ingest.txn.hms.connection import HmsConnection, UnknownMethodError
+from ingest.txn.hms.connection import HmsConnection
 
 ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
 ORC_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
@@ -333,9 +339,9 @@ def get_tables(conn: HmsConnection, names: Sequence[str]) -> dict[str, HiveTable
         except t.UnknownDBException:
             continue  # no database: none of its tables
         for found in result.tables or ():
-            given = tables.get(str(found.tableName).lower())
-            if given is not None:
-                out[given] = _from_thrift(found, conn.uri)
+            as_given = tables.get(str(found.tableName).lower())
+            if as_given is not None:
+                out[as_given] = _from_thrift(found, conn.uri)
     return out
 
 

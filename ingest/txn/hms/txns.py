@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ingest.acid import ValidWriteIdList
-from ingest.errors import CommitConflictError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import CommitConflictError, MetastoreError
 from ingest.txn.hms import _stubs
 from ingest.txn.hms.connection import HmsConnection
 from ingest.txn.hms.tables import HiveTable, qualified_name
@@ -305,7 +304,8 @@ def txn_snapshot(conn: HmsConnection) -> TxnSnapshot:
     """
     response = conn.call("get_open_txns")
     aborted_bits = _bits(response.abortedBits)
-    open_ids, aborted = [], []
+    open_ids: list[int] = []
+    aborted: list[int] = []
     for i, txn in enumerate(response.open_txns or ()):
         (aborted if i in aborted_bits else open_ids).append(txn)
     return TxnSnapshot(response.txn_high_water_mark, tuple(open_ids), tuple(aborted))
@@ -371,7 +371,8 @@ def _snapshots(conn: HmsConnection, tables: Sequence[str],
     out = {}
     for ids in response.tblValidWriteIds:
         aborted_bits = _bits(ids.abortedBits)
-        open_ids, aborted = [], []
+        open_ids: list[int] = []
+        aborted: list[int] = []
         for i, write_id in enumerate(ids.invalidWriteIds or ()):
             (aborted if i in aborted_bits else open_ids).append(write_id)
         given = names.get(ids.fullTableName.lower(), ids.fullTableName)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ingest.txn.errors import MetastoreError
+from ingest.errors import MetastoreError
 from ingest.txn.hms.connection import HmsConnection, connect
 from ingest.txn.hms.heartbeat import Heartbeater
 from ingest.txn.hms.tables import HiveTable

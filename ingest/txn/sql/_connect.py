@@ -100,7 +100,9 @@ def sqlite_path(url: str) -> str:
             f"Cannot open metastore {url!r}: the path must be absolute",
             hint="write three slashes: 'sqlite:///absolute/path.sqlite'",
         )
-    return rest
+    # SQLAlchemy spells an absolute path with four slashes (sqlite:////abs); one leading
+    # slash, or a read-only `file:` URI would take the next name as its authority.
+    return "/" + rest.lstrip("/")
 
 
 # libpq and many hosting services spell the scheme postgres://.

@@ -20,8 +20,7 @@ from typing import Any, ClassVar, Self
 
 import sqlalchemy as sa
 
-from ingest.errors import TableNotFoundError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import MetastoreError, TableNotFoundError
 from ingest.txn.model import TableRef, table_key, table_not_found
 from ingest.txn.sql._connect import (
     Target,

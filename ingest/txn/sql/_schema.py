@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ingest.errors import UnsupportedFormatError
-from ingest.txn.errors import MetastoreError
+from ingest.errors import MetastoreError, UnsupportedFormatError
 
 SCHEMA_VERSION = 4
 
