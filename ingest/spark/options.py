@@ -135,11 +135,14 @@ class SinkOptions:
     avro_schema: str | None = _option(
         None, metavar="FILE", help="With --value-format avro: the writers' Avro schema (a "
                                    ".avsc JSON file, read once on the driver) of values in "
-                                   "plain Avro binary. WARNING: plain Avro carries no schema "
-                                   "id, so a FILE that is not the producers' exact schema can "
-                                   "go unnoticed: fields {id, a, b} read as {id, b, a} (same "
-                                   "types) commit every row with a and b swapped. Prefer "
-                                   "--schema-registry.")
+                                   "plain Avro binary, or in Avro's single-object encoding "
+                                   "(bytes C3 01 and the writer schema's fingerprint, "
+                                   "checked: a value of another schema is dead-lettered). "
+                                   "WARNING: plain Avro carries no schema id, so a FILE that "
+                                   "is not the producers' exact schema can go unnoticed: "
+                                   "fields {id, a, b} read as {id, b, a} (same types) commit "
+                                   "every row with a and b swapped. Prefer single-object "
+                                   "encoding or --schema-registry.")
     schema_registry: str | None = _option(
         None, metavar="URL", help="With --value-format avro: a Confluent-compatible schema "
                                   "registry (http://host:8081) giving each value's writer "

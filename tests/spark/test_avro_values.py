@@ -242,3 +242,51 @@ def test_without_schema_the_streams_columns_come_from_the_avro_schema(
         with_avro_columns(framed)
     registry(schema_registry).register("orders-value", json.dumps(V1))
     assert with_avro_columns(framed).schema_ddl == columns
+
+
+def crc64_avro(data: bytes) -> int:
+    """Avro's CRC-64-AVRO (Rabin) fingerprint as its specification defines it, written out
+    here to check fastavro's bytes and their order independently."""
+    empty = 0xC15D213AA4D7A795
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (empty & -(fp & 1))
+        table.append(fp & 0xFFFFFFFFFFFFFFFF)
+    fp = empty
+    for byte in data:
+        fp = (fp >> 8) ^ table[(fp ^ byte) & 0xFF]
+    return fp
+
+
+def single_object(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    canonical = fastavro.schema.to_parsing_canonical_form(fastavro.parse_schema(schema))
+    return (b"\xc3\x01" + crc64_avro(canonical.encode()).to_bytes(8, "little")
+            + encode(schema, record))
+
+
+def test_single_object_encoding_is_read_and_checked_against_the_avro_schema() -> None:
+    """Avro's single-object encoding names its writer schema by fingerprint: a value of the
+    --avro-schema is read, one of another schema is bad naming both fingerprints, and a
+    plain body that happens to start with the magic bytes is still read as plain."""
+    avro = AvroFormat(writer_schema=json.dumps(V1))
+    v1_fp = crc64_avro(fastavro.schema.to_parsing_canonical_form(
+        fastavro.parse_schema(V1)).encode()).to_bytes(8, "little").hex()
+    v2_fp = crc64_avro(fastavro.schema.to_parsing_canonical_form(
+        fastavro.parse_schema(V2)).encode()).to_bytes(8, "little").hex()
+    magic_first = encode(V1, {**event(3), "id": -98})  # zig-zag -98 is 0xc3 0x01
+    assert magic_first[:2] == b"\xc3\x01"
+    items = [single_object(V1, event(1)),
+             single_object(V2, event(2, color="blue")),
+             magic_first,
+             encode(V1, event(4))]
+    parsed = decode_avro_values(values(items), TABLE, avro)
+    assert parsed.good.to_pylist() == [0, 2, 3]
+    assert parsed.rows.column("id").to_pylist() == [1, -98, 4]
+    assert parsed.rows.to_pylist()[0]["note"] == "n1"
+    [(index, reason)] = parsed.bad
+    assert index == 1
+    assert reason.startswith(
+        f"the value is Avro single-object encoded by a writer schema of fingerprint {v2_fp}, "
+        f"not the --avro-schema's ({v1_fp}): only values of that one schema can be read"), reason

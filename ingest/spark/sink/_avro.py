@@ -19,6 +19,7 @@ those of decoding each record alone with its logical types. Knows Avro and Arrow
 from __future__ import annotations
 
 import io
+import json
 import os
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -29,7 +30,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fastavro import parse_schema as parse_avro
 from fastavro import schemaless_reader
-from fastavro.schema import SchemaParseException, UnknownType
+from fastavro.schema import (
+    SchemaParseException,
+    UnknownType,
+    fingerprint,
+    to_parsing_canonical_form,
+)
 
 from ingest.acid.format import to_ddl
 from ingest.errors import ConfigError
@@ -119,6 +125,10 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
     bodies: list[bytes | memoryview] = []
     plain = None if avro.writer_schema is None else _resolve(avro.writer_schema, schema,
                                                              "the --avro-schema")
+    header = None if avro.writer_schema is None else single_object_header(avro.writer_schema)
+    # Values single-object encoded by another writer schema, by its fingerprint: read as
+    # plain Avro (a plain body may start with the magic too), their failure explained so.
+    foreign: dict[int, bytes] = {}
     client = None if avro.registry_url is None else registry(avro.registry_url,
                                                                avro.registry_settings)
     by_id: dict[int, _Resolution | str] = {}  # this batch's writer schemas, or why not
@@ -129,6 +139,12 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
         body: bytes | memoryview = value
         if plain is not None:
             how = plain
+            if header is not None and value[:2] == SINGLE_OBJECT_MAGIC \
+                    and len(value) >= len(header):
+                if value.startswith(header):
+                    body = memoryview(value)[len(header):]
+                else:
+                    foreign[i] = value[2:10]
         else:
             assert client is not None
             framed = split_frame(value)
@@ -160,6 +176,12 @@ def decode_avro_values(values: pa.Array, schema: pa.Schema, avro: AvroFormat, *,
         good.append(i)
     records, resolutions, bodies, good = _read_records(bodies, resolutions, good, bad)
     rows, kept = _to_arrow(records, resolutions, bodies, schema, good, bad)
+    if foreign:
+        assert header is not None
+        bad = [(i, reason if i not in foreign else (
+            f"the value is Avro single-object encoded by a writer schema of fingerprint "
+            f"{foreign[i].hex()}, not the --avro-schema's ({header[2:].hex()}): only values "
+            f"of that one schema can be read ({reason})")) for i, reason in bad]
     bad.sort()
     for i, _ in bad:
         new_fields.pop(i, None)
@@ -233,6 +255,19 @@ def _read_bulk(bodies: list[bytes | memoryview], bulk: Any) -> list[dict[str, An
 
 
 _NONCE = "ingest_avro_bulk_nonce"
+
+
+# Avro's single-object encoding: these two bytes, the writer schema's 8-byte little-endian
+# CRC-64-AVRO fingerprint of its Parsing Canonical Form, then the plain body.
+SINGLE_OBJECT_MAGIC = b"\xc3\x01"
+
+
+@lru_cache(maxsize=16)
+def single_object_header(schema_text: str) -> bytes:
+    """The first 10 bytes of a value single-object encoded with this writer schema."""
+    canonical = to_parsing_canonical_form(parse_avro(json.loads(schema_text)))
+    # fastavro gives the fingerprint's bytes in the order the encoding puts them.
+    return SINGLE_OBJECT_MAGIC + bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
 
 
 def _varint(n: int) -> bytes:
