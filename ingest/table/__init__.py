@@ -14,7 +14,7 @@ from ingest.table._definition import (
     table_schema,
     uses_visibility_suffix,
 )
-from ingest.table._open import MetastoreRef, StorageOptions, agent_name, metastore_if_any
+from ingest.table._open import MetastoreRef, StorageOptions, agent_name, locate_table
 from ingest.table._owner import check_owner
 from ingest.table._written import (
     AbortedWriteRemoval,
@@ -140,7 +140,7 @@ __all__ = [
     "live_files_of",
     "load",
     "load_file",
-    "metastore_if_any",
+    "locate_table",
     "open_table",
     "open_table_or_files",
     "open_table_root",

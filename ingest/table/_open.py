@@ -66,7 +66,7 @@ def open_table(
     """
     storage.check_url(location)  # before any metastore is searched for it
     if metastore is None:
-        store, defn = find_metastore_for(location)
+        store, defn = locate_table(location, read_only=False)
         try:
             check_root(defn, location)
             check_owner(defn, store.url, storage_options)
@@ -78,6 +78,25 @@ def open_table(
         defn = store.get_table(normalize_location(location))
         check_owner(defn, store.url, storage_options)
         yield store, defn
+
+
+def locate_table(path: str, metastore: str | None = None, *, read_only: bool = True,
+                 ) -> tuple[Metastore, TableDefinition]:
+    """The metastore listing the table at or above `path`, open (the caller closes it), and
+    the table: the one place that searches for a table's metastore.
+
+    Args:
+        path: a table root or a directory inside.
+        metastore: the metastore URL the caller chose (a command's `--metastore`), which must
+            list the table: no search, no fallback; None: `$INGEST_METASTORE`, else the one
+            beside the table (`ingest.txn.find_metastore_for`).
+        read_only: open it for reading only.
+
+    Raises:
+        TableNotFoundError: no metastore (or not the chosen one) lists a table there.
+        MetastoreError: a metastore cannot be opened or read.
+    """
+    return find_metastore_for(path, read_only=read_only, metastore=metastore)
 
 
 def find_table(store: Metastore, location: str, hint: str | None) -> TableDefinition:
@@ -121,7 +140,7 @@ def metastore_if_any(path: str, metastore: str | Metastore | Literal[False] | No
         yield metastore, find_table(metastore, path, None)
         return
     try:
-        store, table = find_metastore_for(path, read_only=True, metastore=metastore)
+        store, table = locate_table(path, metastore)
     except TableNotFoundError:
         if metastore is not None:
             raise

@@ -46,7 +46,7 @@ from ingest.table._arguments import (
     rows_as_table,
 )
 from ingest.table._definition import table_schema
-from ingest.table._open import agent_name, find_table
+from ingest.table._open import agent_name, find_table, locate_table
 from ingest.table.alter import AlterResult, alter_table
 from ingest.table.clean import CleanReport, PartitionClean
 from ingest.table.clean import clean as clean_table
@@ -73,7 +73,6 @@ from ingest.txn import (
     OffsetRange,
     PinnedView,
     TableDefinition,
-    find_metastore_for,
     normalize_location,
 )
 
@@ -142,7 +141,7 @@ def _open(location: str, metastore: MetastoreArg, storage_options: object, *,
     if metastore is None or isinstance(metastore, str):
         try:
             # A metastore named by URL must list the table: no search, no fallback.
-            store, defn = find_metastore_for(location, read_only=True, metastore=metastore)
+            store, defn = locate_table(location, metastore)
         except TableNotFoundError as e:
             if extra_hint is None:
                 raise

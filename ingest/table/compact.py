@@ -45,6 +45,7 @@ from ingest.table._open import (
     StorageOptions,
     agent_name,
     check_root,
+    locate_table,
     open_table,
     table_fs,
 )
@@ -54,7 +55,6 @@ from ingest.txn import (
     CompactionInfo,
     Metastore,
     TableDefinition,
-    find_metastore_for,
     normalize_location,
 )
 
@@ -333,7 +333,7 @@ def compaction_history(location: str, *, metastore: MetastoreRef = None,
         check_root(defn, location)
         return CompactionHistory(defn.name, defn.location, tuple(metastore.compactions(defn)))
     if metastore is None:
-        store, defn = find_metastore_for(location, read_only=True)
+        store, defn = locate_table(location)
     else:
         store = Metastore.open(metastore, read_only=True)
         defn = None

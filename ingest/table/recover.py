@@ -29,14 +29,13 @@ from ingest.table._committed import (
     mark_unrecoverable,
     table_manifest,
 )
-from ingest.table._open import StorageOptions
+from ingest.table._open import StorageOptions, locate_table
 from ingest.table._owner import check_owner
 from ingest.txn import (
     Metastore,
     TableDefinition,
     Transaction,
     TransactionInfo,
-    find_metastore_for,
 )
 
 DEFAULT_TXN_TIMEOUT_S = 300.0
@@ -102,8 +101,7 @@ def _find(path: str, store: Metastore | None, table: TableDefinition | None, *,
     if metastore is False:
         return None, None, False
     try:
-        found_store, found_table = find_metastore_for(path, read_only=read_only,
-                                                      metastore=metastore)
+        found_store, found_table = locate_table(path, metastore, read_only=read_only)
     except TableNotFoundError:
         if metastore is not None:  # a command's --metastore: no fallback
             raise

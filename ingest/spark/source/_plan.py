@@ -28,8 +28,8 @@ from ingest.acid.predicate import Condition
 from ingest.acid.read import DataFile, ScanTask
 from ingest.errors import ConfigError
 from ingest.io import storage
-from ingest.table import check_snapshot_table
-from ingest.txn import Metastore, TableDefinition, find_metastore_for, normalize_location
+from ingest.table import check_snapshot_table, locate_table
+from ingest.txn import Metastore, TableDefinition, normalize_location
 
 # The options the source reads (Spark passes option keys case-insensitively).
 KNOWN_OPTIONS = ("path", "metastore", "snapshot", "columns", "where", "maxPartitionBytes",
@@ -196,7 +196,7 @@ class open_metastore:  # noqa: N801 - used as a context manager, like open()
 
     def __enter__(self) -> tuple[Metastore, TableDefinition]:
         if self.options.metastore is None:
-            self.store, defn = find_metastore_for(self.options.path, read_only=True)
+            self.store, defn = locate_table(self.options.path)
             return self.store, defn
         self.store = Metastore.open(self.options.metastore, read_only=True)
         try:

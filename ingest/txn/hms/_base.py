@@ -28,7 +28,14 @@ from ingest.txn.hms.progress import (
 from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.tables import HiveTable, get_tables
 from ingest.txn.metastore import Metastore
-from ingest.txn.model import MetastoreCapabilities, TableRef, table_key, table_not_found
+from ingest.txn.model import (
+    MetastoreCapabilities,
+    TableRef,
+    Transaction,
+    TxnState,
+    table_key,
+    table_not_found,
+)
 
 _T = TypeVar("_T")
 
@@ -200,6 +207,45 @@ class HmsBase(Metastore):
         self._tables.pop(txn_id, None)
         self._delete_locked = {k for k in self._delete_locked if k[0] != txn_id}
 
+    def _txn_state(self, txn_id: int) -> TxnState | None:
+        """The transaction's state as `get_open_txns_info` tells it: "open" or "aborted" while
+        listed, "committed" once handed out (up to the high watermark) and listed no more,
+        None when never handed out. (Hive also forgets an aborted transaction that recorded
+        no component; such a one reads as committed here.)
+
+        Raises:
+            MetastoreError: the metastore failed.
+        """
+        high, rows = txn_rows(self._conn)
+        listed = next((r.state for r in rows if r.txn_id == txn_id), None)
+        if listed is not None:
+            return listed
+        return "committed" if 0 < txn_id <= high else None
+
+    def _ended(self, txn_id: int, action: str, state: TxnState | None,
+               what: str = "") -> CommitConflictError:
+        """The refusal to `action` a transaction that is not open (`_txn_state`)."""
+        where = f"the Hive Metastore at {self.location}"
+        return CommitConflictError(
+            f"Cannot {action} transaction {txn_id}{what}: "
+            + (f"it does not exist in {where}" if state is None else f"it is {state} in {where}"),
+            hint="abort the batch and write it again in a new transaction"
+            if state == "aborted" else None)
+
+    def _require_open(self, txn: Transaction, action: str) -> None:
+        """Refuse `txn` unless the metastore has it open. For a transaction this object does
+        not hold open (`_beats`): Hive's `commit_txn` accepts a committed one again, and its
+        `allocate_table_write_ids` fails with an internal error on an ended one.
+
+        Raises:
+            CommitConflictError: it is committed, aborted, or unknown to the metastore.
+            MetastoreError: the metastore failed.
+        """
+        state = self._txn_state(txn.txn_id)
+        if state != "open":
+            raise self._ended(txn.txn_id, action, state,
+                              f" (write id {txn.write_id} of {txn.table})")
+
     def _abort(self, txn_id: int) -> None:
         t = _stubs.ttypes()
         try:
@@ -208,12 +254,10 @@ class HmsBase(Metastore):
         except t.TxnAbortedException:
             return
         except t.NoSuchTxnException as e:
-            _, rows = txn_rows(self._conn)
-            if any(r.txn_id == txn_id and r.state == "aborted" for r in rows):
+            state = self._txn_state(txn_id)
+            if state == "aborted":
                 return
-            raise CommitConflictError(
-                f"Cannot abort transaction {txn_id}: the Hive Metastore at {self.location} does "
-                "not have it open (it committed, or it is unknown there)") from e
+            raise self._ended(txn_id, "abort", state) from e
 
     def _abort_quietly(self, txn_id: int) -> None:
         self._forget_txn(txn_id)

@@ -16,6 +16,7 @@ from ingest.acid.format import CommittedFile, parse_partition
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
 from ingest.txn.hms import _stubs
+from ingest.txn.hms._catalog import find_hive_table
 from ingest.txn.hms._manifest_ops import ManifestOps
 from ingest.txn.hms._progress_ops import ProgressOps
 from ingest.txn.hms._states import txn_rows
@@ -36,7 +37,14 @@ from ingest.txn.hms.txns import (
     snapshots,
 )
 from ingest.txn.locations import normalize_location
-from ingest.txn.model import OffsetRange, SinkProgress, TableRef, Transaction, table_key
+from ingest.txn.model import (
+    OffsetRange,
+    SinkProgress,
+    TableRef,
+    Transaction,
+    table_key,
+    table_not_found,
+)
 
 TRANSACTION_BATCHES_REFUSED = (
     "transaction batches (several micro-batches appending to one delta directory) are not "
@@ -117,11 +125,18 @@ class Commits(ProgressOps, ManifestOps):
                           hint="open one transaction per delta (--txns-per-delta 1)")
 
     def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
+        """See `Metastore.allocate_write_id`. A transaction this object does not hold open is
+        checked with the metastore first (`_require_open`)."""
         with self._lock:
             self._writable("allocate a write id")
             found = self._hive_table(table)
             if found.name in txn.write_ids:
                 return txn
+            beats = self._beats.get(txn.txn_id)
+            if beats is None:
+                self._require_open(txn, "allocate a write id in")
+            else:
+                beats.check()
             write_id = allocate_write_ids(self._conn, found.name, [txn.txn_id])[txn.txn_id]
             lock(self._conn, txn.txn_id, found, agent=txn.agent)
             self._tables.setdefault(txn.txn_id, {})[found.name] = found
@@ -145,16 +160,23 @@ class Commits(ProgressOps, ManifestOps):
         same transaction, so `commit_txn` makes them visible with the data or not at all. With
         `updated` (keyed writes), the partitions are registered as UPDATE and Hive's own
         write-set check at `commit_txn` applies (partition granularity; `updated`'s buckets
-        are not sent)."""
+        are not sent). Offsets are also a row (without the sink) of the progress table of
+        each other table the transaction writes, so `offset_ranges` finds them there too. A
+        transaction this object does not hold open is checked with the metastore first
+        (`_require_open`)."""
         ranges = _checked_ranges(txn, offsets)
         with self._lock:
             self._writable(f"commit transaction {txn.txn_id}")
+            if txn.txn_id not in self._beats:
+                self._require_open(txn, "commit")
             tables = self._tables.get(txn.txn_id) or {
                 n: self._hive_table(n) for n in txn.write_ids}
             listed: dict[str, tuple[HiveTable, list[CommittedFile]]] = {}
             for name, entries in (files or {}).items():
                 table = _table_for(tables.values(), name)
                 if table is None:
+                    if find_hive_table(self._conn, name) is None:
+                        raise table_not_found(name, self.location)
                     raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
                 written = list(entries)
@@ -166,7 +188,9 @@ class Commits(ProgressOps, ManifestOps):
             target = None
             if sink is not None or ranges:
                 target = tables.get(txn.table) or self._hive_table(txn.table)
-            self._write_side_tables(txn, target, sink, ranges, listed)
+            others = [(tables.get(n) or self._hive_table(n), w) for n, w in txn.other_write_ids
+                      if ranges and not is_side_table(n)]
+            self._write_side_tables(txn, target, sink, ranges, listed, others)
             crash_point("metastore.during_commit")  # a kill here leaves it all uncommitted
             beats = self._beats.pop(txn.txn_id, None)
             if beats is not None:
@@ -197,11 +221,13 @@ class Commits(ProgressOps, ManifestOps):
 
     def _write_side_tables(self, txn: Transaction, target: HiveTable | None,
                            sink: SinkProgress | None, ranges: list[OffsetRange],
-                           listed: Mapping[str, tuple[HiveTable, list[CommittedFile]]]) -> None:
+                           listed: Mapping[str, tuple[HiveTable, list[CommittedFile]]],
+                           others: Sequence[tuple[HiveTable, int]] = ()) -> None:
         """Write the commit's side-table rows inside transaction `txn` (docs/invariants.md,
-        8.6 and 8.11): with a `target`, the micro-batch's progress row; for each table of
-        `listed`, its manifest entries. A write id of each side table, then one EXCLUSIVE
-        lock request on them all (so the checks below and the commit are one step against
+        8.6 and 8.11): with a `target`, the micro-batch's progress row; for each of `others`
+        (a table and its write id), the offsets without the sink in its progress table; for
+        each table of `listed`, its manifest entries. A write id of each side table, then one
+        EXCLUSIVE lock request on them all (so the checks below and the commit are one step against
         every other writer of these side tables; released by the commit or abort), one
         snapshot of them all, the check that the batch is not committed and that no entry
         lowers a committed length, then one delta each.
@@ -224,8 +250,14 @@ class Commits(ProgressOps, ManifestOps):
                     hint="write the stream into its target table, not into a side table")
             progress = self._progress_table(target, create=True)
             assert progress is not None
+        offsets_of: list[tuple[HiveTable, int]] = []  # (progress table, its table's write id)
+        for table, write_id in others:
+            found = self._progress_table(table, create=True)
+            assert found is not None
+            offsets_of.append((found, write_id))
         manifests = {name: self._manifest_table(listed[name][0]) for name in sorted(listed)}
-        sides = ([progress] if progress is not None else []) + list(manifests.values())
+        sides = ([progress] if progress is not None else []) + [p for p, _ in offsets_of] + list(
+            manifests.values())
         if not sides:
             return
         own = {s.name: allocate_write_ids(self._conn, s.name, [txn.txn_id])[txn.txn_id]
@@ -246,6 +278,8 @@ class Commits(ProgressOps, ManifestOps):
                         f"of {target.name}",
                         hint="the batch is a replay; its rows are in the table")
             write_progress(progress, own[progress.name], sink, txn.write_id, ranges)
+        for table, write_id in offsets_of:
+            write_progress(table, own[table.name], None, write_id, ranges)
         for name, table in manifests.items():
             self._manifest.write_locked(self._conn, table, own[table.name], listed[name][0],
                                         ids=ids[table.name], record=listed[name][1])

@@ -17,6 +17,7 @@ from ingest.txn.hms._catalog import (
     set_parameters,
     to_definition,
 )
+from ingest.txn.hms._states import table_transactions
 from ingest.txn.hms.manifest import MANIFEST
 from ingest.txn.hms.progress import find_progress_table
 from ingest.txn.hms.side import is_side_table
@@ -89,10 +90,18 @@ class TableOps(HmsBase):
 
     def drop_table(self, table: TableRef) -> None:
         """See `Metastore.drop_table`; the table's side tables (progress, manifest) go
-        too."""
+        too. Hive drops a table whatever writes it, so its open transactions are looked up
+        first (a writer that opens one meanwhile is not seen)."""
         with self._lock:
             self._writable("drop a table")
             found = self._hive_table(table)
+            writers = sorted({i.txn_id for i in table_transactions(
+                self._conn, [found.name], ["open"])})
+            if writers:
+                raise CommitConflictError(
+                    f"Cannot drop table {found.name}: transactions {writers} writing it are "
+                    f"open in the Hive Metastore at {self.location}",
+                    hint="stop the writers or abort the transactions first")
             drop_table(self._conn, found.name, delete_data=False)
             for side in (find_progress_table(self._conn, found),
                          MANIFEST.find(self._conn, found)):
