@@ -61,7 +61,7 @@ DEFAULT_PARTITION_COLUMN = "dt"
 
 
 @dataclass(frozen=True)
-class TableLayout:
+class StreamLayout:
     """How `--schema` and `--partition-by` map onto the table.
 
     Attributes:
@@ -75,7 +75,7 @@ class TableLayout:
     partition_expression: str | None
 
 
-def table_layout(schema_ddl: str, partition_by: str | None) -> TableLayout:
+def table_layout(schema_ddl: str, partition_by: str | None) -> StreamLayout:
     """Split `--schema` and `--partition-by` into row columns and the partition column.
 
     "dt" (a bare name) partitions by that JSON field, taken out of the row columns as Hive
@@ -87,20 +87,20 @@ def table_layout(schema_ddl: str, partition_by: str | None) -> TableLayout:
     """
     schema = parse_schema(schema_ddl)
     if partition_by is None or not partition_by.strip():
-        return TableLayout(schema, None, None)
+        return StreamLayout(schema, None, None)
     text = partition_by.strip()
     _check_expression_shape(text)
     bare = _IDENT.fullmatch(text)
     if bare:
         name = bare.group(1)
         kept = [f for f in schema if f.name.lower() != name.lower()]
-        return TableLayout(pa.schema(kept, metadata=schema.metadata), name, None)
+        return StreamLayout(pa.schema(kept, metadata=schema.metadata), name, None)
     if DEFAULT_PARTITION_COLUMN in [n.lower() for n in schema.names]:
         raise ConfigError(
             f"Cannot partition by {text!r}: its value goes to column "
             f"'{DEFAULT_PARTITION_COLUMN}', which is also in --schema",
             hint=f"use --partition-by {DEFAULT_PARTITION_COLUMN} to partition by that column")
-    return TableLayout(schema, DEFAULT_PARTITION_COLUMN, text)
+    return StreamLayout(schema, DEFAULT_PARTITION_COLUMN, text)
 
 
 def _check_expression_shape(text: str) -> None:
@@ -139,7 +139,7 @@ def _bad_expression(text: str, why: str) -> ConfigError:
              "e.g. \"date_format(ts, 'yyyy-MM-dd')\"")
 
 
-def check_partition_expression(spark: SparkSession, layout: TableLayout) -> None:
+def check_partition_expression(spark: SparkSession, layout: StreamLayout) -> None:
     """Parse and analyse the --partition-by expression against the schema, writing nothing.
 
     Raises:
@@ -191,7 +191,7 @@ def check_kafka(connection: KafkaConnection, topic: str, *, timeout_s: float = 3
     return check_topic(connection, topic, timeout_s=timeout_s)
 
 
-def keyed_table(location: str, layout: TableLayout, options: StreamOptions
+def keyed_table(location: str, layout: StreamLayout, options: StreamOptions
                 ) -> TableDefinition:
     """The table a keyed stream creates when missing: bucketed by the key's row columns."""
     key = [c.lower() for c in options.sink.key_columns]
@@ -202,7 +202,7 @@ def keyed_table(location: str, layout: TableLayout, options: StreamOptions
                            bucket_count=options.buckets if by else 0, bucket_columns=by)
 
 
-def check_stream_key(options: StreamOptions, layout: TableLayout,
+def check_stream_key(options: StreamOptions, layout: StreamLayout,
                      metastore_url: str) -> None:
     """Refuse a keyed stream (--mode upsert|cdc) whose keys could not be found, before Kafka
     or Spark starts and before anything is written: the existing table, or the one the
@@ -224,7 +224,7 @@ def check_stream_key(options: StreamOptions, layout: TableLayout,
     check_keyed_stream(table, options.sink, layout.partition_expression)
 
 
-def ensure_tables(location: str, layout: TableLayout, *,
+def ensure_tables(location: str, layout: StreamLayout, *,
                   metastore_url: str | None = None,
                   storage_options: Mapping[str, Any] | None = None,
                   buckets: int = 0, bucketed_by: tuple[str, ...] = (),
@@ -597,7 +597,7 @@ def run_stream(
 __all__ = [
     "RunningStream",
     "StreamSummary",
-    "TableLayout",
+    "StreamLayout",
     "check_kafka",
     "check_partition_expression",
     "check_sink_progress",

@@ -51,7 +51,7 @@ def open_store(metastore: MetastoreRef, location: str, *, create: bool) -> Itera
 
 
 @contextmanager
-def open_table(
+def open_table_to_write(
     location: str, metastore: MetastoreRef, storage_options: StorageOptions = None,
 ) -> Iterator[tuple[Metastore, TableDefinition]]:
     """The metastore holding the table at `location` (its root) and the table's definition,

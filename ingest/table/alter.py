@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ingest.errors import ConfigError
 from ingest.table._definition import check_properties
-from ingest.table._open import MetastoreRef, StorageOptions, open_table
+from ingest.table._open import MetastoreRef, StorageOptions, open_table_to_write
 from ingest.table.evolve import SchemaChange, evolve_schema
 from ingest.txn import TableDefinition
 
@@ -74,7 +74,7 @@ def alter_table(
     add_columns = _column_list(add_columns, "add_columns", location)
     changes = (change_columns,) if isinstance(change_columns, str) else change_columns
     _check_strings(changes, "change_columns", location)
-    with open_table(location, metastore, storage_options) as (store, defn):
+    with open_table_to_write(location, metastore, storage_options) as (store, defn):
         wanted = (check_properties(properties, table=defn.name, action="alter")
                   if properties else {})
         changed = tuple((k, defn.properties.get(k), v) for k, v in sorted(wanted.items())

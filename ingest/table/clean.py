@@ -37,7 +37,7 @@ from ingest.table._open import (
     MetastoreRef,
     StorageOptions,
     agent_name,
-    open_table,
+    open_table_to_write,
     table_fs,
 )
 from ingest.table._written import relative_path
@@ -183,7 +183,7 @@ def clean(
     if retention_s is not None and not retention_s >= 0:
         raise ConfigError(f"Cannot clean {location}: retention {retention_s} s must be at "
                           "least 0", hint="for example --retention 300")
-    with open_table(location, metastore, storage_options) as (store, defn):
+    with open_table_to_write(location, metastore, storage_options) as (store, defn):
         retention = cleaner_retention_s(defn) if retention_s is None else retention_s
         snapshot = store.snapshot(defn)
         readers = store.live_readers(defn, timeout_s=txn_timeout_s)

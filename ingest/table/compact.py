@@ -46,7 +46,7 @@ from ingest.table._open import (
     agent_name,
     check_root,
     locate_table,
-    open_table,
+    open_table_to_write,
     table_fs,
 )
 from ingest.table.key_index import index_data_file, read_key_columns
@@ -159,7 +159,7 @@ def compact(
         raise ConfigError(f"Cannot compact {location}: kind {kind!r} is not major, minor or "
                           "auto")
     agent = agent or agent_name("compact")
-    with open_table(location, metastore, storage_options) as (store, defn):
+    with open_table_to_write(location, metastore, storage_options) as (store, defn):
         fs, root = table_fs(defn, storage_options)
         dirs = partition_dirs(defn, fs, root, partitions, action="compact")
         # A dry run reads tails only and leaves the metastore as it was: no lease.

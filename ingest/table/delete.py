@@ -33,7 +33,7 @@ from ingest.table._open import (
     MetastoreRef,
     StorageOptions,
     agent_name,
-    open_table,
+    open_table_to_write,
     table_fs,
 )
 from ingest.table._written import commit, join_path, writing
@@ -93,7 +93,7 @@ def delete(
         CommitConflictError: the transaction was aborted meanwhile.
         MetastoreError: the metastore failed.
     """
-    with open_table(location, metastore, storage_options) as (store, defn):
+    with open_table_to_write(location, metastore, storage_options) as (store, defn):
         predicate = parse_predicate(where, table_schema(defn))
         codec = compression or table_compression(defn)
         fs, root = table_fs(defn, storage_options)

@@ -24,7 +24,7 @@ from ingest.table._open import (
     MetastoreRef,
     StorageOptions,
     agent_name,
-    open_table,
+    open_table_to_write,
     table_fs,
 )
 from ingest.table._written import commit, join_path, writing
@@ -94,7 +94,7 @@ def load(
         MetastoreError: the metastore failed.
     """
     check_missing_columns(missing_columns)
-    with open_table(location, metastore, storage_options) as (store, defn):
+    with open_table_to_write(location, metastore, storage_options) as (store, defn):
         rows, partitions = _conform(data, defn, missing_columns)
         codec = compression or table_compression(defn)
         if rows.num_rows == 0:
@@ -144,7 +144,7 @@ def load_file(
         As `read_input` and `load`.
     """
     check_missing_columns(missing_columns)
-    with open_table(location, metastore, storage_options) as (store, defn):
+    with open_table_to_write(location, metastore, storage_options) as (store, defn):
         beside = storage.same_root(input_path, defn.location)
         data = read_input(input_path, format=format, schema=table_schema(defn),
                           storage_options=storage_options if beside else None,

@@ -34,7 +34,13 @@ from ingest.acid.write import Compression
 from ingest.io import storage
 from ingest.table._committed import table_manifest
 from ingest.table._definition import table_compression, table_schema
-from ingest.table._open import MetastoreRef, StorageOptions, agent_name, open_table, table_fs
+from ingest.table._open import (
+    MetastoreRef,
+    StorageOptions,
+    agent_name,
+    open_table_to_write,
+    table_fs,
+)
 from ingest.table._written import Written, commit, join_path, writing
 from ingest.table.changes import (
     CdcFormat,
@@ -362,7 +368,7 @@ def _apply(location: str, make_batch: Callable[[TableDefinition], ChangeBatch], 
            compression: Compression | None, missing_columns: MissingColumns,
            storage_options: StorageOptions) -> UpsertResult:
     check_missing_columns(missing_columns)
-    with open_table(location, metastore, storage_options) as (store, defn):
+    with open_table_to_write(location, metastore, storage_options) as (store, defn):
         spec = check_keyed_table(defn, key, order_by)
         resolved = resolve(make_batch(defn), defn, spec, missing_columns=missing_columns)
         codec = compression or table_compression(defn)

@@ -86,13 +86,17 @@ def test_a_micro_batch_is_a_bounded_number_of_calls(metastore: Server, tmp_path:
         # Progress and manifest share one snapshot call at commit (two more when Hive
         # answers it shortened); the progress check before opening takes its own.
         assert calls["get_open_txns"] == 2 and calls["get_valid_write_ids"] <= 6, calls
-        assert calls["allocate_table_write_ids"] == 4 and calls["commit_txn"] == 1, calls
-        assert sum(n for m, n in calls.items() if m != "heartbeat_txn_range") <= 16, calls
+        # Write ids: the table, its dead letters, the table's progress and manifest, and the
+        # dead letters' progress (its offsets, for `offset_ranges`).
+        assert calls["allocate_table_write_ids"] == 5 and calls["commit_txn"] == 1, calls
+        assert sum(n for m, n in calls.items() if m != "heartbeat_txn_range") <= 17, calls
         # ... and what it committed is all there.
         assert store.committed_write_id(f"{target.name}@ck", 1, table=target.name) == write_id
         assert [f.write_id for f in store.committed_files(target.name).values()] == [
             write_id - 1, write_id]
         assert store.write_id_states(dead.name) == {1: "committed", 2: "committed"}
+        assert store.offset_ranges(dead.name) == [(1, OffsetRange("t", 0, 0, 10)),
+                                                  (2, OffsetRange("t", 0, 10, 20))]
 
 
 def test_a_replayed_batch_is_refused_at_commit_under_the_one_lock(

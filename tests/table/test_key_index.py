@@ -22,7 +22,7 @@ from ingest.acid.read import ReadView
 from ingest.table import Table, create_table
 from ingest.table._committed import table_manifest
 from ingest.table._file_cache import FILES
-from ingest.table._open import open_table, table_fs
+from ingest.table._open import open_table_to_write, table_fs
 from ingest.table.current import BUCKET_PROPERTY, ROW_ID, WRITE_ID, find_current_rows
 from ingest.table.key_index import INDEX_DIRECTORY, row_hashes
 
@@ -49,7 +49,7 @@ def _lookups(t: Table, ids: list[int], dt: str | None = None, *,
     """The live (key, ROW__ID, values of `columns`) of `ids` found through the key index and
     by scanning, and the buckets the index answered (-1 when it answered every bucket
     read)."""
-    with open_table(t.location, None, None) as (store, defn):
+    with open_table_to_write(t.location, None, None) as (store, defn):
         fs, _ = table_fs(defn, None)
         manifest = table_manifest(store, defn)
         view = ReadView(defn.name, store.snapshot(defn), manifest.entries)
@@ -286,7 +286,7 @@ def test_an_index_is_bound_to_its_key_types_and_its_digest_to_the_row_types(
     from ingest.table.key_index import load_index
     t = _table(tmp_path)
     t.upsert(_rows(list(range(10)), 1), key=["id"])
-    with open_table(t.location, None, None) as (store, defn):
+    with open_table_to_write(t.location, None, None) as (store, defn):
         fs, _ = table_fs(defn, None)
         manifest = table_manifest(store, defn)
         entry = next(iter(manifest.entries.values()))

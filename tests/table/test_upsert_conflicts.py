@@ -25,7 +25,7 @@ from ingest.io import storage
 from ingest.table import Table, create_table
 from ingest.table._committed import table_manifest
 from ingest.table._definition import table_compression
-from ingest.table._open import open_table, table_fs
+from ingest.table._open import open_table_to_write, table_fs
 from ingest.table._written import Written, commit
 from ingest.table.changes import from_rows
 from ingest.table.keyed import check_keyed_table, resolve
@@ -61,7 +61,7 @@ class _Upsert:
     transaction, take the view and write, commit), so a test can interleave two writers."""
 
     def __init__(self, stack: ExitStack, location: str, changes: dict[int, str]) -> None:
-        self.store, self.defn = stack.enter_context(open_table(location, None))
+        self.store, self.defn = stack.enter_context(open_table_to_write(location, None))
         self.spec = check_keyed_table(self.defn, ["id"], None)
         data = pa.table({"id": pa.array(list(changes), pa.int64()),
                          "value": list(changes.values())})

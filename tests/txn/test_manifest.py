@@ -67,8 +67,6 @@ def test_malformed_commit_files_are_refused_before_anything_commits(
     assert store.committed_files(events) == {}
 
 
-@pytest.mark.gap("hive4", "hive3", reason="HMS refuses files of an unknown table with "
-                 "ConfigError ('it writes ... only'), not TableNotFoundError")
 def test_files_of_an_unknown_table_are_refused(store: Metastore, events: TableDefinition,
                                                backend) -> None:
     txn = store.open_transaction(events)

@@ -79,7 +79,6 @@ def test_missing_table(store: Metastore, backend: Any) -> None:
         store.snapshot(nope)
 
 
-@pytest.mark.gap("hive4", "hive3", reason="HMS drop_table drops a table a transaction still writes")
 def test_list_and_drop(store: Metastore, events: TableDefinition, dead_letter,
                        backend: Any) -> None:
     assert backend.own(store.list_tables()) == [events.name, dead_letter.name]
@@ -171,7 +170,6 @@ def test_batch_of_consecutive_write_ids(store: Metastore, events: TableDefinitio
         store.allocate_write_ids(events, 0)
 
 
-@pytest.mark.gap("hive4", "hive3", reason="HMS offset_ranges misses the `also` tables of a commit")
 def test_one_transaction_over_two_tables(
     store: Metastore, events: TableDefinition, dead_letter: TableDefinition
 ) -> None:
@@ -188,8 +186,6 @@ def test_one_transaction_over_two_tables(
         txn.write_id_for("other")
 
 
-@pytest.mark.gap("hive4", "hive3", reason="HMS allocate_write_id on an open transaction: "
-                 "Internal error processing allocate_table_write_ids")
 def test_allocate_write_id_adds_a_table_to_an_open_transaction(
     store: Metastore, events: TableDefinition, dead_letter: TableDefinition
 ) -> None:
@@ -210,7 +206,6 @@ def test_allocate_write_id_adds_a_table_to_an_open_transaction(
 # -- commit / abort / heartbeat -----------------------------------------------------------
 
 
-@pytest.mark.gap("hive4", "hive3", reason="HMS commits a committed transaction again without error")
 def test_commit_is_compare_and_swap(store: Metastore, events: TableDefinition) -> None:
     txn = store.open_transaction(events)
     store.commit(txn)

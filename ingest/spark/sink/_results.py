@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from ingest.spark.sink._fields import FieldSeen
 from ingest.txn import OffsetRange
 
-Target = Literal["table", "dead_letter"]
+WriteTarget = Literal["table", "dead_letter"]
 
 
 class ResultKind(StrEnum):
@@ -52,7 +52,7 @@ class FileWritten:
             transaction so far).
     """
 
-    target: Target
+    target: WriteTarget
     path: str
     staging: str | None
     rows: int

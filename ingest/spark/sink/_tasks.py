@@ -44,9 +44,9 @@ from ingest.spark.sink._results import (
     FileWritten,
     NewFields,
     OffsetsRead,
-    Target,
     TaskResult,
     Tombstones,
+    WriteTarget,
     merge_offsets,
     offsets_read,
     to_arrow,
@@ -509,7 +509,7 @@ class _TaskWriter:
     def finish(self) -> list[TaskResult]:
         """Flush (and close) every file; one record per file."""
         out: list[TaskResult] = []
-        targets: list[tuple[Target, _File]] = [("table", f) for f in self.files.values()]
+        targets: list[tuple[WriteTarget, _File]] = [("table", f) for f in self.files.values()]
         if self.dead is not None:
             targets.append(("dead_letter", self.dead))
         for target, f in targets:

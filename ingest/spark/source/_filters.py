@@ -46,7 +46,7 @@ _STRING_MATCH = {StringStartsWith: pc.starts_with, StringEndsWith: pc.ends_with,
 
 
 @dataclass(frozen=True)
-class Condition:
+class PushedFilter:
     """One pushed filter (or the `where` option) as an expression, and the columns it reads.
 
     Attributes:
@@ -61,14 +61,14 @@ class Condition:
     tree: bounds.Condition | None = None
 
 
-def to_condition(spark_filter: Filter, schema: pa.Schema) -> Condition | None:
+def to_condition(spark_filter: Filter, schema: pa.Schema) -> PushedFilter | None:
     """The condition a Spark filter means on `schema`'s columns, or None if it cannot be
     pushed exactly (a nested column, a float or timestamp column, a literal of another type).
     """
     expression = _expression(spark_filter, schema)
     if expression is None:
         return None
-    return Condition(expression, _columns(spark_filter), _tree(spark_filter, schema))
+    return PushedFilter(expression, _columns(spark_filter), _tree(spark_filter, schema))
 
 
 _OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
@@ -192,7 +192,7 @@ def _in_list(column: pc.Expression, field: pa.Field, values: Sequence[object]
     return out
 
 
-def conjunction(conditions: Sequence[Condition]) -> pc.Expression | None:
+def conjunction(conditions: Sequence[PushedFilter]) -> pc.Expression | None:
     """The AND of the conditions, or None when there are none."""
     out: pc.Expression | None = None
     for c in conditions:
@@ -200,7 +200,7 @@ def conjunction(conditions: Sequence[Condition]) -> pc.Expression | None:
     return out
 
 
-def tree_conjunction(conditions: Sequence[Condition]) -> bounds.Condition | None:
+def tree_conjunction(conditions: Sequence[PushedFilter]) -> bounds.Condition | None:
     """The AND of the conditions' trees, leaving out those without one (an AND with fewer
     terms may match more, never less), or None when none has a tree."""
     out: bounds.Condition | None = None
@@ -210,4 +210,4 @@ def tree_conjunction(conditions: Sequence[Condition]) -> bounds.Condition | None
     return out
 
 
-__all__ = ["MAX_IN_VALUES", "Condition", "conjunction", "to_condition", "tree_conjunction"]
+__all__ = ["MAX_IN_VALUES", "PushedFilter", "conjunction", "to_condition", "tree_conjunction"]

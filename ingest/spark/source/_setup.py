@@ -24,7 +24,7 @@ from ingest.acid.predicate import Domain, parse_predicate
 from ingest.acid.read import Partition, ScanTask, plan_files
 from ingest.errors import SchemaMismatchError
 from ingest.io import storage
-from ingest.spark.source._filters import Condition, conjunction, tree_conjunction
+from ingest.spark.source._filters import PushedFilter, conjunction, tree_conjunction
 from ingest.spark.source._plan import (
     Lease,
     ReadTask,
@@ -107,10 +107,10 @@ class ReadSetup:
         self.metastore_url = metastore_url
         columns = output_schema(defn, options.columns)
         self.output = spark_arrow_schema(columns)[0] if schema is None else schema
-        self.conditions: list[Condition] = []
+        self.conditions: list[PushedFilter] = []
         if options.where is not None:
             predicate = parse_predicate(options.where, arrow_schema(defn), option="where")
-            self.conditions.append(Condition(predicate.expression, predicate.columns,
+            self.conditions.append(PushedFilter(predicate.expression, predicate.columns,
                                              predicate.condition))
 
     @contextmanager

@@ -256,8 +256,8 @@ class Commits(ProgressOps, ManifestOps):
             assert found is not None
             offsets_of.append((found, write_id))
         manifests = {name: self._manifest_table(listed[name][0]) for name in sorted(listed)}
-        sides = ([progress] if progress is not None else []) + [p for p, _ in offsets_of] + list(
-            manifests.values())
+        sides = [*([progress] if progress is not None else []), *(p for p, _ in offsets_of),
+                 *manifests.values()]
         if not sides:
             return
         own = {s.name: allocate_write_ids(self._conn, s.name, [txn.txn_id])[txn.txn_id]
