@@ -6,6 +6,8 @@ import datetime as dt
 import decimal
 import json
 import random
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import fsspec
@@ -196,3 +198,15 @@ def metastore_contents(path: Path | str) -> str:
             conn.close()
     except sqlite3.Error:
         return "bytes:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def wait_until(what: str, condition: Callable[[], object], *, timeout_s: float = 180.0,
+               interval_s: float = 0.05) -> None:
+    """Poll `condition` until it is true; fail naming `what` after `timeout_s`. For a server's
+    or a thread's background work: a busy CI machine may take long, so wait on the condition
+    itself, never a fixed time. `condition` may raise to stop waiting early (a dead process)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout_s:g} s")
+        time.sleep(interval_s)

@@ -58,12 +58,21 @@ def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
 _PEAK_RSS_PROBE = """
 import json, subprocess, sys, time
 from ingest.bench._memory import PeakRss
-child = ("import time; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
-         " time.sleep(1.0)")
+child = ("import sys; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
+         " print(flush=True); sys.stdin.read()")
 with PeakRss(interval_s=0.05) as peak:
-    subprocess.run([sys.executable, "-c", child], check=True, timeout=60)
+    # The child holds its 200 MiB until the sampling thread has seen them (or a generous
+    # deadline), then ends inside the block.
+    proc = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    proc.stdout.readline()
+    deadline = time.monotonic() + 180
+    while peak.worker_mb < 200 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
 with PeakRss(interval_s=0.05) as idle:
-    time.sleep(0.1)
+    time.sleep(0.1)  # a few samples; the exit's own sample alone would do (no child left)
 print(json.dumps({"peak": vars(peak) | {"_stop": None, "_thread": None},
                   "idle_worker_mb": idle.worker_mb}))
 """

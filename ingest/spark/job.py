@@ -38,6 +38,7 @@ from ingest.spark.sink import (
     dead_letter_location,
     dead_letter_name,
     dead_letter_schema,
+    error_in_traceback,
 )
 from ingest.table import create_table, default_table_name, open_table_root, stream_progress
 from ingest.txn import (
@@ -384,6 +385,11 @@ class RunningStream:
         except StreamingQueryException as e:
             if self.sink.failure is not None:
                 raise self.sink.failure from e
+            # An error of ours in the ingest-kafka source (a re-created topic, a refused
+            # connection) comes back inside Spark's trace: raised as itself.
+            ours = error_in_traceback(str(e), context=f"The stream into {self.table} failed")
+            if ours is not None:
+                raise ours from e
             raise IngestError(f"The stream into {self.table} failed: {e}") from e
 
     def stop(self) -> StreamSummary:

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from hms_server import Server
+from support import wait_until
 
 from ingest.acid.format.committed import CommittedFile
 from ingest.errors import CommitConflictError
@@ -181,17 +182,18 @@ def test_a_fresh_transaction_is_first_heartbeated_after_one_interval(
     with hms.connect(metastore.uri) as conn:
         fresh, old = hms.open_txns(conn, 2)
         try:
+            opened = time.monotonic()
             with hms.Heartbeater(conn.uri, fresh, interval_s=3, fresh=True,
                                  info=conn.info) as late, \
                     hms.Heartbeater(conn.uri, old, interval_s=30, info=conn.info) as now:
-                deadline = time.monotonic() + 20
-                while now.beats < 1:  # the first beat of one opened earlier: at once
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
-                assert late.beats == 0
-                while late.beats < 1:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+                # The first beat of one opened earlier comes at once (well before its 30 s).
+                wait_until("the first heartbeat of the older transaction",
+                           lambda: now.beats >= 1, timeout_s=25)
+                # The fresh one's first beat comes one interval after its start, however long
+                # a loaded machine took for the other's: it is seen no sooner than that.
+                wait_until("the first heartbeat of the fresh transaction",
+                           lambda: late.beats >= 1, interval_s=0.01)
+                assert time.monotonic() - opened >= 3
         finally:
             for txn in (fresh, old):
                 hms.abort_txn(conn, txn)

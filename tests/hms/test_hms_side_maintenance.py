@@ -16,12 +16,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from hms_server import Server, wait_until_no_txn_is_open
-from support import ok_json, run_cli
+from support import ok_json, run_cli, wait_until
 
 from ingest.errors import ConfigError
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.table import open_table
-from ingest.txn import Metastore, OffsetRange, SinkProgress
+from ingest.txn import Metastore, OffsetRange, SinkProgress, hms
+from ingest.txn.hms import _stubs
+from ingest.txn.hms.compactions import table_locks
 
 pytestmark = pytest.mark.hms
 
@@ -43,6 +45,13 @@ def _commit(uri: str, table: Path, name: str, k: int) -> None:
         txn = store.open_transaction(name, agent=f"h:1:ingest-stream:{name}@ck")
         store.commit(txn, sink=SinkProgress(f"{name}@ck", k),
                      offsets=[OffsetRange("t", k % 2, k * 10, k * 10 + 10)])
+
+
+def _waiting_locks(uri: str, name: str) -> bool:
+    """Whether a lock on table `name` is waiting (SHOW LOCKS)."""
+    waiting = _stubs.ttypes().LockState.WAITING
+    with hms.connect(uri) as conn:
+        return any(lk.state == waiting for lk in table_locks(conn, hms.get_table(conn, name)))
 
 
 def _read(store: Metastore, name: str) -> dict[str, object]:
@@ -191,7 +200,12 @@ def test_compact_and_clean_take_a_side_table_and_a_commit_waits_for_its_compacti
         with store.leased_snapshot(side, agent="h:1:ingest-compact"):
             thread = threading.Thread(target=commit)
             thread.start()
-            assert not committed.wait(3.0), "the commit did not wait for the lease"
-        assert committed.wait(60.0)
-        thread.join()
+            # The commit has asked for its lock and the server keeps it waiting: only then
+            # does "not committed" show that the commit waits for the lease.
+            wait_until("the commit's lock waiting on the side table",
+                       lambda: (_waiting_locks(uri, side) or committed.is_set()
+                                or not thread.is_alive()))
+            assert not committed.is_set(), "the commit did not wait for the lease"
+        thread.join(180.0)
+        assert committed.is_set(), "the commit did not go through once the lease ended"
         assert store.last_committed_batch(f"{name}@ck", table=name) == 3

@@ -39,6 +39,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -59,7 +60,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import run_cli
 
 from ingest.acid.read.reader import read_table
-from ingest.errors import TableNotFoundError
+from ingest.errors import IngestError, TableNotFoundError
 from ingest.spark.job import RunningStream, run_stream
 from ingest.txn import Metastore, MetastoreError, default_metastore_url
 
@@ -255,8 +256,19 @@ class LiveStream:
             assert self.proc.poll() is None, (f"the stream ended ({self.proc.returncode}):\n"
                                               f"{self.log.read_text(errors='replace')[-4000:]}")
 
+    def running_now(self) -> bool:
+        """Whether the stream still runs (it may end by itself on an error)."""
+        if self.running is not None:
+            return bool(self.running.query.isActive)
+        assert self.proc is not None
+        return self.proc.poll() is None
+
     def stop_if_running(self) -> None:
-        """Stop the command if it still runs (a test's cleanup after it ended by itself)."""
+        """Stop the stream if it still runs (a test's cleanup after it ended by itself)."""
+        if self.running is not None:
+            with contextlib.suppress(Exception):  # it failed: the test has its error
+                self.running.stop()
+            return
         if self.proc is not None and self.proc.poll() is not None:
             with contextlib.suppress(ProcessLookupError):  # the Spark JVM, if it lingers
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -657,38 +669,56 @@ def test_a_topic_deleted_and_created_again_is_refused_naming_it(
     assert committed_ids(location) == list(range(30))
 
 
-def test_a_topic_deleted_and_created_again_under_a_running_jvm_source_stops_the_stream(
-        apache_kafka: ApacheKafka, tmp_path: Path) -> None:  # noqa: F811
-    """Spark's JVM source (failOnDataLoss=false) plans nothing for a partition whose end went
-    below its start, then reads on from the new end: the sink sees a micro-batch starting
-    below what the table committed and stops the stream before writing it."""
+@pytest.mark.parametrize("source", ["python", "jvm"])
+def test_a_topic_deleted_and_created_again_under_a_running_stream_stops_it_naming_it(
+        apache_kafka: ApacheKafka, request: pytest.FixtureRequest, tmp_path: Path,  # noqa: F811
+        source: str) -> None:
+    """Ours refuses in its source's planning, and the stream's caller gets that error as
+    itself (not inside Spark's trace). Spark's JVM source (failOnDataLoss=false) plans nothing
+    for a partition whose end went below its start, then reads on from the new end: the sink
+    sees a micro-batch starting below what the table committed and stops the stream before
+    writing it."""
     kafka = apache_kafka
     servers, topic, warehouse = kafka.plaintext, fresh_topic("recreated-live"), tmp_path / "wh"
     location = str(warehouse / "events")
     kafka.create_topic(topic, partitions=1)
-    stream = LiveStream("jvm", None, servers, topic, warehouse, kafka_timeout_s=60)
+    spark = request.getfixturevalue("spark") if source == "python" else None
+    stream = LiveStream(source, spark, servers, topic, warehouse, kafka_timeout_s=60)
     try:
         produce_ids(servers, topic, range(20), 1)
         wait_for("20 records committed", lambda: len(committed_ids(location)) == 20,
                  alive=stream.alive)
         before = table_state(location)
         recreate_topic(kafka, topic, 1)
-        produce_ids(servers, topic, range(100, 105), 1)  # offsets 0..4, skipped by Spark
-        assert stream.proc is not None
+        produce_ids(servers, topic, range(100, 105), 1)  # offsets 0..4, below the table's 20
 
         def more_until_it_ends() -> bool:
-            # Each record makes a micro-batch that Spark plans from the new end on.
-            produce_ids(servers, topic, [200], 1)
-            return stream.proc.poll() is not None  # type: ignore[union-attr]
+            # Spark's source makes a micro-batch of each record, planned from the new end on.
+            if source == "jvm":
+                produce_ids(servers, topic, [200], 1)
+            return not stream.running_now()
 
         wait_for("the stream to stop", more_until_it_ends)
-        assert stream.proc.returncode == 3, stream.log.read_text(errors="replace")[-4000:]
+        if source == "python":
+            assert stream.running is not None
+            with pytest.raises(IngestError) as caught:
+                stream.running.await_termination(WAIT_S)
+            message = str(caught.value)
+            # At 0 or 5: the source may plan before or after the new records arrive.
+            assert re.match(f"The stream into {TABLE} failed: Kafka partition {topic}-0 on "
+                            f"{re.escape(servers)} now ends at offset [05], below offset 20 "
+                            "this stream already read", message), message
+        else:
+            assert stream.proc is not None and stream.proc.returncode == 3, \
+                stream.log.read_text(errors="replace")[-4000:]
+            message = stream.log.read_text(errors="replace")
+            assert f"Kafka partition {topic}-0 micro-batch " in message, message[-4000:]
+            assert f", below offset 20 table {TABLE} already committed" in message, \
+                message[-4000:]
+        assert (f"topic '{topic}' was deleted and created again (or truncated)"
+                in message), message[-4000:]
     finally:
         stream.stop_if_running()
-    log = stream.log.read_text(errors="replace")
-    assert (f"Kafka partition {topic}-0 micro-batch ") in log and (
-        f", below offset 20 table {TABLE} already committed: topic '{topic}' was deleted and "
-        "created again (or truncated)") in log, log[-4000:]
     # The micro-batch Spark planned nothing for (its range below the new end dropped) may
     # commit an empty transaction; no record of the new topic and no range of it lands.
     assert table_state(location)[1] == before[1], "no offset range of the new topic"

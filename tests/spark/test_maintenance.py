@@ -3,13 +3,14 @@ are counted (no Spark); the stream's foreachBatch signals its dead-letter table 
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import fsspec
 import pyarrow as pa
 import pytest
-from support import visible
+from support import visible, wait_until
 
 from ingest.acid import acid_state
 from ingest.spark.maintenance import StreamMaintenance
@@ -37,13 +38,6 @@ def state(location: str) -> object:
     return acid_state(fsspec.filesystem("file"), f"{location}/dt=2026-11-21", snapshot)
 
 
-def wait_for(condition: object, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_a_signal_compacts_the_partition_on_the_thread_and_rows_stay(tmp_path: Path) -> None:
     location = make_table(tmp_path, 4)
     before = visible(location)
@@ -52,7 +46,7 @@ def test_a_signal_compacts_the_partition_on_the_thread_and_rows_stay(tmp_path: P
     maintenance.start()
     try:
         maintenance.committed(location, [f"{location}/dt=2026-11-21"])
-        wait_for(lambda: maintenance.stats.runs >= 1)
+        wait_until("a maintenance run", lambda: maintenance.stats.runs >= 1)
     finally:
         stats = maintenance.stop()
     assert stats.compactions == 1 and stats.errors == 0
@@ -69,11 +63,11 @@ def test_failures_are_counted_and_the_thread_goes_on(tmp_path: Path,
     maintenance.start()
     try:
         maintenance.committed(str(tmp_path / "not-a-table"), [str(tmp_path / "nowhere")])
-        wait_for(lambda: maintenance.stats.runs >= 1)
+        wait_until("a maintenance run", lambda: maintenance.stats.runs >= 1)
         assert maintenance.stats.errors >= 1
         assert "not-a-table" in (maintenance.stats.last_error or "")
         maintenance.committed(location, [f"{location}/dt=2026-11-21"])
-        wait_for(lambda: maintenance.stats.compactions == 1)
+        wait_until("a compaction", lambda: maintenance.stats.compactions == 1)
     finally:
         maintenance.stop()
     assert "the stream goes on" in caplog.text
@@ -83,15 +77,19 @@ def test_stop_returns_at_once_when_idle_and_nothing_runs_after_it(tmp_path: Path
     location = make_table(tmp_path, 3)
     maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
                                     interval_s=3600)
+    before = set(threading.enumerate())
     maintenance.start()
+    (thread,) = [t for t in set(threading.enumerate()) - before
+                 if t.name == "ingest-maintenance"]
     maintenance.committed(location, [f"{location}/dt=2026-11-21"])
     started = time.monotonic()
     stats = maintenance.stop()
     assert time.monotonic() - started < 5
-    # The first run may start at once (no run has ended yet); none can start after stop().
+    # The first run may start at once (no run has ended yet); none can start after stop():
+    # its thread has ended (runs happen only there), so a commit noted now wakes nothing.
+    assert not thread.is_alive()
     runs = stats.runs
     maintenance.committed(location, [f"{location}/dt=2026-11-21"])
-    time.sleep(0.2)
     assert maintenance.stats.runs == runs
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import wait_until
 
 from ingest.acid import ValidWriteIdList
 from ingest.acid.read.reader import read_table
@@ -64,6 +65,11 @@ with open(out, "w") as f:
 """
 
 
+def _lines(path: Path) -> int:
+    """Whole lines the reader has written so far (0 before its file exists)."""
+    return path.read_text().count("\n") if path.exists() else 0
+
+
 def retention_zero(location: str) -> None:
     """Set the cleaner's retention to 0 once the stream has created the table."""
     deadline = time.monotonic() + 120
@@ -102,7 +108,11 @@ def test_reads_see_exactly_the_committed_rows_while_compaction_runs(
             summary = running.stop()
         assert ended, f"the stream did not finish in 300 s ({len(summary.reports)} batches)"
         stats = running.maintenance.stats
-        time.sleep(0.3)  # a few reads of the final state
+        # Two more reads: the second began after the stream stopped, so it reads the final
+        # state (checked below with the others). A reader that died shows its error below.
+        reads_so_far = _lines(reads_path)
+        wait_until("two reads after the stream stopped",
+                   lambda: reader.poll() is not None or _lines(reads_path) >= reads_so_far + 2)
     finally:
         stop.touch()
         _, reader_errors = reader.communicate(timeout=60)
@@ -138,6 +148,7 @@ def test_reads_see_exactly_the_committed_rows_while_compaction_runs(
     reads = [json.loads(line) for line in reads_path.read_text().splitlines()]
     assert not [r for r in reads if "error" in r]
     assert len(reads) >= 20
+    assert sorted(reads[-1]["ids"]) == list(range(RECORDS)), "the last read, of the final state"
     partial = 0
     for read in reads:
         snapshot = ValidWriteIdList.from_hive_string(read["snapshot"])

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ingest.errors import CommitConflictError, IngestError
-from ingest.spark.sink._task_errors import error_from_traceback, task_error
+from ingest.spark.sink._task_errors import error_from_traceback, error_in_traceback, task_error
 
 TRACE = """An exception was thrown from the Python worker:
 Traceback (most recent call last):
@@ -36,3 +36,15 @@ def test_other_errors_are_left_as_they_are() -> None:
         assert error_from_traceback(TRACE.format(last=last), batch_id=0, table="t") is None
     # Not a Spark task's failure at all: the driver's own errors pass through.
     assert task_error(IngestError("driver"), batch_id=0, table="t") is None
+
+
+def test_a_sources_error_in_a_failed_querys_trace_comes_back_after_its_context() -> None:
+    trace = ("[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data "
+             "source perform latestOffset: Traceback (most recent call last):\n"
+             '  File "/x/ingest/spark/kafka/source.py", line 150, in latestOffset\n'
+             "ingest.errors.IngestError: Kafka partition t-0 went back Hint: a new table\n"
+             "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.x(Q.scala:1890)\n")
+    found = error_in_traceback(trace, context="The stream into db.t failed")
+    assert type(found) is IngestError
+    assert found.message == "The stream into db.t failed: Kafka partition t-0 went back"
+    assert found.hint == "a new table"

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 from external import free_port
 from pg_server import PG_PASSWORD, PgServer
+from support import wait_until
 
 from ingest.errors import UnsupportedFormatError
 from ingest.txn import Metastore, MetastoreError, TableDefinition
@@ -197,6 +198,17 @@ def test_lock_held_too_long_is_a_metastore_error(pg_url: str) -> None:
         assert store.abort_timed_out(1) == []
 
 
+def _write_lock_waiters(url: str) -> int:
+    """Sessions waiting for the metastore's write lock (a bigint advisory lock: its key split
+    into classid, the high half, and objid)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND objsubid = 1 AND (classid::bigint << 32 | objid::bigint) = %s",
+            (WRITE_LOCK_KEY,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def test_writes_wait_for_the_write_lock(pg_url: str) -> None:
     """A second writer blocks until the first commits, then sees its write (READ COMMITTED
     after the lock): write ids stay distinct without any retry."""
@@ -207,10 +219,11 @@ def test_writes_wait_for_the_write_lock(pg_url: str) -> None:
             thread = threading.Thread(
                 target=lambda: got.append(other.open_transaction("default.t").write_id))
             thread.start()
-            time.sleep(0.3)
+            wait_until("the second writer waiting for the write lock",
+                       lambda: _write_lock_waiters(pg_url) > 0 or not thread.is_alive())
             assert got == []  # waiting for the lock
             store._transactions._take_write_ids(store._db._conn, "default.t", 5)  # type: ignore[arg-type]
-        thread.join(10)
+        thread.join(180)
         assert got == [6]
 
 

@@ -3,6 +3,7 @@ driver; parsing and writing in Spark tasks), and the dead-letter table beside th
 """
 
 from ingest.spark.sink._batch import BatchReport
+from ingest.spark.sink._task_errors import error_in_traceback
 from ingest.spark.sink._txn_batches import check_transaction_batches
 from ingest.spark.sink.deadletter import (
     DEAD_LETTER_DDL,
@@ -13,6 +14,7 @@ from ingest.spark.sink.deadletter import (
 from ingest.spark.sink.driver import AcidSink, check_keyed_stream
 
 __all__ = [
+    "error_in_traceback",
     "DEAD_LETTER_DDL",
     "AcidSink",
     "BatchReport",

@@ -43,6 +43,14 @@ def task_error(e: BaseException, *, batch_id: int, table: str) -> IngestError | 
 def error_from_traceback(text: str, *, batch_id: int, table: str) -> IngestError | None:
     """The `IngestError` whose class and sentence end a task's traceback `text` (see
     `task_error`), or None if no error of ours does."""
+    return error_in_traceback(
+        text, context=f"Micro-batch {batch_id} of {table} failed in a Spark task")
+
+
+def error_in_traceback(text: str, *, context: str) -> IngestError | None:
+    """The `IngestError` whose class and sentence end the Python traceback in `text` (a
+    task's, or the `ingest-kafka` source's as a failed query reports it), its sentence after
+    `context`; None if no error of ours does."""
     found = _LAST_LINE.findall(text)
     if not found:
         return None
@@ -51,7 +59,7 @@ def error_from_traceback(text: str, *, batch_id: int, table: str) -> IngestError
     cls = getattr(errors, name, None)  # every error class of ours is in ingest.errors
     if not (isinstance(cls, type) and issubclass(cls, IngestError)):
         return None
-    text = f"Micro-batch {batch_id} of {table} failed in a Spark task: {message}"
+    text = f"{context}: {message}"
     try:
         return cls(text, hint=hint or None)
     except TypeError:  # a class with more required fields (a table, a path): the root

@@ -68,11 +68,13 @@ def test_call_aside_runs_beside_the_decodes_and_close_stops_it(tmp_path: Path) -
     try:
         # The aside call blocks until released: a decode submitted after it still finishes,
         # so the two run on different threads.
-        aside = decoder.call_aside(lambda: (release.wait(10), threading.current_thread().name))
-        decoded = decoder.submit(orc, 0, ["a"]).result(timeout=10)
+        # Its cap and the deadlines are generous: a decode slower than the cap under load
+        # would end the aside on its own and fail the check below for nothing.
+        aside = decoder.call_aside(lambda: (release.wait(180), threading.current_thread().name))
+        decoded = decoder.submit(orc, 0, ["a"]).result(timeout=180)
         assert not aside.done()
         release.set()
-        assert aside.result(timeout=10)[1].startswith("ingest-deletes")
+        assert aside.result(timeout=180)[1].startswith("ingest-deletes")
         assert decoded.num_rows == orc.read_stripe(0).num_rows
     finally:
         release.set()
