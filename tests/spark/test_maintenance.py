@@ -84,7 +84,8 @@ def test_stop_returns_at_once_when_idle_and_nothing_runs_after_it(tmp_path: Path
     maintenance.committed(location, [f"{location}/dt=2026-11-21"])
     started = time.monotonic()
     stats = maintenance.stop()
-    assert time.monotonic() - started < 5
+    # Not the hour of its interval: at most a run already under way (generous for load).
+    assert time.monotonic() - started < 120
     # The first run may start at once (no run has ended yet); none can start after stop():
     # its thread has ended (runs happen only there), so a commit noted now wakes nothing.
     assert not thread.is_alive()
