@@ -166,9 +166,12 @@ def test_crash_point_then_restart_is_exactly_once(
         states = store.write_id_states(name)
     committed = [w for w, s in states.items() if s == "committed"]
     assert committed, "the crash came after a committed micro-batch"
-    dead = [w for w, s in states.items() if s == ("aborted" if aborted_by == "the job"
-                                                  else "open")]
+    dead = [w for w, s in states.items() if s != "committed"]
     assert len(dead) == 1 and len(states) == len(committed) + 1, states
+    # Left open by a dead job; the server's reaper aborts it once hive.txn.timeout (20 s)
+    # passed since its last heartbeat, which a loaded machine may already have let happen.
+    assert states[dead[0]] in (("aborted",) if aborted_by == "the job"
+                               else ("open", "aborted")), states
     if aborted_by == "recover":
         report = _cli("recover", location, "--metastore", uri, "--txn-timeout-s", "0")
         assert report, report
