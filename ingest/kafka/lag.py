@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ingest.errors import ConfigError
 from ingest.kafka.connection import KafkaConnection
 from ingest.kafka.options import KafkaSourceOptions
-from ingest.kafka.read import KafkaClient, refreshing_metadata
+from ingest.kafka.read import KafkaClient
 from ingest.txn import TopicPartitionKey
 
 
@@ -91,22 +91,10 @@ class LagProbe:
         Raises:
             IngestError: the broker cannot be reached in time.
         """
-        from confluent_kafka import TopicPartition
-
         with self._lock:
             if self._client is None:
                 self._client = KafkaClient(self._options)
-            client = self._client.client
-
-            # A partition added since this consumer last asked for metadata is unknown to it
-            # until it asks again (refreshing_metadata).
-            def low(tp: TopicPartitionKey) -> int:
-                low_high = client.wait("list offsets", refreshing_metadata(
-                    client, [tp], lambda t: client.handle.get_watermark_offsets(
-                        TopicPartition(*tp), timeout=t)), timeout_s=self._options.timeout_s)
-                return low_high[0]
-
-            return {tp: low(tp) for tp in tps}
+            return {tp: low for tp, (low, _) in self._client.broker_watermarks(tps).items()}
 
     def close(self) -> None:
         """Close the consumer (a later `lag` opens a new one)."""

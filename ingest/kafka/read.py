@@ -87,6 +87,23 @@ class KafkaClient:
                                                             meta.topics.get(topic)))
         return out
 
+    def broker_watermarks(self, tps: Sequence[TopicPartitionKey]) -> Watermarks:
+        """Each partition's (log start, high watermark) as the broker reports them, asking
+        again for the metadata of a partition added since this consumer last did.
+
+        Raises:
+            IngestError: the broker cannot be reached in time.
+        """
+        from confluent_kafka import TopicPartition
+
+        def low_high(tp: TopicPartitionKey) -> tuple[int, int]:
+            low, high = self.client.wait("list offsets", refreshing_metadata(
+                self.client, [tp], lambda t: self.consumer.get_watermark_offsets(
+                    TopicPartition(tp[0], tp[1]), timeout=t)), timeout_s=self.options.timeout_s)
+            return low, high
+
+        return {tp: low_high(tp) for tp in tps}
+
     def watermarks(self, tps: Sequence[TopicPartitionKey]) -> Watermarks:
         """(earliest, end) of each partition: end is the offset a reader of the connection's
         isolation level can read up to, for `read_committed` the last stable offset (an open
@@ -100,20 +117,14 @@ class KafkaClient:
 
         if not tps:
             return {}
-
-        def low_high(tp: TopicPartitionKey) -> tuple[int, int]:
-            return self.client.wait("list offsets", refreshing_metadata(
-                self.client, [tp], lambda t: self.consumer.get_watermark_offsets(
-                    TopicPartition(tp[0], tp[1]), timeout=t)), timeout_s=self.options.timeout_s)
-
-        lows = {tp: low_high(tp) for tp in tps}
-        marks: Watermarks = {tp: (low, high) for tp, (low, high) in lows.items()}
+        listed = self.broker_watermarks(tps)
+        marks = listed
         if self.read_committed:
             stable = self._stable_offsets(tps)
-            marks = {tp: (low, min(high, stable[tp])) for tp, (low, high) in marks.items()}
+            marks = {tp: (low, min(high, stable[tp])) for tp, (low, high) in listed.items()}
         # A partition whose listed end is its high watermark may have more (tansu); one whose
         # end is an open transaction's start stops there.
-        confirm = {tp for tp in tps if not self.read_committed or marks[tp][1] == lows[tp][1]}
+        confirm = {tp for tp in tps if not self.read_committed or marks[tp][1] == listed[tp][1]}
         if not confirm:
             return marks
         self.consumer.assign([TopicPartition(t, p, max(marks[(t, p)])) for t, p in confirm])
