@@ -704,10 +704,15 @@ def test_a_topic_deleted_and_created_again_under_a_running_stream_stops_it_namin
             with pytest.raises(IngestError) as caught:
                 stream.running.await_termination(WAIT_S)
             message = str(caught.value)
-            # At 0 or 5: the source may plan before or after the new records arrive.
-            assert re.match(f"The stream into {TABLE} failed: Kafka partition {topic}-0 on "
-                            f"{re.escape(servers)} now ends at offset [05], below offset 20 "
-                            "this stream already read", message), message
+            # At 0 or 5: the source may plan before or after the new records arrive. Or it
+            # planned between the delete and the create (a loaded machine widens that gap):
+            # stopping there, naming the topic, is as right.
+            missing = f"Kafka topic '{topic}' does not exist on {servers}"
+            recreated = bool(re.match(
+                f"The stream into {TABLE} failed: Kafka partition {topic}-0 on "
+                f"{re.escape(servers)} now ends at offset [05], below offset 20 this stream "
+                "already read", message))
+            assert missing in message or recreated, message
         else:
             assert stream.proc is not None and stream.proc.returncode == 3, \
                 stream.log.read_text(errors="replace")[-4000:]
@@ -715,8 +720,10 @@ def test_a_topic_deleted_and_created_again_under_a_running_stream_stops_it_namin
             assert f"Kafka partition {topic}-0 micro-batch " in message, message[-4000:]
             assert f", below offset 20 table {TABLE} already committed" in message, \
                 message[-4000:]
-        assert (f"topic '{topic}' was deleted and created again (or truncated)"
-                in message), message[-4000:]
+            recreated = True
+        if recreated:
+            assert (f"topic '{topic}' was deleted and created again (or truncated)"
+                    in message), message[-4000:]
     finally:
         stream.stop_if_running()
     # The micro-batch Spark planned nothing for (its range below the new end dropped) may
