@@ -1,7 +1,8 @@
 """ingest: stream Kafka into Hive ACID transactional tables stored as ORC.
 
 Layers, each importing only those before it: `orc` (ORC bytes), `acid` (Hive ACID files),
-`txn` (the metastore), `table` (table operations), `spark` (the streaming sink), `cli`.
+`records` (records shaped into rows), `txn` (the metastore), `table` (table operations),
+`spark` (the streaming sink), `cli`.
 `ingest.open_table(location)` returns a `Table` to read as Arrow; it is imported on first use,
 so `import ingest` stays light.
 """

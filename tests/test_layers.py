@@ -1,7 +1,7 @@
 """Imports point down the layers only, in the order docs/architecture.md's §1 table lists
-them (read from the doc, so the two cannot drift); no module imports, at import time, one
-that imports it back; above the metastore interface nothing knows SQL; a package is entered
-through its face.
+them (read from the doc, so the two cannot drift); no module imports one that imports it
+back (not even inside a function); above the metastore interface nothing knows SQL; a
+package is entered through its face.
 
 The layers and what each may import: docs/architecture.md.
 """
@@ -101,8 +101,9 @@ def test_imports_point_down_only(path: Path) -> None:
             f"{path.relative_to(PACKAGE)} ({own}) imports {module} ({target}), a layer above it")
 
 
-# Import cycles. Only what runs at import time counts: module-level imports (in top-level
-# if/try/with blocks too) but not those under `if TYPE_CHECKING:` nor inside functions. An
+# Import cycles. Every import that runs counts: module-level imports (in top-level
+# if/try/with blocks too) and those inside functions and classes (a function-level import is
+# no way around a cycle), but not those under `if TYPE_CHECKING:`. An
 # import of a package's own submodule from inside that package (`from ingest.io import
 # storage` in ingest/io/files.py) is no edge to the package's `__init__`, which is already
 # being imported then.
@@ -126,6 +127,8 @@ def _runtime_statements(body: list[ast.stmt]) -> list[ast.stmt]:
             found += _runtime_statements(node.body + node.orelse + node.finalbody
                                          + [s for h in node.handlers for s in h.body])
         elif isinstance(node, ast.With):
+            found += _runtime_statements(node.body)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found += _runtime_statements(node.body)
         else:
             found.append(node)
@@ -195,14 +198,18 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
         "ingest/io/files.py": ("from typing import TYPE_CHECKING\nfrom ingest.io import storage\n"
                                "if TYPE_CHECKING:\n    from ingest.table import Table\n"
                                "def f():\n    from ingest.table import api\n"),
+        "ingest/io/_late.py": "from ingest.io import _late_back\n",
+        "ingest/io/_late_back.py": "def g():\n    from ingest.io import _late\n",
         "ingest/io/storage.py": "",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert _cycles(_import_graph(tmp_path)) == [
+        ["ingest.io._late", "ingest.io._late_back", "ingest.io._late"],
         ["ingest.table.api", "ingest.table.status", "ingest.table.locate", "ingest.table.api"]]
     (tmp_path / "ingest/table/status.py").write_text("def status(): ...\n")
+    (tmp_path / "ingest/io/_late_back.py").write_text("def g(): ...\n")
     assert _cycles(_import_graph(tmp_path)) == []
 
 

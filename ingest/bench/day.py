@@ -1,5 +1,5 @@
 """A day of minute commits: N commits (default 1,440 x 2,000 rows) into one partition through
-`ingest.table.load`, with the initiator run after each commit (`compact(kind="auto")`, as a
+`ingest.table.write.load`, with the initiator run after each commit (`compact(kind="auto")`, as a
 stream would between micro-batches) and the cleaner after each compaction (retention 0: no
 reader outside the metastore; `--no-clean` keeps obsolete directories). At the end: files
 left, and the snapshot read time against the same rows loaded in one delta.
@@ -19,7 +19,8 @@ import pyarrow as pa
 from ingest.acid.format import is_hidden, is_side_file, parse_bucket_file
 from ingest.acid.read import acid_state, read_table
 from ingest.bench._common import median_seconds_interleaved, report, sample_rows
-from ingest.table import clean, compact, create_table, load
+from ingest.table.maintain import clean, compact
+from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 DDL = "id BIGINT, user_id BIGINT, ts TIMESTAMP, event STRING, page STRING, amount DOUBLE, dt STRING"

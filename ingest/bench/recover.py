@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ingest.acid import BucketFileOptions, BucketWriter, side_file_path
 from ingest.bench._common import median_seconds, report
-from ingest.table import TableRecovery, recover_table_with_metastore
+from ingest.table.maintain import TableRecovery, recover_table_with_metastore
 
 _CHUNK = 64 * 1024 * 1024
 

@@ -118,7 +118,7 @@ def decode_cpu_s(files: list[str]) -> tuple[float, int]:
 def build_table(location: str, *, rows: int, loads: int, buckets: int,
                 delete_fraction: float) -> int:
     """`loads` committed loads of `rows` rows in total, then one delete; returns visible rows."""
-    from ingest.table import create_table, delete, load
+    from ingest.table.write import create_table, delete, load
 
     create_table(location, "id BIGINT, user_id BIGINT, ts TIMESTAMP, event STRING, "
                  "page STRING, amount DOUBLE", buckets=buckets, bucketed_by=["id"])

@@ -273,7 +273,7 @@ def _avro_key(value: bytes) -> bytes:
 def _parse_only(parse_schema: pa.Schema, out_schema: pa.Schema,
                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The sink's parsing (same function), good rows only: the baseline's input to write.orc."""
-    from ingest.spark.sink._parse import parse_json_values
+    from ingest.records.json_values import parse_json_values
 
     for batch in batches:
         rows = parse_json_values(batch.column("value"), parse_schema).rows
@@ -400,7 +400,7 @@ def _ingest(spark: Any, kafka: KafkaConnection, topic: str, table: str, checkpoi
             avro_schema: str | None = None) -> tuple[float, Any]:
     from ingest.io import storage
     from ingest.spark import ensure_tables, run_stream, table_layout
-    from ingest.table import create_table
+    from ingest.table.write import create_table
 
     metastore = args.metastore if remote else None
     name = None

@@ -35,8 +35,9 @@ import ingest
 from ingest.acid.format import bucket_ids
 from ingest.bench._common import median_seconds_interleaved, report
 from ingest.bench._upsert_baselines import Batch, deltalake_seconds, pyiceberg_seconds
-from ingest.table import Table, create_table
-from ingest.table.changes import from_debezium
+from ingest.records.changes import from_debezium
+from ingest.table import Table
+from ingest.table.write import create_table
 
 _SCHEMA = "id BIGINT, value STRING, v BIGINT, amount DOUBLE"
 _BASELINES = {"deltalake": deltalake_seconds, "pyiceberg": pyiceberg_seconds}

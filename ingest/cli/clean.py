@@ -11,7 +11,8 @@ import click
 from ingest.cli._options import SECONDS, storage_option
 from ingest.cli._output import dumps, progress, progress_bar
 from ingest.cli.load import write_options
-from ingest.table import DEFAULT_TXN_TIMEOUT_S, CleanReport, PartitionClean, open_table_root
+from ingest.table import open_table_root
+from ingest.table.maintain import DEFAULT_TXN_TIMEOUT_S, CleanReport, PartitionClean
 
 
 @click.command(

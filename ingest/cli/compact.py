@@ -11,7 +11,8 @@ from ingest.acid.compaction import Backlog
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress, progress_bar
 from ingest.cli.load import write_options
-from ingest.table import PartitionCompaction, open_table_root
+from ingest.table import open_table_root
+from ingest.table.maintain import PartitionCompaction
 
 
 @click.command(

@@ -11,7 +11,7 @@ import click
 
 from ingest.cli._options import METASTORE_HELP, storage_option
 from ingest.cli._output import dumps
-from ingest.table import compaction_history, shown_state
+from ingest.table.maintain import compaction_history, shown_state
 from ingest.txn import CompactionInfo
 
 

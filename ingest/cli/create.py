@@ -10,7 +10,8 @@ from ingest.acid.format import MAX_BUCKET_COUNT, to_ddl
 from ingest.cli._options import parse_properties, storage_option
 from ingest.cli._output import dumps
 from ingest.errors import ConfigError
-from ingest.table import avro_to_ddl, create_table, read_avro_schema_file
+from ingest.records import avro_to_ddl, read_avro_schema_file, registry, registry_settings
+from ingest.table.write import create_table
 from ingest.txn import default_metastore_url, redact_url
 
 
@@ -110,8 +111,6 @@ def _columns(schema_ddl: str | None, avro_source: str | None,
         assert schema_ddl is not None
         return schema_ddl
     if schema_registry is not None:
-        from ingest.kafka import registry, registry_settings  # only this option needs Kafka
-
         schema_id, text = registry(schema_registry,
                                    registry_settings(registry_options)).latest(avro_source)
         return avro_to_ddl(text, what=f"subject {avro_source!r} (schema id {schema_id})")

@@ -11,7 +11,8 @@ import click
 from ingest.acid.recovery import FileRecovery
 from ingest.cli._options import SECONDS, metastore_option, storage_option
 from ingest.cli._output import dumps, progress_bar
-from ingest.table import DEFAULT_TXN_TIMEOUT_S, TableRecovery, open_table_or_files
+from ingest.table import open_table_or_files
+from ingest.table.maintain import DEFAULT_TXN_TIMEOUT_S, TableRecovery
 
 
 def recovery_json(result: TableRecovery, seconds: float) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """`ingest status PATH`: partitions, directories, bucket files, compaction backlog,
 transactions and (for a streamed table) Kafka progress and lag of a table, rendered from
-`ingest.table.table_status` and, with `--bootstrap-servers`, `ingest.kafka.kafka_lag`."""
+`ingest.table.status.table_status` and, with `--bootstrap-servers`, `ingest.kafka.kafka_lag`."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import click
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
-from ingest.table import upsert_file
+from ingest.table.write import upsert_file
 
 
 @click.command(

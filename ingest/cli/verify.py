@@ -11,7 +11,7 @@ import click
 from ingest.cli._options import SECONDS, metastore_option, storage_option
 from ingest.cli._output import dumps, progress_bar
 from ingest.cli.recover import Problems
-from ingest.table import DEFAULT_TXN_TIMEOUT_S, verify_table
+from ingest.table.maintain import DEFAULT_TXN_TIMEOUT_S, verify_table
 
 
 @click.command(

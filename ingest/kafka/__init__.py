@@ -1,8 +1,9 @@
 """Kafka, without Spark: the connection every client is made from, the clients and what their
 errors mean, the "ingest-kafka" source's options and reads, end offsets and lag, the consumer
-group commit, the producer of `ingest produce`, and the schema registry client.
+group commit and the producer of `ingest produce` (the schema registry client is
+`ingest.records`').
 
-Knows Kafka and the registry; not ORC, ACID or Spark (the Spark source is
+Knows Kafka; not ORC, ACID or Spark (the Spark source is
 `ingest.spark.kafka`).
 """
 
@@ -21,15 +22,6 @@ from ingest.kafka.options import (
 )
 from ingest.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
 from ingest.kafka.read import ARROW_SCHEMA, KafkaClient, Watermarks, rate_limit, read_range
-from ingest.kafka.registry import (
-    RegistryRetry,
-    SchemaRegistry,
-    confluent_frame,
-    redact_userinfo,
-    registry,
-    registry_settings,
-    split_frame,
-)
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -42,11 +34,8 @@ __all__ = [
     "LagProbe",
     "Offsets",
     "PartitionLag",
-    "RegistryRetry",
-    "SchemaRegistry",
     "Watermarks",
     "check_not_behind",
-    "confluent_frame",
     "describe",
     "encode_event",
     "ensure_topic",
@@ -59,9 +48,5 @@ __all__ = [
     "rate_limit",
     "read_range",
     "redact_settings",
-    "redact_userinfo",
-    "registry",
-    "registry_settings",
     "sample_events",
-    "split_frame",
 ]

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ingest.errors import IngestError
-from ingest.table import DEFAULT_TXN_TIMEOUT_S
+from ingest.table.maintain import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import Metastore
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The stream's columns from its Avro writers' schema when `--schema` is not given.
 
 With `--value-format avro`, `--schema` may be left out: the columns are then the Hive mapping
-(`ingest.table.avro_to_ddl`, Hive's AvroSerDe rules) of the `--avro-schema` file, or of the
+(`ingest.records.avro_to_ddl`, Hive's AvroSerDe rules) of the `--avro-schema` file, or of the
 latest schema of subject `<topic>-value` in the `--schema-registry` (Confluent's default
 TopicNameStrategy). Runs on the driver, before anything is created.
 """
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ingest.kafka import registry, registry_settings
+from ingest.records import avro_to_ddl, read_avro_schema_file, registry, registry_settings
 from ingest.spark.options import StreamOptions
-from ingest.table import avro_to_ddl, read_avro_schema_file
 
 
 def with_avro_columns(options: StreamOptions) -> StreamOptions:

@@ -5,7 +5,7 @@ options resolved there) and plans with `Table.compact(dry_run=True)` (which part
 work, the kind the initiator picks for "auto"; every input checked against the manifest, so a
 damaged table fails before anything is written), takes the table's read view (held, with its
 lease, until the tasks end, so a concurrent cleaner keeps their inputs) and begins a compaction per
-partition under the compactor's commit protocol (`ingest.table.CompactorRun`, as `ingest
+partition under the compactor's commit protocol (`ingest.table.maintain.CompactorRun`, as `ingest
 compact` does); each task gets the view as a value, with its partition's manifest entries,
 and runs `compact_partition`, which checks its inputs and outputs; the driver records what the
 tasks did. A failed partition is recorded as failed and leaves the others' results in place.
@@ -26,14 +26,9 @@ from ingest.acid import ReadView, compact_partition, parse_codec
 from ingest.acid.compaction import CompactionKind, CompactionResult
 from ingest.errors import CommitConflictError, IngestError
 from ingest.io import storage
-from ingest.table import (
-    CompactorRun,
-    CompactReport,
-    PartitionCompaction,
-    agent_name,
-    open_table_root,
-    uses_visibility_suffix,
-)
+from ingest.table import open_table_root
+from ingest.table.core import agent_name, uses_visibility_suffix
+from ingest.table.maintain import CompactorRun, CompactReport, PartitionCompaction
 from ingest.txn import Metastore, TableDefinition
 
 if TYPE_CHECKING:

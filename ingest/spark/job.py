@@ -40,7 +40,8 @@ from ingest.spark.sink import (
     dead_letter_schema,
     error_in_traceback,
 )
-from ingest.table import create_table, default_table_name, open_table_root, stream_progress
+from ingest.table import open_table_root, stream_progress
+from ingest.table.write import create_table, default_table_name
 from ingest.txn import (
     Metastore,
     MetastoreError,

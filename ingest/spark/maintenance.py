@@ -24,7 +24,8 @@ from ingest.acid.compaction import Backlog
 from ingest.errors import CommitConflictError
 from ingest.io import storage
 from ingest.spark.options import Maintenance
-from ingest.table import Table, cleaner_retention_s, open_table_root
+from ingest.table import Table, open_table_root
+from ingest.table.core import cleaner_retention_s
 
 log = logging.getLogger(__name__)
 

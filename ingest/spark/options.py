@@ -20,6 +20,7 @@ from ingest.acid.format import COMMENT_KEY, parse_schema, to_ddl
 from ingest.errors import ConfigError
 from ingest.io import parse_storage_options
 from ingest.kafka import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS, KafkaConnection
+from ingest.records import OnNewField
 
 OnBadRecord = Literal["dead-letter", "fail"]
 OnTombstone = Literal["skip", "dead-letter"]
@@ -30,7 +31,6 @@ StreamMode = Literal["append", "upsert", "cdc"]
 CdcFormat = Literal["debezium"]
 ValueFormat = Literal["json", "avro"]
 LogFormat = Literal["text", "json"]
-OnNewField = Literal["dead-letter", "fail", "ignore", "evolve"]
 KafkaSource = Literal["python", "jvm"]
 TrueFalse = Literal["true", "false"]
 

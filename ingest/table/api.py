@@ -38,36 +38,47 @@ from ingest.acid.read import (
 )
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.io import storage
-from ingest.table._arguments import (
+from ingest.records import InputFormat
+from ingest.table.core import (
+    agent_name,
     check_columns,
     check_limit,
     check_snapshot_table,
     check_storage_options,
+    find_table,
+    locate_table,
     rows_as_table,
+    table_schema,
 )
-from ingest.table._definition import table_schema
-from ingest.table._open import agent_name, find_table, locate_table
-from ingest.table.alter import AlterResult, alter_table
-from ingest.table.clean import CleanReport, PartitionClean
-from ingest.table.clean import clean as clean_table
-from ingest.table.compact import CompactMode, CompactReport
-from ingest.table.compact import compact as compact_table
-from ingest.table.delete import DeleteResult
-from ingest.table.delete import delete as delete_rows
 from ingest.table.history import Commit, table_history
-from ingest.table.input import InputFormat
-from ingest.table.load import LoadResult, MissingColumns, check_missing_columns, load_file
-from ingest.table.load import load as load_rows
-from ingest.table.recover import (
+from ingest.table.maintain import (
     DEFAULT_TXN_TIMEOUT_S,
+    CleanReport,
+    CompactMode,
+    CompactReport,
+    PartitionClean,
     TableRecovery,
+    VerifyReport,
     recover_table_with_metastore,
+    verify_table,
 )
+from ingest.table.maintain import clean as clean_table
+from ingest.table.maintain import compact as compact_table
 from ingest.table.status import TableStatus, table_status
-from ingest.table.upsert import UpsertResult
-from ingest.table.upsert import apply_changes as apply_change_events
-from ingest.table.upsert import upsert as upsert_rows
-from ingest.table.verify import VerifyReport, verify_table
+from ingest.table.write import (
+    AlterResult,
+    DeleteResult,
+    LoadResult,
+    MissingColumns,
+    UpsertResult,
+    alter_table,
+    check_missing_columns,
+    load_file,
+)
+from ingest.table.write import apply_changes as apply_change_events
+from ingest.table.write import delete as delete_rows
+from ingest.table.write import load as load_rows
+from ingest.table.write import upsert as upsert_rows
 from ingest.txn import (
     Metastore,
     OffsetRange,
@@ -347,7 +358,7 @@ class Table:
     # -- writing -----------------------------------------------------------------------------
 
     def load(self, data: Any, *, missing_columns: MissingColumns = "error") -> LoadResult:
-        """Insert rows in one transaction (`ingest.table.load`).
+        """Insert rows in one transaction (`ingest.table.write.load`).
 
         Args:
             data: a `pyarrow.Table` or `RecordBatch`, a list of dicts (one per row), a pandas
@@ -372,7 +383,7 @@ class Table:
                   on_read_progress: Callable[[int, int, str], None] | None = None,
                   on_progress: Callable[[int, int, str], None] | None = None) -> LoadResult:
         """Insert the rows of a JSON Lines, CSV or Parquet file in one transaction
-        (`ingest.table.load_file`; the file is read with the table's storage options when it
+        (`ingest.table.write.load_file`; the file is read with the table's storage options when it
         lies in the table's bucket). `on_read_progress` gets (bytes read, file size, path),
         then "parsing"; `on_progress` gets (rows written, rows in all, the partition).
 
@@ -388,7 +399,7 @@ class Table:
                          on_read_progress=on_read_progress, on_progress=on_progress)
 
     def delete(self, where: str, *, dry_run: bool = False) -> DeleteResult:
-        """Delete the rows matching `where` in one transaction (`ingest.table.delete`).
+        """Delete the rows matching `where` in one transaction (`ingest.table.write.delete`).
 
         Raises:
             ConfigError: opened without a metastore or at a partition, or a bad `where`.
@@ -401,7 +412,7 @@ class Table:
     def upsert(self, data: Any, *, key: Sequence[str], order_by: str | None = None,
                missing_columns: MissingColumns = "error") -> UpsertResult:
         """Make each row the current row of its key, in one transaction: updates as a delete
-        event plus an insert event, one write id (`ingest.table.upsert`).
+        event plus an insert event, one write id (`ingest.table.write.upsert`).
 
         Args:
             data: rows, as for `load`.
@@ -429,7 +440,7 @@ class Table:
                       order_by: str | None = None,
                       cdc_format: Literal["debezium"] = "debezium") -> UpsertResult:
         """Apply Debezium change events (c/r/u upsert `after`, d and tombstones delete) in
-        one transaction (`ingest.table.apply_changes`).
+        one transaction (`ingest.table.write.apply_changes`).
 
         Args:
             envelopes: the events, in order: dicts (an envelope, or a Kafka record
@@ -453,7 +464,7 @@ class Table:
     def compact(self, kind: CompactMode = "major", *, partitions: Sequence[str] | None = None,
                 dry_run: bool = False,
                 on_progress: Callable[[int, int, str], None] | None = None) -> CompactReport:
-        """Compact the table partition by partition (`ingest.table.compact`; `on_progress`
+        """Compact the table partition by partition (`ingest.table.maintain.compact`; `on_progress`
         gets (partitions done, partitions in all, the partition) after each).
 
         Raises:
@@ -470,7 +481,7 @@ class Table:
               txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
               on_partition: Callable[[PartitionClean], None] | None = None,
               on_progress: Callable[[int, int, str], None] | None = None) -> CleanReport:
-        """Remove what no reader can use any more (`ingest.table.clean`).
+        """Remove what no reader can use any more (`ingest.table.maintain.clean`).
 
         Raises:
             ConfigError: opened without a metastore or at a partition; see `clean`.
@@ -505,7 +516,8 @@ class Table:
     def verify(self, *, deep: bool = True, txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
                on_progress: Callable[[int, int, str], None] | None = None) -> VerifyReport:
         """Check the table's (or the opened partition's) files against its metastore,
-        changing nothing (`ingest.table.verify_table`); without a metastore, the files only.
+        changing nothing (`ingest.table.maintain.verify_table`); without a metastore, the files
+        only.
         `on_progress` gets (files done, files in all, the file) as bucket files are checked.
 
         Raises:
@@ -543,7 +555,7 @@ class Table:
               change_columns: str | Sequence[str] = (),
               columns: str | None = None) -> AlterResult:
         """Set table properties, append columns or widen their types, by Hive's rules
-        (`ingest.table.alter_table`). Afterwards this `Table` reads and loads with the
+        (`ingest.table.write.alter_table`). Afterwards this `Table` reads and loads with the
         stored definition; files written before read missing columns as nulls.
         `add_columns` and `change_columns` each take one column string or a list of them.
 
@@ -562,7 +574,7 @@ class Table:
 
     def status(self, snapshot: ValidWriteIdList | str | None = None) -> TableStatus:
         """The table's (or the opened partition's) layout, backlog and transactions, as
-        `ingest status` shows them (`ingest.table.table_status`).
+        `ingest status` shows them (`ingest.table.status.table_status`).
 
         Raises:
             ConfigError, FileNotFoundError, MetastoreError: see `table_status`.

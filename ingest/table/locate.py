@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ingest.errors import TableNotFoundError
-from ingest.table._open import MetastoreRef, StorageOptions, check_root
 from ingest.table.api import Table, _open
+from ingest.table.core import MetastoreRef, StorageOptions, check_root
 
 
 def open_table_root(location: str, metastore: MetastoreRef = None,

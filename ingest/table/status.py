@@ -17,9 +17,12 @@ from ingest.acid.compaction import Backlog, CompactionThresholds, Decision, deci
 from ingest.acid.format import ValidWriteIdList
 from ingest.acid.read import TableLayout, VisibleTxn, describe_table
 from ingest.io import storage
-from ingest.table._arguments import check_snapshot_table
-from ingest.table._definition import compaction_thresholds
-from ingest.table._open import StorageOptions, metastore_if_any
+from ingest.table.core import (
+    StorageOptions,
+    check_snapshot_table,
+    compaction_thresholds,
+    metastore_if_any,
+)
 from ingest.table.progress import StreamProgress, stream_progress
 from ingest.txn import Metastore, TransactionInfo
 

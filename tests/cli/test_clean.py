@@ -12,7 +12,9 @@ import pytest
 from support import error_json, ok_json, run_cli, visible
 
 from ingest.acid.format.names import format_base, format_delta
-from ingest.table import clean, compact, create_table, load, open_table
+from ingest.table import open_table
+from ingest.table.maintain import clean, compact
+from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 

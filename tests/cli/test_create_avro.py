@@ -10,7 +10,7 @@ import pytest
 from schema_registry import schema_registry  # noqa: F401 - the fixture
 from support import run_cli
 
-from ingest.kafka import registry
+from ingest.records import registry
 from ingest.txn import Metastore, default_metastore_url
 
 ORDER = {"type": "record", "name": "Order", "fields": [

@@ -75,7 +75,7 @@ def test_unreachable_metastore_is_a_clear_cli_error(
 WRITER = """
 import sys
 import pyarrow as pa
-from ingest.table import load
+from ingest.table.write import load
 location, url, batches = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for b in range(batches):
     ids = list(range(b * 20, b * 20 + 20))
@@ -111,7 +111,7 @@ def test_two_writer_processes_and_a_reader_share_a_postgresql_metastore(
     import subprocess
     import sys
 
-    from ingest.table import create_table
+    from ingest.table.write import create_table
 
     tables = [str(warehouse / name) for name in ("a", "b")]
     for location in tables:

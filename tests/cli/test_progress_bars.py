@@ -17,7 +17,7 @@ import pytest
 
 from ingest.cli import _output
 from ingest.cli._output import ProgressBar
-from ingest.table import create_table, load
+from ingest.table.write import create_table, load
 
 ROOT = Path(__file__).resolve().parents[2]
 DAYS = ["2026-11-01", "2026-11-02", "2026-11-03"]

@@ -12,7 +12,7 @@ from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.format.names import format_delta
-from ingest.table import verify_table
+from ingest.table.maintain import verify_table
 from ingest.txn import Metastore, OffsetRange
 
 

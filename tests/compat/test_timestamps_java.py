@@ -17,7 +17,7 @@ from compat import javatools as jt
 from conftest import require
 
 from ingest.orc import TimestampPrecisionWarning, WideTimestampFile, open_orc
-from ingest.table import create_table, load
+from ingest.table.write import create_table, load
 
 pytestmark = pytest.mark.java
 FS = fsspec.filesystem("file")

@@ -16,7 +16,8 @@ import pytest
 from support import run_cli, visible, write_rows
 
 from ingest.acid.format.names import format_base, format_delta
-from ingest.table import compact, create_table, delete, load
+from ingest.table.maintain import compact
+from ingest.table.write import create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = pytest.mark.crash

@@ -13,7 +13,7 @@ from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, read_events
 from ingest.acid.format.names import format_delta
-from ingest.table import recover_table_with_metastore, verify_table
+from ingest.table.maintain import recover_table_with_metastore, verify_table
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 
 

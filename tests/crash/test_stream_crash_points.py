@@ -128,9 +128,9 @@ def test_restart_repair_removes_only_the_dead_attempts_files(
     import pyarrow as pa
 
     from ingest.acid import read_table as read_acid
-    from ingest.table._definition import table_compression
-    from ingest.table._open import table_fs
-    from ingest.table._written import commit, writing
+    from ingest.table.core._definition import table_compression
+    from ingest.table.core._open import table_fs
+    from ingest.table.core._written import commit, writing
 
     events = [b"not json" if i % 10 == 5 else e for i, e in enumerate(sample_events(150))]
     produce_events(kafka_broker, topic, events=events, partitions=2)

@@ -14,7 +14,7 @@ from hms_server import Server
 import ingest
 from ingest.acid import to_ddl
 from ingest.errors import CommitConflictError, ConfigError
-from ingest.table import create_table
+from ingest.table.write import create_table
 from ingest.txn import Metastore, hms
 
 pytestmark = pytest.mark.hms

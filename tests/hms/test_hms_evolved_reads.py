@@ -19,7 +19,8 @@ from hms_server import Server, trino_query
 from support import ok_json
 
 import ingest
-from ingest.table import Table, create_table
+from ingest.table import Table
+from ingest.table.write import create_table
 from ingest.txn import hms
 
 pytestmark = [pytest.mark.hms, pytest.mark.trino, pytest.mark.java, pytest.mark.slow]

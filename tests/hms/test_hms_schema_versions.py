@@ -13,8 +13,8 @@ import pytest
 from hms_server import Server
 
 import ingest
-from ingest.table import create_table
-from ingest.table.load import load
+from ingest.table.write import create_table
+from ingest.table.write.load import load
 from ingest.txn import Metastore, hms
 
 pytestmark = pytest.mark.hms

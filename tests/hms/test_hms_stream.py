@@ -247,9 +247,9 @@ def test_the_stream_and_a_load_get_distinct_write_ids_and_both_commit(
     load through the CLI. Every row of both writers, exactly once."""
     import pyarrow as pa
 
-    from ingest.table._definition import table_compression
-    from ingest.table._open import table_fs
-    from ingest.table._written import commit, writing
+    from ingest.table.core._definition import table_compression
+    from ingest.table.core._open import table_fs
+    from ingest.table.core._written import commit, writing
 
     uri = metastore.uri
     location, name = _create(uri, warehouse)

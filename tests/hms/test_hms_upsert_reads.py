@@ -17,7 +17,8 @@ from hms.hive4 import read_rows, read_rows_vectorized
 from hms_server import Server, trino_query
 
 import ingest
-from ingest.table import Table, create_table
+from ingest.table import Table
+from ingest.table.write import create_table
 from ingest.txn import hms
 
 pytestmark = [pytest.mark.hms, pytest.mark.trino, pytest.mark.java, pytest.mark.slow]

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from ingest.errors import ConfigError
-from ingest.kafka import KafkaConnection, redact_userinfo, registry_settings
-from ingest.kafka.registry import SchemaRegistry
+from ingest.kafka import KafkaConnection
+from ingest.records import redact_userinfo, registry_settings
+from ingest.records.schema_registry import SchemaRegistry
 from ingest.spark import SinkOptions, StreamOptions
 
 SECRET = "s3cr3t-Pa55"

@@ -10,7 +10,7 @@ from s3_server import Bucket
 import ingest
 from ingest.errors import ConfigError
 from ingest.io import storage
-from ingest.table import create_table
+from ingest.table.write import create_table
 
 
 def test_open_table_storage_options_reach_read_load_and_delete(s3: Bucket) -> None:

@@ -13,7 +13,7 @@ from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.format.names import format_delta, parse_directory
-from ingest.table._owner import MARKER_NAME
+from ingest.table.core._owner import MARKER_NAME
 from ingest.txn import Metastore
 
 DDL = "id BIGINT, value STRING, dt STRING"

@@ -21,7 +21,7 @@ import ingest
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.bench._s3_requests import count, keys_of, recording
 from ingest.io import storage
-from ingest.table import create_table
+from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
 
 ROOT = Path(__file__).resolve().parents[2]

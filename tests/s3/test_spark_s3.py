@@ -13,7 +13,7 @@ from s3_server import Bucket
 
 from ingest.spark import register
 from ingest.spark.compact_job import compact_on_executors
-from ingest.table import create_table, load
+from ingest.table.write import create_table, load
 from ingest.txn import default_metastore_url
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow,

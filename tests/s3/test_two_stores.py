@@ -22,7 +22,8 @@ from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.sink._results import FileWritten, from_arrow
 from ingest.spark.sink._tasks import TaskPlan, write_task
 from ingest.spark.sink.driver import AcidSink
-from ingest.table import Table, create_table
+from ingest.table import Table
+from ingest.table.write import create_table
 
 DDL = "id BIGINT, value STRING"
 

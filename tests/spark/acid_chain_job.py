@@ -23,7 +23,7 @@ def main(source: str, target: str, checkpoint: str) -> int:
 
     from ingest.spark import AcidSink, SinkOptions, ensure_tables, register
     from ingest.spark.job import table_layout
-    from ingest.table import recover_table_with_metastore
+    from ingest.table.maintain import recover_table_with_metastore
     from ingest.txn import normalize_location
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")

@@ -18,10 +18,10 @@ import pytest
 
 from ingest.acid.format import to_ddl
 from ingest.acid.read.reader import read_table
-from ingest.spark.sink._avro import AvroFormat, decode_avro_values
-from ingest.spark.sink._fields import FieldSeen, column_type, new_columns
-from ingest.spark.sink._newfields import as_text, from_text, types_from_text
-from ingest.table import hive_type_to_arrow
+from ingest.records import hive_type_to_arrow
+from ingest.records.avro_values import AvroFormat, decode_avro_values
+from ingest.records.fields import FieldSeen, column_type, new_columns
+from ingest.records.new_fields import as_text, from_text, types_from_text
 from ingest.txn import Metastore, default_metastore_url
 
 WRITER: dict[str, Any] = {

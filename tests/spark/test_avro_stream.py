@@ -22,7 +22,7 @@ from schema_registry import schema_registry  # noqa: F401 - the fixture
 from support import run_cli
 
 from ingest.acid.read.reader import read_table
-from ingest.kafka import confluent_frame, registry
+from ingest.records import confluent_frame, registry
 from ingest.txn import Metastore, default_metastore_url
 
 V1: dict[str, Any] = {

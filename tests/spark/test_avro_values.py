@@ -1,4 +1,4 @@
-"""Avro record values decoded on executors (ingest/spark/sink/_avro.py), without Spark.
+"""Avro record values decoded on executors (ingest/records/avro_values.py), without Spark.
 
 Writer schemas come from a real schema registry (Apicurio, tests/schema_registry.py, its own
 process, asked over HTTP by confluent-kafka's client) or from a plain --avro-schema. A
@@ -21,20 +21,19 @@ from schema_registry import schema_registry  # noqa: F401 - the fixture
 
 from ingest.acid import read_bucket_file
 from ingest.errors import ConfigError
-from ingest.kafka import SchemaRegistry, confluent_frame, registry
-from ingest.spark import with_avro_columns
-from ingest.spark.options import SinkOptions, StreamOptions
-from ingest.spark.sink._avro import (
+from ingest.records import SchemaRegistry, avro_to_arrow, confluent_frame, registry
+from ingest.records.avro_values import (
     AvroFormat,
     avro_format,
     check_writer_schema,
     decode_avro_values,
 )
-from ingest.spark.sink._fields import new_field_reason
-from ingest.spark.sink._parse import TOMBSTONE_REASON
+from ingest.records.fields import new_field_reason
+from ingest.records.json_values import TOMBSTONE_REASON
+from ingest.spark import with_avro_columns
+from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink._results import FileWritten, from_arrow
 from ingest.spark.sink._tasks import TaskPlan, write_task
-from ingest.table import avro_to_arrow
 
 V1: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "t",

@@ -17,7 +17,7 @@ from support import visible
 from ingest.acid import acid_state
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
 from ingest.spark.compact_job import compact_on_executors
-from ingest.table import create_table, load
+from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

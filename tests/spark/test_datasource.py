@@ -25,8 +25,9 @@ from ingest.acid.format.names import format_delta
 from ingest.acid.format.side_file import side_file_path
 from ingest.cli._output import dumps, rows
 from ingest.spark import register
-from ingest.table import alter_table, compact, create_table, delete, load
-from ingest.table._definition import VISIBILITY_PROPERTY
+from ingest.table.core._definition import VISIBILITY_PROPERTY
+from ingest.table.maintain import compact
+from ingest.table.write import alter_table, create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.spark,

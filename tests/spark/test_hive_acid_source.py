@@ -19,7 +19,7 @@ import pytest
 from ingest.acid.read.reader import read_table
 from ingest.kafka.produce import produce_events, sample_events
 from ingest.spark.source._stream import readable_end
-from ingest.table import delete
+from ingest.table.write import delete
 from ingest.txn import Metastore, default_metastore_url
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,9 +24,9 @@ from support import run_cli
 from ingest.acid import read_bucket_file
 from ingest.acid.read.reader import read_table
 from ingest.errors import ConfigError
+from ingest.records.json_values import parse_json_values
 from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink._batch import BatchReport
-from ingest.spark.sink._parse import parse_json_values
 from ingest.spark.sink._results import FileWritten, Tombstones, from_arrow
 from ingest.spark.sink._tasks import META_FIELDS, TaskPlan, parse_task, write_task
 from ingest.txn import Metastore, default_metastore_url

@@ -14,7 +14,7 @@ from support import visible, wait_until
 
 from ingest.acid import acid_state
 from ingest.spark.maintenance import StreamMaintenance
-from ingest.table import create_table, load
+from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 # The initiator's delta count threshold as a table property: more than 2 deltas (Hive's ">").

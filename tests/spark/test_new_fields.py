@@ -20,11 +20,11 @@ from ingest.acid.format import parse_schema
 from ingest.acid.read.reader import read_table
 from ingest.errors import ConfigError, SchemaMismatchError
 from ingest.kafka.produce import produce_events
+from ingest.records.fields import FieldSeen, column_type, new_columns, new_field_reason
+from ingest.records.json_values import parse_json_values
 from ingest.spark.job import StreamSummary, run_stream
 from ingest.spark.options import SinkOptions, StreamOptions, check_evolve_types
 from ingest.spark.sink._batch import BatchReport
-from ingest.spark.sink._fields import FieldSeen, column_type, new_columns, new_field_reason
-from ingest.spark.sink._parse import parse_json_values
 from ingest.spark.sink._results import FileWritten, NewFields, from_arrow
 from ingest.spark.sink._tasks import META_FIELDS, TaskPlan, parse_task, write_task
 from ingest.txn import Metastore, default_metastore_url

@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from ingest.records.fields import FieldSeen, new_field_reason
+from ingest.records.json_values import parse_json_values
+from ingest.records.new_fields import NewField, by_field, by_record, groups
 from ingest.spark.options import SinkOptions
-from ingest.spark.sink._fields import FieldSeen, new_field_reason
-from ingest.spark.sink._newfields import NewField, by_field, by_record, groups
-from ingest.spark.sink._parse import parse_json_values
 from ingest.spark.sink._results import NewFields
 from ingest.spark.sink._tasks import (
     META_NEW_FIELDS,

@@ -13,7 +13,7 @@ import pytest
 from ingest.kafka import GroupCommitter, KafkaConnection
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
-from ingest.table import create_table, load
+from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 PARTITION = "dt=2026-11-21"

@@ -32,9 +32,9 @@ from schema_registry import Registry, own_schema_registry  # noqa: F401 - the fi
 
 from ingest.acid.read.reader import read_table
 from ingest.errors import IngestError
-from ingest.kafka import RegistryRetry, SchemaRegistry, confluent_frame
-from ingest.spark.sink._avro import AvroFormat, decode_avro_values
-from ingest.table import avro_to_arrow, create_table
+from ingest.records import RegistryRetry, SchemaRegistry, avro_to_arrow, confluent_frame
+from ingest.records.avro_values import AvroFormat, decode_avro_values
+from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
 
 V1: dict[str, Any] = {"type": "record", "name": "Reading", "namespace": "down",

@@ -11,7 +11,7 @@ import pytest
 
 import ingest
 from ingest.spark import register
-from ingest.table import create_table
+from ingest.table.write import create_table
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")]

@@ -21,13 +21,13 @@ from ingest.acid.format.bucketing import bucket_ids
 from ingest.acid.format.names import parse_bucket_file
 from ingest.acid.read.reader import read_table
 from ingest.errors import BadRecordError, ConfigError
+from ingest.records.json_values import parse_json_values
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions, stream_trigger
-from ingest.spark.sink._parse import parse_json_values
 from ingest.spark.sink._results import FileWritten, from_arrow
 from ingest.spark.sink._tasks import TaskPlan, write_task
 from ingest.spark.sink.driver import AcidSink
-from ingest.table import create_table
+from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
 
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP"

@@ -17,8 +17,8 @@ from ingest.acid.read.reader import read_table
 from ingest.errors import CorruptFileError
 from ingest.spark.sink._results import FileWritten
 from ingest.spark.sink.driver import _remove_written
-from ingest.table import verify_table
-from ingest.table._committed import table_manifest
+from ingest.table.core._committed import table_manifest
+from ingest.table.maintain import verify_table
 from ingest.txn import Metastore
 
 pytestmark = pytest.mark.filterwarnings(PANDAS_WARNING)

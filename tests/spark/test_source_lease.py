@@ -25,7 +25,8 @@ import pytest
 from ingest.spark import register
 from ingest.spark.source._lease import renewing
 from ingest.spark.source._plan import Lease
-from ingest.table import compact, create_table, load
+from ingest.table.maintain import compact
+from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 PARTITIONS = 6
@@ -121,7 +122,7 @@ def test_a_concurrent_clean_with_retention_0_keeps_a_running_querys_inputs(
 
     # Nothing renews the lease once the query is over: it lapses after the time-out, and
     # the cleaner then removes the inputs.
-    from ingest.table import clean
+    from ingest.table.maintain import clean
 
     def lapsed() -> bool:
         return clean(location, retention_s=0, txn_timeout_s=1).directories > 0

@@ -13,7 +13,7 @@ import pytest
 from ingest.errors import ConfigError
 from ingest.spark import register
 from ingest.spark.source._plan import SourceOptions
-from ingest.table import create_table, load
+from ingest.table.write import create_table, load
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")]

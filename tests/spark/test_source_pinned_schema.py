@@ -12,7 +12,7 @@ import pytest
 
 import ingest
 from ingest.spark import register
-from ingest.table import create_table
+from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.spark,

@@ -15,7 +15,7 @@ from ingest.acid.read.merge import ScanCounts
 from ingest.spark import register
 from ingest.spark.source._read import read_task
 from ingest.spark.source.datasource import HiveAcidDataSource
-from ingest.table import create_table, delete, load
+from ingest.table.write import create_table, delete, load
 
 LOADS, ROWS = 6, 100
 WHERE = "id < 100"

@@ -25,8 +25,8 @@ from ingest.acid.read.reader import read_table
 from ingest.errors import TableNotFoundError
 from ingest.kafka.produce import produce_events, sample_events
 from ingest.spark.job import RunningStream, run_stream
-from ingest.table import alter_table
-from ingest.table._definition import RETENTION_PROPERTY
+from ingest.table.core._definition import RETENTION_PROPERTY
+from ingest.table.write import alter_table
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow,

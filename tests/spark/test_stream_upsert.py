@@ -26,7 +26,7 @@ from ingest.errors import CommitConflictError, ConfigError
 from ingest.kafka.produce import produce_events
 from ingest.spark.job import StreamSummary, run_stream
 from ingest.spark.sink import dead_letter_location
-from ingest.table import create_table
+from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.filterwarnings(

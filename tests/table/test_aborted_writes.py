@@ -9,8 +9,9 @@ from pathlib import Path
 import fsspec
 import pyarrow as pa
 
-from ingest.table import create_table, load, remove_aborted_writes
-from ingest.table._written import Written, relative_path
+from ingest.table.core import remove_aborted_writes
+from ingest.table.core._written import Written, relative_path
+from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "value": ["a", "b"]})

@@ -19,7 +19,7 @@ from ingest.acid import BucketFileOptions, BucketWriter, UnverifiedSnapshotWarni
 from ingest.acid.format.names import bucket_file_name, format_delta
 from ingest.acid.read.merge import READ_AHEAD_ENV
 from ingest.errors import ConfigError, TableNotFoundError
-from ingest.table import create_table
+from ingest.table.write import create_table
 from ingest.txn import MEMORY_URL, Metastore, OffsetRange, default_metastore_url
 
 DDL = "id BIGINT, value STRING"

@@ -13,7 +13,8 @@ from ingest.acid import ValidWriteIdList
 from ingest.acid.format.schema import MAX_TYPE_NESTING, parse_schema
 from ingest.acid.predicate.where import MAX_CONDITION_NESTING, parse_predicate
 from ingest.errors import BadRecordError, ConfigError, SchemaMismatchError
-from ingest.table import create_table, load_file, read_input
+from ingest.records import read_input
+from ingest.table.write import create_table, load_file
 from ingest.txn import Metastore, default_metastore_url
 
 ALL_TYPES = ("id BIGINT, s STRING, d DATE, dec DECIMAL(10,2), ts TIMESTAMP, b BOOLEAN, "

@@ -1,5 +1,6 @@
-"""ingest.table.clean: obsolete, aborted and leftover directories go only when no reader can use
-them; reads are the same before and after; a registered reader in another process holds them."""
+"""ingest.table.maintain.clean: obsolete, aborted and leftover directories go only when no
+reader can use them; reads are the same before and after; a registered reader in another
+process holds them."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from ingest.acid.compaction.cleaning import Candidate, plan_cleaning, remove_can
 from ingest.acid.compaction.compact import TEMP_PREFIX
 from ingest.acid.format.names import format_base, format_delta
 from ingest.errors import ConfigError
-from ingest.table import alter_table, clean, compact, create_table, delete, load
-from ingest.table.verify import verify_table
+from ingest.table.maintain import clean, compact
+from ingest.table.maintain.verify import verify_table
+from ingest.table.write import alter_table, create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url
 
 DDL = "id BIGINT, value STRING, dt STRING"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ingest.acid.read.reader import read_batches, read_table
-from ingest.table import compact, create_table, load
+from ingest.table.maintain import compact
+from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = pytest.mark.slow
@@ -22,7 +23,7 @@ LOADS = 40
 WRITER = textwrap.dedent("""
     import sys
     import pyarrow as pa
-    from ingest.table import load
+    from ingest.table.write import load
     location, done = sys.argv[1], sys.argv[2]
     for i in range(1, int(sys.argv[3])):
         ids = list(range(i * 10, i * 10 + 10))
@@ -31,7 +32,7 @@ WRITER = textwrap.dedent("""
 """)
 CLEANER = textwrap.dedent("""
     import os, sys
-    from ingest.table import clean, compact
+    from ingest.table.maintain import clean, compact
     location, done = sys.argv[1], sys.argv[2]
     removed = rounds = 0
     while True:
@@ -88,7 +89,7 @@ def test_reads_stay_exact_while_loads_compactions_and_cleaning_run(tmp_path: Pat
     assert reads >= 5 and rounds >= 2 and removed > 0, (reads, rounds, removed)
     compact(location)
     with Metastore.open(default_metastore_url(location), create=False) as store:
-        from ingest.table import clean
+        from ingest.table.maintain import clean
 
         clean(location, retention_s=0, metastore=store)
         final = sorted(read_table(location, store.snapshot(location)).column("id").to_pylist())

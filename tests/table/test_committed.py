@@ -12,7 +12,7 @@ import pyarrow as pa
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.format.committed import CommittedFile, CommittedFiles
 from ingest.acid.recovery.recover import FileRecovery, RecoveryReport
-from ingest.table._committed import (
+from ingest.table.core._committed import (
     directory_entries,
     find_damage,
     guard_recovery,

@@ -1,4 +1,5 @@
-"""ingest.table.compact: the metastore's snapshot decides, open transactions are never consumed."""
+"""ingest.table.maintain.compact: the metastore's snapshot decides, open transactions are never
+consumed."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.format.names import format_delta
 from ingest.acid.read.reader import read_table
 from ingest.errors import ConfigError, TableNotFoundError
-from ingest.table import compact, create_table, delete, load
+from ingest.table.maintain import compact
+from ingest.table.write import create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url
 
 DDL = "id BIGINT, value STRING, dt STRING"
-# The module, which `ingest.table.compact` (the function) hides.
-compact_module = importlib.import_module("ingest.table.compact")
+# The module, which `ingest.table.maintain.compact` (the function) hides.
+compact_module = importlib.import_module("ingest.table.maintain.compact")
 
 
 def rows(ids: range, dt: str = "2026-01-01") -> pa.Table:

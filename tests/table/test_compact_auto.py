@@ -1,5 +1,5 @@
-"""ingest.table.compact with the initiator (kind "auto"), the compaction history it records,
-and bad input that must change nothing."""
+"""ingest.table.maintain.compact with the initiator (kind "auto"), the compaction history it
+records, and bad input that must change nothing."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 
 from ingest.acid.read.reader import read_table
 from ingest.errors import CommitConflictError, ConfigError, CorruptFileError, TableNotFoundError
-from ingest.table import alter_table, compact, compaction_history, create_table, delete, load
-from ingest.table.compact import agent_alive
+from ingest.table.maintain import compact, compaction_history
+from ingest.table.maintain.compact import agent_alive
+from ingest.table.write import alter_table, create_table, delete, load
 from ingest.txn import METASTORE_FILENAME, Metastore, MetastoreError, default_metastore_url
 
 DDL = "id BIGINT, value STRING, dt STRING"

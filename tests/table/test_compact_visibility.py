@@ -17,7 +17,7 @@ from support import run_cli as cli
 import ingest
 from ingest.acid.format.names import parse_directory
 from ingest.errors import ConfigError
-from ingest.table._definition import VISIBILITY_PROPERTY, uses_visibility_suffix
+from ingest.table.core._definition import VISIBILITY_PROPERTY, uses_visibility_suffix
 from ingest.txn import TableDefinition, find_metastore_for
 
 DDL = "id BIGINT, value STRING"

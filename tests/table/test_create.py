@@ -10,8 +10,8 @@ from support import run_cli
 
 from ingest.errors import ConfigError, IngestError
 from ingest.spark.job import ensure_tables, table_layout
-from ingest.table import create_table, default_table_name, load
-from ingest.table._written import Written
+from ingest.table.core._written import Written
+from ingest.table.write import create_table, default_table_name, load
 from ingest.txn import METASTORE_FILENAME
 
 
@@ -41,7 +41,7 @@ def test_ingest_create_and_the_stream_name_a_path_alike(
 def test_scan_layout_finds_acid_and_stray_directories_below_partitions(tmp_path: Path) -> None:
     import fsspec
 
-    from ingest.table._layout import scan_layout
+    from ingest.table.core._layout import scan_layout
     for d in ("dt=1/delta_0000003_0000004", "dt=1/_tmp/delta_0000009_0000009_0000",
               "dt=2/base_0000002", "dt=2/delete_delta_0000005_0000005_0000",
               "dt=2/delta_x_y", ".hidden/delta_0000099_0000099_0000"):

@@ -30,7 +30,7 @@ from ingest.acid.read.reader import read_table
 from ingest.acid.read.scan import scan
 from ingest.acid.read.stripe_stats import row_columns, stripe_domains
 from ingest.orc import read_tail
-from ingest.table import create_table
+from ingest.table.write import create_table
 
 STRIPE_ROWS = 100
 BASE_STRIPES, DELTA_STRIPES = 6, 3

@@ -18,13 +18,14 @@ import pytest
 
 import ingest
 from ingest.acid.format import bucket_ids
+from ingest.acid.keys._file_cache import FILES
+from ingest.acid.keys.current import BUCKET_PROPERTY, ROW_ID, WRITE_ID, find_current_rows
+from ingest.acid.keys.key_index import INDEX_DIRECTORY, row_hashes
 from ingest.acid.read import ReadView
-from ingest.table import Table, create_table
-from ingest.table._committed import table_manifest
-from ingest.table._file_cache import FILES
-from ingest.table._open import open_table_to_write, table_fs
-from ingest.table.current import BUCKET_PROPERTY, ROW_ID, WRITE_ID, find_current_rows
-from ingest.table.key_index import INDEX_DIRECTORY, row_hashes
+from ingest.table import Table
+from ingest.table.core._committed import table_manifest
+from ingest.table.core._open import open_table_to_write, table_fs
+from ingest.table.write import create_table
 
 DDL = "id BIGINT, value STRING, v BIGINT"
 
@@ -78,8 +79,8 @@ def test_lookups_through_the_index_equal_lookups_by_scanning_at_every_step(
     """With `sealed`, the merged runs of a bucket's small files (`_runs.py`) seal at 8
     entries: files probed alone, runs sealed, new runs started, runs dropped by compaction."""
     if sealed is not None:
-        monkeypatch.setattr("ingest.table._runs.SEALED_ENTRIES", sealed)
-        monkeypatch.setattr("ingest.table._delete_events.SEALED_ENTRIES", sealed)
+        monkeypatch.setattr("ingest.acid.keys._runs.SEALED_ENTRIES", sealed)
+        monkeypatch.setattr("ingest.acid.keys._delete_events.SEALED_ENTRIES", sealed)
     rng = np.random.default_rng(seed)
     t = _table(tmp_path / str(seed))
     live: set[int] = set()
@@ -115,8 +116,8 @@ def test_a_hash_collision_is_resolved_by_the_key_values(tmp_path: Path,
                                                         ) -> None:
     """Entries are probed by a 64-bit hash; two keys of one hash must still be told apart.
     Forced by giving every row the same hash (and digest)."""
-    import ingest.table.current as current_module
-    import ingest.table.key_index as key_index_module
+    import ingest.acid.keys.current as current_module
+    import ingest.acid.keys.key_index as key_index_module
 
     def same_hash(table: pa.Table, types: pa.Schema) -> np.ndarray:
         return np.zeros(table.num_rows, np.uint64)
@@ -124,7 +125,7 @@ def test_a_hash_collision_is_resolved_by_the_key_values(tmp_path: Path,
     monkeypatch.setattr(key_index_module, "row_hashes", same_hash)
     monkeypatch.setattr(current_module, "row_hashes", same_hash)
     # The delete events' ROW__ID hashes collide too: their ROW__IDs are compared.
-    monkeypatch.setattr("ingest.table._delete_events.row_hashes", same_hash)
+    monkeypatch.setattr("ingest.acid.keys._delete_events.row_hashes", same_hash)
     t = _table(tmp_path)
     t.upsert(_rows(list(range(40)), 1), key=["id"])
     t.upsert(_rows(list(range(20, 60)), 2), key=["id"])
@@ -212,7 +213,7 @@ def test_a_write_that_dies_before_its_commit_leaves_no_trusted_index(tmp_path: P
         def die(*args, **kwargs):
             os._exit(9)  # the process dies: no cleanup, no abort
         import importlib
-        importlib.import_module("ingest.table.upsert").commit = die
+        importlib.import_module("ingest.table.write.upsert").commit = die
         t = ingest.open_table({t.location!r})
         t.upsert(pa.table({{"id": pa.array(range(40), pa.int64()),
                            "value": ["dead"] * 40, "v": pa.array([7] * 40, pa.int64())}}),
@@ -283,7 +284,7 @@ def test_an_unchanged_row_found_through_the_index_writes_nothing(tmp_path: Path)
 
 def test_an_index_is_bound_to_its_key_types_and_its_digest_to_the_row_types(
         tmp_path: Path) -> None:
-    from ingest.table.key_index import load_index
+    from ingest.acid.keys.key_index import load_index
     t = _table(tmp_path)
     t.upsert(_rows(list(range(10)), 1), key=["id"])
     with open_table_to_write(t.location, None, None) as (store, defn):

@@ -21,14 +21,9 @@ from ingest.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from ingest.table import _written as written_module
-from ingest.table import (
-    create_table,
-    delete,
-    load,
-    load_file,
-    partition_path,
-)
+from ingest.records import partition_path
+from ingest.table.core import _written as written_module
+from ingest.table.write import create_table, delete, load, load_file
 from ingest.txn import METASTORE_FILENAME, Metastore, MetastoreError, default_metastore_url
 from ingest.txn.registry import backend_for
 

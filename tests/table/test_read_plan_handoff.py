@@ -17,7 +17,8 @@ from ingest.acid.read.merge import _filter
 from ingest.acid.read.plan import Partition, plan_partition
 from ingest.acid.read.tails import SideFileWarning
 from ingest.orc import read_tail, tail_from_bytes
-from ingest.table import Table, create_table
+from ingest.table import Table
+from ingest.table.write import create_table
 
 
 def _upserted(tmp_path: Path) -> Table:

@@ -17,7 +17,8 @@ from conftest import require
 import ingest
 from ingest.acid.format import to_ddl
 from ingest.errors import CommitConflictError, ConfigError
-from ingest.table import Table, create_table
+from ingest.table import Table
+from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
 
 

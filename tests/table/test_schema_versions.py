@@ -12,8 +12,8 @@ import pytest
 
 import ingest
 from ingest.errors import CommitConflictError
-from ingest.table import create_table
-from ingest.table.load import load
+from ingest.table.write import create_table
+from ingest.table.write.load import load
 from ingest.txn import Metastore
 
 OLD = pa.schema([("id", pa.int64()), ("n", pa.int32()), ("value", pa.string())])

@@ -12,8 +12,9 @@ from support import ok_json, three_loads_and_a_delete
 
 import ingest
 from ingest.acid import compact_partition
-from ingest.table import compact, table_status
-from ingest.table._definition import VISIBILITY_PROPERTY
+from ingest.table.core._definition import VISIBILITY_PROPERTY
+from ingest.table.maintain import compact
+from ingest.table.status import table_status
 from ingest.txn import Metastore, default_metastore_url
 
 # More than 2 current deltas ask for a compaction (Hive's ">"); the table has 4.

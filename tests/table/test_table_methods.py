@@ -11,7 +11,7 @@ import pytest
 import ingest
 from ingest.acid import UnverifiedSnapshotWarning
 from ingest.errors import ConfigError, TableNotFoundError
-from ingest.table import create_table
+from ingest.table.write import create_table
 from ingest.txn import METASTORE_FILENAME, Metastore
 
 DDL = "id BIGINT, value STRING"

@@ -12,7 +12,8 @@ import pytest
 import ingest
 from ingest.acid.format import bucket_ids, decode_bucket_property
 from ingest.errors import BadRecordError, ConfigError, CorruptFileError, SchemaMismatchError
-from ingest.table import Table, create_table
+from ingest.table import Table
+from ingest.table.write import create_table
 
 DDL = "id BIGINT, value STRING, v BIGINT"
 
@@ -423,7 +424,7 @@ def test_a_row_id_repeated_in_another_partition_is_not_the_row_compared(
     if not indexed:
         import fsspec
 
-        from ingest.table.key_index import declare_key_columns
+        from ingest.acid.keys.key_index import declare_key_columns
         declare_key_columns(fsspec.filesystem("file"), t.location.removeprefix("file://"),
                             ["v"])
     t.load(pa.table({"id": pa.array([1, 1], pa.int64()), "value": ["y", "x"],

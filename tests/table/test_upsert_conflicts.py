@@ -22,14 +22,15 @@ from ingest.acid.format import bucket_ids
 from ingest.acid.read import ReadView
 from ingest.errors import CommitConflictError
 from ingest.io import storage
-from ingest.table import Table, create_table
-from ingest.table._committed import table_manifest
-from ingest.table._definition import table_compression
-from ingest.table._open import open_table_to_write, table_fs
-from ingest.table._written import Written, commit
-from ingest.table.changes import from_rows
-from ingest.table.keyed import check_keyed_table, resolve
-from ingest.table.upsert import write_changes
+from ingest.records.changes import from_rows
+from ingest.table import Table
+from ingest.table.core._committed import table_manifest
+from ingest.table.core._definition import table_compression
+from ingest.table.core._open import open_table_to_write, table_fs
+from ingest.table.core._written import Written, commit
+from ingest.table.write import create_table
+from ingest.table.write.keyed import check_keyed_table, resolve
+from ingest.table.write.upsert import write_changes
 from ingest.txn import Metastore, default_metastore_url
 
 DDL = "id BIGINT, value STRING"

@@ -12,7 +12,9 @@ import pytest
 
 import ingest
 from ingest.errors import ConfigError
-from ingest.table import Table, compact, create_table
+from ingest.table import Table
+from ingest.table.maintain import compact
+from ingest.table.write import create_table
 
 PROPERTY = "compactorthreshold.ingest.compactor.delete.pct.threshold"
 

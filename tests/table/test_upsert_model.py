@@ -21,7 +21,8 @@ from upsert_model import Copy, Event, Model, by_key, hive_check, key_of, scenari
 
 import ingest
 from ingest.cli import main as cli_main
-from ingest.table import Table, create_table
+from ingest.table import Table
+from ingest.table.write import create_table
 
 DDL = "id BIGINT, value STRING, v BIGINT"
 # No shrinking: a failure prints its whole scenario, and shrinking one costs minutes.

@@ -22,7 +22,7 @@ import pyarrow as pa
 from ingest.acid.format import write_acid_version_file
 from ingest.errors import BadRecordError, IngestError
 from ingest.io import can_append
-from ingest.spark.sink._fields import merge_fields
+from ingest.records import merge_fields
 from ingest.spark.sink._keyed import KEYED_FIELDS, parse_changes_task, write_changes_task
 from ingest.spark.sink._packed import PACK_BUCKET, PACK_PARTITION, PACK_SLOT, PACKED_DDL
 from ingest.spark.sink._results import (
@@ -47,7 +47,7 @@ from ingest.spark.sink._tasks import (
     parse_task,
     write_task,
 )
-from ingest.table import ChangeCounts
+from ingest.table.write import ChangeCounts
 from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:

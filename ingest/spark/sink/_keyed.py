@@ -5,8 +5,8 @@ the key columns Debezium's `before` or the Kafka record key names), whether it d
 op rank (c < r < u < d); a record it cannot read goes to the dead letter with the reason. The
 rows are then shuffled by (partition, bucket), so one task holds every event of its keys (the
 table is bucketed by the key), and the write stage orders them by (Kafka partition, offset),
-keeps the last per key (`ingest.table.resolve`) and writes its buckets' delete and insert
-events with `ingest.table.write_changes`, looking up only those buckets' live ROW__IDs.
+keeps the last per key (`ingest.table.write.resolve`) and writes its buckets' delete and insert
+events with `ingest.table.write.write_changes`, looking up only those buckets' live ROW__IDs.
 Files are hidden staging files, renamed by the driver before its commit (docs/invariants.md,
 8.4), so a retried or speculative attempt never publishes anything. Never talks to the
 metastore.
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ingest.acid.format import bucket_ids
 from ingest.io import storage
-from ingest.spark.sink._parse import parse_json_values
+from ingest.records import OP_RANK, ChangeBatch, parse_json_values, unwrap_debezium
 from ingest.spark.sink._results import (
     ChangesApplied,
     FileWritten,
@@ -52,7 +52,8 @@ from ingest.spark.sink._tasks import (
     new_fields_column,
     parsed_new_fields,
 )
-from ingest.table import OP_RANK, ChangeBatch, Written, resolve, unwrap_debezium, write_changes
+from ingest.table.core import Written
+from ingest.table.write import resolve, write_changes
 
 META_DELETE, META_RANK = "__delete", "__op_rank"
 KEYED_FIELDS = [pa.field(META_DELETE, pa.bool_()), pa.field(META_RANK, pa.int32())]

@@ -17,7 +17,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.spark.sink._fields import FieldSeen
+from ingest.records import FieldSeen
 from ingest.txn import OffsetRange
 
 WriteTarget = Literal["table", "dead_letter"]
@@ -132,7 +132,7 @@ class NewFields:
     """Top-level fields a task's records held that the table has no column for.
 
     Attributes:
-        fields: by name: kinds, records and the first record (`_fields.FieldSeen`).
+        fields: by name: kinds, records and the first record (`ingest.records.FieldSeen`).
         records: how many records held at least one (each counted once).
     """
 

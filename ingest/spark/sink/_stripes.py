@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ingest.acid import BucketFileOptions, encode_piece, piece_encoder
-from ingest.spark.sink._fields import FieldSeen, merge_fields
+from ingest.records import FieldSeen, merge_fields, split_rows
 from ingest.spark.sink._packed import Key, PackKind, from_ipc, packed, to_ipc, unpacked
 from ingest.spark.sink._results import (
     BadRecords,
@@ -38,7 +38,6 @@ from ingest.spark.sink._results import (
     to_arrow,
 )
 from ingest.spark.sink._tasks import TaskPlan, _split_kafka, _TaskWriter
-from ingest.table import split_rows
 
 
 @dataclass

@@ -27,18 +27,21 @@ import pyarrow.compute as pc
 from ingest.acid import BucketFileOptions, BucketWriter, rollback_file, side_file_path
 from ingest.acid.format import bucket_file_name, bucket_ids
 from ingest.io import files, storage
-from ingest.spark.sink._avro import AvroFormat
-from ingest.spark.sink._fields import FieldSeen, merge_fields
-from ingest.spark.sink._newfields import (
+from ingest.records import (
+    AvroFormat,
+    FieldSeen,
+    ParsedValues,
     as_text,
     dead_letters,
     fields_seen,
     from_text,
     holding,
     kept,
+    merge_fields,
+    parse_values,
+    split_rows,
     types_from_text,
 )
-from ingest.spark.sink._parse import ParsedValues
 from ingest.spark.sink._results import (
     BadRecords,
     FileWritten,
@@ -51,8 +54,7 @@ from ingest.spark.sink._results import (
     offsets_read,
     to_arrow,
 )
-from ingest.spark.sink._values import parse_values
-from ingest.table import KeySpec, split_rows
+from ingest.table.write import KeySpec
 
 if TYPE_CHECKING:
     from ingest.acid.read import ReadView
@@ -173,12 +175,12 @@ def known_fields(plan: TaskPlan) -> list[str]:
 def judge_new_fields(plan: TaskPlan, parsed: ParsedValues, batch: pa.RecordBatch
                      ) -> tuple[ParsedValues, NewFields | None]:
     """Apply --on-new-field to the good records holding new top-level fields: dead-letter
-    those the policy says (`_fields.new_field_reason`), and sum up the fields of the records
-    still written (what the driver fails on, adds as columns, or counts). The returned
-    values' `new_by_field` holds just those fields (what META_NEW_FIELDS carries on).
+    those the policy says (`ingest.records.fields.new_field_reason`), and sum up the fields
+    of the records still written (what the driver fails on, adds as columns, or counts). The
+    returned values' `new_by_field` holds just those fields (what META_NEW_FIELDS carries on).
 
-    By field, with arrays (`_newfields`): the reasons are made once per group of records
-    holding the same fields and kinds, not per record.
+    By field, with arrays (`ingest.records.new_fields`): the reasons are made once per group
+    of records holding the same fields and kinds, not per record.
     """
     if not parsed.new_by_field:
         return parsed, None

@@ -47,8 +47,15 @@ from ingest.errors import CommitConflictError, ConfigError, IngestError, SchemaM
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.kafka import check_not_behind
+from ingest.records import (
+    FieldSeen,
+    avro_format,
+    check_writer_schema,
+    column_type,
+    merge_fields,
+    new_columns,
+)
 from ingest.spark.options import SinkOptions
-from ingest.spark.sink._avro import avro_format, check_writer_schema
 from ingest.spark.sink._batch import (
     BatchReport,
     BatchTotals,
@@ -57,7 +64,6 @@ from ingest.spark.sink._batch import (
     remove_staging_leftovers,
     run_tasks,
 )
-from ingest.spark.sink._fields import FieldSeen, column_type, merge_fields, new_columns
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
@@ -65,17 +71,15 @@ from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink._txn_batches import check_transaction_batches
 from ingest.spark.sink.deadletter import dead_letter_location
-from ingest.table import (
-    KeySpec,
-    check_keyed_table,
+from ingest.table import open_table_root, stream_progress
+from ingest.table.core import (
     check_owner,
     check_written_columns,
     evolve_schema,
-    open_table_root,
     remove_aborted_writes,
-    stream_progress,
     write_set,
 )
+from ingest.table.write import KeySpec, check_keyed_table
 from ingest.txn import (
     Metastore,
     MetastoreError,
@@ -711,7 +715,7 @@ def check_keyed_stream(table: TableDefinition, options: SinkOptions,
     """Check that a keyed stream (--mode upsert|cdc) can find its keys in `table`.
 
     Raises:
-        ConfigError: the key does not fit the table (`ingest.table.check_keyed_table`: not
+        ConfigError: the key does not fit the table (`ingest.table.write.check_keyed_table`: not
             bucketed by the key, a partition column outside it, an unknown column), or the
             partition column is computed by a --partition-by expression (a delete's key
             could not name its partition).

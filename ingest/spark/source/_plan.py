@@ -28,7 +28,7 @@ from ingest.acid.predicate import Condition
 from ingest.acid.read import DataFile, ScanTask
 from ingest.errors import ConfigError
 from ingest.io import storage
-from ingest.table import check_snapshot_table, locate_table
+from ingest.table.core import check_snapshot_table, locate_table
 from ingest.txn import Metastore, TableDefinition, normalize_location
 
 # The options the source reads (Spark passes option keys case-insensitively).

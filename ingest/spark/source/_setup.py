@@ -36,7 +36,7 @@ from ingest.spark.source._plan import (
     output_schema,
     pack,
 )
-from ingest.table import pinned_definition
+from ingest.table.core import pinned_definition
 from ingest.txn import READER_HEARTBEAT_S, TableDefinition
 
 

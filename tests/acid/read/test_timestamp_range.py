@@ -18,7 +18,8 @@ import pytest
 from ingest.acid.read.reader import read_table
 from ingest.errors import SchemaMismatchError, UnsupportedFormatError
 from ingest.orc import TimestampPrecisionWarning
-from ingest.table import compact, create_table, load, load_file
+from ingest.table.maintain import compact
+from ingest.table.write import create_table, load, load_file
 from ingest.txn import Metastore, default_metastore_url
 
 WIDE = ["0001-01-01 00:00:00", "1500-06-01", "1677-09-21 00:12:43.145224",
