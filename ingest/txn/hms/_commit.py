@@ -19,6 +19,7 @@ from ingest.txn.hms import _stubs
 from ingest.txn.hms._catalog import find_hive_table
 from ingest.txn.hms._manifest_ops import ManifestOps
 from ingest.txn.hms._progress_ops import ProgressOps
+from ingest.txn.hms._session import Session
 from ingest.txn.hms._states import txn_rows
 from ingest.txn.hms.heartbeat import Heartbeater
 from ingest.txn.hms.manifest import checked
@@ -70,8 +71,14 @@ def _checked_ranges(txn: Transaction, offsets: Iterable[OffsetRange]) -> list[Of
     return ranges
 
 
-class Commits(ProgressOps, ManifestOps):
-    """Write transactions of a `HiveMetastore` (see `Metastore` for the contract)."""
+class Commits:
+    """Write transactions of a `HiveMetastore` (see `Metastore` for the contract). The
+    commit writes the side tables' rows through the progress and manifest parts."""
+
+    def __init__(self, session: Session, progress: ProgressOps, manifest: ManifestOps) -> None:
+        self._s = session
+        self._progress = progress
+        self._manifest = manifest
 
     def open_transaction(
         self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
@@ -80,38 +87,38 @@ class Commits(ProgressOps, ManifestOps):
         """See `Metastore.open_transaction`. Each table is locked as Hive locks it for the
         operation before this returns, all in one lock request: SHARED_READ for INSERT, and
         on `table` for a delete the DELETE lock (`_delete_target`). The tables and their side
-        tables are looked up in one call (`_hive_tables`)."""
-        with self._lock:
-            self._writable("open a transaction")
-            tables = self._hive_tables([table, *also])
+        tables are looked up in one call (`Session.hive_tables`)."""
+        with self._s.lock:
+            self._s.writable("open a transaction")
+            tables = self._s.hive_tables([table, *also])
             names = [t.name for t in tables]
             if len(set(names)) != len(names):
                 raise ConfigError(f"Cannot open a transaction on {names}: a table is repeated")
             txn_id = self._open_txn(agent)
-            opened_at = self._clock()
+            opened_at = self._s.clock()
             try:
-                self._beats[txn_id] = Heartbeater(self.location, txn_id, info=self._conn.info,
-                                                  fresh=True).start()
-                write_ids = {t.name: allocate_write_ids(self._conn, t.name, [txn_id])[txn_id]
+                self._s.beats[txn_id] = Heartbeater(self._s.location, txn_id,
+                                                    info=self._s.conn.info, fresh=True).start()
+                write_ids = {t.name: allocate_write_ids(self._s.conn, t.name, [txn_id])[txn_id]
                              for t in tables}
                 # One lock request for every table: one round trip, granted together.
                 deleting = operation == "delete"
-                lock_all(self._conn, txn_id, [
+                lock_all(self._s.conn, txn_id, [
                     self._delete_target(t) if deleting and i == 0 else LockTarget(t)
                     for i, t in enumerate(tables)], agent=agent)
                 if deleting:
-                    self._delete_locked.add((txn_id, tables[0].name))
+                    self._s.delete_locked.add((txn_id, tables[0].name))
             except BaseException:
-                self._abort_quietly(txn_id)
+                self._s.abort_quietly(txn_id)
                 raise
-            self._tables[txn_id] = {t.name: t for t in tables}
+            self._s.txn_tables[txn_id] = {t.name: t for t in tables}
             first = names[0]
             return Transaction(txn_id, first, write_ids[first], opened_at, agent,
                                tuple((n, write_ids[n]) for n in names[1:]))
 
     def _open_txn(self, agent: str) -> int:
         t = _stubs.ttypes()
-        response = self._conn.call("open_txns", t.OpenTxnRequest(
+        response = self._s.conn.call("open_txns", t.OpenTxnRequest(
             num_txns=1, user=getpass.getuser(), hostname=socket.gethostname(),
             agentInfo=agent or "ingest"))
         return int(response.txn_ids[0])
@@ -120,26 +127,26 @@ class Commits(ProgressOps, ManifestOps):
         self, table: TableRef, count: int, *, agent: str = ""
     ) -> list[Transaction]:
         raise ConfigError(f"Cannot allocate {count} write ids at once on "
-                          f"{table_key(table)[1]} in {self.location}: "
+                          f"{table_key(table)[1]} in {self._s.location}: "
                           f"{TRANSACTION_BATCHES_REFUSED}",
                           hint="open one transaction per delta (--txns-per-delta 1)")
 
     def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
         """See `Metastore.allocate_write_id`. A transaction this object does not hold open is
-        checked with the metastore first (`_require_open`)."""
-        with self._lock:
-            self._writable("allocate a write id")
-            found = self._hive_table(table)
+        checked with the metastore first (`Session.require_open`)."""
+        with self._s.lock:
+            self._s.writable("allocate a write id")
+            found = self._s.hive_table(table)
             if found.name in txn.write_ids:
                 return txn
-            beats = self._beats.get(txn.txn_id)
+            beats = self._s.beats.get(txn.txn_id)
             if beats is None:
-                self._require_open(txn, "allocate a write id in")
+                self._s.require_open(txn, "allocate a write id in")
             else:
                 beats.check()
-            write_id = allocate_write_ids(self._conn, found.name, [txn.txn_id])[txn.txn_id]
-            lock(self._conn, txn.txn_id, found, agent=txn.agent)
-            self._tables.setdefault(txn.txn_id, {})[found.name] = found
+            write_id = allocate_write_ids(self._s.conn, found.name, [txn.txn_id])[txn.txn_id]
+            lock(self._s.conn, txn.txn_id, found, agent=txn.agent)
+            self._s.txn_tables.setdefault(txn.txn_id, {})[found.name] = found
             return Transaction(txn.txn_id, txn.table, txn.write_id, txn.opened_at, txn.agent,
                                (*txn.other_write_ids, (found.name, write_id)))
 
@@ -163,20 +170,20 @@ class Commits(ProgressOps, ManifestOps):
         are not sent). Offsets are also a row (without the sink) of the progress table of
         each other table the transaction writes, so `offset_ranges` finds them there too. A
         transaction this object does not hold open is checked with the metastore first
-        (`_require_open`)."""
+        (`Session.require_open`)."""
         ranges = _checked_ranges(txn, offsets)
-        with self._lock:
-            self._writable(f"commit transaction {txn.txn_id}")
-            if txn.txn_id not in self._beats:
-                self._require_open(txn, "commit")
-            tables = self._tables.get(txn.txn_id) or {
-                n: self._hive_table(n) for n in txn.write_ids}
+        with self._s.lock:
+            self._s.writable(f"commit transaction {txn.txn_id}")
+            if txn.txn_id not in self._s.beats:
+                self._s.require_open(txn, "commit")
+            tables = self._s.txn_tables.get(txn.txn_id) or {
+                n: self._s.hive_table(n) for n in txn.write_ids}
             listed: dict[str, tuple[HiveTable, list[CommittedFile]]] = {}
             for name, entries in (files or {}).items():
                 table = _table_for(tables.values(), name)
                 if table is None:
-                    if find_hive_table(self._conn, name) is None:
-                        raise table_not_found(name, self.location)
+                    if find_hive_table(self._s.conn, name) is None:
+                        raise table_not_found(name, self._s.location)
                     raise ConfigError(f"Cannot commit transaction {txn.txn_id} with files of "
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
                 written = list(entries)
@@ -187,26 +194,27 @@ class Commits(ProgressOps, ManifestOps):
                                                          txn.write_id_for(table.name)))
             target = None
             if sink is not None or ranges:
-                target = tables.get(txn.table) or self._hive_table(txn.table)
-            others = [(tables.get(n) or self._hive_table(n), w) for n, w in txn.other_write_ids
-                      if ranges and not is_side_table(n)]
+                target = tables.get(txn.table) or self._s.hive_table(txn.table)
+            others = [(tables.get(n) or self._s.hive_table(n), w)
+                      for n, w in txn.other_write_ids if ranges and not is_side_table(n)]
             self._write_side_tables(txn, target, sink, ranges, listed, others)
             crash_point("metastore.during_commit")  # a kill here leaves it all uncommitted
-            beats = self._beats.pop(txn.txn_id, None)
+            beats = self._s.beats.pop(txn.txn_id, None)
             if beats is not None:
                 try:
                     beats.check()
                 finally:
                     beats.stop()  # a heartbeat after the commit would find it gone
-            commit_txn(self._conn, txn.txn_id, check_write_set=bool(updated))
-            self._forget_txn(txn.txn_id)
+            commit_txn(self._s.conn, txn.txn_id, check_write_set=bool(updated))
+            self._s.forget_txn(txn.txn_id)
 
     def _delete_target(self, table: HiveTable) -> LockTarget:
         """Hive's lock for DELETE on a full-ACID table: EXCL_WRITE on Hive 4 (its default,
         hive.txn.xlock.write=true: deletes of a table run one at a time, readers and inserts
         go on), SHARED_WRITE on 3.1 (which has no EXCL_WRITE; its commit aborts the later of
         two deletes whose write sets overlap)."""
-        return LockTarget(table, "EXCL_WRITE" if self._conn.info.major >= 4 else "SHARED_WRITE",
+        return LockTarget(table,
+                          "EXCL_WRITE" if self._s.conn.info.major >= 4 else "SHARED_WRITE",
                           "DELETE")
 
     def _lock_for_delete(self, txn_id: int, table: HiveTable, agent: str) -> None:
@@ -216,8 +224,8 @@ class Commits(ProgressOps, ManifestOps):
             CommitConflictError: not granted in time, or the transaction is no longer open.
             MetastoreError: the metastore failed.
         """
-        lock_all(self._conn, txn_id, [self._delete_target(table)], agent=agent)
-        self._delete_locked.add((txn_id, table.name))
+        lock_all(self._s.conn, txn_id, [self._delete_target(table)], agent=agent)
+        self._s.delete_locked.add((txn_id, table.name))
 
     def _write_side_tables(self, txn: Transaction, target: HiveTable | None,
                            sink: SinkProgress | None, ranges: list[OffsetRange],
@@ -248,29 +256,30 @@ class Commits(ProgressOps, ManifestOps):
                     f"{target.name}: it is a hidden side table of ingest, which keeps no "
                     "progress of its own",
                     hint="write the stream into its target table, not into a side table")
-            progress = self._progress_table(target, create=True)
+            progress = self._s.progress_table(target, create=True)
             assert progress is not None
         offsets_of: list[tuple[HiveTable, int]] = []  # (progress table, its table's write id)
         for table, write_id in others:
-            found = self._progress_table(table, create=True)
+            found = self._s.progress_table(table, create=True)
             assert found is not None
             offsets_of.append((found, write_id))
-        manifests = {name: self._manifest_table(listed[name][0]) for name in sorted(listed)}
+        manifests = {name: self._manifest.manifest_table(listed[name][0])
+                     for name in sorted(listed)}
         sides = [*([progress] if progress is not None else []), *(p for p, _ in offsets_of),
                  *manifests.values()]
         if not sides:
             return
-        own = {s.name: allocate_write_ids(self._conn, s.name, [txn.txn_id])[txn.txn_id]
+        own = {s.name: allocate_write_ids(self._s.conn, s.name, [txn.txn_id])[txn.txn_id]
                for s in sides}
-        lock_all(self._conn, txn.txn_id, [LockTarget(s, "EXCLUSIVE", "INSERT") for s in sides],
-                 agent=txn.agent)
+        lock_all(self._s.conn, txn.txn_id,
+                 [LockTarget(s, "EXCLUSIVE", "INSERT") for s in sides], agent=txn.agent)
         # Taken under the lock: every commit of these side tables before ours is in it.
-        ids = snapshots(self._conn, [s.name for s in sides])
+        ids = snapshots(self._s.conn, [s.name for s in sides])
         if progress is not None:
             assert target is not None
             if sink is not None:
-                done = self._committed_write_id(progress, sink.sink_id, sink.batch_id,
-                                                ids=ids[progress.name])
+                done = self._progress.committed_write_id_in(
+                    progress, sink.sink_id, sink.batch_id, ids=ids[progress.name])
                 if done is not None:
                     raise CommitConflictError(
                         f"Cannot commit transaction {txn.txn_id}: micro-batch {sink.batch_id} "
@@ -281,14 +290,15 @@ class Commits(ProgressOps, ManifestOps):
         for table, write_id in offsets_of:
             write_progress(table, own[table.name], None, write_id, ranges)
         for name, table in manifests.items():
-            self._manifest.write_locked(self._conn, table, own[table.name], listed[name][0],
-                                        ids=ids[table.name], record=listed[name][1])
+            self._manifest.manifest.write_locked(
+                self._s.conn, table, own[table.name], listed[name][0], ids=ids[table.name],
+                record=listed[name][1])
 
     def _register_written(self, txn: Transaction, table: HiveTable, paths: list[str], *,
                           update: bool = False) -> None:
         deletes = any(p.split("/")[-2].startswith("delete_delta_") for p in paths if "/" in p)
         operation: Operation = "UPDATE" if update else "DELETE" if deletes else "INSERT"
-        if operation != "INSERT" and (txn.txn_id, table.name) not in self._delete_locked:
+        if operation != "INSERT" and (txn.txn_id, table.name) not in self._s.delete_locked:
             # Late (the writer did not open with operation="delete"), but still before the
             # commit, so the metastore knows the transaction deleted or updated.
             self._lock_for_delete(txn.txn_id, table, txn.agent)
@@ -302,40 +312,40 @@ class Commits(ProgressOps, ManifestOps):
                 raise ConfigError(f"Cannot commit transaction {txn.txn_id}: file {path} of "
                                   f"{table.name} is not in a partition {'/'.join(keys)}")
             values[tuple(p[1] for p in parts if p)] = None
-        names = add_partitions(self._conn, table, [list(v) for v in values])
-        register_partitions(self._conn, txn.txn_id, txn.write_id_for(table.name), table, names,
-                            operation=operation)
+        names = add_partitions(self._s.conn, table, [list(v) for v in values])
+        register_partitions(self._s.conn, txn.txn_id, txn.write_id_for(table.name), table,
+                            names, operation=operation)
 
     def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
         """See `Metastore.abort`; the metastore keeps no reason."""
-        with self._lock:
-            beats = self._beats.pop(txn.txn_id, None)
+        with self._s.lock:
+            beats = self._s.beats.pop(txn.txn_id, None)
             if beats is not None:
                 beats.stop()
-            self._forget_txn(txn.txn_id)
-            self._abort(txn.txn_id)
+            self._s.forget_txn(txn.txn_id)
+            self._s.abort(txn.txn_id)
 
     def heartbeat(self, txn: Transaction) -> None:
-        with self._lock:
-            result = heartbeat(self._conn, txn.txn_id, txn.txn_id)
+        with self._s.lock:
+            result = heartbeat(self._s.conn, txn.txn_id, txn.txn_id)
         if not result.ok:
             raise CommitConflictError(
                 f"Transaction {txn.txn_id} is no longer open in the Hive Metastore at "
-                f"{self.location} ({'aborted' if result.aborted else 'unknown there'})",
+                f"{self._s.location} ({'aborted' if result.aborted else 'unknown there'})",
                 hint="it was aborted, probably after hive.txn.timeout without a heartbeat")
 
     def abort_timed_out(self, timeout_s: float) -> list[Transaction]:
         """See `Metastore.abort_timed_out`; the transactions returned name no table (the
         metastore aborts silent ones by itself after `hive.txn.timeout` too)."""
-        with self._lock:
-            self._writable("abort timed-out transactions")
-            _, rows = txn_rows(self._conn)
-            now = self._clock()
+        with self._s.lock:
+            self._s.writable("abort timed-out transactions")
+            _, rows = txn_rows(self._s.conn)
+            now = self._s.clock()
             out = []
             for row in rows:
                 if row.state == "open" and now - row.heartbeat_at > timeout_s:
                     try:
-                        self._abort(row.txn_id)
+                        self._s.abort(row.txn_id)
                     except CommitConflictError:
                         continue  # it finished meanwhile
                     out.append(Transaction(row.txn_id, "", 0, row.opened_at, row.agent))

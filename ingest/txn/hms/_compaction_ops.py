@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ingest.errors import CommitConflictError
-from ingest.txn.hms._base import HmsBase
+from ingest.txn.hms._session import Session
 from ingest.txn.hms.compactions import (
     ParameterHistory,
     QueueHistory,
@@ -37,14 +37,21 @@ def _dead_compactor(txns: Txns, record: dict[str, Any], now: float, stale_after_
     return None
 
 
-class CompactionOps(HmsBase):
-    """Compactions of a `HiveMetastore` (see `Metastore` for the contract)."""
+class CompactionOps:
+    """Compactions of a `HiveMetastore` (see `Metastore` for the contract), and the readers
+    the cleaner waits for."""
+
+    def __init__(self, session: Session) -> None:
+        self._s = session
+        self._queue: QueueHistory | None = None
+        self._params: ParameterHistory | None = None
+        self._compacting: dict[int, tuple[str, str]] = {}  # compaction -> (table, partition)
 
     def _history(self) -> tuple[QueueHistory | None, ParameterHistory]:
-        if self._queue is None and self._conn.info.major >= 4:
-            self._queue = QueueHistory(self._conn)
+        if self._queue is None and self._s.conn.info.major >= 4:
+            self._queue = QueueHistory(self._s.conn)
         if self._params is None:
-            self._params = ParameterHistory(self._conn, self.location)
+            self._params = ParameterHistory(self._s.conn, self._s.location)
         return self._queue, self._params
 
     def begin_compaction(self, table: TableRef, partition: str, kind: str, *, agent: str,
@@ -54,15 +61,15 @@ class CompactionOps(HmsBase):
         COMPACTIONS) with a COMPACTION transaction; on Hive 3 a record in the table parameter
         `ingest_compactions` (`ingest.txn.hms.compactions`)."""
         check_kind(kind)
-        with self._lock:
-            self._writable("compact")
-            found = self._hive_table(table)
+        with self._s.lock:
+            self._s.writable("compact")
+            found = self._s.hive_table(table)
             queue, params = self._history()
-            txns = Txns.read(self._conn)
-            now = self._clock()
+            txns = Txns.read(self._s.conn)
+            now = self._s.clock()
             if queue is not None:
                 queue.take_over_dead(found, partition, txns, stale_after_s=stale_after_s,
-                                     now=now, is_alive=is_alive, abort=self._abort_quietly)
+                                     now=now, is_alive=is_alive, abort=self._s.abort_quietly)
             else:
                 for r in params.working(found.name, partition):
                     why = _dead_compactor(txns, r, now, stale_after_s, is_alive)
@@ -73,11 +80,12 @@ class CompactionOps(HmsBase):
                             f"{r.get('agent') or '?'}) is still working on it",
                             hint="wait for it to finish; a compactor silent for "
                                  f"{stale_after_s:g} s is taken over")
-                    self._abort_quietly(r["txn"])
+                    self._s.abort_quietly(r["txn"])
                     params.set_state(found.name, partition, r["id"], state="failed",
                                      finished=now, error=why)
-            txn_id = open_compactor_txn(self._conn, agent)
-            self._beats[txn_id] = Heartbeater(self.location, txn_id, info=self._conn.info).start()
+            txn_id = open_compactor_txn(self._s.conn, agent)
+            self._s.beats[txn_id] = Heartbeater(self._s.location, txn_id,
+                                                info=self._s.conn.info).start()
             try:
                 if queue is not None:
                     cid = queue.begin(found, partition, kind, txn_id, agent)
@@ -87,7 +95,7 @@ class CompactionOps(HmsBase):
                         "id": cid, "txn": txn_id, "kind": kind, "state": "working",
                         "agent": agent, "started": now})
             except BaseException:
-                self._abort_quietly(txn_id)
+                self._s.abort_quietly(txn_id)
                 raise
             self._compacting[cid] = (found.name, partition)
             return cid, Transaction(txn_id, found.name, 0, now, agent)
@@ -97,16 +105,16 @@ class CompactionOps(HmsBase):
         if where is None:
             raise CommitConflictError(
                 f"Cannot record compaction {compaction_id} (transaction {txn.txn_id}): this "
-                f"connection to {self.location} did not begin it",
+                f"connection to {self._s.location} did not begin it",
                 hint="a compaction is recorded by the process that began it")
-        return self._hive_table(where[0]), where[1]
+        return self._s.hive_table(where[0]), where[1]
 
     def finish_compaction(self, compaction_id: int, txn: Transaction, *, highest_write_id: int,
                           rows: int, inputs: Sequence[str], outputs: Sequence[str]) -> None:
         """See `Metastore.finish_compaction`: Hive 4 marks the queued compaction compacted,
         then commits its transaction (Hive's Worker order; the commit records
         CQ_NEXT_TXN_ID); Hive 3 commits, then records the history."""
-        with self._lock:
+        with self._s.lock:
             found, partition = self._compaction(compaction_id, txn)
             queue, params = self._history()
             gone = CommitConflictError(
@@ -123,20 +131,20 @@ class CompactionOps(HmsBase):
             elif not any(r["id"] == compaction_id
                          for r in params.working(found.name, partition)):
                 raise gone
-            beats = self._beats.pop(txn.txn_id, None)
+            beats = self._s.beats.pop(txn.txn_id, None)
             if beats is not None:
                 try:
                     beats.check()
                 finally:
                     beats.stop()
-            commit_txn(self._conn, txn.txn_id)
+            commit_txn(self._s.conn, txn.txn_id)
             self._compacting.pop(compaction_id, None)
             if queue is None:
                 params.set_state(found.name, partition, compaction_id,
-                                 state="ready for cleaning", finished=self._clock(),
+                                 state="ready for cleaning", finished=self._s.clock(),
                                  hwm=highest_write_id, rows=rows, inputs=list(inputs),
                                  outputs=list(outputs),
-                                 next_txn=txn_snapshot(self._conn).high_watermark)
+                                 next_txn=txn_snapshot(self._s.conn).high_watermark)
 
     def fail_compaction(self, compaction_id: int, txn: Transaction, error: str) -> None:
         self._end_compaction(compaction_id, txn, "failed", error)
@@ -146,7 +154,7 @@ class CompactionOps(HmsBase):
 
     def _end_compaction(self, compaction_id: int, txn: Transaction, how: str,
                         error: str | None) -> None:
-        with self._lock:
+        with self._s.lock:
             try:
                 found, partition = self._compaction(compaction_id, txn)
                 queue, params = self._history()
@@ -158,17 +166,17 @@ class CompactionOps(HmsBase):
                     params.remove(found.name, partition, compaction_id)
                 else:
                     params.set_state(found.name, partition, compaction_id, state="failed",
-                                     finished=self._clock(), error=error)
+                                     finished=self._s.clock(), error=error)
             finally:
                 self._compacting.pop(compaction_id, None)
-                self._abort_quietly(txn.txn_id)
+                self._s.abort_quietly(txn.txn_id)
 
     def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
         """From the metastore's transactions: a `_vT` directory (Hive 4's compactor output)
         is visible once T committed, i.e. T is allocated and neither open nor aborted."""
-        with self._lock:
-            self._hive_table(table)
-            txns = txn_snapshot(self._conn)
+        with self._s.lock:
+            self._s.hive_table(table)
+            txns = txn_snapshot(self._s.conn)
         return CompactorVisibility(txns.high_watermark,
                                    frozenset(txns.open_txns) | frozenset(txns.aborted_txns),
                                    frozenset(txns.aborted_txns))
@@ -176,10 +184,10 @@ class CompactionOps(HmsBase):
     def compactions(self, table: TableRef) -> list[CompactionInfo]:
         """See `Metastore.compactions`: Hive 4's SHOW COMPACTIONS for the table (Hive's own
         compactions too; ingest's "nothing to compact" left out), or the Hive 3 record."""
-        with self._lock:
-            found = self._hive_table(table)
+        with self._s.lock:
+            found = self._s.hive_table(table)
             queue, params = self._history()
-            txns = Txns.read(self._conn)
+            txns = Txns.read(self._s.conn)
             if queue is not None:
                 return queue.history(found, txns)
             return params.history(found.name, txns)
@@ -194,13 +202,13 @@ class CompactionOps(HmsBase):
         ids = list(compaction_ids)
         if not ids:
             return
-        with self._lock:
-            self._writable("record cleaned compactions")
+        with self._s.lock:
+            self._s.writable("record cleaned compactions")
             queue, params = self._history()
             if queue is not None:
                 queue.mark_cleaned(ids)
             else:
-                params.mark_cleaned(ids, self._clock())
+                params.mark_cleaned(ids, self._s.clock())
 
     def live_readers(self, table: TableRef, *, timeout_s: float) -> list[ReaderInfo]:
         """See `Metastore.live_readers`. The metastore registers no leases here; what stands
@@ -208,10 +216,10 @@ class CompactionOps(HmsBase):
         reads inside one), as a reader whose `min_open_txn` is its txn id, and every lock on
         the table held outside a transaction (`min_open_txn` 0: older than any compaction).
         The server times transactions out itself, so `timeout_s` is not used."""
-        with self._lock:
-            found = self._hive_table(table)
-            txns = Txns.read(self._conn)
-            locks = table_locks(self._conn, found)
+        with self._s.lock:
+            found = self._s.hive_table(table)
+            txns = Txns.read(self._s.conn)
+            locks = table_locks(self._s.conn, found)
         out = [ReaderInfo(r.txn_id, found.name, r.agent or "?", r.txn_id, r.opened_at,
                           r.heartbeat_at) for r in txns.rows.values() if r.state == "open"]
         out += [ReaderInfo(-lk.lockid, found.name, f"lock {lk.lockid} of {lk.user}@"

@@ -1,5 +1,6 @@
-"""`HiveMetastore`'s committed-file manifest outside a commit: read it, record a compaction's
-outputs, forget what the cleaner removed, each in a transaction of its own (`manifest.py`).
+"""`HiveMetastore`'s committed-file manifest: read it, record a compaction's outputs, forget
+what the cleaner removed, each in a transaction of its own (`manifest.py`); and each target's
+manifest table, which the commit writes inside its own transaction.
 """
 
 from __future__ import annotations
@@ -9,15 +10,23 @@ import socket
 from collections.abc import Iterable
 
 from ingest.acid.format import CommittedFile
-from ingest.txn.hms._base import HmsBase
-from ingest.txn.hms.manifest import own_transaction
+from ingest.txn.hms._session import Session
+from ingest.txn.hms.manifest import HmsManifest, own_transaction
 from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.tables import HiveTable
 from ingest.txn.model import TableRef
 
 
-class ManifestOps(HmsBase):
-    """The committed-file manifest of a `HiveMetastore` (see `Metastore`)."""
+class ManifestOps:
+    """The committed-file manifest of a `HiveMetastore` (see `Metastore`).
+
+    Attributes:
+        manifest: the manifest tables' reader and writer (`manifest.py`).
+    """
+
+    def __init__(self, session: Session) -> None:
+        self._s = session
+        self.manifest = HmsManifest(session.location)
 
     def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
         """See `Metastore.committed_files`: the committed snapshot of the table's manifest
@@ -28,11 +37,12 @@ class ManifestOps(HmsBase):
             CorruptFileError: a committed delta of the manifest table does not read.
             MetastoreError: the metastore failed.
         """
-        with self._lock:
-            found = self._read_retrying(lambda: self._hive_table(table))
+        s = self._s
+        with s.lock:
+            found = s.read_retrying(lambda: s.hive_table(table))
             if is_side_table(found.name):
                 return {}  # side tables keep no manifest (no side tables of side tables)
-            return self._read_retrying(lambda: self._manifest.entries(self._conn, found))
+            return s.read_retrying(lambda: self.manifest.entries(s.conn, found))
 
     def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
         """See `Metastore.record_committed_files`: in a transaction of its own. Nothing is
@@ -41,38 +51,41 @@ class ManifestOps(HmsBase):
         entries = list(files)
         if not entries:
             return
-        with self._lock:
-            self._writable("record committed files")
-            found = self._hive_table(table)
+        s = self._s
+        with s.lock:
+            s.writable("record committed files")
+            found = s.hive_table(table)
             if is_side_table(found.name):
                 return
             agent = _manifest_agent()
-            with own_transaction(self._conn, agent=agent) as txn_id:
-                self._manifest.write(self._conn, txn_id, found, record=entries, agent=agent)
+            with own_transaction(s.conn, agent=agent) as txn_id:
+                self.manifest.write(s.conn, txn_id, found, record=entries, agent=agent)
 
     def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
         """See `Metastore.forget_committed_files`: in a transaction of its own, none when
         no path is listed (always for a side table, which keeps no manifest)."""
         wanted = list(paths)
         forgotten = 0
-        with self._lock:
-            self._writable("forget committed files")
-            found = self._hive_table(table)
+        s = self._s
+        with s.lock:
+            s.writable("forget committed files")
+            found = s.hive_table(table)
             if is_side_table(found.name) or not set(wanted) & set(
-                    self._manifest.entries(self._conn, found)):
+                    self.manifest.entries(s.conn, found)):
                 return 0
             agent = _manifest_agent()
-            with own_transaction(self._conn, agent=agent) as txn_id:
-                forgotten = self._manifest.write(self._conn, txn_id, found, forget=wanted,
-                                                 agent=agent)
+            with own_transaction(s.conn, agent=agent) as txn_id:
+                forgotten = self.manifest.write(s.conn, txn_id, found, forget=wanted,
+                                                agent=agent)
         return forgotten
 
-    def _manifest_table(self, target: HiveTable) -> HiveTable:
+    def manifest_table(self, target: HiveTable) -> HiveTable:
         """The target's manifest table (registered first when missing), looked up once per
-        target (forgotten when this object drops the target)."""
-        found = self._manifest_tables.get(target.name)
+        target (forgotten when the session drops the target)."""
+        s = self._s
+        found = s.manifest_tables.get(target.name)
         if found is None:
-            found = self._manifest_tables[target.name] = self._manifest.table(self._conn, target)
+            found = s.manifest_tables[target.name] = self.manifest.table(s.conn, target)
         return found
 
 

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from ingest.acid import ValidWriteIdList
 from ingest.errors import ConfigError
-from ingest.txn.hms._base import HmsBase
-from ingest.txn.hms.progress import ProgressRow
+from ingest.txn.hms._session import Session
+from ingest.txn.hms.progress import ProgressCache, ProgressRow
 from ingest.txn.hms.tables import HiveTable
 from ingest.txn.hms.txns import snapshot
 from ingest.txn.model import OffsetRange, TableRef
 
 
-class ProgressOps(HmsBase):
-    """Sink progress of a `HiveMetastore` (see `Metastore` for the contract)."""
+class ProgressOps:
+    """Sink progress of a `HiveMetastore` (see `Metastore` for the contract); the commit
+    checks a micro-batch against it too (`committed_write_id_in`)."""
+
+    def __init__(self, session: Session) -> None:
+        self._s = session
+        self._cache = ProgressCache()
 
     def committed_write_id(self, sink_id: str, batch_id: int, *,
                            table: TableRef | None = None) -> int | None:
@@ -27,12 +32,13 @@ class ProgressOps(HmsBase):
             TableNotFoundError: the target table is not in the metastore.
             MetastoreError: the metastore failed.
         """
-        with self._lock:
+        s = self._s
+        with s.lock:
             progress = self._progress_of(sink_id, table)
             if progress is None:
                 return None
-            return self._read_retrying(
-                lambda: self._committed_write_id(progress, sink_id, batch_id))
+            return s.read_retrying(
+                lambda: self.committed_write_id_in(progress, sink_id, batch_id))
 
     def last_committed_batch(self, sink_id: str, *,
                              table: TableRef | None = None) -> int | None:
@@ -43,24 +49,27 @@ class ProgressOps(HmsBase):
             TableNotFoundError: the target table is not in the metastore.
             MetastoreError: the metastore failed.
         """
-        with self._lock:
+        s = self._s
+        with s.lock:
             progress = self._progress_of(sink_id, table)
             if progress is None:
                 return None
-            rows = self._read_retrying(lambda: self._progress_rows(progress))
+            rows = s.read_retrying(lambda: self._rows(progress))
         batches = [r.batch_id for r in rows if r.sink_id == sink_id and r.batch_id is not None]
         return max(batches, default=None)
 
     def _progress_of(self, sink_id: str, table: TableRef | None) -> HiveTable | None:
         """The progress table of the sink's target table, or None before its first commit."""
-        return self._read_retrying(lambda: self._progress_table(
+        s = self._s
+        return s.read_retrying(lambda: s.progress_table(
             self._sink_target(sink_id, table), create=False))
 
     def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
         """See `Metastore.offset_ranges`: the ranges of the table's progress rows."""
-        with self._lock:
-            progress = self._progress_table(self._hive_table(table), create=False)
-            rows = [] if progress is None else self._progress_rows(progress)
+        s = self._s
+        with s.lock:
+            progress = s.progress_table(s.hive_table(table), create=False)
+            rows = [] if progress is None else self._rows(progress)
         out = [(r.write_id, o) for r in rows for o in r.offsets]
         return sorted(out, key=lambda x: (x[0], x[1].topic, x[1].partition))
 
@@ -70,19 +79,21 @@ class ProgressOps(HmsBase):
             if "." not in named:
                 raise ConfigError(
                     f"Cannot read the progress of sink {sink_id!r} in the Hive Metastore at "
-                    f"{self.location}: progress is kept per table there, and neither the call "
-                    "nor the sink id (expected '<db.table>@...') names the table",
+                    f"{self._s.location}: progress is kept per table there, and neither the "
+                    "call nor the sink id (expected '<db.table>@...') names the table",
                     hint="pass table= to committed_write_id / last_committed_batch")
             table = named
-        return self._hive_table(table)
+        return self._s.hive_table(table)
 
-    def _progress_rows(self, progress: HiveTable) -> list[ProgressRow]:
-        return self._progress.rows(progress, snapshot(self._conn, progress.name))
+    def _rows(self, progress: HiveTable) -> list[ProgressRow]:
+        return self._cache.rows(progress, snapshot(self._s.conn, progress.name))
 
-    def _committed_write_id(self, progress: HiveTable, sink_id: str, batch_id: int, *,
-                            ids: ValidWriteIdList | None = None) -> int | None:
-        rows = (self._progress_rows(progress) if ids is None
-                else self._progress.rows(progress, ids))
+    def committed_write_id_in(self, progress: HiveTable, sink_id: str, batch_id: int, *,
+                              ids: ValidWriteIdList | None = None) -> int | None:
+        """The write id that committed the sink's micro-batch, read from the progress table
+        `progress` at its committed snapshot now, or at `ids` (the commit's own, taken under
+        its lock); None when it is not there."""
+        rows = self._rows(progress) if ids is None else self._cache.rows(progress, ids)
         found = [r.write_id for r in rows if r.sink_id == sink_id and r.batch_id == batch_id]
         return found[0] if found else None
 

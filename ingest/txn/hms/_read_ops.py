@@ -9,8 +9,8 @@ from contextlib import AbstractContextManager, contextmanager
 
 from ingest.acid import ValidWriteIdList
 from ingest.errors import MetastoreError
-from ingest.txn.hms._base import HmsBase
 from ingest.txn.hms._catalog import all_tables
+from ingest.txn.hms._session import Session
 from ingest.txn.hms._states import table_transactions, write_id_of, write_id_states
 from ingest.txn.hms.leases import begin_read, end_read, holding, renew_read
 from ingest.txn.hms.side import is_side_table
@@ -19,27 +19,31 @@ from ingest.txn.metastore import READER_HEARTBEAT_S
 from ingest.txn.model import TXN_STATES, TableRef, TransactionInfo, TxnState
 
 
-class ReadOps(HmsBase):
+class ReadOps:
     """Snapshots and reader leases of a `HiveMetastore` (see `Metastore`)."""
 
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
     def snapshot(self, table: TableRef) -> ValidWriteIdList:
-        with self._lock:
-            return self._read_retrying(
-                lambda: snapshot(self._conn, self._hive_table(table).name))
+        s = self._s
+        with s.lock:
+            return s.read_retrying(lambda: snapshot(s.conn, s.hive_table(table).name))
 
     @contextmanager
     def _leased(self, table: TableRef, agent: str, heartbeat_s: float,
                 keep_lease: bool) -> Iterator[tuple[int | None, ValidWriteIdList]]:
-        if not self._leases:
+        s = self._s
+        if not s.leases:
             yield None, self.snapshot(table)
             return
-        with self._lock:
-            found = self._hive_table(table)
-            reader_id, taken = begin_read(self._conn, found, agent=agent)
+        with s.lock:
+            found = s.hive_table(table)
+            reader_id, taken = begin_read(s.conn, found, agent=agent)
             # Within the server's time-out whatever the caller asks: it aborts silent ones.
-            interval_s = min(heartbeat_s, self._conn.info.heartbeat_interval_s)
-        with holding(self._connection.uri, reader_id, interval_s=interval_s, keep=keep_lease,
-                     end=self.end_reader, info=self._connection.info):
+            interval_s = min(heartbeat_s, s.conn.info.heartbeat_interval_s)
+        with holding(s.current.uri, reader_id, interval_s=interval_s, keep=keep_lease,
+                     end=self.end_reader, info=s.current.info):
             yield reader_id, taken
 
     def leased_snapshot(
@@ -62,20 +66,22 @@ class ReadOps(HmsBase):
 
     def heartbeat_reader(self, reader_id: int) -> bool:
         """See `Metastore.heartbeat_reader`: heartbeats the read transaction."""
-        if not self._leases:
-            self._writable(f"renew reader lease {reader_id}")
-        with self._lock:
-            return renew_read(self._conn, reader_id)
+        s = self._s
+        if not s.leases:
+            s.writable(f"renew reader lease {reader_id}")
+        with s.lock:
+            return renew_read(s.conn, reader_id)
 
     def end_reader(self, reader_id: int) -> None:
         """See `Metastore.end_reader`: commits the read transaction, releasing its lock."""
-        with self._lock:
+        s = self._s
+        with s.lock:
             try:
-                conn = self._conn
+                conn = s.conn
             except MetastoreError:
                 conn = None
             if conn is not None:
-                end_read(conn, reader_id, location=self.location)
+                end_read(conn, reader_id, location=s.location)
 
     def transactions(
         self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
@@ -83,11 +89,12 @@ class ReadOps(HmsBase):
         """See `Metastore.transactions`. Committed write ids come with txn id 0: the
         metastore does not say which transaction wrote them."""
         wanted = tuple(states)
-        with self._lock:
-            names = ([self._hive_table(table).name] if table is not None
-                     else [t.name for t in all_tables(self._conn)
+        s = self._s
+        with s.lock:
+            names = ([s.hive_table(table).name] if table is not None
+                     else [t.name for t in all_tables(s.conn)
                            if t.full_acid_problem() is None and not is_side_table(t.name)])
-            return table_transactions(self._conn, names, wanted)
+            return table_transactions(s.conn, names, wanted)
 
     def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
         return write_id_states(self.snapshot(table))
@@ -99,9 +106,10 @@ class ReadOps(HmsBase):
             TableNotFoundError: no such table.
             MetastoreError: the metastore failed.
         """
-        with self._lock:
-            name = self._hive_table(table).name
-            return write_id_of(self._conn, name, txn_id, txn_snapshot(self._conn).high_watermark)
+        s = self._s
+        with s.lock:
+            name = s.hive_table(table).name
+            return write_id_of(s.conn, name, txn_id, txn_snapshot(s.conn).high_watermark)
 
 
 __all__ = ["ReadOps"]

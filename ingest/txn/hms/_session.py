@@ -1,7 +1,8 @@
-"""The shared state of `HiveMetastore`: its connection (replaced when the server dropped it),
-its caches, and the table lookups and aborts every part of it uses. The parts are mixins in
-`_table_ops.py`, `_commit.py`, `_progress_ops.py`, `_manifest_ops.py`, `_read_ops.py` and
-`_compaction_ops.py`; `metastore.py` puts them together.
+"""One `HiveMetastore`'s session with the server, shared by all its parts: the connection
+(replaced when the server dropped it), the lock that makes its calls one at a time, the
+transactions it holds open (their heartbeats, the tables they write), the side-table caches,
+and the table lookups and aborts every part uses. The Hive Metastore's counterpart of the
+SQL backend's `Database` (`ingest.txn.sql._database`).
 """
 
 from __future__ import annotations
@@ -9,33 +10,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Self, TypeVar
+from typing import TypeVar
 
 from ingest.errors import CommitConflictError, MetastoreError
 from ingest.txn.hms import _stubs
 from ingest.txn.hms._catalog import find_hive_table
 from ingest.txn.hms._states import txn_rows
-from ingest.txn.hms.compactions import ParameterHistory, QueueHistory
 from ingest.txn.hms.connection import HmsConnection, connect
 from ingest.txn.hms.heartbeat import Heartbeater
-from ingest.txn.hms.manifest import MANIFEST, HmsManifest
-from ingest.txn.hms.progress import (
-    PROGRESS,
-    ProgressCache,
-    ensure_progress_table,
-    find_progress_table,
-)
+from ingest.txn.hms.manifest import MANIFEST
+from ingest.txn.hms.progress import PROGRESS, ensure_progress_table, find_progress_table
 from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.tables import HiveTable, get_tables
-from ingest.txn.metastore import Metastore
-from ingest.txn.model import (
-    MetastoreCapabilities,
-    TableRef,
-    Transaction,
-    TxnState,
-    table_key,
-    table_not_found,
-)
+from ingest.txn.model import TableRef, Transaction, TxnState, table_key, table_not_found
 
 _T = TypeVar("_T")
 
@@ -43,42 +30,53 @@ RECONNECT_S = 15.0
 """How long a dropped connection is retried (with growing pauses) before a call fails."""
 
 
-class HmsBase(Metastore):
-    """The connection, caches and lookups of a `HiveMetastore` (see there)."""
+class Session:
+    """The connection, lock, open transactions, caches and lookups of one `HiveMetastore`.
+
+    Attributes:
+        location: how messages name the metastore (its `thrift://` URI).
+        read_only: opened read-only (`writable` refuses writes).
+        leases: reads take leases (read transactions).
+        clock: seconds since the epoch, for the times recorded.
+        lock: held by every call of every part, so one connection serves threads in turn.
+        beats: txn id -> the heartbeat of each transaction this session holds open.
+        txn_tables: txn id -> the tables it writes, by name.
+        delete_locked: (txn id, table name) pairs holding Hive's lock for DELETE.
+        progress_tables: target name -> its progress table.
+        manifest_tables: target name -> its manifest table.
+    """
 
     reconnect_s = RECONNECT_S
 
-    def __init__(self, conn: HmsConnection, *, url: str, read_only: bool,
+    def __init__(self, conn: HmsConnection, *, read_only: bool,
                  clock: Callable[[], float], leases: bool | None = None) -> None:
-        """Wrap an open connection; use `Metastore.open` instead. `leases`: whether reads
-        take leases (default: unless `read_only`)."""
-        super().__init__(url=url, location=conn.uri)
+        """Hold an open connection. `leases`: whether reads take leases (default: unless
+        `read_only`)."""
+        self.location = conn.uri
         self._connection = conn
         self._closed = False
-        self._progress = ProgressCache()
-        self._manifest = HmsManifest(conn.uri)
-        self._leases = not read_only if leases is None else leases
-        self._progress_tables: dict[str, HiveTable] = {}  # target name -> its progress table
-        self._manifest_tables: dict[str, HiveTable] = {}  # target name -> its manifest table
-        self._read_only = read_only
-        self._clock = clock
-        self._lock = threading.RLock()
-        self._beats: dict[int, Heartbeater] = {}
-        self._tables: dict[int, dict[str, HiveTable]] = {}  # txn id -> tables it writes
-        self._queue: QueueHistory | None = None
-        self._params: ParameterHistory | None = None
-        self._compacting: dict[int, tuple[str, str]] = {}  # compaction -> (table, partition)
-        self._delete_locked: set[tuple[int, str]] = set()  # (txn id, table) holding DELETE
+        self.leases = not read_only if leases is None else leases
+        self.progress_tables: dict[str, HiveTable] = {}
+        self.manifest_tables: dict[str, HiveTable] = {}
+        self.read_only = read_only
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.beats: dict[int, Heartbeater] = {}
+        self.txn_tables: dict[int, dict[str, HiveTable]] = {}
+        self.delete_locked: set[tuple[int, str]] = set()
+
+    # -- the connection ---------------------------------------------------------------------
 
     @property
-    def server_version(self) -> str:
-        return self._conn.info.version
-
-    @property
-    def _conn(self) -> HmsConnection:
+    def conn(self) -> HmsConnection:
         """The connection; one the server dropped is replaced first (`_reconnect`)."""
         if self._connection.broken and not self._closed:
             self._connection = self._reconnect(self._connection)
+        return self._connection
+
+    @property
+    def current(self) -> HmsConnection:
+        """The connection as it is, not replaced when broken (for its URI and server info)."""
         return self._connection
 
     def _reconnect(self, lost: HmsConnection) -> HmsConnection:
@@ -106,7 +104,7 @@ class HmsBase(Metastore):
                 time.sleep(min(pause, left))
                 pause *= 2
 
-    def _read_retrying(self, read: Callable[[], _T]) -> _T:
+    def read_retrying(self, read: Callable[[], _T]) -> _T:
         """Run a read; if the connection broke under it, run it once more on a new one."""
         try:
             return read()
@@ -115,54 +113,44 @@ class HmsBase(Metastore):
                 raise
             return read()
 
-    @classmethod
-    def _connect(cls, url: str, *, create: bool, read_only: bool, busy_timeout_s: float,
-                 clock: Callable[[], float]) -> Self:
-        """Connect (the server always exists: `create` changes nothing); `busy_timeout_s`
-        bounds how long a lock is waited for."""
-        return cls(connect(url), url=url, read_only=read_only, clock=clock)
-
-    @classmethod
-    def _connect_for_reading(cls, url: str) -> Self:
-        """A connection that writes nothing but its reads' leases (read transactions)."""
-        return cls(connect(url), url=url, read_only=True, clock=time.time, leases=True)
-
     def close(self) -> None:
-        with self._lock:
+        """Stop the heartbeats of the transactions held open and close the connection."""
+        with self.lock:
             self._closed = True
-            for beats in self._beats.values():
+            for beats in self.beats.values():
                 beats.stop()
-            self._beats.clear()
+            self.beats.clear()
             self._connection.close()
 
-    @property
-    def capabilities(self) -> MetastoreCapabilities:
-        return MetastoreCapabilities(committed_files=True, reader_leases=self._leases,
-                                     compaction_history=True,
-                                     visibility_suffix=self._conn.info.major >= 4)
+    def writable(self, action: str) -> None:
+        """Refuse to `action` when opened read-only.
 
-    def _writable(self, action: str) -> None:
-        if self._read_only:
+        Raises:
+            MetastoreError: the session is read-only.
+        """
+        if self.read_only:
             raise MetastoreError(f"Cannot {action}: the Hive Metastore at {self.location} was "
                                  "opened read-only", location=self.location)
 
-    def _hive_table(self, table: TableRef) -> HiveTable:
+    # -- table lookups ------------------------------------------------------------------------
+
+    def hive_table(self, table: TableRef) -> HiveTable:
         """The full-ACID Hive table `table` names.
 
         Raises:
             TableNotFoundError: no such table.
             UnsupportedFormatError: it is not full-ACID ORC.
         """
-        found = find_hive_table(self._conn, table)
+        found = find_hive_table(self.conn, table)
         if found is None:
             raise table_not_found(table, self.location)
         found.require_full_acid(self.location)
         return found
 
-    def _hive_tables(self, refs: Sequence[TableRef]) -> list[HiveTable]:
+    def hive_tables(self, refs: Sequence[TableRef]) -> list[HiveTable]:
         """The full-ACID Hive tables `refs` name, in order. Named tables are looked up with
         their side tables in one call per database (`get_tables`), which also refreshes
-        what this object knows of the side tables (the commit writes them; one that is not
+        what this session knows of the side tables (the commit writes them; one that is not
         full-ACID is left to the commit's own lookup, which refuses it).
 
         Raises:
@@ -172,42 +160,45 @@ class HmsBase(Metastore):
         """
         keys = [table_key(r) for r in refs]
         if any(what != "name" for what, _ in keys):
-            return [self._hive_table(r) for r in refs]
+            return [self.hive_table(r) for r in refs]
         names = [name for _, name in keys]
         targets = [n for n in names if not is_side_table(n)]
         sides = {n: (PROGRESS.name(n), MANIFEST.name(n)) for n in targets}
-        found = get_tables(self._conn, [*names, *(x for pair in sides.values() for x in pair)])
+        found = get_tables(self.conn, [*names, *(x for pair in sides.values() for x in pair)])
         for ref, name in zip(refs, names, strict=True):
             if name not in found:
                 raise table_not_found(ref, self.location)
             found[name].require_full_acid(self.location)
         for n, (progress, manifest) in sides.items():
             target = found[n].name  # the caches' key: the metastore's (lower-case) name
-            for cache, side in ((self._progress_tables, progress),
-                                (self._manifest_tables, manifest)):
+            for cache, side in ((self.progress_tables, progress),
+                                (self.manifest_tables, manifest)):
                 if side in found and found[side].full_acid_problem() is None:
                     cache[target] = found[side]
                 else:
                     cache.pop(target, None)
         return [found[n] for n in names]
 
-    def _progress_table(self, target: HiveTable, *, create: bool) -> HiveTable | None:
+    def progress_table(self, target: HiveTable, *, create: bool) -> HiveTable | None:
         """The target's progress table (None when missing and not `create`)."""
-        found = self._progress_tables.get(target.name)
+        found = self.progress_tables.get(target.name)
         if found is None:
-            found = (ensure_progress_table(self._conn, target) if create
-                     else find_progress_table(self._conn, target))
+            found = (ensure_progress_table(self.conn, target) if create
+                     else find_progress_table(self.conn, target))
             if found is None:
                 return None
             found.require_full_acid(self.location)
-            self._progress_tables[target.name] = found
+            self.progress_tables[target.name] = found
         return found
 
-    def _forget_txn(self, txn_id: int) -> None:
-        self._tables.pop(txn_id, None)
-        self._delete_locked = {k for k in self._delete_locked if k[0] != txn_id}
+    # -- transactions -----------------------------------------------------------------------
 
-    def _txn_state(self, txn_id: int) -> TxnState | None:
+    def forget_txn(self, txn_id: int) -> None:
+        """Drop what the session knows of a transaction that ended (not its heartbeat)."""
+        self.txn_tables.pop(txn_id, None)
+        self.delete_locked = {k for k in self.delete_locked if k[0] != txn_id}
+
+    def txn_state(self, txn_id: int) -> TxnState | None:
         """The transaction's state as `get_open_txns_info` tells it: "open" or "aborted" while
         listed, "committed" once handed out (up to the high watermark) and listed no more,
         None when never handed out. (Hive also forgets an aborted transaction that recorded
@@ -216,15 +207,15 @@ class HmsBase(Metastore):
         Raises:
             MetastoreError: the metastore failed.
         """
-        high, rows = txn_rows(self._conn)
+        high, rows = txn_rows(self.conn)
         listed = next((r.state for r in rows if r.txn_id == txn_id), None)
         if listed is not None:
             return listed
         return "committed" if 0 < txn_id <= high else None
 
-    def _ended(self, txn_id: int, action: str, state: TxnState | None,
-               what: str = "") -> CommitConflictError:
-        """The refusal to `action` a transaction that is not open (`_txn_state`)."""
+    def ended(self, txn_id: int, action: str, state: TxnState | None,
+              what: str = "") -> CommitConflictError:
+        """The refusal to `action` a transaction that is not open (`txn_state`)."""
         where = f"the Hive Metastore at {self.location}"
         return CommitConflictError(
             f"Cannot {action} transaction {txn_id}{what}: "
@@ -232,42 +223,49 @@ class HmsBase(Metastore):
             hint="abort the batch and write it again in a new transaction"
             if state == "aborted" else None)
 
-    def _require_open(self, txn: Transaction, action: str) -> None:
-        """Refuse `txn` unless the metastore has it open. For a transaction this object does
-        not hold open (`_beats`): Hive's `commit_txn` accepts a committed one again, and its
+    def require_open(self, txn: Transaction, action: str) -> None:
+        """Refuse `txn` unless the metastore has it open. For a transaction this session does
+        not hold open (`beats`): Hive's `commit_txn` accepts a committed one again, and its
         `allocate_table_write_ids` fails with an internal error on an ended one.
 
         Raises:
             CommitConflictError: it is committed, aborted, or unknown to the metastore.
             MetastoreError: the metastore failed.
         """
-        state = self._txn_state(txn.txn_id)
+        state = self.txn_state(txn.txn_id)
         if state != "open":
-            raise self._ended(txn.txn_id, action, state,
-                              f" (write id {txn.write_id} of {txn.table})")
+            raise self.ended(txn.txn_id, action, state,
+                             f" (write id {txn.write_id} of {txn.table})")
 
-    def _abort(self, txn_id: int) -> None:
+    def abort(self, txn_id: int) -> None:
+        """`abort_txn`; one already aborted is no error.
+
+        Raises:
+            CommitConflictError: the transaction is committed or unknown to the metastore.
+            MetastoreError: the metastore failed.
+        """
         t = _stubs.ttypes()
         try:
-            self._conn.call("abort_txn", t.AbortTxnRequest(txnid=txn_id),
-                            expect=(t.NoSuchTxnException, t.TxnAbortedException))
+            self.conn.call("abort_txn", t.AbortTxnRequest(txnid=txn_id),
+                           expect=(t.NoSuchTxnException, t.TxnAbortedException))
         except t.TxnAbortedException:
             return
         except t.NoSuchTxnException as e:
-            state = self._txn_state(txn_id)
+            state = self.txn_state(txn_id)
             if state == "aborted":
                 return
-            raise self._ended(txn_id, "abort", state) from e
+            raise self.ended(txn_id, "abort", state) from e
 
-    def _abort_quietly(self, txn_id: int) -> None:
-        self._forget_txn(txn_id)
-        beats = self._beats.pop(txn_id, None)
+    def abort_quietly(self, txn_id: int) -> None:
+        """Forget, stop heartbeating and abort a transaction after another error."""
+        self.forget_txn(txn_id)
+        beats = self.beats.pop(txn_id, None)
         if beats is not None:
             beats.stop()
         try:
-            self._abort(txn_id)
+            self.abort(txn_id)
         except (MetastoreError, CommitConflictError):
             pass  # the caller's error says what failed; the server's timeout aborts it
 
 
-__all__ = ["HmsBase"]
+__all__ = ["RECONNECT_S", "Session"]
