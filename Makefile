@@ -29,11 +29,12 @@ dev-test: $(VENV)/.installed
 
 # Style and types (pyproject.toml's [tool.ruff] and [tool.mypy]); CI fails on any finding.
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check ingest tests jobs
-	$(VENV)/bin/mypy ingest
+	$(VENV)/bin/ruff check ingest tests jobs benchmarks
+	$(VENV)/bin/mypy ingest benchmarks
 
+# The benchmarks (benchmarks/, not installed with ingest) run from the repository root.
 bench: $(VENV)/.installed
-	$(PY) -m ingest.bench writer
+	$(PY) -m benchmarks writer
 
 clean:
 	rm -rf demo-output .pytest_cache

@@ -34,12 +34,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {e}", file=sys.stderr)
         return 2
     from ingest.spark import compact_on_executors, job_session
+    from ingest.table import open_table_root
 
     spark = job_session(f"compact {args.table}", args.master)
     try:
-        done = compact_on_executors(spark, args.table, kind=args.kind or "major",
-                                    partitions=args.partition, metastore_url=args.metastore,
-                                    dry_run=args.dry_run, storage_options=storage_options)
+        # Resolved once here (its metastore, then its definition and storage options).
+        table = open_table_root(args.table, args.metastore, storage_options)
+        done = compact_on_executors(spark, table, kind=args.kind or "major",
+                                    partitions=args.partition, dry_run=args.dry_run)
     except IngestError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 3

@@ -1,7 +1,8 @@
 """Imports point down the layers only, in the order docs/architecture.md's §1 table lists
 them (read from the doc, so the two cannot drift); no module imports one that imports it
 back (not even inside a function); above the metastore interface nothing knows SQL; a
-package is entered through its face.
+package is entered through its face; nothing (`ingest/`, `benchmarks/`, `jobs/`) imports
+another package's `_private` module.
 
 The layers and what each may import: docs/architecture.md.
 """
@@ -28,9 +29,10 @@ def _doc_layers(markdown: str) -> list[str]:
 
 
 LAYERS = _doc_layers(ARCHITECTURE.read_text())
-# Modules outside the layers: shared leaves (anyone may import them) and tools on top.
+# Modules outside the layers: shared leaves (anyone may import them) and the entry point
+# on top (`python -m ingest`). The benchmarks live outside the package (benchmarks/).
 SHARED = {"errors", "faults"}
-TOP = {"bench", "__main__"}
+TOP = {"__main__"}
 
 
 def test_the_layer_order_is_read_from_the_doc() -> None:
@@ -217,8 +219,9 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
 # Everything above uses the `Metastore` interface, so another backend (a Hive Metastore over
 # thrift://) serves every layer unchanged.
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 OUTSIDE_TXN = sorted([p for p in MODULES if p.relative_to(PACKAGE).parts[0] != "txn"]
-                     + list(JOBS.glob("*.py")))
+                     + list(JOBS.glob("*.py")) + list(BENCHMARKS.glob("*.py")))
 DRIVERS = ("sqlalchemy", "sqlite3", "psycopg")
 
 
@@ -258,11 +261,11 @@ def test_the_sql_backend_check_catches_each_form(tmp_path: Path, source: str,
 # (`ingest.acid.read`, `ingest.spark.sink`, `ingest.table`, ...) code imports those names from
 # the package itself, never from one of its modules ("deep import"), and never a `_private`
 # module or name of another package. A package's own modules, and its sub-packages, may import
-# its modules directly (a face must not import itself). Tools on top (`ingest.bench`,
-# `ingest/__main__.py`) may reach anywhere.
+# its modules directly (a face must not import itself). The entry point on top
+# (`ingest/__main__.py`) may reach anywhere.
 FACE_CHECKED = sorted([p for p in MODULES if p.relative_to(PACKAGE).parts[0].removesuffix(".py")
                        not in TOP] + list(JOBS.glob("*.py")))
-UNFACED = {"ingest.bench", "ingest.cli"}  # a tool, and the command (nothing imports them)
+UNFACED = {"ingest.cli"}  # the command (nothing imports it)
 
 
 def _package_of(path: Path) -> str:
@@ -374,3 +377,63 @@ def test_every_package_has_a_face(package: str) -> None:
 ])
 def test_the_face_check_catches_each_form(source: str, importer: str, bad: bool) -> None:
     assert bool(_face_violations(source + "\n", importer)) == bad
+
+
+# No `_private` module of another package is imported from anywhere: not by `ingest/` (the
+# face check above covers that too), the benchmarks or `jobs/`. The benchmarks may import
+# `ingest`'s public modules directly (`ingest.table.write`); a name they need from a private
+# module is added to its package's face. A module may import its own package's (or a parent
+# package's) private modules. Tests may reach into what they test and are not checked.
+PRIVATE_CHECKED = sorted([*MODULES, *BENCHMARKS.rglob("*.py"), *JOBS.glob("*.py")])
+
+
+def _private_imports(source: str, importer: str) -> list[str]:
+    """The `_private` modules of other packages that `source`, a module of the package
+    `importer` (`benchmarks`, `ingest.spark.sink`, `jobs`), imports."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from pkg import _mod` imports a module when `_mod` is one
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            for i, part in enumerate(parts[1:], start=1):
+                if not part.startswith("_") or part.startswith("__"):
+                    continue
+                private, owner = ".".join(parts[:i + 1]), ".".join(parts[:i])
+                # a private name of a public module is the face check's business, not this
+                if (_is_module(private) or _is_package(private)) and not _within(importer,
+                                                                                  owner):
+                    found.append(f"{private} is private to {owner}")
+                break
+    return list(dict.fromkeys(found))
+
+
+@pytest.mark.parametrize("path", PRIVATE_CHECKED,
+                         ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_no_module_imports_another_packages_private_module(path: Path) -> None:
+    problems = _private_imports(path.read_text(), _package_of(path))
+    assert not problems, (
+        f"{path.relative_to(PACKAGE.parent)}: " + "; ".join(problems)
+        + ": import the name from the package's face (add it to its __all__)")
+
+
+@pytest.mark.parametrize("source, importer, bad", [
+    ("from ingest.acid.read._delete_registry import DeleteRegistry", "benchmarks", True),
+    ("import ingest.acid.read._delete_registry", "benchmarks", True),
+    ("from ingest.acid.read import _delete_registry", "jobs", True),
+    ("from ingest.acid.read._delete_registry import DeleteRegistry", "ingest.acid", True),
+    ("from ingest.acid.read._delete_registry import DeleteRegistry", "ingest.acid.read", False),
+    ("from ingest.acid.read import plan_files", "benchmarks", False),
+    ("from ingest.acid.read.merge import READ_AHEAD_ENV", "benchmarks", False),
+    ("from benchmarks._common import report", "benchmarks", False),
+    ("from benchmarks._common import report", "jobs", True),
+    ("from pyarrow._compute import Expression", "benchmarks", False),
+])
+def test_the_private_module_check_catches_each_form(source: str, importer: str,
+                                                    bad: bool) -> None:
+    assert bool(_private_imports(source + "\n", importer)) == bad

@@ -574,6 +574,28 @@ def check_writer_schema(avro: AvroFormat | None, schema: pa.Schema) -> None:
                                         "agree (ingest create --schema-from-avro FILE)")
 
 
+def plain_start_problem(values: pa.Array, schema: pa.Schema,
+                        avro: AvroFormat | None) -> str | None:
+    """Why a plain-Avro stream's first records show that its --avro-schema is not the
+    writers' schema: not one of them (tombstones aside) decodes as its records. Plain Avro
+    carries no schema id, so a wrong schema would otherwise dead-letter every record; None
+    when one decodes, when there are none, or when the values name their writer schema (a
+    registry's id; a single-object fingerprint is checked record by record).
+
+    Args:
+        values: the first records' values (binary), in offset order.
+        schema: the columns the stream produces (the table's and a bare partition field).
+        avro: the stream's Avro settings (None: not Avro).
+    """
+    if avro is None or avro.writer_schema is None or avro.registry_url is not None:
+        return None
+    parsed = decode_avro_values(values, schema, avro, skip_tombstones=True)
+    if len(parsed.good) or not parsed.bad:
+        return None
+    index, reason = parsed.bad[0]
+    return f"none of its first {len(parsed.bad):,} records decodes (record {index}: {reason})"
+
+
 def avro_format(options: AvroOptions) -> AvroFormat | None:
     """The sink's `AvroFormat` (None for JSON values), its --avro-schema file read now.
 

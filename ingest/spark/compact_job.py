@@ -1,21 +1,22 @@
 """Compaction on Spark executors: one task per partition, the metastore only on the driver.
 
-The driver opens the table once (`ingest.table.open_table_root`: its metastore and storage
-options resolved there) and plans with `Table.compact(dry_run=True)` (which partitions have
-work, the kind the initiator picks for "auto"; every input checked against the manifest, so a
-damaged table fails before anything is written), takes the table's read view (held, with its
-lease, until the tasks end, so a concurrent cleaner keeps their inputs) and begins a compaction per
-partition under the compactor's commit protocol (`ingest.table.maintain.CompactorRun`, as `ingest
-compact` does); each task gets the view as a value, with its partition's manifest entries,
-and runs `compact_partition`, which checks its inputs and outputs; the driver records what the
-tasks did. A failed partition is recorded as failed and leaves the others' results in place.
+The driver is given the table resolved (a `Table`, or its `TableRef` opened again with the
+metastore it names: no search) and plans with `Table.compact(dry_run=True)` (which partitions
+have work, the kind the initiator picks for "auto"; every input checked against the manifest,
+so a damaged table fails before anything is written), takes the table's read view (held, with
+its lease, until the tasks end, so a concurrent cleaner keeps their inputs) and begins a
+compaction per partition under the compactor's commit protocol
+(`ingest.table.maintain.CompactorRun`, as `ingest compact` does); each task gets the view as a
+value, with its partition's manifest entries and the table's location and storage options
+(never the metastore's URL: tasks do not talk to it), and runs `compact_partition`, which
+checks its inputs and outputs; the driver records what the tasks did. A failed partition is
+recorded as failed and leaves the others' results in place.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,7 +27,7 @@ from ingest.acid import ReadView, compact_partition, parse_codec
 from ingest.acid.compaction import CompactionKind, CompactionResult
 from ingest.errors import CommitConflictError, IngestError
 from ingest.io import storage
-from ingest.table import open_table_root
+from ingest.table import Table, TableRef
 from ingest.table.core import agent_name, uses_visibility_suffix
 from ingest.table.maintain import CompactorRun, CompactReport, PartitionCompaction
 from ingest.txn import Metastore, TableDefinition
@@ -88,35 +89,33 @@ class CompactJobReport:
 
 def compact_on_executors(
     spark: SparkSession,
-    location: str,
+    table: Table | TableRef,
     *,
     kind: JobKind = "major",
     partitions: list[str] | None = None,
-    metastore_url: str | None = None,
     dry_run: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
 ) -> CompactJobReport:
     """Compact a table's partitions in parallel, one Spark task per partition.
 
     Args:
         spark: the session; its executors must reach the table's storage.
-        location: the table root.
+        table: the table (its root), resolved: a `Table` (`ingest.table.open_table_root`)
+            or its `TableRef`; each task receives exactly its storage options.
         kind: "major", "minor", or "auto" (per partition, the initiator's choice from the
             table's compactor thresholds, as `ingest compact --auto`).
         partitions: specs such as ``dt=2026-01-01``; default every partition.
-        metastore_url: default: `$INGEST_METASTORE`, else beside the table.
         dry_run: plan only; nothing is written.
-        storage_options: the table's fsspec options; each task receives exactly these.
 
     Raises:
-        TableNotFoundError: no table at `location`.
-        ConfigError: a partition spec that names no partition, or a bad orc.compress.
+        TableNotFoundError: the metastore no longer lists the table.
+        ConfigError: the table was opened without a metastore or at a partition, a partition
+            spec that names no partition, or a bad orc.compress.
         MetastoreError: the metastore failed.
     """
     started = time.monotonic()
-    table = open_table_root(location, metastore_url, storage_options)
+    if isinstance(table, TableRef):
+        table = table.open()
     url, options = table.metastore_url, table.storage_options
-    assert url is not None and table.definition is not None  # opened with a metastore
     plan = table.compact(kind, partitions=partitions, dry_run=True)
     kinds: dict[str, CompactionKind] = {
         p.partition: p.kind for p in plan.partitions
@@ -126,6 +125,7 @@ def compact_on_executors(
         return CompactJobReport(_report(plan, planned, dry_run=dry_run), kinds, (),
                                 time.monotonic() - started)
     agent = agent_name("compact-job")
+    assert url is not None and table.definition is not None  # compact() needs a metastore
     with Metastore.open(url, create=False) as store, \
             store.read_view(table.definition.name, agent=agent) as view, \
             ExitStack() as beating:

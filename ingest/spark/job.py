@@ -40,7 +40,8 @@ from ingest.spark.sink import (
     dead_letter_schema,
     error_in_traceback,
 )
-from ingest.table import open_table_root, stream_progress
+from ingest.table import open_table_root
+from ingest.table.core import stream_progress
 from ingest.table.write import create_table, default_table_name
 from ingest.txn import (
     Metastore,
@@ -436,8 +437,8 @@ def _then_signal(sink: AcidSink, maintenance: StreamMaintenance) -> Any:
         sink(batch_df, batch_id)
         report = sink.reports[-1]
         if not report.skipped:
-            maintenance.committed(sink.table_location, report.partition_dirs)
-            maintenance.committed(sink.dead_letter_location, report.dead_letter_dirs)
+            maintenance.committed(sink.table_ref, report.partition_dirs)
+            maintenance.committed(sink.dead_letter_ref, report.dead_letter_dirs)
 
     return write_batch
 
@@ -522,7 +523,10 @@ def run_stream(
                          what="now ends at", known_as=f"table {target.name} already committed")
         # Repair what dead writers left (torn stripes, stale side files) before adding to it;
         # files of transactions still open belong to live writers and are left alone.
-        recovery = open_table_root(target.location, store, storage_options).recover()
+        # The stream's table, resolved once here: the sink and the maintenance thread get
+        # it as a `TableRef` (its metastore and storage options), never a search again.
+        opened = open_table_root(target.location, store, storage_options)
+        recovery = opened.recover()
     for repaired in recovery.report.changed:
         log.warning("recovered %s: %s (%s -> %s bytes)", repaired.path, repaired.action,
                     repaired.old_length, repaired.new_length)
@@ -534,10 +538,10 @@ def run_stream(
             hint="restore the checkpoint, or use a new --checkpoint path (and a new table "
                  "if the topic must be read again)")
     lag = _KafkaLag(connection, ends_timeout_s=options.kafka_timeout_s)
-    sink = AcidSink(target.location, sink_id=sink_id, options=options.sink,
+    sink = AcidSink(opened.ref, sink_id=sink_id, options=options.sink,
                     row_schema=layout.row_schema, partition_columns=target.partition_columns,
-                    partition_expression=layout.partition_expression, metastore_url=url,
-                    lag_fn=lag, storage_options=storage_options, earliest_fn=lag.earliest,
+                    partition_expression=layout.partition_expression,
+                    lag_fn=lag, earliest_fn=lag.earliest,
                     fail_on_data_loss=options.fail_on_data_loss == "true")
     frame = kafka_dataframe(spark, connection=connection,
                             topic=options.topic, starting_offsets=options.starting_offsets,
@@ -551,9 +555,8 @@ def run_stream(
     maintenance = None
     batch_fn: Any = sink
     if options.compact != "off" or options.clean != "off":
-        maintenance = StreamMaintenance(
-            metastore_url=url, compact=options.compact, clean=options.clean,
-            interval_s=options.maintenance_interval_s, storage_options=storage_options)
+        maintenance = StreamMaintenance(compact=options.compact, clean=options.clean,
+                                        interval_s=options.maintenance_interval_s)
         batch_fn = _then_signal(sink, maintenance)
     metrics = None
     if options.metrics_port is not None:

@@ -1,8 +1,9 @@
 """Compaction and cleaning inside the streaming job: one driver thread, signalled after commits.
 
-The commit path only records which partitions a micro-batch touched and wakes the thread; the
-thread opens each touched table once per run (`ingest.table.open_table_root`, with the
-stream's metastore and storage options), compacts what the initiator picks
+The commit path only records which partitions of which table (a `TableRef`: the stream's
+resolved table, or its dead-letter table beside it) a micro-batch touched and wakes the
+thread; the thread opens each touched table once per run (`TableRef.open`: the metastore it
+names, with its storage options, no search), compacts what the initiator picks
 (`Table.compact("auto")`, the table's compactor thresholds) and cleans (`Table.clean`) at most
 once per interval, one run at a time; then the same for the metastore's hidden side tables of
 the table (`Table.side_tables`: a Hive Metastore's progress and manifest tables), unpartitioned,
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from ingest.acid.compaction import Backlog
 from ingest.errors import CommitConflictError
 from ingest.io import storage
 from ingest.spark.options import Maintenance
-from ingest.table import Table, open_table_root
+from ingest.table import Table, TableRef
 from ingest.table.core import cleaner_retention_s
 
 log = logging.getLogger(__name__)
@@ -87,34 +88,30 @@ class StreamMaintenance:
 
     Usage::
 
-        maintenance = StreamMaintenance(metastore_url=url, compact="auto", clean="auto")
+        maintenance = StreamMaintenance(compact="auto", clean="auto")
         maintenance.start()
         ...  # after each commit:
-        maintenance.committed(location, partition_dirs)
+        maintenance.committed(table.ref, partition_dirs)
         ...
         maintenance.stop()
     """
 
-    def __init__(self, *, metastore_url: str, compact: Maintenance = "auto",
-                 clean: Maintenance = "auto", interval_s: float = 60.0,
-                 storage_options: Mapping[str, Any] | None = None) -> None:
-        """Nothing runs until `start()`.
+    def __init__(self, *, compact: Maintenance = "auto", clean: Maintenance = "auto",
+                 interval_s: float = 60.0) -> None:
+        """Nothing runs until `start()`; the tables come with each commit (`committed`),
+        each with its metastore and storage options (the thread opens its own connection).
 
         Args:
-            metastore_url: the metastore of the tables (the thread opens its own connection).
             compact: "auto" compacts the touched partitions the initiator picks; "off" never.
             clean: "auto" runs the cleaner after compacting; "off" never.
             interval_s: least seconds from the end of one run to the start of the next.
-            storage_options: the fsspec options of the tables (the stream's own).
         """
-        self.metastore_url = metastore_url
-        self.storage_options = dict(storage_options or {})
         self.compact_mode, self.clean_mode = compact, clean
         self.interval_s = interval_s
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._pending: dict[str, set[str]] = {}
+        self._pending: dict[TableRef, set[str]] = {}
         self._thread: threading.Thread | None = None
         self._last_run_end = float("-inf")
         self._runs = self._compactions = self._cleans = self._errors = 0
@@ -122,12 +119,12 @@ class StreamMaintenance:
         self._tables: dict[str, TableMaintenance] = {}
 
     # ------------------------------------------------------------------ the commit path
-    def committed(self, location: str, partition_dirs: Iterable[str]) -> None:
-        """Note a commit into `location` touching `partition_dirs` (filesystem paths) and wake
-        the thread. Never waits for a maintenance run: the lock it takes guards only the
-        pending set."""
+    def committed(self, table: TableRef, partition_dirs: Iterable[str]) -> None:
+        """Note a commit into `table` (its root) touching `partition_dirs` (filesystem paths)
+        and wake the thread. Never waits for a maintenance run: the lock it takes guards only
+        the pending set."""
         with self._lock:
-            self._pending.setdefault(location, set()).update(partition_dirs)
+            self._pending.setdefault(table, set()).update(partition_dirs)
         self._wake.set()
 
     # ------------------------------------------------------------------ the thread
@@ -185,23 +182,23 @@ class StreamMaintenance:
             with self._lock:
                 self._wake.clear()
                 pending, self._pending = self._pending, {}
-            for location, partitions in pending.items():
+            for table, partitions in pending.items():
                 if self._stopping.is_set():
                     return
-                self.run_once(location, partitions)
+                self.run_once(table, partitions)
             self._last_run_end = time.monotonic()
 
     # ------------------------------------------------------------------ one run
-    def run_once(self, location: str, partition_dirs: Iterable[str]) -> None:
-        """Compact the given partitions of one table that need it, then clean it; then its
-        side tables (`Table.side_tables`) the same way.
+    def run_once(self, ref: TableRef, partition_dirs: Iterable[str]) -> None:
+        """Compact the given partitions of one table (`ref`, its root) that need it, then
+        clean it; then its side tables (`Table.side_tables`) the same way.
 
         Runs on the maintenance thread (or in a test, directly); raises nothing: a failure
         is logged and counted in `stats`, since maintenance must never stop a stream.
         """
         try:
-            table = open_table_root(location, self.metastore_url, self.storage_options)
-            root = storage.url_to_fs(location, table.storage_options)[1]
+            table = ref.open()
+            root = storage.url_to_fs(table.location, table.storage_options)[1]
             target = _Target(table, root.rstrip("/"))
             compacted = 0
             if self.compact_mode == "auto":
@@ -211,7 +208,7 @@ class StreamMaintenance:
             if self.compact_mode == "auto" or self.clean_mode == "auto":
                 self._side_tables(target)
         except Exception as e:  # noqa: BLE001 (off the data path: counted, the stream goes on)
-            self._failed(f"Cannot maintain {location}", e)
+            self._failed(f"Cannot maintain {ref.location}", e)
         finally:
             with self._lock:
                 self._runs += 1

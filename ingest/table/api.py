@@ -6,14 +6,18 @@ is a method on it: reads (the metastore's committed snapshot by default, streame
 `ingest.acid.read.scan`), and `load`, `load_file`, `delete`, `upsert`, `apply_changes`,
 `compact`, `clean`, `verify`, `recover`, `alter`, `history`, `status`, which delegate to the
 `ingest.table` functions of those names with the table's own metastore and options. Reading
-files without a metastore is an explicit choice (`metastore=False`). Knows no ORC bytes.
+files without a metastore is an explicit choice (`metastore=False`). A `TableRef`
+(`Table.ref`) is the resolved table as a small picklable value, for what crosses a process
+boundary (the Spark sink's tasks, its maintenance thread, the compaction job): it opens again
+with the metastore it names, never searching (`ref.open()`, `open_table(ref)`). Knows no ORC
+bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -85,6 +89,7 @@ from ingest.txn import (
     PinnedView,
     TableDefinition,
     normalize_location,
+    redact_url,
 )
 
 if TYPE_CHECKING:
@@ -100,8 +105,65 @@ _NO_METASTORE_HINT = ("pass metastore=False to read the files without a metastor
                       "transactions may show)")
 
 
+@dataclass(frozen=True)
+class TableRef:
+    """A table resolved by `open_table`, as a value that crosses process boundaries (pickled
+    to Spark tasks, handed to the maintenance thread and the compaction job) and opens again
+    cheaply: `ref.open()` (or `open_table(ref)`) opens the metastore it names, no other, and
+    reads the definition; nothing searches for a metastore again. Get one from `Table.ref`.
+
+    Its repr and str never show a secret: the metastore URL without its password, the
+    storage options' secret-looking values masked.
+
+    Attributes:
+        location: the table's location (its root, or a partition directory inside it).
+        metastore: the URL of the metastore that lists it, as it was opened (a password in it
+            included); None: the files alone, as on disk (`metastore=False`).
+        storage_options: the fsspec options of the table's files (credentials among them).
+    """
+
+    location: str
+    metastore: str | None
+    storage_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        # A plain dict of its own: picklable, and no caller's later change reaches it.
+        object.__setattr__(self, "storage_options", dict(self.storage_options))
+
+    def __repr__(self) -> str:
+        try:
+            shown = None if self.metastore is None else redact_url(self.metastore)
+        except ConfigError:  # a URL its backend cannot parse: shown not at all
+            shown = "***"
+        return (f"TableRef({self.location!r}, metastore={shown!r}, "
+                f"storage_options={storage.redacted(self.storage_options)!r})")
+
+    __str__ = __repr__
+
+    def at(self, location: str) -> TableRef:
+        """Another table of the same metastore and storage options (the dead-letter table
+        beside a stream's table, a side table)."""
+        return replace(self, location=location)
+
+    def open(self, metastore: Metastore | None = None) -> Table:
+        """The table, opened again: see `open_table`.
+
+        Args:
+            metastore: the ref's metastore, already open (left open): the table is read
+                from it, with no connection of its own.
+
+        Raises:
+            TableNotFoundError: the metastore no longer lists the table.
+            MetastoreError: the metastore cannot be opened or read.
+        """
+        if metastore is None:
+            return open_table(self)
+        return _open(self.location, metastore, self.storage_options,
+                     extra_hint=_NO_METASTORE_HINT)
+
+
 def open_table(
-    location: str,
+    location: str | TableRef,
     *,
     metastore: MetastoreArg = None,
     storage_options: dict[str, Any] | None = None,
@@ -110,7 +172,9 @@ def open_table(
 
     Args:
         location: the table root, or a partition directory inside it (reads then cover only
-            that directory); a path or fsspec URL.
+            that directory); a path or fsspec URL. Or a `TableRef`: the table it names,
+            opened with its metastore and storage options (no search; `metastore` and
+            `storage_options` are then not given).
         metastore: see `MetastoreArg`. With a metastore, reads use its committed snapshot.
         storage_options: fsspec options for the table's files (endpoint, credentials, ...);
             the `Table` carries a copy and every one of its reads and operations uses them
@@ -128,6 +192,15 @@ def open_table(
         ConfigError: `metastore` is neither None, False, a URL nor a `Metastore`;
             `storage_options` is not a dict; `location` is a URL no filesystem serves.
     """
+    if isinstance(location, TableRef):
+        if metastore is not None or storage_options is not None:
+            raise ConfigError(
+                f"Cannot open {location}: a TableRef names its metastore and storage options",
+                hint="pass the TableRef alone, or a location with metastore= and "
+                     "storage_options=")
+        return _open(location.location,
+                     location.metastore if location.metastore is not None else False,
+                     location.storage_options, extra_hint=_NO_METASTORE_HINT)
     return _open(location, metastore, storage_options, extra_hint=_NO_METASTORE_HINT)
 
 
@@ -230,6 +303,13 @@ class Table:
         if isinstance(self._metastore, Metastore):
             return self._metastore.url
         return self._metastore
+
+    @property
+    def ref(self) -> TableRef:
+        """The table as a picklable value that opens again without a metastore search (for
+        Spark tasks, threads and jobs): its location, its metastore's URL, its storage
+        options."""
+        return TableRef(self.location, self.metastore_url, self._storage_options)
 
     @property
     def storage_options(self) -> dict[str, Any]:
@@ -792,4 +872,4 @@ class _RowsOnlyScan(TableScan):
 
 
 __all__ = ["Commit", "FilePlan", "MetastoreArg", "OffsetRange", "ScanPlan", "ScanStats",
-           "ScanTask", "Table", "TableScan", "open_table"]
+           "ScanTask", "Table", "TableRef", "TableScan", "open_table"]

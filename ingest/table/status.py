@@ -19,11 +19,12 @@ from ingest.acid.read import TableLayout, VisibleTxn, describe_table
 from ingest.io import storage
 from ingest.table.core import (
     StorageOptions,
+    StreamProgress,
     check_snapshot_table,
     compaction_thresholds,
     metastore_if_any,
+    stream_progress,
 )
-from ingest.table.progress import StreamProgress, stream_progress
 from ingest.txn import Metastore, TransactionInfo
 
 SnapshotSource = Literal["option", "metastore", "directories"]

@@ -93,3 +93,58 @@ def test_stream_available_now_prints_a_json_summary(spark: Any, kafka_broker: st
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["rows"] == 30 and summary["table"] == "default.ev"
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
+def test_a_plain_avro_stream_whose_first_records_do_not_decode_is_refused_writing_nothing(
+        spark: Any, kafka_broker: str, topic: str, tmp_path: Path) -> None:
+    """Issue 32: an --avro-schema of another field order (of other types) than the writers'
+    would dead-letter every record with exit 0; the first records tell, and the stream stops
+    before its first transaction. With the writers' schema the same records all commit."""
+    import io
+
+    import fastavro
+    from confluent_kafka import Producer
+
+    from ingest.table import open_table
+
+    fields = {"id": "long", "a": "string", "b": "long"}
+    writer = {"type": "record", "name": "R",
+              "fields": [{"name": n, "type": t} for n, t in fields.items()]}
+    reordered = {**writer, "fields": [writer["fields"][i] for i in (0, 2, 1)]}
+    producer = Producer({"bootstrap.servers": kafka_broker})
+    for i in range(30):
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(writer),
+                                   {"id": i, "a": f"x{i}", "b": 7 * i})
+        producer.produce(topic, out.getvalue())
+    assert producer.flush(30) == 0
+    (tmp_path / "writer.avsc").write_text(json.dumps(writer))
+    (tmp_path / "reordered.avsc").write_text(json.dumps(reordered))
+
+    def stream(schema_file: str) -> Any:
+        return CliRunner().invoke(command, [
+            "--bootstrap-servers", kafka_broker, "--topic", topic, "--table",
+            str(tmp_path / "ev"), "--schema", "id BIGINT, a STRING, b BIGINT",
+            "--value-format", "avro", "--avro-schema", str(tmp_path / schema_file),
+            "--checkpoint", str(tmp_path / "ck"), "--available-now", "--json", "--quiet"])
+
+    refused = stream("reordered.avsc")
+    assert isinstance(refused.exception, ConfigError), refused.output
+    message = str(refused.exception)
+    assert "Refusing to stream into default.ev: its values are plain Avro" in message
+    assert "none of its first 20 records decodes" in message
+    assert "the --avro-schema is not the schema the producers wrote with" in message
+    table = open_table(str(tmp_path / "ev"))
+    assert table.to_arrow().num_rows == 0 and table.history() == []
+    dead_letters = open_table(str(tmp_path / "ev__dead_letter"))
+    assert dead_letters.to_arrow().num_rows == 0
+
+    done = stream("writer.avsc")
+    assert done.exit_code == 0, done.output
+    rows = sorted(open_table(str(tmp_path / "ev")).to_arrow().to_pylist(),
+                  key=lambda r: r["id"])
+    assert rows == [{"id": i, "a": f"x{i}", "b": 7 * i} for i in range(30)]

@@ -274,6 +274,7 @@ def test_the_spark_compaction_job_names_its_outputs_as_the_metastore_needs(
     compactor's HMS transaction (visible once T commits), on 3.1 Hive 3's names; on Hive 4 a
     killed compactor's `_vT` output is removed before the job writes its own."""
     from ingest.spark import compact_on_executors
+    from ingest.table import open_table_root
 
     uri = metastore.uri
     location, name = _table(tmp_path, uri, capsys)
@@ -284,8 +285,8 @@ def test_the_spark_compaction_job_names_its_outputs_as_the_metastore_needs(
         assert killed.returncode == -9, killed.stderr[-3000:]
         dead = _visible_outputs(location)
         assert len(dead) == 2, dead
-    done = compact_on_executors(spark, location, kind="minor",  # type: ignore[arg-type]
-                                metastore_url=uri)
+    done = compact_on_executors(spark, open_table_root(location, uri),
+                                kind="minor")
     assert not done.failures, done.failures
     assert _ids(location, uri, capsys) == EXPECTED
     outputs = [d for d in _dirs(location) if "_0000001_0000003" in d]
@@ -299,8 +300,8 @@ def test_the_spark_compaction_job_names_its_outputs_as_the_metastore_needs(
         assert all("_v" not in d for d in outputs), outputs
     # Hive 4 queues no second compaction at the same high-water mark before cleaning.
     ok_json(["clean", location, "--retention", "0", "--metastore", uri], capsys)
-    done = compact_on_executors(spark, location, kind="major",  # type: ignore[arg-type]
-                                metastore_url=uri)
+    done = compact_on_executors(spark, open_table_root(location, uri),
+                                kind="major")
     assert not done.failures, done.failures
     (base,) = [d for d in _dirs(location) if d.startswith("base_")]
     assert base.startswith("base_0000003") and ("_v" in base) == hive4

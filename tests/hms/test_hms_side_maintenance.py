@@ -112,8 +112,8 @@ def test_maintenance_compacts_and_cleans_the_side_tables_and_reads_stay_the_same
             f"file://{progress}", f"file://{files}"]
         assert store.side_tables(f"{name}__ingest_progress") == []
 
-        maintenance = StreamMaintenance(metastore_url=uri, interval_s=0)
-        maintenance.run_once(f"file://{table}", [str(table)])
+        maintenance = StreamMaintenance(interval_s=0)
+        maintenance.run_once(open_table(str(table), metastore=uri).ref, [str(table)])
         stats = maintenance.stats
         assert (stats.errors, stats.last_error) == (0, None)
         assert stats.compactions == 2 and stats.cleans == 3  # the table, then both sides

@@ -18,8 +18,8 @@ import pytest
 from s3_server import Bucket, MotoServer, start_moto, stop_moto
 
 import ingest
+from benchmarks.s3_requests import count, keys_of, recording
 from ingest.acid import BucketFileOptions, BucketWriter
-from ingest.bench._s3_requests import count, keys_of, recording
 from ingest.io import storage
 from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
@@ -90,14 +90,15 @@ def test_a_micro_batch_on_s3_makes_no_staging_copy_or_delete_request(
     from ingest.spark.job import ensure_tables, table_layout
     from ingest.spark.options import SinkOptions
     from ingest.spark.sink.driver import AcidSink
+    from ingest.table import open_table
 
     s3 = recorded_s3
     location = f"{s3.url}/wh/events"
     layout = table_layout("id BIGINT, value STRING, ts TIMESTAMP, dt STRING", "dt")
     table, _ = ensure_tables(location, layout, storage_options=s3.options)
     good = _events(0, 30)
-    with AcidSink(table.location, sink_id="direct", options=SinkOptions(),
-                  storage_options=s3.options) as sink:
+    with AcidSink(open_table(table.location, storage_options=s3.options), sink_id="direct",
+                  options=SinkOptions()) as sink:
         sink(_kafka_batch(spark, good, 0), 0)  # the first opens the tables and recovers
         with recording(s3.endpoint) as rec:
             sink(_kafka_batch(spark, [*_events(30, 30), b"{not json"], 15), 1)

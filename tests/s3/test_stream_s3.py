@@ -17,6 +17,8 @@ from ingest.errors import ConfigError
 from ingest.kafka.produce import produce_events, sample_events
 from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink.driver import AcidSink
+from ingest.table import TableRef
+from ingest.txn import default_metastore_url
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "kafka_to_acid.py"
@@ -25,7 +27,8 @@ JOB = ROOT / "jobs" / "kafka_to_acid.py"
 def test_txns_per_delta_above_one_is_refused_on_s3(s3: Bucket) -> None:
     with pytest.raises(ConfigError, match=r"Cannot use --txns-per-delta 3 on s3://.*cannot "
                                           r"append") as info:
-        AcidSink(f"{s3.url}/wh/events", sink_id="x", options=SinkOptions(txns_per_delta=3))
+        AcidSink(TableRef(f"{s3.url}/wh/events", default_metastore_url(f"{s3.url}/wh/events")),
+                 sink_id="x", options=SinkOptions(txns_per_delta=3))
     assert "--txns-per-delta 1 on object stores" in str(info.value)
 
 

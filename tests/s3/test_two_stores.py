@@ -22,7 +22,7 @@ from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.sink._results import FileWritten, from_arrow
 from ingest.spark.sink._tasks import TaskPlan, write_task
 from ingest.spark.sink.driver import AcidSink
-from ingest.table import Table
+from ingest.table import Table, open_table
 from ingest.table.write import create_table
 
 DDL = "id BIGINT, value STRING"
@@ -109,7 +109,8 @@ def test_a_sink_task_plan_carries_only_its_tables_options(
     for location, options in ((f"{s3.url}/wh/sa", s3.options), (f"{prefix_b}/wh/sb",
                                                                  options_b)):
         ensure_tables(location, layout, storage_options=options)
-        sinks.append((AcidSink(location, sink_id=location, storage_options=options), options))
+        table = open_table(location, storage_options=options)
+        sinks.append((AcidSink(table, sink_id=location), options))
     batch = pa.record_batch({
         "key": pa.nulls(3, pa.binary()),
         "value": pa.array([b'{"id": 1, "value": "a"}', b'{"id": 2, "value": "b"}',
@@ -128,7 +129,7 @@ def test_a_sink_task_plan_carries_only_its_tables_options(
                        if isinstance(r, FileWritten)]
             # A good-rows file in the table and a dead letter beside it, on its own server.
             assert len(written) == 2
-            bucket = plan.table_root.removeprefix("s3://").split("/", 1)[0]
+            bucket = plan.target.root.removeprefix("s3://").split("/", 1)[0]
             fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False,
                                    **options)
             on_server = set(fs.find(bucket))

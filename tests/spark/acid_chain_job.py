@@ -23,6 +23,7 @@ def main(source: str, target: str, checkpoint: str) -> int:
 
     from ingest.spark import AcidSink, SinkOptions, ensure_tables, register
     from ingest.spark.job import table_layout
+    from ingest.table import open_table
     from ingest.table.maintain import recover_table_with_metastore
     from ingest.txn import normalize_location
 
@@ -33,7 +34,8 @@ def main(source: str, target: str, checkpoint: str) -> int:
         layout = table_layout("id BIGINT, value STRING, ts TIMESTAMP, dt STRING", "dt")
         table, _ = ensure_tables(target, layout)
         recover_table_with_metastore(table.location)
-        sink = AcidSink(table.location, sink_id=f"{table.name}@{normalize_location(checkpoint)}",
+        sink = AcidSink(open_table(table.location),
+                        sink_id=f"{table.name}@{normalize_location(checkpoint)}",
                         options=SinkOptions(), row_schema=layout.row_schema,
                         partition_columns=("dt",))
         rows = (spark.readStream.format("hive-acid").option("maxWriteIdsPerTrigger", "1")

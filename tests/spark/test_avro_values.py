@@ -27,13 +27,14 @@ from ingest.records.avro_values import (
     avro_format,
     check_writer_schema,
     decode_avro_values,
+    plain_start_problem,
 )
 from ingest.records.fields import new_field_reason
 from ingest.records.json_values import TOMBSTONE_REASON
 from ingest.spark import with_avro_columns
 from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink._results import FileWritten, from_arrow
-from ingest.spark.sink._tasks import TaskPlan, write_task
+from ingest.spark.sink._tasks import DeltaTarget, TaskPlan, write_task
 
 V1: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "t",
@@ -199,11 +200,10 @@ def test_the_write_task_takes_avro_values_through_the_parse_hook(tmp_path: Path)
     schema_file.write_text(json.dumps(V1))
     options = SinkOptions(value_format="avro", avro_schema=str(schema_file))
     plan = TaskPlan(
-        table_root=str(tmp_path / "t"), dead_letter_root=str(tmp_path / "dl"),
+        target=DeltaTarget(str(tmp_path / "t"), 1, "delta_0000001_0000001_0000"),
+        dead_letter=DeltaTarget(str(tmp_path / "dl"), 1, "delta_0000001_0000001_0000"),
         row_schema=TABLE, parse_schema=TABLE, partition_column=None, partition_from="none",
-        bucket_columns=(), bucket_count=0, write_id=1, dead_letter_write_id=1,
-        delta_dir="delta_0000001_0000001_0000",
-        dead_letter_delta_dir="delta_0000001_0000001_0000", append=False, close_files=True,
+        bucket_columns=(), bucket_count=0, append=False, close_files=True,
         options=options, avro=avro_format(options))
     batch = pa.record_batch({
         "key": pa.nulls(2, pa.binary()), "value": values([encode(V1, event(1)), b"\x01"]),
@@ -289,3 +289,28 @@ def test_single_object_encoding_is_read_and_checked_against_the_avro_schema() ->
     assert reason.startswith(
         f"the value is Avro single-object encoded by a writer schema of fingerprint {v2_fp}, "
         f"not the --avro-schema's ({v1_fp}): only values of that one schema can be read"), reason
+
+
+def test_plain_avro_first_records_that_all_fail_to_decode_tell_a_wrong_schema() -> None:
+    """Issue 32: fields {id, a, b} written, {id, b, a} (other types) given: not one record
+    decodes, which says the --avro-schema is not the writers'; one good record is enough to
+    go on (the rest are bad records, dead-lettered), and framed values are not judged here."""
+    writer = {"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"}, {"name": "a", "type": "string"},
+        {"name": "b", "type": "long"}]}
+    reordered = {**writer, "fields": [writer["fields"][i] for i in (0, 2, 1)]}
+    schema = avro_to_arrow(writer)
+    wrong = AvroFormat(writer_schema=json.dumps(reordered))
+    bodies = [encode(writer, {"id": i, "a": f"x{i}", "b": 7 * i}) for i in range(5)]
+
+    problem = plain_start_problem(values([None, *bodies]), schema, wrong)
+    assert problem is not None and problem.startswith(
+        "none of its first 5 records decodes (record 1: "), problem
+    assert plain_start_problem(values(bodies), schema,
+                               AvroFormat(writer_schema=json.dumps(writer))) is None
+    good_one = encode(reordered, {"id": 9, "a": "y", "b": 1})
+    assert plain_start_problem(values([*bodies, good_one]), schema, wrong) is None
+    assert plain_start_problem(values([None]), schema, wrong) is None
+    assert plain_start_problem(values(bodies), schema, None) is None
+    framed = AvroFormat(registry_url="http://127.0.0.1:1")
+    assert plain_start_problem(values(bodies), schema, framed) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ingest.spark.sink._batch import BatchReport, BatchTotals
 from ingest.spark.sink.driver import RECENT_REPORTS, AcidSink
+from ingest.table import TableRef
 
 
 def test_totals_sum_written_batches_and_count_replays() -> None:
@@ -17,7 +18,7 @@ def test_totals_sum_written_batches_and_count_replays() -> None:
 
 
 def test_a_sink_keeps_a_bounded_window_of_reports(tmp_path) -> None:
-    sink = AcidSink(str(tmp_path / "t"), sink_id="s", metastore_url="sqlite://:memory:")
+    sink = AcidSink(TableRef(str(tmp_path / "t"), "sqlite://:memory:"), sink_id="s")
     for batch_id in range(RECENT_REPORTS * 3):  # what __call__ keeps of each batch
         report = BatchReport(batch_id, batch_id + 1, rows=2)
         sink.reports.append(report)

@@ -1,4 +1,4 @@
-"""`python -m ingest.bench spark-read` runs end to end on a small table and ends with its JSON
+"""`python -m benchmarks spark-read` runs end to end on a small table and ends with its JSON
 line (as tests/test_bench.py checks the other benchmarks; this one starts Spark)."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +15,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def test_spark_read_benchmark_prints_its_figures_as_a_json_last_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "ingest.bench", "spark-read", "--rows", "20000", "--loads", "2",
-         "--repeats", "1"], capture_output=True, text=True, timeout=600, check=False)
+        [sys.executable, "-m", "benchmarks", "spark-read", "--rows", "20000", "--loads", "2",
+         "--repeats", "1"], capture_output=True, text=True, timeout=600, check=False,
+        cwd=Path(__file__).resolve().parents[2])  # the repository root: not installed
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["benchmark"] == "spark-read"

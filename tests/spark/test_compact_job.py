@@ -17,6 +17,7 @@ from support import visible
 from ingest.acid import acid_state
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
 from ingest.spark.compact_job import compact_on_executors
+from ingest.table import open_table_root
 from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
@@ -48,7 +49,7 @@ def test_major_runs_one_task_per_partition_with_work_and_rows_stay(
         spark: Any, tmp_path: Path) -> None:
     location = make_table(tmp_path, 4)
     before = visible(location)
-    done = compact_on_executors(spark, location, kind="major")
+    done = compact_on_executors(spark, open_table_root(location), kind="major")
     assert not done.failures and not done.report.dry_run
     results = {p.partition: p.result for p in done.report.partitions}
     assert set(results) == {f"dt={d}" for d in DAYS}
@@ -69,11 +70,11 @@ def test_auto_picks_partitions_over_the_threshold_and_dry_run_writes_nothing(
     # The initiator's threshold, as a table property: more than 2 deltas (Hive's ">").
     location = make_table(tmp_path, 4, {DELTA_NUM: "2"})
     listing = sorted(p.name for p in (tmp_path / "events").rglob("*"))
-    planned = compact_on_executors(spark, location, kind="auto", dry_run=True)
+    planned = compact_on_executors(spark, open_table_root(location), kind="auto", dry_run=True)
     assert planned.kinds == {"dt=2026-11-21": "major", "dt=2026-11-22": "major"}
     assert planned.report.dry_run
     assert sorted(p.name for p in (tmp_path / "events").rglob("*")) == listing
-    done = compact_on_executors(spark, location, kind="auto")
+    done = compact_on_executors(spark, open_table_root(location), kind="auto")
     assert set(done.kinds) == {"dt=2026-11-21", "dt=2026-11-22"}
     assert chosen(location, "2026-11-23").base is None  # one delta: left alone
     assert chosen(location, "2026-11-22").base is not None
@@ -81,14 +82,15 @@ def test_auto_picks_partitions_over_the_threshold_and_dry_run_writes_nothing(
 
 def test_minor_on_one_partition_and_bad_input(spark: Any, tmp_path: Path) -> None:
     location = make_table(tmp_path, 3)
-    done = compact_on_executors(spark, location, kind="minor", partitions=["dt=2026-11-22"])
+    done = compact_on_executors(spark, open_table_root(location), kind="minor",
+                                partitions=["dt=2026-11-22"])
     assert done.kinds == {"dt=2026-11-22": "minor"}
     state = chosen(location, "2026-11-22")
     assert [d.name for d in state.deltas] == ["delta_0000001_0000003"]
     with pytest.raises(ConfigError, match="no partition 'dt=2026-12-01'"):
-        compact_on_executors(spark, location, partitions=["dt=2026-12-01"])
+        compact_on_executors(spark, open_table_root(location), partitions=["dt=2026-12-01"])
     with pytest.raises(TableNotFoundError):
-        compact_on_executors(spark, str(tmp_path / "nothing"))
+        compact_on_executors(spark, open_table_root(str(tmp_path / "nothing")))
 
 
 def test_the_spark_submit_entry_compacts_and_exits_0(tmp_path: Path) -> None:
@@ -114,7 +116,7 @@ def test_a_damaged_input_fails_the_job_before_anything_is_written(
     shutil.rmtree(victim)
     listing = sorted(str(p) for p in Path(location).rglob("*"))
     with pytest.raises(CorruptFileError, match=f"nothing was written: .*{victim}"):
-        compact_on_executors(spark, location, kind="major")
+        compact_on_executors(spark, open_table_root(location), kind="major")
     assert sorted(str(p) for p in Path(location).rglob("*")) == listing
     with Metastore.open(default_metastore_url(location)) as store:
         assert store.compactions(location) == []

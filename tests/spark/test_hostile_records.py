@@ -28,7 +28,13 @@ from ingest.records.json_values import parse_json_values
 from ingest.spark.options import SinkOptions, StreamOptions
 from ingest.spark.sink._batch import BatchReport
 from ingest.spark.sink._results import FileWritten, Tombstones, from_arrow
-from ingest.spark.sink._tasks import META_FIELDS, TaskPlan, parse_task, write_task
+from ingest.spark.sink._tasks import (
+    META_FIELDS,
+    DeltaTarget,
+    TaskPlan,
+    parse_task,
+    write_task,
+)
 from ingest.txn import Metastore, default_metastore_url
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()),
@@ -84,11 +90,10 @@ def test_decimals_round_half_up_and_an_overflow_is_dead_lettered() -> None:
 
 def _plan(tmp_path: Path, on_tombstone: str) -> TaskPlan:
     return TaskPlan(
-        table_root=str(tmp_path / "t"), dead_letter_root=str(tmp_path / "dl"),
+        target=DeltaTarget(str(tmp_path / "t"), 1, "delta_0000001_0000001_0000"),
+        dead_letter=DeltaTarget(str(tmp_path / "dl"), 1, "delta_0000001_0000001_0000"),
         row_schema=SCHEMA, parse_schema=SCHEMA, partition_column=None, partition_from="none",
-        bucket_columns=(), bucket_count=0, write_id=1, dead_letter_write_id=1,
-        delta_dir="delta_0000001_0000001_0000", dead_letter_delta_dir="delta_0000001_0000001_0000",
-        append=False, close_files=True,
+        bucket_columns=(), bucket_count=0, append=False, close_files=True,
         options=SinkOptions(on_tombstone=on_tombstone))  # type: ignore[arg-type]
 
 

@@ -14,6 +14,7 @@ from support import visible, wait_until
 
 from ingest.acid import acid_state
 from ingest.spark.maintenance import StreamMaintenance
+from ingest.table import TableRef, open_table
 from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
@@ -41,11 +42,10 @@ def state(location: str) -> object:
 def test_a_signal_compacts_the_partition_on_the_thread_and_rows_stay(tmp_path: Path) -> None:
     location = make_table(tmp_path, 4)
     before = visible(location)
-    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
-                                    interval_s=0)
+    maintenance = StreamMaintenance(interval_s=0)
     maintenance.start()
     try:
-        maintenance.committed(location, [f"{location}/dt=2026-11-21"])
+        maintenance.committed(open_table(location).ref, [f"{location}/dt=2026-11-21"])
         wait_until("a maintenance run", lambda: maintenance.stats.runs >= 1)
     finally:
         stats = maintenance.stop()
@@ -58,15 +58,15 @@ def test_a_signal_compacts_the_partition_on_the_thread_and_rows_stay(tmp_path: P
 def test_failures_are_counted_and_the_thread_goes_on(tmp_path: Path,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     location = make_table(tmp_path, 3)
-    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
-                                    interval_s=0)
+    maintenance = StreamMaintenance(interval_s=0)
     maintenance.start()
     try:
-        maintenance.committed(str(tmp_path / "not-a-table"), [str(tmp_path / "nowhere")])
+        nothing = TableRef(str(tmp_path / "not-a-table"), default_metastore_url(location))
+        maintenance.committed(nothing, [str(tmp_path / "nowhere")])
         wait_until("a maintenance run", lambda: maintenance.stats.runs >= 1)
         assert maintenance.stats.errors >= 1
         assert "not-a-table" in (maintenance.stats.last_error or "")
-        maintenance.committed(location, [f"{location}/dt=2026-11-21"])
+        maintenance.committed(open_table(location).ref, [f"{location}/dt=2026-11-21"])
         wait_until("a compaction", lambda: maintenance.stats.compactions == 1)
     finally:
         maintenance.stop()
@@ -75,13 +75,12 @@ def test_failures_are_counted_and_the_thread_goes_on(tmp_path: Path,
 
 def test_stop_returns_at_once_when_idle_and_nothing_runs_after_it(tmp_path: Path) -> None:
     location = make_table(tmp_path, 3)
-    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
-                                    interval_s=3600)
+    maintenance = StreamMaintenance(interval_s=3600)
     before = set(threading.enumerate())
     maintenance.start()
     (thread,) = [t for t in set(threading.enumerate()) - before
                  if t.name == "ingest-maintenance"]
-    maintenance.committed(location, [f"{location}/dt=2026-11-21"])
+    maintenance.committed(open_table(location).ref, [f"{location}/dt=2026-11-21"])
     started = time.monotonic()
     stats = maintenance.stop()
     # Not the hour of its interval: at most a run already under way (generous for load).
@@ -90,7 +89,7 @@ def test_stop_returns_at_once_when_idle_and_nothing_runs_after_it(tmp_path: Path
     # its thread has ended (runs happen only there), so a commit noted now wakes nothing.
     assert not thread.is_alive()
     runs = stats.runs
-    maintenance.committed(location, [f"{location}/dt=2026-11-21"])
+    maintenance.committed(open_table(location).ref, [f"{location}/dt=2026-11-21"])
     assert maintenance.stats.runs == runs
 
 

@@ -26,7 +26,13 @@ from ingest.spark.job import StreamSummary, run_stream
 from ingest.spark.options import SinkOptions, StreamOptions, check_evolve_types
 from ingest.spark.sink._batch import BatchReport
 from ingest.spark.sink._results import FileWritten, NewFields, from_arrow
-from ingest.spark.sink._tasks import META_FIELDS, TaskPlan, parse_task, write_task
+from ingest.spark.sink._tasks import (
+    META_FIELDS,
+    DeltaTarget,
+    TaskPlan,
+    parse_task,
+    write_task,
+)
 from ingest.txn import Metastore, default_metastore_url
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string())])
@@ -183,11 +189,10 @@ def kafka_rows(records: list[Any]) -> pa.RecordBatch:
 def run_task(tmp_path: Path, policy: str, records: list[Any], *, two_stage: bool
              ) -> list[Any]:
     plan = TaskPlan(
-        table_root=str(tmp_path / "t"), dead_letter_root=str(tmp_path / "dl"),
+        target=DeltaTarget(str(tmp_path / "t"), 1, "delta_0000001_0000001_0000"),
+        dead_letter=DeltaTarget(str(tmp_path / "dl"), 1, "delta_0000001_0000001_0000"),
         row_schema=SCHEMA, parse_schema=SCHEMA, partition_column=None, partition_from="none",
-        bucket_columns=(), bucket_count=0, write_id=1, dead_letter_write_id=1,
-        delta_dir="delta_0000001_0000001_0000",
-        dead_letter_delta_dir="delta_0000001_0000001_0000", append=False, close_files=True,
+        bucket_columns=(), bucket_count=0, append=False, close_files=True,
         options=SinkOptions(on_new_field=policy))  # type: ignore[arg-type]
     batch = kafka_rows(records)
     if two_stage:

@@ -27,6 +27,7 @@ from ingest.spark.sink._tasks import (
     META_OFFSET,
     META_PARTITION,
     META_TOPIC,
+    DeltaTarget,
     TaskPlan,
     judge_new_fields,
     new_fields_column,
@@ -40,11 +41,11 @@ NAMES = ["color", "size", "Value", "a-b", "dt", "zeta"]
 
 def plan(policy: str, *, computed_partition: bool) -> TaskPlan:
     return TaskPlan(
-        table_root="/nowhere/t", dead_letter_root="/nowhere/dl", row_schema=SCHEMA,
+        target=DeltaTarget("/nowhere/t", 1, "d"),
+        dead_letter=DeltaTarget("/nowhere/dl", 1, "d"), row_schema=SCHEMA,
         parse_schema=SCHEMA, partition_column="dt" if computed_partition else None,
         partition_from="column" if computed_partition else "none", bucket_columns=(),
-        bucket_count=0, write_id=1, dead_letter_write_id=1, delta_dir="d",
-        dead_letter_delta_dir="d", append=False, close_files=True,
+        bucket_count=0, append=False, close_files=True,
         options=SinkOptions(on_new_field=policy))  # type: ignore[arg-type]
 
 

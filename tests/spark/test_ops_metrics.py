@@ -13,6 +13,7 @@ import pytest
 from ingest.kafka import GroupCommitter, KafkaConnection
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
+from ingest.table import open_table
 from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
@@ -42,14 +43,13 @@ def sample(metrics: StreamMetrics, name: str, **labels: str) -> float | None:
 def test_backlog_compactions_and_cleaner_removals_follow_the_maintenance_thread(
         tmp_path: Path) -> None:
     location = make_table(tmp_path)
-    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
-                                    interval_s=0)
+    maintenance = StreamMaintenance(interval_s=0)
     metrics = StreamMetrics("default.events")
     assert sample(metrics, "ingest_compaction_backlog_deltas") is None  # nothing measured yet
     metrics.watch_maintenance(maintenance)
 
     add_loads(location, 2, 0)  # two deltas: under the threshold (more than 2)
-    maintenance.run_once(location, [f"{location}/{PARTITION}"])
+    maintenance.run_once(open_table(location).ref, [f"{location}/{PARTITION}"])
     assert sample(metrics, "ingest_compaction_backlog_deltas") == 2
     assert sample(metrics, "ingest_compaction_backlog_delete_deltas") == 0
     assert sample(metrics, "ingest_compaction_backlog_partitions") == 1
@@ -60,7 +60,7 @@ def test_backlog_compactions_and_cleaner_removals_follow_the_maintenance_thread(
     assert sample(metrics, "ingest_cleaner_removed_directories_total") == 0
 
     add_loads(location, 2, 2)  # four deltas: the initiator compacts
-    maintenance.run_once(location, [f"{location}/{PARTITION}"])
+    maintenance.run_once(open_table(location).ref, [f"{location}/{PARTITION}"])
     compacted = {k: sample(metrics, "ingest_compactions_total", kind=k)
                  for k in ("major", "minor")}
     assert sum(v or 0 for v in compacted.values()) == 1, compacted
@@ -76,13 +76,12 @@ def test_backlog_compactions_and_cleaner_removals_follow_the_maintenance_thread(
 def test_a_failed_maintenance_run_is_counted_per_table(tmp_path: Path) -> None:
     location = make_table(tmp_path)
     add_loads(location, 3, 0)
-    maintenance = StreamMaintenance(metastore_url=default_metastore_url(location),
-                                    interval_s=0)
+    maintenance = StreamMaintenance(interval_s=0)
     metrics = StreamMetrics("default.events")
     metrics.watch_maintenance(maintenance)
     # A delta directory that is a file: listing the partition's deltas fails.
     (tmp_path / "events" / PARTITION / "delta_0000099_0000099_0000").write_text("not a dir")
-    maintenance.run_once(location, [f"{location}/{PARTITION}"])
+    maintenance.run_once(open_table(location).ref, [f"{location}/{PARTITION}"])
     assert maintenance.stats.errors >= 1
     assert (sample(metrics, "ingest_maintenance_failures_total") or 0) >= 1
 

@@ -25,8 +25,9 @@ from ingest.records.json_values import parse_json_values
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions, stream_trigger
 from ingest.spark.sink._results import FileWritten, from_arrow
-from ingest.spark.sink._tasks import TaskPlan, write_task
+from ingest.spark.sink._tasks import DeltaTarget, TaskPlan, write_task
 from ingest.spark.sink.driver import AcidSink
+from ingest.table import TableRef, open_table
 from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
 
@@ -71,7 +72,7 @@ def make_sink(warehouse: Path, *, partition_by: str | None = "dt", **options: An
     location = str(warehouse / "events")
     layout = table_layout(SCHEMA + (", dt STRING" if partition_by == "dt" else ""), partition_by)
     table, _ = ensure_tables(location, layout)
-    return AcidSink(table.location, sink_id="test-sink", options=SinkOptions(**options),
+    return AcidSink(open_table(table.location), sink_id="test-sink", options=SinkOptions(**options),
                     partition_expression=layout.partition_expression)
 
 
@@ -112,8 +113,8 @@ def test_table_layout_and_trigger() -> None:
 
 def test_txns_per_delta_refused_on_object_stores() -> None:
     with pytest.raises(ConfigError, match="cannot append") as info:
-        AcidSink("s3://bucket/events", sink_id="s", options=SinkOptions(txns_per_delta=3),
-                 metastore_url="sqlite://:memory:")
+        AcidSink(TableRef("s3://bucket/events", "sqlite://:memory:"), sink_id="s",
+                 options=SinkOptions(txns_per_delta=3))
     assert info.value.hint is not None and "--txns-per-delta 1" in info.value.hint
 
 
@@ -123,12 +124,12 @@ def test_txns_per_delta_refused_with_a_hive_metastore(tmp_path: Path) -> None:
     uri = "thrift://127.0.0.1:1"
     with pytest.raises(ConfigError, match=rf"Cannot use --txns-per-delta 3 with metastore "
                        rf"{uri}: transaction batches .* not supported on a Hive Metastore"):
-        AcidSink(str(tmp_path / "events"), sink_id="s", options=SinkOptions(txns_per_delta=3),
-                 metastore_url=uri)
-    AcidSink(str(tmp_path / "events"), sink_id="s", options=SinkOptions(txns_per_delta=1),
-             metastore_url=uri)
-    AcidSink(str(tmp_path / "events"), sink_id="s", options=SinkOptions(txns_per_delta=3),
-             metastore_url=f"sqlite:///{tmp_path}/m.sqlite")
+        AcidSink(TableRef(str(tmp_path / "events"), uri), sink_id="s",
+                 options=SinkOptions(txns_per_delta=3))
+    AcidSink(TableRef(str(tmp_path / "events"), uri), sink_id="s",
+             options=SinkOptions(txns_per_delta=1))
+    AcidSink(TableRef(str(tmp_path / "events"), f"sqlite:///{tmp_path}/m.sqlite"), sink_id="s",
+             options=SinkOptions(txns_per_delta=3))
     assert not any(tmp_path.iterdir()), "nothing is created"
 
 
@@ -138,13 +139,15 @@ def test_retried_append_attempt_does_not_duplicate_rows(tmp_path: Path) -> None:
     from ingest.acid.format.schema import parse_schema
 
     schema = parse_schema(SCHEMA)
-    base = dict(table_root=str(tmp_path / "t"), dead_letter_root=str(tmp_path / "dl"),
+    dead = DeltaTarget(str(tmp_path / "dl"), 1, "delta_0000001_0000001_0000")
+    base = dict(dead_letter=dead,
                 row_schema=schema, parse_schema=schema, partition_column=None,
-                partition_from="none", bucket_columns=(), bucket_count=0,
-                dead_letter_write_id=1, delta_dir="delta_0000001_0000003",
-                dead_letter_delta_dir="delta_0000001_0000001_0000", append=True,
+                partition_from="none", bucket_columns=(), bucket_count=0, append=True,
                 close_files=False,
                 options=SinkOptions(flush_rows=10, on_new_field="ignore"))  # dt is dropped
+
+    def target(write_id: int) -> DeltaTarget:  # the run's delta: K = 3 write ids
+        return DeltaTarget(str(tmp_path / "t"), write_id, "delta_0000001_0000003")
 
     def batch(lo: int, hi: int) -> pa.RecordBatch:
         n = hi - lo
@@ -154,10 +157,11 @@ def test_retried_append_attempt_does_not_duplicate_rows(tmp_path: Path) -> None:
             "topic": pa.array(["t"] * n), "partition": pa.array([0] * n, pa.int32()),
             "offset": pa.array(range(lo, hi), pa.int64())})
 
-    first = from_arrow(list(write_task(TaskPlan(write_id=1, **base), iter([batch(0, 25)])))[0])
+    plan1 = TaskPlan(target=target(1), **base)
+    first = from_arrow(list(write_task(plan1, iter([batch(0, 25)])))[0])
     assert isinstance(first[0], FileWritten)
     length, path = first[0].length, first[0].path
-    plan2 = TaskPlan(write_id=2, committed_lengths={path: length}, **base)
+    plan2 = TaskPlan(target=target(2), committed_lengths={path: length}, **base)
     list(write_task(plan2, iter([batch(25, 40)])))          # attempt 1: flushed, then "lost"
     list(write_task(plan2, iter([batch(25, 40)])))          # attempt 2 (the retry)
     events = read_bucket_file(path)
@@ -247,7 +251,7 @@ def test_bucketed_table_writes_hive_buckets(spark: Any, warehouse: Path) -> None
     create_table(location + "__dead_letter",
                  "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
                  "error STRING")
-    with AcidSink(location, sink_id="b",  # the events' dt is not a column here: dropped
+    with AcidSink(open_table(location), sink_id="b",  # the events' dt is not a column here: dropped
                   options=SinkOptions(on_new_field="ignore")) as sink:
         sink(kafka_batch(spark, [event(i) for i in range(50)]), 0)
     root = Path(location)

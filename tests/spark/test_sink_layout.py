@@ -24,8 +24,9 @@ from ingest.spark.sink._results import (
 )
 from ingest.spark.sink._size import planned_records
 from ingest.spark.sink._stripes import _Pieces, parse_stripes_task, write_stripes_task
-from ingest.spark.sink._tasks import TaskPlan, writer_slots
+from ingest.spark.sink._tasks import DeltaTarget, TaskPlan, writer_slots
 from ingest.spark.sink.driver import AcidSink
+from ingest.table import open_table
 from ingest.txn import Metastore, default_metastore_url
 
 SCHEMA = "id BIGINT, value STRING, dt STRING"
@@ -41,11 +42,11 @@ def test_writer_slots_start_a_new_slot_every_writer_split_rows() -> None:
 def stripes_plan(tmp_path: Path, **options: Any) -> TaskPlan:
     row_schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
     return TaskPlan(
-        table_root=str(tmp_path / "t"), dead_letter_root=str(tmp_path / "dl"),
+        target=DeltaTarget(str(tmp_path / "t"), 1, "delta_0000001_0000001_0000"),
+        dead_letter=DeltaTarget(str(tmp_path / "dl"), 1, "delta_0000001_0000001_0000"),
         row_schema=row_schema, parse_schema=row_schema.append(pa.field("dt", pa.string())),
         partition_column="dt", partition_from="field", bucket_columns=(), bucket_count=0,
-        write_id=1, dead_letter_write_id=1, delta_dir="delta_0000001_0000001_0000",
-        dead_letter_delta_dir="delta_0000001_0000001_0000", append=False, close_files=True,
+        append=False, close_files=True,
         options=SinkOptions(**options))
 
 
@@ -148,7 +149,7 @@ def test_files_per_micro_batch_by_layout_and_every_row_once(
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
     if layout == "partition" and files is None:
         spark.conf.set("spark.sql.adaptive.enabled", "false")
-    sink = AcidSink(table.location, sink_id="layout", options=SinkOptions(
+    sink = AcidSink(open_table(table.location), sink_id="layout", options=SinkOptions(
         file_layout=layout, writer_split_rows=writer_split_rows))  # type: ignore[arg-type]
     batches = [kafka_batch(spark, 120, start=0, partitions=4),
                kafka_batch(spark, 120, start=120, partitions=4)]

@@ -22,7 +22,7 @@ from ingest.kafka import KafkaConnection, group_offsets, produce_events, sample_
 from ingest.spark import configure_stream_logging
 from ingest.spark.job import RunningStream, run_stream
 from ingest.spark.progress import OBSERVATION
-from ingest.table import stream_progress
+from ingest.table.core import stream_progress
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow,

@@ -2,8 +2,11 @@
 driver; parsing and writing in Spark tasks), and the dead-letter table beside the target.
 """
 
-from ingest.spark.sink._batch import BatchReport
+from ingest.spark.sink._batch import KAFKA_COLUMNS, BatchReport
+from ingest.spark.sink._results import FileWritten
+from ingest.spark.sink._results import from_arrow as task_results_from_arrow
 from ingest.spark.sink._task_errors import error_in_traceback
+from ingest.spark.sink._tasks import DeltaTarget, TaskPlan, write_task
 from ingest.spark.sink._txn_batches import check_transaction_batches
 from ingest.spark.sink.deadletter import (
     DEAD_LETTER_DDL,
@@ -15,6 +18,13 @@ from ingest.spark.sink.driver import AcidSink, check_keyed_stream
 
 __all__ = [
     "error_in_traceback",
+    # for the benchmarks' write-task ceiling (benchmarks/_parse_write.py, stream.py)
+    "KAFKA_COLUMNS",
+    "FileWritten",
+    "DeltaTarget",
+    "TaskPlan",
+    "task_results_from_arrow",
+    "write_task",
     "DEAD_LETTER_DDL",
     "AcidSink",
     "BatchReport",

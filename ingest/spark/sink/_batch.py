@@ -320,7 +320,7 @@ def publish_results(results: Sequence[TaskResult], *, plan: TaskPlan, batch_id: 
     new = [r for r in results if isinstance(r, NewFields)]
     seen = merge_fields(*(r.fields for r in new))
     return BatchReport(
-        batch_id, plan.write_id, changes=changes, new_fields=tuple(seen),
+        batch_id, plan.target.write_id, changes=changes, new_fields=tuple(seen),
         new_field_records=(sum(r.records for r in new)
                            if plan.options.on_new_field == "ignore" else 0),
         rows=sum(f.rows for f in files if f.target == "table" and not _deletes(f)),

@@ -211,7 +211,7 @@ def write_changes_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
     assert plan.key is not None and plan.table is not None and plan.view is not None
     # The changes go through `Written`, which stages every file; so do the dead letters.
     writer = _TaskWriter.in_task(plan, publish_directly=False)
-    fs, root = storage.url_to_fs(plan.table_root, plan.storage_options)
+    fs, root = storage.url_to_fs(plan.target.root, plan.storage_options)
     written = Written(fs, root, attempt=str(writer.attempt_id))
     try:
         parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
@@ -235,8 +235,8 @@ def write_changes_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
             batch = _change_batch(plan, good)
             resolved = resolve(batch, plan.table, plan.key, missing_columns="null")
             counts = write_changes(fs, root, plan.table, plan.view, written, resolved,
-                                   spec=plan.key, write_id=plan.write_id,
-                                   compression=plan.compression)  # type: ignore[arg-type]
+                                   spec=plan.key, write_id=plan.target.write_id,
+                                   compression=plan.target.compression)  # type: ignore[arg-type]
             for path, entry in zip(written.files, written.committed, strict=True):
                 results.append(FileWritten("table", path, written.staged[path], entry.rows,
                                            entry.length, entry.length, entry.tail_hash,

@@ -53,8 +53,8 @@ class _Pieces:
     """The parse task's groups, encoded into pieces as they fill."""
 
     def __init__(self, plan: TaskPlan) -> None:
-        self.options = BucketFileOptions(write_id=plan.write_id, row_schema=plan.row_schema,
-                                         compression=plan.compression)  # type: ignore[arg-type]
+        self.options = BucketFileOptions(write_id=plan.target.write_id, row_schema=plan.row_schema,
+                                         compression=plan.target.compression)  # type: ignore[arg-type]
         self.encoder = piece_encoder(self.options)
         # A write task flushes every flush_rows rows of a file, which ends a stripe anyway.
         self.max_rows = plan.options.flush_rows

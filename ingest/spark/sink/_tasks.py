@@ -86,25 +86,41 @@ DEAD_LETTER_SCHEMA = pa.schema([
 ])
 
 @dataclass(frozen=True)
+class DeltaTarget:
+    """One of the two tables a micro-batch writes (the target, or its dead-letter table):
+    where its rows go.
+
+    Attributes:
+        root: the table's fsspec URL.
+        write_id: the micro-batch's write id in this table.
+        delta_dir: the directory name its rows go to (`delta_W_W_0000`, or the run's
+            `delta_W_{W+K-1}` with transaction batches).
+        compression: the table's ORC codec.
+    """
+
+    root: str
+    write_id: int
+    delta_dir: str
+    compression: str = "zlib"
+
+
+@dataclass(frozen=True)
 class TaskPlan:
     """Everything a write (or parse) task needs; pickled into each task.
 
     Attributes:
-        table_root, dead_letter_root: fsspec URLs of the two tables.
+        target, dead_letter: the two tables the micro-batch writes (`DeltaTarget`).
         row_schema: the target's row columns (what BucketWriter writes).
         parse_schema: the JSON fields parsed: the row columns plus a bare partition field.
         partition_column: the single partition column, or None.
         partition_from: "field" (a parsed JSON field), "column" (computed before the write
             stage, present in its input) or "none".
         bucket_columns, bucket_count: Hive bucketing of the target (0 = unbucketed).
-        write_id, dead_letter_write_id: the micro-batch's write ids.
-        delta_dir, dead_letter_delta_dir: directory names the rows go to.
         append: transaction batches: append to bucket files shared by the run.
         close_files: append mode, last micro-batch of the run: close (final footer, side
             file removed) instead of leaving the files open.
         options: the sink's options (flush_rows, on_bad_record).
         committed_lengths: append mode: file path -> flush length committed before this batch.
-        compression, dead_letter_compression: ORC codecs of the two tables.
         input: "kafka" (raw Kafka rows: parse here) or "parsed" (the parse stage ran
             before; a shuffle of stripe pieces has write tasks of its own, `_stripes`).
         parsed_arrow_schema: the exact Arrow schema the parse stage must yield.
@@ -119,24 +135,18 @@ class TaskPlan:
         avro: --value-format avro: the values' framing and writer schema; None: JSON.
     """
 
-    table_root: str
-    dead_letter_root: str
+    target: DeltaTarget
+    dead_letter: DeltaTarget
     row_schema: pa.Schema
     parse_schema: pa.Schema
     partition_column: str | None
     partition_from: Literal["field", "column", "none"]
     bucket_columns: tuple[str, ...]
     bucket_count: int
-    write_id: int
-    dead_letter_write_id: int
-    delta_dir: str
-    dead_letter_delta_dir: str
     append: bool
     close_files: bool
     options: SinkOptions
     committed_lengths: dict[str, int] = field(default_factory=dict, hash=False)
-    compression: str = "zlib"
-    dead_letter_compression: str = "zlib"
     # The tables' storage options (credentials among them: never in a repr).
     storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
     input: Literal["kafka", "parsed"] = "kafka"
@@ -404,8 +414,8 @@ class _TaskWriter:
                  first_attempt: bool = False) -> None:
         self.plan = plan
         self.task_index, self.attempt_id = task_index, attempt_id
-        self.fs, self.root = storage.url_to_fs(plan.table_root, plan.storage_options)
-        self.dl_fs, self.dl_root = storage.url_to_fs(plan.dead_letter_root,
+        self.fs, self.root = storage.url_to_fs(plan.target.root, plan.storage_options)
+        self.dl_fs, self.dl_root = storage.url_to_fs(plan.dead_letter.root,
                                                      plan.storage_options)
         # On an object store a rename is a copy and a delete of each object: the task's
         # first attempt writes the final names instead. An object appears only when its
@@ -431,11 +441,11 @@ class _TaskWriter:
                    first_attempt=publish_directly and ctx.attemptNumber() == 0)
 
     def _open(self, partition_dir: str, bucket_id: int) -> _File:
-        plan = self.plan
-        directory = f"{self.root}/{partition_dir}{plan.delta_dir}"
+        plan, target = self.plan, self.plan.target
+        directory = f"{self.root}/{partition_dir}{target.delta_dir}"
         path = f"{directory}/{bucket_file_name(bucket_id)}"
-        options = BucketFileOptions(write_id=plan.write_id, row_schema=plan.row_schema,
-                                    bucket_id=bucket_id, compression=plan.compression)  # type: ignore[arg-type]
+        options = BucketFileOptions(write_id=target.write_id, row_schema=plan.row_schema,
+                                    bucket_id=bucket_id, compression=target.compression)  # type: ignore[arg-type]
         if not plan.append and self.direct:
             return _File(BucketWriter.create(path, options, fs=self.fs), path, None, 0)
         if not plan.append:
@@ -446,7 +456,7 @@ class _TaskWriter:
         if committed is not None:
             rollback_file(self.fs, path, committed)
             writer = BucketWriter.open_append(
-                path, BucketFileOptions(write_id=plan.write_id), fs=self.fs)
+                path, BucketFileOptions(write_id=target.write_id), fs=self.fs)
             return _File(writer, path, None, committed)
         if self.fs.exists(path):  # left by a failed attempt of this micro-batch: not committed
             self.fs.rm_file(path)
@@ -495,14 +505,15 @@ class _TaskWriter:
         if rows.num_rows == 0:
             return
         if self.dead is None:
-            directory = f"{self.dl_root}/{self.plan.dead_letter_delta_dir}"
+            dead = self.plan.dead_letter
+            directory = f"{self.dl_root}/{dead.delta_dir}"
             name = bucket_file_name(self.task_index)
             staging = (None if self.dl_direct
                        else f"{directory}/_tmp.{name}.{self.attempt_id}")
             options = BucketFileOptions(
-                write_id=self.plan.dead_letter_write_id, row_schema=DEAD_LETTER_SCHEMA,
+                write_id=dead.write_id, row_schema=DEAD_LETTER_SCHEMA,
                 bucket_id=self.task_index,
-                compression=self.plan.dead_letter_compression)  # type: ignore[arg-type]
+                compression=dead.compression)  # type: ignore[arg-type]
             writer = BucketWriter.create(staging or f"{directory}/{name}", options,
                                          fs=self.dl_fs)
             self.dead = _File(writer, f"{directory}/{name}", staging, 0)

@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import fsspec
 import pyarrow as pa
@@ -64,19 +64,21 @@ from ingest.spark.sink._batch import (
     remove_staging_leftovers,
     run_tasks,
 )
+from ingest.spark.sink._first_records import check_plain_avro_start
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
-from ingest.spark.sink._tasks import TaskPlan
+from ingest.spark.sink._tasks import DeltaTarget, TaskPlan
 from ingest.spark.sink._txn_batches import check_transaction_batches
 from ingest.spark.sink.deadletter import dead_letter_location
-from ingest.table import open_table_root, stream_progress
+from ingest.table import Table, TableRef
 from ingest.table.core import (
     check_owner,
     check_written_columns,
     evolve_schema,
     remove_aborted_writes,
+    stream_progress,
     write_set,
 )
 from ingest.table.write import KeySpec, check_keyed_table
@@ -89,7 +91,6 @@ from ingest.txn import (
     Transaction,
     TransactionInfo,
 )
-from ingest.txn import default_metastore_url as _default_metastore_url
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -121,7 +122,7 @@ class AcidSink:
 
     Usage::
 
-        sink = AcidSink("/wh/events", sink_id="events@/ckpt/events",
+        sink = AcidSink(ingest.open_table("/wh/events"), sink_id="events@/ckpt/events",
                         options=SinkOptions(flush_rows=10_000))
         query = df.writeStream.foreachBatch(sink).option("checkpointLocation", ...).start()
         ...
@@ -133,17 +134,15 @@ class AcidSink:
 
     def __init__(
         self,
-        table_location: str,
+        table: Table | TableRef,
         *,
         sink_id: str,
         options: SinkOptions | None = None,
         row_schema: pa.Schema | None = None,
         partition_columns: Sequence[str] | None = None,
         partition_expression: str | None = None,
-        metastore_url: str | None = None,
         compression: str | None = None,
         lag_fn: Callable[[Mapping[tuple[str, int], int]], int | None] | None = None,
-        storage_options: Mapping[str, Any] | None = None,
         earliest_fn: Callable[[Sequence[tuple[str, int]]], Mapping[tuple[str, int], int]]
         | None = None,
         fail_on_data_loss: bool = True,
@@ -151,7 +150,11 @@ class AcidSink:
         """Check the options; nothing is opened until the first micro-batch.
 
         Args:
-            table_location: the target table's root (path or fsspec URL).
+            table: the target table (its root), resolved: a `Table` or its `TableRef`, whose
+                metastore the sink commits to and whose storage options it and its tasks
+                reach the table's files and the dead-letter table's beside it with (each
+                task receives exactly these, as a value). Only its location, metastore URL
+                and options are kept: the definitions are read at the first micro-batch.
             sink_id: names this query in the metastore's sink progress; a restarted query
                 must use the same id (batch ids come from its checkpoint).
             options: txns_per_delta (K micro-batches per delta directory, as a Hive
@@ -163,14 +166,9 @@ class AcidSink:
             partition_expression: Spark SQL computing the (single) partition column from
                 the parsed columns, e.g. "date_format(ts, 'yyyy-MM-dd')". None: the
                 partition column is a JSON field of the record.
-            metastore_url: `sqlite://` or `postgresql://` URL; default
-                `default_metastore_url(table_location)`.
             compression: ORC codec of the bucket files; default each table's
                 `orc.compress` property (zlib when unset, which Hive 3 reads).
             lag_fn: maps the batch's end offsets to the records still behind, for the log.
-            storage_options: the fsspec options of the table and of its dead-letter table
-                beside it (endpoint, credentials); each task receives exactly these, as a
-                value. None: fsspec's own config and environment.
             earliest_fn: each topic partition's earliest offset on the broker: records the
                 table has not committed below it are lost (retention removed them). None:
                 loss is not looked for.
@@ -179,17 +177,25 @@ class AcidSink:
                 report (`lost`), skips them and goes on.
 
         Raises:
-            ConfigError: K > 1 on a filesystem that cannot append or with a metastore that
-                refuses transaction batches (a Hive Metastore); an --avro-schema file that
-                cannot be read or is not an Avro record schema.
+            ConfigError: `table` was opened without a metastore; K > 1 on a filesystem that
+                cannot append or with a metastore that refuses transaction batches (a Hive
+                Metastore); an --avro-schema file that cannot be read or is not an Avro
+                record schema.
         """
         self.options = options if options is not None else SinkOptions()
         self._avro = avro_format(self.options)  # the --avro-schema file is read here, once
         txns_per_delta = self.options.txns_per_delta
-        self.table_location = table_location
-        self.dead_letter_location = dead_letter_location(table_location)
+        ref = table.ref if isinstance(table, Table) else table
+        if ref.metastore is None:
+            raise ConfigError(f"Cannot stream into {ref.location}: it was opened without a "
+                              "metastore, and the sink commits to one",
+                              hint="open it with its metastore (ingest.open_table(location))")
+        self.table_ref = ref
+        self.dead_letter_ref = ref.at(dead_letter_location(ref.location))
+        self.table_location = ref.location
+        self.dead_letter_location = self.dead_letter_ref.location
+        self.metastore_url: str = ref.metastore
         self.sink_id = sink_id
-        self.metastore_url = metastore_url or _default_metastore_url(table_location)
         self.compression = compression
         self.partition_expression = partition_expression
         self.lag_fn = lag_fn
@@ -197,14 +203,15 @@ class AcidSink:
         self.fail_on_data_loss = fail_on_data_loss
         # Each topic partition's committed end: where the next micro-batch must begin.
         self._committed_until: dict[tuple[str, int], int] | None = None
+        self._start_checked = self._avro is None  # see _first_records
         self.agent = f"{socket.gethostname()}:{os.getpid()}:ingest-stream:{sink_id}"
         self._agent_tag = f":ingest-stream:{sink_id}"
         self._expected_schema = row_schema
         self._expected_partitions = None if partition_columns is None else tuple(
             partition_columns)
-        check_transaction_batches(table_location, self.metastore_url, txns_per_delta)
-        self.storage_options = dict(storage_options or {})
-        self.fs, self.root = storage.url_to_fs(table_location, self.storage_options)
+        check_transaction_batches(ref.location, self.metastore_url, txns_per_delta)
+        self.storage_options = dict(ref.storage_options)
+        self.fs, self.root = storage.url_to_fs(ref.location, self.storage_options)
         self.dl_fs, self.dl_root = storage.url_to_fs(self.dead_letter_location,
                                                      self.storage_options)
         self._store: Metastore | None = None
@@ -312,7 +319,7 @@ class AcidSink:
                         f"; kept {list(removal.kept)}" if removal.kept else "")
         if self._table.name in dead:
             # Files of the earlier run's transaction batch were live until now: repair them.
-            open_table_root(self._table.location, store, self.storage_options).recover()
+            self.table_ref.open(store).recover()
 
     # ------------------------------------------------------------------ the micro-batch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -346,6 +353,10 @@ class AcidSink:
             check_not_behind({(r.topic, r.partition): r.from_offset for r in planned},
                              self._committed_ends(store), what=f"micro-batch {batch_id} reads from",
                              known_as=f"table {self._table.name} already committed")
+        if not self._start_checked:
+            # The table's first records of a plain-Avro stream (none of its offsets yet).
+            self._start_checked = bool(self._committed_ends(store)) or check_plain_avro_start(
+                batch_df, self._avro, self._table.row_schema, self._table.name)
         lost = self._lost(store, planned, batch_id)
         # --on-new-field evolve: a round that met new fields adds their columns, aborts its
         # transaction and runs again with the new schema; the next round finds none.
@@ -572,19 +583,18 @@ class AcidSink:
             parse_fields.append(pa.field(pcol, pa.string()))
         elif pcol is not None:
             partition_from = "column"
+        dead_write_id = txn.write_id_for(self._dead_letter)
         return TaskPlan(
-            table_root=table.location, dead_letter_root=self._dead_letter.location,
+            target=DeltaTarget(table.location, txn.write_id, delta_dir, self._codecs[0]),
+            dead_letter=DeltaTarget(self._dead_letter.location, dead_write_id,
+                                    format_delta(dead_write_id, dead_write_id, 0),
+                                    self._codecs[1]),
             row_schema=table.row_schema, parse_schema=pa.schema(parse_fields),
             partition_column=pcol, partition_from=partition_from,
             bucket_columns=tuple(table.bucket_columns), bucket_count=table.bucket_count,
-            write_id=txn.write_id, dead_letter_write_id=txn.write_id_for(self._dead_letter),
-            delta_dir=delta_dir,
-            dead_letter_delta_dir=format_delta(txn.write_id_for(self._dead_letter),
-                                               txn.write_id_for(self._dead_letter), 0),
             append=self.options.txns_per_delta > 1,
             close_files=self.options.txns_per_delta > 1 and last, options=self.options,
-            committed_lengths=committed, compression=self._codecs[0],
-            dead_letter_compression=self._codecs[1],
+            committed_lengths=committed,
             storage_options=dict(self.storage_options),
             mode=self.options.mode, key=self._key, table=table if self._key else None,
             avro=self._avro,
@@ -598,8 +608,8 @@ class AcidSink:
         tables = {target: (table.name, write_id,
                            storage.path_of(table.location) + "/")
                   for target, table, write_id in (
-                      ("table", self._table, plan.write_id),
-                      ("dead_letter", self._dead_letter, plan.dead_letter_write_id))}
+                      ("table", self._table, plan.target.write_id),
+                      ("dead_letter", self._dead_letter, plan.dead_letter.write_id))}
         out: dict[str, list[CommittedFile]] = {name: [] for name, _, _ in tables.values()}
         for r in results:
             if not isinstance(r, FileWritten) or r.tail_hash is None or r.events is None:
@@ -644,15 +654,16 @@ class AcidSink:
             return
         assert self._table is not None
         written = [r for r in results if isinstance(r, FileWritten)]
-        _remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter_delta_dir,
+        _remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter.delta_dir,
                         [r for r in written if r.target == "dead_letter"])
         if self._run is None:
             depth = len(self._table.partition_columns)
-            _remove_written(self.fs, self.root, depth, plan.delta_dir,
+            _remove_written(self.fs, self.root, depth, plan.target.delta_dir,
                             [r for r in written if r.target == "table"])
             if self._key is not None:  # a keyed micro-batch's delete events
+                write_id = plan.target.write_id
                 _remove_written(self.fs, self.root, depth,
-                                format_delta(plan.write_id, plan.write_id, 0, delete=True), [])
+                                format_delta(write_id, write_id, 0, delete=True), [])
             return
         # A transaction batch cannot go on after a failed micro-batch: end it here.
         run, self._run = self._run, None

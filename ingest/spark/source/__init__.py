@@ -2,9 +2,11 @@
 planner, with filters pushed down and the read's lease renewed by its tasks (`register`).
 """
 
+from ingest.spark.source._plan import SourceOptions
 from ingest.spark.source.datasource import HiveAcidDataSource, register
 
 __all__ = [
     "HiveAcidDataSource",
+    "SourceOptions",
     "register",
 ]

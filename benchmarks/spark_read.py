@@ -36,8 +36,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ingest.bench._common import report, sample_rows
-from ingest.bench._cpu import tree_cpu_s
+from benchmarks._common import report, sample_rows
+from benchmarks._cpu import tree_cpu_s
 
 FLOOR_SOURCE = "ingest-bench-floor"
 # Per Python worker: the batches of each floor partition file, read once, then held (Spark
@@ -84,7 +84,7 @@ def save_source_batches(location: str, out_dir: Path) -> list[str]:
     task's record batches as they are (schema, types, batch sizes) in an Arrow IPC file."""
     import pyarrow as pa
 
-    from ingest.spark.source._plan import SourceOptions
+    from ingest.spark.source import SourceOptions
     from ingest.spark.source.datasource import HiveAcidReader
 
     reader = HiveAcidReader(SourceOptions.parse({"path": location}))
@@ -152,7 +152,7 @@ def timed_interleaved(cases: dict[str, Callable[[], Any]], *, repeats: int
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ingest.bench spark-read")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks spark-read")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--loads", type=int, default=5, help="transactions (delta directories)")
     parser.add_argument("--buckets", type=int, default=4)

@@ -17,8 +17,8 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
+from benchmarks._common import median_seconds, report
 from ingest.acid import BucketFileOptions, BucketWriter, side_file_path
-from ingest.bench._common import median_seconds, report
 from ingest.table.maintain import TableRecovery, recover_table_with_metastore
 
 _CHUNK = 64 * 1024 * 1024
@@ -54,7 +54,7 @@ def build(path: str, *, size_mb: int, flushes: int) -> int:
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ingest.bench recover")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks recover")
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--flushes", type=int, default=1000)
     parser.add_argument("--garbage-kb", type=int, default=512,

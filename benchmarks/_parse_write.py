@@ -1,5 +1,5 @@
 """The ceiling of any streaming job that must parse and write: the sink's own write task
-(`ingest.spark.sink._tasks.write_task`: the JSON parse, routing to table partitions and the
+(`ingest.spark.sink.write_task`: the JSON parse, routing to table partitions and the
 ACID ORC bucket writer) run on records already in memory, in this process, on one core.
 
 No Kafka, no Spark, no shuffle and no commit: what is left is the work no job can skip. Its
@@ -61,8 +61,13 @@ def parse_and_write(batches: list[pa.RecordBatch], *, schema_ddl: str,
         RuntimeError: the task wrote fewer rows than it was given (a record failed to parse).
     """
     from ingest.spark.options import SinkOptions
-    from ingest.spark.sink._results import FileWritten, from_arrow
-    from ingest.spark.sink._tasks import TaskPlan, write_task
+    from ingest.spark.sink import (
+        DeltaTarget,
+        FileWritten,
+        TaskPlan,
+        task_results_from_arrow,
+        write_task,
+    )
 
     row_schema = parse_schema(schema_ddl)
     parse_fields = list(row_schema) + ([pa.field(partition_column, pa.string())]
@@ -70,22 +75,21 @@ def parse_and_write(batches: list[pa.RecordBatch], *, schema_ddl: str,
     tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-parse-write-"))
     delta = format_delta(1, 1, 0)
     plan = TaskPlan(
-        table_root=str(tmp / "table"), dead_letter_root=str(tmp / "dead_letter"),
+        target=DeltaTarget(str(tmp / "table"), 1, delta, compression),
+        dead_letter=DeltaTarget(str(tmp / "dead_letter"), 1, delta, compression),
         row_schema=row_schema, parse_schema=pa.schema(parse_fields),
         partition_column=partition_column,
         partition_from="field" if partition_column else "none",
-        bucket_columns=(), bucket_count=0, write_id=1, dead_letter_write_id=1,
-        delta_dir=delta, dead_letter_delta_dir=delta, append=False, close_files=False,
+        bucket_columns=(), bucket_count=0, append=False, close_files=False,
         # Fields outside the schema (dt, unpartitioned) are dropped, as the bench's job does.
-        options=SinkOptions(flush_rows=flush_rows, on_new_field="ignore"),
-        compression=compression, dead_letter_compression=compression)
+        options=SinkOptions(flush_rows=flush_rows, on_new_field="ignore"))
     try:
         cpu_started, started = time.process_time(), time.perf_counter()
         out = list(write_task(plan, iter(batches)))
         seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    results = [r for batch in out for r in from_arrow(batch)]
+    results = [r for batch in out for r in task_results_from_arrow(batch)]
     written = sum(r.rows for r in results if isinstance(r, FileWritten) and r.target == "table")
     given = sum(b.num_rows for b in batches)
     if written != given:

@@ -32,9 +32,9 @@ import numpy as np
 import pyarrow as pa
 
 import ingest
+from benchmarks._common import median_seconds_interleaved, report
+from benchmarks._upsert_baselines import Batch, deltalake_seconds, pyiceberg_seconds
 from ingest.acid.format import bucket_ids
-from ingest.bench._common import median_seconds_interleaved, report
-from ingest.bench._upsert_baselines import Batch, deltalake_seconds, pyiceberg_seconds
 from ingest.records.changes import from_debezium
 from ingest.table import Table
 from ingest.table.write import create_table
@@ -190,7 +190,7 @@ def _reads(table: Table, *, buckets: int, root: str, repeats: int) -> dict[str, 
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ingest.bench upsert",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks upsert",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="100000,1000000",
                         help="table sizes, comma-separated (default: %(default)s)")

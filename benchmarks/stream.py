@@ -37,7 +37,7 @@ sink can reach the goal on this machine.
 `ratio_metrics_on`: its throughput over the same layout's without metrics.
 `--s3-requests` (with `--warehouse s3://...` on moto's server) runs the first layout once more
 after the rounds, untimed, and counts its S3 requests by kind per micro-batch with moto's
-recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `ingest/bench/_s3_requests.py`).
+recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `benchmarks/s3_requests.py`).
 Every round also runs the sink's own write task (`_parse_write`: the JSON parse and the ACID
 ORC writer) on the same records already in memory, in this process: no Kafka, no Spark, no
 commit. `parse_write_seconds` and its CPU seconds against the consumer's drain
@@ -75,11 +75,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
+from benchmarks._common import report
+from benchmarks._memory import PeakRss
+from benchmarks._parse_write import kafka_batches, parse_and_write
+from benchmarks._standin import endpoint_pid, process_cpu_s
 from ingest.acid import CODECS
-from ingest.bench._common import report
-from ingest.bench._memory import PeakRss
-from ingest.bench._parse_write import kafka_batches, parse_and_write
-from ingest.bench._standin import endpoint_pid, process_cpu_s
 from ingest.kafka import KafkaConnection
 from ingest.txn import redact_url
 
@@ -114,7 +114,7 @@ class _Broker:
             self._proc, servers = _start_tansu(tmp / "tansu.log")
             self.plain = KafkaConnection(servers)
             return
-        script = Path(__file__).resolve().parents[2] / "scripts" / "kafka.sh"
+        script = Path(__file__).resolve().parents[1] / "scripts" / "kafka.sh"
         done = subprocess.run(["bash", str(script), "start", "--dir", str(self._dir)],
                               capture_output=True, text=True, timeout=300, check=False)
         if done.returncode != 0:
@@ -130,7 +130,7 @@ class _Broker:
             self._proc.terminate()
             self._proc.wait(10)
         elif self.kind == "apache":
-            script = Path(__file__).resolve().parents[2] / "scripts" / "kafka.sh"
+            script = Path(__file__).resolve().parents[1] / "scripts" / "kafka.sh"
             subprocess.run(["bash", str(script), "stop", "--dir", str(self._dir)],
                            capture_output=True, timeout=120, check=False)
 
@@ -318,7 +318,7 @@ def _handover(spark: Any, kafka: KafkaConnection, topic: str, rows: int, checkpo
         RuntimeError: the Python workers were not handed the topic's `rows` records.
     """
     from ingest.spark.kafka import kafka_dataframe
-    from ingest.spark.sink._batch import KAFKA_COLUMNS
+    from ingest.spark.sink import KAFKA_COLUMNS
 
     seen = spark.sparkContext.accumulator(0)
 
@@ -442,7 +442,7 @@ def _count_requests(spark: Any, kafka: KafkaConnection, tmp: Path, args: argpars
                     layout: str) -> dict[str, Any]:
     """One more remote run of `layout`, its S3 requests counted by kind (total and per
     micro-batch, the job's start and end included)."""
-    from ingest.bench._s3_requests import KINDS, recording
+    from benchmarks.s3_requests import KINDS, recording
     from ingest.io import storage
 
     options = storage.parse_storage_options(args.storage_option)
@@ -480,7 +480,7 @@ def _files_per_batch(summary: Any) -> float:
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ingest.bench stream")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks stream")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=2, help="topic partitions")
     parser.add_argument("--flush-rows", type=int, default=100_000)

@@ -17,6 +17,8 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
+from benchmarks._common import median_seconds, report, sample_rows
+from benchmarks._memory import PeakRss
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.compaction import compact_partition
 from ingest.acid.format import (
@@ -29,8 +31,6 @@ from ingest.acid.format import (
     format_delta,
 )
 from ingest.acid.read import read_table
-from ingest.bench._common import median_seconds, report, sample_rows
-from ingest.bench._memory import PeakRss
 
 
 def build_table(root: str, *, deltas: int, delta_rows: int, delete_fraction: float,
@@ -67,7 +67,7 @@ def _cpu_s() -> float:
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ingest.bench compact")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks compact")
     parser.add_argument("--deltas", type=int, default=100)
     parser.add_argument("--delta-rows", type=int, default=100_000)
     parser.add_argument("--delete-fraction", type=float, default=0.01)
