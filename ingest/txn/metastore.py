@@ -30,7 +30,7 @@ from ingest.txn.model import (
     ReaderInfo,
     SinkProgress,
     TableDefinition,
-    TableRef,
+    TableIdentifier,
     Transaction,
     TransactionInfo,
     TxnState,
@@ -207,7 +207,7 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
+    def set_properties(self, table: TableIdentifier, properties: dict[str, str]) -> TableDefinition:
         """Set table properties (Hive's ALTER TABLE ... SET TBLPROPERTIES); others are kept.
 
         Returns:
@@ -218,7 +218,7 @@ class Metastore(abc.ABC):
             MetastoreError: the metastore failed.
         """
 
-    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+    def alter_columns(self, table: TableIdentifier, row_schema: pa.Schema, *,
                       expected: pa.Schema) -> TableDefinition:
         """Record the table's new row schema (Hive's ALTER TABLE ... ADD/CHANGE COLUMNS), in
         one metastore transaction that succeeds only if the stored schema still equals
@@ -239,14 +239,14 @@ class Metastore(abc.ABC):
             f"{self.location} yet", hint="use ingest's SQL metastore (sqlite:// or postgresql://)")
 
     @abc.abstractmethod
-    def find_table(self, table: TableRef) -> TableDefinition | None:
+    def find_table(self, table: TableIdentifier) -> TableDefinition | None:
         """The table with this name or location, or None.
 
         Raises:
             MetastoreError: the metastore failed.
         """
 
-    def get_table(self, table: TableRef) -> TableDefinition:
+    def get_table(self, table: TableIdentifier) -> TableDefinition:
         """The table with this name or location.
 
         Raises:
@@ -258,7 +258,7 @@ class Metastore(abc.ABC):
             raise table_not_found(table, self.location)
         return found
 
-    def side_tables(self, table: TableRef) -> list[str]:
+    def side_tables(self, table: TableIdentifier) -> list[str]:
         """The names of the hidden tables this backend keeps beside `table` for its own
         bookkeeping (the Hive Metastore's progress and manifest tables, docs/format.md §20),
         those that exist; each is a full-ACID table of the metastore that the table layer
@@ -281,7 +281,7 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def drop_table(self, table: TableRef) -> None:
+    def drop_table(self, table: TableIdentifier) -> None:
         """Forget a table, its write ids, sink progress and committed-file entries. Files are
         not touched.
 
@@ -295,7 +295,7 @@ class Metastore(abc.ABC):
 
     @abc.abstractmethod
     def open_transaction(
-        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
+        self, table: TableIdentifier, *, agent: str = "", also: Sequence[TableIdentifier] = (),
         operation: Literal["insert", "delete"] = "insert",
     ) -> Transaction:
         """Open one transaction and allocate its write id on `table` (and on each of `also`).
@@ -321,7 +321,7 @@ class Metastore(abc.ABC):
 
     @abc.abstractmethod
     def allocate_write_ids(
-        self, table: TableRef, count: int, *, agent: str = ""
+        self, table: TableIdentifier, count: int, *, agent: str = ""
     ) -> list[Transaction]:
         """Open `count` transactions at once with consecutive write ids W..W+count-1.
 
@@ -335,7 +335,7 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
+    def allocate_write_id(self, txn: Transaction, table: TableIdentifier) -> Transaction:
         """Add another table to an open transaction (Hive's allocateTableWriteIds).
 
         Returns:
@@ -420,10 +420,10 @@ class Metastore(abc.ABC):
     @contextmanager
     def transaction(
         self,
-        table: TableRef,
+        table: TableIdentifier,
         *,
         agent: str = "",
-        also: Sequence[TableRef] = (),
+        also: Sequence[TableIdentifier] = (),
         sink: SinkProgress | None = None,
         offsets: Iterable[OffsetRange] = (),
     ) -> Iterator[Transaction]:
@@ -452,7 +452,7 @@ class Metastore(abc.ABC):
     # -- snapshots, the read view, progress -------------------------------------------------
 
     @abc.abstractmethod
-    def snapshot(self, table: TableRef) -> ValidWriteIdList:
+    def snapshot(self, table: TableIdentifier) -> ValidWriteIdList:
         """The table's valid write-id list now (Hive's getValidWriteIds), unregistered.
 
         The high watermark is the highest write id allocated; open and aborted ids are listed.
@@ -464,7 +464,7 @@ class Metastore(abc.ABC):
 
     @abc.abstractmethod
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        self, table: TableIdentifier, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
         keep_lease: bool = False,
     ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
         """Take the table's snapshot and keep it registered (leased) until the block ends.
@@ -504,7 +504,7 @@ class Metastore(abc.ABC):
 
     @contextmanager
     def reading(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S
+        self, table: TableIdentifier, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S
     ) -> Iterator[ValidWriteIdList]:
         """`leased_snapshot` yielding the snapshot alone.
 
@@ -521,7 +521,7 @@ class Metastore(abc.ABC):
 
     @contextmanager
     def read_view(
-        self, table: TableRef, *, agent: str, snapshot: ValidWriteIdList | None = None,
+        self, table: TableIdentifier, *, agent: str, snapshot: ValidWriteIdList | None = None,
         heartbeat_s: float = READER_HEARTBEAT_S, keep_lease: bool = False,
     ) -> Iterator[PinnedView]:
         """The table as of its committed snapshot, leased until the block ends, with the
@@ -552,7 +552,7 @@ class Metastore(abc.ABC):
             yield PinnedView(name, taken, committed, self.compactor_visibility(name), lease,
                              row_schema=columns, schema_version=version)
 
-    def snapshot_schema(self, table: TableRef,
+    def snapshot_schema(self, table: TableIdentifier,
                         snapshot: ValidWriteIdList) -> tuple[int, pa.Schema]:
         """The schema version and row columns `snapshot` reads with (docs/format.md §25).
 
@@ -572,7 +572,7 @@ class Metastore(abc.ABC):
 
     @abc.abstractmethod
     def transactions(
-        self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
+        self, table: TableIdentifier | None = None, *, states: Iterable[TxnState] = TXN_STATES
     ) -> list[TransactionInfo]:
         """One row per (transaction, table) in `states`, by txn id (a transaction's primary
         table first, then the others by name); only `table`'s rows if given.
@@ -582,7 +582,7 @@ class Metastore(abc.ABC):
             MetastoreError: the metastore failed.
         """
 
-    def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
+    def write_id_states(self, table: TableIdentifier) -> dict[int, TxnState]:
         """Every allocated write id of the table mapped to its transaction's state.
 
         Raises:
@@ -593,7 +593,7 @@ class Metastore(abc.ABC):
 
     @abc.abstractmethod
     def committed_write_id(self, sink_id: str, batch_id: int, *,
-                           table: TableRef | None = None) -> int | None:
+                           table: TableIdentifier | None = None) -> int | None:
         """The write id that committed this micro-batch of this sink, or None.
 
         Args:
@@ -607,7 +607,7 @@ class Metastore(abc.ABC):
 
     @abc.abstractmethod
     def last_committed_batch(self, sink_id: str, *,
-                             table: TableRef | None = None) -> int | None:
+                             table: TableIdentifier | None = None) -> int | None:
         """The highest batch id this sink committed, or None (`table` as for
         `committed_write_id`).
 
@@ -617,7 +617,7 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
+    def offset_ranges(self, table: TableIdentifier) -> list[tuple[int, OffsetRange]]:
         """Kafka ranges of committed transactions that wrote `table`, with the write id,
         ordered by (write id, topic, partition).
 
@@ -629,7 +629,7 @@ class Metastore(abc.ABC):
     # -- the committed-file manifest ---------------------------------------------------------
 
     @abc.abstractmethod
-    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+    def committed_files(self, table: TableIdentifier) -> dict[str, CommittedFile]:
         """Every manifest entry of the table, by path relative to its root, sorted by path.
         Empty for a metastore without a manifest (files then read as they are).
 
@@ -639,7 +639,8 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
+    def record_committed_files(self, table: TableIdentifier,
+                               files: Iterable[CommittedFile]) -> None:
         """Record files written outside a transaction's commit (a compaction's outputs: the
         compactor commits nothing, its output is visible once written). An entry is updated
         only to a length at least the one recorded.
@@ -653,7 +654,7 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
+    def forget_committed_files(self, table: TableIdentifier, paths: Iterable[str]) -> int:
         """Remove entries (a cleaner deleting obsolete directories); returns how many went.
 
         Raises:
@@ -667,7 +668,7 @@ class Metastore(abc.ABC):
     @abc.abstractmethod
     def begin_compaction(
         self,
-        table: TableRef,
+        table: TableIdentifier,
         partition: str,
         kind: str,
         *,
@@ -739,7 +740,7 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
+    def compactor_visibility(self, table: TableIdentifier) -> CompactorVisibility:
         """Which of the table's compactor transactions are committed now, for readers of
         `_vT` directories, read in one consistent step.
 
@@ -749,7 +750,7 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def compactions(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions(self, table: TableIdentifier) -> list[CompactionInfo]:
         """The table's compaction history, oldest first (empty for a metastore without one).
 
         Raises:
@@ -758,7 +759,7 @@ class Metastore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def compactions_to_clean(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions_to_clean(self, table: TableIdentifier) -> list[CompactionInfo]:
         """Compactions of the table whose output is in place ('ready for cleaning'), with a
         committed compactor transaction or none: what the cleaner may finish.
 
@@ -779,7 +780,7 @@ class Metastore(abc.ABC):
     # -- reader leases ------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def live_readers(self, table: TableRef, *, timeout_s: float) -> list[ReaderInfo]:
+    def live_readers(self, table: TableIdentifier, *, timeout_s: float) -> list[ReaderInfo]:
         """The table's registered readers whose last heartbeat is within `timeout_s`, by
         reader id.
 

@@ -203,11 +203,11 @@ class TransactionInfo:
         return self.agent == SCHEMA_CHANGE_AGENT
 
 
-TableRef = str | TableDefinition
+TableIdentifier = str | TableDefinition
 """A table given as its definition, its `db.table` name, or its location (path or URL)."""
 
 
-def table_key(table: TableRef) -> tuple[str, str]:
+def table_key(table: TableIdentifier) -> tuple[str, str]:
     """(what, value) identifying a table: ("name", `db.table`) or ("location", a normalised
     URL); a string with a slash or scheme is a location.
 
@@ -221,7 +221,7 @@ def table_key(table: TableRef) -> tuple[str, str]:
     return "name", qualify_table_name(table)
 
 
-def table_not_found(table: TableRef, location: str) -> TableNotFoundError:
+def table_not_found(table: TableIdentifier, location: str) -> TableNotFoundError:
     """The error for a table the metastore at `location` (as messages name it) lacks."""
     _, value = table_key(table)
     return TableNotFoundError(
@@ -363,7 +363,7 @@ __all__ = [
     "ReaderInfo",
     "SinkProgress",
     "TableDefinition",
-    "TableRef",
+    "TableIdentifier",
     "TopicPartitionKey",
     "Transaction",
     "TransactionInfo",

@@ -27,7 +27,7 @@ from ingest.txn import (
     supported_schemes,
 )
 from ingest.txn import registry as registry_module
-from ingest.txn.model import TableRef, table_key
+from ingest.txn.model import TableIdentifier, table_key
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -65,26 +65,26 @@ class DictMetastore(Metastore):
         self.tables[defn.name] = defn
         return defn
 
-    def find_table(self, table: TableRef) -> TableDefinition | None:
+    def find_table(self, table: TableIdentifier) -> TableDefinition | None:
         what, value = table_key(table)
         return next((t for t in self.tables.values() if getattr(t, what) == value), None)
 
     def list_tables(self) -> list[TableDefinition]:
         return sorted(self.tables.values(), key=lambda t: t.name)
 
-    def snapshot(self, table: TableRef) -> ValidWriteIdList:
+    def snapshot(self, table: TableIdentifier) -> ValidWriteIdList:
         return ValidWriteIdList(self.get_table(table).name, 0)
 
-    def leased_snapshot(self, table: TableRef, *, agent: str, heartbeat_s: float = 60.0,
+    def leased_snapshot(self, table: TableIdentifier, *, agent: str, heartbeat_s: float = 60.0,
                         keep_lease: bool = False,
                         ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
         return nullcontext((None, self.snapshot(table)))  # no reader leases
 
-    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+    def committed_files(self, table: TableIdentifier) -> dict[str, CommittedFile]:
         self.get_table(table)
         return {}  # no manifest (capabilities): files read as they are
 
-    def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
+    def compactor_visibility(self, table: TableIdentifier) -> CompactorVisibility:
         self.get_table(table)
         return CompactorVisibility(0, frozenset(), frozenset())
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ingest.txn import Metastore, TableRef, TopicPartitionKey
+from ingest.txn import Metastore, TableIdentifier, TopicPartitionKey
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class StreamProgress:
         return tuple(sorted({t for t, _ in self.offsets}))
 
 
-def stream_progress(store: Metastore, table: TableRef) -> StreamProgress | None:
+def stream_progress(store: Metastore, table: TableIdentifier) -> StreamProgress | None:
     """The committed Kafka position of `table`, or None when no commit recorded offsets (a
     table that was never streamed into).
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 from ingest.errors import CommitConflictError
 from ingest.table.core._definition import ddl_type
 from ingest.table.core.evolve import widening_problem
-from ingest.txn import Metastore, PinnedView, TableDefinition, TableRef
+from ingest.txn import Metastore, PinnedView, TableDefinition, TableIdentifier
 
 
 def pinned_definition(defn: TableDefinition, view: object) -> TableDefinition:
@@ -50,7 +50,7 @@ def written_schema_problem(written: pa.Schema, table: pa.Schema) -> str | None:
     return None
 
 
-def check_written_columns(store: Metastore, table: TableRef, written: Iterable[pa.Schema],
+def check_written_columns(store: Metastore, table: TableIdentifier, written: Iterable[pa.Schema],
                           *, began: TableDefinition, what: str) -> None:
     """Refuse to commit files written with `written` row structs when they no longer read
     as the table's columns (re-read now).

@@ -26,7 +26,7 @@ from ingest.txn.hms.tables import (
     hadoop_location,
 )
 from ingest.txn.locations import normalize_location
-from ingest.txn.model import TableDefinition, TableRef, table_key
+from ingest.txn.model import TableDefinition, TableIdentifier, table_key
 
 # The table parameter holding its schema version (docs/format.md §25): set with the columns in
 # one `alter_table_with_cascade`, absent (version 0) until the first column change.
@@ -59,7 +59,7 @@ def schema_version(table: HiveTable) -> int:
     return int(value) if value.isdigit() else 0
 
 
-def find_hive_table(conn: HmsConnection, ref: TableRef) -> HiveTable | None:
+def find_hive_table(conn: HmsConnection, ref: TableIdentifier) -> HiveTable | None:
     """The Hive table `ref` names (by name, or by location), or None.
 
     The metastore has no lookup by location. The name this process last found at a location

@@ -41,7 +41,7 @@ from ingest.txn.locations import normalize_location
 from ingest.txn.model import (
     OffsetRange,
     SinkProgress,
-    TableRef,
+    TableIdentifier,
     Transaction,
     table_key,
     table_not_found,
@@ -81,7 +81,7 @@ class Commits:
         self._manifest = manifest
 
     def open_transaction(
-        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
+        self, table: TableIdentifier, *, agent: str = "", also: Sequence[TableIdentifier] = (),
         operation: Literal["insert", "delete"] = "insert",
     ) -> Transaction:
         """See `Metastore.open_transaction`. Each table is locked as Hive locks it for the
@@ -124,14 +124,14 @@ class Commits:
         return int(response.txn_ids[0])
 
     def allocate_write_ids(
-        self, table: TableRef, count: int, *, agent: str = ""
+        self, table: TableIdentifier, count: int, *, agent: str = ""
     ) -> list[Transaction]:
         raise ConfigError(f"Cannot allocate {count} write ids at once on "
                           f"{table_key(table)[1]} in {self._s.location}: "
                           f"{TRANSACTION_BATCHES_REFUSED}",
                           hint="open one transaction per delta (--txns-per-delta 1)")
 
-    def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
+    def allocate_write_id(self, txn: Transaction, table: TableIdentifier) -> Transaction:
         """See `Metastore.allocate_write_id`. A transaction this object does not hold open is
         checked with the metastore first (`Session.require_open`)."""
         with self._s.lock:

@@ -20,7 +20,13 @@ from ingest.txn.hms.compactions import (
 from ingest.txn.hms.heartbeat import Heartbeater
 from ingest.txn.hms.tables import HiveTable
 from ingest.txn.hms.txns import commit_txn, txn_snapshot
-from ingest.txn.model import CompactionInfo, CompactorVisibility, ReaderInfo, TableRef, Transaction
+from ingest.txn.model import (
+    CompactionInfo,
+    CompactorVisibility,
+    ReaderInfo,
+    TableIdentifier,
+    Transaction,
+)
 
 
 def _dead_compactor(txns: Txns, record: dict[str, Any], now: float, stale_after_s: float,
@@ -54,7 +60,7 @@ class CompactionOps:
             self._params = ParameterHistory(self._s.conn, self._s.location)
         return self._queue, self._params
 
-    def begin_compaction(self, table: TableRef, partition: str, kind: str, *, agent: str,
+    def begin_compaction(self, table: TableIdentifier, partition: str, kind: str, *, agent: str,
                          stale_after_s: float,
                          is_alive: Callable[[str], bool] | None = None) -> tuple[int, Transaction]:
         """See `Metastore.begin_compaction`: on Hive 4 a compaction in Hive's queue (SHOW
@@ -171,7 +177,7 @@ class CompactionOps:
                 self._compacting.pop(compaction_id, None)
                 self._s.abort_quietly(txn.txn_id)
 
-    def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
+    def compactor_visibility(self, table: TableIdentifier) -> CompactorVisibility:
         """From the metastore's transactions: a `_vT` directory (Hive 4's compactor output)
         is visible once T committed, i.e. T is allocated and neither open nor aborted."""
         with self._s.lock:
@@ -181,7 +187,7 @@ class CompactionOps:
                                    frozenset(txns.open_txns) | frozenset(txns.aborted_txns),
                                    frozenset(txns.aborted_txns))
 
-    def compactions(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions(self, table: TableIdentifier) -> list[CompactionInfo]:
         """See `Metastore.compactions`: Hive 4's SHOW COMPACTIONS for the table (Hive's own
         compactions too; ingest's "nothing to compact" left out), or the Hive 3 record."""
         with self._s.lock:
@@ -192,7 +198,7 @@ class CompactionOps:
                 return queue.history(found, txns)
             return params.history(found.name, txns)
 
-    def compactions_to_clean(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions_to_clean(self, table: TableIdentifier) -> list[CompactionInfo]:
         return [c for c in self.compactions(table)
                 if c.state == "ready for cleaning" and c.txn_state == "committed"]
 
@@ -210,7 +216,7 @@ class CompactionOps:
             else:
                 params.mark_cleaned(ids, self._s.clock())
 
-    def live_readers(self, table: TableRef, *, timeout_s: float) -> list[ReaderInfo]:
+    def live_readers(self, table: TableIdentifier, *, timeout_s: float) -> list[ReaderInfo]:
         """See `Metastore.live_readers`. The metastore registers no leases here; what stands
         for them is Hive's own rule: every open transaction (any table: a Hive or Trino query
         reads inside one), as a reader whose `min_open_txn` is its txn id, and every lock on

@@ -14,7 +14,7 @@ from ingest.txn.hms._session import Session
 from ingest.txn.hms.manifest import HmsManifest, own_transaction
 from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.tables import HiveTable
-from ingest.txn.model import TableRef
+from ingest.txn.model import TableIdentifier
 
 
 class ManifestOps:
@@ -28,7 +28,7 @@ class ManifestOps:
         self._s = session
         self.manifest = HmsManifest(session.location)
 
-    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+    def committed_files(self, table: TableIdentifier) -> dict[str, CommittedFile]:
         """See `Metastore.committed_files`: the committed snapshot of the table's manifest
         table, folded (empty when no commit recorded files yet).
 
@@ -44,7 +44,8 @@ class ManifestOps:
                 return {}  # side tables keep no manifest (no side tables of side tables)
             return s.read_retrying(lambda: self.manifest.entries(s.conn, found))
 
-    def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
+    def record_committed_files(self, table: TableIdentifier,
+                               files: Iterable[CommittedFile]) -> None:
         """See `Metastore.record_committed_files`: in a transaction of its own. Nothing is
         recorded for a side table (its compaction's outputs): it keeps no manifest, so that
         compacting it makes no side table of a side table."""
@@ -61,7 +62,7 @@ class ManifestOps:
             with own_transaction(s.conn, agent=agent) as txn_id:
                 self.manifest.write(s.conn, txn_id, found, record=entries, agent=agent)
 
-    def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
+    def forget_committed_files(self, table: TableIdentifier, paths: Iterable[str]) -> int:
         """See `Metastore.forget_committed_files`: in a transaction of its own, none when
         no path is listed (always for a side table, which keeps no manifest)."""
         wanted = list(paths)

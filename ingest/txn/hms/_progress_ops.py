@@ -10,7 +10,7 @@ from ingest.txn.hms._session import Session
 from ingest.txn.hms.progress import ProgressCache, ProgressRow
 from ingest.txn.hms.tables import HiveTable
 from ingest.txn.hms.txns import snapshot
-from ingest.txn.model import OffsetRange, TableRef
+from ingest.txn.model import OffsetRange, TableIdentifier
 
 
 class ProgressOps:
@@ -22,7 +22,7 @@ class ProgressOps:
         self._cache = ProgressCache()
 
     def committed_write_id(self, sink_id: str, batch_id: int, *,
-                           table: TableRef | None = None) -> int | None:
+                           table: TableIdentifier | None = None) -> int | None:
         """See `Metastore.committed_write_id`. Progress is kept per target table here:
         `table` names it; without it, the part of `sink_id` before `@` (the streaming job's
         sink ids are `<db.table>@<checkpoint>`).
@@ -41,7 +41,7 @@ class ProgressOps:
                 lambda: self.committed_write_id_in(progress, sink_id, batch_id))
 
     def last_committed_batch(self, sink_id: str, *,
-                             table: TableRef | None = None) -> int | None:
+                             table: TableIdentifier | None = None) -> int | None:
         """See `Metastore.last_committed_batch` and, for `table`, `committed_write_id`.
 
         Raises:
@@ -58,13 +58,13 @@ class ProgressOps:
         batches = [r.batch_id for r in rows if r.sink_id == sink_id and r.batch_id is not None]
         return max(batches, default=None)
 
-    def _progress_of(self, sink_id: str, table: TableRef | None) -> HiveTable | None:
+    def _progress_of(self, sink_id: str, table: TableIdentifier | None) -> HiveTable | None:
         """The progress table of the sink's target table, or None before its first commit."""
         s = self._s
         return s.read_retrying(lambda: s.progress_table(
             self._sink_target(sink_id, table), create=False))
 
-    def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
+    def offset_ranges(self, table: TableIdentifier) -> list[tuple[int, OffsetRange]]:
         """See `Metastore.offset_ranges`: the ranges of the table's progress rows."""
         s = self._s
         with s.lock:
@@ -73,7 +73,7 @@ class ProgressOps:
         out = [(r.write_id, o) for r in rows for o in r.offsets]
         return sorted(out, key=lambda x: (x[0], x[1].topic, x[1].partition))
 
-    def _sink_target(self, sink_id: str, table: TableRef | None) -> HiveTable:
+    def _sink_target(self, sink_id: str, table: TableIdentifier | None) -> HiveTable:
         if table is None:
             named = sink_id.split("@", 1)[0] if "@" in sink_id else ""
             if "." not in named:

@@ -16,7 +16,7 @@ from ingest.txn.hms.leases import begin_read, end_read, holding, renew_read
 from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.txns import snapshot, txn_snapshot
 from ingest.txn.metastore import READER_HEARTBEAT_S
-from ingest.txn.model import TXN_STATES, TableRef, TransactionInfo, TxnState
+from ingest.txn.model import TXN_STATES, TableIdentifier, TransactionInfo, TxnState
 
 
 class ReadOps:
@@ -25,13 +25,13 @@ class ReadOps:
     def __init__(self, session: Session) -> None:
         self._s = session
 
-    def snapshot(self, table: TableRef) -> ValidWriteIdList:
+    def snapshot(self, table: TableIdentifier) -> ValidWriteIdList:
         s = self._s
         with s.lock:
             return s.read_retrying(lambda: snapshot(s.conn, s.hive_table(table).name))
 
     @contextmanager
-    def _leased(self, table: TableRef, agent: str, heartbeat_s: float,
+    def _leased(self, table: TableIdentifier, agent: str, heartbeat_s: float,
                 keep_lease: bool) -> Iterator[tuple[int | None, ValidWriteIdList]]:
         s = self._s
         if not s.leases:
@@ -47,7 +47,7 @@ class ReadOps:
             yield reader_id, taken
 
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        self, table: TableIdentifier, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
         keep_lease: bool = False,
     ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
         """See `Metastore.leased_snapshot`. The lease is a read transaction of the metastore
@@ -84,7 +84,7 @@ class ReadOps:
                 end_read(conn, reader_id, location=s.location)
 
     def transactions(
-        self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
+        self, table: TableIdentifier | None = None, *, states: Iterable[TxnState] = TXN_STATES
     ) -> list[TransactionInfo]:
         """See `Metastore.transactions`. Committed write ids come with txn id 0: the
         metastore does not say which transaction wrote them."""
@@ -96,10 +96,10 @@ class ReadOps:
                            if t.full_acid_problem() is None and not is_side_table(t.name)])
             return table_transactions(s.conn, names, wanted)
 
-    def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
+    def write_id_states(self, table: TableIdentifier) -> dict[int, TxnState]:
         return write_id_states(self.snapshot(table))
 
-    def write_id_of(self, txn_id: int, table: TableRef) -> int | None:
+    def write_id_of(self, txn_id: int, table: TableIdentifier) -> int | None:
         """The write id transaction `txn_id` holds on `table`, or None.
 
         Raises:

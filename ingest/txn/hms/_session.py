@@ -22,7 +22,7 @@ from ingest.txn.hms.manifest import MANIFEST
 from ingest.txn.hms.progress import PROGRESS, ensure_progress_table, find_progress_table
 from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.tables import HiveTable, get_tables
-from ingest.txn.model import TableRef, Transaction, TxnState, table_key, table_not_found
+from ingest.txn.model import TableIdentifier, Transaction, TxnState, table_key, table_not_found
 
 _T = TypeVar("_T")
 
@@ -134,7 +134,7 @@ class Session:
 
     # -- table lookups ------------------------------------------------------------------------
 
-    def hive_table(self, table: TableRef) -> HiveTable:
+    def hive_table(self, table: TableIdentifier) -> HiveTable:
         """The full-ACID Hive table `table` names.
 
         Raises:
@@ -147,7 +147,7 @@ class Session:
         found.require_full_acid(self.location)
         return found
 
-    def hive_tables(self, refs: Sequence[TableRef]) -> list[HiveTable]:
+    def hive_tables(self, refs: Sequence[TableIdentifier]) -> list[HiveTable]:
         """The full-ACID Hive tables `refs` name, in order. Named tables are looked up with
         their side tables in one call per database (`get_tables`), which also refreshes
         what this session knows of the side tables (the commit writes them; one that is not

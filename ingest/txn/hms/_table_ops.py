@@ -22,7 +22,7 @@ from ingest.txn.hms.manifest import MANIFEST
 from ingest.txn.hms.progress import find_progress_table
 from ingest.txn.hms.side import is_side_table
 from ingest.txn.hms.tables import drop_table, hive_columns
-from ingest.txn.model import TableDefinition, TableRef
+from ingest.txn.model import TableDefinition, TableIdentifier
 
 
 class TableOps:
@@ -49,7 +49,7 @@ class TableOps:
                 seed_write_ids(s.conn, table, next_write_id)
             return to_definition(table, s.location)
 
-    def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
+    def set_properties(self, table: TableIdentifier, properties: dict[str, str]) -> TableDefinition:
         s = self._s
         with s.lock:
             s.writable("set table properties")
@@ -57,7 +57,7 @@ class TableOps:
             set_parameters(s.conn, found, properties)
             return to_definition(s.hive_table(found.name), s.location)
 
-    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+    def alter_columns(self, table: TableIdentifier, row_schema: pa.Schema, *,
                       expected: pa.Schema) -> TableDefinition:
         """See `Metastore.alter_columns`: `alter_table_with_cascade`, so partitions get the
         new columns too. The Hive Metastore has no compare-and-swap on columns: they are
@@ -75,7 +75,7 @@ class TableOps:
             set_columns(s.conn, found, hive_columns(row_schema))
             return to_definition(s.hive_table(found.name), s.location)
 
-    def find_table(self, table: TableRef) -> TableDefinition | None:
+    def find_table(self, table: TableIdentifier) -> TableDefinition | None:
         """The table, or None; a Hive table that is not full-ACID ORC is refused.
 
         Raises:
@@ -96,7 +96,7 @@ class TableOps:
             return [to_definition(t, s.location) for t in all_tables(s.conn)
                     if t.full_acid_problem() is None and not is_side_table(t.name)]
 
-    def drop_table(self, table: TableRef) -> None:
+    def drop_table(self, table: TableIdentifier) -> None:
         """See `Metastore.drop_table`; the table's side tables (progress, manifest) go
         too. Hive drops a table whatever writes it, so its open transactions are looked up
         first (a writer that opens one meanwhile is not seen)."""
@@ -118,7 +118,7 @@ class TableOps:
             s.progress_tables.pop(found.name, None)
             s.manifest_tables.pop(found.name, None)
 
-    def side_tables(self, table: TableRef) -> list[str]:
+    def side_tables(self, table: TableIdentifier) -> list[str]:
         """See `Metastore.side_tables`: the names of `table`'s progress and manifest tables
         that exist (none for a side table itself: they have none). Names, not locations: a
         name is one lookup here, a location a walk over every table."""

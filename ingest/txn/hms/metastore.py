@@ -55,7 +55,7 @@ from ingest.txn.model import (
     ReaderInfo,
     SinkProgress,
     TableDefinition,
-    TableRef,
+    TableIdentifier,
     Transaction,
     TransactionInfo,
     TxnState,
@@ -122,7 +122,7 @@ class HiveMetastore(Metastore):
     def _conn(self) -> HmsConnection:
         return self._session.conn
 
-    def _hive_table(self, table: TableRef) -> HiveTable:
+    def _hive_table(self, table: TableIdentifier) -> HiveTable:
         return self._session.hive_table(table)
 
     @property
@@ -134,40 +134,40 @@ class HiveMetastore(Metastore):
     def create_table(self, defn: TableDefinition, *, next_write_id: int = 1) -> TableDefinition:
         return self._table_ops.create_table(defn, next_write_id=next_write_id)
 
-    def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
+    def set_properties(self, table: TableIdentifier, properties: dict[str, str]) -> TableDefinition:
         return self._table_ops.set_properties(table, properties)
 
-    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+    def alter_columns(self, table: TableIdentifier, row_schema: pa.Schema, *,
                       expected: pa.Schema) -> TableDefinition:
         return self._table_ops.alter_columns(table, row_schema, expected=expected)
 
-    def find_table(self, table: TableRef) -> TableDefinition | None:
+    def find_table(self, table: TableIdentifier) -> TableDefinition | None:
         return self._table_ops.find_table(table)
 
     def list_tables(self) -> list[TableDefinition]:
         return self._table_ops.list_tables()
 
-    def drop_table(self, table: TableRef) -> None:
+    def drop_table(self, table: TableIdentifier) -> None:
         self._table_ops.drop_table(table)
 
-    def side_tables(self, table: TableRef) -> list[str]:
+    def side_tables(self, table: TableIdentifier) -> list[str]:
         return self._table_ops.side_tables(table)
 
     # -- transactions -----------------------------------------------------------------------
 
     def open_transaction(
-        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
+        self, table: TableIdentifier, *, agent: str = "", also: Sequence[TableIdentifier] = (),
         operation: Literal["insert", "delete"] = "insert",
     ) -> Transaction:
         return self._commits.open_transaction(table, agent=agent, also=also,
                                               operation=operation)
 
     def allocate_write_ids(
-        self, table: TableRef, count: int, *, agent: str = ""
+        self, table: TableIdentifier, count: int, *, agent: str = ""
     ) -> list[Transaction]:
         return self._commits.allocate_write_ids(table, count, agent=agent)
 
-    def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
+    def allocate_write_id(self, txn: Transaction, table: TableIdentifier) -> Transaction:
         return self._commits.allocate_write_id(txn, table)
 
     def commit(
@@ -192,11 +192,11 @@ class HiveMetastore(Metastore):
 
     # -- snapshots, readers and progress ------------------------------------------------------
 
-    def snapshot(self, table: TableRef) -> ValidWriteIdList:
+    def snapshot(self, table: TableIdentifier) -> ValidWriteIdList:
         return self._read_ops.snapshot(table)
 
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        self, table: TableIdentifier, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
         keep_lease: bool = False,
     ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
         return self._read_ops.leased_snapshot(table, agent=agent, heartbeat_s=heartbeat_s,
@@ -209,43 +209,44 @@ class HiveMetastore(Metastore):
         self._read_ops.end_reader(reader_id)
 
     def transactions(
-        self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
+        self, table: TableIdentifier | None = None, *, states: Iterable[TxnState] = TXN_STATES
     ) -> list[TransactionInfo]:
         return self._read_ops.transactions(table, states=states)
 
-    def write_id_states(self, table: TableRef) -> dict[int, TxnState]:
+    def write_id_states(self, table: TableIdentifier) -> dict[int, TxnState]:
         return self._read_ops.write_id_states(table)
 
-    def write_id_of(self, txn_id: int, table: TableRef) -> int | None:
+    def write_id_of(self, txn_id: int, table: TableIdentifier) -> int | None:
         return self._read_ops.write_id_of(txn_id, table)
 
     def committed_write_id(self, sink_id: str, batch_id: int, *,
-                           table: TableRef | None = None) -> int | None:
+                           table: TableIdentifier | None = None) -> int | None:
         return self._progress_ops.committed_write_id(sink_id, batch_id, table=table)
 
     def last_committed_batch(self, sink_id: str, *,
-                             table: TableRef | None = None) -> int | None:
+                             table: TableIdentifier | None = None) -> int | None:
         return self._progress_ops.last_committed_batch(sink_id, table=table)
 
-    def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
+    def offset_ranges(self, table: TableIdentifier) -> list[tuple[int, OffsetRange]]:
         return self._progress_ops.offset_ranges(table)
 
     # -- the committed-file manifest ----------------------------------------------------------
 
-    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+    def committed_files(self, table: TableIdentifier) -> dict[str, CommittedFile]:
         return self._manifest_ops.committed_files(table)
 
-    def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
+    def record_committed_files(self, table: TableIdentifier,
+                               files: Iterable[CommittedFile]) -> None:
         self._manifest_ops.record_committed_files(table, files)
 
-    def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
+    def forget_committed_files(self, table: TableIdentifier, paths: Iterable[str]) -> int:
         return self._manifest_ops.forget_committed_files(table, paths)
 
     # -- compactions ------------------------------------------------------------------------
 
     def begin_compaction(
         self,
-        table: TableRef,
+        table: TableIdentifier,
         partition: str,
         kind: str,
         *,
@@ -276,13 +277,13 @@ class HiveMetastore(Metastore):
     def forget_compaction(self, compaction_id: int, txn: Transaction) -> None:
         self._compaction_ops.forget_compaction(compaction_id, txn)
 
-    def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
+    def compactor_visibility(self, table: TableIdentifier) -> CompactorVisibility:
         return self._compaction_ops.compactor_visibility(table)
 
-    def compactions(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions(self, table: TableIdentifier) -> list[CompactionInfo]:
         return self._compaction_ops.compactions(table)
 
-    def compactions_to_clean(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions_to_clean(self, table: TableIdentifier) -> list[CompactionInfo]:
         return self._compaction_ops.compactions_to_clean(table)
 
     def mark_compactions_cleaned(self, compaction_ids: Iterable[int]) -> None:
@@ -290,7 +291,7 @@ class HiveMetastore(Metastore):
 
     # -- reader leases ------------------------------------------------------------------------
 
-    def live_readers(self, table: TableRef, *, timeout_s: float) -> list[ReaderInfo]:
+    def live_readers(self, table: TableIdentifier, *, timeout_s: float) -> list[ReaderInfo]:
         return self._compaction_ops.live_readers(table, timeout_s=timeout_s)
 
     def forget_dead_readers(self, *, timeout_s: float) -> int:

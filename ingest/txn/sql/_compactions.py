@@ -20,7 +20,7 @@ from ingest.txn.model import (
     CompactionInfo,
     CompactionState,
     CompactorVisibility,
-    TableRef,
+    TableIdentifier,
     Transaction,
 )
 from ingest.txn.sql._database import Part, inserted_id
@@ -45,7 +45,7 @@ class Compactions(Part):
 
     def begin_compaction(
         self,
-        table: TableRef,
+        table: TableIdentifier,
         partition: str,
         kind: str,
         *,
@@ -115,7 +115,7 @@ class Compactions(Part):
                                                    _c.state == "working"))
             _abort_txn(c, txn.txn_id, "nothing to compact", self._db.clock())
 
-    def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
+    def compactor_visibility(self, table: TableIdentifier) -> CompactorVisibility:
         """See `Metastore.compactor_visibility`: one read of the history joined to its
         transactions."""
         with self._db.translate("read compactor transactions"), self._db.read() as c:
@@ -131,7 +131,7 @@ class Compactions(Part):
         return CompactorVisibility(int(highest), frozenset(int(t) for t, _ in rows),
                                    frozenset(int(t) for t, st in rows if st == "aborted"))
 
-    def compactions(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions(self, table: TableIdentifier) -> list[CompactionInfo]:
         """See `Metastore.compactions`."""
         with self._db.translate("read compactions"), self._db.read() as c:
             name = self._db.resolve(c, table)
@@ -139,7 +139,7 @@ class Compactions(Part):
                 return []
             return [_info(row) for row in self._rows(c, _c.table_name == name)]
 
-    def compactions_to_clean(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions_to_clean(self, table: TableIdentifier) -> list[CompactionInfo]:
         """See `Metastore.compactions_to_clean`."""
         with self._db.translate("read the compaction history"), self._db.read() as c:
             name = self._db.resolve(c, table)

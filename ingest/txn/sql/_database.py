@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Self
 import sqlalchemy as sa
 
 from ingest.errors import MetastoreError, TableNotFoundError
-from ingest.txn.model import TableRef, table_key, table_not_found
+from ingest.txn.model import TableIdentifier, table_key, table_not_found
 from ingest.txn.sql._connect import (
     Target,
     begin_statements,
@@ -171,7 +171,7 @@ class Database:
         with self._lock, self._transaction(write=False) as c:
             yield c
 
-    def resolve(self, c: sa.Connection, table: TableRef) -> str:
+    def resolve(self, c: sa.Connection, table: TableIdentifier) -> str:
         """The stored name of a table, inside an open transaction.
 
         Raises:
@@ -183,7 +183,7 @@ class Database:
             raise self.not_found(table)
         return str(name)
 
-    def not_found(self, table: TableRef) -> TableNotFoundError:
+    def not_found(self, table: TableIdentifier) -> TableNotFoundError:
         """The error for a table this metastore does not list."""
         return table_not_found(table, self.location)
 

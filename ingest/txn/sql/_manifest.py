@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
-from ingest.txn.model import TableRef
+from ingest.txn.model import TableIdentifier
 from ingest.txn.sql._database import Part
 from ingest.txn.sql._schema import committed_files
 
@@ -83,7 +83,7 @@ class Manifest(Part):
             c.execute(sa.delete(committed_files)
                       .where(committed_files.c.table_name == table_name))
 
-    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+    def committed_files(self, table: TableIdentifier) -> dict[str, CommittedFile]:
         """See `Metastore.committed_files`; one read transaction."""
         db = self._db
         with db.translate("read committed files"), db.read() as c:
@@ -96,14 +96,15 @@ class Manifest(Part):
         return {row[0]: CommittedFile(row[0], int(row[1]), int(row[2]), row[3], int(row[4]))
                 for row in sorted(rows, key=lambda r: r[0])}
 
-    def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
+    def record_committed_files(self, table: TableIdentifier,
+                               files: Iterable[CommittedFile]) -> None:
         """See `Metastore.record_committed_files`; one write transaction."""
         self.require("record committed files")
         db = self._db
         with db.translate("record committed files"), db.write() as c:
             self.record(c, db.resolve(c, table), files)
 
-    def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
+    def forget_committed_files(self, table: TableIdentifier, paths: Iterable[str]) -> int:
         """See `Metastore.forget_committed_files`; one write transaction."""
         self.require("record committed files")
         db = self._db

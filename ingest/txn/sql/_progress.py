@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 
 from ingest.acid.format import ValidWriteIdList
-from ingest.txn.model import TXN_STATES, OffsetRange, TableRef, TransactionInfo, TxnState
+from ingest.txn.model import TXN_STATES, OffsetRange, TableIdentifier, TransactionInfo, TxnState
 from ingest.txn.sql._database import Database
 from ingest.txn.sql._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
 
@@ -45,14 +45,14 @@ class Progress:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def snapshot(self, table: TableRef) -> ValidWriteIdList:
+    def snapshot(self, table: TableIdentifier) -> ValidWriteIdList:
         """See `Metastore.snapshot`; one read transaction."""
         db = self._db
         with db.translate("read a snapshot"), db.read() as c:
             return valid_write_ids(c, db.resolve(c, table))
 
     def transactions(
-        self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
+        self, table: TableIdentifier | None = None, *, states: Iterable[TxnState] = TXN_STATES
     ) -> list[TransactionInfo]:
         """See `Metastore.transactions`."""
         w = txn_to_write_id
@@ -88,7 +88,7 @@ class Progress:
                 .where(sink_progress.c.sink_id == sink_id)).scalar()
         return None if found is None else int(found)
 
-    def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
+    def offset_ranges(self, table: TableIdentifier) -> list[tuple[int, OffsetRange]]:
         """See `Metastore.offset_ranges`."""
         db = self._db
         with db.translate("read offsets"), db.read() as c:

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from ingest.acid.format import ValidWriteIdList
 from ingest.errors import IngestError
 from ingest.txn.metastore import READER_HEARTBEAT_S
-from ingest.txn.model import ReaderInfo, TableRef
+from ingest.txn.model import ReaderInfo, TableIdentifier
 from ingest.txn.sql._connect import is_read_only_error
 from ingest.txn.sql._database import Part, inserted_id
 from ingest.txn.sql._progress import valid_write_ids
@@ -48,7 +48,7 @@ class Readers(Part):
 
     @contextmanager
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        self, table: TableIdentifier, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
         keep_lease: bool = False,
     ) -> Iterator[tuple[int | None, ValidWriteIdList]]:
         """See `Metastore.leased_snapshot`: the snapshot and the registration are one write
@@ -95,7 +95,7 @@ class Readers(Part):
             log.warning("could not unregister reader %d in %s; it expires after the "
                         "transaction time-out", reader_id, db.location, exc_info=True)
 
-    def _register(self, table: TableRef, agent: str) -> tuple[int | None, ValidWriteIdList]:
+    def _register(self, table: TableIdentifier, agent: str) -> tuple[int | None, ValidWriteIdList]:
         db = self._db
         if self.available:
             try:
@@ -125,7 +125,7 @@ class Readers(Part):
                 log.warning("heartbeat of reader %d failed; retrying in %.0f s", reader_id,
                             interval_s, exc_info=True)
 
-    def live_readers(self, table: TableRef, *, timeout_s: float) -> list[ReaderInfo]:
+    def live_readers(self, table: TableIdentifier, *, timeout_s: float) -> list[ReaderInfo]:
         """See `Metastore.live_readers`; empty on a version-1 metastore."""
         if not self.available:
             return []

@@ -28,7 +28,7 @@ from ingest.txn.model import (
     ReaderInfo,
     SinkProgress,
     TableDefinition,
-    TableRef,
+    TableIdentifier,
     Transaction,
     TransactionInfo,
     TxnState,
@@ -122,37 +122,37 @@ class SqlMetastore(Metastore):
     def create_table(self, defn: TableDefinition, *, next_write_id: int = 1) -> TableDefinition:
         return self._tables.create_table(defn, next_write_id=next_write_id)
 
-    def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
+    def set_properties(self, table: TableIdentifier, properties: dict[str, str]) -> TableDefinition:
         return self._tables.set_properties(table, properties)
 
-    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+    def alter_columns(self, table: TableIdentifier, row_schema: pa.Schema, *,
                       expected: pa.Schema) -> TableDefinition:
         return self._tables.alter_columns(table, row_schema, expected=expected)
 
-    def find_table(self, table: TableRef) -> TableDefinition | None:
+    def find_table(self, table: TableIdentifier) -> TableDefinition | None:
         return self._tables.find_table(table)
 
     def list_tables(self) -> list[TableDefinition]:
         return self._tables.list_tables()
 
-    def drop_table(self, table: TableRef) -> None:
+    def drop_table(self, table: TableIdentifier) -> None:
         self._tables.drop_table(table)
 
     # -- transactions -----------------------------------------------------------------------
 
     def open_transaction(
-        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = (),
+        self, table: TableIdentifier, *, agent: str = "", also: Sequence[TableIdentifier] = (),
         operation: Literal["insert", "delete"] = "insert",
     ) -> Transaction:
         # Serial writes (docs/invariants.md, 9): a delete needs no lock of its own here.
         return self._transactions.open_transaction(table, agent=agent, also=also)
 
     def allocate_write_ids(
-        self, table: TableRef, count: int, *, agent: str = ""
+        self, table: TableIdentifier, count: int, *, agent: str = ""
     ) -> list[Transaction]:
         return self._transactions.allocate_write_ids(table, count, agent=agent)
 
-    def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
+    def allocate_write_id(self, txn: Transaction, table: TableIdentifier) -> Transaction:
         return self._transactions.allocate_write_id(txn, table)
 
     def commit(
@@ -178,15 +178,15 @@ class SqlMetastore(Metastore):
 
     # -- snapshots and progress ---------------------------------------------------------------
 
-    def snapshot(self, table: TableRef) -> ValidWriteIdList:
+    def snapshot(self, table: TableIdentifier) -> ValidWriteIdList:
         return self._progress.snapshot(table)
 
-    def snapshot_schema(self, table: TableRef,
+    def snapshot_schema(self, table: TableIdentifier,
                         snapshot: ValidWriteIdList) -> tuple[int, pa.Schema]:
         return self._tables.snapshot_schema(table, snapshot)
 
     def leased_snapshot(
-        self, table: TableRef, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
+        self, table: TableIdentifier, *, agent: str, heartbeat_s: float = READER_HEARTBEAT_S,
         keep_lease: bool = False,
     ) -> AbstractContextManager[tuple[int | None, ValidWriteIdList]]:
         return self._readers.leased_snapshot(table, agent=agent, heartbeat_s=heartbeat_s,
@@ -199,40 +199,41 @@ class SqlMetastore(Metastore):
         self._readers.end_reader(reader_id)
 
     def transactions(
-        self, table: TableRef | None = None, *, states: Iterable[TxnState] = TXN_STATES
+        self, table: TableIdentifier | None = None, *, states: Iterable[TxnState] = TXN_STATES
     ) -> list[TransactionInfo]:
         return self._progress.transactions(table, states=states)
 
     def committed_write_id(self, sink_id: str, batch_id: int, *,
-                           table: TableRef | None = None) -> int | None:
+                           table: TableIdentifier | None = None) -> int | None:
         """See `Metastore.committed_write_id`; sink ids are unique in the metastore, so
         `table` is not needed."""
         return self._progress.committed_write_id(sink_id, batch_id)
 
     def last_committed_batch(self, sink_id: str, *,
-                             table: TableRef | None = None) -> int | None:
+                             table: TableIdentifier | None = None) -> int | None:
         """See `Metastore.last_committed_batch`; `table` is not needed."""
         return self._progress.last_committed_batch(sink_id)
 
-    def offset_ranges(self, table: TableRef) -> list[tuple[int, OffsetRange]]:
+    def offset_ranges(self, table: TableIdentifier) -> list[tuple[int, OffsetRange]]:
         return self._progress.offset_ranges(table)
 
     # -- the committed-file manifest ----------------------------------------------------------
 
-    def committed_files(self, table: TableRef) -> dict[str, CommittedFile]:
+    def committed_files(self, table: TableIdentifier) -> dict[str, CommittedFile]:
         return self._manifest.committed_files(table)
 
-    def record_committed_files(self, table: TableRef, files: Iterable[CommittedFile]) -> None:
+    def record_committed_files(self, table: TableIdentifier,
+                               files: Iterable[CommittedFile]) -> None:
         self._manifest.record_committed_files(table, files)
 
-    def forget_committed_files(self, table: TableRef, paths: Iterable[str]) -> int:
+    def forget_committed_files(self, table: TableIdentifier, paths: Iterable[str]) -> int:
         return self._manifest.forget_committed_files(table, paths)
 
     # -- compactions ------------------------------------------------------------------------
 
     def begin_compaction(
         self,
-        table: TableRef,
+        table: TableIdentifier,
         partition: str,
         kind: str,
         *,
@@ -263,13 +264,13 @@ class SqlMetastore(Metastore):
     def forget_compaction(self, compaction_id: int, txn: Transaction) -> None:
         self._compactions.forget_compaction(compaction_id, txn)
 
-    def compactor_visibility(self, table: TableRef) -> CompactorVisibility:
+    def compactor_visibility(self, table: TableIdentifier) -> CompactorVisibility:
         return self._compactions.compactor_visibility(table)
 
-    def compactions(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions(self, table: TableIdentifier) -> list[CompactionInfo]:
         return self._compactions.compactions(table)
 
-    def compactions_to_clean(self, table: TableRef) -> list[CompactionInfo]:
+    def compactions_to_clean(self, table: TableIdentifier) -> list[CompactionInfo]:
         return self._compactions.compactions_to_clean(table)
 
     def mark_compactions_cleaned(self, compaction_ids: Iterable[int]) -> None:
@@ -277,7 +278,7 @@ class SqlMetastore(Metastore):
 
     # -- reader leases ------------------------------------------------------------------------
 
-    def live_readers(self, table: TableRef, *, timeout_s: float) -> list[ReaderInfo]:
+    def live_readers(self, table: TableIdentifier, *, timeout_s: float) -> list[ReaderInfo]:
         return self._readers.live_readers(table, timeout_s=timeout_s)
 
     def forget_dead_readers(self, *, timeout_s: float) -> int:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ingest.acid.format import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
-from ingest.txn.model import SCHEMA_CHANGE_AGENT, TableDefinition, TableRef, table_key
+from ingest.txn.model import SCHEMA_CHANGE_AGENT, TableDefinition, TableIdentifier, table_key
 from ingest.txn.sql._database import Database
 from ingest.txn.sql._manifest import Manifest
 from ingest.txn.sql._schema import sink_progress, table_schemas, tables, txn_to_write_id, txns
@@ -84,7 +84,7 @@ class Tables:
             ))
         return defn
 
-    def set_properties(self, table: TableRef, properties: dict[str, str]) -> TableDefinition:
+    def set_properties(self, table: TableIdentifier, properties: dict[str, str]) -> TableDefinition:
         """See `Metastore.set_properties`; one write transaction."""
         db = self._db
         with db.translate("alter table"), db.write() as c:
@@ -97,7 +97,7 @@ class Tables:
             raise db.not_found(table)
         return updated
 
-    def alter_columns(self, table: TableRef, row_schema: pa.Schema, *,
+    def alter_columns(self, table: TableIdentifier, row_schema: pa.Schema, *,
                       expected: pa.Schema) -> TableDefinition:
         """See `Metastore.alter_columns`; the check and the update are one write
         transaction, and the update is conditioned on the schema it checked."""
@@ -154,7 +154,7 @@ class Tables:
                          row_schema=row_schema.serialize().to_pybytes(), changed_at=now))
         c.execute(sa.insert(table_schemas), rows)
 
-    def snapshot_schema(self, table: TableRef,
+    def snapshot_schema(self, table: TableIdentifier,
                         snapshot: ValidWriteIdList) -> tuple[int, pa.Schema]:
         """See `Metastore.snapshot_schema`: the newest version whose change's write id is
         at most the snapshot's high watermark (the change committed with it, so it is in
@@ -178,7 +178,7 @@ class Tables:
         """The database keeps schema versions (a read-only open of an older one does not)."""
         return self._db.schema_version >= SCHEMAS_VERSION
 
-    def find_table(self, table: TableRef) -> TableDefinition | None:
+    def find_table(self, table: TableIdentifier) -> TableDefinition | None:
         """See `Metastore.find_table`."""
         column, value = table_key(table)
         db = self._db
@@ -193,7 +193,7 @@ class Tables:
         # Sorted here: the database's collation (PostgreSQL's locale) may order otherwise.
         return [_from_row(row) for row in sorted(rows, key=lambda r: r[0])]
 
-    def drop_table(self, table: TableRef) -> None:
+    def drop_table(self, table: TableIdentifier) -> None:
         """See `Metastore.drop_table`; one write transaction."""
         db = self._db
         with db.translate("drop table"), db.write() as c:
@@ -219,7 +219,7 @@ class Tables:
     def _columns(self) -> tuple[Any, ...]:
         return (*_COLUMNS, _VERSION) if self._versioned else _COLUMNS
 
-    def _existing(self, c: sa.Connection, table: TableRef) -> tuple[str, TableDefinition]:
+    def _existing(self, c: sa.Connection, table: TableIdentifier) -> tuple[str, TableDefinition]:
         """The table's name and definition, read in the open database transaction `c`.
 
         Raises:

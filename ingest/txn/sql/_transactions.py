@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
-from ingest.txn.model import OffsetRange, SinkProgress, TableRef, Transaction, TxnState
+from ingest.txn.model import OffsetRange, SinkProgress, TableIdentifier, Transaction, TxnState
 from ingest.txn.sql._database import Database, inserted_id
 from ingest.txn.sql._manifest import Manifest
 from ingest.txn.sql._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
@@ -33,13 +33,13 @@ class Transactions:
         self._write_sets = WriteSets(db)
 
     def open_transaction(
-        self, table: TableRef, *, agent: str = "", also: Sequence[TableRef] = ()
+        self, table: TableIdentifier, *, agent: str = "", also: Sequence[TableIdentifier] = ()
     ) -> Transaction:
         """See `Metastore.open_transaction`; one write transaction."""
         return self._open(table, 1, agent=agent, also=also)[0]
 
     def allocate_write_ids(
-        self, table: TableRef, count: int, *, agent: str = ""
+        self, table: TableIdentifier, count: int, *, agent: str = ""
     ) -> list[Transaction]:
         """See `Metastore.allocate_write_ids`; one write transaction."""
         if count < 1:
@@ -47,7 +47,7 @@ class Transactions:
         return self._open(table, count, agent=agent, also=())
 
     def _open(
-        self, table: TableRef, count: int, *, agent: str, also: Sequence[TableRef]
+        self, table: TableIdentifier, count: int, *, agent: str, also: Sequence[TableIdentifier]
     ) -> list[Transaction]:
         with self._db.translate("open transactions"), self._db.write() as c:
             name = self._db.resolve(c, table)
@@ -77,7 +77,7 @@ class Transactions:
                   .values(next_write_id=first + count))
         return first
 
-    def allocate_write_id(self, txn: Transaction, table: TableRef) -> Transaction:
+    def allocate_write_id(self, txn: Transaction, table: TableIdentifier) -> Transaction:
         """See `Metastore.allocate_write_id`; one write transaction."""
         with self._db.translate("allocate a write id"), self._db.write() as c:
             name = self._db.resolve(c, table)
