@@ -17,8 +17,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from benchmarks._common import median_seconds, report, sample_rows
-from benchmarks._memory import PeakRss
+from benchmarks.support import PeakRss, median_seconds, report, sample_rows
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.compaction import compact_partition
 from ingest.acid.format import (

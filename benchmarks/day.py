@@ -16,9 +16,10 @@ from collections import Counter
 import fsspec
 import pyarrow as pa
 
-from benchmarks._common import median_seconds_interleaved, report, sample_rows
+from benchmarks.support import median_seconds_interleaved, report, sample_rows
 from ingest.acid.format import is_hidden, is_side_file, parse_bucket_file
 from ingest.acid.read import acid_state, read_table
+from ingest.table import open_table
 from ingest.table.maintain import clean, compact
 from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
@@ -62,13 +63,14 @@ def run(argv: list[str]) -> None:
         kinds: Counter[str] = Counter()
         load_s = compact_s = slowest_compact_s = clean_s = 0.0
         with Metastore.open(default_metastore_url(location), create=False) as store:
+            table = open_table(location, metastore=store)
             for i in range(args.commits):
                 data = commit_rows(i, args.rows)
                 started = time.perf_counter()
-                load(location, data, metastore=store)
+                load(table, data)
                 load_s += time.perf_counter() - started
                 started = time.perf_counter()
-                done = compact(location, kind="auto", metastore=store)
+                done = compact(table, kind="auto")
                 took = time.perf_counter() - started
                 compact_s, slowest_compact_s = compact_s + took, max(slowest_compact_s, took)
                 compacted = [p.kind for p in done.partitions
@@ -76,7 +78,7 @@ def run(argv: list[str]) -> None:
                 kinds.update(compacted)
                 if compacted and args.clean:
                     started = time.perf_counter()
-                    clean(location, metastore=store, retention_s=0)
+                    clean(table, retention_s=0)
                     clean_s += time.perf_counter() - started
                 if (i + 1) % 100 == 0:
                     print(f"{i + 1} commits: load {load_s:.1f} s, auto compaction "
@@ -84,7 +86,8 @@ def run(argv: list[str]) -> None:
                           flush=True)
             snapshot = store.snapshot(location)
         rows = args.commits * args.rows
-        load(one, pa.concat_tables(commit_rows(i, args.rows) for i in range(args.commits)))
+        everything = pa.concat_tables(commit_rows(i, args.rows) for i in range(args.commits))
+        load(open_table(one), everything)
         with Metastore.open(default_metastore_url(one), create=False) as store:
             one_snapshot = store.snapshot(one)
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.orc as po
 
-from benchmarks._common import median_seconds_interleaved, report, sample_rows
+from benchmarks.support import median_seconds_interleaved, report, sample_rows
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.format import (
     BUCKET,

@@ -17,8 +17,9 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from benchmarks._common import median_seconds, report
+from benchmarks.support import median_seconds, report
 from ingest.acid import BucketFileOptions, BucketWriter, side_file_path
+from ingest.table import open_table_or_files
 from ingest.table.maintain import TableRecovery, recover_table_with_metastore
 
 _CHUNK = 64 * 1024 * 1024
@@ -26,7 +27,7 @@ _CHUNK = 64 * 1024 * 1024
 
 def ingest_recover(table: str) -> TableRecovery:
     """What `ingest recover TABLE` runs (no metastore here: every write id is committed)."""
-    return recover_table_with_metastore(table, check_data=True)
+    return recover_table_with_metastore(open_table_or_files(table), check_data=True)
 
 
 def _flush_batch(rows: int, seed: int) -> pa.Table:

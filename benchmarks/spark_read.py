@@ -36,8 +36,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from benchmarks._common import report, sample_rows
-from benchmarks._cpu import tree_cpu_s
+from benchmarks.support import report, sample_rows, tree_cpu_s
 
 FLOOR_SOURCE = "ingest-bench-floor"
 # Per Python worker: the batches of each floor partition file, read once, then held (Spark
@@ -118,20 +117,22 @@ def decode_cpu_s(files: list[str]) -> tuple[float, int]:
 def build_table(location: str, *, rows: int, loads: int, buckets: int,
                 delete_fraction: float) -> int:
     """`loads` committed loads of `rows` rows in total, then one delete; returns visible rows."""
+    from ingest.table import open_table
     from ingest.table.write import create_table, delete, load
 
     create_table(location, "id BIGINT, user_id BIGINT, ts TIMESTAMP, event STRING, "
                  "page STRING, amount DOUBLE", buckets=buckets, bucketed_by=["id"])
+    table = open_table(location)
     data = sample_rows(rows)
     step = -(-rows // loads)
     for start in range(0, rows, step):
-        load(location, data.slice(start, step))
+        load(table, data.slice(start, step))
     if delete_fraction <= 0:
         return rows
     # Ids spread over every load and bucket (the WHERE language has no modulo: an IN list).
     every = max(round(1 / delete_fraction), 1)
     ids = ", ".join(str(i) for i in range(0, rows, every))
-    return rows - delete(location, f"id IN ({ids})").rows_deleted
+    return rows - delete(table, f"id IN ({ids})").rows_deleted
 
 
 def timed_interleaved(cases: dict[str, Callable[[], Any]], *, repeats: int

@@ -37,10 +37,10 @@ sink can reach the goal on this machine.
 `ratio_metrics_on`: its throughput over the same layout's without metrics.
 `--s3-requests` (with `--warehouse s3://...` on moto's server) runs the first layout once more
 after the rounds, untimed, and counts its S3 requests by kind per micro-batch with moto's
-recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `benchmarks/s3_requests.py`).
-Every round also runs the sink's own write task (`_parse_write`: the JSON parse and the ACID
-ORC writer) on the same records already in memory, in this process: no Kafka, no Spark, no
-commit. `parse_write_seconds` and its CPU seconds against the consumer's drain
+recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `benchmarks/support/s3_requests.py`).
+Every round also runs the sink's own write task (`support/parse_write.py`: the JSON parse and
+the ACID ORC writer) on the same records already in memory, in this process: no Kafka, no
+Spark, no commit. `parse_write_seconds` and its CPU seconds against the consumer's drain
 (`ratio_parse_write_to_consumer`, and on one core or both: `..._cpu_to_consumer`,
 `..._cpu_halved_to_consumer`) bound what any job that parses and writes can reach here.
 With `--warehouse s3://...` and a local `endpoint_url` storage option (moto's server), the
@@ -75,10 +75,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
-from benchmarks._common import report
-from benchmarks._memory import PeakRss
-from benchmarks._parse_write import kafka_batches, parse_and_write
-from benchmarks._standin import endpoint_pid, process_cpu_s
+from benchmarks.support import (
+    PeakRss,
+    endpoint_pid,
+    kafka_batches,
+    parse_and_write,
+    process_cpu_s,
+    report,
+)
 from ingest.acid import CODECS
 from ingest.kafka import KafkaConnection
 from ingest.txn import redact_url
@@ -442,7 +446,7 @@ def _count_requests(spark: Any, kafka: KafkaConnection, tmp: Path, args: argpars
                     layout: str) -> dict[str, Any]:
     """One more remote run of `layout`, its S3 requests counted by kind (total and per
     micro-batch, the job's start and end included)."""
-    from benchmarks.s3_requests import KINDS, recording
+    from benchmarks.support import s3_requests
     from ingest.io import storage
 
     options = storage.parse_storage_options(args.storage_option)
@@ -450,14 +454,14 @@ def _count_requests(spark: Any, kafka: KafkaConnection, tmp: Path, args: argpars
         "endpoint_url")
     if not endpoint:
         raise SystemExit("--s3-requests: give --storage-option endpoint_url=<moto's URL>")
-    with recording(str(endpoint)) as rec:
+    with s3_requests.recording(str(endpoint)) as rec:
         _, summary = _ingest(spark, kafka, "bench",
                              _location(args, tmp, f"{layout}_counted", args.run_id, True),
                              str(tmp / "ck_counted"), args, layout, remote=True)
     counts = rec.counts()
     batches = max(1, summary.batches)
     return {"batches": summary.batches, "files": summary.files, "total": counts,
-            "per_batch": {k: round(counts[k] / batches, 1) for k in KINDS},
+            "per_batch": {k: round(counts[k] / batches, 1) for k in s3_requests.KINDS},
             "all_per_batch": round(sum(counts.values()) / batches, 1)}
 
 

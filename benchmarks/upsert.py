@@ -32,8 +32,13 @@ import numpy as np
 import pyarrow as pa
 
 import ingest
-from benchmarks._common import median_seconds_interleaved, report
-from benchmarks._upsert_baselines import Batch, deltalake_seconds, pyiceberg_seconds
+from benchmarks.support import (
+    Batch,
+    deltalake_seconds,
+    median_seconds_interleaved,
+    pyiceberg_seconds,
+    report,
+)
 from ingest.acid.format import bucket_ids
 from ingest.records.changes import from_debezium
 from ingest.table import Table

@@ -25,7 +25,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 
-from benchmarks._common import median_seconds_interleaved, report, sample_rows
+from benchmarks.support import median_seconds_interleaved, report, sample_rows
 from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions
 from ingest.acid.format.checksums import stripe_checksum
 from ingest.io import files as _files

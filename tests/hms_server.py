@@ -175,11 +175,12 @@ def create_plain_orc_table(uri: str, tmp_path: Path) -> str:
     import uuid
 
     from ingest.txn import hms
+    from ingest.txn.hms.thrift import ttypes
 
     db = "n_" + uuid.uuid4().hex[:10]
     with hms.connect(uri) as conn:
         hms.create_database(conn, db, location=f"file://{tmp_path}/ext")
-        t = hms._stubs.ttypes()
+        t = ttypes()
         sd = t.StorageDescriptor(
             cols=[t.FieldSchema(name="id", type="bigint")], location=f"file:{tmp_path}/ext/p",
             inputFormat=hms.ORC_INPUT_FORMAT, outputFormat=hms.ORC_OUTPUT_FORMAT,

@@ -59,7 +59,7 @@ def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
 
 _PEAK_RSS_PROBE = """
 import json, subprocess, sys, time
-from benchmarks._memory import PeakRss
+from benchmarks.support import PeakRss
 child = ("import sys; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
          " print(flush=True); sys.stdin.read()")
 with PeakRss(interval_s=0.05) as peak:
@@ -129,8 +129,8 @@ def test_upsert_benchmark_prints_the_batch_time_per_table_size() -> None:
 def test_parse_write_ceiling_runs_the_sink_write_task_on_records_in_memory() -> None:
     """The ceiling `bench stream` reports: the sink's own write task parses and writes every
     record (unpartitioned, the events' dt dropped; partitioned by it), or says it did not."""
-    from benchmarks._parse_write import BATCH_ROWS, kafka_batches, parse_and_write
     from benchmarks.stream import _events, _key
+    from benchmarks.support import BATCH_ROWS, kafka_batches, parse_and_write
 
     events = list(_events(25_000))
     batches = kafka_batches(events, map(_key, events), topic="t", partitions=2)
@@ -154,7 +154,7 @@ def test_standin_is_found_by_its_listening_port_and_its_cpu_read() -> None:
     import socket
     import time
 
-    from benchmarks._standin import endpoint_pid, listening_pid, process_cpu_s
+    from benchmarks.support import endpoint_pid, listening_pid, process_cpu_s
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -430,8 +430,10 @@ def test_no_module_imports_another_packages_private_module(path: Path) -> None:
     ("from ingest.acid.read._delete_registry import DeleteRegistry", "ingest.acid.read", False),
     ("from ingest.acid.read import plan_files", "benchmarks", False),
     ("from ingest.acid.read.merge import READ_AHEAD_ENV", "benchmarks", False),
-    ("from benchmarks._common import report", "benchmarks", False),
-    ("from benchmarks._common import report", "jobs", True),
+    ("from ingest.txn.hms.thrift import _stubs", "ingest.txn.hms.thrift", False),
+    ("from ingest.txn.hms.thrift import _stubs", "ingest.txn.hms", True),
+    ("from ingest.txn.hms.thrift import ttypes", "ingest.txn.hms", False),
+    ("from benchmarks.support import report", "benchmarks", False),
     ("from pyarrow._compute import Expression", "benchmarks", False),
 ])
 def test_the_private_module_check_catches_each_form(source: str, importer: str,

@@ -11,6 +11,7 @@ import click
 
 from ingest.cli._options import METASTORE_HELP, storage_option
 from ingest.cli._output import dumps
+from ingest.table import open_table_root
 from ingest.table.maintain import compaction_history, shown_state
 from ingest.txn import CompactionInfo
 
@@ -35,8 +36,8 @@ def command(path: str, metastore: str | None, as_json: bool,
     'attempted' when its compactor died while working); start time (UTC); duration; rows
     written; input and output directories.
     """
-    del storage_options  # the history is the metastore's: no file is read
-    history = compaction_history(path, metastore=metastore)
+    # The history is the metastore's: no file is read.
+    history = compaction_history(open_table_root(path, metastore, storage_options))
     now = time.time()
     if as_json:
         click.echo(dumps({"table": history.table, "location": history.location,

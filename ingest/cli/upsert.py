@@ -11,6 +11,7 @@ import click
 from ingest.cli._options import storage_option
 from ingest.cli._output import dumps, progress
 from ingest.cli.load import write_options
+from ingest.table import open_table_root
 from ingest.table.write import upsert_file
 
 
@@ -62,12 +63,11 @@ def command(path: str, input_path: str, key: str, cdc_format: str | None,
     progress(f"Upserting {input_path} into {path} by key {', '.join(columns)}",
              quiet=quiet or as_json)
     started = time.monotonic()
-    result = upsert_file(path, input_path, key=columns,
+    table = open_table_root(path, metastore, storage_options)
+    result = upsert_file(table, input_path, key=columns,
                          cdc_format=cdc_format,  # type: ignore[arg-type]
                          order_by=order_by, format=format_,  # type: ignore[arg-type]
-                         metastore=metastore,
-                         missing_columns=missing_columns,  # type: ignore[arg-type]
-                         storage_options=storage_options)
+                         missing_columns=missing_columns)  # type: ignore[arg-type]
     seconds = time.monotonic() - started
     counts = result.counts
     if as_json:

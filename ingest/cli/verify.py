@@ -11,6 +11,8 @@ import click
 from ingest.cli._options import SECONDS, metastore_option, storage_option
 from ingest.cli._output import dumps, progress_bar
 from ingest.cli.recover import Problems
+from ingest.errors import MetastoreError
+from ingest.table import Table, open_table, open_table_or_files
 from ingest.table.maintain import DEFAULT_TXN_TIMEOUT_S, verify_table
 
 
@@ -41,9 +43,10 @@ def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
     needs no recovery, files of open transactions included.
     """
     started = time.monotonic()
+    table, unreadable = _open(path, metastore, storage_options)
     with progress_bar("Verifying", unit="files", quiet=quiet or as_json) as bar:
-        report = verify_table(path, txn_timeout_s=txn_timeout_s, deep=not shallow,
-                              metastore=metastore, storage_options=storage_options,
+        report = verify_table(table, txn_timeout_s=txn_timeout_s, deep=not shallow,
+                              unreadable_metastore=unreadable, shown_as=path,
                               on_progress=bar)
     seconds = time.monotonic() - started
     if as_json:
@@ -62,3 +65,14 @@ def command(path: str, txn_timeout_s: float, shallow: bool, as_json: bool,
                    f" {len(report.problems)} problems, in {seconds:.2f} s", err=True)
     if not report.ok:
         raise Problems(f"{len(report.problems)} problems found in {report.path}.")
+
+
+def _open(path: str, metastore: str | None, storage_options: dict[str, Any],
+          ) -> tuple[Table, MetastoreError | None]:
+    """The table at PATH with its metastore; when that metastore cannot be read, its files
+    alone and why: verify reports an unreadable metastore as a problem, and never repairs
+    it (a read-only command does not rebuild a metastore)."""
+    try:
+        return open_table_or_files(path, metastore, storage_options), None
+    except MetastoreError as e:
+        return open_table(path, metastore=False, storage_options=storage_options), e

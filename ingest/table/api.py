@@ -4,8 +4,9 @@
 carries them (its storage options included: no process-wide state) and every table operation
 is a method on it: reads (the metastore's committed snapshot by default, streamed through
 `ingest.acid.read.scan`), and `load`, `load_file`, `delete`, `upsert`, `apply_changes`,
-`compact`, `clean`, `verify`, `recover`, `alter`, `history`, `status`, which delegate to the
-`ingest.table` functions of those names with the table's own metastore and options. Reading
+`compact`, `clean`, `verify`, `recover`, `alter`, `history`, `status`, which hand the table
+itself (a `ingest.table.core.ResolvedTable`: nothing is resolved again) to the `ingest.table`
+functions of those names. Reading
 files without a metastore is an explicit choice (`metastore=False`). A `TableRef`
 (`Table.ref`) is the resolved table as a small picklable value, for what crosses a process
 boundary (the Spark sink's tasks, its maintenance thread, the compaction job): it opens again
@@ -18,10 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-import fsspec
 import pyarrow as pa
 
 from ingest.acid import has_directories
@@ -44,6 +43,7 @@ from ingest.errors import ConfigError, TableNotFoundError
 from ingest.io import storage
 from ingest.records import InputFormat
 from ingest.table.core import (
+    ResolvedTable,
     agent_name,
     check_columns,
     check_limit,
@@ -88,7 +88,6 @@ from ingest.txn import (
     OffsetRange,
     PinnedView,
     TableDefinition,
-    normalize_location,
     redact_url,
 )
 
@@ -258,23 +257,14 @@ def _check_read(table: Table, columns: object, limit: object, snapshot: object,
     return checked_columns, checked_limit
 
 
-class Table:
+class Table(ResolvedTable):
     """A transactional table (or one of its partitions) as Python sees it.
 
     Reads return Arrow (`to_arrow`, `to_batches`) or pandas, so DuckDB, Polars and anything
-    else that takes Arrow read the table too. Get one from `open_table`.
+    else that takes Arrow read the table too. Get one from `open_table`; it is the resolved
+    table (`ResolvedTable`: filesystem, definition, metastore, storage options) every
+    operation takes.
     """
-
-    def __init__(self, fs: fsspec.AbstractFileSystem, path: str,
-                 definition: TableDefinition | None, metastore: str | Metastore | None,
-                 storage_options: Mapping[str, Any] | None = None) -> None:
-        self._fs = fs
-        self._path = path
-        self.definition = definition
-        self._metastore = metastore
-        # The table's own options, read-only: every operation gets exactly these.
-        self._storage_options: Mapping[str, Any] = MappingProxyType(
-            dict(storage_options or {}))
 
     def __repr__(self) -> str:
         return f"Table({self.location!r})"
@@ -282,40 +272,11 @@ class Table:
     # -- what the table is -------------------------------------------------------------------
 
     @property
-    def name(self) -> str:
-        """`db.table` from the metastore; the directory's name without one."""
-        if self.definition is not None:
-            return self.definition.name
-        return self._path.rsplit("/", 1)[-1]
-
-    @property
-    def location(self) -> str:
-        """The URL this table was opened at (the root, or a partition inside it)."""
-        return normalize_location(self._fs.unstrip_protocol(self._path))
-
-    @property
-    def has_metastore(self) -> bool:
-        return self.definition is not None
-
-    @property
-    def metastore_url(self) -> str | None:
-        """The URL of the metastore the table was opened with (None: opened without one)."""
-        if isinstance(self._metastore, Metastore):
-            return self._metastore.url
-        return self._metastore
-
-    @property
     def ref(self) -> TableRef:
         """The table as a picklable value that opens again without a metastore search (for
         Spark tasks, threads and jobs): its location, its metastore's URL, its storage
         options."""
         return TableRef(self.location, self.metastore_url, self._storage_options)
-
-    @property
-    def storage_options(self) -> dict[str, Any]:
-        """A copy of the fsspec options the table's files are reached with (secrets
-        included: never log them; `ingest.io.storage.redacted` hides them)."""
-        return dict(self._storage_options)
 
     @property
     def schema(self) -> pa.Schema:
@@ -344,7 +305,7 @@ class Table:
         """
         if self.definition is None:
             return all_on_disk(self._path, fs=self._fs, table=self.name)
-        with self._store() as store:
+        with self.store() as store:
             return store.snapshot(self.definition.name)
 
     def history(self) -> list[Commit]:
@@ -355,8 +316,8 @@ class Table:
             ConfigError: the table was opened without a metastore.
             MetastoreError: the metastore cannot be read.
         """
-        defn = self._require_metastore("read its history")
-        with self._store() as store:
+        defn = self.require_metastore("read its history")
+        with self.store() as store:
             return table_history(store, defn)
 
     # -- reading -----------------------------------------------------------------------------
@@ -452,11 +413,9 @@ class Table:
             SchemaMismatchError, CommitConflictError, MetastoreError: see `load`.
         """
         check_missing_columns(missing_columns)
-        defn = self._require_root("load rows")
+        defn = self.require_root("load rows")
         data = rows_as_table(data, where=defn.name, schema=table_schema(defn))
-        return load_rows(defn.location, data, metastore=self._metastore,
-                         missing_columns=missing_columns,
-                         storage_options=self._storage_options)
+        return load_rows(self, data, missing_columns=missing_columns)
 
     def load_file(self, input_path: str, *, format: InputFormat | None = None,
                   missing_columns: MissingColumns = "error",
@@ -472,10 +431,8 @@ class Table:
             SchemaMismatchError, CommitConflictError, MetastoreError: see `load_file`.
         """
         check_missing_columns(missing_columns)
-        defn = self._require_root("load rows")
-        return load_file(defn.location, input_path, format=format, metastore=self._metastore,
-                         missing_columns=missing_columns,
-                         storage_options=self._storage_options,
+        self.require_root("load rows")
+        return load_file(self, input_path, format=format, missing_columns=missing_columns,
                          on_read_progress=on_read_progress, on_progress=on_progress)
 
     def delete(self, where: str, *, dry_run: bool = False) -> DeleteResult:
@@ -485,9 +442,8 @@ class Table:
             ConfigError: opened without a metastore or at a partition, or a bad `where`.
             CorruptFileError, CommitConflictError, MetastoreError: see `delete`.
         """
-        defn = self._require_root("delete rows")
-        return delete_rows(defn.location, where, metastore=self._metastore, dry_run=dry_run,
-                           storage_options=self._storage_options)
+        self.require_root("delete rows")
+        return delete_rows(self, where, dry_run=dry_run)
 
     def upsert(self, data: Any, *, key: Sequence[str], order_by: str | None = None,
                missing_columns: MissingColumns = "error") -> UpsertResult:
@@ -509,12 +465,10 @@ class Table:
                 `upsert`.
         """
         check_missing_columns(missing_columns)
-        defn = self._require_root("upsert rows")
+        defn = self.require_root("upsert rows")
         rows = rows_as_table(data, where=defn.name, schema=table_schema(defn))
-        return upsert_rows(defn.location, rows,
-                           key=key, order_by=order_by, metastore=self._metastore,
-                           missing_columns=missing_columns,
-                           storage_options=self._storage_options)
+        return upsert_rows(self, rows, key=key, order_by=order_by,
+                           missing_columns=missing_columns)
 
     def apply_changes(self, envelopes: Any, *, key: Sequence[str],
                       order_by: str | None = None,
@@ -534,10 +488,9 @@ class Table:
         Raises:
             ConfigError, BadRecordError: see `upsert` and `apply_changes`.
         """
-        defn = self._require_root("apply changes")
-        return apply_change_events(defn.location, envelopes, key=key, order_by=order_by,
-                                   cdc_format=cdc_format, metastore=self._metastore,
-                                   storage_options=self._storage_options)
+        self.require_root("apply changes")
+        return apply_change_events(self, envelopes, key=key, order_by=order_by,
+                                   cdc_format=cdc_format)
 
     # -- maintenance and administration ------------------------------------------------------
 
@@ -551,10 +504,9 @@ class Table:
             ConfigError: opened without a metastore or at a partition; see `compact`.
             CommitConflictError, CorruptFileError, MetastoreError: see `compact`.
         """
-        defn = self._require_root("compact")
-        return compact_table(defn.location, kind=kind, partitions=partitions,
-                             metastore=self._metastore, dry_run=dry_run,
-                             storage_options=self._storage_options, on_progress=on_progress)
+        self.require_root("compact")
+        return compact_table(self, kind=kind, partitions=partitions, dry_run=dry_run,
+                             on_progress=on_progress)
 
     def clean(self, *, retention_s: float | None = None, dry_run: bool = False,
               partitions: Sequence[str] | None = None,
@@ -567,11 +519,10 @@ class Table:
             ConfigError: opened without a metastore or at a partition; see `clean`.
             CorruptFileError, MetastoreError, OSError: see `clean`.
         """
-        defn = self._require_root("clean")
-        return clean_table(defn.location, metastore=self._metastore, retention_s=retention_s,
-                           dry_run=dry_run, partitions=partitions,
-                           txn_timeout_s=txn_timeout_s, on_partition=on_partition,
-                           storage_options=self._storage_options, on_progress=on_progress)
+        self.require_root("clean")
+        return clean_table(self, retention_s=retention_s, dry_run=dry_run,
+                           partitions=partitions, txn_timeout_s=txn_timeout_s,
+                           on_partition=on_partition, on_progress=on_progress)
 
     def side_tables(self) -> list[Table]:
         """The hidden tables the metastore keeps beside this one for its own bookkeeping
@@ -583,8 +534,8 @@ class Table:
             ConfigError: opened without a metastore or at a partition.
             MetastoreError: the metastore failed.
         """
-        defn = self._require_root("list the side tables")
-        with self._store() as store:
+        defn = self.require_root("list the side tables")
+        with self.store() as store:
             found = [store.get_table(name) for name in store.side_tables(defn.name)]
         out = []
         for side in found:
@@ -603,12 +554,8 @@ class Table:
         Raises:
             ConfigError, FileNotFoundError, MetastoreError: see `verify_table`.
         """
-        with self._store_or_none() as store:
-            return verify_table(self.location, fs=self._fs, txn_timeout_s=txn_timeout_s,
-                                deep=deep, store=store, table=self.definition,
-                                metastore=False if store is None else None,
-                                storage_options=self._storage_options,
-                                on_progress=on_progress)
+        return verify_table(self, txn_timeout_s=txn_timeout_s, deep=deep,
+                            on_progress=on_progress)
 
     def recover(self, *, dry_run: bool = False, backup_dir: str | None = None,
                 backup: bool = True, txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
@@ -622,13 +569,9 @@ class Table:
             ConfigError, FileNotFoundError, MetastoreError: see
                 `recover_table_with_metastore`.
         """
-        with self._store_or_none(writable=not dry_run) as store:
-            return recover_table_with_metastore(
-                self.location, fs=self._fs, dry_run=dry_run, backup_dir=backup_dir,
-                backup=backup, txn_timeout_s=txn_timeout_s, store=store,
-                table=self.definition, check_data=check_data,
-                metastore=False if store is None else None,
-                storage_options=self._storage_options, on_progress=on_progress)
+        return recover_table_with_metastore(
+            self, dry_run=dry_run, backup_dir=backup_dir, backup=backup,
+            txn_timeout_s=txn_timeout_s, check_data=check_data, on_progress=on_progress)
 
     def alter(self, properties: Mapping[str, str] | None = None, *,
               add_columns: str | Sequence[str] | None = None,
@@ -645,10 +588,9 @@ class Table:
             CommitConflictError: the columns changed meanwhile; see `alter_table`.
             MetastoreError: see `alter_table`.
         """
-        defn = self._require_root("alter")
-        result = alter_table(defn.location, properties=properties, add_columns=add_columns,
-                             change_columns=change_columns, columns=columns,
-                             metastore=self._metastore, storage_options=self._storage_options)
+        self.require_root("alter")
+        result = alter_table(self, properties=properties, add_columns=add_columns,
+                             change_columns=change_columns, columns=columns)
         self.definition = result.table
         return result
 
@@ -659,55 +601,9 @@ class Table:
         Raises:
             ConfigError, FileNotFoundError, MetastoreError: see `table_status`.
         """
-        return table_status(self.location, snapshot=snapshot,
-                            metastore=self._metastore if self.definition is not None else False,
-                            storage_options=self._storage_options)
+        return table_status(self, snapshot=snapshot)
 
     # -- helpers -----------------------------------------------------------------------------
-
-    def _require_metastore(self, action: str) -> TableDefinition:
-        if self.definition is None:
-            raise ConfigError(f"Cannot {action} of {self.location}: it was opened without a "
-                              "metastore", hint="open it with ingest.open_table(location) or "
-                              "metastore=URL")
-        return self.definition
-
-    def _require_root(self, action: str) -> TableDefinition:
-        defn = self._require_metastore(action)
-        if self.location != defn.location:
-            raise ConfigError(f"Cannot {action} through {self.location}: it is a directory "
-                              f"inside table {defn.name}, not its root",
-                              hint=f"open the table root: ingest.open_table({defn.location!r})")
-        return defn
-
-    @contextmanager
-    def _store_or_none(self, *, writable: bool = False) -> Iterator[Metastore | None]:
-        """The table's metastore (None without one); `writable` opens it for writing."""
-        if self.definition is None:
-            yield None
-            return
-        if isinstance(self._metastore, Metastore) or not writable:
-            with self._store() as store:
-                yield store
-            return
-        assert self._metastore is not None
-        store = Metastore.open(self._metastore, create=False)
-        try:
-            yield store
-        finally:
-            store.close()
-
-    @contextmanager
-    def _store(self) -> Iterator[Metastore]:
-        if isinstance(self._metastore, Metastore):
-            yield self._metastore
-            return
-        assert self._metastore is not None
-        store = Metastore.open(self._metastore, create=False, read_only=True)
-        try:
-            yield store
-        finally:
-            store.close()
 
     @contextmanager
     def _read_view(self, snapshot: SnapshotArg) -> Iterator[ReadView | SnapshotArg]:
@@ -722,20 +618,9 @@ class Table:
         if snapshot is not None:
             given = (all_on_disk(self._path, fs=self._fs, table=self.definition.name)
                      if snapshot == ALL_ON_DISK else resolve_snapshot(snapshot, ()))
-        with self._lease_store() as store, store.read_view(
+        with self.lease_store() as store, store.read_view(
                 self.definition.name, agent=agent_name("read"), snapshot=given) as view:
             yield view
-
-    @contextmanager
-    def _lease_store(self) -> Iterator[Metastore]:
-        """The metastore, writable only to hold a reader's lease (`open_for_reading` never
-        creates, rebuilds or upgrades one; without write access reads go unregistered)."""
-        if isinstance(self._metastore, Metastore):
-            yield self._metastore
-            return
-        assert self._metastore is not None
-        with Metastore.open_for_reading(self._metastore) as store:
-            yield store
 
 
 def pinned_schema(view: object, definition: TableDefinition | None) -> pa.Schema | None:

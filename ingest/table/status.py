@@ -16,16 +16,14 @@ from typing import Literal
 from ingest.acid.compaction import Backlog, CompactionThresholds, Decision, decide, measure_backlog
 from ingest.acid.format import ValidWriteIdList
 from ingest.acid.read import TableLayout, VisibleTxn, describe_table
-from ingest.io import storage
 from ingest.table.core import (
-    StorageOptions,
+    ResolvedTable,
     StreamProgress,
     check_snapshot_table,
     compaction_thresholds,
-    metastore_if_any,
     stream_progress,
 )
-from ingest.txn import Metastore, TransactionInfo
+from ingest.txn import TransactionInfo
 
 SnapshotSource = Literal["option", "metastore", "directories"]
 
@@ -84,30 +82,25 @@ class TableStatus:
                             self.layout.total_rows, self.layout.chosen_rows)
 
 
-def table_status(path: str, *, snapshot: ValidWriteIdList | str | None = None,
-                 metastore: str | Metastore | Literal[False] | None = None,
-                 storage_options: StorageOptions = None) -> TableStatus:
-    """Describe the table (or partition) at `path` as `ingest status` shows it.
+def table_status(table: ResolvedTable, *,
+                 snapshot: ValidWriteIdList | str | None = None) -> TableStatus:
+    """Describe `table` (or the partition it was opened at) as `ingest status` shows it.
 
     Args:
-        path: a table root or partition directory.
+        table: the table as `ingest.open_table` resolved it; with its metastore, or its
+            files alone (`metastore=False`).
         snapshot: judge directories by this valid write-id list (or Hive's string form);
             default the metastore's current snapshot, else every write id on disk as
             committed (which warns, `UnverifiedSnapshotWarning`).
-        metastore: the metastore URL chosen by the caller (it must list the table), or an
-            open one; None: the one found from `path`, else the files alone; False: the
-            files alone.
-        storage_options: the table's fsspec options.
 
     Raises:
-        FileNotFoundError: `path` does not exist.
+        FileNotFoundError: the directory does not exist.
         ConfigError: a bad snapshot string, or another table's snapshot.
-        TableNotFoundError: a chosen metastore does not list the table.
-        MetastoreError: a metastore exists but cannot be read.
+        MetastoreError: the metastore cannot be opened or read.
         NotEnoughHistoryError, UnsupportedFormatError: see `ingest.acid.acid_state`.
     """
-    fs = storage.url_to_fs(path, storage_options)[0]
-    with metastore_if_any(path, metastore) as (store, defn):
+    path, fs, defn = table.location, table.fs, table.definition
+    with table.store_or_none() as store:
         source: SnapshotSource = "option"
         visible: VisibleTxn | None = None
         txns: tuple[TransactionInfo, ...] = ()

@@ -27,9 +27,9 @@ def location(tmp_path: Path) -> str:
     loc = str(tmp_path / "wh" / "events")
     create_table(loc, "id BIGINT, value STRING, dt STRING", partitioned_by=["dt"])
     for i in range(3):
-        load(loc, rows(range(i * 10, i * 10 + 10), "2026-01-01"))
-    load(loc, rows(range(50, 55), "2026-01-02"))
-    compact(loc, kind="major")
+        load(open_table(loc), rows(range(i * 10, i * 10 + 10), "2026-01-01"))
+    load(open_table(loc), rows(range(50, 55), "2026-01-02"))
+    compact(open_table(loc), kind="major")
     return loc
 
 
@@ -111,10 +111,10 @@ def test_a_read_holds_a_registration_while_it_streams(location: str) -> None:
     # A compaction after the registration: while it holds, the cleaner keeps what the
     # snapshot may read in that partition; in the other, what the fixture's compaction
     # (committed before the registration) made obsolete goes.
-    load(location, rows(range(30, 40), "2026-01-01"))
-    compact(location, kind="major", partitions=["dt=2026-01-01"])
+    load(open_table(location), rows(range(30, 40), "2026-01-01"))
+    compact(open_table(location), kind="major", partitions=["dt=2026-01-01"])
     with Metastore.open(url, create=False) as cleaner_store:
-        doc = clean(location, retention_s=0, metastore=cleaner_store)
+        doc = clean(open_table(location, metastore=cleaner_store), retention_s=0)
     assert doc.live_readers == 1
     removed = {r.name for p in doc.partitions for r in p.removed}
     kept = {k.name: k.reason for p in doc.partitions for k in p.kept}

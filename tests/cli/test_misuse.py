@@ -264,10 +264,11 @@ def test_txn_timeout_must_be_finite_and_not_negative(
 
 def test_txn_timeout_is_checked_by_the_table_layer_too(table_3000: str) -> None:
     from ingest.errors import ConfigError
+    from ingest.table import open_table
     from ingest.table.maintain import recover_table_with_metastore, verify_table
     for call in (verify_table, recover_table_with_metastore):
         with pytest.raises(ConfigError, match="must be a finite number of seconds"):
-            call(table_3000, txn_timeout_s=float("nan"))
+            call(open_table(table_3000), txn_timeout_s=float("nan"))
 
 
 @pytest.mark.parametrize(("snapshot", "field"), [

@@ -75,11 +75,13 @@ def test_unreachable_metastore_is_a_clear_cli_error(
 WRITER = """
 import sys
 import pyarrow as pa
+from ingest.table import open_table
 from ingest.table.write import load
 location, url, batches = sys.argv[1], sys.argv[2], int(sys.argv[3])
+table = open_table(location, metastore=url)
 for b in range(batches):
     ids = list(range(b * 20, b * 20 + 20))
-    load(location, pa.table({"id": ids, "value": [f"b{b}"] * 20}), metastore=url)
+    load(table, pa.table({"id": ids, "value": [f"b{b}"] * 20}))
 """
 
 READER = """

@@ -17,6 +17,7 @@ import pytest
 
 from ingest.cli import _output
 from ingest.cli._output import ProgressBar
+from ingest.table import open_table
 from ingest.table.write import create_table, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,8 +35,8 @@ def make_table(tmp_path: Path) -> str:
     create_table(location, "id BIGINT, value STRING", partitioned_by=("dt",),
                  properties=PROPERTIES)
     for i in range(2):
-        load(location, pa.table({"id": [i * 10 + d for d in range(len(DAYS))],
-                                 "value": ["v"] * len(DAYS), "dt": DAYS}))
+        load(open_table(location), pa.table({"id": [i * 10 + d for d in range(len(DAYS))],
+                                             "value": ["v"] * len(DAYS), "dt": DAYS}))
     return location
 
 

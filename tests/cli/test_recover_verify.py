@@ -12,6 +12,7 @@ from support import run_cli as run
 
 from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.format.names import format_delta
+from ingest.table import open_table
 from ingest.table.maintain import verify_table
 from ingest.txn import Metastore, OffsetRange
 
@@ -91,7 +92,7 @@ def test_verify_reports_problems(store: Metastore, root: Path,
     import shutil
 
     shutil.rmtree(a.parent)
-    report = verify_table(str(root), store=store, table=store.get_table("default.events"),
+    report = verify_table(open_table(str(root), metastore=store),
                           txn_timeout_s=0, now=store.transactions()[-1].heartbeat_at + 10)
     kinds = sorted(p.kind for p in report.problems)
     assert kinds == ["dead-transaction", "missing-directory", "missing-file", "offset-gap",

@@ -17,6 +17,7 @@ from compat import javatools as jt
 from conftest import require
 
 from ingest.orc import TimestampPrecisionWarning, WideTimestampFile, open_orc
+from ingest.table import open_table
 from ingest.table.write import create_table, load
 
 pytestmark = pytest.mark.java
@@ -33,8 +34,8 @@ def java_tools() -> None:
 def _loaded(tmp_path: Path, name: str, texts: list[str | None]) -> str:
     location = str(tmp_path / name)
     create_table(location, "id BIGINT, ts TIMESTAMP")
-    load(location, pa.table({"id": pa.array(range(len(texts)), pa.int64()),
-                             "ts": pa.array(texts, pa.string())}))
+    load(open_table(location), pa.table({"id": pa.array(range(len(texts)), pa.int64()),
+                                         "ts": pa.array(texts, pa.string())}))
     (bucket,) = Path(location).glob("delta_*/bucket_00000")
     return str(bucket)
 

@@ -16,6 +16,7 @@ import pytest
 from support import run_cli, visible, write_rows
 
 from ingest.acid.format.names import format_base, format_delta
+from ingest.table import open_table
 from ingest.table.maintain import compact
 from ingest.table.write import create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url
@@ -35,16 +36,16 @@ def build(location: str) -> list[int]:
     DT; returns the ids of the history rows the compactions left 'ready for cleaning'."""
     create_table(location, "id BIGINT, value STRING, dt STRING", partitioned_by=["dt"])
     for i in range(4):
-        load(location, rows(range(i * 10, i * 10 + 10)))
-    load(location, rows(range(100, 110), "2026-01-02"))
+        load(open_table(location), rows(range(i * 10, i * 10 + 10)))
+    load(open_table(location), rows(range(100, 110), "2026-01-02"))
     with Metastore.open(default_metastore_url(location), create=False) as store:
         txn = store.open_transaction(location)
         write_rows(f"{location}/{DT}/{format_delta(txn.write_id, txn.write_id, 0)}",
                    txn.write_id, range(900, 910))
         store.abort(txn)
-    delete(location, "id < 5 OR id = 105")
-    compact(location, kind="minor")
-    (done,) = compact(location, kind="major", partitions=[DT]).partitions
+    delete(open_table(location), "id < 5 OR id = 105")
+    compact(open_table(location), kind="minor")
+    (done,) = compact(open_table(location), kind="major", partitions=[DT]).partitions
     assert done.result is not None
     with Metastore.open(default_metastore_url(location), create=False) as store:
         return [c.compaction_id for c in store.compactions_to_clean(location)]

@@ -13,6 +13,7 @@ from support import SIMPLE_SCHEMA, simple_table
 
 from ingest.acid import BucketFileOptions, BucketWriter, read_events
 from ingest.acid.format.names import format_delta
+from ingest.table import open_table
 from ingest.table.maintain import recover_table_with_metastore, verify_table
 from ingest.txn import Metastore, TableDefinition, default_metastore_url
 
@@ -81,10 +82,10 @@ def test_disk_full_aborts_and_keeps_committed(tmp_path: Path, budget: int) -> No
         assert info.value.errno == errno.ENOSPC
         assert "No space left on device" in str(info.value) and str(path2) in str(info.value)
         assert store.write_id_states(table.name) == {1: "committed", 2: "aborted"}
-        result = recover_table_with_metastore(str(root), store=store, table=table,
+        result = recover_table_with_metastore(open_table(str(root), metastore=store),
                                               txn_timeout_s=0)
         assert result.clean
         assert result.report.aborted_directories == (path2.parent.name,)
-        assert verify_table(str(root), store=store, table=table).ok
+        assert verify_table(open_table(str(root), metastore=store)).ok
     ids = [r["id"] for b in read_events(str(path)) for r in b.column("row").to_pylist()]
     assert ids == list(range(100))

@@ -25,7 +25,7 @@ from ingest.errors import (
     UnsupportedFormatError,
 )
 from ingest.txn import MetastoreError, hms
-from ingest.txn.hms import _stubs
+from ingest.txn.hms.thrift import _stubs
 
 pytestmark = pytest.mark.hms
 

@@ -19,8 +19,8 @@ from support import wait_until
 from ingest.acid.format.committed import CommittedFile
 from ingest.errors import CommitConflictError
 from ingest.txn import Metastore, TableDefinition, hms
-from ingest.txn.hms import _stubs
 from ingest.txn.hms.compactions import table_locks
+from ingest.txn.hms.thrift import _stubs
 from ingest.txn.model import OffsetRange, SinkProgress
 
 pytestmark = pytest.mark.hms

@@ -22,7 +22,7 @@ from support import ok_json, run_cli
 
 from ingest.errors import UnsupportedFormatError
 from ingest.txn import Metastore, hms
-from ingest.txn.hms import _compact_api
+from ingest.txn.hms.thrift import compact_api
 
 pytestmark = pytest.mark.hms
 
@@ -94,7 +94,7 @@ def test_hive_4_shows_the_compactions_in_its_queue(
             capsys)
     db, table = name.split(".")
     with hms.connect(hms4.uri) as conn:
-        (entry,) = _compact_api.show(conn, db, table)
+        (entry,) = compact_api.show(conn, db, table)
     assert (entry.partition, entry.kind, entry.state) == ("dt=2024-01-01", "major",
                                                           "ready for cleaning")
     assert entry.pool == f"ingest-{entry.txn_id}"

@@ -19,8 +19,8 @@ from support import ok_json
 import ingest
 from ingest.errors import CommitConflictError
 from ingest.txn import Metastore, TableDefinition, hms
-from ingest.txn.hms import _stubs
 from ingest.txn.hms.compactions import table_locks
+from ingest.txn.hms.thrift import _stubs
 
 pytestmark = pytest.mark.hms
 
@@ -202,7 +202,7 @@ def test_a_shortened_snapshot_is_made_whole(hms4: Server, tmp_path: Path) -> Non
     also after Hive 4's housekeeping removed committed rows, the flake test_hms_backend used
     to show), the server answers with the lowest invalid write id as the high watermark;
     `snapshot` still lists every allocated write id."""
-    from ingest.txn.hms.txns import snapshots, txn_snapshot
+    from ingest.txn.hms.thrift.txns import snapshots, txn_snapshot
 
     defn = TableDefinition(f"r_{uuid.uuid4().hex[:10]}.events", f"file://{tmp_path}/t", ROWS)
     with Metastore.open(hms4.uri) as store:

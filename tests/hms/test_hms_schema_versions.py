@@ -13,6 +13,7 @@ import pytest
 from hms_server import Server
 
 import ingest
+from ingest.table import open_table
 from ingest.table.write import create_table
 from ingest.table.write.load import load
 from ingest.txn import Metastore, hms
@@ -26,8 +27,9 @@ def test_reads_and_writes_across_a_column_change(metastore: Server, tmp_path: Pa
     create_table(location, "id BIGINT, n INT, value STRING", name=f"{db}.events",
                         metastore=metastore.uri)
     for i in range(2):
-        load(location, pa.table({"id": [i], "n": pa.array([i], pa.int32()),
-                                 "value": [f"v{i}"]}), metastore=metastore.uri)
+        load(open_table(location, metastore=metastore.uri),
+             pa.table({"id": [i], "n": pa.array([i], pa.int32()),
+                       "value": [f"v{i}"]}))
     reader = ingest.open_table(location, metastore=metastore.uri)
     assert reader.definition is not None and reader.definition.schema_version == 0
     batches = reader.scan().to_batches()
@@ -40,11 +42,12 @@ def test_reads_and_writes_across_a_column_change(metastore: Server, tmp_path: Pa
                 add_columns="note STRING", change_columns=["n BIGINT"])
             changed.append(1)
 
-    load(location, pa.table({"id": [5], "n": pa.array([7], pa.int32()), "value": ["old"]}),
-         metastore=metastore.uri, on_progress=alter_meanwhile)
+    load(open_table(location, metastore=metastore.uri),
+         pa.table({"id": [5], "n": pa.array([7], pa.int32()), "value": ["old"]}),
+         on_progress=alter_meanwhile)
     assert changed
-    load(location, pa.table({"id": [9], "n": [2**40], "value": ["new"], "note": ["x"]}),
-         metastore=metastore.uri)
+    load(open_table(location, metastore=metastore.uri),
+         pa.table({"id": [9], "n": [2**40], "value": ["new"], "note": ["x"]}))
     rest = list(batches)
     assert all(b.schema.names == ["id", "n", "value"] and b.schema.field("n").type == pa.int32()
                for b in [first, *rest])

@@ -22,8 +22,8 @@ from ingest.errors import ConfigError
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.table import open_table
 from ingest.txn import Metastore, OffsetRange, SinkProgress, hms
-from ingest.txn.hms import _stubs
 from ingest.txn.hms.compactions import table_locks
+from ingest.txn.hms.thrift import _stubs
 
 pytestmark = pytest.mark.hms
 

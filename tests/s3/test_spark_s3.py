@@ -13,7 +13,7 @@ from s3_server import Bucket
 
 from ingest.spark import register
 from ingest.spark.compact_job import compact_on_executors
-from ingest.table import open_table_root
+from ingest.table import open_table, open_table_root
 from ingest.table.write import create_table, load
 from ingest.txn import default_metastore_url
 
@@ -27,8 +27,9 @@ def test_compaction_on_executors_and_the_hive_acid_source_on_s3(spark: Any, s3: 
                  storage_options=s3.options)
     for i in range(3):
         ids = [i * 10, i * 10 + 1]
-        load(location, pa.table({"id": ids, "value": [f"v{x}" for x in ids],
-                                 "dt": ["a", "b"]}), storage_options=s3.options)
+        load(open_table(location, storage_options=s3.options),
+             pa.table({"id": ids, "value": [f"v{x}" for x in ids],
+                       "dt": ["a", "b"]}))
     table = open_table_root(location, storage_options=s3.options)
     done = compact_on_executors(spark, table.ref, kind="major")  # the ref opens it again
     assert not done.failures and "compacted 2 of 2 partitions" in done.line()

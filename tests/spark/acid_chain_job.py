@@ -33,7 +33,7 @@ def main(source: str, target: str, checkpoint: str) -> int:
         register(spark)
         layout = table_layout("id BIGINT, value STRING, ts TIMESTAMP, dt STRING", "dt")
         table, _ = ensure_tables(target, layout)
-        recover_table_with_metastore(table.location)
+        recover_table_with_metastore(open_table(table.location))
         sink = AcidSink(open_table(table.location),
                         sink_id=f"{table.name}@{normalize_location(checkpoint)}",
                         options=SinkOptions(), row_schema=layout.row_schema,

@@ -17,7 +17,7 @@ from support import visible
 from ingest.acid import acid_state
 from ingest.errors import ConfigError, CorruptFileError, TableNotFoundError
 from ingest.spark.compact_job import compact_on_executors
-from ingest.table import open_table_root
+from ingest.table import open_table, open_table_root
 from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
 
@@ -35,7 +35,8 @@ def make_table(tmp_path: Path, loads: int, properties: dict[str, str] | None = N
     for i in range(loads):
         days = DAYS[:2] if i else DAYS
         ids = [i * 10 + k for k in range(len(days))]
-        load(location, pa.table({"id": ids, "value": [f"v{x}" for x in ids], "dt": days}))
+        load(open_table(location),
+             pa.table({"id": ids, "value": [f"v{x}" for x in ids], "dt": days}))
     return location
 
 

@@ -25,6 +25,7 @@ from ingest.acid.format.names import format_delta
 from ingest.acid.format.side_file import side_file_path
 from ingest.cli._output import dumps, rows
 from ingest.spark import register
+from ingest.table import open_table
 from ingest.table.core._definition import VISIBILITY_PROPERTY
 from ingest.table.maintain import compact
 from ingest.table.write import alter_table, create_table, delete, load
@@ -57,8 +58,8 @@ def partitioned_table(root: Path) -> str:
     location = str(root / "events")
     create_table(location, DDL, partitioned_by=["dt"], buckets=2, bucketed_by=["id"])
     for k in range(3):
-        load(location, events(range(k * 10, k * 10 + 10)))
-    assert delete(location, "id IN (3, 14, 25)").rows_deleted == 3
+        load(open_table(location), events(range(k * 10, k * 10 + 10)))
+    assert delete(open_table(location), "id IN (3, 14, 25)").rows_deleted == 3
     return location
 
 
@@ -133,7 +134,7 @@ def test_sql_over_a_temporary_view_reads_the_dataframes_one_snapshot(
     assert [(r.dt, r.n, r.total) for r in got] == expected
     # A commit after the DataFrame was planned: its queries keep their snapshot, a new
     # load() sees the commit.
-    load(location, events(range(100, 104)))
+    load(open_table(location), events(range(100, 104)))
     assert [(r.dt, r.n, r.total) for r in acid_spark.sql(query).collect()] == expected
     assert acid_spark.read.format("hive-acid").load(location).count() == 31
 
@@ -157,7 +158,7 @@ def test_rows_of_an_open_transaction_in_a_transaction_batch_are_not_seen(
         acid_spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     location = str(tmp_path / "live")
     create_table(location, "id BIGINT, value STRING")
-    load(location, pa.table({"id": [1, 2], "value": ["a", "b"]}))
+    load(open_table(location), pa.table({"id": [1, 2], "value": ["a", "b"]}))
     with Metastore.open(default_metastore_url(location)) as store:
         first, second, _third = store.allocate_write_ids(location, 3, agent="test:stream")
         # One delta for the batch, as Hive Streaming writes it; the file stays open.
@@ -183,7 +184,7 @@ def test_major_compacted_table_reads_like_ingest_cat(
         acid_spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     location = partitioned_table(tmp_path)
     before = cat_lines(location, capsys)
-    report = compact(location, kind="major")
+    report = compact(open_table(location), kind="major")
     assert report.partitions and list(Path(location).glob("dt=*/base_*"))
     got = spark_lines(acid_spark.read.format("hive-acid").load(location), table_schema(location))
     assert got == cat_lines(location, capsys) == before
@@ -193,7 +194,7 @@ def test_major_compacted_table_reads_like_ingest_cat(
 def test_a_compactors_vT_output_counts_only_once_its_transaction_commits(
         acid_spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     location = partitioned_table(tmp_path)
-    alter_table(location, properties={VISIBILITY_PROPERTY: "true"})
+    alter_table(open_table(location), properties={VISIBILITY_PROPERTY: "true"})
     before = cat_lines(location, capsys)
     # The compactor is killed after renaming its output into place, before its transaction
     # commits (as a Hive 4 compactor writes in place).

@@ -19,6 +19,7 @@ import pytest
 from ingest.acid.read.reader import read_table
 from ingest.kafka.produce import produce_events, sample_events
 from ingest.spark.source._stream import readable_end
+from ingest.table import open_table
 from ingest.table.write import delete
 from ingest.txn import Metastore, default_metastore_url
 
@@ -58,7 +59,7 @@ def test_chained_stream_killed_and_restarted_copies_table_a_exactly_once(
         env=_env(), capture_output=True, text=True, timeout=240, check=False)
     assert first.returncode == 0, first.stderr[-3000:]
     # A delete committed before the second stream reads: its rows must never reach table B.
-    assert delete(table_a, "id < 10").rows_deleted == 10
+    assert delete(open_table(table_a), "id < 10").rows_deleted == 10
     rows_a = committed_rows(table_a)
     assert len(rows_a) == 140
 

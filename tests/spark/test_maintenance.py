@@ -28,8 +28,8 @@ def make_table(tmp_path: Path, loads: int, *, rows: int = 10) -> str:
                  properties=DELTA_NUM)
     for i in range(loads):
         ids = range(i * rows, (i + 1) * rows)
-        load(location, pa.table({"id": list(ids), "value": [f"v{x}" for x in ids],
-                                 "dt": ["2026-11-21"] * rows}))
+        load(open_table(location), pa.table({"id": list(ids), "value": [f"v{x}" for x in ids],
+                                             "dt": ["2026-11-21"] * rows}))
     return location
 
 

@@ -32,8 +32,8 @@ def make_table(tmp_path: Path) -> str:
 def add_loads(location: str, count: int, start: int) -> None:
     for i in range(start, start + count):
         ids = range(i * 10, (i + 1) * 10)
-        load(location, pa.table({"id": list(ids), "value": [f"v{x}" for x in ids],
-                                 "dt": ["2026-11-21"] * 10}))
+        load(open_table(location), pa.table({"id": list(ids), "value": [f"v{x}" for x in ids],
+                                             "dt": ["2026-11-21"] * 10}))
 
 
 def sample(metrics: StreamMetrics, name: str, **labels: str) -> float | None:

@@ -25,6 +25,7 @@ import pytest
 from ingest.spark import register
 from ingest.spark.source._lease import renewing
 from ingest.spark.source._plan import Lease
+from ingest.table import open_table
 from ingest.table.maintain import compact
 from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
@@ -38,9 +39,9 @@ def partitioned(location: str) -> list[int]:
     create_table(location, "id BIGINT, value STRING", partitioned_by=["dt"])
     for k in range(2 * PARTITIONS):
         ids = range(k * ROWS, (k + 1) * ROWS)
-        load(location, pa.table({"id": pa.array(list(ids), pa.int64()),
-                                 "value": [f"v{i}" for i in ids],
-                                 "dt": [f"d{k % PARTITIONS}"] * ROWS}))
+        load(open_table(location), pa.table({"id": pa.array(list(ids), pa.int64()),
+                                             "value": [f"v{i}" for i in ids],
+                                             "dt": [f"d{k % PARTITIONS}"] * ROWS}))
     return list(range(2 * PARTITIONS * ROWS))
 
 
@@ -102,7 +103,7 @@ def test_a_concurrent_clean_with_retention_0_keeps_a_running_querys_inputs(
         (lease,) = live_readers(location)
         assert lease.agent.endswith(":ingest-spark-read")
 
-        report = compact(location, kind="major")
+        report = compact(open_table(location), kind="major")
         assert len(report.partitions) == PARTITIONS
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         done = subprocess.run(
@@ -125,7 +126,7 @@ def test_a_concurrent_clean_with_retention_0_keeps_a_running_querys_inputs(
     from ingest.table.maintain import clean
 
     def lapsed() -> bool:
-        return clean(location, retention_s=0, txn_timeout_s=1).directories > 0
+        return clean(open_table(location), retention_s=0, txn_timeout_s=1).directories > 0
 
     wait_for(lapsed, "the finished query's lease to lapse", timeout_s=60)
     assert deltas(location) == []

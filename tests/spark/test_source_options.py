@@ -13,6 +13,7 @@ import pytest
 from ingest.errors import ConfigError
 from ingest.spark import register
 from ingest.spark.source._plan import SourceOptions
+from ingest.table import open_table
 from ingest.table.write import create_table, load
 
 pytestmark = [pytest.mark.spark,
@@ -29,7 +30,8 @@ def acid_spark(spark: Any) -> Any:
 def table(tmp_path: Path) -> str:
     location = str(tmp_path / "wh" / "events")
     create_table(location, "id BIGINT, value STRING")
-    load(location, pa.table({"id": pa.array([1, 2, 3], pa.int64()), "value": ["a", "b", "c"]}))
+    load(open_table(location),
+         pa.table({"id": pa.array([1, 2, 3], pa.int64()), "value": ["a", "b", "c"]}))
     return location
 
 

@@ -15,6 +15,7 @@ from ingest.acid.read.merge import ScanCounts
 from ingest.spark import register
 from ingest.spark.source._read import read_task
 from ingest.spark.source.datasource import HiveAcidDataSource
+from ingest.table import open_table
 from ingest.table.write import create_table, delete, load
 
 LOADS, ROWS = 6, 100
@@ -28,9 +29,9 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
     create_table(location, "id BIGINT, value STRING")
     for k in range(LOADS):
         ids = range(k * ROWS, (k + 1) * ROWS)
-        load(location, pa.table({"id": pa.array(list(ids), pa.int64()),
-                                 "value": [f"v{i}" for i in ids]}))
-    assert delete(location, "id IN (5, 150)").rows_deleted == 2
+        load(open_table(location), pa.table({"id": pa.array(list(ids), pa.int64()),
+                                             "value": [f"v{i}" for i in ids]}))
+    assert delete(open_table(location), "id IN (5, 150)").rows_deleted == 2
     return location
 
 

@@ -25,6 +25,7 @@ from ingest.acid.read.reader import read_table
 from ingest.errors import TableNotFoundError
 from ingest.kafka.produce import produce_events, sample_events
 from ingest.spark.job import RunningStream, run_stream
+from ingest.table import open_table
 from ingest.table.core._definition import RETENTION_PROPERTY
 from ingest.table.write import alter_table
 from ingest.txn import Metastore, default_metastore_url
@@ -75,7 +76,7 @@ def retention_zero(location: str) -> None:
     deadline = time.monotonic() + 120
     while True:
         try:
-            alter_table(location, properties={RETENTION_PROPERTY: "0"})
+            alter_table(open_table(location), properties={RETENTION_PROPERTY: "0"})
             return
         except TableNotFoundError:
             assert time.monotonic() < deadline, "the stream did not create its table"

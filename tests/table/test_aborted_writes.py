@@ -9,6 +9,7 @@ from pathlib import Path
 import fsspec
 import pyarrow as pa
 
+from ingest.table import open_table
 from ingest.table.core import remove_aborted_writes
 from ingest.table.core._written import Written, relative_path
 from ingest.table.write import create_table, load
@@ -38,7 +39,8 @@ def write(store: Metastore, location: str, partitions: list[str]) -> tuple[objec
 def test_only_the_aborted_writes_own_files_go(tmp_path: Path) -> None:
     location = str(tmp_path / "events")
     create_table(location, "id BIGINT, value STRING", partitioned_by=("dt",))
-    load(location, ROWS.append_column("dt", pa.array(["a", "b"])))  # write id 1, committed
+    load(open_table(location),
+         ROWS.append_column("dt", pa.array(["a", "b"])))  # write id 1, committed
     with Metastore.open(default_metastore_url(location)) as store:
         defn = store.get_table(location)
         dead, dead_written = write(store, location, ["dt=a", "dt=b", "dt=c"])

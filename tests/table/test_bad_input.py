@@ -14,6 +14,7 @@ from ingest.acid.format.schema import MAX_TYPE_NESTING, parse_schema
 from ingest.acid.predicate.where import MAX_CONDITION_NESTING, parse_predicate
 from ingest.errors import BadRecordError, ConfigError, SchemaMismatchError
 from ingest.records import read_input
+from ingest.table import open_table
 from ingest.table.write import create_table, load_file
 from ingest.txn import Metastore, default_metastore_url
 
@@ -83,7 +84,7 @@ def test_load_refuses_a_missing_column_of_every_type(typed: str, tmp_path: Path)
     src = tmp_path / "only_id.jsonl"
     src.write_text('{"id": 1}\n')
     with pytest.raises(SchemaMismatchError) as info:
-        load_file(typed, str(src))
+        load_file(open_table(typed), str(src))
     assert info.value.message.count("is missing") == len(NOT_ID)
     assert _write_ids(typed) == []
 
@@ -93,7 +94,7 @@ def test_missing_columns_null_loads_null_into_every_type(typed: str, tmp_path: P
     table.load(pa.table({"id": pa.array([1], pa.int64())}), missing_columns="null")
     src = tmp_path / "only_id.jsonl"
     src.write_text('{"id": 2}\n')
-    load_file(typed, str(src), missing_columns="null")
+    load_file(open_table(typed), str(src), missing_columns="null")
     got = table.to_arrow().sort_by("id").to_pylist()
     assert got == [{"id": i, **dict.fromkeys(NOT_ID)} for i in (1, 2)]
 
@@ -102,7 +103,7 @@ def test_a_json_key_given_as_null_is_present_not_missing(typed: str, tmp_path: P
     src = tmp_path / "nulls.jsonl"
     src.write_text('{"id": 1, "s": null, "d": null, "dec": null, "ts": null, "b": null, '
                    '"a": null, "st": null, "m": null}\n')
-    load_file(typed, str(src))
+    load_file(open_table(typed), str(src))
     assert ingest.open_table(typed).to_arrow().to_pylist() == [
         {"id": 1, **dict.fromkeys(NOT_ID)}]
 

@@ -22,6 +22,7 @@ from ingest.acid.compaction.cleaning import Candidate, plan_cleaning, remove_can
 from ingest.acid.compaction.compact import TEMP_PREFIX
 from ingest.acid.format.names import format_base, format_delta
 from ingest.errors import ConfigError
+from ingest.table import open_table
 from ingest.table.maintain import clean, compact
 from ingest.table.maintain.verify import verify_table
 from ingest.table.write import alter_table, create_table, delete, load
@@ -60,18 +61,18 @@ def location(tmp_path: Path) -> str:
     loc = str(tmp_path / "wh" / "events")
     create_table(loc, DDL, partitioned_by=["dt"])
     for i in range(3):
-        load(loc, rows(range(i * 10, i * 10 + 10)))
+        load(open_table(loc), rows(range(i * 10, i * 10 + 10)))
     aborted_write(loc, range(900, 905))
-    delete(loc, "id < 3")
-    load(loc, rows(range(100, 110), "2026-01-02"))
+    delete(open_table(loc), "id < 3")
+    load(open_table(loc), rows(range(100, 110), "2026-01-02"))
     return loc
 
 
 def test_minor_then_major_cleaning_keeps_every_visible_row(location: str) -> None:
     before = visible(location)
     aborted = format_delta(4, 4, 0)
-    compact(location, kind="minor")
-    report = clean(location, retention_s=0)
+    compact(open_table(location), kind="minor")
+    report = clean(open_table(location), retention_s=0)
     first = {p.partition: p for p in report.partitions}[DT]
     assert {(r.name, r.kind, r.covered_by) for r in first.removed} == {
         (format_delta(1, 1, 0), "obsolete", format_delta(1, 6, None)),
@@ -84,43 +85,43 @@ def test_minor_then_major_cleaning_keeps_every_visible_row(location: str) -> Non
     assert entries(location) == [format_delta(1, 6, None, delete=True), format_delta(1, 6, None)]
     assert visible(location) == before
 
-    compact(location, kind="major")
-    report = clean(location, retention_s=0)
+    compact(open_table(location), kind="major")
+    report = clean(open_table(location), retention_s=0)
     assert entries(location) == [format_base(6)]
     assert entries(location, "dt=2026-01-02") == [format_base(6)]
     assert report.directories == 3  # the minor pair, and dt=2026-01-02's delta
     assert visible(location) == before
-    assert verify_table(location).problems == ()
+    assert verify_table(open_table(location)).problems == ()
     # Nothing left to do: a second run removes nothing.
-    assert clean(location, retention_s=0).directories == 0
+    assert clean(open_table(location), retention_s=0).directories == 0
 
 
 def test_dry_run_changes_nothing(location: str) -> None:
-    compact(location, kind="major")
+    compact(open_table(location), kind="major")
     tree = {p: p.stat().st_mtime_ns for p in Path(location).rglob("*")}
-    report = clean(location, retention_s=0, dry_run=True)
+    report = clean(open_table(location), retention_s=0, dry_run=True)
     assert report.dry_run and report.directories == 6
     assert {p: p.stat().st_mtime_ns for p in Path(location).rglob("*")} == tree
-    assert clean(location, retention_s=0).directories == 6
+    assert clean(open_table(location), retention_s=0).directories == 6
 
 
 def test_retention_from_the_table_property_and_per_run(location: str) -> None:
     before = visible(location)
-    compact(location, kind="major")
-    report = clean(location)  # default 300 s: the base is seconds old
+    compact(open_table(location), kind="major")
+    report = clean(open_table(location))  # default 300 s: the base is seconds old
     assert report.retention_s == 300 and report.directories == 0
     kept = {k.name: k.reason for p in report.partitions for k in p.kept}
     assert "within the retention time" in kept[format_delta(1, 1, 0)]
     # The aborted delta was written seconds ago too.
     assert "within the retention time" in kept[format_delta(4, 4, 0)]
-    alter_table(location, properties={"ingest.cleaner.retention.seconds": "3600"})
-    assert clean(location, dry_run=True).retention_s == 3600
-    alter_table(location, properties={"ingest.cleaner.retention.seconds": "0"})
-    assert clean(location).directories == 6
+    alter_table(open_table(location), properties={"ingest.cleaner.retention.seconds": "3600"})
+    assert clean(open_table(location), dry_run=True).retention_s == 3600
+    alter_table(open_table(location), properties={"ingest.cleaner.retention.seconds": "0"})
+    assert clean(open_table(location)).directories == 6
     assert visible(location) == before
     # A negative run value is refused before anything happens.
     with pytest.raises(ConfigError, match="at least 0"):
-        clean(location, retention_s=-1)
+        clean(open_table(location), retention_s=-1)
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "nan", "inf"])
@@ -130,22 +131,22 @@ def test_retention_property_is_checked_at_create_and_alter(tmp_path: Path, value
         create_table(loc, DDL, properties={"ingest.cleaner.retention.seconds": value})
     create_table(loc, DDL, properties={"ingest.cleaner.retention.seconds": "60"})
     with pytest.raises(ConfigError, match="not a number of seconds"):
-        alter_table(loc, properties={"ingest.cleaner.retention.seconds": value})
+        alter_table(open_table(loc), properties={"ingest.cleaner.retention.seconds": value})
     with pytest.raises(ConfigError, match="reserved"):
-        alter_table(loc, properties={"ingest.cleaner.other": "1"})
+        alter_table(open_table(loc), properties={"ingest.cleaner.other": "1"})
 
 
 def test_retention_counts_from_when_the_output_was_renamed_into_place(location: str) -> None:
     before = visible(location)
-    compact(location, kind="major", partitions=[DT])
+    compact(open_table(location), kind="major", partitions=[DT])
     renamed = time.time()
-    report = clean(location, retention_s=2, partitions=[DT])
+    report = clean(open_table(location), retention_s=2, partitions=[DT])
     kept = {k.name: k.reason for p in report.partitions for k in p.kept}
     assert "s left of 2 s" in kept[format_delta(1, 1, 0)]
     deadline = time.monotonic() + 30
     while format_delta(1, 1, 0) in entries(location):
         assert time.monotonic() < deadline, "the retention never ran out"
-        clean(location, retention_s=2, partitions=[DT])
+        clean(open_table(location), retention_s=2, partitions=[DT])
         time.sleep(0.2)
     assert time.time() - renamed >= 2
     assert entries(location) == [format_base(6)]
@@ -163,7 +164,7 @@ def test_an_open_batch_is_never_removed_even_when_every_write_id_aborted(locatio
         writer.abandon()  # the writer died: its side file stays
         for txn in batch:
             store.abort(txn)
-    report = clean(location, retention_s=0)
+    report = clean(open_table(location), retention_s=0)
     kept = {k.name: k.reason for p in report.partitions for k in p.kept}
     assert "side file" in kept[name]
     assert name in entries(location)
@@ -181,7 +182,7 @@ def test_leftover_compaction_output_goes_after_the_retention(location: str) -> N
     aborted = Path(location) / DT / format_delta(4, 4, 0)
     for p in [*aborted.iterdir(), aborted]:
         os.utime(p, (old, old))
-    report = clean(location, retention_s=120)
+    report = clean(open_table(location), retention_s=120)
     removed = {r.name: r.kind for p in report.partitions for r in p.removed}
     assert removed == {stale.name: "temporary"}  # the aborted txn ended seconds ago
     kept = {k.name: k.reason for p in report.partitions for k in p.kept}
@@ -192,7 +193,7 @@ def test_leftover_compaction_output_goes_after_the_retention(location: str) -> N
 def test_minor_compaction_interrupted_between_renames_keeps_the_delete_deltas(
         location: str) -> None:
     before = visible(location)
-    compact(location, kind="minor")
+    compact(open_table(location), kind="minor")
     # The crash window: the insert delta is in place, the delete delta still hidden, and
     # neither in the manifest (outputs are recorded after the renames).
     part = Path(location) / DT
@@ -202,15 +203,15 @@ def test_minor_compaction_interrupted_between_renames_keeps_the_delete_deltas(
         store.forget_committed_files(location, [
             f"{DT}/{name}/bucket_00000" for name in (format_delta(1, 6, None),
                                                     format_delta(1, 6, None, delete=True))])
-    report = clean(location, retention_s=0)
+    report = clean(open_table(location), retention_s=0)
     removed = {r.name for p in report.partitions for r in p.removed}
     kept = {k.name: k.reason for p in report.partitions for k in p.kept}
     # Readers skip the half-renamed delta_1_6, so the range's inputs are still chosen.
     assert not removed & {format_delta(5, 5, 0, delete=True), format_delta(1, 1, 0)}
     assert "ingest compact" in kept[hidden.name]
     assert hidden.exists() and (part / format_delta(5, 5, 0, delete=True)).exists()
-    compact(location, kind="minor")  # rolls the rename forward
-    assert clean(location, retention_s=0).directories >= 1
+    compact(open_table(location), kind="minor")  # rolls the rename forward
+    assert clean(open_table(location), retention_s=0).directories >= 1
     assert entries(location) == [format_delta(1, 6, None, delete=True), format_delta(1, 6, None)]
     assert visible(location) == before
 
@@ -218,7 +219,7 @@ def test_minor_compaction_interrupted_between_renames_keeps_the_delete_deltas(
 def test_a_partly_removed_obsolete_directory_is_still_skipped_and_finished(
         location: str) -> None:
     before = visible(location)
-    compact(location, kind="major")
+    compact(open_table(location), kind="major")
     with store_of(location) as store:
         snapshot = store.snapshot(location)
     plan = plan_cleaning(fsspec.filesystem("file"), f"{location}/{DT}", snapshot)
@@ -228,8 +229,8 @@ def test_a_partly_removed_obsolete_directory_is_still_skipped_and_finished(
     os.remove(data[0][0])
     assert sorted(os.listdir(f"{location}/{DT}/{victim.name}")) == ["_orc_acid_version"]
     assert visible(location) == before
-    assert verify_table(location).problems == ()
-    report = clean(location, retention_s=0)
+    assert verify_table(open_table(location)).problems == ()
+    report = clean(open_table(location), retention_s=0)
     assert victim.name in {r.name for p in report.partitions for r in p.removed}
     assert entries(location) == [format_base(6)]
     assert visible(location) == before
@@ -268,8 +269,8 @@ def test_a_reader_in_another_process_keeps_the_directories_it_listed(location: s
         assert [d.rsplit("/", 1)[-1] for d in chosen] == [
             format_delta(1, 1, 0), format_delta(2, 2, 0), format_delta(3, 3, 0),
             format_delta(5, 5, 0, delete=True)]
-        compact(location, kind="major")
-        report = clean(location, retention_s=0)
+        compact(open_table(location), kind="major")
+        report = clean(open_table(location), retention_s=0)
         assert report.live_readers == 1
         kept = {k.name: k.reason for p in report.partitions for k in p.kept}
         assert all("test-reader" in kept[d.rsplit("/", 1)[-1]] for d in chosen)
@@ -283,7 +284,7 @@ def test_a_reader_in_another_process_keeps_the_directories_it_listed(location: s
         if reader.poll() is None:
             reader.kill()
             reader.wait()
-    report = clean(location, retention_s=0)
+    report = clean(open_table(location), retention_s=0)
     assert report.live_readers == 0 and report.directories == 5
     assert entries(location) == [format_base(6)]
     assert visible(location) == before
@@ -296,20 +297,20 @@ def test_with_a_history_record_only_readers_older_than_the_compactor_block(
         old_reader = store.reading(location, agent="old-reader")
         old_reader.__enter__()
         # compact() records its run with a transaction of its own, committed after the rename.
-        report = compact(location, kind="major", partitions=[DT], metastore=store)
+        report = compact(open_table(location, metastore=store), kind="major", partitions=[DT])
         (done,) = report.partitions
         assert done.result is not None
         (history,) = store.compactions(location)
         record = history.compaction_id
         with store.reading(location, agent="new-reader"):
-            report = clean(location, retention_s=0, partitions=[DT], metastore=store)
+            report = clean(open_table(location, metastore=store), retention_s=0, partitions=[DT])
             kept = {k.name: k.reason for p in report.partitions for k in p.kept}
             assert "old-reader" in kept[format_delta(1, 1, 0)]
             assert "new-reader" not in kept[format_delta(1, 1, 0)]
             assert report.compactions_cleaned == ()
         old_reader.__exit__(None, None, None)
         with store.reading(location, agent="new-reader"):
-            report = clean(location, retention_s=0, partitions=[DT], metastore=store)
+            report = clean(open_table(location, metastore=store), retention_s=0, partitions=[DT])
         assert report.compactions_cleaned == (record,)
         assert entries(location) == [format_base(6)]
         assert store.compactions_to_clean(location) == []
@@ -321,13 +322,13 @@ def test_bad_input(tmp_path: Path, location: str) -> None:
     from ingest.txn import MetastoreError
 
     with pytest.raises(TableNotFoundError):
-        clean(str(tmp_path / "nothing"))
+        clean(open_table(str(tmp_path / "nothing")))
     with pytest.raises(ConfigError, match="no partition 'dt=2030-01-01'"):
-        clean(location, partitions=["dt=2030-01-01"])
+        clean(open_table(location), partitions=["dt=2030-01-01"])
     with pytest.raises(ConfigError, match="not of the form"):
-        clean(location, partitions=["2030"])
+        clean(open_table(location), partitions=["2030"])
     with pytest.raises(MetastoreError, match="does not exist"):
-        clean(location, metastore=f"sqlite://{tmp_path}/elsewhere.sqlite")
+        clean(open_table(location, metastore=f"sqlite://{tmp_path}/elsewhere.sqlite"))
     assert not (tmp_path / "elsewhere.sqlite").exists()
 
 
@@ -337,15 +338,15 @@ def test_cleaning_a_memory_table_goes_through_fsspec() -> None:
     loc = f"memory://wh-clean-{uuid.uuid4().hex[:8]}/events"
     create_table(loc, "id BIGINT, value STRING")
     for i in range(3):
-        load(loc, pa.table({"id": [i], "value": [f"v{i}"]}))
-    delete(loc, "id = 1")
-    compact(loc, kind="major")
+        load(open_table(loc), pa.table({"id": [i], "value": [f"v{i}"]}))
+    delete(open_table(loc), "id = 1")
+    compact(open_table(loc), kind="major")
     fs = fsspec.filesystem("memory")
     root = loc[len("memory://"):]
     try:
         # memory:// keeps creation times only: those count, so the default retention holds.
-        assert clean(loc).directories == 0
-        report = clean(loc, retention_s=0)
+        assert clean(open_table(loc)).directories == 0
+        report = clean(open_table(loc), retention_s=0)
         assert (report.directories, report.files) == (4, 8)
         assert [name for p in fs.ls(root, detail=False)
                 if not (name := p.rsplit("/", 1)[-1]).startswith("_")] == [format_base(4)]

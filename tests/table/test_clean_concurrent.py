@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ingest.acid.read.reader import read_batches, read_table
+from ingest.table import open_table
 from ingest.table.maintain import compact
 from ingest.table.write import create_table, load
 from ingest.txn import Metastore, default_metastore_url
@@ -23,23 +24,27 @@ LOADS = 40
 WRITER = textwrap.dedent("""
     import sys
     import pyarrow as pa
+    from ingest.table import open_table
     from ingest.table.write import load
     location, done = sys.argv[1], sys.argv[2]
+    table = open_table(location)
     for i in range(1, int(sys.argv[3])):
         ids = list(range(i * 10, i * 10 + 10))
-        load(location, pa.table({"id": ids, "value": [str(x) for x in ids]}))
+        load(table, pa.table({"id": ids, "value": [str(x) for x in ids]}))
     open(done, "w").close()
 """)
 CLEANER = textwrap.dedent("""
     import os, sys
+    from ingest.table import open_table
     from ingest.table.maintain import clean, compact
     location, done = sys.argv[1], sys.argv[2]
+    table = open_table(location)
     removed = rounds = 0
     while True:
         finished = os.path.exists(done)
-        compact(location, kind="minor")
-        compact(location, kind="major")
-        removed += clean(location, retention_s=0).directories
+        compact(table, kind="minor")
+        compact(table, kind="major")
+        removed += clean(table, retention_s=0).directories
         rounds += 1
         if finished:
             break
@@ -52,8 +57,10 @@ def test_reads_stay_exact_while_loads_compactions_and_cleaning_run(tmp_path: Pat
 
     location = str(tmp_path / "wh" / "events")
     create_table(location, "id BIGINT, value STRING")
-    load(location, pa.table({"id": list(range(10)), "value": [str(x) for x in range(10)]}))
-    compact(location)  # a base from the start: an old snapshot always finds one it may use
+    load(open_table(location),
+         pa.table({"id": list(range(10)), "value": [str(x) for x in range(10)]}))
+    # A base from the start: an old snapshot always finds one it may use.
+    compact(open_table(location))
     done = tmp_path / "writer.done"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     writer = subprocess.Popen([sys.executable, "-c", WRITER, location, str(done), str(LOADS)],
@@ -87,11 +94,11 @@ def test_reads_stay_exact_while_loads_compactions_and_cleaning_run(tmp_path: Pat
                 p.wait()
     removed, rounds = map(int, out.split())
     assert reads >= 5 and rounds >= 2 and removed > 0, (reads, rounds, removed)
-    compact(location)
+    compact(open_table(location))
     with Metastore.open(default_metastore_url(location), create=False) as store:
         from ingest.table.maintain import clean
 
-        clean(location, retention_s=0, metastore=store)
+        clean(open_table(location, metastore=store), retention_s=0)
         final = sorted(read_table(location, store.snapshot(location)).column("id").to_pylist())
     assert final == list(range(10 * LOADS))
     assert [p.name for p in Path(location).iterdir()

@@ -14,6 +14,7 @@ from ingest.acid import BucketFileOptions, BucketWriter
 from ingest.acid.format.names import format_delta
 from ingest.acid.read.reader import read_table
 from ingest.errors import ConfigError, TableNotFoundError
+from ingest.table import open_table
 from ingest.table.maintain import compact
 from ingest.table.write import create_table, delete, load
 from ingest.txn import Metastore, default_metastore_url
@@ -36,9 +37,9 @@ def keyed(location: str, store: Metastore) -> list[tuple[object, ...]]:
 def test_compaction_waits_for_an_open_batch(tmp_path: Path) -> None:
     location = str(tmp_path / "wh" / "events")
     create_table(location, DDL, partitioned_by=["dt"], buckets=2, bucketed_by=["id"])
-    load(location, rows(range(0, 100)))                       # 1
-    load(location, rows(range(100, 200), "2026-01-02"))       # 2
-    delete(location, "id < 20 OR id = 150")                   # 3
+    load(open_table(location), rows(range(0, 100)))                       # 1
+    load(open_table(location), rows(range(100, 200), "2026-01-02"))       # 2
+    delete(open_table(location), "id < 20 OR id = 150")                   # 3
     with Metastore.open(default_metastore_url(location)) as store:
         batch = store.allocate_write_ids(location, 3)         # 4, 5, 6
         directory = f"{location}/dt=2026-01-01/{format_delta(4, 6, None)}"
@@ -47,10 +48,10 @@ def test_compaction_waits_for_an_open_batch(tmp_path: Path) -> None:
         writer.write(pa.table({"id": [500, 501], "value": ["a", "b"]}))
         writer.flush()
         store.commit(batch[0])
-        load(location, rows(range(200, 250)))                 # 7
+        load(open_table(location), rows(range(200, 250)))                 # 7
         before = keyed(location, store)
 
-        report = compact(location, kind="major", metastore=store)
+        report = compact(open_table(location, metastore=store), kind="major")
         assert report.snapshot == "default.events:4:9223372036854775807::"
         first, second = report.partitions
         assert first.result is not None and second.result is not None
@@ -62,7 +63,7 @@ def test_compaction_waits_for_an_open_batch(tmp_path: Path) -> None:
         writer.abandon()
         store.commit(batch[1])
         store.abort(batch[2])
-        report = compact(location, kind="major", metastore=store)
+        report = compact(open_table(location, metastore=store), kind="major")
         first, second = report.partitions
         assert first.result is not None and first.result.plan.outputs == ("base_0000007",)
         assert first.result.plan.inputs == ("base_0000003", format_delta(4, 6, None),
@@ -73,15 +74,16 @@ def test_compaction_waits_for_an_open_batch(tmp_path: Path) -> None:
 
 def test_bad_input(tmp_path: Path) -> None:
     with pytest.raises(TableNotFoundError):
-        compact(str(tmp_path / "nothing"))
+        compact(open_table(str(tmp_path / "nothing")))
     location = str(tmp_path / "wh" / "events")
     create_table(location, DDL, partitioned_by=["dt"])
-    assert compact(location).partitions == ()
-    load(location, rows(range(10)))
+    assert compact(open_table(location)).partitions == ()
+    load(open_table(location), rows(range(10)))
     with pytest.raises(ConfigError, match="no partition 'dt=2030-01-01'"):
-        compact(location, partitions=["dt=2030-01-01"])
-    assert compact(location, partitions=["dt=2026-01-01"]).partitions[0].result is not None
-    assert compact(location, partitions=["dt=2026-01-01"]).partitions[0].result is None
+        compact(open_table(location), partitions=["dt=2030-01-01"])
+    assert compact(open_table(location),
+                   partitions=["dt=2026-01-01"]).partitions[0].result is not None
+    assert compact(open_table(location), partitions=["dt=2026-01-01"]).partitions[0].result is None
 
 
 def test_compaction_holds_a_lease_while_it_reads(tmp_path: Path,
@@ -90,8 +92,8 @@ def test_compaction_holds_a_lease_while_it_reads(tmp_path: Path,
     its snapshot may read (docs/invariants.md, 7); the lease ends with the run."""
     location = str(tmp_path / "wh" / "events")
     create_table(location, DDL, partitioned_by=["dt"])
-    load(location, rows(range(0, 10)))
-    load(location, rows(range(10, 20)))
+    load(open_table(location), rows(range(0, 10)))
+    load(open_table(location), rows(range(10, 20)))
     seen: list[list[str]] = []
     real = compact_module.compact_partition
 
@@ -101,7 +103,7 @@ def test_compaction_holds_a_lease_while_it_reads(tmp_path: Path,
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(compact_module, "compact_partition", watching)
-    report = compact(location, kind="major", agent="test:compactor")
+    report = compact(open_table(location), kind="major", agent="test:compactor")
     assert report.partitions[0].result is not None
     assert seen == [["test:compactor"]]
     with Metastore.open(default_metastore_url(location)) as store:

@@ -10,6 +10,7 @@ from support import run_cli
 
 from ingest.errors import ConfigError, IngestError
 from ingest.spark.job import ensure_tables, table_layout
+from ingest.table import open_table
 from ingest.table.core._written import Written
 from ingest.table.write import create_table, default_table_name, load
 from ingest.txn import METASTORE_FILENAME
@@ -78,8 +79,8 @@ def test_create_table_api_adopts_partitioned_data(tmp_path: Path) -> None:
     import pyarrow as pa
 
     data = pa.table({"id": [1, 2], "v": ["a", "b"], "dt": ["x", "y"]})
-    load(location, data)
-    load(location, data)
+    load(open_table(location), data)
+    load(open_table(location), data)
     other = f"sqlite://{tmp_path}/o.sqlite"
     # A location belongs to one metastore: adopting it elsewhere is refused while its own
     # lists it, and allowed once that one is gone (the data moved without its metastore).
@@ -92,4 +93,4 @@ def test_create_table_api_adopts_partitioned_data(tmp_path: Path) -> None:
     defn = create_table(location, "id BIGINT, v STRING, dt STRING", partitioned_by=["dt"],
                         metastore=other, adopt=True)
     assert defn.properties["ingest.adopted_max_write_id"] == "2"
-    assert load(location, data, metastore=other).write_id == 3
+    assert load(open_table(location, metastore=other), data).write_id == 3

@@ -24,7 +24,6 @@ from ingest.acid.keys.key_index import INDEX_DIRECTORY, row_hashes
 from ingest.acid.read import ReadView
 from ingest.table import Table
 from ingest.table.core._committed import table_manifest
-from ingest.table.core._open import open_table_to_write, table_fs
 from ingest.table.write import create_table
 
 DDL = "id BIGINT, value STRING, v BIGINT"
@@ -50,8 +49,8 @@ def _lookups(t: Table, ids: list[int], dt: str | None = None, *,
     """The live (key, ROW__ID, values of `columns`) of `ids` found through the key index and
     by scanning, and the buckets the index answered (-1 when it answered every bucket
     read)."""
-    with open_table_to_write(t.location, None, None) as (store, defn):
-        fs, _ = table_fs(defn, None)
+    with t.to_write("look up keys") as (store, defn):
+        fs = t.fs
         manifest = table_manifest(store, defn)
         view = ReadView(defn.name, store.snapshot(defn), manifest.entries)
         keys = pa.table({"id": pa.array(ids, pa.int64())})
@@ -287,8 +286,8 @@ def test_an_index_is_bound_to_its_key_types_and_its_digest_to_the_row_types(
     from ingest.acid.keys.key_index import load_index
     t = _table(tmp_path)
     t.upsert(_rows(list(range(10)), 1), key=["id"])
-    with open_table_to_write(t.location, None, None) as (store, defn):
-        fs, _ = table_fs(defn, None)
+    with t.to_write("look up keys") as (store, defn):
+        fs = t.fs
         manifest = table_manifest(store, defn)
         entry = next(iter(manifest.entries.values()))
         key = pa.schema([defn.row_schema.field("id")])

@@ -22,6 +22,7 @@ from ingest.errors import (
     TableNotFoundError,
 )
 from ingest.records import partition_path
+from ingest.table import open_table
 from ingest.table.core import _written as written_module
 from ingest.table.write import create_table, delete, load, load_file
 from ingest.txn import METASTORE_FILENAME, Metastore, MetastoreError, default_metastore_url
@@ -114,8 +115,8 @@ def test_bad_schema_is_a_config_error(warehouse: Path) -> None:
 # ---------------------------------------------------------------------------- load
 
 def test_load_then_read_back_with_the_snapshot(table: str, warehouse: Path) -> None:
-    first = load(table, rows(5))
-    second = load(table, rows(3, start=5))
+    first = load(open_table(table), rows(5))
+    second = load(open_table(table), rows(3, start=5))
     assert (first.write_id, second.write_id) == (1, 2)
     assert first.rows == 5 and first.partitions == ("",)
     assert first.files == (f"file://{table}/delta_0000001_0000001_0000/bucket_00000",)
@@ -132,7 +133,7 @@ def test_load_then_read_back_with_the_snapshot(table: str, warehouse: Path) -> N
 
 def test_partition_columns_are_named_in_the_hint(parted: str) -> None:
     with pytest.raises(SchemaMismatchError, match="column 'dt' \\(STRING\\) is missing") as info:
-        load(parted, pa.table({"id": [1], "value": ["a"]}))
+        load(open_table(parted), pa.table({"id": [1], "value": ["a"]}))
     assert info.value.hint == ("the table's columns are: id BIGINT, value STRING; "
                                "partitioned by dt (STRING); to load NULL into the columns the "
                                "input lacks, ask for it with `ingest load --missing-columns "
@@ -141,7 +142,7 @@ def test_partition_columns_are_named_in_the_hint(parted: str) -> None:
 
 def test_partitioned_bucketed_load_places_every_row_in_its_bucket(parted: str) -> None:
     data = rows(200, dts=("2026-01-01", "2026-01-02", None, "a/b", ""))
-    result = load(parted, data)
+    result = load(open_table(parted), data)
     assert result.rows == 200
     assert sorted(result.partitions) == ["dt=2026-01-01", "dt=2026-01-02",
                                          "dt=__HIVE_DEFAULT_PARTITION__", "dt=a%2Fb"]
@@ -177,14 +178,14 @@ def test_partition_path_escapes_like_hive() -> None:
 
 def test_columns_are_matched_by_name_and_cast(table: str) -> None:
     data = pa.table({"DT": ["x"], "Value": ["a"], "id": pa.array([7], pa.int32())})
-    load(table, data)
+    load(open_table(table), data)
     assert snapshot_rows(table) == [{"id": 7, "value": "a", "dt": "x"}]
 
 
 def test_rows_that_do_not_fit_are_refused_before_anything_is_written(table: str) -> None:
     bad = pa.table({"id": ["1", "x"], "extra": [1, 2], "dt": ["d", "d"]})
     with pytest.raises(SchemaMismatchError) as info:
-        load(table, bad)
+        load(open_table(table), bad)
     message = str(info.value)
     assert message.startswith("Cannot load 2 rows into default.events: ")
     assert "column 'extra' is not in the table" in message
@@ -200,7 +201,7 @@ def test_rows_that_do_not_fit_are_refused_before_anything_is_written(table: str)
 
 
 def test_empty_input_commits_nothing(table: str) -> None:
-    result = load(table, rows(0))
+    result = load(open_table(table), rows(0))
     assert result.write_id is None and result.rows == 0
     assert states(table) == {}
 
@@ -219,11 +220,11 @@ class _FailingWriter(written_module.BucketWriter):
 
 def test_a_failure_mid_load_removes_every_file_and_aborts(
         parted: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    load(parted, rows(10, dts=("old",)))
+    load(open_table(parted), rows(10, dts=("old",)))
     _FailingWriter.closed = 0
     monkeypatch.setattr(written_module, "BucketWriter", _FailingWriter)
     with pytest.raises(OSError, match="disk full"):
-        load(parted, rows(100, start=10, dts=("new1", "new2")))
+        load(open_table(parted), rows(100, start=10, dts=("new1", "new2")))
     assert [p.name for p in Path(parted).iterdir() if p.name != "_ingest_metastore"] == [
         "dt=old"], "new partitions removed"
     assert acid_dirs(Path(parted)) == ["dt=old/delta_0000001_0000001_0000"]
@@ -241,24 +242,24 @@ def test_a_lost_commit_removes_the_files(table: str, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(backend, "commit", commit_after_timeout)
     with pytest.raises(CommitConflictError, match="it is aborted"):
-        load(table, rows(5))
+        load(open_table(table), rows(5))
     assert acid_dirs(Path(table)) == []
     assert states(table) == {1: "aborted"}
 
 
 def test_unknown_table_is_table_not_found(warehouse: Path) -> None:
     with pytest.raises(TableNotFoundError, match="Cannot find an ingest table at or above"):
-        load(str(warehouse / "nope"), rows(1))
+        load(open_table(str(warehouse / "nope")), rows(1))
     create_table(str(warehouse / "t"), DDL)
     with pytest.raises(TableNotFoundError):
-        load(str(warehouse / "nope"), rows(1),
-             metastore=f"sqlite://{warehouse}/{METASTORE_FILENAME}")
+        load(open_table(str(warehouse / "nope"), metastore=f"sqlite://{warehouse}/{METASTORE_FILENAME}"),
+             rows(1))
 
 
 def test_a_partition_directory_is_not_a_table_root(parted: str) -> None:
-    load(parted, rows(1))
-    with pytest.raises(ConfigError, match="is inside table default.parted, not its root"):
-        load(f"{parted}/dt=2026-01-01", rows(1))
+    load(open_table(parted), rows(1))
+    with pytest.raises(ConfigError, match="inside table default.parted, not its root"):
+        load(open_table(f"{parted}/dt=2026-01-01"), rows(1))
 
 
 def test_corrupt_metastore_is_a_clear_error_and_nothing_is_written(table: str,
@@ -267,7 +268,7 @@ def test_corrupt_metastore_is_a_clear_error_and_nothing_is_written(table: str,
     for suffix in ("-wal", "-shm"):
         (warehouse / (METASTORE_FILENAME + suffix)).unlink(missing_ok=True)
     with pytest.raises(MetastoreError, match=METASTORE_FILENAME):
-        load(table, rows(3))
+        load(open_table(table), rows(3))
     assert acid_dirs(Path(table)) == []
 
 
@@ -276,9 +277,9 @@ def test_explicit_metastore_url(warehouse: Path) -> None:
     location = str(warehouse / "t")
     create_table(location, DDL, metastore=url)
     assert not (warehouse / METASTORE_FILENAME).exists()
-    assert load(location, rows(2), metastore=url).write_id == 1
+    assert load(open_table(location, metastore=url), rows(2)).write_id == 1
     with pytest.raises(MetastoreError, match="file does not exist"):
-        load(location, rows(2), metastore=f"sqlite://{warehouse}/missing.sqlite")
+        load(open_table(location, metastore=f"sqlite://{warehouse}/missing.sqlite"), rows(2))
 
 
 def test_memory_filesystem_table(tmp_path: Path) -> None:
@@ -286,13 +287,13 @@ def test_memory_filesystem_table(tmp_path: Path) -> None:
     location = f"{root}/events"
     try:
         create_table(location, DDL, partitioned_by=["dt"])
-        result = load(location, rows(4, dts=("a", "b")))
+        result = load(open_table(location), rows(4, dts=("a", "b")))
         assert len(result.files) == 2
         with Metastore.open(default_metastore_url(location), create=False) as store:
             snap = store.snapshot(location)
         got = read_table(location, snap).to_pylist()
         assert sorted(r["id"] for r in got) == [0, 1, 2, 3]
-        assert delete(location, "dt = 'a'").rows_deleted == 2
+        assert delete(open_table(location), "dt = 'a'").rows_deleted == 2
         with Metastore.open(default_metastore_url(location), create=False) as store:
             snap = store.snapshot(location)
         assert sorted(r["id"] for r in read_table(location, snap).to_pylist()) == [1, 3]
@@ -303,7 +304,7 @@ def test_memory_filesystem_table(tmp_path: Path) -> None:
 def test_load_file_uses_the_table_types(table: str, tmp_path: Path) -> None:
     path = tmp_path / "in.csv"
     path.write_text("id,value,dt\n1,007,2026-01-01\n2,,2026-01-02\n")
-    result = load_file(table, str(path))
+    result = load_file(open_table(table), str(path))
     assert result.rows == 2
     assert snapshot_rows(table) == [{"id": 1, "value": "007", "dt": "2026-01-01"},
                                     {"id": 2, "value": "", "dt": "2026-01-02"}]
@@ -312,9 +313,9 @@ def test_load_file_uses_the_table_types(table: str, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- delete
 
 def test_delete_writes_delete_events_and_the_rows_disappear(table: str) -> None:
-    load(table, rows(5))
-    load(table, rows(5, start=5))
-    result = delete(table, "id IN (1, 7) OR value = 'v3'")
+    load(open_table(table), rows(5))
+    load(open_table(table), rows(5, start=5))
+    result = delete(open_table(table), "id IN (1, 7) OR value = 'v3'")
     assert (result.write_id, result.rows_deleted, result.dry_run) == (3, 3, False)
     assert result.files == (f"file://{table}/delete_delta_0000003_0000003_0000/bucket_00000",)
     assert (Path(table) / "delete_delta_0000003_0000003_0000" / "_orc_acid_version").exists()
@@ -327,22 +328,22 @@ def test_delete_writes_delete_events_and_the_rows_disappear(table: str) -> None:
 
 
 def test_delete_matching_nothing_commits_nothing(table: str) -> None:
-    load(table, rows(3))
-    result = delete(table, "id > 100")
+    load(open_table(table), rows(3))
+    result = delete(open_table(table), "id > 100")
     assert result.rows_deleted == 0 and result.write_id is None and result.files == ()
     assert acid_dirs(Path(table)) == ["delta_0000001_0000001_0000"]
     assert states(table) == {1: "committed", 2: "aborted"}
 
 
 def test_deleting_twice_deletes_once(table: str) -> None:
-    load(table, rows(3))
-    assert delete(table, "id = 1").rows_deleted == 1
-    assert delete(table, "id = 1").rows_deleted == 0
+    load(open_table(table), rows(3))
+    assert delete(open_table(table), "id = 1").rows_deleted == 1
+    assert delete(open_table(table), "id = 1").rows_deleted == 0
 
 
 def test_dry_run_counts_and_writes_nothing(table: str) -> None:
-    load(table, rows(10))
-    result = delete(table, "id BETWEEN 2 AND 5", dry_run=True)
+    load(open_table(table), rows(10))
+    result = delete(open_table(table), "id BETWEEN 2 AND 5", dry_run=True)
     assert result.rows_deleted == 4 and result.dry_run and result.write_id is None
     assert acid_dirs(Path(table)) == ["delta_0000001_0000001_0000"]
     assert states(table) == {1: "committed"}
@@ -350,8 +351,8 @@ def test_dry_run_counts_and_writes_nothing(table: str) -> None:
 
 def test_delete_on_a_partitioned_bucketed_table(parted: str) -> None:
     data = rows(60, dts=("a", "b", None))
-    load(parted, data)
-    result = delete(parted, "dt = 'a' AND id < 30 OR dt IS NULL AND id >= 50")
+    load(open_table(parted), data)
+    result = delete(open_table(parted), "dt = 'a' AND id < 30 OR dt IS NULL AND id >= 50")
     expected_gone = {i for i in range(60) if (i % 3 == 0 and i < 30) or (i % 3 == 2 and i >= 50)}
     assert result.rows_deleted == len(expected_gone)
     assert sorted(result.partitions) == ["dt=__HIVE_DEFAULT_PARTITION__", "dt=a"]
@@ -365,21 +366,21 @@ def test_delete_on_a_partitioned_bucketed_table(parted: str) -> None:
 
 
 def test_bad_where_is_a_config_error_and_opens_no_transaction(table: str) -> None:
-    load(table, rows(3))
+    load(open_table(table), rows(3))
     with pytest.raises(ConfigError, match="Cannot parse --where 'id = ': expected a value after "
                                           "'=' at position 5"):
-        delete(table, "id = ")
+        delete(open_table(table), "id = ")
     with pytest.raises(ConfigError, match="unknown column 'nope'") as info:
-        delete(table, "nope = 1")
+        delete(open_table(table), "nope = 1")
     assert info.value.hint == "columns are: id, value, dt"
     assert states(table) == {1: "committed"}
 
 
 def test_delete_on_an_empty_table(table: str) -> None:
-    assert delete(table, "id = 1").rows_deleted == 0
-    assert delete(table, "id = 1", dry_run=True).rows_deleted == 0
+    assert delete(open_table(table), "id = 1").rows_deleted == 0
+    assert delete(open_table(table), "id = 1", dry_run=True).rows_deleted == 0
 
 
 def test_load_result_is_json_friendly(table: str) -> None:
-    result = load(table, rows(2))
+    result = load(open_table(table), rows(2))
     json.dumps(result.__dict__)

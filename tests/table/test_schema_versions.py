@@ -12,6 +12,7 @@ import pytest
 
 import ingest
 from ingest.errors import CommitConflictError
+from ingest.table import open_table
 from ingest.table.write import create_table
 from ingest.table.write.load import load
 from ingest.txn import Metastore
@@ -32,8 +33,9 @@ def _make(tmp_path: Path, metastore: str, loads: int = 3) -> str:
     location = str(tmp_path / "wh" / "t")
     create_table(location, "id BIGINT, n INT, value STRING", metastore=metastore)
     for i in range(loads):  # one delta each: a read streams at least one batch per load
-        load(location, pa.table({"id": [i], "n": pa.array([i], pa.int32()),
-                                 "value": [f"v{i}"]}), metastore=metastore)
+        load(open_table(location, metastore=metastore),
+             pa.table({"id": [i], "n": pa.array([i], pa.int32()),
+                       "value": [f"v{i}"]}))
     return location
 
 
@@ -50,8 +52,8 @@ def test_the_schema_version_counts_column_changes_and_is_kept_per_version(
         before = store.snapshot(location)
         assert store.snapshot_schema(location, before) == (0, store.get_table(location)
                                                            .row_schema)
-    load(location, pa.table({"id": [1], "n": pa.array([1], pa.int32()), "value": ["b"]}),
-         metastore=metastore)
+    load(open_table(location, metastore=metastore),
+         pa.table({"id": [1], "n": pa.array([1], pa.int32()), "value": ["b"]}))
     t = ingest.open_table(location, metastore=metastore)
     t.alter(properties={"orc.compress": "SNAPPY"})  # properties are not a schema version
     assert t.definition is not None and t.definition.schema_version == 0
@@ -87,8 +89,8 @@ def test_a_read_in_progress_keeps_the_columns_of_its_snapshot(
     batches = reader.scan().to_batches()
     first = next(batches)  # the snapshot is taken and leased here
     _alter(location, metastore)
-    load(location, pa.table({"id": [9], "n": [2**40], "value": ["new"], "note": ["x"]}),
-         metastore=metastore)
+    load(open_table(location, metastore=metastore),
+         pa.table({"id": [9], "n": [2**40], "value": ["new"], "note": ["x"]}))
     rest = list(batches)
     for batch in [first, *rest]:
         assert batch.schema.names == ["id", "n", "value"]
@@ -115,9 +117,9 @@ def test_a_writer_that_began_before_a_change_commits_its_columns(
             _alter(location, metastore)
             altered.append(True)
 
-    result = load(location, pa.table({"id": [5], "n": pa.array([7], pa.int32()),
-                                      "value": ["old columns"]}),
-                  metastore=metastore, on_progress=alter_meanwhile)
+    result = load(open_table(location, metastore=metastore),
+                  pa.table({"id": [5], "n": pa.array([7], pa.int32()),
+                            "value": ["old columns"]}), on_progress=alter_meanwhile)
     assert altered and result.write_id == 2
     table = ingest.open_table(location, metastore=metastore).to_arrow()
     assert table.schema.names == ["id", "n", "value", "note"]
@@ -142,9 +144,9 @@ def test_a_writer_whose_columns_no_longer_read_as_the_tables_fails_its_commit(
                 store.alter_columns(location, renamed, expected=current)
 
     with pytest.raises(CommitConflictError) as caught:
-        load(location, pa.table({"id": [5], "n": pa.array([7], pa.int32()),
-                                 "value": ["x"]}),
-             metastore=metastore, on_progress=replace_columns)
+        load(open_table(location, metastore=metastore),
+             pa.table({"id": [5], "n": pa.array([7], pa.int32()),
+                       "value": ["x"]}), on_progress=replace_columns)
     message = caught.value.message
     assert "schema version 0 (id BIGINT, n INT, value STRING)" in message
     assert "schema version 1 (id BIGINT, n INT, other STRING)" in message

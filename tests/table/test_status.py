@@ -12,6 +12,7 @@ from support import ok_json, three_loads_and_a_delete
 
 import ingest
 from ingest.acid import compact_partition
+from ingest.table import open_table
 from ingest.table.core._definition import VISIBILITY_PROPERTY
 from ingest.table.maintain import compact
 from ingest.table.status import table_status
@@ -56,7 +57,7 @@ def test_status_shows_an_uncommitted_compactor_output_as_not_visible(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], abort: bool) -> None:
     location, base = table_with_uncommitted_base(tmp_path, capsys, abort=abort)
 
-    status = table_status(location)
+    status = table_status(open_table(location))
     (partition,) = status.layout.partitions
     shown = {d.name: d.status for d in partition.directories}
     assert shown == {base: "not_visible", **dict.fromkeys(INPUTS, "chosen")}
@@ -77,13 +78,13 @@ def test_the_initiator_does_not_take_an_aborted_compactors_base_for_a_base(
     location, dead = table_with_uncommitted_base(tmp_path, capsys, abort=True)
     before = rows(location)
 
-    report = compact(location, kind="auto")
+    report = compact(open_table(location), kind="auto")
     (entry,) = report.partitions
     assert (entry.kind, entry.reason) == ("major", "no base and 4 deltas > 2")
     assert entry.result is not None
     (output,) = entry.result.plan.outputs
     assert output.startswith("base_0000004_v") and output != dead
-    after = table_status(location)
+    after = table_status(open_table(location))
     (partition,) = after.layout.partitions
     shown = {d.name: d.status for d in partition.directories}
     # The retry removed the aborted compactor's base before writing its own (a reader that

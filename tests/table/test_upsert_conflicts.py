@@ -26,7 +26,6 @@ from ingest.records.changes import from_rows
 from ingest.table import Table
 from ingest.table.core._committed import table_manifest
 from ingest.table.core._definition import table_compression
-from ingest.table.core._open import open_table_to_write, table_fs
 from ingest.table.core._written import Written, commit
 from ingest.table.write import create_table
 from ingest.table.write.keyed import check_keyed_table, resolve
@@ -62,12 +61,13 @@ class _Upsert:
     transaction, take the view and write, commit), so a test can interleave two writers."""
 
     def __init__(self, stack: ExitStack, location: str, changes: dict[int, str]) -> None:
-        self.store, self.defn = stack.enter_context(open_table_to_write(location, None))
+        table = ingest.open_table(location)
+        self.store, self.defn = stack.enter_context(table.to_write("upsert rows"))
         self.spec = check_keyed_table(self.defn, ["id"], None)
         data = pa.table({"id": pa.array(list(changes), pa.int64()),
                          "value": list(changes.values())})
         self.resolved = resolve(from_rows(data), self.defn, self.spec)
-        self.fs, _ = table_fs(self.defn)
+        self.fs = table.fs
         self.txn = self.store.open_transaction(self.defn, agent="test")
         self.written = Written(self.fs, storage.path_of(self.defn.location))
 

@@ -12,7 +12,7 @@ import pytest
 
 import ingest
 from ingest.errors import ConfigError
-from ingest.table import Table
+from ingest.table import Table, open_table
 from ingest.table.maintain import compact
 from ingest.table.write import create_table
 
@@ -34,7 +34,7 @@ def _upserted(tmp_path: Path, properties: dict[str, str] | None = None) -> Table
 
 def test_delete_events_over_the_threshold_ask_for_a_major_compaction(tmp_path: Path) -> None:
     t = _upserted(tmp_path)
-    report = compact(t.location, kind="auto")
+    report = compact(open_table(t.location), kind="auto")
     [p] = report.partitions
     assert p.backlog is not None
     assert (p.backlog.rows, p.backlog.delete_events) == (120, 20)
@@ -43,7 +43,7 @@ def test_delete_events_over_the_threshold_ask_for_a_major_compaction(tmp_path: P
                         "(else: no base, 3 deltas <= 10)")
     assert p.result is not None
     assert sorted(r["value"] for r in t.to_arrow().to_pylist()) == ["a"] * 80 + ["b"] * 20
-    again = compact(t.location, kind="auto").partitions[0]
+    again = compact(open_table(t.location), kind="auto").partitions[0]
     assert again.kind is None  # the base applied the deletes
     assert again.backlog is not None
     assert (again.backlog.rows, again.backlog.delete_events) == (100, 0)
@@ -51,7 +51,7 @@ def test_delete_events_over_the_threshold_ask_for_a_major_compaction(tmp_path: P
 
 def test_the_table_property_raises_the_bar(tmp_path: Path) -> None:
     t = _upserted(tmp_path, {PROPERTY: "0.2"})
-    [p] = compact(t.location, kind="auto", dry_run=True).partitions
+    [p] = compact(open_table(t.location), kind="auto", dry_run=True).partitions
     assert p.kind is None
     assert p.reason == "no base, 3 deltas <= 10"
 

@@ -18,7 +18,7 @@ from ingest.spark.sink.driver import AcidSink, check_keyed_stream
 
 __all__ = [
     "error_in_traceback",
-    # for the benchmarks' write-task ceiling (benchmarks/_parse_write.py, stream.py)
+    # for the benchmarks' write-task ceiling (benchmarks/support/parse_write.py, stream.py)
     "KAFKA_COLUMNS",
     "FileWritten",
     "DeltaTarget",

@@ -1,5 +1,6 @@
 """The table's base, shared by its rooms: opening a table's metastore and filesystem (`_open`),
-the owner marker (`_owner`), the table's definition and properties (`_definition`), its layout
+the owner marker (`_owner`), the table as `open_table` resolved it, which every operation
+takes (`_resolved`), the table's definition and properties (`_definition`), its layout
 on disk (`_layout`), checks of the Python API's arguments (`_arguments`), the committed-file
 manifest's checks (`_committed`), the files a write created and their removal when it does
 not commit (`_written`), schema versions (`schema_versions`) and Hive's evolution rules
@@ -38,13 +39,10 @@ from ingest.table.core._open import (
     MetastoreRef,
     StorageOptions,
     agent_name,
-    check_owner,
     check_root,
     find_table,
     locate_table,
-    metastore_if_any,
     open_store,
-    open_table_to_write,
     table_fs,
 )
 from ingest.table.core._owner import (
@@ -52,11 +50,13 @@ from ingest.table.core._owner import (
     TOKEN_PROPERTY,
     OwnerMarker,
     check_create,
+    check_owner,
     is_in_memory,
     new_token,
     read_marker,
     write_marker,
 )
+from ingest.table.core._resolved import ResolvedTable
 from ingest.table.core._written import (
     AbortedWriteRemoval,
     Written,
@@ -79,6 +79,7 @@ __all__ = [
     "MARKER_NAME",
     "MetastoreRef",
     "OwnerMarker",
+    "ResolvedTable",
     "SchemaChange",
     "StorageOptions",
     "StreamProgress",
@@ -109,10 +110,8 @@ __all__ = [
     "keeping",
     "locate_table",
     "mark_unrecoverable",
-    "metastore_if_any",
     "new_token",
     "open_store",
-    "open_table_to_write",
     "partition_dirs",
     "pinned_definition",
     "read_marker",

@@ -1,8 +1,10 @@
-"""Find a table and the metastore that holds it, for the table operations.
+"""Find a table and the metastore that holds it, for `open_table` (`locate_table`, the one
+place that searches, and `find_table`) and `create_table` (`open_store`).
 
-A caller names a table by its root location and, optionally, a metastore (a URL, an open
-`Metastore`, or None for the one `ingest.txn.find_metastore_for` finds). Knows the metastore's
-public interface, not ORC bytes.
+A caller names a table by its location and, optionally, a metastore (a URL, an open
+`Metastore`, or None for the one `ingest.txn.find_metastore_for` finds); the operations then
+take the table `open_table` resolved (`_resolved`). Knows the metastore's public interface,
+not ORC bytes.
 """
 
 from __future__ import annotations
@@ -11,13 +13,12 @@ import os
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 import fsspec
 
 from ingest.errors import ConfigError, TableNotFoundError
 from ingest.io import storage
-from ingest.table.core._owner import check_owner
 from ingest.txn import (
     Metastore,
     TableDefinition,
@@ -48,36 +49,6 @@ def open_store(metastore: MetastoreRef, location: str, *, create: bool) -> Itera
         yield store
     finally:
         store.close()
-
-
-@contextmanager
-def open_table_to_write(
-    location: str, metastore: MetastoreRef, storage_options: StorageOptions = None,
-) -> Iterator[tuple[Metastore, TableDefinition]]:
-    """The metastore holding the table at `location` (its root) and the table's definition,
-    for an operation that writes: the metastore must own the location (`check_owner`, which
-    reads the location's marker with `storage_options`).
-
-    Raises:
-        TableNotFoundError: no metastore lists a table at `location`.
-        ConfigError: `location` lies inside a table instead of being its root, is a URL no
-            filesystem serves, or belongs to another metastore.
-        MetastoreError: the metastore cannot be opened or read.
-    """
-    storage.check_url(location)  # before any metastore is searched for it
-    if metastore is None:
-        store, defn = locate_table(location, read_only=False)
-        try:
-            check_root(defn, location)
-            check_owner(defn, store.url, storage_options)
-            yield store, defn
-        finally:
-            store.close()
-        return
-    with open_store(metastore, location, create=False) as store:
-        defn = store.get_table(normalize_location(location))
-        check_owner(defn, store.url, storage_options)
-        yield store, defn
 
 
 def locate_table(path: str, metastore: str | None = None, *, read_only: bool = True,
@@ -112,44 +83,6 @@ def find_table(store: Metastore, location: str, hint: str | None) -> TableDefini
     raise TableNotFoundError(
         f"Cannot find a table at or above {location} in metastore {redact_url(store.url)}",
         table=location, hint=hint)
-
-
-@contextmanager
-def metastore_if_any(path: str, metastore: str | Metastore | Literal[False] | None = None,
-                     ) -> Iterator[tuple[Metastore | None, TableDefinition | None]]:
-    """The read-only metastore listing the table at or above `path` and the table, or
-    (None, None) when no metastore lists it; the metastore is closed on exit.
-
-    Here, below `api.py`, so that `status.py` (which `Table.status` calls) needs no module
-    that imports `api.py`.
-
-    Args:
-        path: a table root or a directory inside.
-        metastore: the metastore URL the caller chose (a command's `--metastore`), or an
-            open one (used as it is, left open); None: `$INGEST_METASTORE`, else the one
-            beside the table; False: none, (None, None).
-
-    Raises:
-        TableNotFoundError: a chosen metastore does not list the table (no fallback then).
-        MetastoreError: a metastore file exists but cannot be read, or is empty.
-    """
-    if metastore is False:
-        yield None, None
-        return
-    if isinstance(metastore, Metastore):
-        yield metastore, find_table(metastore, path, None)
-        return
-    try:
-        store, table = locate_table(path, metastore)
-    except TableNotFoundError:
-        if metastore is not None:
-            raise
-        yield None, None
-        return
-    try:
-        yield store, table
-    finally:
-        store.close()
 
 
 def check_root(defn: TableDefinition, location: str) -> None:

@@ -33,14 +33,11 @@ from ingest.acid.read import ReadView, plan_files
 from ingest.errors import ConfigError, CorruptFileError
 from ingest.faults import crash_point
 from ingest.table.core import (
-    MetastoreRef,
-    StorageOptions,
+    ResolvedTable,
     agent_name,
     cleaner_retention_s,
-    open_table_to_write,
     partition_dirs,
     relative_path,
-    table_fs,
 )
 from ingest.table.maintain.recover import DEFAULT_TXN_TIMEOUT_S
 from ingest.txn import CompactionInfo, Metastore, ReaderInfo, TableDefinition
@@ -127,18 +124,16 @@ class CleanReport:
 
 
 def clean(
-    location: str,
+    table: ResolvedTable,
     *,
-    metastore: MetastoreRef = None,
     retention_s: float | None = None,
     dry_run: bool = False,
     partitions: Sequence[str] | None = None,
     txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
     on_partition: Callable[[PartitionClean], None] | None = None,
-    storage_options: StorageOptions = None,
     on_progress: Callable[[int, int, str], None] | None = None,
 ) -> CleanReport:
-    """Remove what no reader can use any more from the table at `location`.
+    """Remove what no reader can use any more from `table`.
 
     A directory compaction made obsolete goes once every live registered reader's snapshot
     was taken after that compaction committed (after its output was in place, when the
@@ -153,8 +148,7 @@ def clean(
     the same.
 
     Args:
-        location: the table root.
-        metastore: as for `ingest.table.write.load`.
+        table: the table, opened at its root (`ingest.open_table`).
         retention_s: how long obsolete directories stay for readers outside the metastore;
             default the table's `ingest.cleaner.retention.seconds` (300 s).
         dry_run: decide and report, remove nothing.
@@ -163,16 +157,15 @@ def clean(
         on_partition: called with each partition's result as soon as it is done.
         on_progress: called after each partition with (partitions done, partitions in
             all, the partition's path): for a progress bar.
-        storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
-            own config and environment.
 
     Returns:
         What was removed and what stays, per partition.
 
     Raises:
-        TableNotFoundError: no table at `location`.
+        TableNotFoundError: the metastore no longer lists the table.
         ConfigError: a partition spec that is malformed or names no partition of the table,
-            or a negative retention.
+            or a negative retention; the table was opened without a metastore or at a
+            partition.
         CorruptFileError: a committed file is missing (with its directory or partition),
             emptied, cut or changed, or the output hiding a directory is damaged; nothing was
             removed (run `ingest verify`).
@@ -181,9 +174,9 @@ def clean(
         OSError: the storage layer failed while removing; run `ingest clean` again.
     """
     if retention_s is not None and not retention_s >= 0:
-        raise ConfigError(f"Cannot clean {location}: retention {retention_s} s must be at "
+        raise ConfigError(f"Cannot clean {table.location}: retention {retention_s} s must be at "
                           "least 0", hint="for example --retention 300")
-    with open_table_to_write(location, metastore, storage_options) as (store, defn):
+    with table.to_write("clean") as (store, defn):
         retention = cleaner_retention_s(defn) if retention_s is None else retention_s
         snapshot = store.snapshot(defn)
         readers = store.live_readers(defn, timeout_s=txn_timeout_s)
@@ -191,7 +184,7 @@ def clean(
         visible = store.compactor_visibility(defn)
         aborted_at = {t.write_id: t.finished_at or 0.0
                       for t in store.transactions(defn, states=("aborted",))}
-        fs, root = table_fs(defn, storage_options)
+        fs, root = table.fs, table.path
         decide = _Decision(retention, readers, records, aborted_at, time.time())
         dirs = partition_dirs(defn, fs, root, partitions, action="clean")
         with store.read_view(defn.name, agent=agent_name("clean"), snapshot=snapshot) as view:

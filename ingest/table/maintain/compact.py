@@ -35,17 +35,12 @@ from ingest.acid.read import ReadView, plan_files
 from ingest.acid.write import Compression, WriterOptions
 from ingest.errors import ConfigError, CorruptFileError
 from ingest.table.core import (
-    MetastoreRef,
-    StorageOptions,
+    ResolvedTable,
     agent_name,
-    check_root,
     compaction_thresholds,
-    locate_table,
-    open_table_to_write,
     partition_dirs,
     pinned_definition,
     table_compression,
-    table_fs,
     uses_visibility_suffix,
 )
 from ingest.table.maintain._compactor import HEARTBEAT_INTERVAL_S, CompactorRun, agent_alive
@@ -53,7 +48,6 @@ from ingest.txn import (
     CompactionInfo,
     Metastore,
     TableDefinition,
-    normalize_location,
 )
 
 CompactMode = Literal["major", "minor", "auto"]
@@ -104,18 +98,16 @@ class CompactReport:
 
 
 def compact(
-    location: str,
+    table: ResolvedTable,
     *,
     kind: CompactMode = "major",
     partitions: Sequence[str] | None = None,
-    metastore: MetastoreRef = None,
     dry_run: bool = False,
     tuning: WriterOptions | None = None,
     agent: str = "",
-    storage_options: StorageOptions = None,
     on_progress: Callable[[int, int, str], None] | None = None,
 ) -> CompactReport:
-    """Compact the table at `location`, partition by partition.
+    """Compact `table`, partition by partition.
 
     Each partition's compaction runs in a transaction of its own and is recorded in the
     metastore's compaction history ('working', then 'ready for cleaning' once its output is
@@ -124,18 +116,15 @@ def compact(
     the first is compacted; the run holds a reader lease until it ends.
 
     Args:
-        location: the table root.
+        table: the table, opened at its root (`ingest.open_table`).
         kind: "major" (a new base per partition), "minor" (deltas folded together), or
             "auto" (the initiator decides per partition from the table's thresholds).
         partitions: partition specs such as ``dt=2026-01-01`` (``a=1/b=2`` for several
             levels); default every partition.
-        metastore: as for `ingest.table.write.load`.
         dry_run: only plan (and check the inputs): report inputs and outputs, write nothing
             (the metastore neither: no lease is taken).
         tuning: stripe and encoder settings of the output files.
         agent: recorded with the compactor's transactions (default host:pid:ingest-compact).
-        storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
-            own config and environment.
         on_progress: called after each partition with (partitions done, partitions in
             all, the partition's path): for a progress bar.
 
@@ -143,7 +132,7 @@ def compact(
         One entry per partition looked at.
 
     Raises:
-        TableNotFoundError: no table at `location`.
+        TableNotFoundError: the metastore no longer lists the table.
         ConfigError: an unknown kind, or a partition spec that is malformed or names no
             partition of the table.
         CommitConflictError: another compaction is working on a partition, or wrote the same
@@ -154,11 +143,11 @@ def compact(
         MetastoreError: the metastore failed.
     """
     if kind not in ("major", "minor", "auto"):
-        raise ConfigError(f"Cannot compact {location}: kind {kind!r} is not major, minor or "
+        raise ConfigError(f"Cannot compact {table.location}: kind {kind!r} is not major, minor or "
                           "auto")
     agent = agent or agent_name("compact")
-    with open_table_to_write(location, metastore, storage_options) as (store, defn):
-        fs, root = table_fs(defn, storage_options)
+    with table.to_write("compact") as (store, defn):
+        fs, root = table.fs, table.path
         dirs = partition_dirs(defn, fs, root, partitions, action="compact")
         # A dry run reads tails only and leaves the metastore as it was: no lease.
         given = store.snapshot(defn) if dry_run else None
@@ -315,33 +304,18 @@ class CompactionHistory:
     compactions: tuple[CompactionInfo, ...]
 
 
-def compaction_history(location: str, *, metastore: MetastoreRef = None,
-                       ) -> CompactionHistory:
-    """Read a table's compaction history; opens the metastore read-only (an open
-    `Metastore` is used as it is, and left open). Reads no file.
+def compaction_history(table: ResolvedTable) -> CompactionHistory:
+    """Read a table's compaction history; opens its metastore read-only (the open
+    `Metastore` it was resolved with is used as it is, and left open). Reads no file.
 
     Raises:
-        TableNotFoundError: no table at `location`.
-        ConfigError: `location` lies inside a table instead of being its root.
+        ConfigError: `table` was opened without a metastore, or at a partition.
+        TableNotFoundError: the metastore no longer lists the table.
         MetastoreError: the metastore cannot be opened or read.
     """
-    defn: TableDefinition | None
-    if isinstance(metastore, Metastore):
-        defn = metastore.get_table(normalize_location(location))
-        check_root(defn, location)
-        return CompactionHistory(defn.name, defn.location, tuple(metastore.compactions(defn)))
-    if metastore is None:
-        store, defn = locate_table(location)
-    else:
-        store = Metastore.open(metastore, read_only=True)
-        defn = None
-    try:
-        if defn is None:
-            defn = store.get_table(normalize_location(location))
-        check_root(defn, location)
+    defn = table.require_root("show the compactions")
+    with table.store() as store:
         return CompactionHistory(defn.name, defn.location, tuple(store.compactions(defn)))
-    finally:
-        store.close()
 
 
 def shown_state(info: CompactionInfo) -> str:

@@ -13,37 +13,27 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import fsspec
 
 from ingest.acid.format import parse_directory
 from ingest.acid.recovery import RecoveryReport, default_backup_dir, recover_table
-from ingest.errors import ConfigError, TableNotFoundError
+from ingest.errors import ConfigError
 from ingest.io import storage
 from ingest.table.core import (
+    ResolvedTable,
     StorageOptions,
     check_owner,
     committed_length_of,
     find_damage,
     guard_recovery,
     keeping,
-    locate_table,
     mark_unrecoverable,
     table_manifest,
 )
-from ingest.txn import (
-    Metastore,
-    TableDefinition,
-    Transaction,
-    TransactionInfo,
-)
+from ingest.txn import Transaction, TransactionInfo
 
 DEFAULT_TXN_TIMEOUT_S = 300.0
-
-ChosenMetastore = str | Literal[False] | None
-"""A metastore URL the caller chose (it must list the table), None to find the table's
-metastore from its path (the files alone when none lists it), or False for the files alone."""
 
 
 @dataclass(frozen=True)
@@ -90,26 +80,6 @@ def live_files_of(open_write_ids: set[int],
     return live
 
 
-def _find(path: str, store: Metastore | None, table: TableDefinition | None, *,
-          metastore: ChosenMetastore, read_only: bool = False,
-          ) -> tuple[Metastore | None, TableDefinition | None, bool]:
-    """(metastore, table, whether we opened the store and must close it); `metastore` is a
-    URL the caller chose, which must list the table, or False for the files alone."""
-    if store is not None:
-        if table is None:
-            table = store.get_table(path)
-        return store, table, False
-    if metastore is False:
-        return None, None, False
-    try:
-        found_store, found_table = locate_table(path, metastore, read_only=read_only)
-    except TableNotFoundError:
-        if metastore is not None:  # a command's --metastore: no fallback
-            raise
-        return None, None, False
-    return found_store, found_table, True
-
-
 def check_txn_timeout(txn_timeout_s: float) -> float:
     """`txn_timeout_s` if it is a finite number of seconds >= 0.
 
@@ -129,18 +99,13 @@ def _timed_out(infos: list[TransactionInfo], now: float, timeout_s: float) -> li
 
 
 def recover_table_with_metastore(
-    path: str,
+    table: ResolvedTable,
     *,
-    fs: fsspec.AbstractFileSystem | None = None,
     dry_run: bool = False,
     backup_dir: str | None = None,
     backup: bool = True,
     txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
-    store: Metastore | None = None,
-    table: TableDefinition | None = None,
     check_data: bool = False,
-    metastore: ChosenMetastore = None,
-    storage_options: StorageOptions = None,
     on_progress: Callable[[int, int, str], None] | None = None,
 ) -> TableRecovery:
     """Abort timed-out transactions, then recover every bucket file no open transaction owns.
@@ -149,71 +114,65 @@ def recover_table_with_metastore(
     committed write ids with a damaged tail are reported unrecoverable); a file the
     committed-file manifest lists is never cut below its committed length, and one that is
     missing, shorter or whose committed tail changed is left untouched and reported
-    unrecoverable (docs/format.md §20). Without a metastore
-    listing the table, every file is recovered as if no writer were live, and every write id
-    counts as committed.
+    unrecoverable (docs/format.md §20). For a table opened without a metastore
+    (`metastore=False`), every file is recovered as if no writer were live, and every write
+    id counts as committed.
 
     Args:
-        path: the table root or a partition directory.
-        fs: its filesystem (from the URL when None).
+        table: the table as `ingest.open_table` resolved it (its root or a partition
+            directory; its metastore, else its files alone). The metastore is opened for
+            writing unless `dry_run`.
         dry_run: change nothing, neither files nor the metastore.
         backup_dir: where cut bytes and removed files are kept (see `recover_table`); None
-            means `<path>/_ingest_recovery_backup/<UTC timestamp>`, created only when
-            something is removed.
+            means `<location>/_ingest_recovery_backup/<UTC timestamp>`, created only when
+            something is removed; reached with the table's storage options when it lies in
+            the table's bucket.
         backup: False keeps nothing (`backup_dir` is ignored).
         txn_timeout_s: an open transaction without heartbeat for this long is aborted.
-        store, table: an open metastore and the table (found from `path` when None).
         check_data: also decode the stripes of every file recovery leaves as it is (a file
             whose stripes do not decode is reported unrecoverable).
-        metastore: the metastore URL to use when `store` is None (a command's
-            `--metastore`): it must list the table. None: the one found from `path`
-            (`$INGEST_METASTORE`, else beside the table); the files alone when none does;
-            False: the files alone.
-        storage_options: the table's fsspec options (also used for `backup_dir` when it
-            lies in the table's bucket).
         on_progress: called after each bucket file recovered with (files done, files in
             all, the file's path): for a progress bar.
 
     Raises:
-        TableNotFoundError: `metastore` does not list a table at or above `path`.
         ConfigError: txn_timeout_s is NaN, infinite or negative, or the table's location
             belongs to another metastore.
-        FileNotFoundError: `path` does not exist.
+        FileNotFoundError: the table's directory does not exist.
         MetastoreError: the metastore failed.
     """
     check_txn_timeout(txn_timeout_s)
+    path, fs, options = table.location, table.fs, table.storage_options
     if not backup:
         backup_dir = None
     elif backup_dir is None:
         backup_dir = default_backup_dir(path)
-    fs = _resolve(path, fs, storage_options)[0]
     backup_fs = None
     if backup_dir is not None:
-        backup_fs = storage.url_to_fs(backup_dir, storage_options if storage.same_root(
+        backup_fs = storage.url_to_fs(backup_dir, options if storage.same_root(
             backup_dir, path) else None)[0]
-    store, table, close = _find(path, store, table, metastore=metastore)
-    try:
-        if store is None or table is None:
+    with table.store_or_none(writable=not dry_run) as store:
+        defn = table.definition
+        if store is None or defn is None:
             return TableRecovery(recover_table(path, fs=fs, dry_run=dry_run,
                                                on_progress=on_progress,
                                                backup_dir=backup_dir, backup_fs=backup_fs,
                                                committed=lambda _w: True,
                                                check_data=check_data), None)
-        check_owner(table, store.url, storage_options)
+        check_owner(defn, store.url, options)
         if dry_run:
             now = time.time()
-            infos = store.transactions(table.name, states=("open",))
+            infos = store.transactions(defn.name, states=("open",))
             dead = _timed_out(infos, now, txn_timeout_s)
             aborted = tuple((t.txn_id, t.write_id, "would abort: no heartbeat for "
                              f"{now - t.heartbeat_at:.1f} s") for t in dead)
             open_ids = {t.write_id for t in infos} - {t.write_id for t in dead}
         else:
             done: list[Transaction] = store.abort_timed_out(txn_timeout_s)
-            aborted = tuple((t.txn_id, t.write_ids[table.name], "no heartbeat within "
-                             f"{txn_timeout_s:g} s") for t in done if table.name in t.write_ids)
+            aborted = tuple((t.txn_id, t.write_ids[defn.name], "no heartbeat within "
+                             f"{txn_timeout_s:g} s") for t in done if defn.name in t.write_ids)
         # One snapshot decides which files are live: its open write ids, and anything
         # allocated after it (above its high-water mark) while the scan below runs.
-        snapshot = store.snapshot(table.name)
+        snapshot = store.snapshot(defn.name)
         if not dry_run:
             open_ids = set(snapshot.open_write_ids)
         if dry_run:
@@ -222,8 +181,8 @@ def recover_table_with_metastore(
                                       tuple(w for w in snapshot.open_write_ids if w not in extra),
                                       snapshot.aborted_write_ids + extra)
         live = live_files_of(open_ids, snapshot.high_watermark)
-        manifest = table_manifest(store, table)
-        scan_fs, scan_root = _resolve(path, fs, storage_options)
+        manifest = table_manifest(store, defn)
+        scan_fs, scan_root = _resolve(path, fs, options)
         damage = find_damage(scan_fs, manifest, under=scan_root)
         planned = None
         if len(manifest) and not dry_run:
@@ -237,7 +196,4 @@ def recover_table_with_metastore(
                                valid_write_ids=snapshot, check_data=check_data,
                                committed_length=committed_length_of(manifest),
                                on_progress=on_progress)
-        return TableRecovery(mark_unrecoverable(report, keep, damage), table.name, aborted)
-    finally:
-        if close and store is not None:
-            store.close()
+        return TableRecovery(mark_unrecoverable(report, keep, damage), defn.name, aborted)

@@ -30,6 +30,7 @@ from ingest.errors import CorruptFileError
 from ingest.orc import read_tail
 from ingest.table.core import (
     AcidLayout,
+    ResolvedTable,
     StorageOptions,
     adopted_max_write_id,
     committed_length_of,
@@ -39,8 +40,6 @@ from ingest.table.core import (
 )
 from ingest.table.maintain.recover import (
     DEFAULT_TXN_TIMEOUT_S,
-    ChosenMetastore,
-    _find,
     _resolve,
     _timed_out,
     check_txn_timeout,
@@ -93,29 +92,29 @@ class VerifyReport:
 
 
 def verify_table(
-    path: str,
+    table: ResolvedTable,
     *,
-    fs: fsspec.AbstractFileSystem | None = None,
     txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
     deep: bool = True,
-    store: Metastore | None = None,
-    table: TableDefinition | None = None,
     now: float | None = None,
-    metastore: ChosenMetastore = None,
-    storage_options: StorageOptions = None,
+    unreadable_metastore: MetastoreError | None = None,
+    shown_as: str | None = None,
     on_progress: Callable[[int, int, str], None] | None = None,
 ) -> VerifyReport:
     """Read-only consistency check of a table's files against its metastore.
 
     Args:
-        path: the table root (or a partition: files are checked below it only).
-        fs: its filesystem (from the URL when None).
+        table: the table as `ingest.open_table` resolved it: its root (or a partition:
+            files are checked below it only), with its metastore (opened read-only here),
+            else its files alone.
         txn_timeout_s: an open transaction silent for longer than this is reported dead.
         deep: also decode every stripe up to the flush length (else only tails are read).
-        store, table: an open metastore and the table (found from `path` when None).
         now: the current time in seconds since the epoch (tests pass their clock's).
-        metastore: as for `recover_table_with_metastore`.
-        storage_options: the table's fsspec options.
+        unreadable_metastore: why the metastore that should list the files could not be
+            read, when the caller opened the files alone instead (`ingest verify`):
+            reported as a problem, never repaired.
+        shown_as: how messages name the table (a command's PATH as given); default its
+            location.
         on_progress: called before each bucket file is checked, and once at the end, with
             (files done, files in all, the file's path): for a progress bar.
 
@@ -123,90 +122,90 @@ def verify_table(
         The report; `ok` when nothing is wrong.
 
     Raises:
-        TableNotFoundError: `metastore` does not list a table at or above `path`.
         ConfigError: txn_timeout_s is NaN, infinite or negative.
-        FileNotFoundError: `path` does not exist.
-        MetastoreError: the metastore failed after it was opened.
+        FileNotFoundError: the table's directory does not exist.
+        MetastoreError: the metastore failed.
     """
     check_txn_timeout(txn_timeout_s)
-    fs, root = _resolve(path, fs, storage_options)
-    root = root.rstrip("/")
-    exists = fs.exists(root)
-    if not exists and has_directories(fs):
-        raise FileNotFoundError(2, "No such file or directory", root)
+    path = table.location if shown_as is None else shown_as
+    fs, root = table.fs, table.path.rstrip("/")
     problems: list[Problem] = []
     notes: list[str] = []
-    try:
-        store, table, close = _find(path, store, table, metastore=metastore, read_only=True)
-    except MetastoreError as e:
+    if unreadable_metastore is not None:
         # Reported, never repaired: a read-only command does not rebuild a metastore.
-        problems.append(Problem("unreadable-metastore", str(e), e.location))
-        store, table, close = None, None, False
-    if not exists and table is None:
-        # An object store has no empty directories: a missing prefix is an empty table only
-        # when a metastore lists one there.
-        if close and store is not None:
-            store.close()
+        problems.append(Problem("unreadable-metastore", str(unreadable_metastore),
+                                unreadable_metastore.location))
+    # An object store has no empty directories: a missing prefix is an empty table only
+    # when a metastore lists one there.
+    if not fs.exists(root) and (has_directories(fs) or table.definition is None):
         raise FileNotFoundError(2, "No such file or directory", root)
-    try:
-        infos = [] if store is None or table is None else store.transactions(table.name)
-        ranges = [] if store is None or table is None else store.offset_ranges(table.name)
-        now = time.time() if now is None else now
-        open_ids = {t.write_id for t in infos if t.state == "open"}
-        # Files: exactly what recovery would change is a problem (dry run, open writers kept).
-        # What recovery may not cut is judged as recovery judges it: committed write ids
-        # (all of them without a metastore), so the two never disagree on a file.
-        snapshot = (store.snapshot(table.name)
-                    if store is not None and table is not None else None)
-        committed = snapshot.is_valid if snapshot is not None else (lambda _w: True)
-        manifest = (table_manifest(store, table) if store is not None and table is not None
-                    else None)
-        report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids),
-                               committed=committed,
-                               committed_length=(None if manifest is None
-                                                 else committed_length_of(manifest)))
-        damage = find_damage(fs, manifest, under=root) if manifest is not None else {}
-        problems += [Problem(d.kind, f"{d.message}. Hint: restore it from a backup; `ingest "
-                             "recover` leaves it untouched, as its bytes hold committed rows.",
-                             path, d.entry.write_id) for path, d in damage.items()]
-        found = _file_problems(report, fs, deep, on_progress)
-        if snapshot is not None:
-            found += _short_side_files(report, fs, snapshot)
-        # One diagnosis per file: recovery leaves a damaged committed file alone, so no
-        # problem may send the user to `ingest recover` for it.
-        problems += [p for p in found
-                     if p.path not in damage or p.kind not in ("needs-recovery",
-                                                               "short-side-file")]
-        layout = scan_layout(fs, root)
-        problems += _stray_problems(layout)
-        if table is None:
-            problems += _unregistered_problems(layout, path, problems)
-            if not layout.directories:
-                notes.append(f"no metastore lists a table at or above {path}: files checked "
-                             "only")
-        else:
-            table_fs, table_root = _resolve(table.location, None, storage_options)
-            dirs = (layout if table_root.rstrip("/") == root
-                    else scan_layout(table_fs, table_root)).directories
-            # The write ids that wrote files, where the metastore keeps the manifest.
-            written = ({e.write_id for e in manifest.entries.values()}
-                       if manifest is not None and store is not None
-                       and store.capabilities.committed_files else None)
-            problems += _write_id_problems(infos, dirs, ranges, adopted_max_write_id(table),
-                                           written=written)
-            problems += _offset_problems(ranges)
-            for t in _timed_out(infos, now, txn_timeout_s):
-                problems.append(Problem(
-                    "dead-transaction",
-                    f"Open transaction {t.txn_id} (write id {t.write_id} of {t.table}, agent "
-                    f"{t.agent or '?'}) has not heartbeated for {now - t.heartbeat_at:.1f} s "
-                    f"(timeout {txn_timeout_s:g} s). Hint: run `ingest recover {path}` to abort "
-                    "it and clean its files.", write_id=t.write_id))
-        return VerifyReport(root, None if table is None else table.name, tuple(problems),
-                            len(report.files), len({t.write_id for t in infos}), tuple(notes))
-    finally:
-        if close and store is not None:
-            store.close()
+    with table.store_or_none() as store:
+        return _verify(store, table.definition, fs, root, path, problems, notes,
+                       txn_timeout_s=txn_timeout_s, deep=deep, now=now,
+                       storage_options=table.storage_options, on_progress=on_progress)
+
+
+def _verify(store: Metastore | None, table: TableDefinition | None,
+            fs: fsspec.AbstractFileSystem, root: str, path: str, problems: list[Problem],
+            notes: list[str], *, txn_timeout_s: float, deep: bool, now: float | None,
+            storage_options: StorageOptions,
+            on_progress: Callable[[int, int, str], None] | None) -> VerifyReport:
+    """`verify_table` with its metastore open (None: the files alone)."""
+    infos = [] if store is None or table is None else store.transactions(table.name)
+    ranges = [] if store is None or table is None else store.offset_ranges(table.name)
+    now = time.time() if now is None else now
+    open_ids = {t.write_id for t in infos if t.state == "open"}
+    # Files: exactly what recovery would change is a problem (dry run, open writers kept).
+    # What recovery may not cut is judged as recovery judges it: committed write ids
+    # (all of them without a metastore), so the two never disagree on a file.
+    snapshot = (store.snapshot(table.name)
+                if store is not None and table is not None else None)
+    committed = snapshot.is_valid if snapshot is not None else (lambda _w: True)
+    manifest = (table_manifest(store, table) if store is not None and table is not None
+                else None)
+    report = recover_table(root, fs=fs, dry_run=True, live_files=live_files_of(open_ids),
+                           committed=committed,
+                           committed_length=(None if manifest is None
+                                             else committed_length_of(manifest)))
+    damage = find_damage(fs, manifest, under=root) if manifest is not None else {}
+    problems += [Problem(d.kind, f"{d.message}. Hint: restore it from a backup; `ingest "
+                         "recover` leaves it untouched, as its bytes hold committed rows.",
+                         path, d.entry.write_id) for path, d in damage.items()]
+    found = _file_problems(report, fs, deep, on_progress)
+    if snapshot is not None:
+        found += _short_side_files(report, fs, snapshot)
+    # One diagnosis per file: recovery leaves a damaged committed file alone, so no
+    # problem may send the user to `ingest recover` for it.
+    problems += [p for p in found
+                 if p.path not in damage or p.kind not in ("needs-recovery",
+                                                           "short-side-file")]
+    layout = scan_layout(fs, root)
+    problems += _stray_problems(layout)
+    if table is None:
+        problems += _unregistered_problems(layout, path, problems)
+        if not layout.directories:
+            notes.append(f"no metastore lists a table at or above {path}: files checked "
+                         "only")
+    else:
+        table_fs, table_root = _resolve(table.location, None, storage_options)
+        dirs = (layout if table_root.rstrip("/") == root
+                else scan_layout(table_fs, table_root)).directories
+        # The write ids that wrote files, where the metastore keeps the manifest.
+        written = ({e.write_id for e in manifest.entries.values()}
+                   if manifest is not None and store is not None
+                   and store.capabilities.committed_files else None)
+        problems += _write_id_problems(infos, dirs, ranges, adopted_max_write_id(table),
+                                       written=written)
+        problems += _offset_problems(ranges)
+        for t in _timed_out(infos, now, txn_timeout_s):
+            problems.append(Problem(
+                "dead-transaction",
+                f"Open transaction {t.txn_id} (write id {t.write_id} of {t.table}, agent "
+                f"{t.agent or '?'}) has not heartbeated for {now - t.heartbeat_at:.1f} s "
+                f"(timeout {txn_timeout_s:g} s). Hint: run `ingest recover {path}` to abort "
+                "it and clean its files.", write_id=t.write_id))
+    return VerifyReport(root, None if table is None else table.name, tuple(problems),
+                        len(report.files), len({t.write_id for t in infos}), tuple(notes))
 
 
 def _stray_problems(layout: AcidLayout) -> list[Problem]:

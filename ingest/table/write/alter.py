@@ -14,12 +14,10 @@ from dataclasses import dataclass
 
 from ingest.errors import ConfigError
 from ingest.table.core import (
-    MetastoreRef,
+    ResolvedTable,
     SchemaChange,
-    StorageOptions,
     check_properties,
     evolve_schema,
-    open_table_to_write,
 )
 from ingest.txn import TableDefinition
 
@@ -35,31 +33,27 @@ class AlterResult:
 
 
 def alter_table(
-    location: str,
+    table: ResolvedTable,
     *,
     properties: Mapping[str, str] | None = None,
     add_columns: str | Sequence[str] | None = None,
     change_columns: str | Sequence[str] = (),
     columns: str | None = None,
-    metastore: MetastoreRef = None,
-    storage_options: StorageOptions = None,
 ) -> AlterResult:
-    """Set table properties and change columns of the table at `location`; the rest is kept.
+    """Set table properties and change columns of `table`; the rest is kept.
 
     Column changes follow Hive's rules for transactional ORC tables (`evolve_schema`):
     append nullable columns, widen a type; anything else is refused before the metastore is
     written. Columns change first, in one metastore transaction; then properties.
 
     Args:
-        location: the table root.
+        table: the table, opened at its root (`ingest.open_table`).
         properties: the properties to set, e.g. ``{"orc.compress": "SNAPPY"}``.
         add_columns: columns to append, e.g. ``"source STRING COMMENT 'origin'"``, or a
             list of them, e.g. ``["source STRING", "n INT"]``.
         change_columns: ``"c NEWTYPE"`` each: widen column c, e.g. ``["id BIGINT"]``; a
             single string is one such change.
         columns: the whole new column list (Hive's REPLACE COLUMNS), checked the same way.
-        metastore: as for `create_table`; default: found from the location.
-        storage_options: the table's fsspec options, to read the location's owner marker.
 
     Returns:
         The table as stored afterwards and what changed.
@@ -69,9 +63,10 @@ def alter_table(
             Hive's rules refuse (the message says why and what to do instead), or one the
             Hive Metastore refuses.
         CommitConflictError: another process changed the columns meanwhile.
-        TableNotFoundError: no table at `location`.
+        TableNotFoundError: the metastore no longer lists the table.
         MetastoreError: the metastore failed.
     """
+    location = table.location
     if not properties and add_columns is None and not change_columns and columns is None:
         raise ConfigError(f"Cannot alter table at {location}: nothing to change",
                           hint=f"for example `ingest alter {location} --property "
@@ -79,7 +74,9 @@ def alter_table(
     add_columns = _column_list(add_columns, "add_columns", location)
     changes = (change_columns,) if isinstance(change_columns, str) else change_columns
     _check_strings(changes, "change_columns", location)
-    with open_table_to_write(location, metastore, storage_options) as (store, defn):
+    # `to_write` reads the columns again: the change is checked against, and expects
+    # (`alter_columns(expected=)`), the columns as they are now.
+    with table.to_write("alter") as (store, defn):
         wanted = (check_properties(properties, table=defn.name, action="alter")
                   if properties else {})
         changed = tuple((k, defn.properties.get(k), v) for k, v in sorted(wanted.items())

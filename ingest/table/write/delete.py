@@ -29,14 +29,11 @@ from ingest.acid.read import ROW_ID_COLUMN, open_plan, start_merge
 from ingest.acid.write import Compression
 from ingest.records import split_rows
 from ingest.table.core import (
-    MetastoreRef,
-    StorageOptions,
+    ResolvedTable,
     agent_name,
     commit,
     join_path,
-    open_table_to_write,
     table_compression,
-    table_fs,
     table_manifest,
     table_schema,
     writing,
@@ -58,14 +55,12 @@ class DeleteResult:
 
 
 def delete(
-    location: str,
+    table: ResolvedTable,
     where: str,
     *,
-    metastore: MetastoreRef = None,
     agent: str = "",
     dry_run: bool = False,
     compression: Compression | None = None,
-    storage_options: StorageOptions = None,
 ) -> DeleteResult:
     """Delete the rows matching `where` in one transaction (Hive's DELETE ... WHERE).
 
@@ -76,30 +71,28 @@ def delete(
     is aborted and nothing is written.
 
     Args:
-        location: the table root.
+        table: the table, opened at its root (`ingest.open_table`).
         where: the predicate, see `ingest.acid.predicate.where.parse_predicate`.
-        metastore: as for `load`.
         agent: recorded with the transaction; default host:pid:ingest-delete.
         dry_run: only count the matching rows; no transaction, nothing written.
         compression: as for `load`.
-        storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
-            own config and environment.
 
     Returns:
         How many rows were deleted (or would be), the write id and the files.
 
     Raises:
-        ConfigError: `where` cannot be parsed or does not fit the table's columns.
-        TableNotFoundError: no table at `location`.
+        ConfigError: `where` cannot be parsed or does not fit the table's columns; the table
+            was opened without a metastore or at a partition.
+        TableNotFoundError: the metastore no longer lists the table.
         CorruptFileError: a data file of the snapshot cannot be read, or differs from what
             its commit recorded.
         CommitConflictError: the transaction was aborted meanwhile.
         MetastoreError: the metastore failed.
     """
-    with open_table_to_write(location, metastore, storage_options) as (store, defn):
+    with table.to_write("delete rows") as (store, defn):
         predicate = parse_predicate(where, table_schema(defn))
         codec = compression or table_compression(defn)
-        fs, root = table_fs(defn, storage_options)
+        fs, root = table.fs, table.path
         if dry_run:
             snapshot = store.snapshot(defn)
             count = sum(k.num_rows for _, k in _matching_keys(

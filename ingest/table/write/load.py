@@ -29,15 +29,12 @@ from ingest.records import (
     to_timestamp,
 )
 from ingest.table.core import (
-    MetastoreRef,
-    StorageOptions,
+    ResolvedTable,
     agent_name,
     commit,
     ddl_type,
     join_path,
-    open_table_to_write,
     table_compression,
-    table_fs,
     table_schema,
     writing,
 )
@@ -62,14 +59,12 @@ class LoadResult:
 
 
 def load(
-    location: str,
+    table: ResolvedTable,
     data: pa.Table,
     *,
-    metastore: MetastoreRef = None,
     agent: str = "",
     compression: Compression | None = None,
     missing_columns: MissingColumns = "error",
-    storage_options: StorageOptions = None,
     on_progress: ProgressFn | None = None,
 ) -> LoadResult:
     """Insert rows into a table in one transaction (Hive's INSERT INTO).
@@ -81,15 +76,13 @@ def load(
     `_orc_acid_version`; all files are closed before the commit.
 
     Args:
-        location: the table root.
+        table: the table, opened at its root (`ingest.open_table`); its metastore, filesystem
+            and storage options are the load's.
         data: row and partition columns, in any order; names match case-insensitively.
-        metastore: as for `create_table`; default: found from the location.
         agent: recorded with the transaction; default host:pid:ingest-load.
         compression: ORC codec; default the table's `orc.compress` property, else zlib.
         missing_columns: a table column the data lacks altogether is refused ("error"), or
             loaded as NULL when the column is nullable ("null"); the same for every type.
-        storage_options: the table's fsspec options (endpoint, credentials); None: fsspec's
-            own config and environment.
         on_progress: called with (rows written, rows in all, the partition) as bucket files
             are written, every few tens of thousands of rows.
 
@@ -97,19 +90,20 @@ def load(
         Counts, files and the write id (None for an empty input: nothing is committed).
 
     Raises:
-        TableNotFoundError: no table at `location`.
+        TableNotFoundError: the metastore no longer lists the table.
         SchemaMismatchError: columns are missing or extra, or values do not fit their types.
-        ConfigError: `missing_columns` is neither "error" nor "null".
+        ConfigError: `missing_columns` is neither "error" nor "null"; the table was opened
+            without a metastore or at a partition.
         CommitConflictError: the transaction was aborted meanwhile (e.g. timed out).
         MetastoreError: the metastore failed.
     """
     check_missing_columns(missing_columns)
-    with open_table_to_write(location, metastore, storage_options) as (store, defn):
+    with table.to_write("load rows") as (store, defn):
         rows, partitions = _conform(data, defn, missing_columns)
         codec = compression or table_compression(defn)
         if rows.num_rows == 0:
             return LoadResult(defn.name, defn.location, None, 0, (), (), 0)
-        fs, root = table_fs(defn, storage_options)
+        fs, root = table.fs, table.path
         buckets = (bucket_ids(rows, defn.bucket_columns, defn.bucket_count)
                    if defn.bucket_count else None)
         parts: list[str] = []
@@ -132,36 +126,35 @@ def load(
 
 
 def load_file(
-    location: str,
+    table: ResolvedTable,
     input_path: str,
     *,
     format: InputFormat | None = None,
-    metastore: MetastoreRef = None,
     agent: str = "",
     missing_columns: MissingColumns = "error",
-    storage_options: StorageOptions = None,
     on_read_progress: ProgressFn | None = None,
     on_progress: ProgressFn | None = None,
 ) -> LoadResult:
     """`read_input` with the table's column types, then `load`.
 
-    `storage_options` are the table's; the input file is read with them too when it lies in
-    the table's bucket (the CLI's `--storage-option` names the table's bucket), else with
-    fsspec's own config alone. `on_read_progress` is `read_input`'s `on_progress` (bytes
-    read), `on_progress` is `load`'s (rows written).
+    The input file is read with the table's storage options when it lies in the table's
+    bucket (the CLI's `--storage-option` names the table's bucket), else with fsspec's own
+    config alone. `on_read_progress` is `read_input`'s `on_progress` (bytes read),
+    `on_progress` is `load`'s (rows written).
 
     Raises:
         As `read_input` and `load`.
     """
     check_missing_columns(missing_columns)
-    with open_table_to_write(location, metastore, storage_options) as (store, defn):
-        beside = storage.same_root(input_path, defn.location)
-        data = read_input(input_path, format=format, schema=table_schema(defn),
-                          storage_options=storage_options if beside else None,
-                          on_progress=on_read_progress)
-        return load(defn.location, data, metastore=store, agent=agent,
-                    missing_columns=missing_columns, storage_options=storage_options,
-                    on_progress=on_progress)
+    defn = table.require_root("load rows")
+    # The columns as resolved: `load` conforms the rows to the definition current when
+    # it writes, so a column changed meanwhile is refused or cast there, not missed.
+    beside = storage.same_root(input_path, defn.location)
+    data = read_input(input_path, format=format, schema=table_schema(defn),
+                      storage_options=table.storage_options if beside else None,
+                      on_progress=on_read_progress)
+    return load(table, data, agent=agent, missing_columns=missing_columns,
+                on_progress=on_progress)
 
 
 class _RowsWritten:

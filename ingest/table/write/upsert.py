@@ -57,15 +57,12 @@ from ingest.records import (
     split_rows,
 )
 from ingest.table.core import (
-    MetastoreRef,
-    StorageOptions,
+    ResolvedTable,
     Written,
     agent_name,
     commit,
     join_path,
-    open_table_to_write,
     table_compression,
-    table_fs,
     table_manifest,
     table_schema,
     writing,
@@ -379,16 +376,15 @@ def _throttled(beat: Callable[[], None], *, interval_s: float = 30.0) -> Callabl
     return call
 
 
-def _apply(location: str, make_batch: Callable[[TableDefinition], ChangeBatch], *,
-           key: object, order_by: object, metastore: MetastoreRef, agent: str,
-           compression: Compression | None, missing_columns: MissingColumns,
-           storage_options: StorageOptions) -> UpsertResult:
+def _apply(table: ResolvedTable, make_batch: Callable[[TableDefinition], ChangeBatch], *,
+           key: object, order_by: object, agent: str, compression: Compression | None,
+           missing_columns: MissingColumns, action: str = "upsert rows") -> UpsertResult:
     check_missing_columns(missing_columns)
-    with open_table_to_write(location, metastore, storage_options) as (store, defn):
+    with table.to_write(action) as (store, defn):
         spec = check_keyed_table(defn, key, order_by)
         resolved = resolve(make_batch(defn), defn, spec, missing_columns=missing_columns)
         codec = compression or table_compression(defn)
-        fs, root = table_fs(defn, storage_options)
+        fs = table.fs
         if resolved.winners.num_rows == 0:
             return UpsertResult(defn.name, defn.location, None,
                                 ChangeCounts(events=resolved.events), (), ())
@@ -411,16 +407,14 @@ def _apply(location: str, make_batch: Callable[[TableDefinition], ChangeBatch], 
 
 
 def upsert(
-    location: str,
+    table: ResolvedTable,
     data: pa.Table,
     *,
     key: Sequence[str],
     order_by: str | None = None,
-    metastore: MetastoreRef = None,
     agent: str = "",
     compression: Compression | None = None,
     missing_columns: MissingColumns = "error",
-    storage_options: StorageOptions = None,
 ) -> UpsertResult:
     """Make each row the current row of its key, in one transaction (Hive's MERGE with
     split-update).
@@ -430,12 +424,12 @@ def upsert(
     writes nothing. Rows are conformed as `load` conforms them.
 
     Args:
-        location: the table root; it must be bucketed by (part of) the key, and its
-            partition columns must be in the key.
+        table: the table, opened at its root (`ingest.open_table`); it must be bucketed by
+            (part of) the key, and its partition columns must be in the key.
         data: row and partition columns.
         key: the key columns.
         order_by: a row column that orders a key's rows (a version or timestamp).
-        metastore, agent, compression, missing_columns, storage_options: as for `load`.
+        agent, compression, missing_columns: as for `load`.
 
     Returns:
         The write id (None when nothing needed writing) and what each key did.
@@ -448,22 +442,19 @@ def upsert(
         TableNotFoundError, CorruptFileError, CommitConflictError, MetastoreError: as for
             `delete`.
     """
-    return _apply(location, lambda _: from_rows(data), key=key, order_by=order_by,
-                  metastore=metastore, agent=agent, compression=compression,
-                  missing_columns=missing_columns, storage_options=storage_options)
+    return _apply(table, lambda _: from_rows(data), key=key, order_by=order_by,
+                  agent=agent, compression=compression, missing_columns=missing_columns)
 
 
 def apply_changes(
-    location: str,
+    table: ResolvedTable,
     envelopes: Iterable[object] | pa.Table | pa.RecordBatch,
     *,
     key: Sequence[str],
     cdc_format: CdcFormat = "debezium",
     order_by: str | None = None,
-    metastore: MetastoreRef = None,
     agent: str = "",
     compression: Compression | None = None,
-    storage_options: StorageOptions = None,
 ) -> UpsertResult:
     """Apply change events (Debezium envelopes, see `changes.from_debezium`) in one
     transaction: c/r/u upsert `after`, d and tombstones delete; ordered as in `upsert`, with
@@ -485,23 +476,20 @@ def apply_changes(
     def make(_: TableDefinition) -> ChangeBatch:
         return from_debezium_arrow(items) if arrow else from_debezium(items)  # type: ignore
 
-    return _apply(location, make, key=key, order_by=order_by,
-                  metastore=metastore, agent=agent, compression=compression,
-                  missing_columns="null", storage_options=storage_options)
+    return _apply(table, make, key=key, order_by=order_by, agent=agent,
+                  compression=compression, missing_columns="null", action="apply changes")
 
 
 def upsert_file(
-    location: str,
+    table: ResolvedTable,
     input_path: str,
     *,
     key: Sequence[str],
     cdc_format: CdcFormat | None = None,
     order_by: str | None = None,
     format: InputFormat | None = None,
-    metastore: MetastoreRef = None,
     agent: str = "",
     missing_columns: MissingColumns = "error",
-    storage_options: StorageOptions = None,
 ) -> UpsertResult:
     """`upsert` the rows of a file (as `load_file` reads it) or, with `cdc_format`, apply the
     change events of a JSON Lines file, one per line (errors name the line).
@@ -513,17 +501,16 @@ def upsert_file(
         check_cdc_format(cdc_format)
 
     def make_batch(defn: TableDefinition) -> ChangeBatch:
-        options = storage_options if storage.same_root(input_path, defn.location) else None
+        options = (table.storage_options if storage.same_root(input_path, defn.location)
+                   else None)
         if cdc_format is not None:
             return read_debezium_file(input_path, storage_options=options)
         data = read_input(input_path, format=format, schema=table_schema(defn),
                           storage_options=options)
         return from_rows(data, unit="row")
 
-    return _apply(location, make_batch, key=key, order_by=order_by, metastore=metastore,
-                  agent=agent, compression=None,
-                  missing_columns="null" if cdc_format else missing_columns,
-                  storage_options=storage_options)
+    return _apply(table, make_batch, key=key, order_by=order_by, agent=agent,
+                  compression=None, missing_columns="null" if cdc_format else missing_columns)
 
 
 __all__ = ["ChangeCounts", "UpsertResult", "apply_changes", "upsert", "upsert_file",

@@ -13,17 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 from ingest.errors import ConfigError, TableNotFoundError
-from ingest.txn.hms import _stubs
-from ingest.txn.hms.connection import HmsConnection
-from ingest.txn.hms.tables import (
+from ingest.txn.hms.thrift import (
     HiveColumn,
     HiveTable,
     HiveTableSpec,
+    HmsConnection,
     create_database,
     create_table,
     get_table,
     get_tables,
     hadoop_location,
+    ttypes,
 )
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import TableDefinition, TableIdentifier, table_key
@@ -156,7 +156,7 @@ def _outside_warehouse_hint(defn: TableDefinition) -> str:
 
 
 def _ensure_database(conn: HmsConnection, name: str, parent: str) -> None:
-    t = _stubs.ttypes()
+    t = ttypes()
     try:
         conn.call("get_database", name, expect=(t.NoSuchObjectException,))
         return
@@ -176,7 +176,7 @@ def seed_write_ids(conn: HmsConnection, table: HiveTable, next_write_id: int) ->
     Raises:
         MetastoreError: the metastore refused it.
     """
-    t = _stubs.ttypes()
+    t = ttypes()
     conn.call("seed_write_id", t.SeedTableWriteIdsRequest(
         dbName=table.database, tableName=table.table_name, seedWriteId=next_write_id - 1))
 
@@ -190,7 +190,7 @@ def set_columns(conn: HmsConnection, table: HiveTable, columns: tuple[HiveColumn
         ConfigError: the server refused the change, with its reason.
         MetastoreError: the metastore failed.
     """
-    t = _stubs.ttypes()
+    t = ttypes()
     thrift = table.thrift
     thrift.sd.cols = [t.FieldSchema(name=c.name, type=c.type, comment=c.comment)
                       for c in columns]

@@ -15,20 +15,18 @@ from typing import Literal
 from ingest.acid.format import CommittedFile, parse_partition
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
-from ingest.txn.hms import _stubs
 from ingest.txn.hms._catalog import find_hive_table
 from ingest.txn.hms._manifest_ops import ManifestOps
 from ingest.txn.hms._progress_ops import ProgressOps
 from ingest.txn.hms._session import Session
 from ingest.txn.hms._states import txn_rows
-from ingest.txn.hms.heartbeat import Heartbeater
-from ingest.txn.hms.manifest import checked
-from ingest.txn.hms.progress import write_progress
-from ingest.txn.hms.side import is_side_table
-from ingest.txn.hms.tables import HiveTable, add_partitions
-from ingest.txn.hms.txns import (
+from ingest.txn.hms.side import checked, is_side_table, write_progress
+from ingest.txn.hms.thrift import (
+    Heartbeater,
+    HiveTable,
     LockTarget,
     Operation,
+    add_partitions,
     allocate_write_ids,
     commit_txn,
     heartbeat,
@@ -36,6 +34,7 @@ from ingest.txn.hms.txns import (
     lock_all,
     register_partitions,
     snapshots,
+    ttypes,
 )
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import (
@@ -117,7 +116,7 @@ class Commits:
                                tuple((n, write_ids[n]) for n in names[1:]))
 
     def _open_txn(self, agent: str) -> int:
-        t = _stubs.ttypes()
+        t = ttypes()
         response = self._s.conn.call("open_txns", t.OpenTxnRequest(
             num_txns=1, user=getpass.getuser(), hostname=socket.gethostname(),
             agentInfo=agent or "ingest"))

@@ -17,9 +17,7 @@ from ingest.txn.hms.compactions import (
     open_compactor_txn,
     table_locks,
 )
-from ingest.txn.hms.heartbeat import Heartbeater
-from ingest.txn.hms.tables import HiveTable
-from ingest.txn.hms.txns import commit_txn, txn_snapshot
+from ingest.txn.hms.thrift import Heartbeater, HiveTable, commit_txn, txn_snapshot
 from ingest.txn.model import (
     CompactionInfo,
     CompactorVisibility,

@@ -11,9 +11,8 @@ from collections.abc import Iterable
 
 from ingest.acid.format import CommittedFile
 from ingest.txn.hms._session import Session
-from ingest.txn.hms.manifest import HmsManifest, own_transaction
-from ingest.txn.hms.side import is_side_table
-from ingest.txn.hms.tables import HiveTable
+from ingest.txn.hms.side import HmsManifest, is_side_table, own_transaction
+from ingest.txn.hms.thrift import HiveTable
 from ingest.txn.model import TableIdentifier
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 from ingest.acid import ValidWriteIdList
 from ingest.errors import ConfigError
 from ingest.txn.hms._session import Session
-from ingest.txn.hms.progress import ProgressCache, ProgressRow
-from ingest.txn.hms.tables import HiveTable
-from ingest.txn.hms.txns import snapshot
+from ingest.txn.hms.side import ProgressCache, ProgressRow
+from ingest.txn.hms.thrift import HiveTable, snapshot
 from ingest.txn.model import OffsetRange, TableIdentifier
 
 

@@ -12,9 +12,8 @@ from ingest.errors import MetastoreError
 from ingest.txn.hms._catalog import all_tables
 from ingest.txn.hms._session import Session
 from ingest.txn.hms._states import table_transactions, write_id_of, write_id_states
-from ingest.txn.hms.leases import begin_read, end_read, holding, renew_read
 from ingest.txn.hms.side import is_side_table
-from ingest.txn.hms.txns import snapshot, txn_snapshot
+from ingest.txn.hms.thrift import begin_read, end_read, holding, renew_read, snapshot, txn_snapshot
 from ingest.txn.metastore import READER_HEARTBEAT_S
 from ingest.txn.model import TXN_STATES, TableIdentifier, TransactionInfo, TxnState
 

@@ -13,15 +13,16 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from ingest.errors import CommitConflictError, MetastoreError
-from ingest.txn.hms import _stubs
 from ingest.txn.hms._catalog import find_hive_table
 from ingest.txn.hms._states import txn_rows
-from ingest.txn.hms.connection import HmsConnection, connect
-from ingest.txn.hms.heartbeat import Heartbeater
-from ingest.txn.hms.manifest import MANIFEST
-from ingest.txn.hms.progress import PROGRESS, ensure_progress_table, find_progress_table
-from ingest.txn.hms.side import is_side_table
-from ingest.txn.hms.tables import HiveTable, get_tables
+from ingest.txn.hms.side import (
+    MANIFEST,
+    PROGRESS,
+    ensure_progress_table,
+    find_progress_table,
+    is_side_table,
+)
+from ingest.txn.hms.thrift import Heartbeater, HiveTable, HmsConnection, connect, get_tables, ttypes
 from ingest.txn.model import TableIdentifier, Transaction, TxnState, table_key, table_not_found
 
 _T = TypeVar("_T")
@@ -244,7 +245,7 @@ class Session:
             CommitConflictError: the transaction is committed or unknown to the metastore.
             MetastoreError: the metastore failed.
         """
-        t = _stubs.ttypes()
+        t = ttypes()
         try:
             self.conn.call("abort_txn", t.AbortTxnRequest(txnid=txn_id),
                            expect=(t.NoSuchTxnException, t.TxnAbortedException))

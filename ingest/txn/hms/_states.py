@@ -18,9 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ingest.acid import ValidWriteIdList
-from ingest.txn.hms import _stubs
-from ingest.txn.hms.connection import HmsConnection
-from ingest.txn.hms.txns import TxnSnapshot, snapshot, snapshots
+from ingest.txn.hms.thrift import HmsConnection, TxnSnapshot, snapshot, snapshots, ttypes
 from ingest.txn.model import TransactionInfo, TxnState
 
 
@@ -41,7 +39,7 @@ def txn_rows(conn: HmsConnection) -> tuple[int, list[TxnRow]]:
     Raises:
         MetastoreError: the metastore failed.
     """
-    t = _stubs.ttypes()
+    t = ttypes()
     response = conn.call("get_open_txns_info")
     rows = []
     for info in response.open_txns or ():

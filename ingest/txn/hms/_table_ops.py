@@ -18,10 +18,8 @@ from ingest.txn.hms._catalog import (
 )
 from ingest.txn.hms._session import Session
 from ingest.txn.hms._states import table_transactions
-from ingest.txn.hms.manifest import MANIFEST
-from ingest.txn.hms.progress import find_progress_table
-from ingest.txn.hms.side import is_side_table
-from ingest.txn.hms.tables import drop_table, hive_columns
+from ingest.txn.hms.side import MANIFEST, find_progress_table, is_side_table
+from ingest.txn.hms.thrift import drop_table, hive_columns
 from ingest.txn.model import TableDefinition, TableIdentifier
 
 

@@ -24,13 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.errors import CommitConflictError, ConfigError, MetastoreError
-from ingest.txn.hms import _compact_api as api
-from ingest.txn.hms import _stubs
 from ingest.txn.hms._catalog import find_hive_table, set_parameters
 from ingest.txn.hms._states import TxnRow, txn_rows
-from ingest.txn.hms.connection import HmsConnection
-from ingest.txn.hms.tables import HiveTable
-from ingest.txn.hms.txns import snapshot
+from ingest.txn.hms.thrift import HiveTable, HmsConnection, snapshot, ttypes
+from ingest.txn.hms.thrift import compact_api as api
 from ingest.txn.model import CompactionInfo, CompactionState, TxnState
 
 POOL_PREFIX = "ingest-"
@@ -71,7 +68,7 @@ def open_compactor_txn(conn: HmsConnection, agent: str) -> int:
     Raises:
         MetastoreError: the metastore failed.
     """
-    t = _stubs.ttypes()
+    t = ttypes()
     request = t.OpenTxnRequest(num_txns=1, user=getpass.getuser(),
                                hostname=socket.gethostname(), agentInfo=agent or "ingest")
     if conn.info.major >= 4:
@@ -313,7 +310,7 @@ def table_locks(conn: HmsConnection, table: HiveTable) -> list[Any]:
     Raises:
         MetastoreError: the metastore failed.
     """
-    t = _stubs.ttypes()
+    t = ttypes()
     return list(conn.call("show_locks", t.ShowLocksRequest(
         dbname=table.database, tablename=table.table_name)).locks or [])
 

@@ -42,9 +42,8 @@ from ingest.txn.hms._progress_ops import ProgressOps
 from ingest.txn.hms._read_ops import ReadOps
 from ingest.txn.hms._session import RECONNECT_S, Session
 from ingest.txn.hms._table_ops import TableOps
-from ingest.txn.hms.connection import HmsConnection, connect
-from ingest.txn.hms.manifest import HmsManifest
-from ingest.txn.hms.tables import HiveTable
+from ingest.txn.hms.side import HmsManifest
+from ingest.txn.hms.thrift import HiveTable, HmsConnection, connect
 from ingest.txn.metastore import READER_HEARTBEAT_S, Metastore
 from ingest.txn.model import (
     TXN_STATES,

@@ -18,6 +18,7 @@ import pytest
 from ingest.acid.read.reader import read_table
 from ingest.errors import SchemaMismatchError, UnsupportedFormatError
 from ingest.orc import TimestampPrecisionWarning
+from ingest.table import open_table
 from ingest.table.maintain import compact
 from ingest.table.write import create_table, load, load_file
 from ingest.txn import Metastore, default_metastore_url
@@ -53,7 +54,7 @@ def _micros(text: str | None) -> dt.datetime | None:
 
 def test_values_outside_nanoseconds_load_and_read_back_as_microseconds(tmp_path: Path) -> None:
     location = _table(tmp_path)
-    load(location, _rows(WIDE))
+    load(open_table(location), _rows(WIDE))
     got = _read(location)
     assert got.schema.field("ts").type == pa.timestamp("us")
     assert got.column("ts").to_pylist() == [_micros(t) for t in WIDE]
@@ -61,7 +62,7 @@ def test_values_outside_nanoseconds_load_and_read_back_as_microseconds(tmp_path:
 
 def test_the_nanosecond_boundaries_keep_every_digit(tmp_path: Path) -> None:
     location = _table(tmp_path)
-    load(location, _rows(NARROW))
+    load(open_table(location), _rows(NARROW))
     got = _read(location)
     assert got.schema.field("ts").type == pa.timestamp("ns")
     assert got.column("ts").cast(pa.int64()).to_pylist() == [
@@ -80,7 +81,7 @@ def test_a_value_that_would_lose_digits_or_is_no_timestamp_is_refused(
         tmp_path: Path, text: str, why: str) -> None:
     location = _table(tmp_path)
     with pytest.raises(SchemaMismatchError) as e:
-        load(location, _rows(["2026-01-01", text]))
+        load(open_table(location), _rows(["2026-01-01", text]))
     assert f"column 'ts' (TIMESTAMP) cannot hold the value of row 2: {text!r} {why}" in str(e.value)
     assert list((Path(location)).glob("delta_*")) == []
 
@@ -91,7 +92,7 @@ def test_nanoseconds_beside_a_value_outside_are_refused_not_cut(tmp_path: Path) 
             r"row 2: '1969-12-31 23:59:59.999999999' has digits below the microsecond, but row "
             r"1 is outside 1677-09-21 .. 2262-04-11, so this load stores the column to the "
             r"microsecond")):
-        load(location, _rows(["0001-01-01", "1969-12-31 23:59:59.999999999"]))
+        load(open_table(location), _rows(["0001-01-01", "1969-12-31 23:59:59.999999999"]))
 
 
 def test_parquet_timestamps_of_any_unit_load(tmp_path: Path) -> None:
@@ -100,17 +101,17 @@ def test_parquet_timestamps_of_any_unit_load(tmp_path: Path) -> None:
     stamps = pa.array([dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)],
                       pa.timestamp("us"))
     pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "ts": stamps}), path)
-    load_file(location, str(path))
+    load_file(open_table(location), str(path))
     assert _read(location).column("ts").to_pylist() == stamps.to_pylist()
 
 
 def test_a_read_over_both_kinds_of_files_is_microseconds_and_says_what_it_dropped(
         tmp_path: Path) -> None:
     location = _table(tmp_path)
-    load(location, _rows(NARROW))  # write id 1: nanoseconds
+    load(open_table(location), _rows(NARROW))  # write id 1: nanoseconds
     with Metastore.open(default_metastore_url(location)) as store:
         first = store.snapshot(location)
-    load(location, _rows(["0001-01-01"], start=10))  # write id 2: microseconds
+    load(open_table(location), _rows(["0001-01-01"], start=10))  # write id 2: microseconds
     with pytest.warns(TimestampPrecisionWarning, match="digits below the microsecond"):
         got = _read(location)
     assert got.schema.field("ts").type == pa.timestamp("us")
@@ -126,10 +127,10 @@ def test_a_read_over_both_kinds_of_files_is_microseconds_and_says_what_it_droppe
 
 def test_major_compaction_keeps_values_outside_nanoseconds(tmp_path: Path) -> None:
     location = _table(tmp_path)
-    load(location, _rows(WIDE))
-    load(location, _rows(["2026-01-01 10:00:00.5"], start=10))
+    load(open_table(location), _rows(WIDE))
+    load(open_table(location), _rows(["2026-01-01 10:00:00.5"], start=10))
     before = _read(location)
-    report = compact(location, kind="major")
+    report = compact(open_table(location), kind="major")
     assert report.partitions[0].result is not None
     assert list(Path(location).glob("base_*"))
     assert _read(location).equals(before)
@@ -138,10 +139,10 @@ def test_major_compaction_keeps_values_outside_nanoseconds(tmp_path: Path) -> No
 def test_compaction_refuses_to_drop_nanoseconds_and_the_table_still_reads(
         tmp_path: Path) -> None:
     location = _table(tmp_path)
-    load(location, _rows(["2026-01-01 10:00:00.123456789"]))
-    load(location, _rows(["0001-01-01"], start=10))
+    load(open_table(location), _rows(["2026-01-01 10:00:00.123456789"]))
+    load(open_table(location), _rows(["0001-01-01"], start=10))
     with pytest.raises(UnsupportedFormatError, match="digits below the microsecond"):
-        compact(location, kind="major")
+        compact(open_table(location), kind="major")
     assert not list(Path(location).glob("base_*"))
     with pytest.warns(TimestampPrecisionWarning):
         assert _read(location).num_rows == 2
@@ -152,13 +153,13 @@ def test_minor_compaction_keeps_values_outside_nanoseconds_or_refuses_to_cut(
     kept, refused = _table(tmp_path / "a"), _table(tmp_path / "b")
     for location, last in ((kept, "2026-01-01 00:00:00.123456"),
                            (refused, "2026-01-01 00:00:00.123456789")):
-        load(location, _rows(["0001-01-01"]))
-        load(location, _rows(["2026-01-01 00:00:00.5"], start=1))
-        load(location, _rows([last], start=2))
+        load(open_table(location), _rows(["0001-01-01"]))
+        load(open_table(location), _rows(["2026-01-01 00:00:00.5"], start=1))
+        load(open_table(location), _rows([last], start=2))
     before = _read(kept)
-    compact(kept, kind="minor")
+    compact(open_table(kept), kind="minor")
     assert (Path(kept) / "delta_0000001_0000003").is_dir()
     assert _read(kept).equals(before)
     with pytest.raises(UnsupportedFormatError, match="digits below the microsecond"):
-        compact(refused, kind="minor")
+        compact(open_table(refused), kind="minor")
     assert not list(Path(refused).glob("delta_0000001_0000003"))

@@ -1,7 +1,7 @@
 """The committed-file manifest in a Hive Metastore: a hidden side table of events written in the
 committing HMS transaction (docs/format.md §20, docs/invariants.md 8.11).
 
-Each target `db.t` has `db.t__ingest_files` at `<t>/_ingest_files` (`side.py`). A transaction
+Each target `db.t` has `db.t__ingest_files` at `<t>/_ingest_files` (`table.py`). A transaction
 that records or forgets entries allocates a write id on it, takes an EXCLUSIVE lock on it
 (held until its commit or abort, so every other writer of `t`'s manifest waits and the checks
 below see every entry committed before; a commit asks for it in the same lock request as its
@@ -25,11 +25,18 @@ import pyarrow as pa
 from ingest.acid import ValidWriteIdList
 from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError, MetastoreError
-from ingest.txn.hms.connection import HmsConnection
-from ingest.txn.hms.heartbeat import Heartbeater
-from ingest.txn.hms.side import SideRows, SideTable, write_delta
-from ingest.txn.hms.tables import HiveTable
-from ingest.txn.hms.txns import abort_txn, allocate_write_ids, commit_txn, lock, open_txns, snapshot
+from ingest.txn.hms.side.table import SideRows, SideTable, write_delta
+from ingest.txn.hms.thrift import (
+    Heartbeater,
+    HiveTable,
+    HmsConnection,
+    abort_txn,
+    allocate_write_ids,
+    commit_txn,
+    lock,
+    open_txns,
+    snapshot,
+)
 
 MANIFEST_SCHEMA = pa.schema([
     ("seq", pa.int64()),

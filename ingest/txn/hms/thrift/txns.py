@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from ingest.acid import ValidWriteIdList
 from ingest.errors import CommitConflictError, MetastoreError
-from ingest.txn.hms import _stubs
-from ingest.txn.hms.connection import HmsConnection
-from ingest.txn.hms.tables import HiveTable, qualified_name
+from ingest.txn.hms.thrift import _stubs
+from ingest.txn.hms.thrift.connection import HmsConnection
+from ingest.txn.hms.thrift.tables import HiveTable, qualified_name
 
 AGENT_INFO = "ingest"
 """The agent a transaction or lock names when its caller gives none."""

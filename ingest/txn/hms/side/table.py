@@ -29,8 +29,14 @@ from ingest.acid import (
 )
 from ingest.errors import TableExistsError, TableNotFoundError
 from ingest.io import storage
-from ingest.txn.hms.connection import HmsConnection
-from ingest.txn.hms.tables import HiveTable, HiveTableSpec, create_table, get_table, hive_columns
+from ingest.txn.hms.thrift import (
+    HiveTable,
+    HiveTableSpec,
+    HmsConnection,
+    create_table,
+    get_table,
+    hive_columns,
+)
 from ingest.txn.locations import normalize_location
 
 MARK = "__ingest_"

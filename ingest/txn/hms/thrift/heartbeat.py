@@ -12,8 +12,8 @@ import threading
 from types import TracebackType
 
 from ingest.errors import CommitConflictError, MetastoreError
-from ingest.txn.hms.connection import HmsConnection, ServerInfo, connect
-from ingest.txn.hms.txns import HeartbeatResult, heartbeat
+from ingest.txn.hms.thrift.connection import HmsConnection, ServerInfo, connect
+from ingest.txn.hms.thrift.txns import HeartbeatResult, heartbeat
 
 
 class Heartbeater:

@@ -27,8 +27,8 @@ from ingest.errors import (
     UnknownMethodError,
     UnsupportedFormatError,
 )
-from ingest.txn.hms import _stubs
-from ingest.txn.hms.connection import HmsConnection
+from ingest.txn.hms.thrift import _stubs
+from ingest.txn.hms.thrift.connection import HmsConnection
 
 ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
 ORC_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 
 from ingest.acid import ValidWriteIdList
 from ingest.errors import IngestError, MetastoreError
-from ingest.txn.hms.connection import HmsConnection, ServerInfo
-from ingest.txn.hms.heartbeat import Heartbeater
-from ingest.txn.hms.tables import HiveTable
-from ingest.txn.hms.txns import abort_txn, commit_txn, heartbeat, lock, open_txns, snapshot
+from ingest.txn.hms.thrift.connection import HmsConnection, ServerInfo
+from ingest.txn.hms.thrift.heartbeat import Heartbeater
+from ingest.txn.hms.thrift.tables import HiveTable
+from ingest.txn.hms.thrift.txns import abort_txn, commit_txn, heartbeat, lock, open_txns, snapshot
 
 log = logging.getLogger(__name__)
 

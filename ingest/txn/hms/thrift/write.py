@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ingest.errors import MetastoreError
-from ingest.txn.hms.connection import HmsConnection, connect
-from ingest.txn.hms.heartbeat import Heartbeater
-from ingest.txn.hms.tables import HiveTable
-from ingest.txn.hms.txns import (
+from ingest.txn.hms.thrift.connection import HmsConnection, connect
+from ingest.txn.hms.thrift.heartbeat import Heartbeater
+from ingest.txn.hms.thrift.tables import HiveTable
+from ingest.txn.hms.thrift.txns import (
     LOCK_TIMEOUT_S,
     abort_txn,
     allocate_write_ids,

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from ingest.errors import ConfigError, MetastoreError, UnknownMethodError
-from ingest.txn.hms import _stubs
+from ingest.txn.hms.thrift import _stubs
 
 CONNECT_TIMEOUT_S = 10.0
 """How long opening the TCP connection may take."""
@@ -161,7 +161,7 @@ class HmsConnection:
     def call_with(self, method: str, body: Callable[[Any], Any], *,
                   expect: tuple[type[BaseException], ...] = ()) -> Any:
         """Run `body(client)` (the Thrift client) with `call`'s error mapping; for calls whose
-        structs are newer than the stubs (`ingest.txn.hms._compact_api`).
+        structs are newer than the stubs (`ingest.txn.hms.thrift.compact_api`).
 
         Raises:
             As `call`.

@@ -10,7 +10,7 @@ directories). A micro-batch's transaction allocates a write id P on it next to i
 writes one row (sink id, batch id, the data's write id, the Kafka offset ranges) to
 `delta_P_P_0000/bucket_00000`, and commits: the row is committed exactly when the data is.
 Reading progress is reading the progress table's committed snapshot with our own reader. The
-side-table machinery (registration, the one-delta write, the cached reads) is `side.py`.
+side-table machinery (registration, the one-delta write, the cached reads) is `table.py`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ingest.acid import ValidWriteIdList
-from ingest.txn.hms.connection import HmsConnection
-from ingest.txn.hms.side import SideRows, SideTable, write_delta
-from ingest.txn.hms.tables import HiveTable
+from ingest.txn.hms.side.table import SideRows, SideTable, write_delta
+from ingest.txn.hms.thrift import HiveTable, HmsConnection
 from ingest.txn.model import OffsetRange, SinkProgress
 
 _OFFSET = pa.struct([("topic", pa.string()), ("kafka_partition", pa.int32()),

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.txn.hms import _stubs
-from ingest.txn.hms.connection import HmsConnection
+from ingest.txn.hms.thrift import _stubs
+from ingest.txn.hms.thrift.connection import HmsConnection
 
 # thrift's TType and TMessageType values (fixed by the protocol), so this module imports
 # without the `hms` extra like the rest of the package.
