@@ -587,7 +587,7 @@ def plain_start_problem(values: pa.Array, schema: pa.Schema,
         schema: the columns the stream produces (the table's and a bare partition field).
         avro: the stream's Avro settings (None: not Avro).
     """
-    if avro is None or avro.writer_schema is None or avro.registry_url is not None:
+    if avro is None or avro.writer_schema is None:  # none, or a registry's framing
         return None
     parsed = decode_avro_values(values, schema, avro, skip_tombstones=True)
     if len(parsed.good) or not parsed.bad:

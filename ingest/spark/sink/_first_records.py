@@ -33,7 +33,7 @@ def check_plain_avro_start(batch_df: DataFrame, avro: AvroFormat | None, schema:
     Raises:
         ConfigError: not one of them decodes: the --avro-schema is not the writers' schema.
     """
-    if avro is None or avro.writer_schema is None or avro.registry_url is not None:
+    if avro is None or avro.writer_schema is None:  # not Avro, or framed with a schema id
         return True
     rows = batch_df.select("value", "topic", "partition", "offset").limit(
         SAMPLE_RECORDS).collect()

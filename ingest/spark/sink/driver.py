@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import fsspec
 import pyarrow as pa
@@ -192,9 +192,6 @@ class AcidSink:
                               hint="open it with its metastore (ingest.open_table(location))")
         self.table_ref = ref
         self.dead_letter_ref = ref.at(dead_letter_location(ref.location))
-        self.table_location = ref.location
-        self.dead_letter_location = self.dead_letter_ref.location
-        self.metastore_url: str = ref.metastore
         self.sink_id = sink_id
         self.compression = compression
         self.partition_expression = partition_expression
@@ -210,7 +207,6 @@ class AcidSink:
         self._expected_partitions = None if partition_columns is None else tuple(
             partition_columns)
         check_transaction_batches(ref.location, self.metastore_url, txns_per_delta)
-        self.storage_options = dict(ref.storage_options)
         self.fs, self.root = storage.url_to_fs(ref.location, self.storage_options)
         self.dl_fs, self.dl_root = storage.url_to_fs(self.dead_letter_location,
                                                      self.storage_options)
@@ -228,6 +224,25 @@ class AcidSink:
         self.failure: BaseException | None = None
 
     # ------------------------------------------------------------------ set-up
+    # Read from the refs, which hold them once.
+    @property
+    def table_location(self) -> str:
+        return self.table_ref.location
+
+    @property
+    def dead_letter_location(self) -> str:
+        return self.dead_letter_ref.location
+
+    @property
+    def metastore_url(self) -> str:
+        assert self.table_ref.metastore is not None  # refused in __init__
+        return self.table_ref.metastore
+
+    @property
+    def storage_options(self) -> Mapping[str, Any]:
+        """The fsspec options of the table and its dead-letter table (secrets included)."""
+        return self.table_ref.storage_options
+
     def _open(self, batch_df: DataFrame) -> Metastore:
         if self._store is not None:
             return self._store
