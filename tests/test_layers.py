@@ -31,7 +31,7 @@ def _doc_layers(markdown: str) -> list[str]:
 LAYERS = _doc_layers(ARCHITECTURE.read_text())
 # Modules outside the layers: shared leaves (anyone may import them) and the entry point
 # on top (`python -m ingest`). The benchmarks live outside the package (benchmarks/).
-SHARED = {"errors", "faults"}
+SHARED = {"errors", "faults", "lazy"}
 TOP = {"__main__"}
 
 

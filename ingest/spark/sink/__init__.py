@@ -2,19 +2,47 @@
 driver; parsing and writing in Spark tasks), and the dead-letter table beside the target.
 """
 
-from ingest.spark.sink._batch import KAFKA_COLUMNS, BatchReport
-from ingest.spark.sink._results import FileWritten
-from ingest.spark.sink._results import from_arrow as task_results_from_arrow
-from ingest.spark.sink._task_errors import error_in_traceback
-from ingest.spark.sink._tasks import DeltaTarget, TaskPlan, write_task
-from ingest.spark.sink._txn_batches import check_transaction_batches
-from ingest.spark.sink.deadletter import (
-    DEAD_LETTER_DDL,
-    dead_letter_location,
-    dead_letter_name,
-    dead_letter_schema,
-)
-from ingest.spark.sink.driver import AcidSink, check_keyed_stream
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ingest.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ingest.spark.sink._batch import KAFKA_COLUMNS, BatchReport
+    from ingest.spark.sink._results import FileWritten
+    from ingest.spark.sink._results import from_arrow as task_results_from_arrow
+    from ingest.spark.sink._task_errors import error_in_traceback
+    from ingest.spark.sink._tasks import DeltaTarget, TaskPlan, write_task
+    from ingest.spark.sink._txn_batches import check_transaction_batches
+    from ingest.spark.sink.deadletter import (
+        DEAD_LETTER_DDL,
+        dead_letter_location,
+        dead_letter_name,
+        dead_letter_schema,
+    )
+    from ingest.spark.sink.driver import AcidSink, check_keyed_stream
+
+# Loaded on first use (ingest/lazy.py): Spark's Python workers import single modules of
+# this package, and must not import the driver's half with them.
+_HOMES = {
+    "error_in_traceback": "_task_errors",
+    "KAFKA_COLUMNS": "_batch",
+    "FileWritten": "_results",
+    "DeltaTarget": "_tasks",
+    "TaskPlan": "_tasks",
+    "task_results_from_arrow": "_results:from_arrow",
+    "write_task": "_tasks",
+    "DEAD_LETTER_DDL": "deadletter",
+    "AcidSink": "driver",
+    "BatchReport": "_batch",
+    "check_keyed_stream": "driver",
+    "check_transaction_batches": "_txn_batches",
+    "dead_letter_location": "deadletter",
+    "dead_letter_name": "deadletter",
+    "dead_letter_schema": "deadletter",
+}
+__getattr__ = lazy_names(__name__, _HOMES)
 
 __all__ = [
     "error_in_traceback",
