@@ -4,13 +4,19 @@
 # process group and its own directory.
 #
 #   scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT]
+#                        [--kerberos KDC_DIR [--qop auth|integrity|privacy]]
 #       prints thrift://127.0.0.1:PORT as its last line once the Thrift port answers
+#       (with --kerberos: the URI with ?auth=kerberos&principal=...&qop=... that our client
+#       takes)
 #   scripts/hms.sh stop [--dir DIR]
 #       stops the server started in DIR (default: the last one started without --dir)
 #
 # Versions: 4 = Hive 4.0.1 (default), 3 = Hive 3.1.3, both from Maven Central through
 # scripts/fetch-servers.sh; 2 = Hive 2.3 from pyspark's own jars (no schema scripts ship with
 # them, so DataNucleus creates the tables): only good for checking that Hive 2 is refused.
+# --kerberos KDC_DIR: SASL GSSAPI on the Thrift port with the service principal and keytab of
+# the realm scripts/kdc.sh started in KDC_DIR (read from KDC_DIR/kdc.env); --qop is Hadoop's
+# hadoop.rpc.protection (auth = authentication, the default; privacy = SASL auth-conf).
 # Environment: HMS_TXN_TIMEOUT_S (hive.txn.timeout, default 300), HMS_REAPER_INTERVAL_S (how
 # often timed-out transactions are aborted, default Hive's: 60 s on 4, 180 s on 3),
 # HMS_START_TIMEOUT_S (default 180), HMS_HEAP (default 384m), HMS_JAVA (default Java 17).
@@ -94,7 +100,31 @@ EOF
   <property><name>hive.async.log.enabled</name><value>false</value></property>
 EOF
   fi
+  if [ -n "${kdc_env:-}" ]; then
+    # Hive 4 reads the metastore.* names, 3.1 both; hive.* as Hive's docs list them.
+    cat <<EOF
+  <property><name>metastore.sasl.enabled</name><value>true</value></property>
+  <property><name>hive.metastore.sasl.enabled</name><value>true</value></property>
+  <property><name>metastore.kerberos.keytab.file</name><value>$HIVE_KEYTAB</value></property>
+  <property><name>hive.metastore.kerberos.keytab.file</name><value>$HIVE_KEYTAB</value></property>
+  <property><name>metastore.kerberos.principal</name><value>$HIVE_PRINCIPAL</value></property>
+  <property><name>hive.metastore.kerberos.principal</name><value>$HIVE_PRINCIPAL</value></property>
+EOF
+  fi
   echo "</configuration>"
+}
+
+# Hadoop's side of Kerberos: UserGroupInformation logs in from the keytab only with
+# kerberos authentication, and the metastore's SASL qop is hadoop.rpc.protection.
+core_site_xml() {  # protection
+  cat <<EOF
+<?xml version="1.0"?>
+<configuration>
+  <property><name>hadoop.security.authentication</name><value>kerberos</value></property>
+  <property><name>hadoop.security.authorization</name><value>false</value></property>
+  <property><name>hadoop.rpc.protection</name><value>$1</value></property>
+</configuration>
+EOF
 }
 
 log4j2() {
@@ -171,15 +201,43 @@ schema_template() {  # java version -> path of an initialised metastore_db
 }
 
 start() {
-  local version=4 dir="" port=""
+  local version=4 dir="" port="" kdc_dir="" qop=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --version) version="$2"; shift 2 ;;
       --dir) dir="$2"; shift 2 ;;
       --port) port="$2"; shift 2 ;;
+      --kerberos) kdc_dir="$2"; shift 2 ;;
+      --qop) qop="$2"; shift 2 ;;
       *) die "unknown option '$1' for start" ;;
     esac
   done
+  local protection="" sasl_qop="" krb_opts=()
+  kdc_env=""
+  if [ -n "$kdc_dir" ]; then
+    [ "$version" != 2 ] || die "--kerberos needs --version 4 or 3"
+    kdc_env="$kdc_dir/kdc.env"
+    [ -f "$kdc_env" ] || die "no $kdc_env: start the realm with scripts/kdc.sh start --dir $kdc_dir"
+    local line
+    while IFS= read -r line; do
+      case "$line" in
+        KRB5_CONFIG=*|REALM=*|HIVE_PRINCIPAL=*|HIVE_KEYTAB=*) declare -g "${line%%=*}=${line#*=}" ;;
+      esac
+    done <"$kdc_env"
+    [ -n "${HIVE_PRINCIPAL:-}" ] && [ -f "${HIVE_KEYTAB:-}" ] || die "$kdc_env names no service keytab"
+    case "${qop:-auth}" in
+      auth|authentication) protection=authentication; sasl_qop=auth ;;
+      integrity|auth-int) protection=integrity; sasl_qop=auth-int ;;
+      privacy|auth-conf) protection=privacy; sasl_qop=auth-conf ;;
+      *) die "unknown --qop '$qop' (expected auth, integrity or privacy)" ;;
+    esac
+    # Hadoop 3.1 (Hive 3.1's) reads the default realm through sun.security.krb5, which
+    # Java 17 no longer opens to it.
+    krb_opts=("-Djava.security.krb5.conf=$KRB5_CONFIG"
+              "--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED")
+  elif [ -n "$qop" ]; then
+    die "--qop needs --kerberos KDC_DIR"
+  fi
   local java
   java="$(find_java)"
   server_layout "$version"
@@ -197,11 +255,13 @@ start() {
   fi
   site_xml "$dir" "$port" "$version" >"$dir/conf/metastore-site.xml"
   cp "$dir/conf/metastore-site.xml" "$dir/conf/hive-site.xml"  # Hive 2 reads hive-site.xml
+  rm -f "$dir/conf/core-site.xml"
+  [ -z "$kdc_env" ] || core_site_xml "$protection" >"$dir/conf/core-site.xml"
   log4j2 >"$dir/conf/log4j2.properties"
   # setsid: its own session and process group, so stop signals exactly this server.
   METASTORE_HOME="$home" setsid "$java" "-Xmx${HMS_HEAP:-384m}" -XX:+UseSerialGC \
     -Djava.net.preferIPv4Stack=true -Dderby.stream.error.file="$dir/derby.log" \
-    -Dlog4j.configurationFile="$dir/conf/log4j2.properties" \
+    -Dlog4j.configurationFile="$dir/conf/log4j2.properties" ${krb_opts[@]+"${krb_opts[@]}"} \
     -cp "$dir/conf:$cp" "$main" -p "$port" >"$dir/hms.log" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$dir/pid"
@@ -220,12 +280,17 @@ start() {
     sleep 0.2
   done
   echo "hms.sh: $label up in $((SECONDS - started)) s; dir $dir, log $dir/hms.log, pid $pid" >&2
-  echo "thrift://127.0.0.1:$port"
+  if [ -n "$kdc_env" ]; then
+    echo "hms.sh: Kerberos as $HIVE_PRINCIPAL, hadoop.rpc.protection=$protection" >&2
+    echo "thrift://127.0.0.1:$port?auth=kerberos&principal=hive/_HOST@$REALM&qop=$sasl_qop"
+  else
+    echo "thrift://127.0.0.1:$port"
+  fi
 }
 
 
 case "${1:-}" in
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
-  *) echo "usage: scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT] | stop [--dir DIR]" >&2; exit 2 ;;
+  *) echo "usage: scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT] [--kerberos KDC_DIR [--qop auth|integrity|privacy]] | stop [--dir DIR]" >&2; exit 2 ;;
 esac

@@ -208,12 +208,13 @@ def warehouse(tmp_path: Path) -> Path:
 
 # Tests that share an expensive session server or state run on one xdist worker (`make test`
 # runs two): the standalone Spark cluster of tests/cluster, tests/faults (its last test checks
-# what all its cases found, in-process), the Avro tests' schema registry. The Hive Metastore
+# what all its cases found, in-process), tests/kerberos (its realm and Kerberized metastores),
+# the Avro tests' schema registry. The Hive Metastore
 # tests go by the server version they use: the Hive 4 ones (with Trino on it, and Hive 2 for
 # the refusal) on one worker, the Hive 3.1 ones on one, so each server and its Trino start
 # once, and the two halves can run side by side; tests/txn's cases on a `thrift://` store join
 # the group of their server (`_store_group`).
-_ONE_WORKER_DIRS = {"cluster": "cluster", "faults": "faults"}
+_ONE_WORKER_DIRS = {"cluster": "cluster", "faults": "faults", "kerberos": "kerberos"}
 _SERVER_FIXTURE_GROUPS = {"schema_registry": "registry"}
 _HMS3_FIXTURES = ("hms3", "trino_on_hms3")
 

@@ -96,6 +96,14 @@ class HiveMetastore(Metastore):
         return cls(Session(connect(url), read_only=read_only, clock=clock), url=url)
 
     @classmethod
+    def redact_url(cls, url: str) -> str:
+        """`url` without user information: only its authority's (which ends at '?'); a
+        Kerberos principal in the query (`principal=hive/_HOST@REALM`) is no secret."""
+        scheme, sep, rest = url.partition("://")
+        split = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+        return f"{scheme}{sep}{rest[:split].rpartition('@')[2]}{rest[split:]}"
+
+    @classmethod
     def _connect_for_reading(cls, url: str) -> Self:
         """A connection that writes nothing but its reads' leases (read transactions)."""
         return cls(Session(connect(url), read_only=True, clock=time.time, leases=True),

@@ -1,8 +1,9 @@
 """The Hive Metastore's Thrift client: one connection (`connection.py`, over the stubs of
-`_stubs.py`) and one module per family of Hive's calls: tables (`tables.py`), transactions,
-write ids, locks and snapshots (`txns.py`), heartbeats (`heartbeat.py`), one write as one
-transaction (`write.py`), read transactions as reader leases (`leases.py`) and Hive 4's
-compaction queue (`compact_api.py`, offered as a module).
+`_stubs.py`; the URI and its options in `address.py`; Kerberos in `sasl.py` and `kerberos.py`)
+and one module per family of Hive's calls: tables (`tables.py`), transactions, write ids, locks
+and snapshots (`txns.py`), heartbeats (`heartbeat.py`), one write as one transaction
+(`write.py`), read transactions as reader leases (`leases.py`) and Hive 4's compaction queue
+(`compact_api.py`, offered as a module).
 
 Speaks Hive's API only: nothing here knows the `Metastore` interface or its values; snapshots
 come out as `ingest.acid.ValidWriteIdList`.
@@ -10,13 +11,13 @@ come out as `ingest.acid.ValidWriteIdList`.
 
 from ingest.txn.hms.thrift import compact_api
 from ingest.txn.hms.thrift._stubs import ttypes
+from ingest.txn.hms.thrift.address import ThriftOptions, parse_thrift_options, parse_thrift_uri
 from ingest.txn.hms.thrift.connection import (
     CALL_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
     HmsConnection,
     ServerInfo,
     connect,
-    parse_thrift_uri,
 )
 from ingest.txn.hms.thrift.heartbeat import Heartbeater
 from ingest.txn.hms.thrift.leases import begin_read, end_read, holding, renew_read
@@ -101,6 +102,8 @@ __all__ = [
     "lock_all",
     "open_txns",
     "parse_thrift_uri",
+    "parse_thrift_options",
+    "ThriftOptions",
     "register_partitions",
     "renew_read",
     "snapshot",

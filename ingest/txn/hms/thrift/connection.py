@@ -5,13 +5,15 @@ Every call goes through `HmsConnection.call`, which turns transport and protocol
 Hive's own exceptions (`NoSuchObjectException`, `TxnAbortedException`, ...) reach the caller
 only when it names them in `expect=`; others become `MetastoreError` with the server's message.
 A connection is not thread-safe: the heartbeat opens its own (Hive Streaming does the same).
+
+The URI's options (`address.py`) choose the transport: with `auth=kerberos` a SASL GSSAPI one
+(`sasl.py`, credentials from `kerberos.py`) instead of a plain one.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -19,6 +21,7 @@ from typing import Any
 
 from ingest.errors import ConfigError, MetastoreError, UnknownMethodError
 from ingest.txn.hms.thrift import _stubs
+from ingest.txn.hms.thrift.address import parse_thrift_options, parse_thrift_uri
 
 CONNECT_TIMEOUT_S = 10.0
 """How long opening the TCP connection may take."""
@@ -52,7 +55,7 @@ class ServerInfo:
     """What a connection learnt about the server when it opened.
 
     Attributes:
-        uri: `thrift://host:port`.
+        uri: `thrift://host:port`, with the options' canonical query when there are any.
         version: what fb303 `getVersion` answers: the release on Hive 4 ("4.0.1"); Hive 2.3
             and 3.1 answer the constant "3.0".
         major: 4 for Hive 4 or later, 3 for a server that answered "3.0" and knows write ids.
@@ -69,28 +72,6 @@ class ServerInfo:
     def heartbeat_interval_s(self) -> float:
         """Half the transaction timeout, as Hive's DbTxnManager heartbeats."""
         return self.txn_timeout_s / 2
-
-
-def parse_thrift_uri(uri: str) -> tuple[str, int]:
-    """The host and port of `thrift://host:port`.
-
-    Raises:
-        ConfigError: another scheme, no host, or no valid port.
-    """
-    parsed = urllib.parse.urlsplit(uri.strip())
-    example = "for example thrift://metastore.example.com:9083"
-    if parsed.scheme != "thrift":
-        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: expected the scheme thrift://",
-                          hint=example)
-    try:
-        port = parsed.port
-    except ValueError as e:
-        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: the port is not a number "
-                          "from 1 to 65535", hint=example) from e
-    if not parsed.hostname or port is None or port == 0:
-        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: expected thrift://HOST:PORT",
-                          hint=example)
-    return parsed.hostname, port
 
 
 def parse_time_s(text: str, default_unit_s: float = 1.0) -> float:
@@ -118,20 +99,31 @@ class HmsConnection:
     """An open connection to one Hive Metastore; use `connect` to make one.
 
     Attributes:
-        uri: `thrift://host:port`, as messages name it.
+        uri: `thrift://host:port`, as messages name it, followed by the options' canonical
+            query when there are any (`ThriftOptions.query`), so that a connection opened
+            again from it (a reconnect, a heartbeat's) authenticates the same way.
+        options: the options of the URI's query.
         info: the server's version and transaction timeout.
     """
 
     def __init__(self, uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  call_timeout_s: float = CALL_TIMEOUT_S) -> None:
         host, port = parse_thrift_uri(uri)
-        self.uri = f"thrift://{host}:{port}"
+        self.options = parse_thrift_options(uri)
+        # The options stay in the URI: reconnects and heartbeats connect again from it.
+        query = self.options.query()
+        self.uri = f"thrift://{host}:{port}" + (f"?{query}" if query else "")
         service, _, protocol, tsocket, ttransport, _ = _stubs.require()
         self._socket = tsocket.TSocket(host, port)
         self._socket.setTimeout(connect_timeout_s * 1000)
-        self._transport = ttransport.TBufferedTransport(self._socket)
+        if self.options.kerberos:
+            self._transport = self._sasl_transport(host, connect_timeout_s)
+        else:
+            self._transport = ttransport.TBufferedTransport(self._socket)
         try:
             self._transport.open()
+        except (ConfigError, MetastoreError):
+            raise  # the SASL handshake's, already naming the cause
         except Exception as e:
             raise MetastoreError(f"Cannot reach the Hive Metastore at {self.uri}: {_reason(e)}",
                                  location=self.uri, hint=_START_HINT) from e
@@ -141,6 +133,18 @@ class HmsConnection:
         self._client: Any = service.Client(protocol.TBinaryProtocol(self._transport))
         self._broken: MetastoreError | None = None
         self.info = ServerInfo(self.uri, "?", 0, DEFAULT_TXN_TIMEOUT_S)
+
+    def _sasl_transport(self, host: str, timeout_s: float) -> Any:
+        from ingest.txn.hms.thrift import kerberos, sasl
+
+        keytab = kerberos.client_keytab(self.options.client_keytab)
+        credentials, identity = kerberos.client_credentials(
+            keytab=keytab, principal=self.options.client_principal, location=self.uri,
+            timeout_s=timeout_s)
+        return sasl.SaslGssapiTransport(
+            self._socket, service=kerberos.service_principal(self.options.principal, host),
+            credentials=credentials, qop=self.options.qop, kdc_timeout_s=timeout_s,
+            location=self.uri, identity=identity)
 
     def call(self, method: str, *args: Any, expect: tuple[type[BaseException], ...] = ()) -> Any:
         """Call one Thrift method of the metastore.
@@ -200,6 +204,11 @@ class HmsConnection:
         if self.info.version == "?":  # it never answered like a metastore
             hint = ("is this port a Hive Metastore? It did not answer in its Thrift protocol"
                     if not isinstance(e, OSError) or "read 0 bytes" in str(e) else _START_HINT)
+            if not self.options.kerberos and hint != _START_HINT:
+                # A Kerberized metastore closes a connection that does not start with SASL.
+                hint += ("; a Kerberized metastore (hive.metastore.sasl.enabled=true) closes a "
+                         "plain connection like this: then add ?auth=kerberos&principal="
+                         "hive/_HOST@REALM to the URI")
         else:
             hint = ("the metastore closed the connection or stopped answering: its log says "
                     "why (it drops the connection on some internal errors)")
@@ -239,9 +248,14 @@ def connect(uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
             noticed until a connection is opened without it).
 
     Raises:
-        ConfigError: the URI is not `thrift://host:port`, or the `hms` extra is missing.
+        ConfigError: the URI is not `thrift://host:port[?options]` or has bad options, the
+            `hms` extra (or for Kerberos the `kerberos` extra) is missing, or Kerberos failed
+            for the client's settings: no ticket and no keytab, a keytab that is unreadable,
+            lacks the principal or holds old keys, a service principal the KDC does not know
+            or the metastore cannot read, a qop the metastore does not offer.
         MetastoreError: nothing answers there, the answer is not the metastore's Thrift
-            protocol, or the server is Hive 2 (no `get_valid_write_ids`).
+            protocol (or not SASL, with auth=kerberos), the KDC does not answer, or the
+            server is Hive 2 (no `get_valid_write_ids`).
     """
     conn = HmsConnection(uri, connect_timeout_s=connect_timeout_s,
                          call_timeout_s=call_timeout_s)
