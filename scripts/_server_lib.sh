@@ -5,6 +5,15 @@
 
 die() { echo "$name: $*" >&2; exit 1; }
 
+# alive PID: the process runs. Not `kill -0` alone: a server killed with SIGKILL stays a zombie
+# until its parent (or an init that reaps) collects it, and `kill -0` succeeds on a zombie, so
+# a restart right after a kill would find the dead server "still running".
+alive() {
+  local state
+  state="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -26,10 +35,10 @@ stop() {
   [ -f "$dir/pid" ] || die "no pid file in $dir"
   local pid
   pid="$(cat "$dir/pid")"
-  if kill -0 "$pid" 2>/dev/null; then
+  if alive "$pid"; then
     kill -TERM -- "-$pid" 2>/dev/null || true
     local deadline=$((SECONDS + stop_grace_s))
-    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    while alive "$pid" && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
     kill -KILL -- "-$pid" 2>/dev/null || true
   fi
   rm -f "$dir/pid"

@@ -112,7 +112,7 @@ start() {
   fi
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
-  [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null \
+  [ -f "$dir/pid" ] && alive "$(cat "$dir/pid")" \
     && die "a KDC already runs in $dir (pid $(cat "$dir/pid"))"
   # A realm left by an earlier start in this directory is made anew (its port is gone).
   rm -f "$dir"/principal* "$dir/stash" "$dir"/*.keytab "$dir/kdc.env"
@@ -154,7 +154,7 @@ start() {
   echo "$port" >"$dir/port"
   local deadline=$((SECONDS + 30))
   until port_answers "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! alive "$pid"; then
       cat "$dir/krb5kdc.out" "$dir/kdc.log" 2>/dev/null | tail -20 >&2
       die "krb5kdc exited before its port $port answered (log: $dir/kdc.log)"
     fi

@@ -129,7 +129,7 @@ start() {
     touch "$dir/$made_marker"
     echo "$dir" >"$last_file"
   fi
-  [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null && die "a Trino already runs in $dir (pid $(cat "$dir/pid"))"
+  [ -f "$dir/pid" ] && alive "$(cat "$dir/pid")" && die "a Trino already runs in $dir (pid $(cat "$dir/pid"))"
   [ -n "$port" ] || port="$(free_port)"
   write_etc "$dir" "$port" "$uri" "$home"
   local started=$SECONDS
@@ -144,7 +144,7 @@ start() {
   echo "$port" >"$dir/port"
   local deadline=$((SECONDS + ${TRINO_START_TIMEOUT_S:-240}))
   until ready "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! alive "$pid"; then
       tail -40 "$dir/trino.log" >&2
       die "Trino exited before it answered on port $port (log: $dir/trino.log)"
     fi
