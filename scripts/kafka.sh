@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # A throwaway Apache Kafka 4.1 broker on 127.0.0.1, for the tests: KRaft, one node that is both
 # broker and controller, its own process group and its own directory; TLS, mutual TLS, SASL
-# (PLAIN and SCRAM-SHA-512) and ACLs, with a throwaway CA and random passwords per directory.
+# (PLAIN and SCRAM-SHA-512), Kerberos (GSSAPI, with --kerberos) and ACLs, with a throwaway CA
+# and random passwords per directory.
 #
-#   scripts/kafka.sh start [--dir DIR]
+#   scripts/kafka.sh start [--dir DIR] [--kerberos KDC_DIR]
 #       prints NAME=VALUE lines once the broker answers a metadata request, BOOTSTRAP last:
 #         PLAINTEXT= SSL= MTLS= SASL_SSL= SASL_PLAINTEXT=   host:port of each listener
+#         SASL_GSSAPI= KAFKA_PRINCIPAL=                     with --kerberos: SASL_PLAINTEXT
+#                                                           with GSSAPI (Kerberos), as
+#                                                           localhost:port; the broker's
+#                                                           principal kafka/localhost@REALM
 #         CA= CLIENT_CERT= CLIENT_KEY=                      PEM files (the client's: mutual TLS)
 #         TRUSTSTORE= TRUSTSTORE_PASSWORD=                  the CA as a PKCS12 truststore (Java)
 #         SASL_USER= SASL_PASSWORD=                         alice: PLAIN and SCRAM-SHA-512
@@ -13,13 +18,18 @@
 #         DIR= BOOTSTRAP=                                   the directory; the PLAINTEXT listener
 #       A DIR that holds a stopped (or killed) broker is started again on the same ports, with
 #       the same data, certificates and passwords, and the same lines are printed.
+#       --kerberos KDC_DIR: a realm of scripts/kdc.sh (its KDC_DIR/kdc.env); the broker logs in
+#       as kdc.env's KAFKA_PRINCIPAL (kafka/localhost@REALM; keytab copied to DIR/kafka.keytab),
+#       sasl.kerberos.service.name=kafka, and its JVM reads
+#       KDC_DIR/krb5.conf. Given when the directory is made; a restart keeps it.
 #   scripts/kafka.sh stop [--dir DIR]
 #       stops the broker of DIR (default: the last one started without --dir); removes the
 #       directory only when start made it (no --dir).
 #
 # Listeners: PLAINTEXT (also inter-broker), SSL (server certificate only), MTLS (SSL with
 # ssl.client.auth=required; principal User:CN=ingest-test-client), SASL_SSL (SCRAM-SHA-512),
-# SASL_PLAINTEXT (PLAIN), CONTROLLER (KRaft). Authorizer: StandardAuthorizer, everyone allowed
+# SASL_PLAINTEXT (PLAIN), SASL_GSSAPI (SASL_PLAINTEXT with GSSAPI, --kerberos; principal
+# User:<the client principal's first component>), CONTROLLER (KRaft). Authorizer: StandardAuthorizer, everyone allowed
 # where no ACL matches, super users User:ANONYMOUS (PLAINTEXT, SSL, the controller) and
 # User:admin, so a test can DENY User:alice on a topic.
 # Kafka 4.1.1 from Maven Central through scripts/fetch-servers.sh kafka (its class path).
@@ -185,6 +195,34 @@ log.cleaner.threads=1
 EOF
 }
 
+# The broker's Kerberos identity: kdc.env's KAFKA_PRINCIPAL (kafka/localhost@REALM) and its
+# keytab, copied to DIR/kafka.keytab so that the broker's directory holds what it runs with.
+kerberos_identity() {  # kdc_dir dir -> prints the principal
+  local kdc=$1 dir=$2 principal keytab
+  principal="$(sed -n 's/^KAFKA_PRINCIPAL=//p' "$kdc/kdc.env")"
+  keytab="$(sed -n 's/^KAFKA_KEYTAB=//p' "$kdc/kdc.env")"
+  [ -n "$principal" ] && [ -s "$keytab" ] || die "$kdc/kdc.env names no KAFKA_PRINCIPAL and KAFKA_KEYTAB"
+  install -m 600 "$keytab" "$dir/kafka.keytab"
+  echo "$principal"
+}
+
+# The GSSAPI listener's settings, added to server.properties with --kerberos: the broker's
+# keytab and principal in the listener's JAAS config.
+kerberos_properties() {  # principal keytab
+  local principal=$1 keytab=$2
+  printf '%s\n' "" "# Kerberos (--kerberos): SASL_PLAINTEXT with GSSAPI on its own listener." \
+    "listener.name.sasl_gssapi.sasl.enabled.mechanisms=GSSAPI" \
+    "listener.name.sasl_gssapi.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab=\"$keytab\" principal=\"$principal\";" \
+    "sasl.kerberos.service.name=kafka"
+}
+
+# Adds the GSSAPI listener (port) to server.properties' listener lines.
+add_gssapi_listener() {  # properties port
+  sed -i -e "s|^listeners=\(.*\)|listeners=\1,SASL_GSSAPI://127.0.0.1:$2|" \
+    -e "s|^advertised.listeners=\(.*\)|advertised.listeners=\1,SASL_GSSAPI://localhost:$2|" \
+    -e "s|^listener.security.protocol.map=\(.*\)|listener.security.protocol.map=\1,SASL_GSSAPI:SASL_PLAINTEXT|" "$1"
+}
+
 # Waits until the broker answers: a metadata request through confluent_kafka when $PYTHON can
 # import it, else its PLAINTEXT port accepts and this start's part of the log says it started.
 wait_ready() {  # dir port pid log_offset
@@ -237,14 +275,20 @@ EOF
 }
 
 start() {
-  local dir=""
+  local dir="" kdc_dir=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --dir) dir="$2"; shift 2 ;;
+      --kerberos) kdc_dir="$2"; shift 2 ;;
       *) die "unknown option '$1' for start" ;;
     esac
   done
   command -v openssl >/dev/null || die "openssl not found"
+  if [ -n "$kdc_dir" ]; then
+    kdc_dir="$(cd "$kdc_dir" 2>/dev/null && pwd)" || die "--kerberos: no directory $kdc_dir"
+    [ -f "$kdc_dir/kdc.env" ] \
+      || die "--kerberos: $kdc_dir/kdc.env not found (scripts/kdc.sh start --dir $kdc_dir)"
+  fi
   local java home cp
   java="$(find_java)"
   home="$(bash "$here/fetch-servers.sh" kafka | tail -1)"
@@ -260,6 +304,9 @@ start() {
     && die "a broker already runs in $dir (pid $(cat "$dir/pid"))"
   local started=$SECONDS
   log4j2 "$dir/server.log" >"$dir/log4j2.properties"
+  if [ -f "$dir/endpoints" ] && [ -n "$kdc_dir" ] && [ ! -f "$dir/kerberos" ]; then
+    die "$dir holds a broker made without --kerberos; use a new --dir"
+  fi
   if [ ! -f "$dir/endpoints" ]; then
     # A new broker: ports, certificates, passwords, a formatted log directory.
     local pt ssl mtls sasl_ssl sasl_pt ctl alice admin
@@ -271,6 +318,15 @@ start() {
     make_certs "$dir" "$java"
     server_properties "$dir" "$pt" "$ssl" "$mtls" "$sasl_ssl" "$sasl_pt" "$ctl" "$alice" "$admin" \
       >"$dir/server.properties"
+    local gssapi=""
+    if [ -n "$kdc_dir" ]; then
+      gssapi="$(free_port)"
+      add_gssapi_listener "$dir/server.properties" "$gssapi"
+      local principal
+      principal="$(kerberos_identity "$kdc_dir" "$dir")"
+      kerberos_properties "$principal" "$dir/kafka.keytab" >>"$dir/server.properties"
+      echo "$kdc_dir" >"$dir/kerberos"
+    fi
     chmod 600 "$dir/server.properties"
     rm -rf "$dir/data"  # what a failed format may have left
     local cluster_id
@@ -290,7 +346,9 @@ SSL=127.0.0.1:$ssl
 MTLS=127.0.0.1:$mtls
 SASL_SSL=127.0.0.1:$sasl_ssl
 SASL_PLAINTEXT=127.0.0.1:$sasl_pt
-CA=$dir/ca.pem
+${gssapi:+SASL_GSSAPI=localhost:$gssapi
+KAFKA_PRINCIPAL=$principal
+}CA=$dir/ca.pem
 CLIENT_CERT=$dir/client.pem
 CLIENT_KEY=$dir/client.key
 TRUSTSTORE=$dir/truststore.p12
@@ -306,11 +364,16 @@ EOF
   fi
   local port
   port="$(sed -n 's/^PLAINTEXT=127.0.0.1://p' "$dir/endpoints")"
+  # The realm's krb5.conf for the JVM (a restart finds it through DIR/kerberos).
+  local krb5=()
+  if [ -f "$dir/kerberos" ]; then
+    krb5=("-Djava.security.krb5.conf=$(cat "$dir/kerberos")/krb5.conf")
+  fi
   local offset=0
   [ -f "$dir/server.log" ] && offset="$(stat -c %s "$dir/server.log")"
   # setsid: its own session and process group, so stop signals exactly this broker.
   setsid "$java" "-Xmx${KAFKA_HEAP:-512m}" -Xms128m -XX:+UseSerialGC -Djava.awt.headless=true \
-    -Djava.net.preferIPv4Stack=true -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+    -Djava.net.preferIPv4Stack=true "${krb5[@]}" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
     -cp "$cp" kafka.Kafka "$dir/server.properties" >>"$dir/kafka.out" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$dir/pid"
@@ -334,5 +397,5 @@ EOF
 case "${1:-}" in
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
-  *) echo "usage: scripts/kafka.sh start [--dir DIR] | stop [--dir DIR]" >&2; exit 2 ;;
+  *) echo "usage: scripts/kafka.sh start [--dir DIR] [--kerberos KDC_DIR] | stop [--dir DIR]" >&2; exit 2 ;;
 esac

@@ -138,7 +138,10 @@ start() {
     fi
   }
   kadmin "modprinc -maxlife \"$life\" -maxrenewlife \"$life\" krbtgt/$realm@$realm"
-  local client="ingest@$realm" hive="hive/127.0.0.1@$realm" kafka="kafka/127.0.0.1@$realm"
+  # kafka/localhost: a Java client asks for a ticket to kafka/<the broker's host name>, and
+  # Java names 127.0.0.1 "localhost" (its reverse look-up); the metastore's principal is the
+  # host our client connects to, as written.
+  local client="ingest@$realm" hive="hive/127.0.0.1@$realm" kafka="kafka/localhost@$realm"
   local p file
   for p in "$client:client" "$hive:hive" "$kafka:kafka"; do
     file="$dir/${p##*:}.keytab"

@@ -6,8 +6,10 @@ under INGEST_REQUIRE_ALL=1 (.ci/run).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +19,8 @@ from pathlib import Path
 import pytest
 from external import require
 from hms_server import HMS_SH, Server, _run, _script_env
+from kafka_server import SCRIPT as KAFKA_SH
+from kafka_server import kafka_home
 
 ROOT = Path(__file__).resolve().parent.parent
 KDC_SH = ROOT / "scripts" / "kdc.sh"
@@ -115,3 +119,38 @@ def kerberized_hms(kdc: Kdc, *, version: str = "4", qop: str = "auth") -> Iterat
         subprocess.run(["bash", str(HMS_SH), "stop", "--dir", str(directory)],
                        capture_output=True, timeout=60, env=_script_env())
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class KerberizedKafka:
+    """An Apache Kafka broker of scripts/kafka.sh --kerberos in the session realm: its
+    GSSAPI listener (SASL_PLAINTEXT, as localhost:port) and its PLAINTEXT one (for producing
+    and creating topics with the Python client, which has no Kerberos)."""
+
+    directory: Path
+    gssapi: str
+    plaintext: str
+    principal: str
+
+
+@contextmanager
+def kerberized_kafka_server(kdc: Kdc, directory: Path) -> Iterator[KerberizedKafka]:
+    """An Apache Kafka broker with a GSSAPI listener in `kdc`'s realm (scripts/kafka.sh
+    --kerberos) in `directory`, until the block ends."""
+    require((kafka_home() / ".complete").exists(),
+            f"Apache Kafka in {kafka_home()} (scripts/fetch-servers.sh kafka)")
+    require(shutil.which("java") is not None, "java on PATH (the Kafka broker)")
+    done = subprocess.run(["bash", str(KAFKA_SH), "start", "--dir", str(directory),
+                           "--kerberos", str(kdc.directory)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHON": sys.executable}, timeout=400)
+    if done.returncode != 0:
+        pytest.fail(f"scripts/kafka.sh start --kerberos failed ({done.returncode}):\n"
+                    f"{done.stderr[-3000:]}")
+    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    try:
+        yield KerberizedKafka(directory, values["SASL_GSSAPI"], values["PLAINTEXT"],
+                              values["KAFKA_PRINCIPAL"])
+    finally:
+        subprocess.run(["bash", str(KAFKA_SH), "stop", "--dir", str(directory)],
+                       capture_output=True, stdin=subprocess.DEVNULL, timeout=90)

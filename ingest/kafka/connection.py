@@ -14,6 +14,12 @@ works as it is; a setting only Java clients can use (a JKS truststore) is refuse
 librdkafka equivalent named. Spark's own Kafka source gets the same settings in Java's names
 (`jvm_properties`).
 
+Kerberos (`sasl.mechanism=GSSAPI`) is taken for Spark's source only: a keytab and principal
+(librdkafka's `sasl.kerberos.keytab`/`sasl.kerberos.principal`) become a `Krb5LoginModule`
+JAAS line, or a `Krb5LoginModule` `sasl.jaas.config` is passed on as it is. The PyPI wheel of
+confluent-kafka has no Kerberos, so a Python client of such a connection is refused
+(`check_python_client`) and the stream's driver does without them (`kerberos`).
+
 Secrets (passwords, keys, tokens, JAAS texts) never leave through `repr`, `redacted()` or an
 error message of this module.
 """
@@ -38,6 +44,8 @@ _IGNORED_JAVA = {"key.deserializer", "value.deserializer", "key.serializer",
 _JAAS = re.compile(
     r"^\s*org\.apache\.kafka\.common\.security\.(?P<module>plain\.PlainLoginModule|"
     r"scram\.ScramLoginModule)\s+required\s+(?P<options>.*?);?\s*$", re.DOTALL)
+_KRB5_JAAS = re.compile(r"^\s*com\.sun\.security\.auth\.module\.Krb5LoginModule\s+required\b")
+_KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 _JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')""")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -79,7 +87,7 @@ class KafkaConnection:
 
         Raises:
             ConfigError: an unreadable file, an item that is not KEY=VALUE, a setting only
-                Java clients know, or `sasl.mechanism=GSSAPI` (see `check_settings`).
+                Java clients know, or a Kerberos keytab without its principal or file.
         """
         merged: dict[str, str] = {}
         for path in config_files:
@@ -96,18 +104,44 @@ class KafkaConnection:
         return cls(bootstrap_servers or servers or "", tuple(normalize(merged).items()))
 
     @property
+    def kerberos(self) -> bool:
+        """Whether this connection authenticates with Kerberos (`sasl.mechanism=GSSAPI`),
+        which only Java clients (Spark's Kafka source) can."""
+        return dict(self.settings).get("sasl.mechanism", "").upper() == "GSSAPI"
+
+    def check_python_client(self) -> None:
+        """Refuse a Python (librdkafka) client for a connection it cannot make.
+
+        Raises:
+            ConfigError: the connection uses GSSAPI, which the PyPI wheel lacks.
+        """
+        if self.kerberos:
+            raise ConfigError(
+                "sasl.mechanism=GSSAPI (Kerberos) is not available to the Python Kafka "
+                "clients: the PyPI wheel of confluent-kafka is built without Kerberos",
+                hint="a stream reads a Kerberized Kafka with --kafka-source jvm (Spark's "
+                     "source); the Python clients (the python source, `ingest produce`, the "
+                     "lag of `ingest status`) need a SCRAM, PLAIN or OAUTHBEARER listener")
+
+    @property
     def protocol(self) -> str:
         """`security.protocol` (PLAINTEXT unless set)."""
         return dict(self.settings).get("security.protocol", "PLAINTEXT").upper()
 
     def client_config(self) -> dict[str, str]:
         """librdkafka's settings for a client of this connection (secrets included: hand it
-        to a client, never to a log)."""
+        to a client, never to a log).
+
+        Raises:
+            ConfigError: a Kerberos connection (`check_python_client`).
+        """
+        self.check_python_client()
         return {"bootstrap.servers": self.bootstrap_servers, **dict(self.settings)}
 
     def redacted(self) -> dict[str, str]:
         """The settings with their secrets masked, for output and errors."""
-        return redact_settings(self.client_config())
+        return redact_settings({"bootstrap.servers": self.bootstrap_servers,
+                                **dict(self.settings)})
 
     def jvm_properties(self) -> dict[str, str]:
         """The settings in the Java client's names, for Spark's Kafka source (`kafka.` is not
@@ -119,7 +153,8 @@ class KafkaConnection:
         s = dict(self.settings)
         out: dict[str, str] = {"bootstrap.servers": self.bootstrap_servers}
         for name in ("security.protocol", "sasl.mechanism", "isolation.level",
-                     "client.id", "request.timeout.ms", "metadata.max.age.ms"):
+                     "client.id", "request.timeout.ms", "metadata.max.age.ms",
+                     "sasl.kerberos.service.name", "sasl.kerberos.min.time.before.relogin"):
             if name in s:
                 out[name] = s[name]
         if "ssl.endpoint.identification.algorithm" in s:
@@ -134,6 +169,8 @@ class KafkaConnection:
             out["sasl.jaas.config"] = (
                 f'{module} required username="{_jaas_quote(s["sasl.username"])}" '
                 f'password="{_jaas_quote(s.get("sasl.password", ""))}";')
+        if mechanism == "GSSAPI":
+            out["sasl.jaas.config"] = _krb5_jaas(s)
         if "ssl.ca.location" in s:
             out["ssl.truststore.type"] = "PEM"
             out["ssl.truststore.location"] = s["ssl.ca.location"]
@@ -154,6 +191,19 @@ class KafkaConnection:
                 "login callback handler, not from these settings",
                 hint="use --kafka-source python with oauth_cb=module:function")
         return out
+
+
+def _krb5_jaas(s: Mapping[str, str]) -> str:
+    """The Java client's JAAS line for Kerberos: the one given, else a login from
+    `sasl.kerberos.keytab` as `sasl.kerberos.principal`, else the ticket cache (KRB5CCNAME)."""
+    if "sasl.jaas.config" in s:
+        return s["sasl.jaas.config"]
+    keytab, principal = s.get("sasl.kerberos.keytab"), s.get("sasl.kerberos.principal")
+    if keytab is None:
+        who = f' principal="{_jaas_quote(principal)}"' if principal else ""
+        return f"{_KRB5_MODULE} required useTicketCache=true{who};"
+    return (f'{_KRB5_MODULE} required useKeyTab=true storeKey=true '
+            f'keyTab="{_jaas_quote(keytab)}" principal="{_jaas_quote(principal or "")}";')
 
 
 def _jaas_quote(value: str) -> str:
@@ -235,7 +285,9 @@ def normalize(settings: Mapping[str, str]) -> dict[str, str]:
             key = "sasl.mechanism"
         out[key] = value
     jaas = out.pop("sasl.jaas.config", None)
-    if jaas is not None:
+    if jaas is not None and _KRB5_JAAS.match(jaas):
+        out["sasl.jaas.config"] = jaas  # Kerberos: for Java clients, passed on as it is
+    elif jaas is not None:
         out.update(_jaas_credentials(jaas))
     _translate_truststore(out)
     _translate_keystore(out)
@@ -254,13 +306,12 @@ def normalize(settings: Mapping[str, str]) -> dict[str, str]:
         out["security.protocol"] = protocol
     mechanism = out.get("sasl.mechanism", "").upper()
     if mechanism == "GSSAPI":
-        raise ConfigError(
-            "sasl.mechanism=GSSAPI (Kerberos) is not available to the Python Kafka clients: "
-            "the PyPI wheel of confluent-kafka is built without Kerberos",
-            hint="Kerberos reaches Kafka through Java clients: Spark's source (--kafka-source "
-                 "jvm) could, but the stream's pre-flight check, lag and group commit use this "
-                 "Python client, so it is not supported yet; use a SCRAM, PLAIN or OAUTHBEARER "
-                 "listener")
+        _check_kerberos(out)
+    elif "sasl.jaas.config" in out:
+        raise ConfigError("Kafka setting sasl.jaas.config names a login module for Kerberos "
+                          "(Krb5LoginModule), but sasl.mechanism is not GSSAPI",
+                          hint="add --kafka-option sasl.mechanism=GSSAPI, with --kafka-source "
+                               "jvm (the Python clients have no Kerberos)")
     if mechanism:
         out["sasl.mechanism"] = mechanism
     if mechanism and not protocol.startswith("SASL_"):
@@ -268,6 +319,25 @@ def normalize(settings: Mapping[str, str]) -> dict[str, str]:
                           f"SASL_PLAINTEXT, not {protocol}",
                           hint="add --kafka-option security.protocol=SASL_SSL")
     return out
+
+
+def _check_kerberos(out: Mapping[str, str]) -> None:
+    """A GSSAPI connection's settings: a keytab with its principal, or neither.
+
+    Raises:
+        ConfigError: a keytab without a principal, or one that cannot be read here.
+    """
+    keytab = out.get("sasl.kerberos.keytab")
+    if "sasl.jaas.config" in out or keytab is None:
+        return
+    if not out.get("sasl.kerberos.principal"):
+        raise ConfigError("Kafka setting sasl.kerberos.keytab needs sasl.kerberos.principal "
+                          "(the principal to log in as from it)",
+                          hint="e.g. --kafka-option sasl.kerberos.principal=ingest@EXAMPLE.COM")
+    if not Path(keytab).is_file():
+        raise ConfigError(f"Kafka setting sasl.kerberos.keytab={keytab}: no such file here",
+                          hint="the keytab must be readable at this path on the driver and "
+                               "every executor")
 
 
 _JAVA_ONLY = {
@@ -293,7 +363,8 @@ def _jaas_credentials(jaas: str) -> dict[str, str]:
             "Kafka setting sasl.jaas.config names a login module the Python clients cannot "
             "use (only PlainLoginModule and ScramLoginModule with username and password are "
             "understood)",
-            hint="give sasl.username and sasl.password, or for Kerberos use --kafka-source jvm")
+            hint="give sasl.username and sasl.password, or for Kerberos (Krb5LoginModule) "
+                 "use --kafka-source jvm")
     options = {k: (a if a is not None and a != "" or b is None else b).encode().decode(
         "unicode_escape") for k, a, b in _JAAS_OPTION.findall(m.group("options"))}
     if "username" not in options or "password" not in options:

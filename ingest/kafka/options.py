@@ -91,8 +91,10 @@ class KafkaSourceOptions:
         # Spark lower-cases option names; librdkafka's are lower case except `oauth_cb`'s.
         client = normalize({k[len("kafka."):]: v for k, v in options.items()
                             if k.lower().startswith("kafka.") and k.lower() not in own})
+        connection = KafkaConnection(servers, tuple(client.items()))
+        connection.check_python_client()  # GSSAPI: Spark's own source, not this one
         return cls(
-            connection=KafkaConnection(servers, tuple(client.items())), topics=topics,
+            connection=connection, topics=topics,
             starting_offsets=_parse_starting(
                 opts.get("startingoffsets", DEFAULT_STARTING_OFFSETS), topics),
             max_offsets_per_trigger=None if max_offsets is None

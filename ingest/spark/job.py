@@ -184,14 +184,35 @@ def check_kafka(connection: KafkaConnection, topic: str, *, timeout_s: float = 3
                 ) -> Watermarks:
     """Check the broker answers this connection and the topic exists and may be read;
     returns each partition's (earliest, end) offsets. A refused connection (authentication,
-    TLS, an ACL) or an unreachable broker fails within seconds, naming the cause.
+    TLS, an ACL) or an unreachable broker fails within seconds, naming the cause. A
+    Kerberized Kafka is not checked (no offsets returned): only Spark's source can reach it
+    (`check_kerberos_kafka`).
 
     Raises:
         ConfigError: the topic does not exist.
         KafkaConnectError: the broker refuses this client or does not answer.
         IngestError: the broker cannot be reached within timeout_s.
     """
+    if connection.kerberos:
+        return {}
     return check_topic(connection, topic, timeout_s=timeout_s)
+
+
+def check_kerberos_kafka(connection: KafkaConnection) -> bool:
+    """Whether the stream reads a Kerberized Kafka (GSSAPI), which only Spark's source can:
+    the driver's Python clients (the topic check, the lag, the data-loss check's earliest
+    offsets, the metrics' lag) are then left out, said once in the log.
+
+    Kerberos with the Python source or --commit-offsets-to-group is refused when the options
+    are checked (`StreamOptions.validate`).
+    """
+    if not connection.kerberos:
+        return False
+    log.warning("Kafka uses Kerberos (GSSAPI): only Spark's Kafka source talks to it, so this "
+                "stream does not check the topic before starting, does not log or export the "
+                "lag, and does not compare the committed offsets with the topic's earliest "
+                "(the Python Kafka client has no Kerberos)")
+    return True
 
 
 def keyed_table(location: str, layout: StreamLayout, options: StreamOptions
@@ -493,6 +514,7 @@ def run_stream(
     check_transaction_batches(table, url, options.sink.txns_per_delta)
     check_stream_key(options, layout, url)
     connection = options.connection
+    kerberos = check_kerberos_kafka(connection)
     marks = check_kafka(connection, options.topic, timeout_s=options.kafka_timeout_s)
     if options.kafka_source == "jvm":
         check_jvm_kafka(spark)  # before any table is created
@@ -541,7 +563,8 @@ def run_stream(
     sink = AcidSink(opened.ref, sink_id=sink_id, options=options.sink,
                     row_schema=layout.row_schema, partition_columns=target.partition_columns,
                     partition_expression=layout.partition_expression,
-                    lag_fn=lag, earliest_fn=lag.earliest,
+                    lag_fn=None if kerberos else lag,
+                    earliest_fn=None if kerberos else lag.earliest,
                     fail_on_data_loss=options.fail_on_data_loss == "true")
     frame = kafka_dataframe(spark, connection=connection,
                             topic=options.topic, starting_offsets=options.starting_offsets,
@@ -563,8 +586,8 @@ def run_stream(
         metrics = StreamMetrics(
             target.name, committed=progress.offsets if progress else None,
             last_commit_at=progress.last_commit_at if progress else None,
-            lag_probe=LagProbe(connection, [options.topic],
-                               timeout_s=options.kafka_timeout_s))
+            lag_probe=None if kerberos else LagProbe(connection, [options.topic],
+                                                     timeout_s=options.kafka_timeout_s))
         batch_fn = _then_observe(batch_fn, sink, metrics)
         if maintenance is not None:
             metrics.watch_maintenance(maintenance)

@@ -403,7 +403,9 @@ class StreamOptions:
                     f"--bootstrap-servers {self.bootstrap_servers!r}: {server.strip()!r} is "
                     "not HOST:PORT", hint="e.g. --bootstrap-servers broker1:9092,broker2:9092")
         parse_storage_options(self.storage_options)
-        _ = self.connection  # a bad setting or file is refused before anything starts
+        connection = self.connection  # a bad setting or file: refused before anything starts
+        if connection.kerberos:
+            self._check_kerberos(connection)
         if self.metrics_port is not None and self.metrics_port > 65535:
             raise ConfigError(f"--metrics-port must be a TCP port (1-65535), got "
                               f"{self.metrics_port}")
@@ -420,6 +422,18 @@ class StreamOptions:
         interval_s, available_now = self.schedule
         if interval_s <= 0 and not available_now:
             raise ConfigError(f"--trigger must be a positive number of seconds, got {interval_s:g}")
+
+    def _check_kerberos(self, connection: KafkaConnection) -> None:
+        """Kerberos (GSSAPI) reaches Kafka through Spark's source only; the group commit is
+        a Python client's."""
+        if self.kafka_source != "jvm":
+            connection.check_python_client()
+        if self.commit_offsets_to_group is not None:
+            raise ConfigError(
+                "--commit-offsets-to-group cannot commit to a Kerberized Kafka (sasl.mechanism="
+                "GSSAPI): the group's commits use the Python Kafka client, which has no Kerberos",
+                hint="leave out --commit-offsets-to-group (the table holds the offsets: "
+                     "`ingest status`), or commit through a SCRAM, PLAIN or OAUTHBEARER listener")
 
     @property
     def storage(self) -> dict[str, Any]:

@@ -83,8 +83,6 @@ def test_the_jvm_source_gets_the_same_settings_in_java_names(tmp_path: Path) -> 
      "names a JKS truststore, which only Java clients can read", "ssl.ca.location"),
     (["ssl.keystore.type=JKS", "ssl.keystore.location=/k.jks"],
      "'ssl.keystore.type' is known only to Java clients", "ssl.certificate.location"),
-    (["security.protocol=SASL_SSL", "sasl.mechanism=GSSAPI"],
-     "GSSAPI (Kerberos) is not available to the Python Kafka clients", "--kafka-source jvm"),
     (["security.protocol=SASL_SSL", "sasl.jaas.config=com.sun.security.auth.module."
       "Krb5LoginModule required useKeyTab=true;"], "names a login module", "--kafka-source jvm"),
     (["sasl.mechanism=PLAIN"], "needs security.protocol SASL_SSL or SASL_PLAINTEXT",

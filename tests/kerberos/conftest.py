@@ -1,6 +1,6 @@
 """Fixtures of the Kerberos tests: the session's throwaway realm (scripts/kdc.sh, 20-second
 tickets), Kerberized Hive Metastores in it (scripts/hms.sh --kerberos), one per protection,
-started once per session."""
+started once per session, and a Kerberized Kafka broker (scripts/kafka.sh --kerberos)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 from hms_server import Server
-from kdc_server import Kdc, kdc, kerberized_hms, krb5_env  # noqa: F401 - fixtures
+from kdc_server import (  # noqa: F401 - fixtures
+    Kdc,
+    KerberizedKafka,
+    kdc,
+    kerberized_hms,
+    kerberized_kafka_server,
+    krb5_env,
+)
 
 
 @pytest.fixture(scope="session")
@@ -25,9 +32,16 @@ def hms4_privacy(kdc: Kdc) -> Iterator[Server]:  # noqa: F811 - the imported fix
         yield server
 
 
-
 @pytest.fixture(scope="session")
 def hms3_privacy(kdc: Kdc) -> Iterator[Server]:  # noqa: F811 - the imported fixture
     """Hive 3.1.3 with hadoop.rpc.protection=privacy."""
     with kerberized_hms(kdc, version="3", qop="privacy") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kerberized_kafka(kdc: Kdc,  # noqa: F811 - the imported fixture
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[KerberizedKafka]:
+    """One Kerberized Kafka broker for the session (the kerberos folder runs on one worker)."""
+    with kerberized_kafka_server(kdc, tmp_path_factory.mktemp("kafka-kerberos")) as server:
         yield server

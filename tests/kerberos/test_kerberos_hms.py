@@ -181,8 +181,10 @@ def test_a_principal_the_kdc_does_not_know_is_named(hms4_kerberos: Server,
 def test_another_services_principal_is_refused_by_the_metastore(hms4_kerberos: Server,
                                                                 krb5_env: Kdc) -> None:
     """A principal the KDC knows but the metastore has no key for (Kafka's)."""
-    uri = with_keytab(hms4_kerberos.uri.replace("principal=hive/", "principal=kafka/"),
-                      krb5_env)
+    kafka = krb5_env.kafka_principal  # kafka/localhost@REALM
+    uri = with_keytab(hms4_kerberos.uri.replace("principal=hive/_HOST",
+                                                "principal=kafka/localhost"), krb5_env)
+    assert f"principal={kafka}" in uri, uri
     _quickly(lambda: hms.connect(uri), ConfigError,
              r"(?s)refused the Kerberos handshake.*principal= .*"
              r"hive\.metastore\.kerberos\.principal")
