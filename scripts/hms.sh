@@ -247,7 +247,7 @@ start() {
     echo "$dir" >"$last_file"
   fi
   mkdir -p "$dir/conf" "$dir/warehouse" "$dir/external"
-  [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null && die "a metastore already runs in $dir (pid $(cat "$dir/pid"))"
+  [ -f "$dir/pid" ] && alive "$(cat "$dir/pid")" && die "a metastore already runs in $dir (pid $(cat "$dir/pid"))"
   [ -n "$port" ] || port="$(free_port)"
   local started=$SECONDS
   if [ -n "$schematool" ] && [ ! -d "$dir/metastore_db" ]; then
@@ -268,7 +268,7 @@ start() {
   echo "$port" >"$dir/port"
   local deadline=$((SECONDS + ${HMS_START_TIMEOUT_S:-180}))
   until port_answers "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! alive "$pid"; then
       tail -40 "$dir/hms.log" >&2
       die "$label exited before its port $port answered (log: $dir/hms.log)"
     fi
