@@ -12,13 +12,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from external import require
-from hms_server import HMS_SH, Server, _run, _script_env
+from hms_server import Server, hms_server
 from kafka_server import SCRIPT as KAFKA_SH
 from kafka_server import kafka_home
 
@@ -102,23 +102,12 @@ def with_keytab(uri: str, kdc: Kdc) -> str:
     return f"{uri}&client_keytab={kdc.client_keytab}"
 
 
-@contextmanager
-def kerberized_hms(kdc: Kdc, *, version: str = "4", qop: str = "auth") -> Iterator[Server]:
+def kerberized_hms(kdc: Kdc, *, version: str = "4", qop: str = "auth"
+                   ) -> AbstractContextManager[Server]:
     """A Hive Metastore of `version` with SASL GSSAPI in `kdc`'s realm (hms.sh --kerberos),
     `qop` its hadoop.rpc.protection (auth or privacy); its URI carries auth=kerberos, the
     principal and the qop, but no client keytab."""
-    require(shutil.which("mvn") is not None, "mvn (Maven) to fetch the Hive Metastore")
-    require(shutil.which("java") is not None, "java on PATH")
-    directory = Path(tempfile.mkdtemp(prefix=f"ingest-hms{version}k-"))
-    uri = _run(HMS_SH, ["start", "--version", version, "--dir", str(directory),
-                        "--kerberos", str(kdc.directory), "--qop", qop],
-               f"Kerberized Hive Metastore {version}", "hms.log", directory, 900)
-    try:
-        yield Server(uri, directory, directory / "hms.log")
-    finally:
-        subprocess.run(["bash", str(HMS_SH), "stop", "--dir", str(directory)],
-                       capture_output=True, timeout=60, env=_script_env())
-        shutil.rmtree(directory, ignore_errors=True)
+    return hms_server(version, start_args=("--kerberos", str(kdc.directory), "--qop", qop))
 
 
 @dataclass(frozen=True)
