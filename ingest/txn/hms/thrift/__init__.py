@@ -11,7 +11,12 @@ come out as `ingest.acid.ValidWriteIdList`.
 
 from ingest.txn.hms.thrift import compact_api
 from ingest.txn.hms.thrift._stubs import ttypes
-from ingest.txn.hms.thrift.address import ThriftOptions, parse_thrift_options, parse_thrift_uri
+from ingest.txn.hms.thrift.address import (
+    ThriftOptions,
+    parse_thrift_hosts,
+    parse_thrift_options,
+    parse_thrift_uri,
+)
 from ingest.txn.hms.thrift.connection import (
     CALL_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
@@ -101,6 +106,7 @@ __all__ = [
     "lock",
     "lock_all",
     "open_txns",
+    "parse_thrift_hosts",
     "parse_thrift_uri",
     "parse_thrift_options",
     "ThriftOptions",
