@@ -1,5 +1,5 @@
 """Several Hive Metastore hosts (`thrift://h1:9083,h2:9083`): the URI list, connect failover in
-Hive's order, and writes that survive the loss of their host, between calls and inside
+the order given, and writes that survive the loss of their host, between calls and inside
 `open_txns` and `commit_txn`, against two Hive 4.0.1 metastores on one PostgreSQL database."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from hms_server import Server, hms_server
 from pg_server import PgServer
 from support import wait_until
 
-from ingest.errors import ConfigError
+from ingest.errors import CommitConflictError, ConfigError
 from ingest.txn import Metastore, MetastoreError, TableDefinition, hms
-from ingest.txn.hms.thrift import ttypes
+from ingest.txn.hms.thrift import abort_txn, commit_txn_settled, open_txns, ttypes
 from ingest.txn.hms.thrift.address import parse_thrift_hosts
 
 pytestmark = pytest.mark.hms
@@ -166,7 +166,7 @@ def test_a_write_survives_the_sigkill_of_its_host_between_calls(
     defn = _defn(tmp_path)
     with Metastore.open(uri) as store:
         assert store.location == uri
-        assert store._conn.uri == one.uri  # the first host, as Hive tries them
+        assert store._conn.uri == one.uri  # the first host: the order given
         store.create_table(defn)
         before = set(_open_txn_ids(two.uri))
         _kill(one)
@@ -190,6 +190,25 @@ def test_a_transaction_opened_before_the_sigkill_commits_on_the_other_host(
         store.commit(txn)  # its first call finds the host gone; the commit's outcome decides
         assert store.write_id_states(defn.name)[txn.write_id] == "committed"
     assert txn.txn_id not in _open_txn_ids(two.uri)
+
+
+def test_a_hive3_pair_on_postgresql_fails_over(pg_server: PgServer, tmp_path: Path) -> None:
+    """`hms.sh start --version 3 --backing-db`: two Hive 3.1.3 metastores on one database; a
+    transaction opened on the first commits on the second after the first's SIGKILL."""
+    url = pg_server.url(pg_server.create_database())
+    with hms_server("3", backing_db=url) as one, hms_server("3", backing_db=url) as two:
+        assert not (two.directory / "schematool.log").exists()  # the first made the schema
+        uri = f"thrift://{_hostport(one)},{_hostport(two)}"
+        defn = _defn(tmp_path)
+        with Metastore.open(uri) as store:
+            assert store._conn.info.major == 3
+            store.create_table(defn)
+            txn = store.open_transaction(defn.name)
+            _kill(one)
+            store.commit(txn)
+            assert store._conn.uri == two.uri
+            assert store.write_id_states(defn.name) == {txn.write_id: "committed"}
+        assert txn.txn_id not in _open_txn_ids(two.uri)
 
 
 # -- a call cut off mid-flight, through a relay we control -------------------------------------
@@ -345,6 +364,66 @@ def test_a_write_id_allocation_cut_off_gets_the_lost_calls_write_id(
         store.commit(txn)
         assert store.write_id_states(defn.name) == {1: "committed"}
     assert txn.txn_id not in _open_txn_ids(two.uri)
+
+
+# -- a commit whose answer is lost: the outcome, on either Hive ----------------------------------
+
+
+def _cut(uri: str) -> hms.HmsConnection:
+    """A connection that broke: every call on it fails as a call cut off does."""
+    conn = hms.connect(uri)
+    conn.close()
+    return conn
+
+
+def _infos(uri: str) -> dict[int, str]:
+    with hms.connect(uri) as conn:
+        return {i.id: str(i.state) for i in conn.call("get_open_txns_info").open_txns or ()}
+
+
+def test_a_commit_whose_answer_was_lost_is_confirmed_not_redone(
+        metastore: Server, tmp_path: Path) -> None:
+    """The commit happened, its answer did not arrive: sent again, Hive answers that it is
+    committed (commit_txn of a committed transaction succeeds on 4.0.1 and 3.1.3)."""
+    defn = _defn(tmp_path)
+    with Metastore.open(metastore.uri) as store:
+        store.create_table(defn)
+        txn = store.open_transaction(defn.name)
+        store.commit(txn)
+        commit_txn_settled(_cut(metastore.uri), lambda: hms.connect(metastore.uri), txn.txn_id)
+        assert store.write_id_states(defn.name) == {txn.write_id: "committed"}
+
+
+def test_a_transaction_aborted_by_the_server_is_no_commit(
+        metastore: Server, tmp_path: Path) -> None:
+    """Aborted (here by another client, as the timeout reaper would) while the commit's
+    answer was lost: the commit did not happen, and the caller is told so."""
+    defn = _defn(tmp_path)
+    with Metastore.open(metastore.uri) as store:
+        store.create_table(defn)
+        txn = store.open_transaction(defn.name)
+        with hms.connect(metastore.uri) as other:
+            assert abort_txn(other, txn.txn_id)
+        with pytest.raises(CommitConflictError, match="aborted"):
+            commit_txn_settled(_cut(metastore.uri), lambda: hms.connect(metastore.uri),
+                               txn.txn_id)
+        assert store.write_id_states(defn.name)[txn.write_id] == "aborted"
+
+
+def test_an_aborted_transaction_the_housekeeper_removed_is_not_taken_for_committed(
+        hms4: Server) -> None:
+    """Hive 4's housekeeper deletes an aborted transaction that wrote nothing from TXNS, after
+    which it looks like a committed one in get_open_txns_info (listed no more, below the high
+    water mark). The outcome of a commit cut off then is unknown, never "committed"."""
+    with hms.connect(hms4.uri) as conn:
+        txn_id, later = open_txns(conn, 2)  # Hive never removes the highest transaction
+        assert abort_txn(conn, txn_id) and abort_txn(conn, later)
+    assert _infos(hms4.uri).get(txn_id) == str(ttypes().TxnState.ABORTED)
+    wait_until("the housekeeper removed the empty aborted transaction",
+               lambda: txn_id not in _infos(hms4.uri), timeout_s=180)
+    with pytest.raises(MetastoreError, match="Cannot tell whether") as caught:
+        commit_txn_settled(_cut(hms4.uri), lambda: hms.connect(hms4.uri), txn_id)
+    assert not isinstance(caught.value, CommitConflictError)
 
 
 # -- the stream --------------------------------------------------------------------------------

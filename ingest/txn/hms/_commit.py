@@ -31,16 +31,14 @@ from ingest.txn.hms.thrift import (
     LockTarget,
     Operation,
     add_partitions,
+    allocate_write_id_settled,
+    commit_txn_settled,
     heartbeat,
     lock,
     lock_all,
+    open_txn_settled,
     register_partitions,
     snapshots,
-)
-from ingest.txn.hms.thrift.outcome import (
-    allocate_write_id_settled,
-    commit_txn_settled,
-    open_txn_settled,
 )
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import (

@@ -111,7 +111,7 @@ _EXAMPLE = "for example thrift://metastore.example.com:9083 or thrift://h1:9083,
 
 def parse_thrift_hosts(uri: str) -> list[tuple[str, int]]:
     """The hosts and ports of `thrift://host:port[,host:port...]`, in the order given (the
-    order connections try them, as Hive tries `hive.metastore.uris`).
+    order connections try them, as Hive does with hive.metastore.uri.selection=SEQUENTIAL).
 
     Raises:
         ConfigError: another scheme, or an entry with no host, no valid port, or given

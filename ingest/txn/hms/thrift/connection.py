@@ -10,8 +10,9 @@ The URI's options (`address.py`) choose the transport: with `auth=kerberos` a SA
 (`sasl.py`, credentials from `kerberos.py`) instead of a plain one.
 
 Several hosts (`thrift://h1:9083,h2:9083`, metastores sharing one backing database): `connect`
-tries them in the order given, as Hive does, skipping one that refuses or does not answer
-within the connect timeout, for up to `CONNECT_ROUNDS` rounds `CONNECT_RETRY_DELAY_S` apart;
+tries them in the order given (Hive's hive.metastore.uri.selection=SEQUENTIAL; its default,
+RANDOM, shuffles them), skipping one that refuses or does not answer within the connect
+timeout, for up to `CONNECT_ROUNDS` rounds `CONNECT_RETRY_DELAY_S` apart;
 the connection names the host it is on (`uri`) and keeps the whole list (`service_uri`). A
 read-only call (`is_read_only`) cut off mid-flight moves the connection to a live host and is
 sent once more; a write call cut off is never resent here: the connection is left broken and

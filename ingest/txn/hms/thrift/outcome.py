@@ -11,8 +11,20 @@ on a new connection (to any host of the same backing database):
 - `allocate_table_write_ids`: Hive answers a transaction's write id of a table it already
   holds (one per transaction and table), so asking again is the lookup: the lost call's
   write id when it happened, else a new one.
-- `commit_txn`: the transaction's state says what happened: still open, the commit did not
-  happen (it is sent once more); listed no more, it committed; aborted, it did not.
+- `commit_txn`: sent once more on the new connection, which is also the lookup. Hive's
+  commit_txn of a transaction that is not open asks its state and answers success when it
+  committed (TXNS says so, or, its TXNS row gone, COMPLETED_TXN_COMPONENTS holds its writes),
+  TxnAbortedException when it aborted, NoSuchTxnException when it knows it no more; an open
+  one it commits. The transaction list alone (`get_open_txns_info`: listed no more and at or
+  below the high-water mark) would not do: Hive's housekeeper (AcidHouseKeeperService and
+  Hive 4's AcidTxnCleanerService, `cleanEmptyAbortedAndCommittedTxns`; Hive 3.1's
+  `cleanEmptyAbortedTxns`) deletes from TXNS the aborted transactions that have no
+  TXN_COMPONENTS row (and, on Hive 4, the committed ones) once they are older than
+  metastore.txn.opentxn.timeout, so an aborted transaction vanishes as a committed one does.
+  The write ids' states in `get_valid_write_ids` do no better: Hive derives them from the
+  transaction list the request carries (a write id is aborted only while its transaction is
+  listed aborted). A transaction Hive knows no more is reported as an unknown outcome, never
+  as committed.
 
 Other write calls are not resent: their failure reaches the caller, who aborts the
 transaction (`ingest.txn.hms._commit`).
@@ -82,42 +94,39 @@ def allocate_write_id_settled(conn: HmsConnection, reconnect: Reconnect, table: 
 
 def commit_txn_settled(conn: HmsConnection, reconnect: Reconnect, txn_id: int, *,
                        check_write_set: bool = False) -> None:
-    """`commit_txn`; if the call is cut off, the transaction's state on a new connection
-    says whether it committed; still open, it is committed there once more.
+    """`commit_txn`; if the call is cut off, it is sent once more on a new connection, whose
+    answer says what happened (the module's docstring): success, the transaction is
+    committed (by the lost call or by this one).
 
     Raises:
-        CommitConflictError: the server aborted the transaction or does not know it.
-        MetastoreError: the metastore failed; whether the commit happened is then unknown.
+        CommitConflictError: the server aborted the transaction (whether before the lost call
+            or not, the commit did not happen), or refused the commit (write-set conflict).
+        MetastoreError: the metastore failed, or it no longer knows the transaction after the
+            lost call: whether the commit happened is then unknown.
     """
     try:
         commit_txn(conn, txn_id, check_write_set=check_write_set)
-    except MetastoreError as lost:
+        return
+    except MetastoreError as e:
         if not conn.broken:
             raise
-        fresh = reconnect()
-        state = txn_state(fresh, txn_id)
-        if state == "open":  # the commit did not happen: once more, on the live host
-            commit_txn(fresh, txn_id, check_write_set=check_write_set)
-        elif state != "committed":
-            raise CommitConflictError(
-                f"Transaction {txn_id} was {state or 'unknown'} in the Hive Metastore at "
-                f"{fresh.uri} after its commit call was cut off ({lost.message})",
-                hint="write the batch again in a new transaction") from lost
-
-
-def txn_state(conn: HmsConnection, txn_id: int) -> str | None:
-    """"open" or "aborted" while `get_open_txns_info` lists it, "committed" once handed out
-    and listed no more, None when never handed out.
-
-    Raises:
-        MetastoreError: the metastore failed.
-    """
+        lost = e
+    fresh = reconnect()
     t = _stubs.ttypes()
-    response = conn.call("get_open_txns_info")
-    for info in response.open_txns or ():
-        if info.id == txn_id:
-            return "aborted" if info.state == t.TxnState.ABORTED else "open"
-    return "committed" if 0 < txn_id <= int(response.txn_high_water_mark) else None
+    try:
+        commit_txn(fresh, txn_id, check_write_set=check_write_set)
+    except CommitConflictError as e:
+        if isinstance(e.__cause__, t.NoSuchTxnException):
+            raise MetastoreError(
+                f"Cannot tell whether transaction {txn_id} committed: its commit call was cut "
+                f"off ({lost.message}) and the Hive Metastore at {fresh.uri} no longer knows it",
+                location=fresh.uri) from e
+        if isinstance(e.__cause__, t.TxnAbortedException):
+            raise CommitConflictError(
+                f"Transaction {txn_id} was aborted in the Hive Metastore at {fresh.uri}: its "
+                f"commit call was cut off ({lost.message}) and did not commit it",
+                hint="write the batch again in a new transaction") from e
+        raise
 
 
 def _open(conn: HmsConnection, agent: str, host: str) -> int:
@@ -143,5 +152,5 @@ def _abort(conn: HmsConnection, txn_id: int) -> None:
         pass  # gone already: nothing left open
 
 
-__all__ = ["ATTEMPT_MARK", "allocate_write_id_settled", "commit_txn_settled",
-           "open_txn_settled", "tag_host", "txn_state"]
+__all__ = ["ATTEMPT_MARK", "allocate_write_id_settled", "commit_txn_settled", "open_txn_settled",
+           "tag_host"]
