@@ -64,8 +64,8 @@ EOF
   <property><name>javax.jdo.option.ConnectionURL</name><value>$pg_jdbc</value></property>
   <property><name>javax.jdo.option.ConnectionDriverName</name>
     <value>org.postgresql.Driver</value></property>
-  <property><name>javax.jdo.option.ConnectionUserName</name><value>$pg_user</value></property>
-  <property><name>javax.jdo.option.ConnectionPassword</name><value>$pg_password</value></property>
+  <property><name>javax.jdo.option.ConnectionUserName</name><value>$(xml_text "$pg_user")</value></property>
+  <property><name>javax.jdo.option.ConnectionPassword</name><value>$(xml_text "$pg_password")</value></property>
 EOF
   else
     cat <<EOF
@@ -236,6 +236,10 @@ pg_schema() {  # java version work_dir
     die "schema tool failed for Hive $version on $pg_shown (log: $work/schematool.log)"
   fi
   echo "hms.sh: initialised the schema in $pg_shown" >&2
+}
+
+xml_text() {  # text -> the same with &, < and > escaped for an XML value
+  printf '%s' "$1" | sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g'
 }
 
 parse_backing_db() {  # url -> sets pg_jdbc, pg_user, pg_password, pg_shown
