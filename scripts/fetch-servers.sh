@@ -3,9 +3,12 @@
 # tests/servers/pom.xml, cached in ~/.m2) and lay each out once under $INGEST_SERVERS
 # (default ~/.cache/ingest/servers). Idempotent: a server already laid out is left alone.
 #
-#   scripts/fetch-servers.sh [hms4] [hms3] [trino] [hive4reader] [sparkkafka] [apicurio]
-#                            [kafka]                                             (none: all)
+#   scripts/fetch-servers.sh [hms4] [hms3] [hms4pg] [hms3pg] [trino] [hive4reader]
+#                            [sparkkafka] [apicurio] [kafka]                   (none: all)
 #
+# hms4pg, hms3pg: what a metastore on a PostgreSQL backing database needs beside hms4, hms3
+# (scripts/hms.sh start --backing-db): PostgreSQL's JDBC driver, as a class path file, and
+# the schema tool's postgres scripts.
 # hive4reader is not a server: hive-exec 4.0.1 and the Hadoop jars that Hive 4's own ACID
 # reader needs (tests/hms/java/Hive4AcidRead.java), as a class path file; also the jars of
 # Spark SQL's Hive 4.0.1 metastore client.
@@ -29,6 +32,7 @@ TRINO_VERSION=476
 SPARK_KAFKA_VERSION=4.2.0
 APICURIO_VERSION=3.3.3
 KAFKA_VERSION=4.1.1
+PGJDBC_VERSION=42.7.4
 
 mvn_quiet() {
   # -q hides Maven's progress; on failure its log is printed, so the reason is never lost.
@@ -72,6 +76,25 @@ hms_into() {  # profile dest
   rm -f "$tarball"
   [ -d "$dest/home/scripts/metastore/upgrade/derby" ] || {
     echo "fetch-servers: no derby schema scripts in $tarball" >&2; return 1; }
+}
+
+# A metastore on PostgreSQL: the JDBC driver (a class path file) and the schema tool's
+# postgres scripts from the same binary distribution as hms_into's derby ones.
+hms_pg_into() {  # profile dest
+  local profile=$1 dest=$2
+  mvn_quiet -P pgjdbc dependency:build-classpath -Dmdep.outputFile="$dest/classpath"
+  grep -q "postgresql-$PGJDBC_VERSION.jar" "$dest/classpath" || {
+    echo "fetch-servers: no postgresql-$PGJDBC_VERSION.jar in $dest/classpath" >&2; return 1; }
+  mvn_quiet -P "$profile" dependency:copy-dependencies -DincludeTypes=tar.gz \
+    -DoutputDirectory="$dest"
+  local tarball
+  tarball="$(find "$dest" -maxdepth 1 -name '*-bin.tar.gz' | head -1)"
+  [ -n "$tarball" ] || { echo "fetch-servers: no -bin.tar.gz copied into $dest" >&2; return 1; }
+  mkdir -p "$dest/home"
+  tar xzf "$tarball" -C "$dest/home" --strip-components=1 --wildcards '*/scripts/metastore/upgrade/postgres/*'
+  rm -f "$tarball"
+  [ -d "$dest/home/scripts/metastore/upgrade/postgres" ] || {
+    echo "fetch-servers: no postgres schema scripts in $tarball" >&2; return 1; }
 }
 
 hive4reader_into() {  # dest
@@ -120,17 +143,19 @@ trino_into() {  # dest
 
 command -v mvn >/dev/null || { echo "fetch-servers: mvn not found (apt-get install maven)" >&2; exit 1; }
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 trino hive4reader sparkkafka apicurio kafka)
+[ ${#targets[@]} -gt 0 ] || targets=(hms4 hms3 hms4pg hms3pg trino hive4reader sparkkafka apicurio kafka)
 for target in "${targets[@]}"; do
   case "$target" in
     hms4) lay_out "$root/hms-$HMS4_VERSION" "$HMS4_VERSION" hms_into hms4 ;;
     hms3) lay_out "$root/hms-$HMS3_VERSION" "$HMS3_VERSION" hms_into hms3 ;;
+    hms4pg) lay_out "$root/hms-pg-$HMS4_VERSION" "$HMS4_VERSION" hms_pg_into hms4 ;;
+    hms3pg) lay_out "$root/hms-pg-$HMS3_VERSION" "$HMS3_VERSION" hms_pg_into hms3 ;;
     trino) lay_out "$root/trino-$TRINO_VERSION" "$TRINO_VERSION" trino_into ;;
     hive4reader) lay_out "$root/hive4reader-$HMS4_VERSION" "$HMS4_VERSION" hive4reader_into ;;
     sparkkafka) lay_out "$root/spark-kafka-$SPARK_KAFKA_VERSION" "$SPARK_KAFKA_VERSION" sparkkafka_into ;;
     apicurio) lay_out "$root/apicurio-$APICURIO_VERSION" "$APICURIO_VERSION" apicurio_into ;;
     kafka) lay_out "$root/kafka-$KAFKA_VERSION" "$KAFKA_VERSION" kafka_into ;;
-    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, trino, hive4reader, sparkkafka, apicurio or kafka)" >&2
+    *) echo "fetch-servers: unknown server '$target' (expected hms4, hms3, hms4pg, hms3pg, trino, hive4reader, sparkkafka, apicurio or kafka)" >&2
        exit 2 ;;
   esac
 done

@@ -5,6 +5,7 @@
 #
 #   scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT]
 #                        [--kerberos KDC_DIR [--qop auth|integrity|privacy]]
+#                        [--backing-db postgresql://USER[:PASSWORD]@HOST:PORT/DB]
 #       prints thrift://127.0.0.1:PORT as its last line once the Thrift port answers
 #       (with --kerberos: the URI with ?auth=kerberos&principal=...&qop=... that our client
 #       takes)
@@ -17,6 +18,12 @@
 # --kerberos KDC_DIR: SASL GSSAPI on the Thrift port with the service principal and keytab of
 # the realm scripts/kdc.sh started in KDC_DIR (read from KDC_DIR/kdc.env); --qop is Hadoop's
 # hadoop.rpc.protection (auth = authentication, the default; privacy = SASL auth-conf).
+# --backing-db: the metastore's database in PostgreSQL instead of its own Derby (Hive 4 and 3),
+# so that several metastores started on the same URL serve one metastore, as HA metastores do
+# (hive.metastore.uris listing them all). The first start initialises the schema with Hive's
+# schema tool; a start that finds it there (schematool -info) leaves it (start them one after
+# the other). The password: the URL's, else $PGPASSWORD; it is written only to the server's
+# own conf/ (mode 600), never printed. The JDBC driver: scripts/fetch-servers.sh hms4pg/hms3pg.
 # Environment: HMS_TXN_TIMEOUT_S (hive.txn.timeout, default 300), HMS_REAPER_INTERVAL_S (how
 # often timed-out transactions are aborted, default Hive's: 60 s on 4, 180 s on 3),
 # HMS_START_TIMEOUT_S (default 180), HMS_HEAP (default 384m), HMS_JAVA (default Java 17).
@@ -51,10 +58,24 @@ site_xml() {  # dir port version
   cat <<EOF
 <?xml version="1.0"?>
 <configuration>
+EOF
+  if [ -n "${pg_jdbc:-}" ]; then
+    cat <<EOF
+  <property><name>javax.jdo.option.ConnectionURL</name><value>$pg_jdbc</value></property>
+  <property><name>javax.jdo.option.ConnectionDriverName</name>
+    <value>org.postgresql.Driver</value></property>
+  <property><name>javax.jdo.option.ConnectionUserName</name><value>$(xml_text "$pg_user")</value></property>
+  <property><name>javax.jdo.option.ConnectionPassword</name><value>$(xml_text "$pg_password")</value></property>
+EOF
+  else
+    cat <<EOF
   <property><name>javax.jdo.option.ConnectionURL</name>
     <value>jdbc:derby:;databaseName=$dir/metastore_db;create=true</value></property>
   <property><name>javax.jdo.option.ConnectionDriverName</name>
     <value>org.apache.derby.jdbc.EmbeddedDriver</value></property>
+EOF
+  fi
+  cat <<EOF
   <property><name>metastore.thrift.port</name><value>$port</value></property>
   <property><name>metastore.thrift.bind.host</name><value>127.0.0.1</value></property>
   <property><name>metastore.warehouse.dir</name><value>file://$dir/warehouse</value></property>
@@ -200,8 +221,39 @@ schema_template() {  # java version -> path of an initialised metastore_db
   echo "$template/metastore_db"
 }
 
+# The schema in the PostgreSQL database, initialised once: a later start finds it there.
+pg_schema() {  # java version work_dir
+  local java=$1 version=$2 work=$3
+  local -a run=(env METASTORE_HOME="$home" "$java" -Xmx256m
+                -Dlog4j.configurationFile="$work/conf/log4j2.properties" -cp "$work/conf:$cp"
+                "$schematool" -dbType postgres)
+  if "${run[@]}" -info >"$work/schematool-info.log" 2>&1; then
+    echo "hms.sh: the schema is already in $pg_shown" >&2
+    return
+  fi
+  if ! "${run[@]}" -initSchema >"$work/schematool.log" 2>&1; then
+    tail -30 "$work/schematool.log" >&2
+    die "schema tool failed for Hive $version on $pg_shown (log: $work/schematool.log)"
+  fi
+  echo "hms.sh: initialised the schema in $pg_shown" >&2
+}
+
+xml_text() {  # text -> the same with &, < and > escaped for an XML value
+  printf '%s' "$1" | sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g'
+}
+
+parse_backing_db() {  # url -> sets pg_jdbc, pg_user, pg_password, pg_shown
+  local re='^postgresql://([^:@/]+)(:([^@]*))?@([^:/?]+)(:([0-9]+))?/([^/?]+)$'
+  [[ "$1" =~ $re ]] || die "--backing-db expects postgresql://USER[:PASSWORD]@HOST[:PORT]/DB"
+  pg_user="${BASH_REMATCH[1]}"
+  pg_password="${BASH_REMATCH[3]:-${PGPASSWORD:-}}"
+  local host="${BASH_REMATCH[4]}" port="${BASH_REMATCH[6]:-5432}" db="${BASH_REMATCH[7]}"
+  pg_jdbc="jdbc:postgresql://$host:$port/$db"
+  pg_shown="postgresql://$pg_user@$host:$port/$db"
+}
+
 start() {
-  local version=4 dir="" port="" kdc_dir="" qop=""
+  local version=4 dir="" port="" kdc_dir="" qop="" backing_db=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --version) version="$2"; shift 2 ;;
@@ -209,6 +261,7 @@ start() {
       --port) port="$2"; shift 2 ;;
       --kerberos) kdc_dir="$2"; shift 2 ;;
       --qop) qop="$2"; shift 2 ;;
+      --backing-db) backing_db="$2"; shift 2 ;;
       *) die "unknown option '$1' for start" ;;
     esac
   done
@@ -238,9 +291,20 @@ start() {
   elif [ -n "$qop" ]; then
     die "--qop needs --kerberos KDC_DIR"
   fi
+  pg_jdbc=""
+  if [ -n "$backing_db" ]; then
+    [ "$version" != 2 ] || die "--backing-db needs --version 4 or 3"
+    parse_backing_db "$backing_db"
+  fi
   local java
   java="$(find_java)"
   server_layout "$version"
+  if [ -n "$pg_jdbc" ]; then
+    local pg_dest
+    pg_dest="$(bash "$here/fetch-servers.sh" "hms${version}pg" | tail -1)"
+    cp="$cp:$(cat "$pg_dest/classpath")"
+    home="$pg_dest/home"
+  fi
   if [ -z "$dir" ]; then
     dir="$(mktemp -d "${TMPDIR:-/tmp}/ingest-hms.XXXXXX")"
     touch "$dir/$made_marker"
@@ -250,14 +314,16 @@ start() {
   [ -f "$dir/pid" ] && alive "$(cat "$dir/pid")" && die "a metastore already runs in $dir (pid $(cat "$dir/pid"))"
   [ -n "$port" ] || port="$(free_port)"
   local started=$SECONDS
-  if [ -n "$schematool" ] && [ ! -d "$dir/metastore_db" ]; then
+  (umask 077; site_xml "$dir" "$port" "$version" >"$dir/conf/metastore-site.xml")
+  log4j2 >"$dir/conf/log4j2.properties"
+  if [ -n "$pg_jdbc" ]; then
+    pg_schema "$java" "$version" "$dir"
+  elif [ -n "$schematool" ] && [ ! -d "$dir/metastore_db" ]; then
     cp -r "$(schema_template "$java" "$version")" "$dir/metastore_db"
   fi
-  site_xml "$dir" "$port" "$version" >"$dir/conf/metastore-site.xml"
-  cp "$dir/conf/metastore-site.xml" "$dir/conf/hive-site.xml"  # Hive 2 reads hive-site.xml
+  cp -p "$dir/conf/metastore-site.xml" "$dir/conf/hive-site.xml"  # Hive 2 reads hive-site.xml
   rm -f "$dir/conf/core-site.xml"
   [ -z "$kdc_env" ] || core_site_xml "$protection" >"$dir/conf/core-site.xml"
-  log4j2 >"$dir/conf/log4j2.properties"
   # setsid: its own session and process group, so stop signals exactly this server.
   METASTORE_HOME="$home" setsid "$java" "-Xmx${HMS_HEAP:-384m}" -XX:+UseSerialGC \
     -Djava.net.preferIPv4Stack=true -Dderby.stream.error.file="$dir/derby.log" \
@@ -280,6 +346,7 @@ start() {
     sleep 0.2
   done
   echo "hms.sh: $label up in $((SECONDS - started)) s; dir $dir, log $dir/hms.log, pid $pid" >&2
+  [ -z "$pg_jdbc" ] || echo "hms.sh: backing database $pg_shown" >&2
   if [ -n "$kdc_env" ]; then
     echo "hms.sh: Kerberos as $HIVE_PRINCIPAL, hadoop.rpc.protection=$protection" >&2
     echo "thrift://127.0.0.1:$port?auth=kerberos&principal=hive/_HOST@$REALM&qop=$sasl_qop"
@@ -292,5 +359,5 @@ start() {
 case "${1:-}" in
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
-  *) echo "usage: scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT] [--kerberos KDC_DIR [--qop auth|integrity|privacy]] | stop [--dir DIR]" >&2; exit 2 ;;
+  *) echo "usage: scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT] [--kerberos KDC_DIR [--qop auth|integrity|privacy]] [--backing-db postgresql://USER@HOST:PORT/DB] | stop [--dir DIR]" >&2; exit 2 ;;
 esac

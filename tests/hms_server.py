@@ -71,15 +71,19 @@ def _run(script: Path, args: list[str], what: str, log_name: str,
 
 
 @contextmanager
-def hms_server(version: str, *, start_args: tuple[str, ...] = ()) -> Iterator[Server]:
+def hms_server(version: str, *, start_args: tuple[str, ...] = (),
+               backing_db: str | None = None) -> Iterator[Server]:
     """A Hive Metastore of `version` ("4", "3", or "2" from pyspark's jars) until the block ends;
-    `start_args` go to `hms.sh start` as well (`--kerberos DIR --qop Q`)."""
+    `start_args` go to `hms.sh start` as well (`--kerberos DIR --qop Q`). `backing_db`: a
+    `postgresql://` URL its database lives in (several metastores started on the same one serve
+    one metastore; scripts/hms.sh --backing-db)."""
     require(shutil.which("mvn") is not None or version == "2",
             "mvn (Maven) to fetch the Hive Metastore from Maven Central")
     require(shutil.which("java") is not None, "java on PATH")
     _require_client()
     directory = Path(tempfile.mkdtemp(prefix=f"ingest-hms{version}-"))
-    uri = _run(HMS_SH, ["start", "--version", version, "--dir", str(directory), *start_args],
+    args = [*start_args, *(["--backing-db", backing_db] if backing_db else [])]
+    uri = _run(HMS_SH, ["start", "--version", version, "--dir", str(directory), *args],
                f"Hive Metastore {version} {' '.join(start_args)}".rstrip(), "hms.log",
                directory, 900)
     try:

@@ -75,7 +75,7 @@ def find_hive_table(conn: HmsConnection, ref: TableIdentifier) -> HiveTable | No
             return get_table(conn, value)
         except TableNotFoundError:
             return None
-    known = _NAME_AT_LOCATION.get((conn.uri, value))
+    known = _NAME_AT_LOCATION.get((conn.service_uri, value))
     if known is not None:
         try:
             table = get_table(conn, known)
@@ -83,10 +83,10 @@ def find_hive_table(conn: HmsConnection, ref: TableIdentifier) -> HiveTable | No
             table = None
         if table is not None and _lies_at(table, value):
             return table
-        del _NAME_AT_LOCATION[(conn.uri, value)]
+        del _NAME_AT_LOCATION[(conn.service_uri, value)]
     for table in all_tables(conn):
         if _lies_at(table, value):
-            _NAME_AT_LOCATION[(conn.uri, value)] = table.name
+            _NAME_AT_LOCATION[(conn.service_uri, value)] = table.name
             return table
     return None
 

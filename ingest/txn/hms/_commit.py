@@ -3,12 +3,16 @@ a connection of its own, `allocate_table_write_ids` per table, one lock request 
 at commit the written partitions (`add_partitions`, `add_dynamic_partitions`), the side
 tables' rows (a write id on each, one EXCLUSIVE lock request, one snapshot, the checks, one
 delta each), then `commit_txn`; `abort_txn` on every failure.
+
+A connection lost between calls is replaced at the next one (`Session.conn`, on any live
+host); an `open_txns`, `allocate_table_write_ids` or `commit_txn` cut off mid-flight has its outcome
+established on the new connection before anything is redone (`thrift/outcome.py`): no orphan
+transaction, no second write id, no commit lost or made twice. Other write calls cut off
+(locks, partitions) fail the write, which is aborted.
 """
 
 from __future__ import annotations
 
-import getpass
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
@@ -27,14 +31,14 @@ from ingest.txn.hms.thrift import (
     LockTarget,
     Operation,
     add_partitions,
-    allocate_write_ids,
-    commit_txn,
+    allocate_write_id_settled,
+    commit_txn_settled,
     heartbeat,
     lock,
     lock_all,
+    open_txn_settled,
     register_partitions,
     snapshots,
-    ttypes,
 )
 from ingest.txn.locations import normalize_location
 from ingest.txn.model import (
@@ -98,8 +102,7 @@ class Commits:
             try:
                 self._s.beats[txn_id] = Heartbeater(self._s.location, txn_id,
                                                     info=self._s.conn.info, fresh=True).start()
-                write_ids = {t.name: allocate_write_ids(self._s.conn, t.name, [txn_id])[txn_id]
-                             for t in tables}
+                write_ids = {t.name: self._write_id(t.name, txn_id) for t in tables}
                 # One lock request for every table: one round trip, granted together.
                 deleting = operation == "delete"
                 lock_all(self._s.conn, txn_id, [
@@ -115,12 +118,11 @@ class Commits:
             return Transaction(txn_id, first, write_ids[first], opened_at, agent,
                                tuple((n, write_ids[n]) for n in names[1:]))
 
+    def _write_id(self, table: str, txn_id: int) -> int:
+        return allocate_write_id_settled(self._s.conn, lambda: self._s.conn, table, txn_id)
+
     def _open_txn(self, agent: str) -> int:
-        t = ttypes()
-        response = self._s.conn.call("open_txns", t.OpenTxnRequest(
-            num_txns=1, user=getpass.getuser(), hostname=socket.gethostname(),
-            agentInfo=agent or "ingest"))
-        return int(response.txn_ids[0])
+        return open_txn_settled(self._s.conn, lambda: self._s.conn, agent or "ingest")
 
     def allocate_write_ids(
         self, table: TableIdentifier, count: int, *, agent: str = ""
@@ -143,7 +145,7 @@ class Commits:
                 self._s.require_open(txn, "allocate a write id in")
             else:
                 beats.check()
-            write_id = allocate_write_ids(self._s.conn, found.name, [txn.txn_id])[txn.txn_id]
+            write_id = self._write_id(found.name, txn.txn_id)
             lock(self._s.conn, txn.txn_id, found, agent=txn.agent)
             self._s.txn_tables.setdefault(txn.txn_id, {})[found.name] = found
             return Transaction(txn.txn_id, txn.table, txn.write_id, txn.opened_at, txn.agent,
@@ -204,7 +206,8 @@ class Commits:
                     beats.check()
                 finally:
                     beats.stop()  # a heartbeat after the commit would find it gone
-            commit_txn(self._s.conn, txn.txn_id, check_write_set=bool(updated))
+            commit_txn_settled(self._s.conn, lambda: self._s.conn, txn.txn_id,
+                               check_write_set=bool(updated))
             self._s.forget_txn(txn.txn_id)
 
     def _delete_target(self, table: HiveTable) -> LockTarget:
@@ -268,8 +271,7 @@ class Commits:
                  *manifests.values()]
         if not sides:
             return
-        own = {s.name: allocate_write_ids(self._s.conn, s.name, [txn.txn_id])[txn.txn_id]
-               for s in sides}
+        own = {s.name: self._write_id(s.name, txn.txn_id) for s in sides}
         lock_all(self._s.conn, txn.txn_id,
                  [LockTarget(s, "EXCLUSIVE", "INSERT") for s in sides], agent=txn.agent)
         # Taken under the lock: every commit of these side tables before ours is in it.

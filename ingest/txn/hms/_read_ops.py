@@ -41,7 +41,7 @@ class ReadOps:
             reader_id, taken = begin_read(s.conn, found, agent=agent)
             # Within the server's time-out whatever the caller asks: it aborts silent ones.
             interval_s = min(heartbeat_s, s.conn.info.heartbeat_interval_s)
-        with holding(s.current.uri, reader_id, interval_s=interval_s, keep=keep_lease,
+        with holding(s.current.service_uri, reader_id, interval_s=interval_s, keep=keep_lease,
                      end=self.end_reader, info=s.current.info):
             yield reader_id, taken
 

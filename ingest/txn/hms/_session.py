@@ -35,7 +35,8 @@ class Session:
     """The connection, lock, open transactions, caches and lookups of one `HiveMetastore`.
 
     Attributes:
-        location: how messages name the metastore (its `thrift://` URI).
+        location: how messages name the metastore (its `thrift://` URI, every host of it;
+            the connection's `uri` names the host it is on).
         read_only: opened read-only (`writable` refuses writes).
         leases: reads take leases (read transactions).
         clock: seconds since the epoch, for the times recorded.
@@ -53,7 +54,7 @@ class Session:
                  clock: Callable[[], float], leases: bool | None = None) -> None:
         """Hold an open connection. `leases`: whether reads take leases (default: unless
         `read_only`)."""
-        self.location = conn.uri
+        self.location = conn.service_uri
         self._connection = conn
         self._closed = False
         self.leases = not read_only if leases is None else leases
@@ -92,7 +93,7 @@ class Session:
         while True:
             attempts += 1
             try:
-                return connect(lost.uri)
+                return connect(lost.service_uri, avoid=lost.uri)
             except MetastoreError as e:
                 left = deadline - time.monotonic()
                 if left <= 0:

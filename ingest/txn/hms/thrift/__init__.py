@@ -1,9 +1,10 @@
 """The Hive Metastore's Thrift client: one connection (`connection.py`, over the stubs of
-`_stubs.py`; the URI and its options in `address.py`; Kerberos in `sasl.py` and `kerberos.py`)
-and one module per family of Hive's calls: tables (`tables.py`), transactions, write ids, locks
-and snapshots (`txns.py`), heartbeats (`heartbeat.py`), one write as one transaction
-(`write.py`), read transactions as reader leases (`leases.py`) and Hive 4's compaction queue
-(`compact_api.py`, offered as a module).
+`_stubs.py`, with several hosts and failover; the URI and its options in `address.py`; Kerberos
+in `sasl.py` and `kerberos.py`) and one module per family of Hive's calls: tables (`tables.py`),
+transactions, write ids, locks and snapshots (`txns.py`), heartbeats (`heartbeat.py`), one
+write as one transaction (`write.py`), a cut-off write call's outcome (`outcome.py`), read
+transactions as reader leases (`leases.py`) and Hive 4's compaction queue (`compact_api.py`,
+offered as a module).
 
 Speaks Hive's API only: nothing here knows the `Metastore` interface or its values; snapshots
 come out as `ingest.acid.ValidWriteIdList`.
@@ -11,7 +12,12 @@ come out as `ingest.acid.ValidWriteIdList`.
 
 from ingest.txn.hms.thrift import compact_api
 from ingest.txn.hms.thrift._stubs import ttypes
-from ingest.txn.hms.thrift.address import ThriftOptions, parse_thrift_options, parse_thrift_uri
+from ingest.txn.hms.thrift.address import (
+    ThriftOptions,
+    parse_thrift_hosts,
+    parse_thrift_options,
+    parse_thrift_uri,
+)
 from ingest.txn.hms.thrift.connection import (
     CALL_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
@@ -21,6 +27,11 @@ from ingest.txn.hms.thrift.connection import (
 )
 from ingest.txn.hms.thrift.heartbeat import Heartbeater
 from ingest.txn.hms.thrift.leases import begin_read, end_read, holding, renew_read
+from ingest.txn.hms.thrift.outcome import (
+    allocate_write_id_settled,
+    commit_txn_settled,
+    open_txn_settled,
+)
 from ingest.txn.hms.thrift.tables import (
     ACID_PROPERTIES,
     ORC_INPUT_FORMAT,
@@ -82,9 +93,11 @@ __all__ = [
     "WriteTxn",
     "abort_txn",
     "add_partitions",
+    "allocate_write_id_settled",
     "allocate_write_ids",
     "begin_read",
     "commit_txn",
+    "commit_txn_settled",
     "compact_api",
     "connect",
     "create_database",
@@ -100,7 +113,9 @@ __all__ = [
     "list_partition_names",
     "lock",
     "lock_all",
+    "open_txn_settled",
     "open_txns",
+    "parse_thrift_hosts",
     "parse_thrift_uri",
     "parse_thrift_options",
     "ThriftOptions",

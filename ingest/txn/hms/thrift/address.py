@@ -1,8 +1,10 @@
 """Where a Hive Metastore is and how to talk to it, from a `thrift://` URI.
 
-The host and port, and the options that ride in the query so that every command and
-`INGEST_METASTORE` carry them: `thrift://host:9083?auth=kerberos&principal=hive/_HOST@REALM&
-qop=auth-conf` asks for SASL GSSAPI (`sasl.py`, credentials from `kerberos.py`).
+The hosts and ports (one, or several serving one backing database, in the order of Hive's
+`hive.metastore.uris`: `thrift://h1:9083,h2:9083`), and the options that ride in the query so
+that every command and `INGEST_METASTORE` carry them:
+`thrift://host:9083?auth=kerberos&principal=hive/_HOST@REALM&qop=auth-conf`
+asks for SASL GSSAPI (`sasl.py`, credentials from `kerberos.py`).
 """
 
 from __future__ import annotations
@@ -104,23 +106,66 @@ def parse_thrift_options(uri: str) -> ThriftOptions:
                          given.get("client_keytab"))
 
 
-def parse_thrift_uri(uri: str) -> tuple[str, int]:
-    """The host and port of `thrift://host:port`.
+_EXAMPLE = "for example thrift://metastore.example.com:9083 or thrift://h1:9083,h2:9083"
+
+
+def parse_thrift_hosts(uri: str) -> list[tuple[str, int]]:
+    """The hosts and ports of `thrift://host:port[,host:port...]`, in the order given (the
+    order connections try them, as Hive does with hive.metastore.uri.selection=SEQUENTIAL).
 
     Raises:
-        ConfigError: another scheme, no host, or no valid port.
+        ConfigError: another scheme, or an entry with no host, no valid port, or given
+            twice, the bad entry named.
     """
     parsed = urllib.parse.urlsplit(uri.strip())
-    example = "for example thrift://metastore.example.com:9083"
     if parsed.scheme != "thrift":
         raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: expected the scheme thrift://",
-                          hint=example)
-    try:
-        port = parsed.port
-    except ValueError as e:
-        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: the port is not a number "
-                          "from 1 to 65535", hint=example) from e
-    if not parsed.hostname or port is None or port == 0:
-        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: expected thrift://HOST:PORT",
-                          hint=example)
-    return parsed.hostname, port
+                          hint=_EXAMPLE)
+    if parsed.path not in ("", "/") or parsed.fragment:
+        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: expected thrift://HOST:PORT "
+                          "with nothing after the port but ?options", hint=_EXAMPLE)
+    hosts: list[tuple[str, int]] = []
+    entries = parsed.netloc.split(",")
+    for entry in entries:
+        host, port = _host_port(uri, entry, several=len(entries) > 1)
+        if (host, port) in hosts:
+            raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: {entry!r} is listed twice",
+                              hint="list each metastore host once")
+        hosts.append((host, port))
+    return hosts
+
+
+def _host_port(uri: str, entry: str, *, several: bool) -> tuple[str, int]:
+    where = (f"Cannot use Hive Metastore URI {uri!r}: the entry {entry.strip()!r}" if several
+             else f"Cannot use Hive Metastore URI {uri!r}")
+    if not entry.strip():
+        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: an entry of the host list is "
+                          "empty", hint=_EXAMPLE)
+    if "@" in entry:
+        raise ConfigError(f"{where} has user information, which a metastore does not take",
+                          hint=_EXAMPLE)
+    match = re.fullmatch(r"\s*(\[[0-9a-fA-F:.]+\]|[^:\[\]\s]+)?(?::(\S*))?\s*", entry)
+    if match is None or not match.group(1) or match.group(2) is None:
+        raise ConfigError(f"{where}: expected HOST:PORT" if several
+                          else f"{where}: expected thrift://HOST:PORT", hint=_EXAMPLE)
+    text = match.group(2)
+    if not text.isdigit() or not 0 < int(text) <= 65535:
+        raise ConfigError(f"{where}: the port is not a number from 1 to 65535", hint=_EXAMPLE)
+    return match.group(1).strip("[]").lower(), int(text)
+
+
+def parse_thrift_uri(uri: str) -> tuple[str, int]:
+    """The host and port of `thrift://host:port`; of a list, the first.
+
+    Raises:
+        ConfigError: as `parse_thrift_hosts`.
+    """
+    return parse_thrift_hosts(uri)[0]
+
+
+def format_thrift_uri(hosts: list[tuple[str, int]], options: ThriftOptions) -> str:
+    """`thrift://host:port[,host:port...]`, followed by the options' canonical query when there
+    are any: what a connection opened again from it (a reconnect, a heartbeat's) needs."""
+    query = options.query()
+    netloc = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in hosts)
+    return f"thrift://{netloc}" + (f"?{query}" if query else "")

@@ -8,12 +8,22 @@ A connection is not thread-safe: the heartbeat opens its own (Hive Streaming doe
 
 The URI's options (`address.py`) choose the transport: with `auth=kerberos` a SASL GSSAPI one
 (`sasl.py`, credentials from `kerberos.py`) instead of a plain one.
+
+Several hosts (`thrift://h1:9083,h2:9083`, metastores sharing one backing database): `connect`
+tries them in the order given (Hive's hive.metastore.uri.selection=SEQUENTIAL; its default,
+RANDOM, shuffles them), skipping one that refuses or does not answer within the connect
+timeout, for up to `CONNECT_ROUNDS` rounds `CONNECT_RETRY_DELAY_S` apart;
+the connection names the host it is on (`uri`) and keeps the whole list (`service_uri`). A
+read-only call (`is_read_only`) cut off mid-flight moves the connection to a live host and is
+sent once more; a write call cut off is never resent here: the connection is left broken and
+the caller establishes the write's outcome first (`ingest.txn.hms._commit`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -21,7 +31,11 @@ from typing import Any
 
 from ingest.errors import ConfigError, MetastoreError, UnknownMethodError
 from ingest.txn.hms.thrift import _stubs
-from ingest.txn.hms.thrift.address import parse_thrift_options, parse_thrift_uri
+from ingest.txn.hms.thrift.address import (
+    format_thrift_uri,
+    parse_thrift_hosts,
+    parse_thrift_options,
+)
 
 CONNECT_TIMEOUT_S = 10.0
 """How long opening the TCP connection may take."""
@@ -29,6 +43,13 @@ CALL_TIMEOUT_S = 60.0
 """How long one call may wait for its answer."""
 DEFAULT_TXN_TIMEOUT_S = 300.0
 """Hive's default `hive.txn.timeout`, used when the server does not say."""
+CONNECT_ROUNDS = 3
+"""Rounds over a list of several hosts before `connect` gives up: Hive's default
+`hive.metastore.connect.retries`. A single host is tried once (as before lists existed: a
+caller that wants to wait, such as a session's reconnect, retries itself)."""
+CONNECT_RETRY_DELAY_S = 1.0
+"""The pause between two rounds: Hive's default `hive.metastore.client.connect.retry.delay`."""
+_READ_ONLY = re.compile(r"(get_|show_|getVersion$|getName$|check_lock$|heartbeat)")
 
 # A valid-transaction list that sees nothing as open: the argument of the probe below.
 _EMPTY_TXN_LIST = "0:9223372036854775807::"
@@ -99,25 +120,32 @@ class HmsConnection:
     """An open connection to one Hive Metastore; use `connect` to make one.
 
     Attributes:
-        uri: `thrift://host:port`, as messages name it, followed by the options' canonical
-            query when there are any (`ThriftOptions.query`), so that a connection opened
-            again from it (a reconnect, a heartbeat's) authenticates the same way.
+        uri: `thrift://host:port` of the host it is on, as messages name it, followed by the
+            options' canonical query when there are any (`ThriftOptions.query`).
+        service_uri: every host of the URI it was opened from, with the same query: what a
+            connection opened again (a reconnect, a heartbeat's) connects to, so that it
+            authenticates the same way and may move to another host. The same as `uri` for
+            a single host.
         options: the options of the URI's query.
         info: the server's version and transaction timeout.
     """
 
     def __init__(self, uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
-        host, port = parse_thrift_uri(uri)
+                 call_timeout_s: float = CALL_TIMEOUT_S,
+                 host: tuple[str, int] | None = None) -> None:
+        """Open the transport to `host` (default: the URI's first)."""
+        hosts = parse_thrift_hosts(uri)
         self.options = parse_thrift_options(uri)
-        # The options stay in the URI: reconnects and heartbeats connect again from it.
-        query = self.options.query()
-        self.uri = f"thrift://{host}:{port}" + (f"?{query}" if query else "")
+        host_name, port = host or hosts[0]
+        # The options stay in the URIs: reconnects and heartbeats connect again from them.
+        self.service_uri = format_thrift_uri(hosts, self.options)
+        self.uri = format_thrift_uri([(host_name, port)], self.options)
+        self._connect_timeout_s = connect_timeout_s
         service, _, protocol, tsocket, ttransport, _ = _stubs.require()
-        self._socket = tsocket.TSocket(host, port)
+        self._socket = tsocket.TSocket(host_name, port)
         self._socket.setTimeout(connect_timeout_s * 1000)
         if self.options.kerberos:
-            self._transport = self._sasl_transport(host, connect_timeout_s)
+            self._transport = self._sasl_transport(host_name, connect_timeout_s)
         else:
             self._transport = ttransport.TBufferedTransport(self._socket)
         try:
@@ -174,6 +202,35 @@ class HmsConnection:
             raise MetastoreError(f"Cannot call {method} on the Hive Metastore at {self.uri}: "
                                  f"the connection failed earlier ({self._broken.message})",
                                  location=self.uri, hint="open a new connection")
+        try:
+            return self._call_once(method, body, expect)
+        except MetastoreError as lost:
+            if not self._failover_allowed(method, lost):
+                raise
+            try:
+                self._move(connect(self.service_uri, avoid=self.uri,
+                                   connect_timeout_s=self._connect_timeout_s,
+                                   call_timeout_s=self._call_timeout_ms / 1000))
+            except MetastoreError as e:
+                lost.add_note(f"No other metastore host answered: {e.message}")
+                raise lost from None
+            return self._call_once(method, body, expect)
+
+    def _failover_allowed(self, method: str, lost: MetastoreError) -> bool:
+        """A read-only call, on a connection that was up (connect's own checks are not
+        retried here) and broke under this call."""
+        return (self._broken is lost and self.info.version != "?"
+                and is_read_only(method))
+
+    def _move(self, fresh: HmsConnection) -> None:
+        """Take over `fresh`'s transport, host and server info (callers keep this object)."""
+        self.uri, self.info = fresh.uri, fresh.info
+        self._socket, self._transport, self._client = fresh._socket, fresh._transport, fresh._client
+        self._call_timeout_ms = fresh._call_timeout_ms
+        self._broken = None
+
+    def _call_once(self, method: str, body: Callable[[Any], Any],
+                   expect: tuple[type[BaseException], ...]) -> Any:
         app_error, thrift_error = _stubs.require()[5]
         try:
             return body(self._client)
@@ -235,17 +292,25 @@ class HmsConnection:
         self.close()
 
 
+def is_read_only(method: str) -> bool:
+    """Whether sending the Thrift call `method` twice is harmless: the reads (get_*, show_*,
+    getVersion, check_lock) and heartbeats (they only move a time forward)."""
+    return _READ_ONLY.match(method) is not None
+
+
 def connect(uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
             call_timeout_s: float = CALL_TIMEOUT_S,
-            info: ServerInfo | None = None) -> HmsConnection:
+            info: ServerInfo | None = None, avoid: str | None = None) -> HmsConnection:
     """Open a connection, check that the server has write ids (Hive 3 or later), and learn its
-    version and `hive.txn.timeout`.
+    version and `hive.txn.timeout`. With several hosts, the first that answers, tried in
+    the order given (see the module's docstring).
 
     Args:
         info: what an earlier connection to the same server learnt; given, it is taken as
             is and the server is not asked again (a heartbeat's connection per transaction
             then costs no calls; a server restarted meanwhile as another version is not
             noticed until a connection is opened without it).
+        avoid: the `uri` of a host just lost: tried last in each round.
 
     Raises:
         ConfigError: the URI is not `thrift://host:port[?options]` or has bad options, the
@@ -257,8 +322,30 @@ def connect(uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
             protocol (or not SASL, with auth=kerberos), the KDC does not answer, or the
             server is Hive 2 (no `get_valid_write_ids`).
     """
+    hosts = parse_thrift_hosts(uri)
+    if avoid is not None:
+        hosts.sort(key=lambda h: format_thrift_uri([h], parse_thrift_options(uri)) == avoid)
+    if len(hosts) == 1:
+        return _connect_host(uri, hosts[0], connect_timeout_s, call_timeout_s, info)
+    failures: dict[str, str] = {}
+    for attempt in range(CONNECT_ROUNDS):
+        if attempt:
+            time.sleep(CONNECT_RETRY_DELAY_S)
+        for host in hosts:
+            try:
+                return _connect_host(uri, host, connect_timeout_s, call_timeout_s, info)
+            except MetastoreError as e:
+                # A host that refuses, does not answer or is no metastore: the next one.
+                failures[f"{host[0]}:{host[1]}"] = e.message
+    listed = "; ".join(f"{h}: {why}" for h, why in failures.items())
+    raise MetastoreError(f"Cannot reach any Hive Metastore of {uri} ({len(hosts)} hosts, "
+                         f"{CONNECT_ROUNDS} rounds): {listed}", location=uri, hint=_START_HINT)
+
+
+def _connect_host(uri: str, host: tuple[str, int], connect_timeout_s: float,
+                  call_timeout_s: float, info: ServerInfo | None) -> HmsConnection:
     conn = HmsConnection(uri, connect_timeout_s=connect_timeout_s,
-                         call_timeout_s=call_timeout_s)
+                         call_timeout_s=call_timeout_s, host=host)
     try:
         conn.info = info if info is not None and info.uri == conn.uri else _server_info(conn)
     except BaseException:
@@ -303,5 +390,8 @@ def _is_hive_exception(e: BaseException) -> bool:
 
 
 def _reason(e: BaseException) -> str:
-    message = getattr(e, "message", None) or str(e) or type(e).__name__
-    return str(message).strip()
+    message = str(getattr(e, "message", None) or str(e) or type(e).__name__).strip()
+    inner = getattr(e, "inner", None)  # Thrift's "Could not connect" hides the errno there
+    if isinstance(inner, OSError):
+        message += f" ({inner.strerror or inner or type(inner).__name__})"
+    return message

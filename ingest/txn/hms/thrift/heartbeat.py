@@ -3,7 +3,10 @@ own connection every half `hive.txn.timeout`, as Hive Streaming's TransactionBat
 
 A heartbeat that fails to reach the server is retried at the next tick (the server only aborts
 after a whole timeout without one); a server that answers "aborted" or "no such transaction"
-ends the thread, and `check()` then raises for the writer before it commits.
+ends the thread, and `check()` then raises for the writer before it commits. With several
+metastore hosts (`uri` lists them all), a beat that fails moves to another host: the
+connection itself for a beat cut off mid-flight (`HmsConnection.call`), else the reconnect
+below, which tries the host just lost last.
 """
 
 from __future__ import annotations
@@ -118,7 +121,7 @@ class Heartbeater:
             self._last_error = e
             self._conn.close()
             try:
-                self._conn = connect(self.uri, info=self._info)
+                self._conn = connect(self.uri, info=self._info, avoid=self._conn.uri)
             except MetastoreError as again:
                 self._last_error = again
             return

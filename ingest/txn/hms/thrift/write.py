@@ -66,7 +66,7 @@ def write_transaction(conn: HmsConnection, table: HiveTable, *,
     (txn_id,) = open_txns(conn, 1)
     beats: Heartbeater | None = None
     try:
-        beats = Heartbeater(conn.uri, txn_id, interval_s=heartbeat_interval_s,
+        beats = Heartbeater(conn.service_uri, txn_id, interval_s=heartbeat_interval_s,
                            info=conn.info, fresh=True).start()
         write_id = allocate_write_ids(conn, table.name, [txn_id])[txn_id]
         lock_id = lock(conn, txn_id, table, timeout_s=lock_timeout_s)
@@ -91,7 +91,7 @@ def _abort_quietly(conn: HmsConnection, txn_id: int, cause: BaseException) -> No
         try:
             abort_txn(conn, txn_id)
         except MetastoreError:
-            with connect(conn.uri) as fresh:  # the first connection may be the broken part
+            with connect(conn.service_uri) as fresh:  # the first connection may be the broken part
                 abort_txn(fresh, txn_id)
     except MetastoreError as e:
         cause.add_note(f"Transaction {txn_id} could not be aborted ({e.message}); the Hive "
