@@ -25,14 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     master = flags.pop("master")
     try:
         options = StreamOptions.from_flags(flags)
-        url = options.metastore or default_metastore_url(options.table)
-        check_transaction_batches(options.table, url, options.sink.txns_per_delta)
+        url = options.metastore or default_metastore_url(options.table_root)
+        check_transaction_batches(options.table_root, url, options.sink.txns_per_delta)
     except ConfigError as e:  # before Spark starts
         print(f"Error: {e}", file=sys.stderr)
         return 2
     from ingest.spark import job_session, run_stream
 
-    spark = job_session(f"kafka_to_acid {options.topic}", master, log_format=options.log_format)
+    spark = job_session(f"kafka_to_acid {options.topic_name}", master,
+                        log_format=options.log_format)
     try:
         summary = run_stream(spark, options)
     except IngestError as e:

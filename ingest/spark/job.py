@@ -240,11 +240,11 @@ def check_stream_key(options: StreamOptions, layout: StreamLayout,
     table = None
     try:
         with Metastore.open(metastore_url, read_only=True) as store:
-            table = store.find_table(options.table)
+            table = store.find_table(options.table_root)
     except MetastoreError:  # no metastore yet: the stream creates it and the table
         table = None
     if table is None:
-        table = keyed_table(options.table, layout, options)
+        table = keyed_table(options.table_root, layout, options)
     check_keyed_stream(table, options.sink, layout.partition_expression)
 
 
@@ -500,7 +500,7 @@ def run_stream(
     options = with_avro_columns(options)  # no --schema with Avro values: the writers' schema
     assert options.schema_ddl is not None
     interval_s, available_now = options.schedule
-    table = options.table
+    table = options.table_root
     layout = table_layout(options.schema_ddl, options.partition_by)
     # The tables' (and the checkpoint's) storage options, passed as a value to everything
     # that touches a file: the sink ships them to its tasks (docs/architecture.md §4).
@@ -515,7 +515,7 @@ def run_stream(
     check_stream_key(options, layout, url)
     connection = options.connection
     kerberos = check_kerberos_kafka(connection)
-    marks = check_kafka(connection, options.topic, timeout_s=options.kafka_timeout_s)
+    marks = check_kafka(connection, options.topic_name, timeout_s=options.kafka_timeout_s)
     if options.kafka_source == "jvm":
         check_jvm_kafka(spark)  # before any table is created
     if options.metrics_port is not None:
@@ -567,7 +567,7 @@ def run_stream(
                     earliest_fn=None if kerberos else lag.earliest,
                     fail_on_data_loss=options.fail_on_data_loss == "true")
     frame = kafka_dataframe(spark, connection=connection,
-                            topic=options.topic, starting_offsets=options.starting_offsets,
+                            topic=options.topic_name, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
                             # The sink judges loss, for both sources alike: every lost range
                             # named before anything is written, or counted and skipped.
@@ -586,7 +586,7 @@ def run_stream(
         metrics = StreamMetrics(
             target.name, committed=progress.offsets if progress else None,
             last_commit_at=progress.last_commit_at if progress else None,
-            lag_probe=None if kerberos else LagProbe(connection, [options.topic],
+            lag_probe=None if kerberos else LagProbe(connection, [options.topic_name],
                                                      timeout_s=options.kafka_timeout_s))
         batch_fn = _then_observe(batch_fn, sink, metrics)
         if maintenance is not None:

@@ -1,0 +1,124 @@
+"""StreamOptions of a stream of several tables (docs/many-tables.md): the routing flags parsed
+and checked before anything starts, the single-table stream unchanged, and a many-table run
+refused with the reason until the job runs one."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ingest.cli.stream import command
+from ingest.errors import ConfigError
+from ingest.records import Routed, Unrouted
+from ingest.spark.options import SinkOptions, StreamOptions, add_arguments
+
+BASE = dict(bootstrap_servers="h:1", schema_ddl="id BIGINT", checkpoint="/ck")
+MANY = dict(BASE, dead_letter_table="/wh/_unrouted")
+
+
+def test_one_topic_into_one_table_is_as_before() -> None:
+    options = StreamOptions(**BASE, topic="events", table="/wh/events")
+    assert not options.many_tables and options.routing is None
+    assert (options.topic_name, options.table_root) == ("events", "/wh/events")
+
+
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"table": "/wh/t"}, r"--topic \(or --topic-pattern\) is required"),
+    ({"topic": "t"}, "--table is required"),
+    ({"topic": "no spaces", "table": "/wh/t"}, "'no spaces' is not a Kafka topic name"),
+])
+def test_a_single_table_stream_needs_its_topic_and_table(kw: dict, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        StreamOptions(**BASE, **kw)
+
+
+def test_a_template_stream_of_a_topic_list(tmp_path: Path) -> None:
+    options = StreamOptions(**MANY, topic="orders,ORCL.SOE.ORDERS",
+                            table_template="/wh/{topic}")
+    rules = options.routing
+    assert options.many_tables and rules is not None
+    assert rules.route("ORCL.SOE.ORDERS") == Routed("ORCL.SOE.ORDERS", "/wh/orcl_soe_orders")
+    assert rules.route("orders") == Routed("orders", "/wh/orders")
+
+
+def test_routes_from_flags_and_a_file_with_a_pattern(tmp_path: Path) -> None:
+    routes = tmp_path / "routes.txt"
+    routes.write_text("# the shop\nshop.refunds = /wh/refunds\n")
+    options = StreamOptions(**MANY, topic_pattern=r"shop\..*", routes=["shop.orders=/wh/orders"],
+                            routes_file=str(routes))
+    rules = options.routing
+    assert rules is not None and rules.routes == {"shop.refunds": "/wh/refunds",
+                                                  "shop.orders": "/wh/orders"}
+    assert rules.route("shop.new") == Unrouted(
+        "topic 'shop.new' has no --route and there is no --table-template")
+
+
+def test_route_field_of_debezium_envelopes() -> None:
+    options = StreamOptions(**MANY, topic="dbserver1.all", route_field="source.table",
+                            table_template="/wh/{field}")
+    rules = options.routing
+    assert rules is not None
+    assert rules.route("dbserver1.all", {"source": {"table": "Customers"}}) == \
+        Routed("Customers", "/wh/customers")
+
+
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"topic": "a,b", "table_template": "/wh/{topic}", "dead_letter_table": None},
+     r"several tables \(--table-template is given\) needs --dead-letter-table"),
+    ({"topic": "a,b", "table": "/wh/t", "table_template": "/wh/{topic}"},
+     r"--table applies to a stream of one topic; .* \(--table-template is given\)"),
+    ({"topic": "a", "topic_pattern": "a.*", "table_template": "/wh/{topic}"}, "not both"),
+    ({"topic_pattern": "a.*"}, "needs --table-template or --route"),
+    ({"topic": "a.b,a-b", "table_template": "/wh/{topic}"},
+     "topic 'a.b' and topic 'a-b' both route to table '/wh/a_b'"),
+    ({"topic": "a,b", "table_template": "/wh/{field}"}, r"has placeholder \{field\}"),
+    ({"topic": "a", "route_field": "source..table", "table_template": "/wh/{field}"},
+     "is not a field path"),
+    ({"topic": "a", "routes": ["a"]}, "'a' is not TOPIC=TABLE|'a' is not KEY=TABLE"),
+    ({"topic": "a", "routes": ["b=/wh/b"]}, "topic 'b' is not selected by --topic a"),
+    ({"topic": "a", "routes_file": "/nonexistent/routes.txt"},
+     "Cannot read --routes /nonexistent/routes.txt"),
+    ({"topic": "a", "route_field": "source.table", "table_template": "/wh/{field}",
+      "sink": SinkOptions(value_format="avro", avro_schema="x.avsc")},
+     "--route-field reads JSON values, not --value-format avro"),
+])
+def test_bad_many_table_options_are_refused_before_anything_starts(kw: dict, error: str
+                                                                   ) -> None:
+    with pytest.raises(ConfigError, match=error):
+        StreamOptions(**{**MANY, **kw})
+
+
+def test_a_many_table_stream_is_refused_by_the_job_until_it_runs_one() -> None:
+    options = StreamOptions(**MANY, topic="a,b", table_template="/wh/{topic}")
+    with pytest.raises(ConfigError, match="running such a stream is not built yet"):
+        options.table_root  # noqa: B018
+    result = CliRunner().invoke(command, [
+        "--bootstrap-servers", "h:1", "--topic", "a,b", "--table-template", "/wh/{topic}",
+        "--dead-letter-table", "/wh/_unrouted", "--schema", "id BIGINT", "--checkpoint",
+        "/ck"])
+    assert result.exit_code != 0
+    assert "not built yet" in str(result.exception or result.output)
+
+
+def test_help_explains_the_routing_flags() -> None:
+    text = " ".join(CliRunner().invoke(command, ["--help"]).output.split())
+    for words in ["--topic-pattern REGEX", "--table-template PATH", "--route TOPIC=TABLE",
+                  "--routes FILE", "--route-field FIELD", "--dead-letter-table PATH",
+                  "'.', '-' and any other character outside a-z, 0-9 and _ become _",
+                  "source.table of a Debezium envelope", "refused before the stream starts"]:
+        assert words in text, words
+
+
+def test_argparse_takes_repeated_routes() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = vars(parser.parse_args([
+        "--bootstrap-servers", "h:1", "--topic", "a,b", "--route", "a=/wh/a", "--route",
+        "b=/wh/b", "--dead-letter-table", "/wh/_unrouted", "--schema", "id BIGINT",
+        "--checkpoint", "/ck"]))
+    options = StreamOptions.from_flags(flags)
+    assert options.routes == ("a=/wh/a", "b=/wh/b")
+    assert options.routing is not None and options.routing.route("b") == Routed("b", "/wh/b")
