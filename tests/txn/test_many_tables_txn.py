@@ -144,3 +144,102 @@ def test_a_kill_inside_the_commit_of_many_tables_commits_none(shared_url: str) -
         assert {t.table for t in aborted} == {anchor.name}  # one transaction, all tables
         assert all(set(store.write_id_states(t).values()) == {"aborted"}
                    for t in (anchor, *tables))
+
+
+OWN = {"orders": [OFFSETS[0]], "payments": [OFFSETS[1]], "refunds": [OFFSETS[2]]}
+
+
+def test_each_table_gets_the_ranges_of_its_own_topics(
+        store: Metastore, backend: Backend) -> None:
+    anchor, tables = _tables(store, backend)
+    by_short = {t.name.rsplit(".", 1)[1]: t for t in tables}
+    txn = store.open_transaction(anchor, also=tables)
+    store.commit(txn, sink=SinkProgress("s", 0), offsets=OFFSETS,
+                 files=_entries(txn.write_ids, tables),
+                 table_offsets={by_short[k].name: v for k, v in OWN.items()})
+    # The anchor keeps the stream's position: every topic's range.
+    assert store.offset_ranges(anchor) == sorted(
+        ((txn.write_id, r) for r in OFFSETS), key=lambda x: (x[1].topic, x[1].partition))
+    for short, own in OWN.items():
+        t = by_short[short]
+        assert store.offset_ranges(t) == [(txn.write_id_for(t), r) for r in own], short
+    assert store.offset_ranges(by_short["orders__dead_letter"]) == []  # no topic of its own
+    # The next micro-batch names a table by its location; a table it leaves out gets none.
+    nxt = [OffsetRange("orders", 0, 10, 12), OffsetRange("payments", 0, 9, 9)]
+    second = store.open_transaction(anchor, also=tables[:2])
+    store.commit(second, sink=SinkProgress("s", 1), offsets=nxt,
+                 table_offsets={by_short["orders"].location: nxt[:1]})
+    assert [r for _, r in store.offset_ranges(by_short["orders"])] == [OFFSETS[0], nxt[0]]
+    assert [r for _, r in store.offset_ranges(by_short["payments"])] == [OFFSETS[1]]
+    assert [r for _, r in store.offset_ranges(anchor)][-2:] == nxt
+    # Without per-table ranges every table of the transaction gets all of them, as before.
+    third = store.open_transaction(anchor, also=tables[2:3])
+    store.commit(third, offsets=[OffsetRange("x", 0, 0, 1)])
+    assert store.offset_ranges(by_short["refunds"])[-1] == (
+        third.write_id_for(by_short["refunds"]), OffsetRange("x", 0, 0, 1))
+
+
+@pytest.mark.parametrize(("bad", "match"), [
+    ({"@anchor": [OFFSETS[0]]}, "primary table"),
+    ({"refunds": [OFFSETS[2]]}, "writes"),  # not written by the transaction
+    ({"orders": [OffsetRange("orders", 0, 0, 11)]}, "not one of the transaction's ranges"),
+    ({"orders": [OffsetRange("nowhere", 0, 0, 10)]}, "not one of the transaction's ranges"),
+    ({"orders": [OFFSETS[0], OFFSETS[0]]}, "twice"),
+])
+def test_wrong_per_table_ranges_are_refused_and_commit_nothing(
+        store: Metastore, backend: Backend, bad: dict[str, list[OffsetRange]],
+        match: str) -> None:
+    anchor, tables = _tables(store, backend)
+    by_short = {t.name.rsplit(".", 1)[1]: t for t in tables}
+    txn = store.open_transaction(anchor, also=tables[:2])
+    named = {(anchor.name if k == "@anchor" else by_short[k].name): v for k, v in bad.items()}
+    with pytest.raises(ConfigError, match=match):
+        store.commit(txn, sink=SinkProgress("s", 0), offsets=OFFSETS,
+                     files=_entries(txn.write_ids, tables[:2]), table_offsets=named)
+    _none_committed(store, txn.write_ids, "s", 0, anchor)
+    assert store.offset_ranges(tables[0]) == []
+    # Still open: the same micro-batch commits with the right ranges.
+    store.commit(txn, sink=SinkProgress("s", 0), offsets=OFFSETS,
+                 files=_entries(txn.write_ids, tables[:2]),
+                 table_offsets={tables[0].name: OWN["orders"]})
+    assert [r for _, r in store.offset_ranges(tables[0])] == OWN["orders"]
+
+
+def _as_version_4(url: str) -> None:
+    """Make a current metastore one that schema version 4 wrote: no `table_offsets`."""
+    import sqlalchemy as sa
+
+    sa_url = (url.replace("postgresql://", "postgresql+psycopg://", 1)
+              if url.startswith("postgresql://") else "sqlite:///" + url[len("sqlite://"):])
+    engine = sa.create_engine(sa_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("DROP TABLE table_offsets"))
+            conn.execute(sa.text("UPDATE meta SET value = '4' WHERE key = 'schema_version'"))
+    finally:
+        engine.dispose()
+
+
+def test_a_version_4_metastore_reads_its_offsets_and_a_writer_upgrades_it(
+        shared_url: str) -> None:
+    schema = pa.schema([("id", pa.int64())])
+    with Metastore.open(shared_url) as store:
+        anchor = store.create_table(TableDefinition("default.a", "memory://wh/a", schema))
+        other = store.create_table(TableDefinition("default.b", "memory://wh/b", schema))
+        old = store.open_transaction(anchor, also=[other])
+        store.commit(old, sink=SinkProgress("s", 0), offsets=OFFSETS)
+    _as_version_4(shared_url)
+    legacy = [(1, r) for r in sorted(OFFSETS)]
+    with Metastore.open(shared_url, read_only=True) as store:
+        assert store.schema_version == 4  # a reader never upgrades, and reads as before
+        assert store.offset_ranges(anchor) == store.offset_ranges(other) == legacy
+    with Metastore.open(shared_url, create=False) as store:
+        assert store.schema_version == 5
+        assert store.offset_ranges(other) == legacy  # the old transaction's ranges stay
+        txn = store.open_transaction(anchor, also=[other])
+        store.commit(txn, sink=SinkProgress("s", 1), offsets=[OffsetRange("orders", 0, 10, 20)],
+                     table_offsets={other.name: []})
+        assert store.offset_ranges(other) == legacy  # the new one has none for it
+        assert store.offset_ranges(anchor)[-1] == (2, OffsetRange("orders", 0, 10, 20))
+        store.drop_table(other)
+        assert store.offset_ranges(anchor)[-1] == (2, OffsetRange("orders", 0, 10, 20))
