@@ -110,9 +110,10 @@ class KafkaSourceOptions:
         topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
         pattern = _parse_pattern(opts.get("subscribepattern"))
         if (not topics) == (pattern is None):
-            raise ConfigError("The ingest-kafka source needs one of option 'subscribe' "
-                              "(comma-separated topic names) and 'subscribePattern' (a "
-                              "regular expression matched against whole topic names).")
+            raise ConfigError(
+                "The ingest-kafka source needs option 'subscribe' (comma-separated topic "
+                "names) or 'subscribePattern' (a regular expression matched against whole "
+                "topic names)" + (", not both." if topics else "."))
         timeout_ms = _positive_int(opts, "kafka.timeout.ms", DEFAULT_TIMEOUT_MS)
         max_offsets = opts.get("maxoffsetspertrigger")
         fail = opts.get("failondataloss", "true").strip().lower()

@@ -47,8 +47,8 @@ def test_pattern_option_parses_and_selects_whole_names_never_internal_topics() -
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"subscribe": "a", "subscribePattern": "a.*"}, "needs one of option 'subscribe'"),
-    ({}, "needs one of option 'subscribe'"),
+    ({"subscribe": "a", "subscribePattern": "a.*"}, "topic names), not both"),
+    ({}, "needs option 'subscribe'"),
     ({"subscribePattern": "a("}, "is not a regular expression"),
     ({"subscribePattern": ".*"}, "matches the empty name"),
     ({"subscribePattern": "a.*", "startingOffsets": '{"b":{"0":1}}'},
