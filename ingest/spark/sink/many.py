@@ -1,0 +1,443 @@
+"""The foreachBatch sink of a stream of several tables (docs/many-tables.md, issue 34 step 3).
+
+Each micro-batch is one metastore transaction across every table it touches: the stream's
+anchor table (its dead-letter table for records that route nowhere, which carries the
+progress row) and, per touched table, the table and its own dead-letter table. Routing is by
+topic: the tables touched are the routes of the topics the micro-batch holds (its planned
+offset ranges when Spark's plan says them, else the distinct topics of its rows); a topic's
+records are written by the single-table tasks (`_batch.run_tasks`) on the rows of its topics
+only. One commit holds every table's manifest entries, the micro-batch's offsets (all
+topics, the anchor's) and each table's own topics' ranges (`table_offsets`).
+
+Not built yet (refused up front): keyed modes, --txns-per-delta > 1, --on-new-field evolve,
+--route-field.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import fsspec
+import pyarrow as pa
+
+from ingest.acid.format import CommittedFile, format_delta
+from ingest.errors import CommitConflictError, ConfigError, IngestError, TableNotFoundError
+from ingest.io import storage
+from ingest.records import merge_fields
+from ingest.records.routing import RoutingRules, claim_tables
+from ingest.spark.options import SinkOptions
+from ingest.spark.sink._batch import (
+    BatchReport,
+    publish_results,
+    remove_staging_leftovers,
+    run_tasks,
+)
+from ingest.spark.sink._heartbeat import Heartbeat
+from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
+from ingest.spark.sink._size import cover, planned_ranges
+from ingest.spark.sink._tasks import DeltaTarget, TaskPlan
+from ingest.spark.sink.deadletter import dead_letter_location
+from ingest.spark.sink.driver import _codec as table_codec
+from ingest.spark.sink.driver import _remove_written, new_field_error
+from ingest.table import TableRef
+from ingest.table.core import check_owner, remove_aborted_writes
+from ingest.txn import (
+    Metastore,
+    MetastoreError,
+    OffsetRange,
+    SinkProgress,
+    TableDefinition,
+    Transaction,
+    TransactionInfo,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+RECENT_REPORTS = 1000
+
+# Creates a table (and its dead-letter table) at a location on first use: (table, dead).
+CreateTables = Callable[[str], tuple[TableDefinition, TableDefinition]]
+
+
+@dataclass(frozen=True)
+class ManyBatchReport:
+    """What one micro-batch of a many-table stream did.
+
+    Attributes:
+        batch_id: Spark's micro-batch id.
+        anchor_write_id: the anchor table's write id (the committed one when skipped).
+        tables: per touched table (by name), its report (rows, dead letters, offsets).
+        offsets: every topic-partition range of the micro-batch (the stream's position).
+        unrouted: topics whose records routed nowhere, with the reason.
+        skipped: the batch was already committed (a replay).
+    """
+
+    batch_id: int
+    anchor_write_id: int
+    tables: Mapping[str, BatchReport] = field(default_factory=dict)
+    offsets: tuple[OffsetRange, ...] = ()
+    unrouted: Mapping[str, str] = field(default_factory=dict)
+    skipped: bool = False
+
+    def line(self) -> str:
+        if self.skipped:
+            return (f"batch {self.batch_id}: already committed as anchor write id "
+                    f"{self.anchor_write_id}, skipped (replay)")
+        parts = ", ".join(f"{name}: {r.rows:,} rows, {r.dead_letters:,} dead letters"
+                          for name, r in sorted(self.tables.items()))
+        return f"batch {self.batch_id}: {len(self.tables)} tables ({parts or 'none'})"
+
+
+@dataclass
+class _Touched:
+    """One table a micro-batch writes: its definitions, topics and filesystems."""
+
+    table: TableDefinition
+    dead: TableDefinition
+    topics: tuple[str, ...]
+    fs: fsspec.AbstractFileSystem
+    dl_fs: fsspec.AbstractFileSystem
+
+
+class ManyTableSink:
+    """A `foreachBatch` function writing each micro-batch into several tables in one
+    transaction (routing by topic).
+
+    Usage::
+
+        sink = ManyTableSink(rules, ingest.open_table("wh/_unrouted").ref,
+                             sink_id="wh/_unrouted@/ckpt", create=make_tables)
+        query = df.writeStream.foreachBatch(sink).start()
+    """
+
+    def __init__(self, rules: RoutingRules, anchor: TableRef, *, sink_id: str,
+                 options: SinkOptions | None = None, create: CreateTables | None = None,
+                 partition_expression: str | None = None) -> None:
+        """Check the options; nothing is opened until the first micro-batch.
+
+        Args:
+            rules: the stream's routing rules (by topic).
+            anchor: the stream's dead-letter table, with its metastore and storage options
+                (every routed table is in the same metastore, reached with the same options).
+            sink_id: names the stream in the anchor's progress.
+            options: the sink options every table is written with.
+            create: makes a routed table that does not exist yet (and its dead-letter
+                table); None: routed tables must exist.
+            partition_expression: as `AcidSink`'s, for every table.
+
+        Raises:
+            ConfigError: the anchor has no metastore; an option not built for several
+                tables yet (keyed modes, txns_per_delta > 1, on_new_field evolve,
+                --route-field).
+        """
+        self.options = options if options is not None else SinkOptions()
+        if anchor.metastore is None:
+            raise ConfigError(f"Cannot stream into {anchor.location}: it was opened without a "
+                              "metastore, and the sink commits to one")
+        unsupported = [what for what, on in (
+            (f"--mode {self.options.mode}", self.options.keyed),
+            (f"--txns-per-delta {self.options.txns_per_delta}", self.options.txns_per_delta > 1),
+            ("--on-new-field evolve", self.options.on_new_field == "evolve"),
+            ("--route-field", rules.field_path is not None),
+            ("--value-format avro", self.options.value_format != "json")) if on]
+        if unsupported:
+            raise ConfigError(f"A stream of several tables cannot use {', '.join(unsupported)} "
+                              "yet (docs/many-tables.md, Status)")
+        self.rules = rules
+        self.anchor_ref = anchor
+        self.sink_id = sink_id
+        self.create = create
+        self.partition_expression = partition_expression
+        self.agent = f"{socket.gethostname()}:{os.getpid()}:ingest-stream:{sink_id}"
+        self._agent_tag = f":ingest-stream:{sink_id}"
+        self._store: Metastore | None = None
+        self._anchor: TableDefinition | None = None
+        self._tables: dict[str, tuple[TableDefinition, TableDefinition]] = {}
+        self._held: dict[str, str] = {}  # template table location -> the topic holding it
+        self._heartbeat: Heartbeat | None = None
+        self.reports: deque[ManyBatchReport] = deque(maxlen=RECENT_REPORTS)
+        self.failure: BaseException | None = None
+
+    @property
+    def metastore_url(self) -> str:
+        assert self.anchor_ref.metastore is not None  # refused in __init__
+        return self.anchor_ref.metastore
+
+    @property
+    def storage_options(self) -> Mapping[str, Any]:
+        return self.anchor_ref.storage_options
+
+    # ------------------------------------------------------------------ set-up
+    def _open(self) -> Metastore:
+        if self._store is not None:
+            return self._store
+        store = Metastore.open(self.metastore_url, create=False)
+        try:
+            self._anchor = store.get_table(self.anchor_ref.location)
+            check_owner(self._anchor, store.url, self.storage_options)
+            self._recover(store)
+        except BaseException:
+            store.close()
+            raise
+        self._store = store
+        # Every transaction of the stream holds a write id on the anchor: its rows find them.
+        self._heartbeat = Heartbeat(self.metastore_url, [self._anchor.name], self._agent_tag)
+        self._heartbeat.start()
+        return store
+
+    def _recover(self, store: Metastore) -> None:
+        """Abort every open transaction an earlier run of this stream left (whatever tables
+        it wrote) and remove its files in each of them (docs/invariants.md 8.1)."""
+        assert self._anchor is not None
+        left: dict[int, list[TransactionInfo]] = {}
+        for info in store.transactions(self._anchor, states=("open",)):
+            if info.agent.endswith(self._agent_tag):
+                left[info.txn_id] = []
+        if not left:
+            return
+        # The other tables of those transactions: their rows, listed before any abort.
+        for info in store.transactions(states=("open",)):
+            if info.txn_id in left:
+                left[info.txn_id].append(info)
+        dead: dict[str, list[int]] = {}
+        for txn_id, infos in sorted(left.items()):
+            first = infos[0]
+            try:
+                store.abort(Transaction(txn_id, first.table, first.write_id, first.opened_at,
+                                        first.agent),
+                            reason="its stream was restarted before it committed")
+            except CommitConflictError as e:
+                log.warning("Transaction %d of sink %r committed meanwhile; its files stay: %s",
+                            txn_id, self.sink_id, e)
+                continue
+            for info in infos:
+                dead.setdefault(info.table, []).append(info.write_id)
+        for name, write_ids in sorted(dead.items()):
+            table = store.get_table(name)
+            removal = remove_aborted_writes(store, table, write_ids,
+                                            storage_options=self.storage_options)
+            log.warning("Aborted write ids %s of %s left open by an earlier run of sink %r; "
+                        "removed %d of their files", write_ids, name, self.sink_id,
+                        len(removal.removed))
+
+    def _table_at(self, store: Metastore, location: str
+                  ) -> tuple[TableDefinition, TableDefinition]:
+        """A routed table and its dead-letter table: read once, created on first use."""
+        known = self._tables.get(location)
+        if known is not None:
+            return known
+        try:
+            pair = (store.get_table(location), store.get_table(dead_letter_location(location)))
+        except TableNotFoundError:
+            if self.create is None:
+                raise ConfigError(
+                    f"Cannot route to {location}: no such table (or its dead-letter table) in "
+                    "the metastore, and this stream does not create tables",
+                    hint="create it, or give the stream --schema to create it") from None
+            pair = self.create(location)
+        for defn in pair:
+            check_owner(defn, store.url, self.storage_options)
+        if len(pair[0].partition_columns) > 1:
+            raise ConfigError(f"Cannot stream into {pair[0].location}: tables with more than "
+                              "one partition column are not supported yet")
+        self._tables[location] = pair
+        return pair
+
+    # ------------------------------------------------------------------ the micro-batch
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        """Write micro-batch `batch_id` (the foreachBatch function)."""
+        try:
+            report = self._process(batch_df, int(batch_id))
+        except BaseException as e:
+            self.failure = e
+            raise
+        self.reports.append(report)
+        log.debug("%s", report.line())
+
+    def _topics(self, batch_df: DataFrame, planned: Sequence[OffsetRange] | None
+                ) -> list[str]:
+        """The topics the micro-batch holds records of: those with a non-empty planned
+        range, or (the plan unknown) the distinct topics of its rows."""
+        if planned is not None:
+            return sorted({r.topic for r in planned if r.until_offset > r.from_offset})
+        return sorted(row[0] for row in batch_df.select("topic").distinct().collect())
+
+    def _process(self, batch_df: DataFrame, batch_id: int) -> ManyBatchReport:
+        store = self._open()
+        assert self._anchor is not None
+        done = store.committed_write_id(self.sink_id, batch_id, table=self._anchor.name)
+        if done is not None:
+            return ManyBatchReport(batch_id, done, skipped=True)
+        planned = planned_ranges(batch_df)
+        routed, unrouted = claim_tables(self.rules, self._topics(batch_df, planned),
+                                        self._held)
+        by_location: dict[str, list[str]] = {}
+        for topic, location in routed.items():
+            by_location.setdefault(location, []).append(topic)
+            if self.rules.template is not None and topic not in self.rules.routes:
+                self._held.setdefault(location, topic)
+        if unrouted:
+            # Writing them to the anchor is not built yet: nothing of the batch is written.
+            raise IngestError(
+                f"Cannot write micro-batch {batch_id}: records of "
+                + "; ".join(f"topic {t!r} ({u.reason})" for t, u in sorted(unrouted.items()))
+                + " route to no table, and sending them to the stream's dead-letter table is "
+                "not built yet; nothing of the micro-batch was written",
+                hint="route every topic the stream reads (--route or --table-template)")
+        touched = []
+        for location, topics in sorted(by_location.items()):
+            table, dead = self._table_at(store, location)
+            fs, _ = storage.url_to_fs(table.location, self.storage_options)
+            dl_fs, _ = storage.url_to_fs(dead.location, self.storage_options)
+            touched.append(_Touched(table, dead, tuple(sorted(topics)), fs, dl_fs))
+        return self._write(store, batch_df, batch_id, planned, touched)
+
+    def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int,
+               planned: Sequence[OffsetRange] | None, touched: list[_Touched]
+               ) -> ManyBatchReport:
+        assert self._anchor is not None
+        also = [t for one in touched for t in (one.table, one.dead)]
+        txn = store.open_transaction(self._anchor, agent=self.agent, also=also)
+        done: list[tuple[_Touched, TaskPlan, list[TaskResult]]] = []
+        try:
+            reports: dict[str, BatchReport] = {}
+            files: dict[str, list[CommittedFile]] = {}
+            table_offsets: dict[str, tuple[OffsetRange, ...]] = {}
+            for one in touched:
+                plan = self._plan(txn, one)
+                results: list[TaskResult] = []
+                done.append((one, plan, results))
+                rows = _of_topics(batch_df, one.topics)
+                results.extend(run_tasks(rows, plan,
+                                         partition_expression=self.partition_expression))
+                self._new_fields(one.table, results, batch_id)
+                report = publish_results(results, plan=plan, batch_id=batch_id, fs=one.fs,
+                                         dl_fs=one.dl_fs)
+                mine = [r for r in planned or () if r.topic in one.topics]
+                ranges = cover(report.offsets, mine)
+                reports[one.table.name] = BatchReport(
+                    batch_id, report.write_id, rows=report.rows,
+                    dead_letters=report.dead_letters, files=report.files, bytes=report.bytes,
+                    offsets=ranges, tombstones=report.tombstones, records_read=report.records_read)
+                files.update(_committed_files(one, plan, results))
+                table_offsets[one.table.name] = ranges
+            offsets = cover([r for rs in table_offsets.values() for r in rs], planned)
+            store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=offsets,
+                         files=files, table_offsets=table_offsets)
+        except CommitConflictError as e:
+            self._abort(store, txn, done, e)
+            committed = store.committed_write_id(self.sink_id, batch_id,
+                                                 table=self._anchor.name)
+            if committed is None:
+                raise
+            return ManyBatchReport(batch_id, committed, skipped=True)
+        except BaseException as e:
+            self._abort(store, txn, done, e)
+            raise
+        for one, _, results in done:
+            remove_staging_leftovers(results, fs=one.fs, dl_fs=one.dl_fs)
+        return ManyBatchReport(batch_id, txn.write_id, reports, offsets)
+
+    def _plan(self, txn: Transaction, one: _Touched) -> TaskPlan:
+        """The tasks' plan of one touched table (as the single-table sink's, append mode)."""
+        table, dead = one.table, one.dead
+        pcol = table.partition_columns[0] if table.partition_columns else None
+        parse_fields = list(table.row_schema)
+        partition_from: Literal["field", "column", "none"] = "none"
+        if pcol is not None and self.partition_expression is None:
+            partition_from = "field"
+            parse_fields.append(pa.field(pcol, pa.string()))
+        elif pcol is not None:
+            partition_from = "column"
+        write_id, dead_id = txn.write_id_for(table), txn.write_id_for(dead)
+        return TaskPlan(
+            target=DeltaTarget(table.location, write_id, format_delta(write_id, write_id, 0),
+                               _codec(table)),
+            dead_letter=DeltaTarget(dead.location, dead_id, format_delta(dead_id, dead_id, 0),
+                                    _codec(dead)),
+            row_schema=table.row_schema, parse_schema=pa.schema(parse_fields),
+            partition_column=pcol, partition_from=partition_from,
+            bucket_columns=tuple(table.bucket_columns), bucket_count=table.bucket_count,
+            append=False, close_files=False, options=self.options,
+            storage_options=dict(self.storage_options))
+
+    def _new_fields(self, table: TableDefinition, results: Sequence[TaskResult],
+                    batch_id: int) -> None:
+        """--on-new-field fail: raise before anything is published."""
+        seen = merge_fields(*(r.fields for r in results if isinstance(r, NewFields)))
+        if seen and self.options.on_new_field == "fail":
+            raise new_field_error(table, seen, batch_id)
+
+    def _abort(self, store: Metastore, txn: Transaction,
+               done: Sequence[tuple[_Touched, TaskPlan, list[TaskResult]]],
+               error: BaseException) -> None:
+        """Abort the micro-batch's transaction and remove what its tasks reported writing
+        in every table."""
+        try:
+            store.abort(txn, reason=f"micro-batch failed: {type(error).__name__}: {error}"[:500])
+        except (CommitConflictError, MetastoreError) as e:
+            # Committed, or the metastore unreachable: no file goes (the restart's repair and
+            # replay check decide).
+            error.add_note(f"Could not abort transaction {txn.txn_id}, its files stay: {e}")
+            return
+        for one, plan, results in done:
+            written = [r for r in results if isinstance(r, FileWritten)]
+            _, root = storage.url_to_fs(one.table.location, self.storage_options)
+            _, dl_root = storage.url_to_fs(one.dead.location, self.storage_options)
+            _remove_written(one.dl_fs, dl_root, 0, plan.dead_letter.delta_dir,
+                            [r for r in written if r.target == "dead_letter"])
+            _remove_written(one.fs, root, len(one.table.partition_columns),
+                            plan.target.delta_dir, [r for r in written if r.target == "table"])
+
+    def close(self) -> None:
+        """Stop the heartbeat and close the metastore."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> ManyTableSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _of_topics(batch_df: DataFrame, topics: Sequence[str]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return batch_df.where(F.col("topic").isin(list(topics)))
+
+
+def _codec(table: TableDefinition) -> str:
+    return table_codec(table, None)
+
+
+def _committed_files(one: _Touched, plan: TaskPlan, results: Sequence[TaskResult]
+                     ) -> dict[str, list[CommittedFile]]:
+    """The manifest entries of the files one table's tasks reported (docs/format.md §20)."""
+    targets = {"table": (one.table, plan.target.write_id),
+               "dead_letter": (one.dead, plan.dead_letter.write_id)}
+    out: dict[str, list[CommittedFile]] = {one.table.name: [], one.dead.name: []}
+    for r in results:
+        if not isinstance(r, FileWritten) or r.tail_hash is None or r.events is None:
+            continue
+        table, write_id = targets[r.target]
+        root = storage.path_of(table.location) + "/"
+        out[table.name].append(CommittedFile(r.path.removeprefix(root), write_id, r.length,
+                                             r.tail_hash, r.events))
+    return out
+
+
+__all__ = ["CreateTables", "ManyBatchReport", "ManyTableSink"]

@@ -1,0 +1,154 @@
+"""ManyTableSink on a real SparkSession (docs/many-tables.md, issue 34 step 3): one
+micro-batch of several topics written into their tables in one transaction, the anchor
+carrying the progress row; replays skipped; a failure commits none of the tables.
+
+Micro-batches are static DataFrames with the Kafka source's columns, handed to the sink as
+foreachBatch would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from ingest.acid.read.reader import read_table
+from ingest.errors import ConfigError, IngestError
+from ingest.records.routing import RoutingRules, TableTemplate, TopicSelection
+from ingest.spark.job import ensure_tables, table_layout
+from ingest.spark.options import SinkOptions
+from ingest.spark.sink.deadletter import DEAD_LETTER_DDL
+from ingest.spark.sink.many import ManyTableSink
+from ingest.table import open_table
+from ingest.table.write import create_table
+from ingest.txn import Metastore, OffsetRange, default_metastore_url
+
+SCHEMA = "id BIGINT, name STRING"
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
+
+
+def record(i: int) -> bytes:
+    return json.dumps({"id": i, "name": f"n{i}"}).encode()
+
+
+def kafka_rows(spark: Any, rows: list[tuple[str, int, int, bytes | None]]) -> Any:
+    """A DataFrame shaped like the Kafka source's: (topic, partition, offset, value)."""
+    table = pa.table({
+        "key": pa.array([None] * len(rows), pa.binary()),
+        "value": pa.array([v for _, _, _, v in rows], pa.binary()),
+        "topic": pa.array([t for t, _, _, _ in rows]),
+        "partition": pa.array([p for _, p, _, _ in rows], pa.int32()),
+        "offset": pa.array([o for _, _, o, _ in rows], pa.int64()),
+    })
+    return spark.createDataFrame(table).repartition(2)
+
+
+def topic_rows(topic: str, ids: range, *, partition: int = 0, start: int = 0
+               ) -> list[tuple[str, int, int, bytes | None]]:
+    return [(topic, partition, start + n, record(i)) for n, i in enumerate(ids)]
+
+
+def anchor_at(warehouse: Path) -> Any:
+    location = str(warehouse / "_unrouted")
+    create_table(location, DEAD_LETTER_DDL, name="default._unrouted")
+    return open_table(location).ref
+
+
+def make_sink(warehouse: Path, topics: tuple[str, ...], *, routes: dict[str, str] | None = None,
+              create: bool = True, **options: Any) -> ManyTableSink:
+    layout = table_layout(SCHEMA, None)
+    rules = RoutingRules(TopicSelection(topics=topics), routes or {},
+                         TableTemplate.parse(str(warehouse / "{topic}"), placeholder="topic"))
+    return ManyTableSink(rules, anchor_at(warehouse), sink_id="many@ckpt",
+                         options=SinkOptions(**options),
+                         create=(lambda loc: ensure_tables(loc, layout)) if create else None)
+
+
+def committed(location: str) -> pa.Table:
+    with Metastore.open(default_metastore_url(location)) as store:
+        snapshot = store.snapshot(location)
+    return read_table(location, snapshot)
+
+
+def ids(location: str) -> list[int]:
+    return sorted(committed(location).column("id").to_pylist())
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_micro_batch_of_two_topics_commits_both_tables_in_one_transaction(
+        spark: Any, warehouse: Path) -> None:
+    orders, payments = str(warehouse / "orders"), str(warehouse / "payments")
+    df0 = kafka_rows(spark, topic_rows("orders", range(10))
+                     + topic_rows("payments", range(100, 104))
+                     + [("payments", 1, 0, b"not json")])
+    df1 = kafka_rows(spark, topic_rows("orders", range(10, 15), start=10))
+    with make_sink(warehouse, ("orders", "payments")) as sink:
+        sink(df0, 0)
+        sink(df1, 1)
+        sink(df0, 0)  # a replay: skipped whole
+        url = sink.metastore_url
+    assert [r.skipped for r in sink.reports] == [False, False, True]
+    first, second = sink.reports[0], sink.reports[1]
+    assert set(first.tables) == {"default.orders", "default.payments"}
+    assert set(second.tables) == {"default.orders"}  # payments untouched by batch 1
+    assert ids(orders) == list(range(15))
+    assert ids(payments) == list(range(100, 104))
+    assert first.tables["default.payments"].dead_letters == 1
+    bad = committed(str(warehouse / "payments__dead_letter"))
+    assert bad.column("value").to_pylist() == [b"not json"]
+    with Metastore.open(url) as store:
+        anchor = store.get_table(str(warehouse / "_unrouted"))
+        # One transaction: the anchor's write id and both tables' share it.
+        infos = {i.table: i.txn_id for i in store.transactions(states=("committed",))
+                 if i.txn_id == store.transactions(anchor)[0].txn_id}
+        assert set(infos) == {"default._unrouted", "default.orders", "default.payments",
+                              "default.orders__dead_letter", "default.payments__dead_letter"}
+        assert store.committed_write_id("many@ckpt", 0, table=anchor.name) == \
+            first.anchor_write_id
+        assert store.committed_write_id("many@ckpt", 1, table=anchor.name) == \
+            second.anchor_write_id
+        # The anchor holds every topic's ranges; each table its own topics'.
+        assert sorted(r for _, r in store.offset_ranges(anchor)) == [
+            OffsetRange("orders", 0, 0, 10), OffsetRange("orders", 0, 10, 15),
+            OffsetRange("payments", 0, 0, 4), OffsetRange("payments", 1, 0, 1)]
+        assert sorted(r for _, r in store.offset_ranges("default.payments")) == [
+            OffsetRange("payments", 0, 0, 4), OffsetRange("payments", 1, 0, 1)]
+        assert sorted(r for _, r in store.offset_ranges("default.orders")) == [
+            OffsetRange("orders", 0, 0, 10), OffsetRange("orders", 0, 10, 15)]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_failure_in_one_table_commits_none_of_them(spark: Any, warehouse: Path) -> None:
+    """--on-bad-record fail: a bad record of the second table aborts the transaction; the
+    first table's files, already written, are removed and nothing is committed."""
+    df = kafka_rows(spark, topic_rows("orders", range(5)) + [("payments", 0, 0, b"{")])
+    with make_sink(warehouse, ("orders", "payments"), on_bad_record="fail") as sink, \
+            pytest.raises(IngestError, match="Cannot parse Kafka record payments-0 offset 0"):
+        sink(df, 0)
+    assert committed(str(warehouse / "orders")).num_rows == 0
+    assert not list((warehouse / "orders").rglob("bucket_*"))
+    with Metastore.open(default_metastore_url(str(warehouse / "orders"))) as store:
+        assert store.committed_write_id("many@ckpt", 0, table="default._unrouted") is None
+        assert store.offset_ranges("default._unrouted") == []
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_routed_tables_must_exist_without_create(spark: Any, warehouse: Path) -> None:
+    df = kafka_rows(spark, topic_rows("orders", range(3)))
+    with make_sink(warehouse, ("orders",), create=False) as sink, \
+            pytest.raises(ConfigError, match="Cannot route to .*orders: no such table"):
+        sink(df, 0)
+
+
+def test_options_not_built_for_several_tables_are_refused(warehouse: Path) -> None:
+    rules = RoutingRules(TopicSelection(topics=("orders",)), {"orders": str(warehouse / "o")})
+    anchor = anchor_at(warehouse)
+    for options in ({"txns_per_delta": 2}, {"on_new_field": "evolve"}):
+        with pytest.raises(ConfigError, match="cannot use .* yet"):
+            ManyTableSink(rules, anchor, sink_id="s", options=SinkOptions(**options))
