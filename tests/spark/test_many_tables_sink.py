@@ -152,3 +152,49 @@ def test_options_not_built_for_several_tables_are_refused(warehouse: Path) -> No
     for options in ({"txns_per_delta": 2}, {"on_new_field": "evolve"}):
         with pytest.raises(ConfigError, match="cannot use .* yet"):
             ManyTableSink(rules, anchor, sink_id="s", options=SinkOptions(**options))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_restart_aborts_the_killed_transaction_in_every_table_and_cleans_its_files(
+        spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed after its tasks wrote every table and before the commit (its abort never
+    ran) leaves one open transaction; the next run of the stream aborts it in all the tables
+    it wrote, removes its delta directories, and writes the micro-batch once."""
+    df = kafka_rows(spark, topic_rows("orders", range(6)) + topic_rows("payments", range(3))
+                    + [("payments", 1, 0, b"bad")])
+    killed = make_sink(warehouse, ("orders", "payments"))
+
+    def kill(*_: Any, **__: Any) -> None:
+        raise RuntimeError("killed before the commit")
+
+    monkeypatch.setattr(killed, "_abort", lambda *_: None)  # a killed process aborts nothing
+    with killed, pytest.raises(RuntimeError, match="killed"):
+        killed._open()
+        monkeypatch.setattr(killed._store, "commit", kill)
+        killed(df, 0)
+    left = sorted(p.relative_to(warehouse).parts[0] for p in warehouse.rglob("delta_*"))
+    assert left == ["orders", "payments", "payments__dead_letter"]  # written, not committed
+    with Metastore.open(default_metastore_url(str(warehouse / "orders"))) as store:
+        opened = {i.table: i.txn_id for i in store.transactions(states=("open",))}
+    assert set(opened) == {"default._unrouted", "default.orders", "default.payments",
+                           "default.orders__dead_letter", "default.payments__dead_letter"}
+    with ManyTableSink(killed.rules, killed.anchor_ref, sink_id="many@ckpt",
+                       create=killed.create) as again:
+        again(df, 0)
+    assert not again.reports[0].skipped
+    assert ids(str(warehouse / "orders")) == list(range(6))
+    assert ids(str(warehouse / "payments")) == list(range(3))
+    assert committed(str(warehouse / "payments__dead_letter")).num_rows == 1
+    txn_id = next(iter(opened.values()))
+    with Metastore.open(default_metastore_url(str(warehouse / "orders"))) as store:
+        states = {i.table: i.state for i in store.transactions() if i.txn_id == txn_id}
+        assert store.transactions(states=("open",)) == []
+    assert states == {name: "aborted" for name in opened}
+    # Only the committed transaction's directories are left.
+    with Metastore.open(default_metastore_url(str(warehouse / "orders"))) as store:
+        for table in ("orders", "payments", "payments__dead_letter"):
+            deltas = list((warehouse / table).glob("delta_*"))
+            assert len(deltas) == 1, table
+            write_id = int(deltas[0].name.split("_")[1])
+            assert store.snapshot(f"default.{table}").is_valid(write_id), table

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ingest.acid.format import CommittedFile, format_delta
 from ingest.errors import CommitConflictError, ConfigError, IngestError, TableNotFoundError
+from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.records import merge_fields
 from ingest.records.routing import RoutingRules, claim_tables
@@ -331,6 +332,7 @@ class ManyTableSink:
                 files.update(_committed_files(one, plan, results))
                 table_offsets[one.table.name] = ranges
             offsets = cover([r for rs in table_offsets.values() for r in rs], planned)
+            crash_point("sink.before_commit")
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=offsets,
                          files=files, table_offsets=table_offsets)
         except CommitConflictError as e:
