@@ -198,3 +198,40 @@ def test_a_restart_aborts_the_killed_transaction_in_every_table_and_cleans_its_f
             assert len(deltas) == 1, table
             write_id = int(deltas[0].name.split("_")[1])
             assert store.snapshot(f"default.{table}").is_valid(write_id), table
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_records_of_a_topic_routed_nowhere_go_to_the_anchor_in_the_same_transaction(
+        spark: Any, warehouse: Path) -> None:
+    """--topic-pattern with routes only: a matching topic without a route routes nowhere;
+    its records are the anchor's dead letters, with the reason, committed with the batch."""
+    orders = str(warehouse / "orders")
+    ensure_tables(orders, table_layout(SCHEMA, None))
+    rules = RoutingRules(TopicSelection(pattern="orders|misc.*"), {"orders": orders})
+    df = kafka_rows(spark, topic_rows("orders", range(4)) + topic_rows("misc1", range(3))
+                    + topic_rows("misc1", range(2), partition=1, start=7))
+    with ManyTableSink(rules, anchor_at(warehouse), sink_id="many@ckpt") as sink:
+        sink(df, 0)
+        url = sink.metastore_url
+    report = sink.reports[0]
+    assert set(report.tables) == {"default.orders"}
+    assert report.unrouted_records == 5
+    assert ids(orders) == [0, 1, 2, 3]
+    dead = committed(str(warehouse / "_unrouted")).sort_by([("partition", "ascending"),
+                                                             ("offset", "ascending")])
+    assert dead.column("topic").to_pylist() == ["misc1"] * 5
+    assert [(p, o) for p, o in zip(dead.column("partition").to_pylist(),
+                                    dead.column("offset").to_pylist(), strict=True)] == [
+        (0, 0), (0, 1), (0, 2), (1, 7), (1, 8)]
+    assert set(dead.column("error").to_pylist()) == {
+        "topic 'misc1' has no --route and there is no --table-template"}
+    with Metastore.open(url) as store:
+        anchor_id = store.committed_write_id("many@ckpt", 0, table="default._unrouted")
+        assert anchor_id == report.anchor_write_id
+        # The anchor holds every topic's ranges, the routed table only its own.
+        assert sorted(r for _, r in store.offset_ranges("default._unrouted")) == [
+            OffsetRange("misc1", 0, 0, 3), OffsetRange("misc1", 1, 7, 9),
+            OffsetRange("orders", 0, 0, 4)]
+        assert [r for _, r in store.offset_ranges("default.orders")] == [
+            OffsetRange("orders", 0, 0, 4)]

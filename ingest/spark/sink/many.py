@@ -9,6 +9,8 @@ records are written by the single-table tasks (`_batch.run_tasks`) on the rows o
 only. One commit holds every table's manifest entries, the micro-batch's offsets (all
 topics, the anchor's) and each table's own topics' ranges (`table_offsets`).
 
+Records of a topic that routes nowhere go to the anchor with the reason (`_unrouted`).
+
 Not built yet (refused up front): keyed modes, --txns-per-delta > 1, --on-new-field evolve,
 --route-field.
 """
@@ -21,28 +23,31 @@ import socket
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import fsspec
 import pyarrow as pa
 
 from ingest.acid.format import CommittedFile, format_delta
-from ingest.errors import CommitConflictError, ConfigError, IngestError, TableNotFoundError
+from ingest.errors import CommitConflictError, ConfigError, TableNotFoundError
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.records import merge_fields
 from ingest.records.routing import RoutingRules, claim_tables
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink._batch import (
+    KAFKA_COLUMNS,
     BatchReport,
     publish_results,
     remove_staging_leftovers,
     run_tasks,
 )
 from ingest.spark.sink._heartbeat import Heartbeat
-from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
+from ingest.spark.sink._results import RESULT_DDL, FileWritten, NewFields, TaskResult, from_arrow
 from ingest.spark.sink._size import cover, planned_ranges
-from ingest.spark.sink._tasks import DeltaTarget, TaskPlan
+from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
+from ingest.spark.sink._unrouted import unrouted_task
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.spark.sink.driver import _codec as table_codec
 from ingest.spark.sink.driver import _remove_written, new_field_error
@@ -79,6 +84,7 @@ class ManyBatchReport:
         tables: per touched table (by name), its report (rows, dead letters, offsets).
         offsets: every topic-partition range of the micro-batch (the stream's position).
         unrouted: topics whose records routed nowhere, with the reason.
+        unrouted_records: their records, written to the anchor.
         skipped: the batch was already committed (a replay).
     """
 
@@ -87,6 +93,7 @@ class ManyBatchReport:
     tables: Mapping[str, BatchReport] = field(default_factory=dict)
     offsets: tuple[OffsetRange, ...] = ()
     unrouted: Mapping[str, str] = field(default_factory=dict)
+    unrouted_records: int = 0
     skipped: bool = False
 
     def line(self) -> str:
@@ -95,7 +102,8 @@ class ManyBatchReport:
                     f"{self.anchor_write_id}, skipped (replay)")
         parts = ", ".join(f"{name}: {r.rows:,} rows, {r.dead_letters:,} dead letters"
                           for name, r in sorted(self.tables.items()))
-        return f"batch {self.batch_id}: {len(self.tables)} tables ({parts or 'none'})"
+        return (f"batch {self.batch_id}: {len(self.tables)} tables ({parts or 'none'}), "
+                f"{self.unrouted_records:,} records routed nowhere")
 
 
 @dataclass
@@ -279,32 +287,32 @@ class ManyTableSink:
         if done is not None:
             return ManyBatchReport(batch_id, done, skipped=True)
         planned = planned_ranges(batch_df)
-        routed, unrouted = claim_tables(self.rules, self._topics(batch_df, planned),
-                                        self._held)
+        routed, refused = claim_tables(self.rules, self._topics(batch_df, planned),
+                                       self._held)
         by_location: dict[str, list[str]] = {}
         for topic, location in routed.items():
             by_location.setdefault(location, []).append(topic)
             if self.rules.template is not None and topic not in self.rules.routes:
                 self._held.setdefault(location, topic)
-        if unrouted:
-            # Writing them to the anchor is not built yet: nothing of the batch is written.
-            raise IngestError(
-                f"Cannot write micro-batch {batch_id}: records of "
-                + "; ".join(f"topic {t!r} ({u.reason})" for t, u in sorted(unrouted.items()))
-                + " route to no table, and sending them to the stream's dead-letter table is "
-                "not built yet; nothing of the micro-batch was written",
-                hint="route every topic the stream reads (--route or --table-template)")
         touched = []
         for location, topics in sorted(by_location.items()):
             table, dead = self._table_at(store, location)
-            fs, _ = storage.url_to_fs(table.location, self.storage_options)
-            dl_fs, _ = storage.url_to_fs(dead.location, self.storage_options)
-            touched.append(_Touched(table, dead, tuple(sorted(topics)), fs, dl_fs))
-        return self._write(store, batch_df, batch_id, planned, touched)
+            touched.append(self._touched(table, dead, topics))
+        unrouted = {topic: u.reason for topic, u in refused.items()}
+        for topic, reason in sorted(unrouted.items()):
+            log.warning("micro-batch %d: the records of topic %r go to %s: %s", batch_id,
+                        topic, self._anchor.name, reason)
+        return self._write(store, batch_df, batch_id, planned, touched, unrouted)
+
+    def _touched(self, table: TableDefinition, dead: TableDefinition,
+                 topics: Sequence[str]) -> _Touched:
+        fs, _ = storage.url_to_fs(table.location, self.storage_options)
+        dl_fs, _ = storage.url_to_fs(dead.location, self.storage_options)
+        return _Touched(table, dead, tuple(sorted(topics)), fs, dl_fs)
 
     def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int,
-               planned: Sequence[OffsetRange] | None, touched: list[_Touched]
-               ) -> ManyBatchReport:
+               planned: Sequence[OffsetRange] | None, touched: list[_Touched],
+               unrouted: Mapping[str, str]) -> ManyBatchReport:
         assert self._anchor is not None
         also = [t for one in touched for t in (one.table, one.dead)]
         txn = store.open_transaction(self._anchor, agent=self.agent, also=also)
@@ -323,15 +331,28 @@ class ManyTableSink:
                 self._new_fields(one.table, results, batch_id)
                 report = publish_results(results, plan=plan, batch_id=batch_id, fs=one.fs,
                                          dl_fs=one.dl_fs)
-                mine = [r for r in planned or () if r.topic in one.topics]
-                ranges = cover(report.offsets, mine)
-                reports[one.table.name] = BatchReport(
-                    batch_id, report.write_id, rows=report.rows,
-                    dead_letters=report.dead_letters, files=report.files, bytes=report.bytes,
-                    offsets=ranges, tombstones=report.tombstones, records_read=report.records_read)
+                ranges = cover(report.offsets,
+                               [r for r in planned or () if r.topic in one.topics])
+                reports[one.table.name] = _table_report(report, ranges)
                 files.update(_committed_files(one, plan, results))
                 table_offsets[one.table.name] = ranges
-            offsets = cover([r for rs in table_offsets.values() for r in rs], planned)
+            seen = [r for rs in table_offsets.values() for r in rs]
+            dead_letters = 0
+            if unrouted:
+                # Their records go to the anchor, under its write id in this transaction.
+                anchor = self._touched(self._anchor, self._anchor, list(unrouted))
+                plan = self._anchor_plan(txn)
+                results = []
+                done.append((anchor, plan, results))
+                rows = _of_topics(batch_df, anchor.topics).select(*KAFKA_COLUMNS)
+                results.extend(from_arrow(rows.mapInArrow(
+                    partial(unrouted_task, plan, dict(unrouted)), RESULT_DDL).toArrow()))
+                report = publish_results(results, plan=plan, batch_id=batch_id, fs=anchor.fs,
+                                         dl_fs=anchor.dl_fs)
+                dead_letters = report.dead_letters
+                seen += report.offsets
+                files.update(_committed_files(anchor, plan, results))
+            offsets = cover(seen, planned)
             crash_point("sink.before_commit")
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=offsets,
                          files=files, table_offsets=table_offsets)
@@ -347,7 +368,19 @@ class ManyTableSink:
             raise
         for one, _, results in done:
             remove_staging_leftovers(results, fs=one.fs, dl_fs=one.dl_fs)
-        return ManyBatchReport(batch_id, txn.write_id, reports, offsets)
+        return ManyBatchReport(batch_id, txn.write_id, reports, offsets, dict(unrouted),
+                               unrouted_records=dead_letters)
+
+    def _anchor_plan(self, txn: Transaction) -> TaskPlan:
+        """The plan of the records routed nowhere: dead letters of the anchor."""
+        assert self._anchor is not None
+        anchor = DeltaTarget(self._anchor.location, txn.write_id,
+                             format_delta(txn.write_id, txn.write_id, 0), _codec(self._anchor))
+        return TaskPlan(target=anchor, dead_letter=anchor, row_schema=DEAD_LETTER_SCHEMA,
+                        parse_schema=DEAD_LETTER_SCHEMA, partition_column=None,
+                        partition_from="none", bucket_columns=(), bucket_count=0, append=False,
+                        close_files=False, options=self.options,
+                        storage_options=dict(self.storage_options))
 
     def _plan(self, txn: Transaction, one: _Touched) -> TaskPlan:
         """The tasks' plan of one touched table (as the single-table sink's, append mode)."""
@@ -414,6 +447,14 @@ class ManyTableSink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _table_report(report: BatchReport, ranges: tuple[OffsetRange, ...]) -> BatchReport:
+    """One table's part of the micro-batch (its own topics' ranges)."""
+    return BatchReport(report.batch_id, report.write_id, rows=report.rows,
+                       dead_letters=report.dead_letters, files=report.files,
+                       bytes=report.bytes, offsets=ranges, tombstones=report.tombstones,
+                       records_read=report.records_read)
 
 
 def _of_topics(batch_df: DataFrame, topics: Sequence[str]) -> DataFrame:
