@@ -235,3 +235,22 @@ def test_records_of_a_topic_routed_nowhere_go_to_the_anchor_in_the_same_transact
             OffsetRange("orders", 0, 0, 4)]
         assert [r for _, r in store.offset_ranges("default.orders")] == [
             OffsetRange("orders", 0, 0, 4)]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_micro_batch_planned_below_the_streams_committed_end_is_refused(
+        spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The anchor's offsets are the stream's position: a plan from below them (a re-created
+    topic) is refused before anything is written."""
+    from ingest.spark.sink import many
+
+    df = kafka_rows(spark, topic_rows("orders", range(5)))
+    with make_sink(warehouse, ("orders", "payments")) as sink:
+        sink(df, 0)
+        monkeypatch.setattr(many, "planned_ranges", lambda _: [
+            OffsetRange("orders", 0, 2, 7), OffsetRange("payments", 0, 0, 3)])
+        with pytest.raises(IngestError, match=r"orders-0 .*offset 2, below offset 5"):
+            sink(kafka_rows(spark, topic_rows("orders", range(5), start=2)), 1)
+    assert ids(str(warehouse / "orders")) == list(range(5))
+    assert not (warehouse / "payments").exists()

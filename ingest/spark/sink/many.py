@@ -33,6 +33,7 @@ from ingest.acid.format import CommittedFile, format_delta
 from ingest.errors import CommitConflictError, ConfigError, TableNotFoundError
 from ingest.faults import crash_point
 from ingest.io import storage
+from ingest.kafka import check_not_behind
 from ingest.records import merge_fields
 from ingest.records.routing import RoutingRules, claim_tables
 from ingest.spark.options import SinkOptions
@@ -52,7 +53,7 @@ from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.spark.sink.driver import _codec as table_codec
 from ingest.spark.sink.driver import _remove_written, new_field_error
 from ingest.table import TableRef
-from ingest.table.core import check_owner, remove_aborted_writes
+from ingest.table.core import check_owner, remove_aborted_writes, stream_progress
 from ingest.txn import (
     Metastore,
     MetastoreError,
@@ -171,6 +172,7 @@ class ManyTableSink:
         self._store: Metastore | None = None
         self._anchor: TableDefinition | None = None
         self._tables: dict[str, tuple[TableDefinition, TableDefinition]] = {}
+        self._committed_until: dict[tuple[str, int], int] | None = None
         self._held: dict[str, str] = {}  # template table location -> the topic holding it
         self._heartbeat: Heartbeat | None = None
         self.reports: deque[ManyBatchReport] = deque(maxlen=RECENT_REPORTS)
@@ -287,6 +289,12 @@ class ManyTableSink:
         if done is not None:
             return ManyBatchReport(batch_id, done, skipped=True)
         planned = planned_ranges(batch_df)
+        if planned:
+            # A re-created topic's new offsets start below the stream's committed end: the
+            # anchor's progress holds every topic's (docs/many-tables.md, restarts).
+            check_not_behind({(r.topic, r.partition): r.from_offset for r in planned},
+                             self._committed_ends(store), what=f"micro-batch {batch_id} reads from",
+                             known_as=f"stream {self.sink_id} already committed")
         routed, refused = claim_tables(self.rules, self._topics(batch_df, planned),
                                        self._held)
         by_location: dict[str, list[str]] = {}
@@ -303,6 +311,15 @@ class ManyTableSink:
             log.warning("micro-batch %d: the records of topic %r go to %s: %s", batch_id,
                         topic, self._anchor.name, reason)
         return self._write(store, batch_df, batch_id, planned, touched, unrouted)
+
+    def _committed_ends(self, store: Metastore) -> dict[tuple[str, int], int]:
+        """Each topic partition's committed end, from the anchor: read once, then kept up to
+        date by this sink's commits."""
+        assert self._anchor is not None
+        if self._committed_until is None:
+            progress = stream_progress(store, self._anchor)
+            self._committed_until = dict(progress.offsets) if progress else {}
+        return self._committed_until
 
     def _touched(self, table: TableDefinition, dead: TableDefinition,
                  topics: Sequence[str]) -> _Touched:
@@ -368,6 +385,11 @@ class ManyTableSink:
             raise
         for one, _, results in done:
             remove_staging_leftovers(results, fs=one.fs, dl_fs=one.dl_fs)
+        if self._committed_until is not None:
+            for r in offsets:
+                key = (r.topic, r.partition)
+                self._committed_until[key] = max(self._committed_until.get(key, 0),
+                                                 r.until_offset)
         return ManyBatchReport(batch_id, txn.write_id, reports, offsets, dict(unrouted),
                                unrouted_records=dead_letters)
 
