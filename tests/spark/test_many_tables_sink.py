@@ -254,3 +254,51 @@ def test_a_micro_batch_planned_below_the_streams_committed_end_is_refused(
             sink(kafka_rows(spark, topic_rows("orders", range(5), start=2)), 1)
     assert ids(str(warehouse / "orders")) == list(range(5))
     assert not (warehouse / "payments").exists()
+
+
+def change(i: int, table: Any) -> bytes:
+    """A Debezium-like envelope's routing field, beside the row's fields."""
+    return json.dumps({"id": i, "name": f"n{i}", "source": {"table": table}}).encode()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_routing_by_field_writes_each_records_table_in_one_transaction(
+        spark: Any, warehouse: Path) -> None:
+    """--route-field source.table: one topic feeds several tables, created on first use by
+    the template; records without a string field go to the anchor with the reason; the
+    tables get no offset ranges of their own (the anchor has them all)."""
+    layout = table_layout(SCHEMA, None)
+    rules = RoutingRules(TopicSelection(topics=("cdc",)), {},
+                         TableTemplate.parse(str(warehouse / "{field}"), placeholder="field"),
+                         field_path=("source", "table"))
+    values = ([change(i, "ORDERS") for i in range(4)] + [change(i, "inv.items") for i in range(3)]
+              + [change(9, None), json.dumps({"id": 10}).encode(), b"not json"])
+    df = kafka_rows(spark, [("cdc", 0, n, v) for n, v in enumerate(values)])
+    with ManyTableSink(rules, anchor_at(warehouse), sink_id="many@ckpt",
+                       options=SinkOptions(on_new_field="ignore"),
+                       create=lambda loc: ensure_tables(loc, layout)) as sink:
+        sink(df, 0)
+        sink(df, 0)
+        url = sink.metastore_url
+    first = sink.reports[0]
+    assert sink.reports[1].skipped
+    assert set(first.tables) == {"default.orders", "default.inv_items"}
+    assert ids(str(warehouse / "orders")) == [0, 1, 2, 3]
+    assert ids(str(warehouse / "inv_items")) == [0, 1, 2]
+    assert first.unrouted_records == 3
+    dead = committed(str(warehouse / "_unrouted")).sort_by("offset")
+    assert dead.column("offset").to_pylist() == [7, 8, 9]
+    assert dead.column("error").to_pylist() == [
+        "--route-field source.table is null",
+        "--route-field source.table: the value has no field source",
+        "--route-field source.table: the value is not a JSON object"]
+    with Metastore.open(url) as store:
+        assert [r for _, r in store.offset_ranges("default._unrouted")] == [
+            OffsetRange("cdc", 0, 0, 10)]
+        assert store.offset_ranges("default.orders") == []
+        assert store.offset_ranges("default.inv_items") == []
+        write_ids = {i.table for i in store.transactions(states=("committed",))
+                     if i.txn_id == store.transactions("default._unrouted")[0].txn_id}
+    assert write_ids == {"default._unrouted", "default.orders", "default.orders__dead_letter",
+                         "default.inv_items", "default.inv_items__dead_letter"}

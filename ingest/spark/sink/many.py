@@ -46,6 +46,7 @@ from ingest.spark.sink._batch import (
 )
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._results import RESULT_DDL, FileWritten, NewFields, TaskResult, from_arrow
+from ingest.spark.sink._route_keys import ROUTE_DDL, ROUTE_ERROR, ROUTE_KEY, route_keys_task
 from ingest.spark.sink._size import cover, planned_ranges
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
 from ingest.spark.sink._unrouted import unrouted_task
@@ -118,6 +119,35 @@ class _Touched:
     dl_fs: fsspec.AbstractFileSystem
 
 
+@dataclass
+class _Routing:
+    """A micro-batch's rows and how they are routed: by `column` ("topic", or the routing
+    key the key stage added), whose values in the micro-batch are `keys`."""
+
+    df: DataFrame
+    column: str
+    keys: Sequence[str]
+
+    def rows(self, keys: Sequence[str]) -> DataFrame:
+        """The Kafka rows of these keys."""
+        from pyspark.sql import functions as F
+
+        return self.df.where(F.col(self.column).isin(list(keys))).select(*KAFKA_COLUMNS)
+
+    def unrouted(self, reasons: Mapping[str, str]) -> DataFrame:
+        """The Kafka rows that route nowhere, with the reason as `error`: those of a key in
+        `reasons`, and (by field) those the key stage found no key in."""
+        from pyspark.sql import functions as F
+
+        error = F.lit(None).cast("string")
+        for key, reason in sorted(reasons.items()):
+            error = F.when(F.col(self.column) == key, F.lit(reason)).otherwise(error)
+        if self.column != "topic":
+            error = F.coalesce(F.col(ROUTE_ERROR), error)
+        return self.df.select(*KAFKA_COLUMNS, error.alias("error")).where(
+            F.col("error").isNotNull())
+
+
 class ManyTableSink:
     """A `foreachBatch` function writing each micro-batch into several tables in one
     transaction (routing by topic).
@@ -157,7 +187,6 @@ class ManyTableSink:
             (f"--mode {self.options.mode}", self.options.keyed),
             (f"--txns-per-delta {self.options.txns_per_delta}", self.options.txns_per_delta > 1),
             ("--on-new-field evolve", self.options.on_new_field == "evolve"),
-            ("--route-field", rules.field_path is not None),
             ("--value-format avro", self.options.value_format != "json")) if on]
         if unsupported:
             raise ConfigError(f"A stream of several tables cannot use {', '.join(unsupported)} "
@@ -295,22 +324,21 @@ class ManyTableSink:
             check_not_behind({(r.topic, r.partition): r.from_offset for r in planned},
                              self._committed_ends(store), what=f"micro-batch {batch_id} reads from",
                              known_as=f"stream {self.sink_id} already committed")
-        routed, refused = claim_tables(self.rules, self._topics(batch_df, planned),
-                                       self._held)
-        by_location: dict[str, list[str]] = {}
-        for topic, location in routed.items():
-            by_location.setdefault(location, []).append(topic)
-            if self.rules.template is not None and topic not in self.rules.routes:
-                self._held.setdefault(location, topic)
-        touched = []
-        for location, topics in sorted(by_location.items()):
-            table, dead = self._table_at(store, location)
-            touched.append(self._touched(table, dead, topics))
-        unrouted = {topic: u.reason for topic, u in refused.items()}
-        for topic, reason in sorted(unrouted.items()):
-            log.warning("micro-batch %d: the records of topic %r go to %s: %s", batch_id,
-                        topic, self._anchor.name, reason)
-        return self._write(store, batch_df, batch_id, planned, touched, unrouted)
+        if self.rules.field_path is None:
+            return self._write(store, _Routing(batch_df.select(*KAFKA_COLUMNS), "topic",
+                                               self._topics(batch_df, planned)),
+                               batch_id, planned)
+        # By field: the keys are in the values; the rows with their keys are read once.
+        from pyspark.sql import functions as F
+
+        keyed = batch_df.select(*KAFKA_COLUMNS).mapInArrow(
+            partial(route_keys_task, self.rules), ROUTE_DDL).persist()
+        try:
+            keys = sorted(row[0] for row in keyed.where(F.col(ROUTE_KEY).isNotNull())
+                          .select(ROUTE_KEY).distinct().collect())
+            return self._write(store, _Routing(keyed, ROUTE_KEY, keys), batch_id, planned)
+        finally:
+            keyed.unpersist()
 
     def _committed_ends(self, store: Metastore) -> dict[tuple[str, int], int]:
         """Each topic partition's committed end, from the anchor: read once, then kept up to
@@ -322,15 +350,37 @@ class ManyTableSink:
         return self._committed_until
 
     def _touched(self, table: TableDefinition, dead: TableDefinition,
-                 topics: Sequence[str]) -> _Touched:
+                 keys: Sequence[str]) -> _Touched:
         fs, _ = storage.url_to_fs(table.location, self.storage_options)
         dl_fs, _ = storage.url_to_fs(dead.location, self.storage_options)
-        return _Touched(table, dead, tuple(sorted(topics)), fs, dl_fs)
+        return _Touched(table, dead, tuple(sorted(keys)), fs, dl_fs)
 
-    def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int,
-               planned: Sequence[OffsetRange] | None, touched: list[_Touched],
-               unrouted: Mapping[str, str]) -> ManyBatchReport:
+    def _claim(self, store: Metastore, batch_id: int, keys: Sequence[str]
+               ) -> tuple[list[_Touched], dict[str, str]]:
+        """The tables of the micro-batch's routing keys (created on first use), and the
+        keys that route nowhere with the reason."""
         assert self._anchor is not None
+        routed, refused = claim_tables(self.rules, keys, self._held)
+        by_location: dict[str, list[str]] = {}
+        for key, location in routed.items():
+            by_location.setdefault(location, []).append(key)
+            if self.rules.template is not None and key not in self.rules.routes:
+                self._held.setdefault(location, key)
+        touched = []
+        for location, its_keys in sorted(by_location.items()):
+            table, dead = self._table_at(store, location)
+            touched.append(self._touched(table, dead, its_keys))
+        unrouted = {key: u.reason for key, u in refused.items()}
+        for key, reason in sorted(unrouted.items()):
+            log.warning("micro-batch %d: the records of routing key %r go to %s: %s", batch_id,
+                        key, self._anchor.name, reason)
+        return touched, unrouted
+
+    def _write(self, store: Metastore, routing: _Routing, batch_id: int,
+               planned: Sequence[OffsetRange] | None) -> ManyBatchReport:
+        assert self._anchor is not None
+        touched, unrouted = self._claim(store, batch_id, routing.keys)
+        by_topic = routing.column == "topic"
         also = [t for one in touched for t in (one.table, one.dead)]
         txn = store.open_transaction(self._anchor, agent=self.agent, also=also)
         done: list[tuple[_Touched, TaskPlan, list[TaskResult]]] = []
@@ -338,32 +388,34 @@ class ManyTableSink:
             reports: dict[str, BatchReport] = {}
             files: dict[str, list[CommittedFile]] = {}
             table_offsets: dict[str, tuple[OffsetRange, ...]] = {}
+            seen: list[OffsetRange] = []
             for one in touched:
                 plan = self._plan(txn, one)
                 results: list[TaskResult] = []
                 done.append((one, plan, results))
-                rows = _of_topics(batch_df, one.topics)
-                results.extend(run_tasks(rows, plan,
+                results.extend(run_tasks(routing.rows(one.topics), plan,
                                          partition_expression=self.partition_expression))
                 self._new_fields(one.table, results, batch_id)
                 report = publish_results(results, plan=plan, batch_id=batch_id, fs=one.fs,
                                          dl_fs=one.dl_fs)
-                ranges = cover(report.offsets,
-                               [r for r in planned or () if r.topic in one.topics])
+                ranges = cover(report.offsets, [r for r in planned or ()
+                                                if by_topic and r.topic in one.topics])
                 reports[one.table.name] = _table_report(report, ranges)
                 files.update(_committed_files(one, plan, results))
-                table_offsets[one.table.name] = ranges
-            seen = [r for rs in table_offsets.values() for r in rs]
+                seen += ranges
+                if by_topic:
+                    # By field a topic feeds several tables: their ranges stay the anchor's.
+                    table_offsets[one.table.name] = ranges
             dead_letters = 0
-            if unrouted:
+            rows = routing.unrouted(unrouted)
+            if unrouted or not by_topic:
                 # Their records go to the anchor, under its write id in this transaction.
                 anchor = self._touched(self._anchor, self._anchor, list(unrouted))
                 plan = self._anchor_plan(txn)
                 results = []
                 done.append((anchor, plan, results))
-                rows = _of_topics(batch_df, anchor.topics).select(*KAFKA_COLUMNS)
-                results.extend(from_arrow(rows.mapInArrow(
-                    partial(unrouted_task, plan, dict(unrouted)), RESULT_DDL).toArrow()))
+                results.extend(from_arrow(rows.mapInArrow(partial(unrouted_task, plan),
+                                                          RESULT_DDL).toArrow()))
                 report = publish_results(results, plan=plan, batch_id=batch_id, fs=anchor.fs,
                                          dl_fs=anchor.dl_fs)
                 dead_letters = report.dead_letters
@@ -477,12 +529,6 @@ def _table_report(report: BatchReport, ranges: tuple[OffsetRange, ...]) -> Batch
                        dead_letters=report.dead_letters, files=report.files,
                        bytes=report.bytes, offsets=ranges, tombstones=report.tombstones,
                        records_read=report.records_read)
-
-
-def _of_topics(batch_df: DataFrame, topics: Sequence[str]) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return batch_df.where(F.col("topic").isin(list(topics)))
 
 
 def _codec(table: TableDefinition) -> str:
