@@ -302,3 +302,38 @@ def test_routing_by_field_writes_each_records_table_in_one_transaction(
                      if i.txn_id == store.transactions("default._unrouted")[0].txn_id}
     assert write_ids == {"default._unrouted", "default.orders", "default.orders__dead_letter",
                          "default.inv_items", "default.inv_items__dead_letter"}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("fail", [True, False])
+def test_offsets_kafka_removed_before_the_stream_committed_them(
+        spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch, fail: bool) -> None:
+    """Measured against the anchor's committed ends: fail_on_data_loss stops before anything
+    is written, naming the range; otherwise the ranges committed start after the loss."""
+    from ingest.spark.sink import many
+
+    with make_sink(warehouse, ("orders", "payments")) as sink:
+        sink(kafka_rows(spark, topic_rows("orders", range(5))), 0)
+        sink.earliest_fn = lambda keys: {("orders", 0): 8, ("payments", 0): 0}
+        sink.fail_on_data_loss = fail
+        monkeypatch.setattr(many, "planned_ranges", lambda _: [
+            OffsetRange("orders", 0, 5, 12), OffsetRange("payments", 0, 0, 3)])
+        df = kafka_rows(spark, topic_rows("orders", range(8, 12), start=8)
+                        + topic_rows("payments", range(3)))
+        if fail:
+            with pytest.raises(IngestError, match=r"data loss .* orders-0 offsets \[5, 8\)"):
+                sink(df, 1)
+        else:
+            sink(df, 1)
+        url = sink.metastore_url
+    with Metastore.open(url) as store:
+        anchor = sorted(r for _, r in store.offset_ranges("default._unrouted"))
+    if fail:
+        assert ids(str(warehouse / "orders")) == list(range(5))
+        assert anchor == [OffsetRange("orders", 0, 0, 5)]
+        return
+    assert sink.reports[1].lost == (OffsetRange("orders", 0, 5, 8),)
+    assert ids(str(warehouse / "orders")) == [0, 1, 2, 3, 4, 8, 9, 10, 11]
+    assert anchor == [OffsetRange("orders", 0, 0, 5), OffsetRange("orders", 0, 8, 12),
+                      OffsetRange("payments", 0, 0, 3)]

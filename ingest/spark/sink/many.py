@@ -45,9 +45,10 @@ from ingest.spark.sink._batch import (
     run_tasks,
 )
 from ingest.spark.sink._heartbeat import Heartbeat
+from ingest.spark.sink._loss import EarliestFn, lost_ranges
 from ingest.spark.sink._results import RESULT_DDL, FileWritten, NewFields, TaskResult, from_arrow
 from ingest.spark.sink._route_keys import ROUTE_DDL, ROUTE_ERROR, ROUTE_KEY, route_keys_task
-from ingest.spark.sink._size import cover, planned_ranges
+from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
 from ingest.spark.sink._unrouted import unrouted_task
 from ingest.spark.sink.deadletter import dead_letter_location
@@ -87,6 +88,8 @@ class ManyBatchReport:
         offsets: every topic-partition range of the micro-batch (the stream's position).
         unrouted: topics whose records routed nowhere, with the reason.
         unrouted_records: their records, written to the anchor.
+        lost: with fail_on_data_loss False, the ranges Kafka removed before the stream
+            committed them (skipped).
         skipped: the batch was already committed (a replay).
     """
 
@@ -96,6 +99,7 @@ class ManyBatchReport:
     offsets: tuple[OffsetRange, ...] = ()
     unrouted: Mapping[str, str] = field(default_factory=dict)
     unrouted_records: int = 0
+    lost: tuple[OffsetRange, ...] = ()
     skipped: bool = False
 
     def line(self) -> str:
@@ -161,7 +165,9 @@ class ManyTableSink:
 
     def __init__(self, rules: RoutingRules, anchor: TableRef, *, sink_id: str,
                  options: SinkOptions | None = None, create: CreateTables | None = None,
-                 partition_expression: str | None = None) -> None:
+                 partition_expression: str | None = None,
+                 earliest_fn: EarliestFn | None = None,
+                 fail_on_data_loss: bool = True) -> None:
         """Check the options; nothing is opened until the first micro-batch.
 
         Args:
@@ -173,6 +179,11 @@ class ManyTableSink:
             create: makes a routed table that does not exist yet (and its dead-letter
                 table); None: routed tables must exist.
             partition_expression: as `AcidSink`'s, for every table.
+            earliest_fn: each topic partition's earliest offset on the broker: offsets the
+                stream has not committed below it are lost. None: not looked for.
+            fail_on_data_loss: lost offsets stop the stream before anything of the
+                micro-batch is written; False skips them (the committed ranges start after
+                them, the report's `lost` names them).
 
         Raises:
             ConfigError: the anchor has no metastore; an option not built for several
@@ -196,6 +207,8 @@ class ManyTableSink:
         self.sink_id = sink_id
         self.create = create
         self.partition_expression = partition_expression
+        self.earliest_fn = earliest_fn
+        self.fail_on_data_loss = fail_on_data_loss
         self.agent = f"{socket.gethostname()}:{os.getpid()}:ingest-stream:{sink_id}"
         self._agent_tag = f":ingest-stream:{sink_id}"
         self._store: Metastore | None = None
@@ -324,10 +337,13 @@ class ManyTableSink:
             check_not_behind({(r.topic, r.partition): r.from_offset for r in planned},
                              self._committed_ends(store), what=f"micro-batch {batch_id} reads from",
                              known_as=f"stream {self.sink_id} already committed")
+        lost = lost_ranges(planned, self._committed_ends(store) if planned else {},
+                           self.earliest_fn, fail=self.fail_on_data_loss, batch_id=batch_id,
+                           of=f"stream {self.sink_id}")
         if self.rules.field_path is None:
             return self._write(store, _Routing(batch_df.select(*KAFKA_COLUMNS), "topic",
                                                self._topics(batch_df, planned)),
-                               batch_id, planned)
+                               batch_id, planned, lost)
         # By field: the keys are in the values; the rows with their keys are read once.
         from pyspark.sql import functions as F
 
@@ -336,7 +352,8 @@ class ManyTableSink:
         try:
             keys = sorted(row[0] for row in keyed.where(F.col(ROUTE_KEY).isNotNull())
                           .select(ROUTE_KEY).distinct().collect())
-            return self._write(store, _Routing(keyed, ROUTE_KEY, keys), batch_id, planned)
+            return self._write(store, _Routing(keyed, ROUTE_KEY, keys), batch_id, planned,
+                               lost)
         finally:
             keyed.unpersist()
 
@@ -377,7 +394,8 @@ class ManyTableSink:
         return touched, unrouted
 
     def _write(self, store: Metastore, routing: _Routing, batch_id: int,
-               planned: Sequence[OffsetRange] | None) -> ManyBatchReport:
+               planned: Sequence[OffsetRange] | None,
+               lost: Sequence[OffsetRange] = ()) -> ManyBatchReport:
         assert self._anchor is not None
         touched, unrouted = self._claim(store, batch_id, routing.keys)
         by_topic = routing.column == "topic"
@@ -398,8 +416,9 @@ class ManyTableSink:
                 self._new_fields(one.table, results, batch_id)
                 report = publish_results(results, plan=plan, batch_id=batch_id, fs=one.fs,
                                          dl_fs=one.dl_fs)
-                ranges = cover(report.offsets, [r for r in planned or ()
-                                                if by_topic and r.topic in one.topics])
+                # The ranges planned, not only the records seen, without what was lost.
+                ranges = after_loss(cover(report.offsets, [
+                    r for r in planned or () if by_topic and r.topic in one.topics]), lost)
                 reports[one.table.name] = _table_report(report, ranges)
                 files.update(_committed_files(one, plan, results))
                 seen += ranges
@@ -421,7 +440,7 @@ class ManyTableSink:
                 dead_letters = report.dead_letters
                 seen += report.offsets
                 files.update(_committed_files(anchor, plan, results))
-            offsets = cover(seen, planned)
+            offsets = after_loss(cover(seen, planned), lost)
             crash_point("sink.before_commit")
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=offsets,
                          files=files, table_offsets=table_offsets)
@@ -443,7 +462,7 @@ class ManyTableSink:
                 self._committed_until[key] = max(self._committed_until.get(key, 0),
                                                  r.until_offset)
         return ManyBatchReport(batch_id, txn.write_id, reports, offsets, dict(unrouted),
-                               unrouted_records=dead_letters)
+                               unrouted_records=dead_letters, lost=tuple(lost))
 
     def _anchor_plan(self, txn: Transaction) -> TaskPlan:
         """The plan of the records routed nowhere: dead letters of the anchor."""
