@@ -337,3 +337,43 @@ def test_offsets_kafka_removed_before_the_stream_committed_them(
     assert ids(str(warehouse / "orders")) == [0, 1, 2, 3, 4, 8, 9, 10, 11]
     assert anchor == [OffsetRange("orders", 0, 0, 5), OffsetRange("orders", 0, 8, 12),
                       OffsetRange("payments", 0, 0, 3)]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_one_transaction_across_the_tables_on_postgresql(
+        spark: Any, warehouse: Path, pg_url: str) -> None:
+    """The same micro-batch on a PostgreSQL metastore: both tables, their dead letters and
+    the anchor's progress row commit in one transaction; a replay is skipped."""
+    layout = table_layout(SCHEMA, None)
+    anchor_location = str(warehouse / "_unrouted")
+    create_table(anchor_location, DEAD_LETTER_DDL, name="default._unrouted", metastore=pg_url)
+    rules = RoutingRules(TopicSelection(topics=("orders", "payments")), {},
+                         TableTemplate.parse(str(warehouse / "{topic}"), placeholder="topic"))
+    df = kafka_rows(spark, topic_rows("orders", range(6)) + topic_rows("payments", range(2))
+                    + [("payments", 0, 2, b"[]")])
+    with ManyTableSink(rules, open_table(anchor_location, metastore=pg_url).ref,
+                       sink_id="many@ckpt",
+                       create=lambda loc: ensure_tables(loc, layout, metastore_url=pg_url)
+                       ) as sink:
+        sink(df, 0)
+        sink(df, 0)
+    assert [r.skipped for r in sink.reports] == [False, True]
+    with Metastore.open(pg_url) as store:
+        def rows(location: str) -> pa.Table:
+            return read_table(location, store.snapshot(location))
+
+        assert sorted(rows(str(warehouse / "orders")).column("id").to_pylist()) == list(range(6))
+        assert sorted(rows(str(warehouse / "payments")).column("id").to_pylist()) == [0, 1]
+        assert rows(str(warehouse / "payments__dead_letter")).num_rows == 1
+        txn = store.transactions("default._unrouted")[0].txn_id
+        assert {i.table for i in store.transactions(states=("committed",))
+                if i.txn_id == txn} == {
+            "default._unrouted", "default.orders", "default.payments",
+            "default.orders__dead_letter", "default.payments__dead_letter"}
+        assert store.committed_write_id("many@ckpt", 0, table="default._unrouted") == \
+            sink.reports[0].anchor_write_id
+        assert sorted(r for _, r in store.offset_ranges("default.payments")) == [
+            OffsetRange("payments", 0, 0, 3)]
+        assert sorted(r for _, r in store.offset_ranges("default._unrouted")) == [
+            OffsetRange("orders", 0, 0, 6), OffsetRange("payments", 0, 0, 3)]
