@@ -377,3 +377,31 @@ def test_one_transaction_across_the_tables_on_postgresql(
             OffsetRange("payments", 0, 0, 3)]
         assert sorted(r for _, r in store.offset_ranges("default._unrouted")) == [
             OffsetRange("orders", 0, 0, 6), OffsetRange("payments", 0, 0, 3)]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_topic_holding_a_template_table_keeps_it_after_a_restart(
+        spark: Any, warehouse: Path) -> None:
+    """Topics 'a.b' and 'a_b' (a pattern picks both) meet on table a_b: the one that created
+    it holds it, also for a new run of the stream that sees both in its first micro-batch."""
+    rules = RoutingRules(TopicSelection(pattern="a[._]b"), {},
+                         TableTemplate.parse(str(warehouse / "{topic}"), placeholder="topic"))
+    layout = table_layout(SCHEMA, None)
+    anchor = anchor_at(warehouse)
+
+    def sink() -> ManyTableSink:
+        return ManyTableSink(rules, anchor, sink_id="many@ckpt",
+                             create=lambda loc: ensure_tables(loc, layout))
+
+    with sink() as first:
+        first(kafka_rows(spark, topic_rows("a.b", range(3))), 0)
+    with sink() as again:
+        again(kafka_rows(spark, topic_rows("a.b", range(3, 5), start=3)
+                         + topic_rows("a_b", range(100, 102))), 1)
+    assert ids(str(warehouse / "a_b")) == [0, 1, 2, 3, 4]
+    dead = committed(str(warehouse / "_unrouted"))
+    assert dead.column("topic").to_pylist() == ["a_b", "a_b"]
+    assert set(dead.column("error").to_pylist()) == {
+        "topic 'a_b' routes to table " + repr(str(warehouse / "a_b")) + ", which topic 'a.b' "
+        "holds (--table-template makes the same name of both)"}

@@ -35,7 +35,7 @@ from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.kafka import check_not_behind
 from ingest.records import merge_fields
-from ingest.records.routing import RoutingRules, claim_tables
+from ingest.records.routing import Routed, RoutingRules, claim_tables
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink._batch import (
     KAFKA_COLUMNS,
@@ -215,7 +215,8 @@ class ManyTableSink:
         self._anchor: TableDefinition | None = None
         self._tables: dict[str, tuple[TableDefinition, TableDefinition]] = {}
         self._committed_until: dict[tuple[str, int], int] | None = None
-        self._held: dict[str, str] = {}  # template table location -> the topic holding it
+        self._held: dict[str, str] = {}  # template table location -> the key holding it
+        self._looked_up: set[str] = set()  # template locations whose holder was looked for
         self._heartbeat: Heartbeat | None = None
         self.reports: deque[ManyBatchReport] = deque(maxlen=RECENT_REPORTS)
         self.failure: BaseException | None = None
@@ -372,11 +373,33 @@ class ManyTableSink:
         dl_fs, _ = storage.url_to_fs(dead.location, self.storage_options)
         return _Touched(table, dead, tuple(sorted(keys)), fs, dl_fs)
 
+    def _load_holders(self, store: Metastore, keys: Sequence[str]) -> None:
+        """Which topic holds each template table of these keys that an earlier run created:
+        the topic of the table's own offset ranges (routed by topic, a template table has
+        one topic's). Looked up once per location; without it, after a restart two topics
+        meeting on a table in one micro-batch would both route nowhere, the holder too."""
+        if self.rules.template is None or self.rules.field_path is not None:
+            return  # by field the tables keep no ranges: holders are this run's only
+        for key in keys:
+            found = self.rules.table_of(key)
+            if key in self.rules.routes or not isinstance(found, Routed):
+                continue
+            location = found.location
+            if location in self._held or location in self._looked_up:
+                continue
+            self._looked_up.add(location)
+            if store.find_table(location) is None:
+                continue
+            topics = {r.topic for _, r in store.offset_ranges(location)}
+            if len(topics) == 1:
+                self._held[location] = topics.pop()
+
     def _claim(self, store: Metastore, batch_id: int, keys: Sequence[str]
                ) -> tuple[list[_Touched], dict[str, str]]:
         """The tables of the micro-batch's routing keys (created on first use), and the
         keys that route nowhere with the reason."""
         assert self._anchor is not None
+        self._load_holders(store, keys)
         routed, refused = claim_tables(self.rules, keys, self._held)
         by_location: dict[str, list[str]] = {}
         for key, location in routed.items():
