@@ -2,17 +2,20 @@
 
 Each micro-batch is one metastore transaction across every table it touches: the stream's
 anchor table (its dead-letter table for records that route nowhere, which carries the
-progress row) and, per touched table, the table and its own dead-letter table. Routing is by
-topic: the tables touched are the routes of the topics the micro-batch holds (its planned
-offset ranges when Spark's plan says them, else the distinct topics of its rows); a topic's
-records are written by the single-table tasks (`_batch.run_tasks`) on the rows of its topics
-only. One commit holds every table's manifest entries, the micro-batch's offsets (all
-topics, the anchor's) and each table's own topics' ranges (`table_offsets`).
-
-Records of a topic that routes nowhere go to the anchor with the reason (`_unrouted`).
+progress row) and, per touched table, the table and its own dead-letter table.
+- Routing by topic: the tables touched are the routes of the topics the micro-batch holds
+  (its planned non-empty offset ranges when Spark's plan says them, else the distinct topics
+  of its rows); each table's records are written by the single-table tasks
+  (`_batch.run_tasks`) on the rows of its topics only.
+- Routing by field (`--route-field`): a key stage (`_route_keys`) gives each record its key;
+  its rows are persisted once, the keys' tables claimed on the driver, each table's rows
+  written as above.
+Records that route nowhere go to the anchor with the reason (`_unrouted`). One commit holds
+every table's manifest entries, the micro-batch's offsets (all topics, the anchor's) and,
+routed by topic, each table's own topics' ranges (`table_offsets`).
 
 Not built yet (refused up front): keyed modes, --txns-per-delta > 1, --on-new-field evolve,
---route-field.
+Avro values.
 """
 
 from __future__ import annotations
