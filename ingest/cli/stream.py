@@ -83,18 +83,27 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     )
 
     options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
-    options = with_avro_columns(options)  # no --schema with Avro values: the writers' schema
-    assert options.schema_ddl is not None
-    table_layout(options.schema_ddl, options.partition_by)  # bad --schema / --partition-by too
-    for location in (options.table_root, options.checkpoint):
-        storage.check_url(location)  # an unknown scheme or a missing backend too
-    url = options.metastore or default_metastore_url(options.table_root)
-    if options.metastore is not None:
-        check_sink_progress(options.metastore)  # before starting Spark
-    check_transaction_batches(options.table_root, url, options.sink.txns_per_delta)
-    check_stream_key(options, table_layout(options.schema_ddl, options.partition_by), url)
-    check_kafka(options.connection, options.topic_name,
-                timeout_s=options.kafka_timeout_s)  # before starting Spark
+    if options.many_tables:  # a table per route: the same checks before Spark starts
+        from ingest.spark.many_job import check_many_options
+
+        check_many_options(options)
+        if not options.connection.kerberos:
+            for topic in options.topic.split(",") if options.topic else ():
+                check_kafka(options.connection, topic.strip(),
+                            timeout_s=options.kafka_timeout_s)  # before starting Spark
+    else:
+        options = with_avro_columns(options)  # no --schema with Avro values: the writers'
+        assert options.schema_ddl is not None
+        table_layout(options.schema_ddl, options.partition_by)  # bad --schema/--partition-by
+        for location in (options.table_root, options.checkpoint):
+            storage.check_url(location)  # an unknown scheme or a missing backend too
+        url = options.metastore or default_metastore_url(options.table_root)
+        if options.metastore is not None:
+            check_sink_progress(options.metastore)  # before starting Spark
+        check_transaction_batches(options.table_root, url, options.sink.txns_per_delta)
+        check_stream_key(options, table_layout(options.schema_ddl, options.partition_by), url)
+        check_kafka(options.connection, options.topic_name,
+                    timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:  # one line per micro-batch, as sentences or JSON (--log-format)
         from ingest.spark import configure_stream_logging
 
@@ -105,7 +114,8 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
 
     from ingest.spark import REDACTION_REGEX
 
-    spark = (SparkSession.builder.master(master).appName(f"ingest stream {options.topic_name}")
+    topics = options.topic or options.topic_pattern
+    spark = (SparkSession.builder.master(master).appName(f"ingest stream {topics}")
              .config("spark.ui.enabled", "false")
              .config("spark.redaction.regex", REDACTION_REGEX)
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())

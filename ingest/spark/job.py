@@ -497,6 +497,12 @@ def run_stream(
         options = StreamOptions.from_flags(flags)
     elif flags:
         raise TypeError(f"run_stream takes options or flags, not both: {sorted(flags)}")
+    if options.many_tables:  # a table per route (docs/many-tables.md)
+        if not wait:
+            raise ConfigError("A stream of several tables runs until it ends (wait=True)")
+        from ingest.spark.many_job import run_many_stream
+
+        return run_many_stream(spark, options, metastore_url=metastore_url)
     options = with_avro_columns(options)  # no --schema with Avro values: the writers' schema
     assert options.schema_ddl is not None
     interval_s, available_now = options.schedule

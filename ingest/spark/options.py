@@ -491,7 +491,30 @@ class StreamOptions:
         if self.route_field is not None and self.sink.value_format != "json":
             raise ConfigError("--route-field reads JSON values, not --value-format "
                               f"{self.sink.value_format}", hint="route Avro values by topic")
+        self._check_many_tables_built()
         self.routing  # noqa: B018 (building the rules is the check)
+
+    def _check_many_tables_built(self) -> None:
+        """Refuse, before anything starts, the options a stream of several tables does not
+        run yet (the sink's and the job's; docs/many-tables.md, Status).
+
+        Raises:
+            ConfigError: naming every such option given.
+        """
+        sink = self.sink
+        given = [what for what, on in (
+            (f"--mode {sink.mode}", sink.keyed),
+            (f"--txns-per-delta {sink.txns_per_delta}", sink.txns_per_delta > 1),
+            ("--on-new-field evolve", sink.on_new_field == "evolve"),
+            (f"--value-format {sink.value_format}", sink.value_format != "json"),
+            ("--metrics-port", self.metrics_port is not None),
+            ("--commit-offsets-to-group", self.commit_offsets_to_group is not None)) if on]
+        if given:
+            raise ConfigError(
+                f"A stream of several tables ({self._many_reason}) cannot use "
+                f"{', '.join(given)} yet (docs/many-tables.md, Status)",
+                hint="leave them out, or stream each topic into its table with --topic and "
+                     "--table")
 
     @property
     def many_tables(self) -> bool:
@@ -540,7 +563,7 @@ class StreamOptions:
         """The table of a stream of one topic (--table).
 
         Raises:
-            ConfigError: a stream of several tables, which the job does not run yet.
+            ConfigError: a stream of several tables (`routing`, `dead_letter_table`).
         """
         self._one_table_only()
         assert self.table is not None
@@ -551,7 +574,7 @@ class StreamOptions:
         """The topic of a stream of one topic (--topic).
 
         Raises:
-            ConfigError: a stream of several tables, which the job does not run yet.
+            ConfigError: a stream of several tables (`routing`, `dead_letter_table`).
         """
         self._one_table_only()
         assert self.topic is not None
@@ -560,9 +583,8 @@ class StreamOptions:
     def _one_table_only(self) -> None:
         if self.many_tables:
             raise ConfigError(
-                f"This stream has several tables ({self._many_reason}); the options are valid, "
-                "but running such a stream is not built yet (docs/many-tables.md)",
-                hint="stream one topic into one table with --topic and --table")
+                f"This stream has several tables ({self._many_reason}): it has no one --table "
+                "or --topic (its tables are routed, its anchor is --dead-letter-table)")
 
     def _check_kerberos(self, connection: KafkaConnection) -> None:
         """Kerberos (GSSAPI) reaches Kafka through Spark's source only; the group commit is

@@ -1,6 +1,6 @@
 """StreamOptions of a stream of several tables (docs/many-tables.md): the routing flags parsed
-and checked before anything starts, the single-table stream unchanged, and a many-table run
-refused with the reason until the job runs one."""
+and checked before anything starts, the single-table stream unchanged, and the options a
+many-table stream does not run yet refused up front."""
 
 from __future__ import annotations
 
@@ -91,16 +91,35 @@ def test_bad_many_table_options_are_refused_before_anything_starts(kw: dict, err
         StreamOptions(**{**MANY, **kw})
 
 
-def test_a_many_table_stream_is_refused_by_the_job_until_it_runs_one() -> None:
-    options = StreamOptions(**MANY, topic="a,b", table_template="/wh/{topic}")
-    with pytest.raises(ConfigError, match="running such a stream is not built yet"):
-        options.table_root  # noqa: B018
+@pytest.mark.parametrize(("kw", "given"), [
+    ({"sink": SinkOptions(mode="upsert", key="id")}, "--mode upsert"),
+    ({"sink": SinkOptions(txns_per_delta=4)}, "--txns-per-delta 4"),
+    ({"sink": SinkOptions(on_new_field="evolve")}, "--on-new-field evolve"),
+    ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")}, "--value-format avro"),
+    ({"metrics_port": 9400}, "--metrics-port"),
+    ({"commit_offsets_to_group": "g"}, "--commit-offsets-to-group"),
+])
+def test_options_a_many_table_stream_does_not_run_yet_are_refused_up_front(kw: dict, given: str
+                                                                           ) -> None:
+    with pytest.raises(ConfigError, match=r"A stream of several tables \(--table-template is "
+                                          rf"given\) cannot use {given} yet"):
+        StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}", **kw})
+
+
+def test_the_cli_refuses_them_before_anything_starts(tmp_path: Path) -> None:
     result = CliRunner().invoke(command, [
-        "--bootstrap-servers", "h:1", "--topic", "a,b", "--table-template", "/wh/{topic}",
-        "--dead-letter-table", "/wh/_unrouted", "--schema", "id BIGINT", "--checkpoint",
-        "/ck"])
-    assert result.exit_code != 0
-    assert "not built yet" in str(result.exception or result.output)
+        "--bootstrap-servers", "h:1", "--topic", "a,b", "--table-template",
+        str(tmp_path / "wh/{topic}"), "--dead-letter-table", str(tmp_path / "wh/_unrouted"),
+        "--schema", "id BIGINT", "--checkpoint", str(tmp_path / "ck"), "--txns-per-delta", "3"])
+    assert isinstance(result.exception, ConfigError)
+    assert "cannot use --txns-per-delta 3 yet" in str(result.exception)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_many_table_stream_has_no_one_table_or_topic() -> None:
+    options = StreamOptions(**MANY, topic="a,b", table_template="/wh/{topic}")
+    with pytest.raises(ConfigError, match="it has no one --table or --topic"):
+        options.table_root  # noqa: B018
 
 
 def test_help_explains_the_routing_flags() -> None:

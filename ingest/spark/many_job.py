@@ -1,0 +1,232 @@
+"""The streaming job of a stream of several tables (docs/many-tables.md): Kafka topics (a
+list or a pattern) -> `ManyTableSink` -> a table per route, with checks before it starts.
+
+`run_stream` (job.py) calls `run_many_stream` when the options route to several tables. The
+anchor (--dead-letter-table: records that route nowhere, and the stream's progress) is
+created when missing; each routed table (and its dead-letter table) is created on first use
+with the stream's --schema, or checked against it when present.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ingest.errors import ConfigError, IngestError
+from ingest.io import storage
+from ingest.kafka import KafkaConnection, LagProbe
+from ingest.spark.options import StreamOptions
+from ingest.spark.sink import DEAD_LETTER_DDL, ManyTableSink, dead_letter_schema
+from ingest.spark.sink.many import ManyBatchReport
+from ingest.table import open_table_root
+from ingest.table.write import create_table, default_table_name
+from ingest.txn import Metastore, TableDefinition, default_metastore_url, normalize_location
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ManyTotals:
+    """Sums over a run's micro-batches (the sink keeps only its recent reports)."""
+
+    batches: int = 0
+    skipped: int = 0
+    rows: int = 0
+    dead_letters: int = 0
+    unrouted: int = 0
+    files: int = 0
+    bytes: int = 0
+
+    def add(self, report: ManyBatchReport) -> None:
+        self.batches += 1
+        if report.skipped:
+            self.skipped += 1
+            return
+        self.unrouted += report.unrouted_records
+        for one in report.tables.values():
+            self.rows += one.rows
+            self.dead_letters += one.dead_letters
+            self.files += one.files
+            self.bytes += one.bytes
+
+
+class _Earliest:
+    """Each partition's earliest offset on the broker, for the sink's data-loss check; the
+    probe is made again when a micro-batch names a topic it was not made for (a pattern's
+    new topic)."""
+
+    def __init__(self, connection: KafkaConnection, timeout_s: float) -> None:
+        self.connection, self.timeout_s = connection, timeout_s
+        self._probe: LagProbe | None = None
+        self._topics: set[str] = set()
+
+    def __call__(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        topics = {t for t, _ in tps}
+        if self._probe is None or not topics <= self._topics:
+            self.close()
+            self._topics |= topics
+            self._probe = LagProbe(self.connection, sorted(self._topics),
+                                   timeout_s=self.timeout_s)
+        return self._probe.earliest(tps)
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+
+def check_many_options(options: StreamOptions) -> None:
+    """The checks of a many-table stream that need no Spark and no broker: the locations'
+    schemes, the schema and partitioning, the routing rules, the metastore's backend.
+
+    Raises:
+        ConfigError: a bad location, schema, partitioning or routing rule.
+    """
+    from ingest.spark.job import check_sink_progress, table_layout
+
+    assert options.schema_ddl is not None and options.dead_letter_table is not None
+    table_layout(options.schema_ddl, options.partition_by)
+    for location in (options.dead_letter_table, options.checkpoint):
+        storage.check_url(location)
+    options.routing  # noqa: B018 (building the rules is the check)
+    if options.metastore is not None:
+        check_sink_progress(options.metastore)
+
+
+def ensure_anchor(location: str, *, metastore_url: str,
+                  storage_options: Mapping[str, Any]) -> TableDefinition:
+    """Create the stream's anchor (a dead-letter table) when missing, else check its columns.
+
+    Raises:
+        SchemaMismatchError: an existing table at `location` is not a dead-letter table.
+    """
+    from ingest.spark.job import _check_existing
+
+    with Metastore.open(metastore_url) as store:
+        anchor = store.find_table(location)
+        if anchor is None:
+            anchor = create_table(location, DEAD_LETTER_DDL, name=default_table_name(location),
+                                  metastore=store, storage_options=storage_options)
+            log.info("Created the stream's dead-letter table %s at %s", anchor.name,
+                     anchor.location)
+        else:
+            _check_existing(anchor, TableDefinition(anchor.name, location, dead_letter_schema()))
+    return anchor
+
+
+def run_many_stream(spark: SparkSession, options: StreamOptions, *,
+                    metastore_url: str | None = None) -> Any:
+    """Run a stream of several tables until it ends (available-now) or fails; returns its
+    `StreamSummary` (table: the anchor's name; rows and dead letters summed over tables).
+
+    Raises:
+        ConfigError: bad options, a topic of --topic that does not exist, or a checkpoint
+            that lost the progress the anchor holds.
+        IngestError: the broker cannot be reached, or the stream failed.
+    """
+    from ingest.spark.job import (
+        StreamSummary,
+        _checkpoint_is_new,
+        check_kafka,
+        check_kerberos_kafka,
+        check_partition_expression,
+        ensure_tables,
+        table_layout,
+    )
+    from ingest.spark.kafka import check_jvm_kafka, kafka_dataframe
+    from ingest.spark.sink import error_in_traceback
+
+    check_many_options(options)
+    rules = options.routing
+    assert rules is not None and options.schema_ddl is not None
+    assert options.dead_letter_table is not None
+    interval_s, available_now = options.schedule
+    layout = table_layout(options.schema_ddl, options.partition_by)
+    storage_options = dict(options.storage)
+    check_partition_expression(spark, layout)
+    anchor_at = options.dead_letter_table
+    url = metastore_url or options.metastore or default_metastore_url(anchor_at)
+    connection = options.connection
+    kerberos = check_kerberos_kafka(connection)
+    for topic in rules.selection.topics:  # a pattern may match none yet
+        check_kafka(connection, topic, timeout_s=options.kafka_timeout_s)
+    if options.kafka_source == "jvm":
+        check_jvm_kafka(spark)
+    if options.compact != "off" or options.clean != "off":
+        log.warning("A stream of several tables does not compact or clean its tables yet: "
+                    "run `ingest compact` and `ingest clean` on them")
+    anchor = ensure_anchor(anchor_at, metastore_url=url, storage_options=storage_options)
+    checkpoint = options.checkpoint
+    sink_id = f"{anchor.name}@{normalize_location(checkpoint)}"
+    with Metastore.open(url) as store:
+        last = store.last_committed_batch(sink_id, table=anchor.name)
+        anchor_ref = open_table_root(anchor.location, store, storage_options).ref
+    if last is not None and _checkpoint_is_new(checkpoint, storage_options):
+        raise ConfigError(
+            f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
+            f"committed micro-batches up to {last} (progress in {anchor.name}); starting over "
+            "would read the topics again under batch ids the tables have seen",
+            hint="restore the checkpoint, or use a new --checkpoint path (and new tables if "
+                 "the topics must be read again)")
+
+    def create(location: str) -> tuple[TableDefinition, TableDefinition]:
+        return ensure_tables(location, layout, metastore_url=url,
+                             storage_options=storage_options)
+
+    earliest = None if kerberos else _Earliest(connection, options.kafka_timeout_s)
+    sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
+                         create=create, partition_expression=layout.partition_expression,
+                         earliest_fn=earliest,
+                         fail_on_data_loss=options.fail_on_data_loss == "true")
+    selection = rules.selection
+    frame = kafka_dataframe(spark, connection=connection, topic=list(selection.topics),
+                            topic_pattern=selection.pattern,
+                            starting_offsets=options.starting_offsets,
+                            max_offsets_per_trigger=options.max_offsets_per_trigger,
+                            fail_on_data_loss=False,  # the sink judges loss (as run_stream)
+                            timeout_s=options.kafka_timeout_s, source=options.kafka_source)
+    totals = ManyTotals()
+
+    def write_batch(batch_df: Any, batch_id: int) -> None:
+        sink(batch_df, batch_id)
+        report = sink.reports[-1]
+        totals.add(report)
+        log.info("%s", report.line())
+
+    query_name = f"ingest-{anchor.name}"
+    writer = (frame.writeStream.foreachBatch(write_batch)
+              .option("checkpointLocation", checkpoint).queryName(query_name))
+    writer = (writer.trigger(availableNow=True) if available_now
+              else writer.trigger(processingTime=f"{interval_s:g} seconds"))
+    started = time.monotonic()
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        query = writer.start()
+        try:
+            query.awaitTermination()
+        except StreamingQueryException as e:
+            if sink.failure is not None:
+                raise sink.failure from e
+            ours = error_in_traceback(str(e), context=f"The stream into {anchor.name} failed")
+            if ours is not None:
+                raise ours from e
+            raise IngestError(f"The stream into {anchor.name} failed: {e}") from e
+        finally:
+            query.stop()
+    finally:
+        sink.close()
+        if earliest is not None:
+            earliest.close()
+    return StreamSummary(anchor.name, totals.batches, totals.skipped, totals.rows,
+                         totals.dead_letters + totals.unrouted, totals.files, totals.bytes,
+                         time.monotonic() - started, ())
+
+
+__all__ = ["ManyTotals", "check_many_options", "ensure_anchor", "run_many_stream"]
