@@ -1,4 +1,5 @@
-"""`ingest stream` of several topics into a table each (docs/many-tables.md), run as
+"""`ingest stream` of several topics into a table each, or of one topic routed by a field
+(docs/many-tables.md), run as
 `python -m ingest stream` against a real Apache Kafka broker into SQLite-metastore tables:
 every record once in its topic's table (named by the table name rules), the second run after
 more records exactly once; options the stream does not run yet exit 2 before anything."""
@@ -120,3 +121,36 @@ def test_help_lists_the_many_table_options() -> None:
     for option in ("--topic-pattern", "--table-template", "--route", "--routes",
                    "--route-field", "--dead-letter-table"):
         assert option in done.stdout, option
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow
+def test_ingest_stream_routes_by_field_with_the_unrouted_records_in_the_anchor(
+        apache_kafka: ApacheKafka, tmp_path: Path,  # noqa: F811 - the fixture
+        ) -> None:
+    from confluent_kafka import Producer
+
+    topic = f"db{uuid.uuid4().hex[:8]}.all"
+    apache_kafka.create_topic(topic, partitions=1)
+    producer = Producer({**apache_kafka.client_config(), "linger.ms": 0})
+    for i in range(12):
+        producer.produce(topic, value=json.dumps(
+            {"id": i, "kind": "Customers" if i % 3 else "order-lines"}).encode())
+    producer.produce(topic, value=json.dumps({"id": 99}).encode())  # no key: the anchor's
+    assert producer.flush(30) == 0
+    warehouse = tmp_path / "wh"
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", apache_kafka.plaintext,
+         "--topic", topic, "--route-field", "kind", "--table-template", f"{warehouse}/{{field}}",
+         "--dead-letter-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, kind STRING",
+         "--checkpoint", str(tmp_path / "ck"), "--starting-offsets", "earliest",
+         "--available-now", "--compact", "off", "--clean", "off", "--json", "--quiet"],
+        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert _ids(str(warehouse / table_name_for("Customers"))) == [i for i in range(12) if i % 3]
+    assert _ids(str(warehouse / table_name_for("order-lines"))) == [0, 3, 6, 9]
+    anchor = str(warehouse / "_unrouted")
+    with Metastore.open(default_metastore_url(anchor)) as store:
+        unrouted = read_table(anchor, store.snapshot(anchor))
+    assert unrouted.num_rows == 1
