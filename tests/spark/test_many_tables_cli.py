@@ -1,8 +1,8 @@
 """`ingest stream` of several topics into a table each, or of one topic routed by a field
-(docs/many-tables.md), run as
-`python -m ingest stream` against a real Apache Kafka broker into SQLite-metastore tables:
-every record once in its topic's table (named by the table name rules), the second run after
-more records exactly once; options the stream does not run yet exit 2 before anything."""
+(docs/many-tables.md), run as `python -m ingest stream` against a real Apache Kafka broker into
+SQLite-metastore tables: every record once in its table (named by the table name rules), the
+second run after more records exactly once; options the stream does not run yet exit 2 before
+anything."""
 
 from __future__ import annotations
 
@@ -154,3 +154,33 @@ def test_ingest_stream_routes_by_field_with_the_unrouted_records_in_the_anchor(
     with Metastore.open(default_metastore_url(anchor)) as store:
         unrouted = read_table(anchor, store.snapshot(anchor))
     assert unrouted.num_rows == 1
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_spark_submit_job_runs_a_topic_pattern_stream(
+        apache_kafka: ApacheKafka, tmp_path: Path,  # noqa: F811 - the fixture
+        ) -> None:
+    """jobs/kafka_to_acid.py takes the same options: --topic-pattern reads every matching
+    topic (and no other) into its table."""
+    tag = uuid.uuid4().hex[:8]
+    a, b, other = f"p{tag}.orders", f"p{tag}.payments", f"q{tag}.orders"
+    for topic in (a, b, other):
+        apache_kafka.create_topic(topic, partitions=1)
+    _produce(apache_kafka, a, range(6), 1)
+    _produce(apache_kafka, b, range(10, 13), 1)
+    _produce(apache_kafka, other, range(20, 22), 1)
+    warehouse = tmp_path / "wh"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "jobs" / "kafka_to_acid.py"), "--master", "local[2]",
+         "--bootstrap-servers", apache_kafka.plaintext, "--topic-pattern", rf"p{tag}\..*",
+         "--table-template", f"{warehouse}/{{topic}}", "--dead-letter-table",
+         str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING", "--checkpoint",
+         str(tmp_path / "ck"), "--starting-offsets", "earliest", "--available-now",
+         "--compact", "off", "--clean", "off"],
+        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert _ids(str(warehouse / table_name_for(a))) == list(range(6))
+    assert _ids(str(warehouse / table_name_for(b))) == list(range(10, 13))
+    assert not (warehouse / table_name_for(other)).exists()
