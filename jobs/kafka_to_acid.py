@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = StreamOptions.from_flags(flags)
         if options.many_tables:  # a table per route (docs/many-tables.md)
-            from ingest.spark.many_job import check_many_options
+            from ingest.spark import check_many_options
 
             check_many_options(options)
         else:
@@ -36,12 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:  # before Spark starts
         print(f"Error: {e}", file=sys.stderr)
         return 2
-    from ingest.spark import job_session, run_stream
+    from ingest.spark import job_session, run_many_stream, run_stream
 
     spark = job_session(f"kafka_to_acid {options.topic or options.topic_pattern}", master,
                         log_format=options.log_format)
     try:
-        summary = run_stream(spark, options)
+        summary = (run_many_stream(spark, options) if options.many_tables
+                   else run_stream(spark, options))
     except IngestError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 3

@@ -74,9 +74,11 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     from ingest.spark import (
         StreamSummary,
         check_kafka,
+        check_many_options,
         check_sink_progress,
         check_stream_key,
         check_transaction_batches,
+        run_many_stream,
         run_stream,
         table_layout,
         with_avro_columns,
@@ -84,8 +86,6 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
 
     options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
     if options.many_tables:  # a table per route: the same checks before Spark starts
-        from ingest.spark.many_job import check_many_options
-
         check_many_options(options)
         if not options.connection.kerberos:
             for topic in options.topic.split(",") if options.topic else ():
@@ -120,7 +120,8 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
              .config("spark.redaction.regex", REDACTION_REGEX)
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    summary = run_stream(spark, options)
+    summary = (run_many_stream(spark, options) if options.many_tables
+               else run_stream(spark, options))
     assert isinstance(summary, StreamSummary)  # wait=True
     if as_json:
         click.echo(json.dumps({

@@ -497,12 +497,9 @@ def run_stream(
         options = StreamOptions.from_flags(flags)
     elif flags:
         raise TypeError(f"run_stream takes options or flags, not both: {sorted(flags)}")
-    if options.many_tables:  # a table per route (docs/many-tables.md)
-        if not wait:
-            raise ConfigError("A stream of several tables runs until it ends (wait=True)")
-        from ingest.spark.many_job import run_many_stream
-
-        return run_many_stream(spark, options, metastore_url=metastore_url)
+    if options.many_tables:  # a table per route: many_job.py (which builds on this module)
+        raise ConfigError("run_stream runs a stream of one table; a stream of several tables "
+                          "runs with run_many_stream (ingest.spark)")
     options = with_avro_columns(options)  # no --schema with Avro values: the writers' schema
     assert options.schema_ddl is not None
     interval_s, available_now = options.schedule

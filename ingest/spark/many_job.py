@@ -1,7 +1,8 @@
 """The streaming job of a stream of several tables (docs/many-tables.md): Kafka topics (a
 list or a pattern) -> `ManyTableSink` -> a table per route, with checks before it starts.
 
-`run_stream` (job.py) calls `run_many_stream` when the options route to several tables. The
+`ingest stream` and jobs/kafka_to_acid.py call `run_many_stream` when the options route to
+several tables (`StreamOptions.many_tables`), `run_stream` (job.py) otherwise. The
 anchor (--dead-letter-table: records that route nowhere, and the stream's progress) is
 created when missing; each routed table (and its dead-letter table) is created on first use
 with the stream's --schema, or checked against it when present.
@@ -19,8 +20,7 @@ from ingest.errors import ConfigError, IngestError
 from ingest.io import storage
 from ingest.kafka import KafkaConnection, LagProbe
 from ingest.spark.options import StreamOptions
-from ingest.spark.sink import DEAD_LETTER_DDL, ManyTableSink, dead_letter_schema
-from ingest.spark.sink.many import ManyBatchReport
+from ingest.spark.sink import DEAD_LETTER_DDL, ManyBatchReport, ManyTableSink, dead_letter_schema
 from ingest.table import open_table_root
 from ingest.table.write import create_table, default_table_name
 from ingest.txn import Metastore, TableDefinition, default_metastore_url, normalize_location

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from ingest.records.routing import RoutingRules, Unrouted
+from ingest.records import RoutingRules, Unrouted
 
 ROUTE_KEY, ROUTE_ERROR = "__route_key", "__route_error"
 ROUTE_DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "

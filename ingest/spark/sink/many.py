@@ -37,8 +37,7 @@ from ingest.errors import CommitConflictError, ConfigError, TableNotFoundError
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.kafka import check_not_behind
-from ingest.records import merge_fields
-from ingest.records.routing import Routed, RoutingRules, claim_tables
+from ingest.records import Routed, RoutingRules, claim_tables, merge_fields
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink._batch import (
     KAFKA_COLUMNS,
