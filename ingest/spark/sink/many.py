@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -93,6 +94,8 @@ class ManyBatchReport:
         lost: with fail_on_data_loss False, the ranges Kafka removed before the stream
             committed them (skipped).
         skipped: the batch was already committed (a replay).
+        seconds: wall time of the micro-batch in the sink.
+        commit_seconds: wall time of the metastore commit alone (progress included).
     """
 
     batch_id: int
@@ -103,6 +106,8 @@ class ManyBatchReport:
     unrouted_records: int = 0
     lost: tuple[OffsetRange, ...] = ()
     skipped: bool = False
+    seconds: float = 0.0
+    commit_seconds: float = 0.0
 
     def line(self) -> str:
         if self.skipped:
@@ -311,11 +316,13 @@ class ManyTableSink:
     # ------------------------------------------------------------------ the micro-batch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Write micro-batch `batch_id` (the foreachBatch function)."""
+        started = time.monotonic()
         try:
             report = self._process(batch_df, int(batch_id))
         except BaseException as e:
             self.failure = e
             raise
+        report = replace(report, seconds=time.monotonic() - started)
         self.reports.append(report)
         log.debug("%s", report.line())
 
@@ -467,8 +474,10 @@ class ManyTableSink:
                 files.update(_committed_files(anchor, plan, results))
             offsets = after_loss(cover(seen, planned), lost)
             crash_point("sink.before_commit")
+            commit_started = time.monotonic()
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=offsets,
                          files=files, table_offsets=table_offsets)
+            commit_seconds = time.monotonic() - commit_started
         except CommitConflictError as e:
             self._abort(store, txn, done, e)
             committed = store.committed_write_id(self.sink_id, batch_id,
@@ -487,7 +496,8 @@ class ManyTableSink:
                 self._committed_until[key] = max(self._committed_until.get(key, 0),
                                                  r.until_offset)
         return ManyBatchReport(batch_id, txn.write_id, reports, offsets, dict(unrouted),
-                               unrouted_records=dead_letters, lost=tuple(lost))
+                               unrouted_records=dead_letters, lost=tuple(lost),
+                               commit_seconds=commit_seconds)
 
     def _anchor_plan(self, txn: Transaction) -> TaskPlan:
         """The plan of the records routed nowhere: dead letters of the anchor."""
@@ -568,11 +578,13 @@ class ManyTableSink:
 
 
 def _table_report(report: BatchReport, ranges: tuple[OffsetRange, ...]) -> BatchReport:
-    """One table's part of the micro-batch (its own topics' ranges)."""
+    """One table's part of the micro-batch (its own topics' ranges; the directories it wrote,
+    which the stream's maintenance compacts)."""
     return BatchReport(report.batch_id, report.write_id, rows=report.rows,
                        dead_letters=report.dead_letters, files=report.files,
                        bytes=report.bytes, offsets=ranges, tombstones=report.tombstones,
-                       records_read=report.records_read)
+                       records_read=report.records_read, partition_dirs=report.partition_dirs,
+                       dead_letter_dirs=report.dead_letter_dirs)
 
 
 def _codec(table: TableDefinition) -> str:
