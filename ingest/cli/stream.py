@@ -72,6 +72,7 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     anything is written.
     """
     from ingest.spark import (
+        ManyStreamSummary,
         StreamSummary,
         check_kafka,
         check_many_options,
@@ -124,11 +125,14 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
                else run_stream(spark, options))
     assert isinstance(summary, StreamSummary)  # wait=True
     if as_json:
-        click.echo(json.dumps({
+        out: dict[str, Any] = {
             "table": summary.table, "batches": summary.batches, "skipped": summary.skipped,
             "rows": summary.rows, "dead_letters": summary.dead_letters,
             "tombstones": summary.tombstones, "files": summary.files,
-            "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}))
+            "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}
+        if isinstance(summary, ManyStreamSummary):  # rows per table, lag per topic
+            out.update({"tables": dict(summary.tables), "lag_by_topic": summary.lag_by_topic})
+        click.echo(json.dumps(out))
     if options.log_format == "json" and not quiet:  # a JSON line like the job's others
         logging.getLogger("ingest.spark.job").info("%s", summary.line())
     else:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     )
     from ingest.spark.kafka import kafka_dataframe, register_kafka_source
     from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
-    from ingest.spark.many_job import check_many_options, run_many_stream
+    from ingest.spark.many_job import ManyStreamSummary, check_many_options, run_many_stream
     from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
     from ingest.spark.operations import StreamOperations
     from ingest.spark.options import (
@@ -85,6 +85,7 @@ _HOMES = {
     "register_kafka_source": "kafka",
     "run_stream": "job",
     "run_many_stream": "many_job",
+    "ManyStreamSummary": "many_job",
     "check_many_options": "many_job",
     "table_layout": "job",
     "with_avro_columns": "avro_columns",
@@ -126,6 +127,7 @@ __all__ = [
     "register_kafka_source",
     "run_stream",
     "run_many_stream",
+    "ManyStreamSummary",
     "check_many_options",
     "table_layout",
     "with_avro_columns",

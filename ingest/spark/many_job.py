@@ -6,6 +6,12 @@ several tables (`StreamOptions.many_tables`), `run_stream` (job.py) otherwise. T
 anchor (--dead-letter-table: records that route nowhere, and the stream's progress) is
 created when missing; each routed table (and its dead-letter table) is created on first use
 with the stream's --schema, or checked against it when present.
+
+Around the sink, as for one table: a line per micro-batch naming each touched table's rows and
+the lag per topic (`StreamOperations`' listener, `many_ops.ManyBatchViews`), the metrics
+labelled by table (`StreamMetrics.observe_many`), the offsets of every topic to a consumer
+group, and compaction and cleaning of every table the stream writes (`StreamMaintenance`,
+signalled per table after each commit).
 """
 
 from __future__ import annotations
@@ -13,17 +19,31 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ingest.errors import ConfigError, IngestError
 from ingest.io import storage
 from ingest.kafka import KafkaConnection, LagProbe
+from ingest.spark.job import StreamSummary
 from ingest.spark.options import StreamOptions
-from ingest.spark.sink import DEAD_LETTER_DDL, ManyBatchReport, ManyTableSink, dead_letter_schema
+from ingest.spark.sink import (
+    DEAD_LETTER_DDL,
+    ManyBatchReport,
+    ManyTableSink,
+    dead_letter_name,
+    dead_letter_schema,
+)
 from ingest.table import open_table_root
+from ingest.table.core import stream_progress
 from ingest.table.write import create_table, default_table_name
-from ingest.txn import Metastore, TableDefinition, default_metastore_url, normalize_location
+from ingest.txn import (
+    Metastore,
+    TableDefinition,
+    TopicPartitionKey,
+    default_metastore_url,
+    normalize_location,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +62,7 @@ class ManyTotals:
     unrouted: int = 0
     files: int = 0
     bytes: int = 0
+    tables: dict[str, int] = field(default_factory=dict)  # rows per table
 
     def add(self, report: ManyBatchReport) -> None:
         self.batches += 1
@@ -49,11 +70,28 @@ class ManyTotals:
             self.skipped += 1
             return
         self.unrouted += report.unrouted_records
-        for one in report.tables.values():
+        for name, one in report.tables.items():
+            self.tables[name] = self.tables.get(name, 0) + one.rows
             self.rows += one.rows
             self.dead_letters += one.dead_letters
             self.files += one.files
             self.bytes += one.bytes
+
+
+@dataclass(frozen=True)
+class ManyStreamSummary(StreamSummary):
+    """A finished stream of several tables: `StreamSummary`'s totals (table: the anchor; rows
+    and dead letters summed over the tables, records routed nowhere counted as dead letters),
+    the rows per table and the lag per topic after the last commit (None: not known)."""
+
+    tables: Mapping[str, int] = field(default_factory=dict)
+    lag_by_topic: Mapping[str, int] | None = None
+
+    def line(self) -> str:
+        per_table = ", ".join(f"{name} {n:,}" for name, n in sorted(self.tables.items()))
+        lag = "" if self.lag_by_topic is None else "; kafka lag per topic: " + (", ".join(
+            f"{t} {n:,}" for t, n in sorted(self.lag_by_topic.items())) or "none")
+        return f"{super().line()}; rows per table: {per_table or 'none'}{lag}"
 
 
 class _Earliest:
@@ -123,7 +161,8 @@ def ensure_anchor(location: str, *, metastore_url: str,
 def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                     metastore_url: str | None = None) -> Any:
     """Run a stream of several tables until it ends (available-now) or fails; returns its
-    `StreamSummary` (table: the anchor's name; rows and dead letters summed over tables).
+    `ManyStreamSummary` (table: the anchor's name; rows and dead letters summed over tables,
+    rows per table, the lag per topic).
 
     Raises:
         ConfigError: bad options, a topic of --topic that does not exist, or a checkpoint
@@ -131,7 +170,6 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         IngestError: the broker cannot be reached, or the stream failed.
     """
     from ingest.spark.job import (
-        StreamSummary,
         _checkpoint_is_new,
         check_kafka,
         check_kerberos_kafka,
@@ -140,6 +178,11 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         table_layout,
     )
     from ingest.spark.kafka import check_jvm_kafka, kafka_dataframe
+    from ingest.spark.maintenance import StreamMaintenance
+    from ingest.spark.many_ops import ManyBatchViews, TableMaintenanceSignals, TopicsLag
+    from ingest.spark.metrics import StreamMetrics, check_port
+    from ingest.spark.operations import StreamOperations
+    from ingest.spark.progress import OBSERVATION, source_observations
     from ingest.spark.sink import error_in_traceback
 
     check_many_options(options)
@@ -158,15 +201,16 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         check_kafka(connection, topic, timeout_s=options.kafka_timeout_s)
     if options.kafka_source == "jvm":
         check_jvm_kafka(spark)
-    if options.compact != "off" or options.clean != "off":
-        log.warning("A stream of several tables does not compact or clean its tables yet: "
-                    "run `ingest compact` and `ingest clean` on them")
+    if options.metrics_port is not None:
+        check_port(options.metrics_port, host=options.metrics_bind_host)
     anchor = ensure_anchor(anchor_at, metastore_url=url, storage_options=storage_options)
     checkpoint = options.checkpoint
     sink_id = f"{anchor.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id, table=anchor.name)
         anchor_ref = open_table_root(anchor.location, store, storage_options).ref
+        progress = stream_progress(store, anchor.name)
+        holders = _holders(store, progress.offsets if progress else {}, rules)
     if last is not None and _checkpoint_is_new(checkpoint, storage_options):
         raise ConfigError(
             f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
@@ -192,23 +236,72 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                             fail_on_data_loss=False,  # the sink judges loss (as run_stream)
                             timeout_s=options.kafka_timeout_s, source=options.kafka_source)
     totals = ManyTotals()
-
-    def write_batch(batch_df: Any, batch_id: int) -> None:
-        sink(batch_df, batch_id)
-        report = sink.reports[-1]
-        totals.add(report)
-        log.info("%s", report.line())
-
-    query_name = f"ingest-{anchor.name}"
-    writer = (frame.writeStream.foreachBatch(write_batch)
-              .option("checkpointLocation", checkpoint).queryName(query_name))
-    writer = (writer.trigger(availableNow=True) if available_now
-              else writer.trigger(processingTime=f"{interval_s:g} seconds"))
-    started = time.monotonic()
-    from pyspark.errors import StreamingQueryException
-
+    committed = dict(progress.offsets) if progress else {}
+    views = ManyBatchViews(None if kerberos else TopicsLag(connection, timeout_s=5.0),
+                           committed)
+    maintenance = signals = metrics = operations = None
     try:
-        query = writer.start()
+        if options.compact != "off" or options.clean != "off":
+            maintenance = StreamMaintenance(compact=options.compact, clean=options.clean,
+                                            interval_s=options.maintenance_interval_s)
+            signals = TableMaintenanceSignals(maintenance, anchor_ref)
+        watched = [anchor.name]
+        if options.metrics_port is not None:
+            metrics = StreamMetrics(
+                anchor.name, committed=committed,
+                last_commit_at=progress.last_commit_at if progress else None,
+                lag_probe=None if kerberos else TopicsLag(connection,
+                                                          timeout_s=options.kafka_timeout_s))
+            metrics.hold(holders)
+            if maintenance is not None:
+                metrics.watch_maintenance(maintenance)
+            metrics.watch_metastore(url, watched)
+            metrics.serve(options.metrics_port, host=options.metrics_bind_host)
+        by_topic = rules.field_path is None
+        on_tombstone = options.sink.on_tombstone
+
+        def write_batch(batch_df: Any, batch_id: int) -> None:
+            sink(batch_df, batch_id)
+            report = sink.reports[-1]
+            totals.add(report)
+            views.add(report)
+            if signals is not None:
+                try:  # off the data path: the micro-batch is committed (8.10)
+                    signals.committed(report)
+                except IngestError as e:
+                    log.warning("Maintenance: cannot signal the tables of micro-batch %d "
+                                "(the stream goes on): %s", batch_id, e)
+            if metrics is not None:
+                metrics.observe_many(report, on_tombstone=on_tombstone, by_topic=by_topic)
+                new = [n for name in sorted(report.tables) if name not in watched
+                       for n in (name, dead_letter_name(name))]
+                if new:  # the open transactions and leases of every table written so far
+                    watched.extend(new)
+                    metrics.watch_metastore(url, watched)
+
+        query_name = f"ingest-{anchor.name}"
+        operations = StreamOperations.start(
+            spark, sink, table=anchor.name, query_name=query_name,
+            log_format=options.log_format, connection=connection,
+            group=options.commit_offsets_to_group, committed=committed,
+            timeout_s=options.kafka_timeout_s, metrics=metrics, reports=views)
+        # Spark's progress then carries the batch's records and tombstones (observedMetrics).
+        frame = frame.observe(OBSERVATION, *source_observations())
+        writer = (frame.writeStream.foreachBatch(operations.wrap(write_batch))
+                  .option("checkpointLocation", checkpoint).queryName(query_name))
+        writer = (writer.trigger(availableNow=True) if available_now
+                  else writer.trigger(processingTime=f"{interval_s:g} seconds"))
+        started = time.monotonic()
+        from pyspark.errors import StreamingQueryException
+
+        if maintenance is not None:
+            maintenance.start()
+        try:
+            query = writer.start()
+        except BaseException:
+            operations.close(wait=False)
+            operations = None
+            raise
         try:
             query.awaitTermination()
         except StreamingQueryException as e:
@@ -221,12 +314,40 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         finally:
             query.stop()
     finally:
-        sink.close()
-        if earliest is not None:
-            earliest.close()
-    return StreamSummary(anchor.name, totals.batches, totals.skipped, totals.rows,
-                         totals.dead_letters + totals.unrouted, totals.files, totals.bytes,
-                         time.monotonic() - started, ())
+        try:
+            if operations is not None:  # the last batch lines, the group's last commit
+                operations.close()
+            if maintenance is not None:
+                maintenance.stop()
+        finally:
+            sink.close()
+            views.close()
+            if earliest is not None:
+                earliest.close()
+            if metrics is not None:
+                metrics.close()
+    return ManyStreamSummary(anchor.name, totals.batches, totals.skipped, totals.rows,
+                             totals.dead_letters + totals.unrouted, totals.files, totals.bytes,
+                             time.monotonic() - started, (), tables=dict(totals.tables),
+                             lag_by_topic=views.last_lag)
 
 
-__all__ = ["ManyTotals", "check_many_options", "ensure_anchor", "run_many_stream"]
+def _holders(store: Metastore, offsets: Mapping[TopicPartitionKey, int], rules: Any
+             ) -> dict[str, str]:
+    """Which table holds each topic the stream committed, for the metrics' labels: routed by
+    topic, the table whose own offset ranges name it (a routed table keeps its topics')."""
+    if rules.field_path is not None:
+        return {}
+    out: dict[str, str] = {}
+    for topic in sorted({t for t, _ in offsets}):
+        found = rules.table_of(topic)
+        location = getattr(found, "location", None)
+        table = store.find_table(location) if location is not None else None
+        if table is not None and any(r.topic == topic
+                                     for _, r in store.offset_ranges(table.location)):
+            out[topic] = table.name
+    return out
+
+
+__all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "ensure_anchor",
+           "run_many_stream"]

@@ -381,7 +381,8 @@ class StreamOptions:
             "without them with a warning, counted in the metrics and shown by `ingest "
             "status`."))
     compact: Maintenance = _option("auto", help=(
-        "Compact the partitions the stream writes (the dead-letter table's too) on a driver "
+        "Compact the partitions the stream writes (the dead-letter table's too; with several "
+        "tables, of every table a micro-batch wrote and of the stream's own) on a driver "
         "thread, never delaying a commit: 'auto' compacts what `ingest compact --auto` would "
         "(each table's compactor thresholds); 'off' leaves it to `ingest compact` or "
         "jobs/compact.py."))
@@ -397,7 +398,9 @@ class StreamOptions:
         None, minimum=1, metavar="PORT", help=(
             "Serve Prometheus metrics on this port of the driver (http://HOST:PORT/metrics): "
             "rows, records, dead letters, bytes and files, batch and commit seconds, the last "
-            "commit's time and Kafka lag per partition. Default: off."))
+            "commit's time and Kafka lag per partition. With several tables each is labelled "
+            "by the table written (offsets and lag by the topic's table; micro-batches and "
+            "records routed nowhere by --dead-letter-table's). Default: off."))
     metrics_host: str | None = _option(
         None, metavar="HOST", help=(
             "With --metrics-port: the address the metrics server binds, e.g. 127.0.0.1 (this "
@@ -411,12 +414,14 @@ class StreamOptions:
             "executors. fsspec's FSSPEC_S3_* environment applies too."))
     log_format: LogFormat = _option(
         "text", help="The job's log lines on stderr, one per micro-batch (batch id, write id, "
-                     "rows committed, seconds, offsets, Kafka lag) and its warnings: "
+                     "rows committed (with several tables, per table), seconds, offsets, Kafka "
+                     "lag (per topic)) and its warnings: "
                      "sentences, or one JSON object per line for a log shipper.")
     commit_offsets_to_group: str | None = _option(
         None, metavar="GROUP", help=(
-            "After each table commit, also commit its Kafka offsets to this consumer group "
-            "(from the driver), so Kafka's own lag tools see the stream; the table stays the "
+            "After each table commit, also commit its Kafka offsets (with several tables, every "
+            "topic's) to this consumer group (from the driver), so Kafka's own lag tools see "
+            "the stream; the table stays the "
             "source of truth, and a failed group commit is logged and counted, never fatal."))
     kafka_source: KafkaSource = _option("python", help=(
         "Kafka source: 'python', ingest's (confluent-kafka; nothing to download), or 'jvm', "
@@ -506,9 +511,7 @@ class StreamOptions:
             (f"--mode {sink.mode}", sink.keyed),
             (f"--txns-per-delta {sink.txns_per_delta}", sink.txns_per_delta > 1),
             ("--on-new-field evolve", sink.on_new_field == "evolve"),
-            (f"--value-format {sink.value_format}", sink.value_format != "json"),
-            ("--metrics-port", self.metrics_port is not None),
-            ("--commit-offsets-to-group", self.commit_offsets_to_group is not None)) if on]
+            (f"--value-format {sink.value_format}", sink.value_format != "json")) if on]
         if given:
             raise ConfigError(
                 f"A stream of several tables ({self._many_reason}) cannot use "

@@ -96,14 +96,20 @@ def test_bad_many_table_options_are_refused_before_anything_starts(kw: dict, err
     ({"sink": SinkOptions(txns_per_delta=4)}, "--txns-per-delta 4"),
     ({"sink": SinkOptions(on_new_field="evolve")}, "--on-new-field evolve"),
     ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")}, "--value-format avro"),
-    ({"metrics_port": 9400}, "--metrics-port"),
-    ({"commit_offsets_to_group": "g"}, "--commit-offsets-to-group"),
 ])
 def test_options_a_many_table_stream_does_not_run_yet_are_refused_up_front(kw: dict, given: str
                                                                            ) -> None:
     with pytest.raises(ConfigError, match=r"A stream of several tables \(--table-template is "
                                           rf"given\) cannot use {given} yet"):
         StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}", **kw})
+
+
+def test_metrics_group_commit_and_maintenance_are_accepted_for_several_tables() -> None:
+    options = StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}",
+                               "metrics_port": 9400, "commit_offsets_to_group": "g",
+                               "compact": "auto", "clean": "auto"})
+    assert options.many_tables and options.metrics_port == 9400
+    assert options.commit_offsets_to_group == "g"
 
 
 def test_the_cli_refuses_them_before_anything_starts(tmp_path: Path) -> None:
