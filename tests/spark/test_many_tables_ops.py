@@ -32,15 +32,16 @@ from ingest.records.routing import table_name_for
 from ingest.spark.metrics import StreamMetrics
 from ingest.spark.progress import ManyBatchView, batch_record, batch_text
 from ingest.spark.sink import BatchReport, ManyBatchReport
-from ingest.table.write import default_table_name
+from ingest.table.write import create_table, default_table_name
 from ingest.txn import Metastore, OffsetRange, default_metastore_url
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
 
-# Micro-batches touching both tables in the first run: past the compactor's delta count
-# threshold (hive.compactor.delta.num.threshold, 10), so each table gets a minor compaction.
-WAVES = 12
+# Micro-batches touching both tables in the first run: past the tables' compactor delta count
+# threshold (2, a table property; Hive's default is 10), so each table gets compacted.
+WAVES = 4
+THRESHOLD = {"compactorthreshold.hive.compactor.delta.num.threshold": "2"}
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -117,6 +118,8 @@ def test_a_stream_of_two_tables_has_lines_metrics_group_offsets_and_maintenance_
     anchor = default_table_name(str(warehouse / "_unrouted"))
     group, port = f"g{tag}", free_port()
     log = tmp_path / "run1.log"
+    for location in (loc_a, loc_b):  # the stream checks and keeps tables that exist
+        create_table(location, "id BIGINT, name STRING", properties=THRESHOLD)
 
     # Run 1: a running stream (a micro-batch a second), records in waves so that every
     # micro-batch touches both tables; scraped while it runs, then stopped as by Ctrl-C.
