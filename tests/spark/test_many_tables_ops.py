@@ -300,3 +300,54 @@ def test_metrics_of_several_tables_are_labelled_by_table_and_topic() -> None:
     assert value(offset, table="default.payments", topic="payments", partition="0") == 2
     assert value(offset, table="default._unrouted", topic="stray", partition="0") == 7
     metrics.close()
+
+
+def test_routed_by_field_a_topics_offsets_stay_the_anchors() -> None:
+    """By field a topic feeds several tables: its offsets are labelled by the anchor."""
+    metrics = StreamMetrics("default._unrouted")
+    metrics.observe_many(_report(), by_topic=False)
+    families = {f.name: f for f in metrics.registry.collect()}
+    tables = {s.labels["table"] for s in families["ingest_kafka_committed_offset"].samples}
+    assert tables == {"default._unrouted"}
+    rows = {s.labels["table"]: s.value for s in families["ingest_rows_committed"].samples
+            if s.name.endswith("_total")}
+    assert rows == {"default.orders": 5, "default.payments": 2, "default._unrouted": 0}
+    metrics.close()
+
+
+@pytest.mark.kafka
+def test_the_lag_per_topic_follows_a_topic_that_shows_up_later(
+        apache_kafka: ApacheKafka,  # noqa: F811 - the fixture
+        ) -> None:
+    """A pattern's new topic: the probe is made again for it, its lag counted at once."""
+    from ingest.spark.many_ops import ManyBatchViews, TopicsLag
+
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"lag{tag}.a", f"lag{tag}.b"
+    apache_kafka.create_topic(a, partitions=2)
+    _produce(apache_kafka, a, range(6), 2)
+    views = ManyBatchViews(TopicsLag(KafkaConnection(apache_kafka.plaintext), timeout_s=10))
+    try:
+        first = views.add(ManyBatchReport(0, 1, offsets=(OffsetRange(a, 0, 0, 2),)))
+        assert first.lag_by_topic == {a: 4}  # partition 0: 1 left; 1: never read, 3
+        apache_kafka.create_topic(b, partitions=1)
+        _produce(apache_kafka, b, range(5), 1)
+        second = views.add(ManyBatchReport(1, 2, offsets=(OffsetRange(b, 0, 0, 1),)))
+        assert second.lag_by_topic == {a: 4, b: 4}
+        assert views(1) is second and views(0) is first and views(7) is None
+        assert views.last_lag == {a: 4, b: 4}
+    finally:
+        views.close()
+
+
+def test_the_summary_line_gives_rows_per_table_and_the_lag_per_topic() -> None:
+    from ingest.spark.many_job import ManyStreamSummary
+
+    summary = ManyStreamSummary("default._unrouted", 3, 1, 7, 4, 2, 1200, 9.5, (),
+                                tables={"default.payments": 2, "default.orders": 5},
+                                lag_by_topic={"payments": 0, "db.orders": 12})
+    line = summary.line()
+    assert line.startswith("Stream into default._unrouted finished: 3 micro-batches")
+    assert "rows per table: default.orders 5, default.payments 2" in line
+    assert line.endswith("kafka lag per topic: db.orders 12, payments 0")
+    assert "kafka lag" not in ManyStreamSummary("t", 0, 0, 0, 0, 0, 0, 0.0, ()).line()
