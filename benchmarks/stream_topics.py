@@ -12,9 +12,11 @@ records in several micro-batches; the runs alternate (`--repeats`), after a warm
 Reported: the records a second of each and their ratio (the goal: N tables at >= 0.8 of one table's
 throughput), the median metastore commit of a micro-batch of each, the median time the sink
 spends on the driver per micro-batch (planning, publishing and the commit: the sink's time
-less its Spark jobs') and its Spark actions per micro-batch, and the driver's memory with N
-tables: peak RSS of this (the driver's Python) process and of its JVM during the run, and
-the Python heap's allocated blocks after it (`sys.getallocatedblocks`, cheap).
+less its Spark jobs') and its Spark actions per micro-batch, the same source reading the
+same micro-batches into Spark's "noop" format in each case (`read_ratio`: the ceiling the
+source leaves the sinks' ratio), and the driver's memory with N tables: peak RSS of this
+(the driver's Python) process and of its JVM during the run, and the Python heap's allocated
+blocks after it (`sys.getallocatedblocks`, cheap).
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.stream import _Broker, _fill_topic
 from benchmarks.support import PeakRss, report
 
+T = TypeVar("T")
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP, dt STRING"
 
 
@@ -136,12 +141,30 @@ def _one(spark: Any, kafka: Any, topic: str, warehouse: Path, args: argparse.Nam
     return seconds, list(sink.reports)
 
 
-def _attempts(run_once: Any, where: Path, tries: int = 3) -> tuple[float, list[Any]]:
+def _read(spark: Any, kafka: Any, topics: list[str], checkpoint: Path, *,
+          max_offsets: int | None) -> float:
+    """Seconds the same Kafka source takes to read the topics, in the same micro-batches,
+    into Spark's "noop" format: the source's share of each case, no sink."""
+    from ingest.spark.kafka import kafka_dataframe
+
+    def drop(batch_df: Any, batch_id: int) -> None:
+        batch_df.write.format("noop").mode("overwrite").save()
+
+    frame = kafka_dataframe(spark, connection=kafka, topic=topics,
+                            max_offsets_per_trigger=max_offsets)
+    started = time.perf_counter()
+    query = (frame.writeStream.foreachBatch(drop).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    return time.perf_counter() - started
+
+
+def _attempts(run_once: Callable[[Path], T], where: Path, tries: int = 3) -> T:
     """`run_once(warehouse)`, again in a fresh warehouse when Spark could not start a Python
     worker in time (a loaded machine): the benchmark times the sinks, not a worker's start."""
     for attempt in range(tries):
         try:
-            return run_once(where.with_name(f"{where.name}_{attempt}"))  # type: ignore[no-any-return]
+            return run_once(where.with_name(f"{where.name}_{attempt}"))
         except Exception as e:
             if "failed to connect back" not in str(e) or attempt == tries - 1:
                 raise
@@ -174,7 +197,7 @@ def run(argv: list[str]) -> None:
     broker = _Broker(args.broker, tmp, None)
     kafka = broker.plain
     spark = None
-    runs: dict[str, list[float]] = {"one": [], "many": []}
+    runs: dict[str, list[float]] = {"one": [], "many": [], "read_one": [], "read_many": []}
     reports: dict[str, list[Any]] = {"one": [], "many": []}
     peaks: list[PeakRss] = []
     heap_blocks: list[int] = []
@@ -219,6 +242,9 @@ def run(argv: list[str]) -> None:
                     assert len(touched) == n, f"{len(touched)} of {n} tables written"
                 assert rows == total, f"{case}: ingested {rows} of {total}"
                 runs[case].append(seconds)
+                read = partial(_read, spark, kafka, ["one"] if case == "one" else names,
+                               max_offsets=max_offsets)
+                runs[f"read_{case}"].append(_attempts(read, tmp / f"read_{case}{i}"))
                 reports[case].extend(r for r in done if not r.skipped)
                 print(f"  {case} run {i}: {seconds:.2f} s, {len(done)} micro-batches",
                       file=sys.stderr)
@@ -230,6 +256,9 @@ def run(argv: list[str]) -> None:
     one_s, many_s = statistics.median(runs["one"]), statistics.median(runs["many"])
     one_rate, many_rate = total / one_s, total / many_s
     ratio = round(many_rate / one_rate, 3)
+    read_one_s, read_many_s = (statistics.median(runs["read_one"]),
+                               statistics.median(runs["read_many"]))
+    read_ratio = round(read_one_s / read_many_s, 3)
     many_reports = reports["many"]
     driver_ms = _median_ms([r.seconds - r.tasks_seconds for r in many_reports])
     one_driver_ms = _median_ms([r.seconds - r.commit_seconds for r in reports["one"]])
@@ -255,6 +284,8 @@ def run(argv: list[str]) -> None:
         "peak_rss_driver_jvm_mb": round(max(p.jvm_mb for p in peaks)),
         "peak_rss_scoped": all(p.scoped for p in peaks),
         "python_heap_blocks": max(heap_blocks),
+        "read_one_seconds": round(read_one_s, 3), "read_many_seconds": round(read_many_s, 3),
+        "read_ratio": read_ratio,
         "load_after": [round(x, 2) for x in os.getloadavg()],
     }
     print(f"{total:,} records: one topic ({args.partitions} partitions) into one table vs "
@@ -274,6 +305,9 @@ def run(argv: list[str]) -> None:
           f"{driver_ms:g} ms, {figures['many_tables_spark_actions_per_batch']:g} Spark "
           f"actions")
     print(f"ratio {n} tables / one table: {ratio:.3f} (goal >= 0.8)")
+    print(f"the Kafka source alone, same micro-batches, into noop: one topic median "
+          f"{read_one_s:.2f} s, {n} topics {read_many_s:.2f} s; ratio {read_ratio:.3f} (the "
+          f"ceiling of the {n}-table ratio the source leaves)")
     print(f"driver memory with {n} tables: peak RSS Python "
           f"{figures['peak_rss_driver_python_mb']:,} MiB, JVM "
           f"{figures['peak_rss_driver_jvm_mb']:,} MiB; Python heap "
