@@ -12,11 +12,38 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from ingest.spark.sink._results import OffsetsRead, merge_offsets, offsets_read, to_arrow
+from ingest.spark.sink._results import (
+    OffsetsRead,
+    TaskResult,
+    merge_offsets,
+    offsets_read,
+    to_arrow,
+)
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, TaskPlan, _TaskWriter
 
 UNROUTED_DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
                 "error STRING")
+
+
+class UnroutedWrite:
+    """The anchor's part of a write task: records routed nowhere, as its dead letters."""
+
+    def __init__(self, plan: TaskPlan) -> None:
+        self.writer = _TaskWriter.in_task(plan)
+        self.read: list[OffsetsRead] = []
+
+    def add(self, rows: pa.Table | pa.RecordBatch) -> None:
+        """Write rows of the Kafka columns and `error` (the reason)."""
+        self.read += offsets_read(rows.column("topic"), rows.column("partition"),
+                                  rows.column("offset"))
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+        self.writer.write_dead(table.select(DEAD_LETTER_SCHEMA.names).cast(DEAD_LETTER_SCHEMA))
+
+    def finish(self) -> list[TaskResult]:
+        return [*self.writer.finish(), *merge_offsets(self.read)]
+
+    def abandon(self) -> None:
+        self.writer.abandon()
 
 
 def unrouted_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
@@ -24,21 +51,16 @@ def unrouted_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
     """Write every record of the input (the Kafka columns and `error`, the reason) as a dead
     letter of `plan.dead_letter`; yields one RESULT_SCHEMA batch (the file, the offsets
     read)."""
-    writer = _TaskWriter.in_task(plan)
-    read: list[OffsetsRead] = []
+    task = UnroutedWrite(plan)
     try:
         for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            read += offsets_read(batch.column("topic"), batch.column("partition"),
-                                 batch.column("offset"))
-            writer.write_dead(pa.Table.from_batches([batch]).select(
-                DEAD_LETTER_SCHEMA.names).cast(DEAD_LETTER_SCHEMA))
-        results = writer.finish()
+            if batch.num_rows:
+                task.add(batch)
+        results = task.finish()
     except BaseException:
-        writer.abandon()
+        task.abandon()
         raise
-    yield to_arrow([*results, *merge_offsets(read)])
+    yield to_arrow(results)
 
 
-__all__ = ["UNROUTED_DDL", "unrouted_task"]
+__all__ = ["UNROUTED_DDL", "UnroutedWrite", "unrouted_task"]

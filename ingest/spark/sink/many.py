@@ -5,12 +5,15 @@ anchor table (its dead-letter table for records that route nowhere, which carrie
 progress row) and, per touched table, the table and its own dead-letter table.
 - Routing by topic: the tables touched are the routes of the topics the micro-batch holds
   (its planned non-empty offset ranges when Spark's plan says them, else the distinct topics
-  of its rows); each table's records are written by the single-table tasks
-  (`_batch.run_tasks`) on the rows of its topics only.
+  of its rows).
 - Routing by field (`--route-field`): a key stage (`_route_keys`) gives each record its key;
-  its rows are persisted once, the keys' tables claimed on the driver, each table's rows
-  written as above.
-Records that route nowhere go to the anchor with the reason (`_unrouted`). One commit holds
+  its rows are persisted once, the keys' tables claimed on the driver.
+The driver plans each touched table (a `TaskPlan`) and runs them all as one Spark job, one
+pass over the micro-batch writing every table's files where its rows are read
+(`_many_tasks`); only tables whose rows must be shuffled (bucketed, or partitioned by a
+Spark SQL expression) are written apart, each by the single-table tasks (`_batch.run_tasks`)
+on a filter of the micro-batch. Records that route nowhere go to the anchor with the reason
+(`_unrouted`), in the same pass. One commit holds
 every table's manifest entries, the micro-batch's offsets (all topics, the anchor's) and,
 routed by topic, each table's own topics' ranges (`table_offsets`).
 
@@ -45,10 +48,12 @@ from ingest.spark.sink._batch import (
     BatchReport,
     publish_results,
     remove_staging_leftovers,
+    run_many_tasks,
     run_tasks,
 )
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._loss import EarliestFn, lost_ranges
+from ingest.spark.sink._many_tasks import ManyPlan, one_pass
 from ingest.spark.sink._results import RESULT_DDL, FileWritten, NewFields, TaskResult, from_arrow
 from ingest.spark.sink._route_keys import ROUTE_DDL, ROUTE_ERROR, ROUTE_KEY, route_keys_task
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
@@ -95,7 +100,11 @@ class ManyBatchReport:
             committed them (skipped).
         skipped: the batch was already committed (a replay).
         seconds: wall time of the micro-batch in the sink.
-        commit_seconds: wall time of the metastore commit alone (progress included).
+        tasks_seconds: of which the Spark jobs writing the tables' files (the rest is the
+            driver's planning, publishing and commit).
+        commit_seconds: of which the metastore commit alone.
+        spark_actions: the Spark actions (each one job, its shuffle stages included) the
+            sink ran for the micro-batch, the key stage's included.
     """
 
     batch_id: int
@@ -107,7 +116,9 @@ class ManyBatchReport:
     lost: tuple[OffsetRange, ...] = ()
     skipped: bool = False
     seconds: float = 0.0
+    tasks_seconds: float = 0.0
     commit_seconds: float = 0.0
+    spark_actions: int = 0
 
     def line(self) -> str:
         if self.skipped:
@@ -117,6 +128,24 @@ class ManyBatchReport:
                           for name, r in sorted(self.tables.items()))
         return (f"batch {self.batch_id}: {len(self.tables)} tables ({parts or 'none'}), "
                 f"{self.unrouted_records:,} records routed nowhere")
+
+
+@dataclass
+class _Clock:
+    """Where one micro-batch's time went (its report's figures)."""
+
+    tasks_s: float = 0.0
+    commit_s: float = 0.0
+    actions: int = 0
+
+    def spark(self, action: Callable[[], Any]) -> Any:
+        """Run one Spark action, timed."""
+        started = time.monotonic()
+        try:
+            return action()
+        finally:
+            self.tasks_s += time.monotonic() - started
+            self.actions += 1
 
 
 @dataclass
@@ -226,6 +255,7 @@ class ManyTableSink:
         self._looked_up: set[str] = set()  # template locations whose holder was looked for
         self._heartbeat: Heartbeat | None = None
         self.reports: deque[ManyBatchReport] = deque(maxlen=RECENT_REPORTS)
+        self._clock = _Clock()
         self.failure: BaseException | None = None
 
     @property
@@ -317,12 +347,15 @@ class ManyTableSink:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Write micro-batch `batch_id` (the foreachBatch function)."""
         started = time.monotonic()
+        self._clock = _Clock()
         try:
             report = self._process(batch_df, int(batch_id))
         except BaseException as e:
             self.failure = e
             raise
-        report = replace(report, seconds=time.monotonic() - started)
+        report = replace(report, seconds=time.monotonic() - started,
+                         tasks_seconds=self._clock.tasks_s, commit_seconds=self._clock.commit_s,
+                         spark_actions=self._clock.actions)
         self.reports.append(report)
         log.debug("%s", report.line())
 
@@ -332,7 +365,8 @@ class ManyTableSink:
         range, or (the plan unknown) the distinct topics of its rows."""
         if planned is not None:
             return sorted({r.topic for r in planned if r.until_offset > r.from_offset})
-        return sorted(row[0] for row in batch_df.select("topic").distinct().collect())
+        return sorted(row[0] for row in self._clock.spark(
+            batch_df.select("topic").distinct().collect))
 
     def _process(self, batch_df: DataFrame, batch_id: int) -> ManyBatchReport:
         store = self._open()
@@ -360,8 +394,8 @@ class ManyTableSink:
         keyed = batch_df.select(*KAFKA_COLUMNS).mapInArrow(
             partial(route_keys_task, self.rules), ROUTE_DDL).persist()
         try:
-            keys = sorted(row[0] for row in keyed.where(F.col(ROUTE_KEY).isNotNull())
-                          .select(ROUTE_KEY).distinct().collect())
+            keys = sorted(row[0] for row in self._clock.spark(
+                keyed.where(F.col(ROUTE_KEY).isNotNull()).select(ROUTE_KEY).distinct().collect))
             return self._write(store, _Routing(keyed, ROUTE_KEY, keys), batch_id, planned,
                                lost)
         finally:
@@ -440,11 +474,13 @@ class ManyTableSink:
             table_offsets: dict[str, tuple[OffsetRange, ...]] = {}
             seen: list[OffsetRange] = []
             for one in touched:
-                plan = self._plan(txn, one)
-                results: list[TaskResult] = []
-                done.append((one, plan, results))
-                results.extend(run_tasks(routing.rows(one.topics), plan,
-                                         partition_expression=self.partition_expression))
+                done.append((one, self._plan(txn, one), []))
+            if unrouted or not by_topic:
+                # Their records go to the anchor, under its write id in this transaction.
+                done.append((self._touched(self._anchor, self._anchor, list(unrouted)),
+                             self._anchor_plan(txn), []))
+            self._run(routing, done, len(touched), unrouted)
+            for one, plan, results in done[:len(touched)]:
                 self._new_fields(one.table, results, batch_id)
                 report = publish_results(results, plan=plan, batch_id=batch_id, fs=one.fs,
                                          dl_fs=one.dl_fs)
@@ -458,15 +494,7 @@ class ManyTableSink:
                     # By field a topic feeds several tables: their ranges stay the anchor's.
                     table_offsets[one.table.name] = ranges
             dead_letters = 0
-            rows = routing.unrouted(unrouted)
-            if unrouted or not by_topic:
-                # Their records go to the anchor, under its write id in this transaction.
-                anchor = self._touched(self._anchor, self._anchor, list(unrouted))
-                plan = self._anchor_plan(txn)
-                results = []
-                done.append((anchor, plan, results))
-                results.extend(from_arrow(rows.mapInArrow(partial(unrouted_task, plan),
-                                                          RESULT_DDL).toArrow()))
+            for anchor, plan, results in done[len(touched):]:
                 report = publish_results(results, plan=plan, batch_id=batch_id, fs=anchor.fs,
                                          dl_fs=anchor.dl_fs)
                 dead_letters = report.dead_letters
@@ -474,10 +502,10 @@ class ManyTableSink:
                 files.update(_committed_files(anchor, plan, results))
             offsets = after_loss(cover(seen, planned), lost)
             crash_point("sink.before_commit")
-            commit_started = time.monotonic()
+            committing = time.monotonic()
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=offsets,
                          files=files, table_offsets=table_offsets)
-            commit_seconds = time.monotonic() - commit_started
+            self._clock.commit_s = time.monotonic() - committing
         except CommitConflictError as e:
             self._abort(store, txn, done, e)
             committed = store.committed_write_id(self.sink_id, batch_id,
@@ -496,8 +524,36 @@ class ManyTableSink:
                 self._committed_until[key] = max(self._committed_until.get(key, 0),
                                                  r.until_offset)
         return ManyBatchReport(batch_id, txn.write_id, reports, offsets, dict(unrouted),
-                               unrouted_records=dead_letters, lost=tuple(lost),
-                               commit_seconds=commit_seconds)
+                               unrouted_records=dead_letters, lost=tuple(lost))
+
+    def _run(self, routing: _Routing,
+             done: Sequence[tuple[_Touched, TaskPlan, list[TaskResult]]], tables: int,
+             unrouted: Mapping[str, str]) -> None:
+        """Run the micro-batch's tasks: the first `tables` entries of `done` are the touched
+        tables, a last one the anchor (records routed nowhere); each entry's results are
+        filled in. One Spark job writes them all when no table needs its rows shuffled
+        (`_many_tasks`); else each table's rows are written as one table's (a filter of the
+        micro-batch each)."""
+        plans = [plan for _, plan, _ in done[:tables]]
+        anchor = done[tables][1] if len(done) > tables else None
+        if not done:
+            return  # nothing planned: no records
+        if one_pass(plans):
+            many = ManyPlan(tuple(plans), {key: i for i, (one, _, _) in
+                                           enumerate(done[:tables]) for key in one.topics},
+                            routing.column, dict(unrouted), anchor)
+            found = self._clock.spark(partial(run_many_tasks, routing.df, many))
+            for i, (_, _, results) in enumerate(done):
+                results.extend(found.get(i, ()))
+            return
+        for one, plan, results in done[:tables]:
+            results.extend(self._clock.spark(partial(
+                run_tasks, routing.rows(one.topics), plan,
+                partition_expression=self.partition_expression)))
+        if anchor is not None:
+            rows = routing.unrouted(unrouted)
+            done[tables][2].extend(from_arrow(self._clock.spark(
+                rows.mapInArrow(partial(unrouted_task, anchor), RESULT_DDL).toArrow)))
 
     def _anchor_plan(self, txn: Transaction) -> TaskPlan:
         """The plan of the records routed nowhere: dead letters of the anchor."""
