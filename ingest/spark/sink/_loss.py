@@ -1,7 +1,7 @@
 """Kafka data loss before a micro-batch (docs/invariants.md 8.12): the offsets retention
 removed from a topic partition between the stream's committed end and the broker's earliest
-offset. Used by the many-table sink over its anchor's committed ends; the single-table sink
-keeps its own method (`AcidSink._lost`) until both share this one."""
+offset. The single-table sink measures it against its table's committed ends, the many-table
+sink against its anchor's."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ EarliestFn = Callable[[Sequence[tuple[str, int]]], Mapping[tuple[str, int], int]
 
 def lost_ranges(planned: Sequence[OffsetRange] | None, committed: Mapping[tuple[str, int], int],
                 earliest_fn: EarliestFn | None, *, fail: bool, batch_id: int,
-                of: str) -> tuple[OffsetRange, ...]:
+                of: str, by: str = "the table") -> tuple[OffsetRange, ...]:
     """The ranges lost before micro-batch `batch_id`: for each topic partition it plans that
-    `of` (the stream or table, for the messages) committed before, from that end up to the
-    broker's earliest offset (capped at the planned end).
+    `of` (the table or stream's name, for the messages; `by` says who commits) committed
+    before, from that end up to the broker's earliest offset (capped at the planned end).
 
     Raises:
         IngestError: some were lost and `fail`: every lost range named, nothing written.
@@ -42,7 +42,7 @@ def lost_ranges(planned: Sequence[OffsetRange] | None, committed: Mapping[tuple[
             f"Kafka data loss before micro-batch {batch_id} of {of}: "
             + "; ".join(f"{r.topic}-{r.partition} offsets [{r.from_offset}, "
                         f"{r.until_offset}) ({r.until_offset - r.from_offset:,})" for r in lost)
-            + " were removed from Kafka (retention) before they were committed; nothing of "
+            + f" were removed from Kafka (retention) before {by} committed them; nothing of "
             "the micro-batch was written",
             hint="to go on without them, restart with --fail-on-data-loss false (they are "
                  "counted and shown by `ingest status`); or re-produce them")

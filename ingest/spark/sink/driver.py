@@ -66,6 +66,7 @@ from ingest.spark.sink._batch import (
 )
 from ingest.spark.sink._first_records import check_plain_avro_start
 from ingest.spark.sink._heartbeat import Heartbeat
+from ingest.spark.sink._loss import lost_ranges
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
@@ -410,9 +411,8 @@ class AcidSink:
 
     def _lost(self, store: Metastore, planned: Sequence[OffsetRange] | None,
               batch_id: int) -> tuple[OffsetRange, ...]:
-        """The offsets Kafka removed before the table committed them: for each partition
-        the micro-batch reads, from the table's committed end up to the broker's earliest
-        offset (whichever source, whatever its failOnDataLoss did).
+        """The offsets Kafka removed before the table committed them (`lost_ranges`, against
+        the table's committed ends, whichever source, whatever its failOnDataLoss did).
 
         Raises:
             IngestError: some were lost and fail_on_data_loss: every lost range named,
@@ -421,31 +421,8 @@ class AcidSink:
         if self.earliest_fn is None or not planned:
             return ()
         assert self._table is not None
-        committed = self._committed_ends(store)
-        known = {(r.topic, r.partition): r for r in planned if (r.topic, r.partition) in committed}
-        if not known:
-            return ()
-        earliest = self.earliest_fn(sorted(known))
-        lost = []
-        for key, r in sorted(known.items()):
-            start, low = committed[key], earliest.get(key)
-            if low is not None and start < low:
-                lost.append(OffsetRange(key[0], key[1], start, min(low, r.until_offset)))
-        if lost and self.fail_on_data_loss:
-            raise IngestError(
-                f"Kafka data loss before micro-batch {batch_id} of {self._table.name}: "
-                + "; ".join(f"{r.topic}-{r.partition} offsets [{r.from_offset}, "
-                            f"{r.until_offset}) ({r.until_offset - r.from_offset:,})"
-                            for r in lost)
-                + " were removed from Kafka (retention) before the table committed them; "
-                "nothing of the micro-batch was written",
-                hint="to go on without them, restart with --fail-on-data-loss false (they are "
-                     "counted and shown by `ingest status`); or re-produce them")
-        for r in lost:
-            log.warning("Kafka data loss: %s-%d offsets [%d, %d) were removed before %s "
-                        "committed them; skipped (--fail-on-data-loss false)", r.topic,
-                        r.partition, r.from_offset, r.until_offset, self._table.name)
-        return tuple(lost)
+        return lost_ranges(planned, self._committed_ends(store), self.earliest_fn,
+                           fail=self.fail_on_data_loss, batch_id=batch_id, of=self._table.name)
 
     def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int,
                planned: Sequence[OffsetRange] | None = None,

@@ -383,7 +383,7 @@ class ManyTableSink:
                              known_as=f"stream {self.sink_id} already committed")
         lost = lost_ranges(planned, self._committed_ends(store) if planned else {},
                            self.earliest_fn, fail=self.fail_on_data_loss, batch_id=batch_id,
-                           of=f"stream {self.sink_id}")
+                           of=f"stream {self.sink_id}", by="the stream")
         if self.rules.field_path is None:
             return self._write(store, _Routing(batch_df.select(*KAFKA_COLUMNS), "topic",
                                                self._topics(batch_df, planned)),
