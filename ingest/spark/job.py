@@ -252,12 +252,13 @@ def ensure_tables(location: str, layout: StreamLayout, *,
                   metastore_url: str | None = None,
                   storage_options: Mapping[str, Any] | None = None,
                   buckets: int = 0, bucketed_by: tuple[str, ...] = (),
-                  allow_added_columns: bool = False,
+                  allow_added_columns: bool = False, name: str | None = None,
                   ) -> tuple[TableDefinition, TableDefinition]:
     """Create the table and its dead-letter table when missing (with `storage_options`, the
-    tables' fsspec options; `buckets` buckets by `bucketed_by`, for a keyed stream); check
-    them when present (`allow_added_columns`: the table may have more columns after the
-    given ones, which --on-new-field evolve added).
+    tables' fsspec options; `buckets` buckets by `bucketed_by`, for a keyed stream; `name`,
+    `db.table`, else `default_table_name(location)`); check them when present
+    (`allow_added_columns`: the table may have more columns after the given ones, which
+    --on-new-field evolve added).
 
     Raises:
         SchemaMismatchError: an existing table's columns or partitioning differ.
@@ -267,7 +268,8 @@ def ensure_tables(location: str, layout: StreamLayout, *,
     url = metastore_url or default_metastore_url(location)
     partitions = (layout.partition_column,) if layout.partition_column else ()
     with Metastore.open(url) as store:
-        wanted = TableDefinition(default_table_name(location), location, layout.row_schema,
+        wanted = TableDefinition(name or default_table_name(location), location,
+                                 layout.row_schema,
                                  partition_columns=partitions)
         table = store.find_table(location)
         if table is None:

@@ -158,6 +158,15 @@ def ensure_anchor(location: str, *, metastore_url: str,
     return anchor
 
 
+def name_beside(anchor: TableDefinition, location: str) -> str:
+    """The name of a table the stream creates at `location`: its directory's name (as
+    `default_table_name`) in the anchor's database. On a Hive Metastore 4 a managed table
+    must lie inside its database's managed location, which holds the anchor (made for it,
+    or the user's), while `default`'s is the server's warehouse."""
+    database = anchor.name.split(".", 1)[0] if "." in anchor.name else "default"
+    return f"{database}.{default_table_name(location).split('.', 1)[1]}"
+
+
 def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                     metastore_url: str | None = None) -> Any:
     """Run a stream of several tables until it ends (available-now) or fails; returns its
@@ -221,7 +230,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
 
     def create(location: str) -> tuple[TableDefinition, TableDefinition]:
         return ensure_tables(location, layout, metastore_url=url,
-                             storage_options=storage_options)
+                             storage_options=storage_options,
+                             name=name_beside(anchor, location))
 
     earliest = None if kerberos else _Earliest(connection, options.kafka_timeout_s)
     sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
@@ -350,4 +360,4 @@ def _holders(store: Metastore, offsets: Mapping[TopicPartitionKey, int], rules: 
 
 
 __all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "ensure_anchor",
-           "run_many_stream"]
+           "name_beside", "run_many_stream"]
