@@ -18,8 +18,8 @@ from hms_server import Server
 
 from ingest.acid.read.reader import read_table
 from ingest.records.routing import RoutingRules, TableTemplate, TopicSelection
+from ingest.spark.sink import ManyTableSink
 from ingest.spark.sink.deadletter import DEAD_LETTER_DDL, dead_letter_location, dead_letter_name
-from ingest.spark.sink.many import ManyTableSink
 from ingest.table import open_table
 from ingest.table.write import create_table
 from ingest.txn import Metastore, OffsetRange, TableDefinition, Transaction

@@ -20,8 +20,8 @@ from ingest.errors import ConfigError, IngestError
 from ingest.records.routing import RoutingRules, TableTemplate, TopicSelection
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions
+from ingest.spark.sink import ManyTableSink
 from ingest.spark.sink.deadletter import DEAD_LETTER_DDL
-from ingest.spark.sink.many import ManyTableSink
 from ingest.table import open_table
 from ingest.table.write import create_table
 from ingest.txn import Metastore, OffsetRange, default_metastore_url

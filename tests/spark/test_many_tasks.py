@@ -13,10 +13,10 @@ import pytest
 
 from ingest.acid import read_bucket_file
 from ingest.spark.options import SinkOptions
-from ingest.spark.sink._many_tasks import PLAN_INDEX, ManyPlan, many_write_task, one_pass
 from ingest.spark.sink._results import BadRecords, FileWritten, OffsetsRead, from_arrow
-from ingest.spark.sink._route_keys import ROUTE_ERROR, ROUTE_KEY
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
+from ingest.spark.sink.many._route_keys import ROUTE_ERROR, ROUTE_KEY
+from ingest.spark.sink.many._tasks import PLAN_INDEX, ManyPlan, many_write_task, one_pass
 
 SCHEMA = pa.schema([("id", pa.int64())])
 DELTA = "delta_0000001_0000001_0000"

@@ -1,6 +1,6 @@
 """The foreachBatch sink: each micro-batch one committed ACID transaction (`AcidSink` on the
 driver; parsing and writing in Spark tasks), and the dead-letter table beside the target;
-`ManyTableSink` writes a micro-batch of several topics into several tables (many.py).
+`ManyTableSink` writes a micro-batch of several topics into several tables (the room `many`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import fsspec
-import numpy as np
 import pyarrow as pa
 
 from ingest.acid.format import write_acid_version_file
@@ -25,12 +24,6 @@ from ingest.errors import BadRecordError, IngestError
 from ingest.io import can_append
 from ingest.records import merge_fields
 from ingest.spark.sink._keyed import KEYED_FIELDS, parse_changes_task, write_changes_task
-from ingest.spark.sink._many_tasks import (
-    MANY_RESULT_DDL,
-    PLAN_INDEX,
-    ManyPlan,
-    many_write_task,
-)
 from ingest.spark.sink._packed import PACK_BUCKET, PACK_PARTITION, PACK_SLOT, PACKED_DDL
 from ingest.spark.sink._results import (
     RESULT_DDL,
@@ -199,7 +192,7 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
     # A shuffle gives each table partition and bucket (or slot) one writer.
     shuffles = plan.bucket_count > 0 or by_partition
     two_stage = plan.partition_from == "column" or shuffles
-    one_task = shuffles and _small(batch_df, plan)
+    one_task = shuffles and small_batch(batch_df, plan)
     if one_task:
         # One task's files are already one per table partition and bucket: no shuffle, no
         # second Spark job (a narrow coalesce of the read tasks).
@@ -247,28 +240,7 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
     return from_arrow(out.toArrow())
 
 
-def run_many_tasks(batch_df: DataFrame, plan: ManyPlan) -> dict[int, list[TaskResult]]:
-    """Parse and write every table of a many-table micro-batch in one Spark job (`_many_tasks`);
-    what the tasks reported, by plan index. Routed by field, a micro-batch known to be small
-    is read by one task (a file per table partition, as `run_tasks`); routed by topic a
-    table's rows are those of its topics' read tasks already, which stay parallel."""
-    if plan.column != "topic" and plan.plans and _small(batch_df, plan.plans[0]):
-        batch_df = batch_df.coalesce(1)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
-                                category=FutureWarning)
-        out = batch_df.mapInArrow(partial(many_write_task, plan), MANY_RESULT_DDL).toArrow()
-    by_index: dict[int, list[TaskResult]] = {}
-    if out.num_rows == 0:
-        return by_index
-    indices = out.column(PLAN_INDEX).to_numpy()
-    rows = out.drop_columns([PLAN_INDEX])
-    for index in np.unique(indices).tolist():
-        by_index[int(index)] = from_arrow(rows.filter(pa.array(indices == index)))
-    return by_index
-
-
-def _small(batch_df: DataFrame, plan: TaskPlan) -> bool:
+def small_batch(batch_df: DataFrame, plan: TaskPlan) -> bool:
     """Whether the micro-batch is known, from its offset ranges, to hold at most
     `one_task_records` records (and no more than `writer_split_rows`, which would split a
     table partition's rows among writers): then one task reads, parses and writes it all,

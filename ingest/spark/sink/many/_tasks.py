@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 
 from ingest.spark.sink._results import RESULT_DDL, TaskResult, to_arrow
-from ingest.spark.sink._route_keys import ROUTE_ERROR
 from ingest.spark.sink._tasks import TableWrite, TaskPlan
-from ingest.spark.sink._unrouted import UnroutedWrite
+from ingest.spark.sink.many._route_keys import ROUTE_ERROR
+from ingest.spark.sink.many._unrouted import UnroutedWrite
 
 # The index of the plan a result row belongs to (`ManyPlan.plans`, the anchor's last).
 PLAN_INDEX = "__plan"

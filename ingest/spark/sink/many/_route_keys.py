@@ -3,7 +3,7 @@ routing key, or the reason it has none (docs/many-tables.md, "Routing").
 
 The key is a pure function of the record (`RoutingRules.key_of`), so every attempt and every
 task computes the same one; the driver claims the keys' tables and writes each table's rows
-(`many.py`). Runs on executors; never talks to the metastore.
+(`sink.py`). Runs on executors; never talks to the metastore.
 """
 
 from __future__ import annotations

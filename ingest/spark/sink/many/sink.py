@@ -10,7 +10,7 @@ progress row) and, per touched table, the table and its own dead-letter table.
   its rows are persisted once, the keys' tables claimed on the driver.
 The driver plans each touched table (a `TaskPlan`) and runs them all as one Spark job, one
 pass over the micro-batch writing every table's files where its rows are read
-(`_many_tasks`); only tables whose rows must be shuffled (bucketed, or partitioned by a
+(`_tasks`, run by `_job`); only tables whose rows must be shuffled (bucketed, or partitioned by a
 Spark SQL expression) are written apart, each by the single-table tasks (`_batch.run_tasks`)
 on a filter of the micro-batch. Records that route nowhere go to the anchor with the reason
 (`_unrouted`), in the same pass. One commit holds
@@ -48,20 +48,20 @@ from ingest.spark.sink._batch import (
     BatchReport,
     publish_results,
     remove_staging_leftovers,
-    run_many_tasks,
     run_tasks,
 )
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._loss import EarliestFn, lost_ranges
-from ingest.spark.sink._many_tasks import ManyPlan, one_pass
 from ingest.spark.sink._results import RESULT_DDL, FileWritten, NewFields, TaskResult, from_arrow
-from ingest.spark.sink._route_keys import ROUTE_DDL, ROUTE_ERROR, ROUTE_KEY, route_keys_task
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
-from ingest.spark.sink._unrouted import unrouted_task
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.spark.sink.driver import _codec as table_codec
 from ingest.spark.sink.driver import _remove_written, new_field_error
+from ingest.spark.sink.many._job import run_many_tasks
+from ingest.spark.sink.many._route_keys import ROUTE_DDL, ROUTE_ERROR, ROUTE_KEY, route_keys_task
+from ingest.spark.sink.many._tasks import ManyPlan, one_pass
+from ingest.spark.sink.many._unrouted import unrouted_task
 from ingest.table import TableRef
 from ingest.table.core import check_owner, remove_aborted_writes, stream_progress
 from ingest.txn import (
@@ -532,7 +532,7 @@ class ManyTableSink:
         """Run the micro-batch's tasks: the first `tables` entries of `done` are the touched
         tables, a last one the anchor (records routed nowhere); each entry's results are
         filled in. One Spark job writes them all when no table needs its rows shuffled
-        (`_many_tasks`); else each table's rows are written as one table's (a filter of the
+        (`_tasks`); else each table's rows are written as one table's (a filter of the
         micro-batch each)."""
         plans = [plan for _, plan, _ in done[:tables]]
         anchor = done[tables][1] if len(done) > tables else None
