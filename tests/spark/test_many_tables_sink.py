@@ -243,7 +243,7 @@ def test_a_micro_batch_planned_below_the_streams_committed_end_is_refused(
         spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The anchor's offsets are the stream's position: a plan from below them (a re-created
     topic) is refused before anything is written."""
-    from ingest.spark.sink import many
+    from ingest.spark.sink.many import sink as many
 
     df = kafka_rows(spark, topic_rows("orders", range(5)))
     with make_sink(warehouse, ("orders", "payments")) as sink:
@@ -311,7 +311,7 @@ def test_offsets_kafka_removed_before_the_stream_committed_them(
         spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch, fail: bool) -> None:
     """Measured against the anchor's committed ends: fail_on_data_loss stops before anything
     is written, naming the range; otherwise the ranges committed start after the loss."""
-    from ingest.spark.sink import many
+    from ingest.spark.sink.many import sink as many
 
     with make_sink(warehouse, ("orders", "payments")) as sink:
         sink(kafka_rows(spark, topic_rows("orders", range(5))), 0)
