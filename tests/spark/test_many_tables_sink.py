@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from ingest.acid.read.reader import read_table
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import BadRecordError, ConfigError, IngestError
 from ingest.records.routing import RoutingRules, TableTemplate, TopicSelection
 from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions
@@ -405,3 +405,18 @@ def test_the_topic_holding_a_template_table_keeps_it_after_a_restart(
     assert set(dead.column("error").to_pylist()) == {
         "topic 'a_b' routes to table " + repr(str(warehouse / "a_b")) + ", which topic 'a.b' "
         "holds (--table-template makes the same name of both)"}
+
+
+@pytest.mark.spark
+def test_a_bad_record_under_on_bad_record_fail_stops_with_its_own_error_and_commits_nothing(
+        spark: Any, warehouse: Path) -> None:
+    """The stream stops on the micro-batch with `BadRecordError` naming it, and no table of
+    the micro-batch is committed (the anchor holds no progress, no transaction committed)."""
+    df = kafka_rows(spark, topic_rows("orders", range(3)) + [("payments", 0, 0, b"not json")])
+    with make_sink(warehouse, ("orders", "payments"), on_bad_record="fail") as sink:
+        with pytest.raises(BadRecordError, match="micro-batch 0") as raised:
+            sink(df, 0)
+    assert sink.failure is raised.value
+    with Metastore.open(default_metastore_url(str(warehouse / "orders"))) as store:
+        assert store.offset_ranges("default._unrouted") == []
+        assert all(t.state != "committed" for t in store.transactions("default._unrouted"))

@@ -54,6 +54,7 @@ from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._loss import EarliestFn, lost_ranges
 from ingest.spark.sink._results import RESULT_DDL, FileWritten, NewFields, TaskResult, from_arrow
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
+from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.spark.sink.driver import _codec as table_codec
@@ -257,6 +258,7 @@ class ManyTableSink:
         self.reports: deque[ManyBatchReport] = deque(maxlen=RECENT_REPORTS)
         self._clock = _Clock()
         self.failure: BaseException | None = None
+        self._speculation: bool | None = None  # spark.speculation, read at the first batch
 
     @property
     def metastore_url(self) -> str:
@@ -348,10 +350,20 @@ class ManyTableSink:
         """Write micro-batch `batch_id` (the foreachBatch function)."""
         started = time.monotonic()
         self._clock = _Clock()
+        if self._speculation is None:
+            # Speculative attempts may leave staging files behind a reported first one.
+            conf = batch_df.sparkSession.conf.get("spark.speculation", "false")
+            self._speculation = str(conf).lower() == "true"
         try:
             report = self._process(batch_df, int(batch_id))
         except BaseException as e:
-            self.failure = e
+            # A task's own error (a bad record under --on-bad-record fail, ...) is raised
+            # again as its class, not as Spark's wrapper (as AcidSink does).
+            ours = task_error(e, batch_id=int(batch_id), table=self.anchor_ref.location
+                              if self._anchor is None else self._anchor.name)
+            self.failure = e if ours is None else ours
+            if ours is not None:
+                raise ours from e
             raise
         report = replace(report, seconds=time.monotonic() - started,
                          tasks_seconds=self._clock.tasks_s, commit_seconds=self._clock.commit_s,
@@ -517,7 +529,8 @@ class ManyTableSink:
             self._abort(store, txn, done, e)
             raise
         for one, _, results in done:
-            remove_staging_leftovers(results, fs=one.fs, dl_fs=one.dl_fs)
+            remove_staging_leftovers(results, fs=one.fs, dl_fs=one.dl_fs,
+                                     speculation=bool(self._speculation))
         if self._committed_until is not None:
             for r in offsets:
                 key = (r.topic, r.partition)
