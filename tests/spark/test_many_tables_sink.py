@@ -420,3 +420,28 @@ def test_a_bad_record_under_on_bad_record_fail_stops_with_its_own_error_and_comm
     with Metastore.open(default_metastore_url(str(warehouse / "orders"))) as store:
         assert store.offset_ranges("default._unrouted") == []
         assert all(t.state != "committed" for t in store.transactions("default._unrouted"))
+
+
+@pytest.mark.spark
+def test_a_bucketed_table_is_written_apart_and_the_others_in_one_pass(
+        spark: Any, warehouse: Path) -> None:
+    """A table whose rows need a shuffle (bucketed) is written from its own filter of the
+    micro-batch while the other tables still share one Spark job (before, one bucketed table
+    sent every table down the per-table path); every table gets exactly its rows in the one
+    transaction."""
+    bucketed = str(warehouse / "payments")
+    create_table(bucketed, SCHEMA, buckets=2, bucketed_by=["id"])
+    ensure_tables(bucketed, table_layout(SCHEMA, None))  # its dead-letter table
+    topics = ("orders", "payments", "refunds", "users")
+    df = kafka_rows(spark, [row for n, t in enumerate(topics)
+                            for row in topic_rows(t, range(100 * n, 100 * n + 4))])
+    with make_sink(warehouse, topics) as sink:
+        sink(df, 0)
+    report = sink.reports[0]
+    for n, t in enumerate(topics):
+        assert ids(str(warehouse / t)) == list(range(100 * n, 100 * n + 4))
+    assert len({p.parent for p in (warehouse / "payments").rglob("bucket_*")}) == 1
+    assert {p.name for p in (warehouse / "payments").rglob("bucket_*")} <= {
+        "bucket_00000", "bucket_00001"}
+    # three tables in one job, the bucketed one in its own (one or two jobs): not four or more
+    assert report.spark_actions <= 3

@@ -1,5 +1,5 @@
-"""The Spark task writing a many-table stream's records that route to no table into the
-stream's anchor (its dead-letter table), each with its reason (docs/many-tables.md,
+"""The part of a many-table write task (`_tasks`) writing the records that route to no table
+into the stream's anchor (its dead-letter table), each with its reason (docs/many-tables.md,
 "Routing nowhere").
 
 Runs on executors like `_tasks.write_task`, with the same attempt safety (staging names, or
@@ -8,8 +8,6 @@ a first attempt's exclusive final names on object stores); it never talks to the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pyarrow as pa
 
 from ingest.spark.sink._results import (
@@ -17,12 +15,8 @@ from ingest.spark.sink._results import (
     TaskResult,
     merge_offsets,
     offsets_read,
-    to_arrow,
 )
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, TaskPlan, _TaskWriter
-
-UNROUTED_DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
-                "error STRING")
 
 
 class UnroutedWrite:
@@ -46,21 +40,4 @@ class UnroutedWrite:
         self.writer.abandon()
 
 
-def unrouted_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]
-                  ) -> Iterator[pa.RecordBatch]:
-    """Write every record of the input (the Kafka columns and `error`, the reason) as a dead
-    letter of `plan.dead_letter`; yields one RESULT_SCHEMA batch (the file, the offsets
-    read)."""
-    task = UnroutedWrite(plan)
-    try:
-        for batch in batches:
-            if batch.num_rows:
-                task.add(batch)
-        results = task.finish()
-    except BaseException:
-        task.abandon()
-        raise
-    yield to_arrow(results)
-
-
-__all__ = ["UNROUTED_DDL", "UnroutedWrite", "unrouted_task"]
+__all__ = ["UnroutedWrite"]

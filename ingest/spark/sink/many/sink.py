@@ -52,7 +52,7 @@ from ingest.spark.sink._batch import (
 )
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._loss import EarliestFn, lost_ranges
-from ingest.spark.sink._results import RESULT_DDL, FileWritten, NewFields, TaskResult, from_arrow
+from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
@@ -60,9 +60,8 @@ from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.spark.sink.driver import _codec as table_codec
 from ingest.spark.sink.driver import _remove_written, new_field_error
 from ingest.spark.sink.many._job import run_many_tasks
-from ingest.spark.sink.many._route_keys import ROUTE_DDL, ROUTE_ERROR, ROUTE_KEY, route_keys_task
+from ingest.spark.sink.many._route_keys import ROUTE_DDL, ROUTE_KEY, route_keys_task
 from ingest.spark.sink.many._tasks import ManyPlan, one_pass
-from ingest.spark.sink.many._unrouted import unrouted_task
 from ingest.table import TableRef
 from ingest.table.core import check_owner, remove_aborted_writes, stream_progress
 from ingest.txn import (
@@ -175,18 +174,14 @@ class _Routing:
 
         return self.df.where(F.col(self.column).isin(list(keys))).select(*KAFKA_COLUMNS)
 
-    def unrouted(self, reasons: Mapping[str, str]) -> DataFrame:
-        """The Kafka rows that route nowhere, with the reason as `error`: those of a key in
-        `reasons`, and (by field) those the key stage found no key in."""
+    def without(self, keys: Sequence[str]) -> DataFrame:
+        """The micro-batch without the rows of these keys (rows with no key kept)."""
+        if not keys:
+            return self.df
         from pyspark.sql import functions as F
 
-        error = F.lit(None).cast("string")
-        for key, reason in sorted(reasons.items()):
-            error = F.when(F.col(self.column) == key, F.lit(reason)).otherwise(error)
-        if self.column != "topic":
-            error = F.coalesce(F.col(ROUTE_ERROR), error)
-        return self.df.select(*KAFKA_COLUMNS, error.alias("error")).where(
-            F.col("error").isNotNull())
+        key = F.col(self.column)
+        return self.df.where(key.isNull() | ~key.isin(list(keys)))
 
 
 class ManyTableSink:
@@ -544,29 +539,30 @@ class ManyTableSink:
              unrouted: Mapping[str, str]) -> None:
         """Run the micro-batch's tasks: the first `tables` entries of `done` are the touched
         tables, a last one the anchor (records routed nowhere); each entry's results are
-        filled in. One Spark job writes them all when no table needs its rows shuffled
-        (`_tasks`); else each table's rows are written as one table's (a filter of the
-        micro-batch each)."""
-        plans = [plan for _, plan, _ in done[:tables]]
-        anchor = done[tables][1] if len(done) > tables else None
+        filled in. One Spark job writes every table whose rows need no shuffle, and the
+        records routed nowhere (`_tasks`); a table that does (bucketed, or partitioned by a
+        Spark SQL expression) is written as one table's, from a filter of the micro-batch."""
         if not done:
             return  # nothing planned: no records
-        if one_pass(plans):
-            many = ManyPlan(tuple(plans), {key: i for i, (one, _, _) in
-                                           enumerate(done[:tables]) for key in one.topics},
+        anchor = done[tables][1] if len(done) > tables else None
+        fast = [i for i in range(tables) if one_pass([done[i][1]])]
+        slow = [i for i in range(tables) if i not in set(fast)]
+        if fast or anchor is not None:
+            slow_keys = [key for i in slow for key in done[i][0].topics]
+            many = ManyPlan(tuple(done[i][1] for i in fast),
+                            {key: j for j, i in enumerate(fast) for key in done[i][0].topics},
                             routing.column, dict(unrouted), anchor)
-            found = self._clock.spark(partial(run_many_tasks, routing.df, many))
-            for i, (_, _, results) in enumerate(done):
-                results.extend(found.get(i, ()))
-            return
-        for one, plan, results in done[:tables]:
+            found = self._clock.spark(partial(
+                run_many_tasks, routing.without(slow_keys), many))
+            for j, i in enumerate(fast):
+                done[i][2].extend(found.get(j, ()))
+            if anchor is not None:
+                done[tables][2].extend(found.get(many.anchor_index, ()))
+        for i in slow:
+            one, plan, results = done[i]
             results.extend(self._clock.spark(partial(
                 run_tasks, routing.rows(one.topics), plan,
                 partition_expression=self.partition_expression)))
-        if anchor is not None:
-            rows = routing.unrouted(unrouted)
-            done[tables][2].extend(from_arrow(self._clock.spark(
-                rows.mapInArrow(partial(unrouted_task, anchor), RESULT_DDL).toArrow)))
 
     def _anchor_plan(self, txn: Transaction) -> TaskPlan:
         """The plan of the records routed nowhere: dead letters of the anchor."""
