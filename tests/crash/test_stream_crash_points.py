@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require
+from support import assert_each_offset_once
 
 from ingest.acid import read_bucket_file, read_table
 from ingest.acid.format.names import is_side_file, parse_bucket_file
@@ -81,13 +82,7 @@ def exactly_once_so_far(location: str, produced: int) -> tuple[int, dict[int, st
         ranges = store.offset_ranges(location)
         states = store.write_id_states(location)
     ids = read_table(location, snapshot).column("id").to_pylist()
-    assert len(set(ids)) == len(ids) and set(ids) <= set(range(produced)), "no duplicates"
-    covered = sorted((r.partition, r.from_offset, r.until_offset) for _, r in ranges)
-    for p in {q for q, _, _ in covered}:
-        mine = [(a, b) for q, a, b in covered if q == p]
-        assert mine[0][0] == 0 and all(x[1] == y[0] for x, y in zip(mine, mine[1:],
-                                                                    strict=False)), mine
-    assert sum(b - a for _, a, b in covered) == len(ids), "each committed offset once"
+    assert_each_offset_once(ids, ranges, produced)
     return len(ids), states
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from hms_server import HMS_SH, TXN_TIMEOUT_S, Server, _script_env
+from support import assert_each_offset_once
 
 from ingest.acid import read_table
 from ingest.kafka.produce import produce_events, sample_events
@@ -161,13 +162,7 @@ def _exactly_once_so_far(uri: str, name: str, location: str, produced: int) -> i
     with Metastore.open(uri) as store:
         ranges = store.offset_ranges(name)
     ids = _ids(uri, location)
-    assert len(set(ids)) == len(ids) and set(ids) <= set(range(produced)), "no duplicates"
-    covered = sorted((r.partition, r.from_offset, r.until_offset) for _, r in ranges)
-    for p in {q for q, _, _ in covered}:
-        mine = [(a, b) for q, a, b in covered if q == p]
-        assert mine[0][0] == 0 and all(x[1] == y[0] for x, y in zip(mine, mine[1:],
-                                                                    strict=False)), mine
-    assert sum(b - a for _, a, b in covered) == len(ids), "each committed offset once"
+    assert_each_offset_once(ids, ranges, produced)
     return len(ids)
 
 

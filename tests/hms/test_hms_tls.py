@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +21,7 @@ import pytest
 from external import free_port
 from hms_server import Server, hms_server
 from kdc_server import Kdc, kdc, krb5_env, with_keytab  # noqa: F401 - fixtures
+from wire_relay import Relay, relay_to  # noqa: F401 - the fixture
 
 from ingest.acid.format.committed import CommittedFile
 from ingest.errors import ConfigError
@@ -67,55 +66,6 @@ def test_bad_tls_options_are_config_errors_naming_the_option(query: str, words: 
 
 
 # -- servers and helpers ----------------------------------------------------------------------
-
-
-class _Relay:
-    """A TCP relay on `listen` to 127.0.0.1:`port` that keeps every byte the client sent."""
-
-    def __init__(self, port: int, listen: str = "127.0.0.1") -> None:
-        self.sent = bytearray()
-        self._target = port
-        self._listener = socket.create_server((listen, 0))
-        self.port = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", self._target))
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False),
-                             daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, record: bool) -> None:
-        try:
-            while chunk := source.recv(65536):
-                if record:
-                    self.sent += chunk
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            sink.close()
-
-    def close(self) -> None:
-        self._listener.close()
-
-
-@pytest.fixture
-def relay_to() -> Iterator[Callable[..., _Relay]]:
-    made: list[_Relay] = []
-
-    def make(port: int, listen: str = "127.0.0.1") -> _Relay:
-        made.append(_Relay(port, listen))
-        return made[-1]
-
-    yield make
-    for r in made:
-        r.close()
 
 
 @pytest.fixture(scope="module")
@@ -180,8 +130,8 @@ def test_hms_sh_prints_the_ca_and_a_uri_with_the_options_but_never_the_password(
 
 
 def test_our_client_calls_a_tls_metastore_and_writes_through_it_encrypted(
-        version: str, tls_hms: Callable[[str], Server], relay_to: Callable[..., _Relay],
-        tmp_path: Path) -> None:
+        version: str, tls_hms: Callable[[str], Server],
+        relay_to: Callable[..., Relay], tmp_path: Path) -> None:  # noqa: F811 - the fixture
     """getVersion and get_all_databases, then the metastore backend's create, a transaction
     with its heartbeat, and its commit, all through a relay: what the client sent is a TLS
     handshake and records, never the table's name or a Thrift method's."""
@@ -230,7 +180,7 @@ def test_the_host_name_localhost_verifies_and_several_hosts_fail_over_under_tls(
 
 
 def test_tls_under_kerberos_runs_sasl_inside_the_tls_session(
-        krb5_env: Kdc, relay_to: Callable[..., _Relay]) -> None:  # noqa: F811 - the fixture
+        krb5_env: Kdc, relay_to: Callable[..., Relay]) -> None:  # noqa: F811 - the fixture
     """Hive 4 with SASL GSSAPI (qop auth: SASL itself encrypts nothing) on a TLS port: our
     client calls it, and the SASL handshake's mechanism name never crosses the wire in
     plain, because it runs inside TLS."""
@@ -276,7 +226,8 @@ def test_a_certificate_another_ca_signed_names_the_tls_ca_file_and_the_host(
 
 
 def test_a_host_name_the_certificate_does_not_list_is_named(
-        tls_hms: Callable[[str], Server], relay_to: Callable[..., _Relay]) -> None:
+        tls_hms: Callable[[str], Server],
+        relay_to: Callable[..., Relay]) -> None:  # noqa: F811 - the fixture
     """127.0.0.2 reaches the server through a relay, but the certificate lists only
     127.0.0.1 and localhost."""
     server = tls_hms("4")
