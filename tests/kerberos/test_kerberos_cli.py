@@ -61,7 +61,8 @@ def _ingest(env: dict[str, str], *args: str, prefix: tuple[str, ...] = ()
 def _ok(env: dict[str, str], *args: str) -> Any:
     """`ingest ARGS --json`, which must exit 0: its JSON document."""
     done = _ingest(env, *args, "--json")
-    assert done.returncode == 0, f"ingest {' '.join(args)}: {done.stderr[-3000:]}"
+    assert done.returncode == 0, (f"ingest {' '.join(args)}: {done.stdout[-3000:]}"
+                                  f"{done.stderr[-3000:]}")
     return json.loads(done.stdout)
 
 
