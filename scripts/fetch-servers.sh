@@ -25,6 +25,22 @@ here="$(cd "$(dirname "$0")" && pwd)"
 pom="$here/../tests/servers/pom.xml"
 root="${INGEST_SERVERS:-$HOME/.cache/ingest/servers}"
 
+# The schema tool's scripts for one database (derby, postgres) from the metastore's binary
+# distribution, under DEST/home.
+schema_scripts_into() {  # profile dest db
+  local profile=$1 dest=$2 db=$3
+  mvn_quiet -P "$profile" dependency:copy-dependencies -DincludeTypes=tar.gz \
+    -DoutputDirectory="$dest"
+  local tarball
+  tarball="$(find "$dest" -maxdepth 1 -name '*-bin.tar.gz' | head -1)"
+  [ -n "$tarball" ] || { echo "fetch-servers: no -bin.tar.gz copied into $dest" >&2; return 1; }
+  mkdir -p "$dest/home"
+  tar xzf "$tarball" -C "$dest/home" --strip-components=1 --wildcards "*/scripts/metastore/upgrade/$db/*"
+  rm -f "$tarball"
+  [ -d "$dest/home/scripts/metastore/upgrade/$db" ] || {
+    echo "fetch-servers: no $db schema scripts in $tarball" >&2; return 1; }
+}
+
 # Versions, as the pom names them (the pom is the one place that chooses them).
 HMS4_VERSION=4.0.1
 HMS3_VERSION=3.1.3
@@ -66,16 +82,7 @@ hms_into() {  # profile dest
     -Dmdep.outputFile="$dest/classpath"
   # The binary distribution, for the schema tool's scripts (its lib/ lacks Hadoop, so the
   # class path above is the one the server runs with).
-  mvn_quiet -P "$profile" dependency:copy-dependencies -DincludeTypes=tar.gz \
-    -DoutputDirectory="$dest"
-  local tarball
-  tarball="$(find "$dest" -maxdepth 1 -name '*-bin.tar.gz' | head -1)"
-  [ -n "$tarball" ] || { echo "fetch-servers: no -bin.tar.gz copied into $dest" >&2; return 1; }
-  mkdir -p "$dest/home"
-  tar xzf "$tarball" -C "$dest/home" --strip-components=1 --wildcards '*/scripts/metastore/upgrade/derby/*'
-  rm -f "$tarball"
-  [ -d "$dest/home/scripts/metastore/upgrade/derby" ] || {
-    echo "fetch-servers: no derby schema scripts in $tarball" >&2; return 1; }
+  schema_scripts_into "$profile" "$dest" derby
 }
 
 # A metastore on PostgreSQL: the JDBC driver (a class path file) and the schema tool's
@@ -85,16 +92,7 @@ hms_pg_into() {  # profile dest
   mvn_quiet -P pgjdbc dependency:build-classpath -Dmdep.outputFile="$dest/classpath"
   grep -q "postgresql-$PGJDBC_VERSION.jar" "$dest/classpath" || {
     echo "fetch-servers: no postgresql-$PGJDBC_VERSION.jar in $dest/classpath" >&2; return 1; }
-  mvn_quiet -P "$profile" dependency:copy-dependencies -DincludeTypes=tar.gz \
-    -DoutputDirectory="$dest"
-  local tarball
-  tarball="$(find "$dest" -maxdepth 1 -name '*-bin.tar.gz' | head -1)"
-  [ -n "$tarball" ] || { echo "fetch-servers: no -bin.tar.gz copied into $dest" >&2; return 1; }
-  mkdir -p "$dest/home"
-  tar xzf "$tarball" -C "$dest/home" --strip-components=1 --wildcards '*/scripts/metastore/upgrade/postgres/*'
-  rm -f "$tarball"
-  [ -d "$dest/home/scripts/metastore/upgrade/postgres" ] || {
-    echo "fetch-servers: no postgres schema scripts in $tarball" >&2; return 1; }
+  schema_scripts_into "$profile" "$dest" postgres
 }
 
 hive4reader_into() {  # dest

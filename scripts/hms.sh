@@ -4,11 +4,12 @@
 # process group and its own directory.
 #
 #   scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT]
-#                        [--kerberos KDC_DIR [--qop auth|integrity|privacy]]
+#                        [--kerberos KDC_DIR [--qop auth|integrity|privacy]] [--tls]
 #                        [--backing-db postgresql://USER[:PASSWORD]@HOST:PORT/DB]
 #       prints thrift://127.0.0.1:PORT as its last line once the Thrift port answers
 #       (with --kerberos: the URI with ?auth=kerberos&principal=...&qop=... that our client
-#       takes)
+#       takes; with --tls: TLS_CA=PATH on the line before, and the URI with
+#       ?tls=true&tls_ca=PATH)
 #   scripts/hms.sh stop [--dir DIR]
 #       stops the server started in DIR (default: the last one started without --dir)
 #
@@ -18,6 +19,11 @@
 # --kerberos KDC_DIR: SASL GSSAPI on the Thrift port with the service principal and keytab of
 # the realm scripts/kdc.sh started in KDC_DIR (read from KDC_DIR/kdc.env); --qop is Hadoop's
 # hadoop.rpc.protection (auth = authentication, the default; privacy = SASL auth-conf).
+# --tls: TLS on the Thrift port (hive.metastore.use.SSL) with a certificate for IP 127.0.0.1
+# and DNS localhost, signed by a throwaway CA made for this server (DIR/tls/ca.pem); the
+# server's key is in a PKCS12 keystore whose random password is written only to DIR/tls and
+# the server's own conf/ (mode 600), never printed. Combines with --kerberos (SASL inside TLS,
+# as Hive layers them) and --backing-db.
 # --backing-db: the metastore's database in PostgreSQL instead of its own Derby (Hive 4 and 3),
 # so that several metastores started on the same URL serve one metastore, as HA metastores do
 # (hive.metastore.uris listing them all). The first start initialises the schema with Hive's
@@ -132,7 +138,48 @@ EOF
   <property><name>hive.metastore.kerberos.principal</name><value>$HIVE_PRINCIPAL</value></property>
 EOF
   fi
+  if [ -n "${tls_dir:-}" ]; then
+    # MetastoreConf's USE_SSL, SSL_KEYSTORE_PATH, _PASSWORD (4.0.1 and 3.1.3) and _TYPE (4.0.1;
+    # 3.1.3 opens it as JKS, which Java 17 reads from a PKCS12 file too).
+    cat <<EOF
+  <property><name>metastore.use.SSL</name><value>true</value></property>
+  <property><name>hive.metastore.use.SSL</name><value>true</value></property>
+  <property><name>metastore.keystore.path</name><value>$tls_dir/keystore.p12</value></property>
+  <property><name>hive.metastore.keystore.path</name><value>$tls_dir/keystore.p12</value></property>
+  <property><name>metastore.keystore.password</name><value>$(cat "$tls_dir/keystore.pass")</value></property>
+  <property><name>hive.metastore.keystore.password</name><value>$(cat "$tls_dir/keystore.pass")</value></property>
+  <property><name>metastore.keystore.type</name><value>PKCS12</value></property>
+EOF
+  fi
   echo "</configuration>"
+}
+
+# A throwaway CA (ca.pem) and the server's certificate, for IP 127.0.0.1 and DNS localhost
+# (the hosts a client may name: the server binds 127.0.0.1), with its key in a PKCS12
+# keystore under a random password (keystore.pass); all in DIR, mode 700.
+make_tls() {  # dir
+  local d=$1
+  command -v openssl >/dev/null || die "--tls needs openssl (apt-get install openssl)"
+  (
+    umask 077
+    mkdir -p "$d"
+    cd "$d"
+    local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 7 \
+      -subj "/CN=ingest hms.sh throwaway CA" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost"
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=CA:FALSE" \
+      "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" \
+      "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid" >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 7 \
+      -extfile server.ext -out server.pem
+    openssl rand -hex 24 >keystore.pass
+    openssl pkcs12 -export -in server.pem -inkey server.key -certfile ca.pem -name hms \
+      -out keystore.p12 -passout file:keystore.pass
+    rm -f ca.key server.csr  # nothing else is ever signed by this CA
+  ) >"$d.log" 2>&1 || { cat "$d.log" >&2; die "making the TLS certificate in $d failed"; }
+  chmod 644 "$d/ca.pem"
 }
 
 # Hadoop's side of Kerberos: UserGroupInformation logs in from the keytab only with
@@ -253,7 +300,7 @@ parse_backing_db() {  # url -> sets pg_jdbc, pg_user, pg_password, pg_shown
 }
 
 start() {
-  local version=4 dir="" port="" kdc_dir="" qop="" backing_db=""
+  local version=4 dir="" port="" kdc_dir="" qop="" backing_db="" tls=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --version) version="$2"; shift 2 ;;
@@ -262,6 +309,7 @@ start() {
       --kerberos) kdc_dir="$2"; shift 2 ;;
       --qop) qop="$2"; shift 2 ;;
       --backing-db) backing_db="$2"; shift 2 ;;
+      --tls) tls=1; shift ;;
       *) die "unknown option '$1' for start" ;;
     esac
   done
@@ -291,6 +339,7 @@ start() {
   elif [ -n "$qop" ]; then
     die "--qop needs --kerberos KDC_DIR"
   fi
+  [ -z "$tls" ] || [ "$version" != 2 ] || die "--tls needs --version 4 or 3"
   pg_jdbc=""
   if [ -n "$backing_db" ]; then
     [ "$version" != 2 ] || die "--backing-db needs --version 4 or 3"
@@ -314,6 +363,11 @@ start() {
   [ -f "$dir/pid" ] && alive "$(cat "$dir/pid")" && die "a metastore already runs in $dir (pid $(cat "$dir/pid"))"
   [ -n "$port" ] || port="$(free_port)"
   local started=$SECONDS
+  tls_dir=""
+  if [ -n "$tls" ]; then
+    tls_dir="$dir/tls"
+    [ -f "$tls_dir/keystore.p12" ] || make_tls "$tls_dir"
+  fi
   (umask 077; site_xml "$dir" "$port" "$version" >"$dir/conf/metastore-site.xml")
   log4j2 >"$dir/conf/log4j2.properties"
   if [ -n "$pg_jdbc" ]; then
@@ -347,17 +401,22 @@ start() {
   done
   echo "hms.sh: $label up in $((SECONDS - started)) s; dir $dir, log $dir/hms.log, pid $pid" >&2
   [ -z "$pg_jdbc" ] || echo "hms.sh: backing database $pg_shown" >&2
+  local query=""
   if [ -n "$kdc_env" ]; then
     echo "hms.sh: Kerberos as $HIVE_PRINCIPAL, hadoop.rpc.protection=$protection" >&2
-    echo "thrift://127.0.0.1:$port?auth=kerberos&principal=hive/_HOST@$REALM&qop=$sasl_qop"
-  else
-    echo "thrift://127.0.0.1:$port"
+    query="auth=kerberos&principal=hive/_HOST@$REALM&qop=$sasl_qop"
   fi
+  if [ -n "$tls_dir" ]; then
+    echo "hms.sh: TLS with a certificate for 127.0.0.1 and localhost, signed by $tls_dir/ca.pem" >&2
+    echo "TLS_CA=$tls_dir/ca.pem"
+    query="${query:+$query&}tls=true&tls_ca=$tls_dir/ca.pem"
+  fi
+  echo "thrift://127.0.0.1:$port${query:+?$query}"
 }
 
 
 case "${1:-}" in
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
-  *) echo "usage: scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT] [--kerberos KDC_DIR [--qop auth|integrity|privacy]] [--backing-db postgresql://USER@HOST:PORT/DB] | stop [--dir DIR]" >&2; exit 2 ;;
+  *) echo "usage: scripts/hms.sh start [--version 4|3|2] [--dir DIR] [--port PORT] [--kerberos KDC_DIR [--qop auth|integrity|privacy]] [--tls] [--backing-db postgresql://USER@HOST:PORT/DB] | stop [--dir DIR]" >&2; exit 2 ;;
 esac

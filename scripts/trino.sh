@@ -2,9 +2,18 @@
 # A throwaway single-node Trino on 127.0.0.1 with one catalog, `hive`, on a Hive Metastore: it
 # reads (and writes) tables on the local disk through the metastore's `file:` locations.
 #
-#   scripts/trino.sh start THRIFT_URI [--dir DIR] [--port PORT]
+#   scripts/trino.sh start THRIFT_URI [--dir DIR] [--port PORT] [--kerberos KDC_DIR]
 #       prints http://127.0.0.1:PORT as its last line once Trino runs a query
 #   scripts/trino.sh stop [--dir DIR]
+#
+# --kerberos KDC_DIR: the metastore is Kerberized (scripts/hms.sh --kerberos) in the realm
+# scripts/kdc.sh started in KDC_DIR (read from KDC_DIR/kdc.env). THRIFT_URI may be the URI
+# hms.sh printed, with its ?auth=kerberos&principal=...&qop=... query: Trino's catalog gets
+# the host and port, hive.metastore.authentication.type=KERBEROS, the service principal of
+# principal= (default hive/_HOST@REALM), and logs in as the realm's client principal with
+# its keytab (CLIENT_PRINCIPAL and CLIENT_KEYTAB of kdc.env: the principal `ingest` uses, so
+# Trino and ingest are one user to the metastore); its JVM reads the realm's krb5.conf
+# (-Djava.security.krb5.conf). The SASL qop is negotiated: Trino offers auth-conf and auth.
 #
 # Trino 476 from Maven Central (scripts/fetch-servers.sh trino), which needs Java 24 or later:
 # TRINO_JAVA, else /usr/lib/jvm/temurin-25*, else any JDK >= 24 under /usr/lib/jvm, else the
@@ -61,8 +70,8 @@ except Exception:
 PY
 }
 
-write_etc() {  # dir port thrift_uri home
-  local dir=$1 port=$2 uri=$3 home=$4
+write_etc() {  # dir port thrift_uri home [kdc_dir service_principal]
+  local dir=$1 port=$2 uri=$3 home=$4 kdc_dir=${5:-} service=${6:-}
   mkdir -p "$dir/etc/catalog" "$dir/data"
   cat >"$dir/etc/node.properties" <<EOF
 node.environment=ingest_test
@@ -82,6 +91,7 @@ EOF
 -Djdk.attach.allowAttachSelf=true
 -Dfile.encoding=UTF-8
 EOF
+  [ -z "$kdc_dir" ] || echo "-Djava.security.krb5.conf=$KRB5_CONFIG" >>"$dir/etc/jvm.config"
   cat >"$dir/etc/config.properties" <<EOF
 coordinator=true
 node-scheduler.include-coordinator=true
@@ -108,19 +118,51 @@ hive.metastore.uri=$uri
 fs.hadoop.enabled=true
 hive.transaction-heartbeat-interval=${TRINO_TXN_HEARTBEAT:-10s}
 EOF
+  if [ -n "$kdc_dir" ]; then
+    cat >>"$dir/etc/catalog/hive.properties" <<EOF
+hive.metastore.authentication.type=KERBEROS
+hive.metastore.service.principal=$service
+hive.metastore.client.principal=$CLIENT_PRINCIPAL
+hive.metastore.client.keytab=$CLIENT_KEYTAB
+EOF
+  fi
+}
+
+query_value() {  # query name -> the value of name= in a URI's query (empty when absent)
+  local item
+  for item in ${1//&/ }; do
+    [ "${item%%=*}" = "$2" ] && { echo "${item#*=}"; return; }
+  done
+  return 0
 }
 
 start() {
-  local uri="" dir="" port=""
+  local uri="" dir="" port="" kdc_dir=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --dir) dir="$2"; shift 2 ;;
       --port) port="$2"; shift 2 ;;
+      --kerberos) kdc_dir="$2"; shift 2 ;;
       thrift://*) uri="$1"; shift ;;
-      *) die "unknown argument '$1' for start (expected THRIFT_URI [--dir DIR] [--port PORT])" ;;
+      *) die "unknown argument '$1' for start (expected THRIFT_URI [--dir DIR] [--port PORT] [--kerberos KDC_DIR])" ;;
     esac
   done
   [ -n "$uri" ] || die "start needs the metastore's thrift://HOST:PORT (scripts/hms.sh start prints one)"
+  # ingest's options ride in the URI's query; Trino's hive.metastore.uri takes none.
+  local query="" service=""
+  if [[ "$uri" == *"?"* ]]; then query="${uri#*\?}"; uri="${uri%%\?*}"; fi
+  if [ -n "$kdc_dir" ]; then
+    [ -f "$kdc_dir/kdc.env" ] || die "no $kdc_dir/kdc.env: start the realm with scripts/kdc.sh start --dir $kdc_dir"
+    set -a
+    # shellcheck source=/dev/null
+    source "$kdc_dir/kdc.env"
+    set +a
+    service="$(query_value "$query" principal)"
+    service="${service:-hive/_HOST}"
+    [[ "$service" == *@* ]] || service="$service@$REALM"
+  elif [ "$(query_value "$query" auth)" = kerberos ]; then
+    die "$uri?$query is a Kerberized metastore: add --kerberos KDC_DIR (the realm's scripts/kdc.sh directory)"
+  fi
   local home java
   home="$(bash "$here/fetch-servers.sh" trino | tail -1)"
   java="$(find_java)"
@@ -131,7 +173,7 @@ start() {
   fi
   [ -f "$dir/pid" ] && alive "$(cat "$dir/pid")" && die "a Trino already runs in $dir (pid $(cat "$dir/pid"))"
   [ -n "$port" ] || port="$(free_port)"
-  write_etc "$dir" "$port" "$uri" "$home"
+  write_etc "$dir" "$port" "$uri" "$home" "$kdc_dir" "$service"
   local started=$SECONDS
   # The launcher finds java on PATH and execs it; setsid makes that JVM the leader of its own
   # process group (no subshell here: it would hold the caller's stdout open).
@@ -155,7 +197,7 @@ start() {
     fi
     sleep 0.5
   done
-  echo "trino.sh: Trino $(cat "$home/version") (Java $(java_major "$java")) up in $((SECONDS - started)) s on $uri; dir $dir, log $dir/trino.log, pid $pid" >&2
+  echo "trino.sh: Trino $(cat "$home/version") (Java $(java_major "$java")) up in $((SECONDS - started)) s on $uri${kdc_dir:+ (Kerberos as $CLIENT_PRINCIPAL)}; dir $dir, log $dir/trino.log, pid $pid" >&2
   echo "http://127.0.0.1:$port"
 }
 
@@ -163,5 +205,5 @@ start() {
 case "${1:-}" in
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
-  *) echo "usage: scripts/trino.sh start THRIFT_URI [--dir DIR] [--port PORT] | stop [--dir DIR]" >&2; exit 2 ;;
+  *) echo "usage: scripts/trino.sh start THRIFT_URI [--dir DIR] [--port PORT] [--kerberos KDC_DIR] | stop [--dir DIR]" >&2; exit 2 ;;
 esac

@@ -95,16 +95,17 @@ def hms_server(version: str, *, start_args: tuple[str, ...] = (),
 
 
 @contextmanager
-def trino_server(thrift_uri: str) -> Iterator[Server]:
-    """Trino with a `hive` catalog on the metastore at `thrift_uri` until the block ends."""
+def trino_server(thrift_uri: str, *, start_args: Sequence[str] = ()) -> Iterator[Server]:
+    """Trino with a `hive` catalog on the metastore at `thrift_uri` until the block ends;
+    `start_args` go to trino.sh start (e.g. --kerberos KDC_DIR)."""
     require(shutil.which("mvn") is not None, "mvn (Maven) to fetch Trino from Maven Central")
     try:
         import trino  # noqa: F401
     except ImportError:
         require(False, "the trino Python client (pip install 'ingest[test]')")
     directory = Path(tempfile.mkdtemp(prefix="ingest-trino-"))
-    uri = _run(TRINO_SH, ["start", thrift_uri, "--dir", str(directory)], "Trino",
-               "trino.log", directory, 1800)
+    uri = _run(TRINO_SH, ["start", thrift_uri, "--dir", str(directory), *start_args],
+               f"Trino {' '.join(start_args)}".rstrip(), "trino.log", directory, 1800)
     try:
         yield Server(uri, directory, directory / "trino.log")
     finally:

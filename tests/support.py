@@ -7,8 +7,9 @@ import decimal
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import pyarrow as pa
@@ -210,3 +211,17 @@ def wait_until(what: str, condition: Callable[[], object], *, timeout_s: float =
         if time.monotonic() > deadline:
             pytest.fail(f"{what}: not within {timeout_s:g} s")
         time.sleep(interval_s)
+
+
+def assert_each_offset_once(ids: list[int], ranges: Iterable[tuple[object, Any]],
+                            produced: int) -> None:
+    """The committed rows `ids` are the records of the committed offset ranges (`ranges` as
+    `Metastore.offset_ranges` gives them), each once: no duplicate, nothing beyond the
+    `produced` records, the ranges contiguous from offset 0 in each partition."""
+    assert len(set(ids)) == len(ids) and set(ids) <= set(range(produced)), "no duplicates"
+    covered = sorted((r.partition, r.from_offset, r.until_offset) for _, r in ranges)
+    for p in {q for q, _, _ in covered}:
+        mine = [(a, b) for q, a, b in covered if q == p]
+        assert mine[0][0] == 0 and all(x[1] == y[0] for x, y in zip(mine, mine[1:],
+                                                                    strict=False)), mine
+    assert sum(b - a for _, a, b in covered) == len(ids), "each committed offset once"

@@ -113,13 +113,16 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from ingest.spark import REDACTION_REGEX
+    from ingest.spark import REDACTION_REGEX, krb5_java_options
 
     topics = options.topic or options.topic_pattern
-    spark = (SparkSession.builder.master(master).appName(f"ingest stream {topics}")
-             .config("spark.ui.enabled", "false")
-             .config("spark.redaction.regex", REDACTION_REGEX)
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    builder = (SparkSession.builder.master(master).appName(f"ingest stream {topics}")
+               .config("spark.ui.enabled", "false")
+               .config("spark.redaction.regex", REDACTION_REGEX)
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in krb5_java_options(os.environ).items():  # Java ignores KRB5_CONFIG
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     summary = (run_many_stream(spark, options) if options.many_tables
                else run_stream(spark, options))

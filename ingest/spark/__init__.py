@@ -38,7 +38,7 @@ if TYPE_CHECKING:
         option_specs,
     )
     from ingest.spark.progress import BatchLogListener, JsonLogFormatter, configure_stream_logging
-    from ingest.spark.session import REDACTION_REGEX, job_session
+    from ingest.spark.session import REDACTION_REGEX, job_session, krb5_java_options
     from ingest.spark.sink import (
         AcidSink,
         BatchReport,
@@ -79,6 +79,7 @@ _HOMES = {
     "dead_letter_name": "sink",
     "ensure_tables": "job",
     "job_session": "session",
+    "krb5_java_options": "session",
     "kafka_dataframe": "kafka",
     "option_specs": "options",
     "register": "source",
@@ -122,6 +123,7 @@ __all__ = [
     "ensure_tables",
     "job_session",
     "kafka_dataframe",
+    "krb5_java_options",
     "option_specs",
     "register",
     "register_kafka_source",

@@ -4,6 +4,7 @@ every truncation printed, metastore time-outs, and each verify problem kind."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -89,8 +90,6 @@ def test_verify_reports_problems(store: Metastore, root: Path,
     commit_batch(store, root, range(20, 30), (18, 25))  # overlap 18..20
     crashed_writer(store, root)
     (root / "delta_0000099_0000099_0000").mkdir()
-    import shutil
-
     shutil.rmtree(a.parent)
     report = verify_table(open_table(str(root), metastore=store),
                           txn_timeout_s=0, now=store.transactions()[-1].heartbeat_at + 10)
@@ -101,6 +100,20 @@ def test_verify_reports_problems(store: Metastore, root: Path,
     assert code == 1
     doc = json.loads(out)
     assert not doc["ok"] and {p["kind"] for p in doc["problems"]} >= {"offset-gap"}
+
+
+def test_a_committed_write_id_that_wrote_no_file_is_not_a_missing_directory(
+        store: Metastore, root: Path) -> None:
+    """A committed write id the manifest lists no file of wrote none (as a Hive Metastore
+    shows an aborted, empty transaction once its housekeeping purged it): no problem. The
+    manifest listing a file of a write id whose directory is gone is one."""
+    commit_batch(store, root, range(10), (0, 10))
+    empty = store.open_transaction("default.events")
+    store.commit(empty)  # no file, no offsets
+    assert verify_table(open_table(str(root), metastore=store)).problems == ()
+    shutil.rmtree(commit_batch(store, root, range(10, 20), (10, 20)).parent)
+    kinds = [p.kind for p in verify_table(open_table(str(root), metastore=store)).problems]
+    assert "missing-directory" in kinds
 
 
 def test_verify_flags_file_needing_recovery(store: Metastore, root: Path,

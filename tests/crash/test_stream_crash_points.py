@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require
+from support import assert_each_offset_once
 
 from ingest.acid import read_bucket_file, read_table
 from ingest.acid.format.names import is_side_file, parse_bucket_file
@@ -66,47 +67,74 @@ def recover(table: Path) -> dict:
 # hold a committed batch below their last flush length when the writer dies. These
 # micro-batches are small enough for one task to read and write; two of the points run with
 # --one-task-records 0, so the shuffled path (stripe pieces written after the shuffle) dies
-# there too.
-@pytest.mark.parametrize(("point", "skip", "one_task_records"), [
-    ("writer.after_stripes", 4, 0), ("writer.after_footer", 4, None),
-    ("writer.after_side_file", 4, 0), ("metastore.during_commit", 1, None)])
+# there too. The points are links of one chain on one table and topic: after each crash and
+# `ingest recover`, the job restarts armed with the next point (so each restart is also the
+# recovery of the crash before it), and a clean run ends the chain.
+CHAIN = [("writer.after_stripes", 4, 0), ("writer.after_footer", 4, None),
+         ("writer.after_side_file", 4, 0), ("metastore.during_commit", 1, None)]
+
+
+def exactly_once_so_far(location: str, produced: int) -> tuple[int, dict[int, str]]:
+    """The committed rows are the records of the committed offset ranges, each once, the
+    ranges contiguous from offset 0 in each partition: their number, and the write ids."""
+    with Metastore.open(default_metastore_url(location)) as store:
+        snapshot = store.snapshot(location)
+        ranges = store.offset_ranges(location)
+        states = store.write_id_states(location)
+    ids = read_table(location, snapshot).column("id").to_pylist()
+    assert_each_offset_once(ids, ranges, produced)
+    return len(ids), states
+
+
 def test_crash_recover_restart_is_exactly_once(
-        kafka_broker: str, topic: str, warehouse: Path, point: str, skip: int,
-        one_task_records: int | None) -> None:
+        kafka_broker: str, topic: str, warehouse: Path) -> None:
     from compat import javatools as jt
 
     require(*jt.available())
-    produce_events(kafka_broker, topic, events=sample_events(RECORDS), partitions=2,
-                   key_fn=lambda e: str(e["id"]))  # type: ignore[index]
     table = warehouse / "events"
+    location = str(table)
+    produced, rows, seen = 0, 0, set()
+    for point, skip, one_task_records in CHAIN:
+        # RECORDS uncommitted ones before each armed run, as on a fresh table.
+        more = RECORDS - (produced - rows)
+        if more > 0:
+            produce_events(kafka_broker, topic, events=sample_events(more, start_id=produced),
+                           partitions=2, key_fn=lambda e: str(e["id"]))  # type: ignore[index]
+            produced += more
+        (warehouse / "crash-counter").unlink(missing_ok=True)
+        crashed = job(kafka_broker, topic, warehouse, crash_at=point, skip=skip,
+                      one_task_records=one_task_records)
+        assert crashed.returncode != 0, f"the armed crash point {point} must stop the job"
+        hits = (warehouse / "crash-counter").stat().st_size
+        # Two Python workers may pass the threshold at once; both die.
+        assert hits > skip, f"only {hits} hits of {point}: the crash never fired"
+        # The run recovered the crash before it, lost nothing and committed more.
+        now, states = exactly_once_so_far(location, produced)
+        new = {w: s for w, s in states.items() if w not in seen}
+        seen |= set(states)
+        assert any(s == "committed" for s in new.values()), (
+            f"{point}: the crash came after a committed micro-batch of this run")
+        assert now > rows, f"{point}: the restarted job committed nothing"
+        rows = now
+        report = recover(table)
+        # Nothing the earlier crashes left was still open: the restart took care of it.
+        assert {t["write_id"] for t in report["aborted_transactions"]} <= set(new), report
 
-    crashed = job(kafka_broker, topic, warehouse, crash_at=point, skip=skip,
-                  one_task_records=one_task_records)
-    assert crashed.returncode != 0, "the armed crash point must stop the job"
-    hits = (warehouse / "crash-counter").stat().st_size
-    # Two Python workers may pass the threshold at once; both die.
-    assert hits > skip, f"only {hits} hits of {point}: the crash never fired"
-    with Metastore.open(default_metastore_url(str(table))) as store:
-        committed_before = [w for w, s in store.write_id_states(str(table)).items()
-                            if s == "committed"]
-    assert committed_before, "the crash came after a committed micro-batch"
-    recover(table)
-
-    restarted = job(kafka_broker, topic, warehouse, one_task_records=one_task_records)
+    restarted = job(kafka_broker, topic, warehouse)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
 
-    location = str(table)
     with Metastore.open(default_metastore_url(location)) as store:
         snapshot = store.snapshot(location)
     ids = read_table(location, snapshot).column("id").to_pylist()
-    assert sorted(ids) == list(range(RECORDS)), "every record exactly once"
+    assert sorted(ids) == list(range(produced)), "every record exactly once"
+    assert exactly_once_so_far(location, produced)[0] == produced
 
     files = sorted(str(p) for p in table.rglob("bucket_*")
                    if parse_bucket_file(p.name) is not None and not is_side_file(p.name))
     assert files
     events = sum(read_bucket_file(f).num_rows for f in files)
     java = jt.orc_read_many([{"path": f, "rows": False} for f in files])
-    assert sum(r["num_rows"] for r in java) == events >= RECORDS
+    assert sum(r["num_rows"] for r in java) == events >= produced
 
     again = recover(table)
     assert again["nothing_to_do"], again

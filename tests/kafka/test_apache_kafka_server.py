@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kafka_server import LISTENERS, ApacheKafka, apache_kafka, own_apache_kafka  # noqa: F401 - the fixtures
+from kafka_server import LISTENERS, ApacheKafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -63,7 +63,7 @@ def read_committed(config: dict[str, str], topic: str, count: int) -> list[bytes
 
 @pytest.mark.parametrize("listener", LISTENERS)
 def test_listener_round_trip(
-        apache_kafka: ApacheKafka, listener: str) -> None:  # noqa: F811 - the fixture
+        apache_kafka: ApacheKafka, listener: str) -> None:
     topic = fresh_topic(f"listener-{listener.lower()}")
     apache_kafka.create_topic(topic)
     config = apache_kafka.client_config(listener)
@@ -73,7 +73,7 @@ def test_listener_round_trip(
 
 @pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_wrong_sasl_password_is_an_authentication_error(
-        apache_kafka: ApacheKafka, listener: str) -> None:  # noqa: F811 - the fixture
+        apache_kafka: ApacheKafka, listener: str) -> None:
     wrong = f"not-{apache_kafka.password}"
     errors: list[KafkaError] = []
     consumer = Consumer({**apache_kafka.client_config(listener), "sasl.password": wrong,
@@ -90,7 +90,7 @@ def test_wrong_sasl_password_is_an_authentication_error(
 
 
 def test_deny_acl_holds_for_alice(
-        apache_kafka: ApacheKafka) -> None:  # noqa: F811 - the fixture
+        apache_kafka: ApacheKafka) -> None:
     topic = fresh_topic("denied")
     apache_kafka.create_topic(topic)
     deny = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
@@ -112,7 +112,7 @@ def test_deny_acl_holds_for_alice(
 
 
 def test_restart_keeps_ports_and_records(
-        own_apache_kafka: ApacheKafka) -> None:  # noqa: F811 - the fixture
+        own_apache_kafka: ApacheKafka) -> None:
     kafka = own_apache_kafka
     before = dict(kafka.values)
     topic = fresh_topic("restart")

@@ -55,7 +55,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 from external import free_port, spark_kafka_jars
-from kafka_server import ApacheKafka, apache_kafka, own_apache_kafka  # noqa: F401 - fixtures
+from kafka_server import ApacheKafka
 from prometheus_client.parser import text_string_to_metric_families
 from support import run_cli
 
@@ -337,7 +337,7 @@ def cli(request: pytest.FixtureRequest) -> tuple[str, Cli, Any]:
 
 
 def test_records_removed_before_the_table_read_them_fail_the_run_or_are_skipped_and_counted(
-        apache_kafka: ApacheKafka, cli: tuple[str, Cli, Any], tmp_path: Path,  # noqa: F811
+        apache_kafka: ApacheKafka, cli: tuple[str, Cli, Any], tmp_path: Path,
         capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     kafka, (source, ingest, spark) = apache_kafka, cli
     servers, topic, warehouse = kafka.plaintext, fresh_topic("retention"), tmp_path / "wh"
@@ -431,7 +431,7 @@ def test_records_removed_before_the_table_read_them_fail_the_run_or_are_skipped_
 
 @pytest.mark.parametrize("source", ["python", "jvm"])
 def test_partitions_added_while_the_stream_runs_are_read_from_their_first_offset(
-        apache_kafka: ApacheKafka, request: pytest.FixtureRequest, tmp_path: Path,  # noqa: F811
+        apache_kafka: ApacheKafka, request: pytest.FixtureRequest, tmp_path: Path,
         source: str) -> None:
     kafka = apache_kafka
     servers, topic, warehouse = kafka.plaintext, fresh_topic("grow"), tmp_path / "wh"
@@ -508,7 +508,7 @@ def held_offsets(servers: str, topic: str, partition: int) -> tuple[list[int], i
 
 
 def test_a_compacted_topic_with_tombstones_upserts_to_the_model_across_compaction_holes(
-        apache_kafka: ApacheKafka, cli: tuple[str, Cli, Any], tmp_path: Path,  # noqa: F811
+        apache_kafka: ApacheKafka, cli: tuple[str, Cli, Any], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     kafka, (source, ingest, _) = apache_kafka, cli
     servers, topic, warehouse = kafka.plaintext, fresh_topic("compacted"), tmp_path / "wh"
@@ -584,7 +584,7 @@ def test_a_compacted_topic_with_tombstones_upserts_to_the_model_across_compactio
 
 
 def test_a_broker_restart_mid_stream_is_waited_out_and_every_record_lands_once(
-        own_apache_kafka: ApacheKafka, spark: Any, tmp_path: Path) -> None:  # noqa: F811
+        own_apache_kafka: ApacheKafka, spark: Any, tmp_path: Path) -> None:
     kafka = own_apache_kafka
     servers, topic, warehouse = kafka.plaintext, fresh_topic("restart"), tmp_path / "wh"
     location = str(warehouse / "events")
@@ -639,7 +639,7 @@ def recreate_topic(kafka: ApacheKafka, topic: str, partitions: int) -> None:
 
 
 def test_a_topic_deleted_and_created_again_is_refused_naming_it(
-        apache_kafka: ApacheKafka, cli: tuple[str, Cli, Any], tmp_path: Path) -> None:  # noqa: F811
+        apache_kafka: ApacheKafka, cli: tuple[str, Cli, Any], tmp_path: Path) -> None:
     """Both sources, at the start of a run: Spark's JVM source, given failOnDataLoss=false by
     the job (the sink judges loss), would plan nothing for a partition whose end went below
     its start and then read on from the new end, the records below it never read."""
@@ -671,7 +671,7 @@ def test_a_topic_deleted_and_created_again_is_refused_naming_it(
 
 @pytest.mark.parametrize("source", ["python", "jvm"])
 def test_a_topic_deleted_and_created_again_under_a_running_stream_stops_it_naming_it(
-        apache_kafka: ApacheKafka, request: pytest.FixtureRequest, tmp_path: Path,  # noqa: F811
+        apache_kafka: ApacheKafka, request: pytest.FixtureRequest, tmp_path: Path,
         source: str) -> None:
     """Ours refuses in its source's planning, and the stream's caller gets that error as
     itself (not inside Spark's trace). Spark's JVM source (failOnDataLoss=false) plans nothing

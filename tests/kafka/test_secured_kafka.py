@@ -46,7 +46,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from external import free_port, spark_kafka_jars
-from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
+from kafka_server import ApacheKafka
 from prometheus_client.parser import text_string_to_metric_families
 
 from ingest.acid.read.reader import read_table
@@ -67,7 +67,7 @@ FAIL_FAST_S = 15.0
 # included), run_stream; without waiting, so the metrics endpoint can be scraped after the
 # query drained the topic (lag 0) and again after EXTRA more records (lag EXTRA).
 DRIVER = r"""
-import argparse, json, sys, urllib.request
+import argparse, json, sys, time, urllib.request
 from ingest.kafka import produce_events, sample_events
 from ingest.spark import StreamOptions, add_arguments, job_session, run_stream
 
@@ -95,7 +95,11 @@ for listener in plan["listeners"]:
                    events=sample_events(plan["extra"], start_id=plan["records"]),
                    key_fn=lambda event: str(event["id"]))
     for run, stream, drained in running:
-        behind = scrape(run["port"])
+        # The group commit runs on its own thread after the table's: wait for its outcome.
+        deadline = time.monotonic() + 120
+        while ("ingest_kafka_group_commits_total{" not in (behind := scrape(run["port"]))
+               and time.monotonic() < deadline):
+            time.sleep(0.2)
         summary = stream.stop()
         results.append({"name": run["name"], "rows": summary.rows, "batches": summary.batches,
                         "drained": drained, "behind": behind})
@@ -216,7 +220,7 @@ def secrets_in(root: Path, secrets: list[bytes], skip: set[Path]) -> list[str]:
 
 @pytest.mark.spark
 def test_every_secured_listener_streams_reports_and_commits_and_no_file_holds_the_password(
-        apache_kafka: ApacheKafka, tmp_path: Path) -> None:  # noqa: F811 - the fixture
+        apache_kafka: ApacheKafka, tmp_path: Path) -> None:
     kafka = apache_kafka
     jars = spark_kafka_jars()
     inputs, warehouse, events = tmp_path / "inputs", tmp_path / "warehouse", tmp_path / "events"
@@ -431,7 +435,7 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def case_files(apache_kafka: ApacheKafka,  # noqa: F811 - the fixture
+def case_files(apache_kafka: ApacheKafka,
                tmp_path_factory: pytest.TempPathFactory) -> CaseFiles:
     kafka = apache_kafka
     files = tmp_path_factory.mktemp("secured-cases")
@@ -488,7 +492,7 @@ def startup_s(tmp_path_factory: pytest.TempPathFactory) -> float:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_way_of_not_reaching_kafka_is_named_fast_and_nothing_is_written(
-        apache_kafka: ApacheKafka, case_files: CaseFiles,  # noqa: F811 - the fixture
+        apache_kafka: ApacheKafka, case_files: CaseFiles,
         startup_s: float, tmp_path: Path, name: str) -> None:
     case = CASES[name]
     servers, flags = case.flags(apache_kafka, case_files.dir)

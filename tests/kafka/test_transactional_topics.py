@@ -46,7 +46,7 @@ from typing import Any
 
 import pytest
 from external import spark_kafka_jars
-from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
+from kafka_server import ApacheKafka
 
 from ingest.acid import read_table
 from ingest.txn import Metastore, default_metastore_url
@@ -473,7 +473,7 @@ class Scenario:
 
 @pytest.mark.parametrize("source", ["python", "jvm"])
 def test_transactional_topic_is_read_exactly_by_a_model_across_kills(
-        apache_kafka: ApacheKafka, topic: str, warehouse: Path,  # noqa: F811 - the fixture
+        apache_kafka: ApacheKafka, topic: str, warehouse: Path,
         source: str) -> None:
     seed, txns_per_delta = CASES[source]
     rng = random.Random(seed)

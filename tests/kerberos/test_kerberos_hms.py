@@ -9,16 +9,16 @@ import re
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from hms_server import Server
 from kdc_server import Kdc, with_keytab
+from wire_relay import Relay, relay_to  # noqa: F401 - the fixture
 
 from ingest.acid.format.committed import CommittedFile
 from ingest.errors import ConfigError
@@ -30,43 +30,6 @@ pytestmark = [pytest.mark.hms, pytest.mark.java, pytest.mark.slow]
 ROWS = pa.schema([("id", pa.int64()), ("v", pa.string())])
 QUICK_S = 15.0
 """Issue 33: every Kerberos failure is named within this long."""
-
-
-class _Relay:
-    """A TCP relay on 127.0.0.1 to `port` that keeps every byte the client sent, to see
-    what crosses the wire."""
-
-    def __init__(self, port: int) -> None:
-        self.sent = bytearray()
-        self._target = port
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", self._target))
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False),
-                             daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, record: bool) -> None:
-        try:
-            while chunk := source.recv(65536):
-                if record:
-                    self.sent += chunk
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            sink.close()
-
-    def close(self) -> None:
-        self._listener.close()
 
 
 def _port(uri: str) -> int:
@@ -82,30 +45,17 @@ def _quickly(call: Callable[[], object], error: type[Exception], words: str) -> 
     return raised.value
 
 
-@pytest.fixture
-def relay_to() -> Iterator[Callable[[Server], _Relay]]:
-    made: list[_Relay] = []
-
-    def make(server: Server) -> _Relay:
-        made.append(_Relay(_port(server.uri)))
-        return made[-1]
-
-    yield make
-    for r in made:
-        r.close()
-
-
 @pytest.mark.parametrize(("fixture", "qop"), [("hms4_kerberos", "auth"),
                                               ("hms4_privacy", "auth-conf")])
 def test_our_client_calls_a_kerberized_hive4(fixture: str, qop: str, krb5_env: Kdc,
                                               request: pytest.FixtureRequest,
-                                              relay_to: Callable[[Server], _Relay]) -> None:
+                                              relay_to: Callable[..., Relay]) -> None:  # noqa: F811 - the fixture
     """getVersion, get_all_databases and a database of 300 KB written and read back over SASL
     GSSAPI; under auth-conf nothing the client sends is readable on the wire, under auth the
     calls are plain Thrift after the handshake."""
     server: Server = request.getfixturevalue(fixture)
     assert f"qop={qop}" in server.uri
-    relay = relay_to(server)
+    relay = relay_to(_port(server.uri))
     uri = with_keytab(server.uri.replace(f":{_port(server.uri)}?", f":{relay.port}?"),
                       krb5_env)
     marker = f"k_{uuid.uuid4().hex[:10]}"

@@ -261,10 +261,6 @@ def test_a_kill_between_micro_batches_then_a_restart_is_exactly_once(
     assert sorted(states.values()) == ["aborted", "committed", "committed"]
     assert deletes == 20  # ten updated, ten deleted: each live row deleted once
     assert not dead.exists()  # the restart's repair removed the dead attempt's delete events
-    # Replaying the topic from the same checkpoint changes nothing.
-    again = run_job(kafka_broker, topic, warehouse)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert rows_by_key(location) == expected
 
 
 @pytest.mark.spark

@@ -167,9 +167,14 @@ def recover_table_with_metastore(
                              f"{now - t.heartbeat_at:.1f} s") for t in dead)
             open_ids = {t.write_id for t in infos} - {t.write_id for t in dead}
         else:
+            # The table's open write ids first: a Hive Metastore's aborted transactions come
+            # back without the tables they wrote (its Thrift API does not say).
+            held = {t.txn_id: t.write_id
+                    for t in store.transactions(defn.name, states=("open",))}
             done: list[Transaction] = store.abort_timed_out(txn_timeout_s)
-            aborted = tuple((t.txn_id, t.write_ids[defn.name], "no heartbeat within "
-                             f"{txn_timeout_s:g} s") for t in done if defn.name in t.write_ids)
+            aborted = tuple((t.txn_id, t.write_ids.get(defn.name) or held[t.txn_id],
+                             f"no heartbeat within {txn_timeout_s:g} s")
+                            for t in done if defn.name in t.write_ids or t.txn_id in held)
         # One snapshot decides which files are live: its open write ids, and anything
         # allocated after it (above its high-water mark) while the scan below runs.
         snapshot = store.snapshot(defn.name)

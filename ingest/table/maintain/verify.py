@@ -371,11 +371,14 @@ def _write_id_problems(infos: list[TransactionInfo],
         covered = any((p.is_base and w <= p.max_write_id)
                       or (not p.is_base and p.min_write_id <= w <= p.max_write_id)
                       for _, p in parsed)
-        # A stream's micro-batch records the offset ranges it planned, which may hold only
-        # commit markers, aborted transactions' records or a compacted topic's gaps: then it
-        # writes no file. Its missing directory is a problem only when the manifest (where
-        # the metastore keeps one) lists files of it.
-        if not covered and (w not in recorded or (written is not None and w in written)):
+        # A committed write id may rightly have no directory: a stream's micro-batch of only
+        # commit markers, aborted records or a compacted topic's gaps; and on a Hive
+        # Metastore an aborted transaction that wrote nothing, which Hive's housekeeping
+        # purges, after which its write id reads as committed. So where the metastore keeps
+        # the committed-file manifest, a missing directory is a problem when the manifest
+        # lists files of it; without one, when it is no stream's micro-batch.
+        missing = w in written if written is not None else w not in recorded
+        if not covered and missing:
             out.append(Problem(
                 "missing-directory",
                 f"Committed write id {w} has no base or delta directory under the table. "

@@ -4,7 +4,9 @@ The hosts and ports (one, or several serving one backing database, in the order 
 `hive.metastore.uris`: `thrift://h1:9083,h2:9083`), and the options that ride in the query so
 that every command and `INGEST_METASTORE` carry them:
 `thrift://host:9083?auth=kerberos&principal=hive/_HOST@REALM&qop=auth-conf`
-asks for SASL GSSAPI (`sasl.py`, credentials from `kerberos.py`).
+asks for SASL GSSAPI (`sasl.py`, credentials from `kerberos.py`), and
+`thrift://host:9083?tls=true&tls_ca=/etc/ssl/hms-ca.pem` for TLS (`tls.py`; Hive's
+`hive.metastore.use.SSL`), alone or under SASL as Hive layers them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ QOP_NAMES = ("auth", "auth-int", "auth-conf")
 # Hadoop's names for the same (hadoop.rpc.protection), accepted as they are.
 _QOP_ALIASES = {"authentication": "auth", "integrity": "auth-int", "privacy": "auth-conf"}
 _KERBEROS_KEYS = ("principal", "qop", "client_principal", "client_keytab")
-OPTION_KEYS = ("auth", *_KERBEROS_KEYS)
+_TLS_KEYS = ("tls", "tls_ca")
+OPTION_KEYS = ("auth", *_KERBEROS_KEYS, *_TLS_KEYS)
+_BOOLEANS = {"true": True, "false": False}
 DEFAULT_PRINCIPAL = "hive/_HOST"
 """The metastore's principal when the URI names none: the realm is then krb5.conf's default."""
 
@@ -38,6 +42,9 @@ class ThriftOptions:
         client_principal: the client's principal; None: the keytab's first entry or the
             ticket cache's principal.
         client_keytab: the client's keytab; None: `KRB5_CLIENT_KTNAME`, else the ticket cache.
+        tls: TLS on the socket, under SASL when both are on (the server's
+            `hive.metastore.use.SSL`).
+        tls_ca: a PEM file of the CA certificates to trust; None: the system's trust store.
     """
 
     auth: str = "none"
@@ -45,6 +52,8 @@ class ThriftOptions:
     qop: str = "auth"
     client_principal: str | None = None
     client_keytab: str | None = None
+    tls: bool = False
+    tls_ca: str | None = None
 
     @property
     def kerberos(self) -> bool:
@@ -52,11 +61,13 @@ class ThriftOptions:
 
     def query(self) -> str:
         """The options as a canonical query ("" for a plain connection)."""
-        if not self.kerberos:
-            return ""
-        pairs = [("auth", self.auth), ("principal", self.principal), ("qop", self.qop)]
-        pairs += [(k, v) for k, v in (("client_principal", self.client_principal),
-                                      ("client_keytab", self.client_keytab)) if v]
+        pairs: list[tuple[str, str]] = []
+        if self.kerberos:
+            pairs += [("auth", self.auth), ("principal", self.principal), ("qop", self.qop)]
+            pairs += [(k, v) for k, v in (("client_principal", self.client_principal),
+                                          ("client_keytab", self.client_keytab)) if v]
+        if self.tls:
+            pairs += [("tls", "true"), *([("tls_ca", self.tls_ca)] if self.tls_ca else [])]
         return urllib.parse.urlencode(pairs, safe="/@:_")
 
 
@@ -64,8 +75,8 @@ def parse_thrift_options(uri: str) -> ThriftOptions:
     """The options in the query of a `thrift://` URI.
 
     Raises:
-        ConfigError: an unknown option, one given twice or empty, a value not allowed, or a
-            Kerberos option without auth=kerberos.
+        ConfigError: an unknown option, one given twice or empty, a value not allowed, a
+            Kerberos option without auth=kerberos, or tls_ca without tls=true.
     """
     query = urllib.parse.urlsplit(uri.strip()).query
     if not query:
@@ -102,8 +113,16 @@ def parse_thrift_options(uri: str) -> ThriftOptions:
     if not re.fullmatch(r"[^/@\s]+(/[^/@\s]+)?(@[^/@\s]+)?", principal):
         raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: principal={principal} is not "
                           "a Kerberos principal", hint="for example principal=hive/_HOST@REALM")
+    tls = _BOOLEANS.get(given.get("tls", "false").lower())
+    if tls is None:
+        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: tls={given['tls']} is not "
+                          "true or false",
+                          hint="tls=true for a metastore with hive.metastore.use.SSL=true")
+    if "tls_ca" in given and not tls:
+        raise ConfigError(f"Cannot use Hive Metastore URI {uri!r}: tls_ca needs tls=true",
+                          hint="add tls=true to the query")
     return ThriftOptions(auth, principal, qop, given.get("client_principal"),
-                         given.get("client_keytab"))
+                         given.get("client_keytab"), tls, given.get("tls_ca"))
 
 
 _EXAMPLE = "for example thrift://metastore.example.com:9083 or thrift://h1:9083,h2:9083"

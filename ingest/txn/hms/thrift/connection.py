@@ -7,7 +7,8 @@ only when it names them in `expect=`; others become `MetastoreError` with the se
 A connection is not thread-safe: the heartbeat opens its own (Hive Streaming does the same).
 
 The URI's options (`address.py`) choose the transport: with `auth=kerberos` a SASL GSSAPI one
-(`sasl.py`, credentials from `kerberos.py`) instead of a plain one.
+(`sasl.py`, credentials from `kerberos.py`) instead of a plain one; with `tls=true` its socket
+is a TLS one (`tls.py`), under SASL too when both are on, as Hive layers them.
 
 Several hosts (`thrift://h1:9083,h2:9083`, metastores sharing one backing database): `connect`
 tries them in the order given (Hive's hive.metastore.uri.selection=SEQUENTIAL; its default,
@@ -142,7 +143,13 @@ class HmsConnection:
         self.uri = format_thrift_uri([(host_name, port)], self.options)
         self._connect_timeout_s = connect_timeout_s
         service, _, protocol, tsocket, ttransport, _ = _stubs.require()
-        self._socket = tsocket.TSocket(host_name, port)
+        if self.options.tls:
+            from ingest.txn.hms.thrift.tls import TlsSocket
+
+            self._socket = TlsSocket(host_name, port, ca_file=self.options.tls_ca,
+                                     location=self.uri)
+        else:
+            self._socket = tsocket.TSocket(host_name, port)
         self._socket.setTimeout(connect_timeout_s * 1000)
         if self.options.kerberos:
             self._transport = self._sasl_transport(host_name, connect_timeout_s)
@@ -151,7 +158,7 @@ class HmsConnection:
         try:
             self._transport.open()
         except (ConfigError, MetastoreError):
-            raise  # the SASL handshake's, already naming the cause
+            raise  # the TLS or SASL handshake's, already naming the cause
         except Exception as e:
             raise MetastoreError(f"Cannot reach the Hive Metastore at {self.uri}: {_reason(e)}",
                                  location=self.uri, hint=_START_HINT) from e
@@ -266,6 +273,10 @@ class HmsConnection:
                 hint += ("; a Kerberized metastore (hive.metastore.sasl.enabled=true) closes a "
                          "plain connection like this: then add ?auth=kerberos&principal="
                          "hive/_HOST@REALM to the URI")
+            if not self.options.tls and hint != _START_HINT:
+                # A TLS metastore closes a connection whose first bytes are not TLS.
+                hint += ("; if the metastore uses TLS (hive.metastore.use.SSL), add "
+                         "?tls=true&tls_ca=CA.pem to the URI")
         else:
             hint = ("the metastore closed the connection or stopped answering: its log says "
                     "why (it drops the connection on some internal errors)")
@@ -317,10 +328,12 @@ def connect(uri: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
             `hms` extra (or for Kerberos the `kerberos` extra) is missing, or Kerberos failed
             for the client's settings: no ticket and no keytab, a keytab that is unreadable,
             lacks the principal or holds old keys, a service principal the KDC does not know
-            or the metastore cannot read, a qop the metastore does not offer.
+            or the metastore cannot read, a qop the metastore does not offer; with tls=true,
+            a tls_ca file that cannot be read or a certificate that does not verify (its CA,
+            or a host name it does not list).
         MetastoreError: nothing answers there, the answer is not the metastore's Thrift
-            protocol (or not SASL, with auth=kerberos), the KDC does not answer, or the
-            server is Hive 2 (no `get_valid_write_ids`).
+            protocol (or not SASL, with auth=kerberos; not TLS, with tls=true), the KDC does
+            not answer, or the server is Hive 2 (no `get_valid_write_ids`).
     """
     hosts = parse_thrift_hosts(uri)
     if avoid is not None:

@@ -78,6 +78,10 @@ def within(timeout_s: float, call: Callable[[], _T]) -> _T:
     raise value
 
 
+CLOCK_SKEW_HINT = ("the clocks of this machine and the KDC (or the metastore host) differ by "
+                   "more than Kerberos allows (5 minutes by default, krb5.conf's clockskew); "
+                   "synchronize them (NTP: timedatectl, chronyc tracking)")
+
 KDC_SILENT_HINT = ("the KDC did not answer: check the kdc entries of the realm in krb5.conf "
                    "(KRB5_CONFIG), that the KDC runs, and that its port is reachable from here")
 
@@ -270,13 +274,26 @@ def kdc_unreachable(e: BaseException) -> bool:
     return "cannot contact any kdc" in reason or "cannot find kdc" in reason
 
 
+# MIT's codes (krb5/krb5_err.h): KRB5KRB_AP_ERR_SKEW, which the KDC (or a service) answers
+# when a request's time is off from its clock by more than the allowed skew, and
+# KRB5_KDCREP_SKEW, the client's own check of a KDC reply with kdc_timesync off.
+_SKEW_CODES = frozenset({-1765328347, -1765328236})
+
+
+def clock_skew(e: BaseException) -> bool:
+    """Whether a GSSError is Kerberos's "Clock skew too great"."""
+    code = getattr(e, "min_code", 0)
+    signed = code - (1 << 32) if code >= 1 << 31 else code
+    return signed in _SKEW_CODES or "clock skew" in gss_reason(e).lower()
+
+
 def credential_hint(e: BaseException) -> str:
     """What to check for a failure of getting or using the client's tickets."""
     reason = gss_reason(e).lower()
     if kdc_unreachable(e):
         return KDC_SILENT_HINT
-    if "clock skew" in reason:
-        return "this machine's clock is off from the KDC's or the metastore's: sync it (NTP)"
+    if clock_skew(e):
+        return CLOCK_SKEW_HINT
     if "preauthentication failed" in reason or "integrity check" in reason or "password" in reason:
         return ("the keytab's keys are not the principal's current ones (a keytab exported "
                 "before the keys changed, or another realm's): export it again")
@@ -285,5 +302,8 @@ def credential_hint(e: BaseException) -> str:
     if "key table entry not found" in reason or "keytab" in reason:
         return "check that the keytab holds the client principal's keys (klist -kt KEYTAB)"
     if "expired" in reason:
-        return "the tickets expired: run kinit again, or use a keytab (client_keytab=)"
+        # Tickets just obtained from a keytab that are already past their end: this
+        # machine's clock runs ahead of the KDC's by more than their lifetime.
+        return ("the tickets expired: run kinit again, or use a keytab (client_keytab=); "
+                "with a keytab, check that this machine's clock agrees with the KDC's (NTP)")
     return "check krb5.conf (KRB5_CONFIG), the keytab or ticket cache, and the KDC"

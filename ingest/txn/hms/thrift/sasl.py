@@ -35,6 +35,9 @@ HADOOP_PROTECTION = {"auth": "authentication", "auth-int": "integrity", "auth-co
 _MAX_BUFFER = 0xFFFFFF
 """The largest wrapped frame this client accepts, as it tells the server (3 bytes)."""
 _MAX_HANDSHAKE_PAYLOAD = 1 << 20
+_TLS_ALERT = b"\x15\x03"
+"""A TLS record's first bytes when it is an alert (content type 21, version 3.x): what a TLS
+server answers to a handshake that is not TLS."""
 _MAX_FRAME = 1 << 30
 
 
@@ -199,7 +202,12 @@ class SaslGssapiTransport(TTransportBase):  # type: ignore[misc]
         self._socket.flush()
 
     def _receive(self) -> tuple[int, bytes]:
-        status, length = struct.unpack(">BI", self._socket.readAll(5))
+        head = self._socket.readAll(5)
+        status, length = struct.unpack(">BI", head)
+        if head[:2] == _TLS_ALERT:
+            raise self._error("The server at this port answered with a TLS alert",
+                              "the metastore uses TLS (hive.metastore.use.SSL): add "
+                              "tls=true&tls_ca=CA.pem to the URI", config=True)
         if status not in _STATUS_NAMES or length > _MAX_HANDSHAKE_PAYLOAD:
             raise self._error("The server at this port did not answer in Thrift's SASL protocol",
                               "is this metastore Kerberized (hive.metastore.sasl.enabled)? "
