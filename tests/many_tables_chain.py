@@ -126,6 +126,21 @@ class Chain:
         return self.metastore or default_metastore_url(self.anchor)
 
 
+def kill_at_each(chain: Chain, points: Sequence[tuple[str, int]]) -> int:
+    """Kill the chain's job at each (point, skip) in turn, checking the tables after every
+    kill; return the records committed at the end, asserted mid-stream (some, not all)."""
+    committed = 0
+    for point, skip in points:
+        chain.crash(point, skip)
+        found = check_tables(chain, complete=False)
+        now = sum(len(ids) for ids in found.values())
+        assert now >= committed, "a kill lost committed records"
+        committed = now
+    total = sum(t.records for t in chain.topics)
+    assert 0 < committed < total, "the kills came mid-stream"
+    return committed
+
+
 def check_tables(chain: Chain, *, complete: bool) -> dict[str, list[int]]:
     """Assert at most once (exactly once when `complete`) per table and the same micro-batches
     committed in every table; return each table's ids by location."""
