@@ -2,7 +2,8 @@
 as `python -m ingest stream` against a real Apache Kafka broker into SQLite-metastore tables,
 with the single-table stream's checks: a topic of the anchor's progress deleted and created
 again while the stream was down is refused before anything is written; a torn bucket file of
-a routed table is cut back to its last complete footer before the stream adds to it."""
+a routed table is cut back to its last complete footer before the stream adds to it; a routed
+table found with other columns than --schema is refused at its first use."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from spark.test_many_tables_cli import _ids, _produce, _stream
 
 from ingest.acid.format import encode_length, side_file_path
 from ingest.records.routing import table_name_for
+from ingest.spark.sink import DEAD_LETTER_DDL, dead_letter_location
+from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
@@ -98,3 +101,33 @@ def test_a_torn_bucket_file_of_a_routed_table_is_repaired_when_the_stream_restar
     assert json.loads(again.stdout.strip().splitlines()[-1])["rows"] == 3
     assert _ids(table_a) == list(range(11))
     assert _ids(table_b) == list(range(100, 103))
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_routed_table_found_with_other_columns_than_schema_is_refused_at_first_use(
+        apache_kafka: ApacheKafka, tmp_path: Path,  # noqa: F811 - the fixture
+        ) -> None:
+    """Table a exists (with its dead-letter table) holding other columns than --schema: the
+    stream fails naming it and both column lists, and neither table commits anything."""
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"a{tag}", f"b{tag}"
+    apache_kafka.create_topic(a, partitions=1)
+    apache_kafka.create_topic(b, partitions=1)
+    warehouse, checkpoint = tmp_path / "wh", tmp_path / "ck"
+    table_a, table_b = (str(warehouse / table_name_for(t)) for t in (a, b))
+    create_table(table_a, "id BIGINT, note STRING", name=f"default.{table_name_for(a)}")
+    create_table(dead_letter_location(table_a), DEAD_LETTER_DDL,
+                 name=f"default.{table_name_for(a)}__dead_letter")
+    _produce(apache_kafka, a, range(4), 1)
+    _produce(apache_kafka, b, range(100, 102), 1)
+    done = _stream(apache_kafka, f"{a},{b}", warehouse, checkpoint)
+    assert done.returncode != 0, done.stdout[-2000:]
+    assert (f"Cannot stream into table default.{table_name_for(a)} at" in done.stderr
+            and "it has columns (id BIGINT, note STRING) but --schema gives "
+                "(id BIGINT, name STRING)" in done.stderr), done.stderr[-4000:]
+    assert _ids(table_a) == []
+    with Metastore.open(default_metastore_url(table_a)) as store:
+        assert store.transactions(states=("committed",)) == []
+        assert store.find_table(table_b) is None or not store.offset_ranges(table_b)
