@@ -40,13 +40,14 @@ from ingest.spark.sink import (
     dead_letter_schema,
     error_in_traceback,
 )
-from ingest.table import open_table_root
+from ingest.table import Table, open_table_root
 from ingest.table.core import stream_progress
 from ingest.table.write import create_table, default_table_name
 from ingest.txn import (
     Metastore,
     MetastoreError,
     TableDefinition,
+    TopicPartitionKey,
     backend_for,
     default_metastore_url,
     normalize_location,
@@ -281,19 +282,26 @@ def ensure_tables(location: str, layout: StreamLayout, *,
                      to_ddl(table.row_schema),
                      f" partitioned by {partitions[0]}" if partitions else "")
         else:
-            _check_existing(table, wanted, allow_added_columns=allow_added_columns)
+            check_existing_table(table, wanted, allow_added_columns=allow_added_columns)
         dl_location = dead_letter_location(table.location)
         dead = store.find_table(dl_location)
         if dead is None:
             dead = create_table(dl_location, DEAD_LETTER_DDL, name=dead_letter_name(table.name),
                                 metastore=store, storage_options=storage_options)
         else:
-            _check_existing(dead, TableDefinition(dead.name, dl_location, dead_letter_schema()))
+            check_existing_table(dead, TableDefinition(dead.name, dl_location,
+                                                       dead_letter_schema()))
     return table, dead
 
 
-def _check_existing(table: TableDefinition, wanted: TableDefinition, *,
-                    allow_added_columns: bool = False) -> None:
+def check_existing_table(table: TableDefinition, wanted: TableDefinition, *,
+                         allow_added_columns: bool = False) -> None:
+    """Refuse an existing table whose columns or partitioning are not `wanted`'s (the
+    stream's --schema and --partition-by).
+
+    Raises:
+        SchemaMismatchError: naming the table and both sides of the difference.
+    """
     found, expected = table.row_schema, wanted.row_schema
     if allow_added_columns and len(found) > len(expected):
         found = pa.schema(list(found)[:len(expected)])
@@ -310,6 +318,34 @@ def _check_existing(table: TableDefinition, wanted: TableDefinition, *,
             f"{list(table.partition_columns)} but --partition-by gives "
             f"{list(wanted.partition_columns)}",
             hint="use the table's partitioning, or write to a new --table location")
+
+
+def check_ends_not_behind(marks: Watermarks, committed: Mapping[TopicPartitionKey, int], *,
+                          servers: str, known_as: str) -> None:
+    """Refuse to start when a partition's end on the broker is below the offset the stream
+    committed: its topic was deleted and created again while the stream was down. Checked
+    before Spark plans from its checkpoint: Spark's own source, told failOnDataLoss false,
+    would skip a re-created topic's records below the old end without a word.
+
+    Raises:
+        IngestError: naming the partition, both offsets and the re-created topic.
+    """
+    check_not_behind({tp: end for tp, (_, end) in marks.items()}, committed, servers=servers,
+                     what="now ends at", known_as=known_as)
+
+
+def repair_torn_files(table: Table) -> None:
+    """Repair what dead writers left in a table (torn stripes, stale side files: bucket files
+    cut back to their last complete footer, `Table.recover`) before a stream adds to it;
+    files of transactions still open belong to live writers and are left alone.
+
+    Raises:
+        MetastoreError: the metastore failed.
+    """
+    recovery = table.recover()
+    for repaired in recovery.report.changed:
+        log.warning("recovered %s: %s (%s -> %s bytes)", repaired.path, repaired.action,
+                    repaired.old_length, repaired.new_length)
 
 
 def _checkpoint_is_new(checkpoint: str, storage_options: Mapping[str, Any]) -> bool:
@@ -545,18 +581,13 @@ def run_stream(
         progress = stream_progress(store, target.name)
         # Before Spark plans from its checkpoint: Spark's own source, told failOnDataLoss
         # false, would skip a re-created topic's records below the old end without a word.
-        check_not_behind({tp: end for tp, (_, end) in marks.items()},
-                         progress.offsets if progress else {}, servers=connection.bootstrap_servers,
-                         what="now ends at", known_as=f"table {target.name} already committed")
-        # Repair what dead writers left (torn stripes, stale side files) before adding to it;
-        # files of transactions still open belong to live writers and are left alone.
+        check_ends_not_behind(marks, progress.offsets if progress else {},
+                              servers=connection.bootstrap_servers,
+                              known_as=f"table {target.name} already committed")
         # The stream's table, resolved once here: the sink and the maintenance thread get
         # it as a `TableRef` (its metastore and storage options), never a search again.
         opened = open_table_root(target.location, store, storage_options)
-        recovery = opened.recover()
-    for repaired in recovery.report.changed:
-        log.warning("recovered %s: %s (%s -> %s bytes)", repaired.path, repaired.action,
-                    repaired.old_length, repaired.new_length)
+        repair_torn_files(opened)
     if last is not None and _checkpoint_is_new(checkpoint, storage_options):
         raise ConfigError(
             f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
@@ -636,12 +667,15 @@ __all__ = [
     "RunningStream",
     "StreamSummary",
     "StreamLayout",
+    "check_ends_not_behind",
+    "check_existing_table",
     "check_kafka",
     "check_partition_expression",
     "check_sink_progress",
     "check_stream_key",
     "ensure_tables",
     "keyed_table",
+    "repair_torn_files",
     "run_stream",
     "table_layout",
 ]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.errors import ConfigError, IngestError
 from ingest.io import storage
-from ingest.kafka import KafkaConnection, LagProbe
+from ingest.kafka import KafkaConnection, LagProbe, Watermarks
 from ingest.spark.job import StreamSummary
 from ingest.spark.options import StreamOptions
 from ingest.spark.sink import (
@@ -144,7 +144,7 @@ def ensure_anchor(location: str, *, metastore_url: str,
     Raises:
         SchemaMismatchError: an existing table at `location` is not a dead-letter table.
     """
-    from ingest.spark.job import _check_existing
+    from ingest.spark.job import check_existing_table
 
     with Metastore.open(metastore_url) as store:
         anchor = store.find_table(location)
@@ -154,7 +154,8 @@ def ensure_anchor(location: str, *, metastore_url: str,
             log.info("Created the stream's dead-letter table %s at %s", anchor.name,
                      anchor.location)
         else:
-            _check_existing(anchor, TableDefinition(anchor.name, location, dead_letter_schema()))
+            check_existing_table(anchor, TableDefinition(anchor.name, location,
+                                                         dead_letter_schema()))
     return anchor
 
 
@@ -180,10 +181,13 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     """
     from ingest.spark.job import (
         _checkpoint_is_new,
+        check_ends_not_behind,
+        check_existing_table,
         check_kafka,
         check_kerberos_kafka,
         check_partition_expression,
         ensure_tables,
+        repair_torn_files,
         table_layout,
     )
     from ingest.spark.kafka import check_jvm_kafka, kafka_dataframe
@@ -206,8 +210,9 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     url = metastore_url or options.metastore or default_metastore_url(anchor_at)
     connection = options.connection
     kerberos = check_kerberos_kafka(connection)
+    marks: Watermarks = {}
     for topic in rules.selection.topics:  # a pattern may match none yet
-        check_kafka(connection, topic, timeout_s=options.kafka_timeout_s)
+        marks.update(check_kafka(connection, topic, timeout_s=options.kafka_timeout_s))
     if options.kafka_source == "jvm":
         check_jvm_kafka(spark)
     if options.metrics_port is not None:
@@ -217,9 +222,22 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     sink_id = f"{anchor.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
         last = store.last_committed_batch(sink_id, table=anchor.name)
-        anchor_ref = open_table_root(anchor.location, store, storage_options).ref
         progress = stream_progress(store, anchor.name)
-        holders = _holders(store, progress.offsets if progress else {}, rules)
+        committed_ends = progress.offsets if progress else {}
+        # Every topic the anchor's progress names (a pattern's too), as run_stream its one.
+        marks.update(_ends_of(connection, {t for t, _ in committed_ends} - {t for t, _ in marks},
+                              listed=rules.selection.topics, timeout_s=options.kafka_timeout_s))
+        check_ends_not_behind(marks, committed_ends, servers=connection.bootstrap_servers,
+                              known_as=f"stream {sink_id} already committed")
+        holders = _holders(store, committed_ends, rules)
+        # Torn files are repaired in the anchor and in the tables the stream has written,
+        # before the sink adds to them (as run_stream its table); the sink's own repair
+        # aborts what its killed transactions left open.
+        opened_anchor = open_table_root(anchor.location, store, storage_options)
+        repair_torn_files(opened_anchor)
+        for location in _written_tables(store, holders, rules):
+            repair_torn_files(open_table_root(location, store, storage_options))
+        anchor_ref = opened_anchor.ref
     if last is not None and _checkpoint_is_new(checkpoint, storage_options):
         raise ConfigError(
             f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
@@ -233,9 +251,20 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                              storage_options=storage_options,
                              name=name_beside(anchor, location))
 
+    def check(table: TableDefinition, dead: TableDefinition) -> None:
+        # A routed table found in the metastore must hold the stream's --schema, as the one
+        # table of run_stream (refused at its first use, before that micro-batch commits).
+        partitions = (layout.partition_column,) if layout.partition_column else ()
+        check_existing_table(table, TableDefinition(table.name, table.location,
+                                                    layout.row_schema,
+                                                    partition_columns=partitions))
+        check_existing_table(dead, TableDefinition(dead.name, dead.location,
+                                                   dead_letter_schema()))
+
     earliest = None if kerberos else _Earliest(connection, options.kafka_timeout_s)
     sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
-                         create=create, partition_expression=layout.partition_expression,
+                         create=create, check=check,
+                         partition_expression=layout.partition_expression,
                          earliest_fn=earliest,
                          fail_on_data_loss=options.fail_on_data_loss == "true")
     selection = rules.selection
@@ -340,6 +369,38 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                              totals.dead_letters + totals.unrouted, totals.files, totals.bytes,
                              time.monotonic() - started, (), tables=dict(totals.tables),
                              lag_by_topic=views.last_lag)
+
+
+def _ends_of(connection: KafkaConnection, topics: set[str], *, listed: Sequence[str],
+             timeout_s: float) -> Watermarks:
+    """The (earliest, end) offsets of `topics` on the broker. A topic of a pattern that is
+    gone has nothing left to read and is left out; a listed one was checked already."""
+    from ingest.spark.job import check_kafka
+
+    out: Watermarks = {}
+    for topic in sorted(topics):
+        try:
+            out.update(check_kafka(connection, topic, timeout_s=timeout_s))
+        except ConfigError:
+            if topic in listed:
+                raise
+            log.info("Topic %s, which the stream committed offsets of, is gone", topic)
+    return out
+
+
+def _written_tables(store: Metastore, holders: Mapping[str, str], rules: Any) -> list[str]:
+    """The locations of the routed tables the stream has written, to repair at start: routed
+    by topic, the tables holding the topics the anchor's progress names (`_holders`); the
+    explicit routes' tables that exist. This grows with the tables the stream has touched,
+    not with the metastore's tables, and costs no listing of transactions. (Routed by field,
+    a template's tables keep no offsets, so they are not known here: docs/many-tables.md.)"""
+    names = set(holders.values())
+    out = {store.get_table(name).location for name in names}
+    for location in rules.routes.values():
+        table = store.find_table(location)
+        if table is not None:
+            out.add(table.location)
+    return sorted(out)
 
 
 def _holders(store: Metastore, offsets: Mapping[TopicPartitionKey, int], rules: Any

@@ -63,7 +63,12 @@ from ingest.spark.sink.many._job import run_many_tasks
 from ingest.spark.sink.many._route_keys import ROUTE_DDL, ROUTE_KEY, route_keys_task
 from ingest.spark.sink.many._tasks import ManyPlan, one_pass
 from ingest.table import TableRef
-from ingest.table.core import check_owner, remove_aborted_writes, stream_progress
+from ingest.table.core import (
+    check_owner,
+    check_written_columns,
+    remove_aborted_writes,
+    stream_progress,
+)
 from ingest.txn import (
     Metastore,
     MetastoreError,
@@ -83,6 +88,8 @@ RECENT_REPORTS = 1000
 
 # Creates a table (and its dead-letter table) at a location on first use: (table, dead).
 CreateTables = Callable[[str], tuple[TableDefinition, TableDefinition]]
+# Checks a routed table and its dead-letter table at their first use (raises to refuse them).
+CheckTables = Callable[[TableDefinition, TableDefinition], None]
 
 
 @dataclass(frozen=True)
@@ -197,6 +204,7 @@ class ManyTableSink:
 
     def __init__(self, rules: RoutingRules, anchor: TableRef, *, sink_id: str,
                  options: SinkOptions | None = None, create: CreateTables | None = None,
+                 check: CheckTables | None = None,
                  partition_expression: str | None = None,
                  earliest_fn: EarliestFn | None = None,
                  fail_on_data_loss: bool = True) -> None:
@@ -210,6 +218,8 @@ class ManyTableSink:
             options: the sink options every table is written with.
             create: makes a routed table that does not exist yet (and its dead-letter
                 table); None: routed tables must exist.
+            check: refuses a routed table (and its dead-letter table) at its first use in
+                this run, before its micro-batch opens a transaction (the stream's --schema).
             partition_expression: as `AcidSink`'s, for every table.
             earliest_fn: each topic partition's earliest offset on the broker: offsets the
                 stream has not committed below it are lost. None: not looked for.
@@ -238,6 +248,8 @@ class ManyTableSink:
         self.anchor_ref = anchor
         self.sink_id = sink_id
         self.create = create
+        self.check = check
+        self._checked: set[str] = set()  # locations `check` passed
         self.partition_expression = partition_expression
         self.earliest_fn = earliest_fn
         self.fail_on_data_loss = fail_on_data_loss
@@ -471,6 +483,7 @@ class ManyTableSink:
                lost: Sequence[OffsetRange] = ()) -> ManyBatchReport:
         assert self._anchor is not None
         touched, unrouted = self._claim(store, batch_id, routing.keys)
+        self._check_first_use(touched)
         by_topic = routing.column == "topic"
         also = [t for one in touched for t in (one.table, one.dead)]
         txn = store.open_transaction(self._anchor, agent=self.agent, also=also)
@@ -510,6 +523,12 @@ class ManyTableSink:
             offsets = after_loss(cover(seen, planned), lost)
             crash_point("sink.before_commit")
             committing = time.monotonic()
+            # Each table's files hold the columns read at its first use: refused (the whole
+            # transaction aborted) if one no longer reads as its columns now (an `ingest
+            # alter` meanwhile), as AcidSink's commit.
+            for one, plan, _ in done[:len(touched)]:
+                check_written_columns(store, one.table.name, [plan.row_schema],
+                                      began=one.table, what=f"micro-batch {batch_id}")
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=offsets,
                          files=files, table_offsets=table_offsets)
             self._clock.commit_s = time.monotonic() - committing
@@ -533,6 +552,13 @@ class ManyTableSink:
                                                  r.until_offset)
         return ManyBatchReport(batch_id, txn.write_id, reports, offsets, dict(unrouted),
                                unrouted_records=dead_letters, lost=tuple(lost))
+
+    def _check_first_use(self, touched: Sequence[_Touched]) -> None:
+        """`check` each table this run has not checked yet, before the transaction opens."""
+        for one in touched:
+            if self.check is not None and one.table.location not in self._checked:
+                self.check(one.table, one.dead)
+                self._checked.add(one.table.location)
 
     def _run(self, routing: _Routing,
              done: Sequence[tuple[_Touched, TaskPlan, list[TaskResult]]], tables: int,
@@ -672,4 +698,4 @@ def _committed_files(one: _Touched, plan: TaskPlan, results: Sequence[TaskResult
     return out
 
 
-__all__ = ["CreateTables", "ManyBatchReport", "ManyTableSink"]
+__all__ = ["CheckTables", "CreateTables", "ManyBatchReport", "ManyTableSink"]
