@@ -3,7 +3,7 @@ list or a pattern) -> `ManyTableSink` -> a table per route, with checks before i
 
 `ingest stream` and jobs/kafka_to_acid.py call `run_many_stream` when the options route to
 several tables (`StreamOptions.many_tables`), `run_stream` (job.py) otherwise. The
-anchor (--dead-letter-table: records that route nowhere, and the stream's progress) is
+anchor (--unrouted-table: records that route nowhere, and the stream's progress) is
 created when missing; each routed table (and its dead-letter table) is created on first use
 with the stream's --schema, or checked against it when present.
 
@@ -128,9 +128,9 @@ def check_many_options(options: StreamOptions) -> None:
     """
     from ingest.spark.job import check_sink_progress, table_layout
 
-    assert options.schema_ddl is not None and options.dead_letter_table is not None
+    assert options.schema_ddl is not None and options.unrouted_table is not None
     table_layout(options.schema_ddl, options.partition_by)
-    for location in (options.dead_letter_table, options.checkpoint):
+    for location in (options.unrouted_table, options.checkpoint):
         storage.check_url(location)
     options.routing  # noqa: B018 (building the rules is the check)
     if options.metastore is not None:
@@ -162,7 +162,9 @@ def name_beside(anchor: TableDefinition, location: str) -> str:
     """The name of a table the stream creates at `location`: its directory's name (as
     `default_table_name`) in the anchor's database. On a Hive Metastore 4 a managed table
     must lie inside its database's managed location, which holds the anchor (made for it,
-    or the user's), while `default`'s is the server's warehouse."""
+    or the user's), while `default`'s is the server's warehouse. The routing rules compare
+    tables by this name's table part (`location_table_name`), so keys that would meet on it
+    are refused or route nowhere before a create fails."""
     database = anchor.name.split(".", 1)[0] if "." in anchor.name else "default"
     return f"{database}.{default_table_name(location).split('.', 1)[1]}"
 
@@ -197,12 +199,12 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     check_many_options(options)
     rules = options.routing
     assert rules is not None and options.schema_ddl is not None
-    assert options.dead_letter_table is not None
+    assert options.unrouted_table is not None
     interval_s, available_now = options.schedule
     layout = table_layout(options.schema_ddl, options.partition_by)
     storage_options = dict(options.storage)
     check_partition_expression(spark, layout)
-    anchor_at = options.dead_letter_table
+    anchor_at = options.unrouted_table
     url = metastore_url or options.metastore or default_metastore_url(anchor_at)
     connection = options.connection
     kerberos = check_kerberos_kafka(connection)
@@ -237,7 +239,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
                          create=create, partition_expression=layout.partition_expression,
                          earliest_fn=earliest,
-                         fail_on_data_loss=options.fail_on_data_loss == "true")
+                         fail_on_data_loss=options.fail_on_data_loss == "true",
+                         max_new_tables=options.max_new_tables_per_batch)
     selection = rules.selection
     frame = kafka_dataframe(spark, connection=connection, topic=list(selection.topics),
                             topic_pattern=selection.pattern,

@@ -54,7 +54,7 @@ def _stream(kafka: ApacheKafka, topics: str, warehouse: Path, checkpoint: Path,
     return subprocess.run(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", kafka.plaintext,
          "--topic", topics, "--table-template", f"{warehouse}/{{topic}}",
-         "--dead-letter-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING",
+         "--unrouted-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING",
          "--checkpoint", str(checkpoint), "--starting-offsets", "earliest", "--available-now",
          "--compact", "off", "--clean", "off", "--json", "--quiet", *extra],
         env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -106,7 +106,7 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
     done = subprocess.run(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", "127.0.0.1:9",
          "--topic", "a.b-c,d", "--table-template", f"{tmp_path}/wh/{{topic}}",
-         "--dead-letter-table", f"{tmp_path}/wh/_unrouted", "--schema", "id BIGINT",
+         "--unrouted-table", f"{tmp_path}/wh/_unrouted", "--schema", "id BIGINT",
          "--checkpoint", f"{tmp_path}/ck", "--on-new-field", "evolve"],
         env=_env(), capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2, done.stderr
@@ -119,7 +119,7 @@ def test_help_lists_the_many_table_options() -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0
     for option in ("--topic-pattern", "--table-template", "--route", "--routes",
-                   "--route-field", "--dead-letter-table"):
+                   "--route-field", "--unrouted-table"):
         assert option in done.stdout, option
 
 
@@ -143,7 +143,7 @@ def test_ingest_stream_routes_by_field_with_the_unrouted_records_in_the_anchor(
     done = subprocess.run(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", apache_kafka.plaintext,
          "--topic", topic, "--route-field", "kind", "--table-template", f"{warehouse}/{{field}}",
-         "--dead-letter-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, kind STRING",
+         "--unrouted-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, kind STRING",
          "--checkpoint", str(tmp_path / "ck"), "--starting-offsets", "earliest",
          "--available-now", "--compact", "off", "--clean", "off", "--json", "--quiet"],
         env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -175,7 +175,7 @@ def test_the_spark_submit_job_runs_a_topic_pattern_stream(
     done = subprocess.run(
         [sys.executable, str(ROOT / "jobs" / "kafka_to_acid.py"), "--master", "local[2]",
          "--bootstrap-servers", apache_kafka.plaintext, "--topic-pattern", rf"p{tag}\..*",
-         "--table-template", f"{warehouse}/{{topic}}", "--dead-letter-table",
+         "--table-template", f"{warehouse}/{{topic}}", "--unrouted-table",
          str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING", "--checkpoint",
          str(tmp_path / "ck"), "--starting-offsets", "earliest", "--available-now",
          "--compact", "off", "--clean", "off"],
