@@ -114,12 +114,37 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(("flags", "error"), [
+    (["--route", "a.b-c=wh/_unrouted/"], "the table is the stream's --unrouted-table"),
+    (["--table-template", "wh/{topic}", "--topic", "x,x__dead_letter"],
+     "topic 'x__dead_letter' routes to table"),
+    (["--route", "a.b-c=nosuchfs://b/t"], "unknown URL scheme nosuchfs://"),
+    (["--topic-pattern", r"\p{Alpha}+", "--table-template", "wh/{topic}"],
+     "uses Java's \\p{...}"),
+])
+def test_route_collisions_bad_urls_and_java_patterns_exit_2_before_anything_starts(
+        tmp_path: Path, flags: list[str], error: str) -> None:
+    """Refused up front (exit 2), never a micro-batch failing on every restart."""
+    base = ["--topic", "a.b-c,d", "--route", "d=wh/d"]
+    if "--topic" in flags or "--topic-pattern" in flags:
+        base = []
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", "127.0.0.1:9",
+         *base, *flags, "--unrouted-table", "wh/_unrouted", "--schema", "id BIGINT",
+         "--checkpoint", "ck"],
+        env=_env(), capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert error in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_help_lists_the_many_table_options() -> None:
     done = subprocess.run([sys.executable, "-m", "ingest", "stream", "--help"], env=_env(),
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0
     for option in ("--topic-pattern", "--table-template", "--route", "--routes",
-                   "--route-field", "--unrouted-table"):
+                   "--route-field", "--unrouted-table", "--max-new-tables-per-batch"):
         assert option in done.stdout, option
 
 
