@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ingest.errors import ConfigError, IngestError
 from ingest.io import storage
 from ingest.kafka import KafkaConnection, LagProbe
+from ingest.records import RoutingRules
 from ingest.spark.job import StreamSummary
 from ingest.spark.options import StreamOptions
 from ingest.spark.sink import (
@@ -169,6 +170,29 @@ def name_beside(anchor: TableDefinition, location: str) -> str:
     return f"{database}.{default_table_name(location).split('.', 1)[1]}"
 
 
+def check_route_names(store: Metastore, anchor: TableDefinition, rules: RoutingRules) -> None:
+    """Refuse explicit routes whose tables would have one name at different locations: each
+    route's table is named as found in the metastore, else as `create` would name it
+    (`name_beside`); two such names meeting would fail the second create on every micro-batch.
+    (Routes naming one location share that table, as documented.)
+
+    Raises:
+        ConfigError: naming both keys, both locations and the name.
+    """
+    named: dict[str, tuple[str, str]] = {}  # table name -> (key, location)
+    for key, location in sorted(rules.routes.items()):
+        where = normalize_location(location)
+        found = store.find_table(where)
+        name = found.name if found is not None else name_beside(anchor, where)
+        other = named.setdefault(name, (key, where))
+        if other[1] != where:
+            raise ConfigError(
+                f"--route {other[0]}={other[1]} and --route {key}={where} name two tables of "
+                f"one name, {name}: the second could never be created",
+                hint="route both keys to one location, or give one table a directory of "
+                     "another name")
+
+
 def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                     metastore_url: str | None = None) -> Any:
     """Run a stream of several tables until it ends (available-now) or fails; returns its
@@ -222,6 +246,7 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         anchor_ref = open_table_root(anchor.location, store, storage_options).ref
         progress = stream_progress(store, anchor.name)
         holders = _holders(store, progress.offsets if progress else {}, rules)
+        check_route_names(store, anchor, rules)
     if last is not None and _checkpoint_is_new(checkpoint, storage_options):
         raise ConfigError(
             f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
@@ -362,5 +387,5 @@ def _holders(store: Metastore, offsets: Mapping[TopicPartitionKey, int], rules: 
     return out
 
 
-__all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "ensure_anchor",
-           "name_beside", "run_many_stream"]
+__all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "check_route_names",
+           "ensure_anchor", "name_beside", "run_many_stream"]

@@ -199,3 +199,27 @@ def test_max_new_tables_per_batch_is_bounded() -> None:
     with pytest.raises(ConfigError, match="max-new-tables-per-batch"):
         StreamOptions(**MANY, topic="a,b", table_template="/wh/{topic}",
                       max_new_tables_per_batch=0)
+
+
+def test_two_routes_whose_tables_would_share_a_name_are_refused_at_start(tmp_path: Path
+                                                                         ) -> None:
+    """`/x/orders` and `/y/orders` would both be created as `orders` (the second create
+    failing on every micro-batch): refused, naming both keys; tables that exist under names
+    of their own, or one location shared by two routes, are kept."""
+    from ingest.spark.many_job import check_route_names, ensure_anchor
+    from ingest.table.write import create_table
+    from ingest.txn import Metastore
+
+    url = f"sqlite:///{tmp_path}/ms.sqlite"
+    anchor = ensure_anchor(str(tmp_path / "_unrouted"), metastore_url=url, storage_options={})
+    x, y = str(tmp_path / "x" / "orders"), str(tmp_path / "y" / "orders")
+    clash = StreamOptions(**{**MANY, "unrouted_table": str(tmp_path / "_unrouted")},
+                          topic="a,b,c", routes=[f"a={x}", f"b={y}", f"c={x}/"]).routing
+    assert clash is not None
+    with Metastore.open(url) as store:
+        with pytest.raises(ConfigError, match=f"--route a=file://{x} and --route b=file://{y} "
+                                              "name two tables of one name, default.orders"):
+            check_route_names(store, anchor, clash)
+        create_table(x, "id BIGINT", name="x.orders", metastore=store)
+        create_table(y, "id BIGINT", name="y.orders", metastore=store)
+        check_route_names(store, anchor, clash)  # found under their own names
