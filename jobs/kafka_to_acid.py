@@ -4,7 +4,7 @@
       --table /wh/events --schema "id BIGINT, value STRING, ts TIMESTAMP" --checkpoint /ck/events
   (Avro values: add --value-format avro --schema-registry http://registry:8081, or
   --avro-schema events.avsc for plain Avro binary. A table per topic: --topic a,b or
-  --topic-pattern REGEX with --table-template '/wh/{topic}' --dead-letter-table /wh/_unrouted.)
+  --topic-pattern REGEX with --table-template '/wh/{topic}' --unrouted-table /wh/_unrouted.)
 """
 
 from __future__ import annotations

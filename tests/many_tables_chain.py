@@ -100,7 +100,7 @@ class Chain:
         return subprocess.run(
             [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers",
              self.kafka.plaintext, "--topic-pattern", pattern(self.tag), "--table-template",
-             f"{self.warehouse}/{{topic}}", "--dead-letter-table", self.anchor,
+             f"{self.warehouse}/{{topic}}", "--unrouted-table", self.anchor,
              "--schema", SCHEMA, "--checkpoint", str(self.warehouse / "checkpoint"),
              "--starting-offsets", "earliest", "--available-now",
              "--max-offsets-per-trigger", str(self.max_offsets), "--compact", "off",

@@ -3,7 +3,7 @@ list or a pattern) -> `ManyTableSink` -> a table per route, with checks before i
 
 `ingest stream` and jobs/kafka_to_acid.py call `run_many_stream` when the options route to
 several tables (`StreamOptions.many_tables`), `run_stream` (job.py) otherwise. The
-anchor (--dead-letter-table: records that route nowhere, and the stream's progress) is
+anchor (--unrouted-table: records that route nowhere, and the stream's progress) is
 created when missing; each routed table (and its dead-letter table) is created on first use
 with the stream's --schema, or checked against it when present.
 
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ingest.errors import ConfigError, IngestError
 from ingest.io import storage
 from ingest.kafka import KafkaConnection, LagProbe, Watermarks
+from ingest.records import RoutingRules
 from ingest.spark.job import StreamSummary
 from ingest.spark.options import StreamOptions
 from ingest.spark.sink import (
@@ -128,9 +129,9 @@ def check_many_options(options: StreamOptions) -> None:
     """
     from ingest.spark.job import check_sink_progress, table_layout
 
-    assert options.schema_ddl is not None and options.dead_letter_table is not None
+    assert options.schema_ddl is not None and options.unrouted_table is not None
     table_layout(options.schema_ddl, options.partition_by)
-    for location in (options.dead_letter_table, options.checkpoint):
+    for location in (options.unrouted_table, options.checkpoint):
         storage.check_url(location)
     options.routing  # noqa: B018 (building the rules is the check)
     if options.metastore is not None:
@@ -163,9 +164,34 @@ def name_beside(anchor: TableDefinition, location: str) -> str:
     """The name of a table the stream creates at `location`: its directory's name (as
     `default_table_name`) in the anchor's database. On a Hive Metastore 4 a managed table
     must lie inside its database's managed location, which holds the anchor (made for it,
-    or the user's), while `default`'s is the server's warehouse."""
+    or the user's), while `default`'s is the server's warehouse. The routing rules compare
+    tables by this name's table part (`location_table_name`), so keys that would meet on it
+    are refused or route nowhere before a create fails."""
     database = anchor.name.split(".", 1)[0] if "." in anchor.name else "default"
     return f"{database}.{default_table_name(location).split('.', 1)[1]}"
+
+
+def check_route_names(store: Metastore, anchor: TableDefinition, rules: RoutingRules) -> None:
+    """Refuse explicit routes whose tables would have one name at different locations: each
+    route's table is named as found in the metastore, else as `create` would name it
+    (`name_beside`); two such names meeting would fail the second create on every micro-batch.
+    (Routes naming one location share that table, as documented.)
+
+    Raises:
+        ConfigError: naming both keys, both locations and the name.
+    """
+    named: dict[str, tuple[str, str]] = {}  # table name -> (key, location)
+    for key, location in sorted(rules.routes.items()):
+        where = normalize_location(location)
+        found = store.find_table(where)
+        name = found.name if found is not None else name_beside(anchor, where)
+        other = named.setdefault(name, (key, where))
+        if other[1] != where:
+            raise ConfigError(
+                f"--route {other[0]}={other[1]} and --route {key}={where} name two tables of "
+                f"one name, {name}: the second could never be created",
+                hint="route both keys to one location, or give one table a directory of "
+                     "another name")
 
 
 def run_many_stream(spark: SparkSession, options: StreamOptions, *,
@@ -201,12 +227,12 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     check_many_options(options)
     rules = options.routing
     assert rules is not None and options.schema_ddl is not None
-    assert options.dead_letter_table is not None
+    assert options.unrouted_table is not None
     interval_s, available_now = options.schedule
     layout = table_layout(options.schema_ddl, options.partition_by)
     storage_options = dict(options.storage)
     check_partition_expression(spark, layout)
-    anchor_at = options.dead_letter_table
+    anchor_at = options.unrouted_table
     url = metastore_url or options.metastore or default_metastore_url(anchor_at)
     connection = options.connection
     kerberos = check_kerberos_kafka(connection)
@@ -230,6 +256,7 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         check_ends_not_behind(marks, committed_ends, servers=connection.bootstrap_servers,
                               known_as=f"stream {sink_id} already committed")
         holders = _holders(store, committed_ends, rules)
+        check_route_names(store, anchor, rules)
         # Torn files are repaired in the anchor and in the tables the stream has written,
         # before the sink adds to them (as run_stream its table); the sink's own repair
         # aborts what its killed transactions left open.
@@ -266,7 +293,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                          create=create, check=check,
                          partition_expression=layout.partition_expression,
                          earliest_fn=earliest,
-                         fail_on_data_loss=options.fail_on_data_loss == "true")
+                         fail_on_data_loss=options.fail_on_data_loss == "true",
+                         max_new_tables=options.max_new_tables_per_batch)
     selection = rules.selection
     frame = kafka_dataframe(spark, connection=connection, topic=list(selection.topics),
                             topic_pattern=selection.pattern,
@@ -420,5 +448,5 @@ def _holders(store: Metastore, offsets: Mapping[TopicPartitionKey, int], rules: 
     return out
 
 
-__all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "ensure_anchor",
-           "name_beside", "run_many_stream"]
+__all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "check_route_names",
+           "ensure_anchor", "name_beside", "run_many_stream"]

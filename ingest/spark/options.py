@@ -12,13 +12,14 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from functools import cached_property
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 
 from ingest.acid.format import COMMENT_KEY, parse_schema, to_ddl
 from ingest.errors import ConfigError
-from ingest.io import parse_storage_options
+from ingest.io import parse_storage_options, storage
 from ingest.kafka import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS, KafkaConnection
 from ingest.records import (
     OnNewField,
@@ -31,6 +32,7 @@ from ingest.records import (
     parse_routes,
     parse_routes_file,
 )
+from ingest.txn import normalize_location
 
 OnBadRecord = Literal["dead-letter", "fail"]
 OnTombstone = Literal["skip", "dead-letter"]
@@ -320,18 +322,24 @@ class StreamOptions:
     topic_pattern: str | None = _option(None, metavar="REGEX", kw_only=True, help=(
         "Read every topic whose whole name matches this regular expression (Kafka's "
         "internal __ topics never), topics created later too, from their first record; a "
-        "stream of several tables."))
+        "stream of several tables. Matched with Python's re module, while Kafka's own "
+        "clients use Java regex: constructs the two read otherwise (\\p{...}, \\Q...\\E, "
+        "nested classes, && in a class, (?<name>...)) are refused."))
     table_template: str | None = _option(None, metavar="PATH", kw_only=True, help=(
         "With several tables: the table of each topic, e.g. 'wh/{topic}' ({field} with "
         "--route-field), in the last path name. The topic is made a table name: lower case, "
         "'.', '-' and any other character outside a-z, 0-9 and _ become _, t_ in front of a "
         "name not starting with a letter, a name over 128 characters cut and ended with a "
-        "hash; two topics making the same name are refused before the stream starts."))
+        "hash (the whole last path name stays within 128); two topics making the same name, "
+        "or a name of another route's table, the --unrouted-table or a dead-letter table "
+        "(<table>__dead_letter), are refused before the stream starts, and a topic first "
+        "seen later that would meet one routes nowhere."))
     routes: tuple[str, ...] = _option((), flag="--route", metavar="TOPIC=TABLE", kw_only=True,
                                       help=(
         "With several tables: send TOPIC's records (with --route-field: records whose field "
         "holds TOPIC) to the table at TABLE (repeatable; wins over --table-template; several "
-        "topics may share a table)."))
+        "topics may share a table; locations are compared normalised, so wh/t and wh/t/ are "
+        "one table; the --unrouted-table and a dead-letter table are refused)."))
     routes_file: str | None = _option(None, flag="--routes", metavar="FILE", kw_only=True, help=(
         "--route items from a file, one TOPIC=TABLE per line ('#' starts a comment line); a "
         "topic routed by both is refused."))
@@ -339,10 +347,15 @@ class StreamOptions:
         "With several tables: route each record by the string at this path of its JSON "
         "value (dots between names), e.g. source.table of a Debezium envelope, instead of by "
         "its topic."))
-    dead_letter_table: str | None = _option(None, metavar="PATH", kw_only=True, help=(
+    unrouted_table: str | None = _option(None, metavar="PATH", kw_only=True, help=(
         "With several tables (required then): the stream's own table of records that route "
         "to no table, with the reason (each table keeps its <table>__dead_letter for records "
         "it cannot parse); it also holds the stream's progress."))
+    max_new_tables_per_batch: int = _option(100, minimum=1, metavar="N", kw_only=True, help=(
+        "With several tables: create at most N tables on first use in one micro-batch; the "
+        "records of further new routing keys (a --route-field of many values) route nowhere "
+        "with the reason, each key logged once, and get their table in a later "
+        "micro-batch."))
     schema_ddl: str | None = _option(None, flag="--schema", metavar="DDL", kw_only=True, help=(
         'Hive columns of the records, e.g. "id BIGINT, value STRING"; required, except with '
         "--value-format avro, whose writers' schema (--avro-schema, or the registry's "
@@ -400,7 +413,7 @@ class StreamOptions:
             "rows, records, dead letters, bytes and files, batch and commit seconds, the last "
             "commit's time and Kafka lag per partition. With several tables each is labelled "
             "by the table written (offsets and lag by the topic's table; micro-batches and "
-            "records routed nowhere by --dead-letter-table's). Default: off."))
+            "records routed nowhere by --unrouted-table's). Default: off."))
     metrics_host: str | None = _option(
         None, metavar="HOST", help=(
             "With --metrics-port: the address the metrics server binds, e.g. 127.0.0.1 (this "
@@ -478,21 +491,21 @@ class StreamOptions:
         if self.table is None:
             raise ConfigError("--table is required: the table the topic streams into",
                               hint="e.g. --table ./wh/events; for a table per topic give "
-                                   "--table-template 'wh/{topic}' and a --dead-letter-table")
+                                   "--table-template 'wh/{topic}' and an --unrouted-table")
 
     def _check_many_tables(self) -> None:
-        """Raises: ConfigError: --table given, no --dead-letter-table, --route-field with
+        """Raises: ConfigError: --table given, no --unrouted-table, --route-field with
         Avro values, or routing rules that do not hold (`routing`)."""
         if self.table is not None:
             raise ConfigError(
                 f"--table applies to a stream of one topic; this stream has several tables "
                 f"({self._many_reason})", hint="give each topic's table by --route TOPIC=TABLE "
                                                "or --table-template 'wh/{topic}'")
-        if self.dead_letter_table is None:
+        if self.unrouted_table is None:
             raise ConfigError(
-                f"A stream of several tables ({self._many_reason}) needs --dead-letter-table "
+                f"A stream of several tables ({self._many_reason}) needs --unrouted-table "
                 "PATH: the table of records that route to no table, which also holds the "
-                "stream's progress", hint="e.g. --dead-letter-table wh/_unrouted")
+                "stream's progress", hint="e.g. --unrouted-table wh/_unrouted")
         if self.route_field is not None and self.sink.value_format != "json":
             raise ConfigError("--route-field reads JSON values, not --value-format "
                               f"{self.sink.value_format}", hint="route Avro values by topic")
@@ -531,7 +544,7 @@ class StreamOptions:
         given = [(self.topic_pattern, "--topic-pattern"), (self.table_template,
                  "--table-template"), (self.routes, "--route"), (self.routes_file, "--routes"),
                  (self.route_field, "--route-field"),
-                 (self.dead_letter_table, "--dead-letter-table")]
+                 (self.unrouted_table, "--unrouted-table")]
         for value, flag in given:
             if value:
                 return f"{flag} is given"
@@ -539,14 +552,17 @@ class StreamOptions:
             return "--topic names several topics"
         return ""
 
-    @property
+    @cached_property
     def routing(self) -> RoutingRules | None:
-        """The routing rules of a stream of several tables (None for one table); the routes
-        file is read here, on the driver.
+        """The routing rules of a stream of several tables (None for one table), built once;
+        the routes file is read here, on the driver. Every location (routes, template,
+        --unrouted-table) is normalised (`normalize_location`: absolute, no trailing slash),
+        so two spellings of one table are one, and checked as a URL fsspec can open.
 
         Raises:
             ConfigError: the selection, a route, the routes file, the template or the field
-                path does not hold, or two topics' template names meet.
+                path does not hold, a location is not a usable URL, two topics' template
+                names meet, or a route or template table is reserved (`RoutingRules`).
         """
         if not self.many_tables:
             return None
@@ -557,16 +573,27 @@ class StreamOptions:
             routes = merge_routes(routes, parse_routes_file(
                 _read_text(self.routes_file, "--routes"), path=self.routes_file),
                 path=self.routes_file)
-        template = None if self.table_template is None else TableTemplate.parse(
-            self.table_template, placeholder="topic" if field_path is None else "field")
-        return RoutingRules(selection, routes, template, field_path)
+        placeholder = "topic" if field_path is None else "field"
+        template = None
+        if self.table_template is not None:
+            TableTemplate.parse(self.table_template, placeholder=placeholder)  # as given
+            template = TableTemplate.parse(
+                _location(self.table_template, "--table-template"), placeholder=placeholder)
+            storage.check_url(template.location("a"))
+        routes = {key: _location(location, f"--route {key}={location}")
+                  for key, location in routes.items()}
+        for location in routes.values():
+            storage.check_url(location)
+        anchor = (None if self.unrouted_table is None
+                  else _location(self.unrouted_table, "--unrouted-table"))
+        return RoutingRules(selection, routes, template, field_path, anchor=anchor)
 
     @property
     def table_root(self) -> str:
         """The table of a stream of one topic (--table).
 
         Raises:
-            ConfigError: a stream of several tables (`routing`, `dead_letter_table`).
+            ConfigError: a stream of several tables (`routing`, `unrouted_table`).
         """
         self._one_table_only()
         assert self.table is not None
@@ -577,7 +604,7 @@ class StreamOptions:
         """The topic of a stream of one topic (--topic).
 
         Raises:
-            ConfigError: a stream of several tables (`routing`, `dead_letter_table`).
+            ConfigError: a stream of several tables (`routing`, `unrouted_table`).
         """
         self._one_table_only()
         assert self.topic is not None
@@ -587,7 +614,7 @@ class StreamOptions:
         if self.many_tables:
             raise ConfigError(
                 f"This stream has several tables ({self._many_reason}): it has no one --table "
-                "or --topic (its tables are routed, its anchor is --dead-letter-table)")
+                "or --topic (its tables are routed, its anchor is --unrouted-table)")
 
     def _check_kerberos(self, connection: KafkaConnection) -> None:
         """Kerberos (GSSAPI) reaches Kafka through Spark's source only; the group commit is
@@ -638,6 +665,18 @@ class StreamOptions:
             raise TypeError(f"Not stream options: {', '.join(unknown)}")
         assert isinstance(options, StreamOptions)
         return options
+
+
+def _location(text: str, flag: str) -> str:
+    """A table location normalised (`normalize_location`), or an error naming the flag.
+
+    Raises:
+        ConfigError: it cannot be a location.
+    """
+    try:
+        return normalize_location(text)
+    except ValueError as e:
+        raise ConfigError(f"{flag}: {text!r} is not a table location: {e}") from None
 
 
 def _read_text(path: str, flag: str) -> str:

@@ -278,3 +278,94 @@ def test_claims_of_unroutable_keys_carry_their_reason() -> None:
     assert routed == {"a": "wh/a"}
     assert refused == {"b": Unrouted("topic 'b' has no --route and there is no "
                                      "--table-template")}
+
+
+# -- reserved tables, names and lengths (a collision never fails a micro-batch for ever) ---
+
+def _anchored(topic: str | None = "a", pattern: str | None = None, **kw: object
+              ) -> RoutingRules:
+    base = _rules(topic, pattern, **kw)  # type: ignore[arg-type]
+    return RoutingRules(base.selection, base.routes, base.template, base.field_path,
+                        anchor="/wh/_unrouted")
+
+
+@pytest.mark.parametrize(("routes", "error"), [
+    ({"a": "/wh/_unrouted"}, r"--route a=/wh/_unrouted: the table is the stream's "
+                             r"--unrouted-table"),
+    ({"a": "/wh/_unrouted/"}, "is the stream's --unrouted-table"),
+    ({"a": "/wh/x__dead_letter"}, "is the dead-letter table of the table at '/wh/x'"),
+    ({"a": "/other/_unrouted"}, "would have the table name of the stream's --unrouted-table"),
+])
+def test_a_route_to_a_reserved_table_is_refused_up_front(routes: dict, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        _anchored(routes=routes)
+
+
+def test_a_route_whose_dead_letter_table_is_the_anchor_is_refused() -> None:
+    rules = _rules("a", routes={"a": "/wh/t"})
+    with pytest.raises(ConfigError, match="has the stream's --unrouted-table as its dead-letter"):
+        RoutingRules(rules.selection, rules.routes, anchor="/wh/t__dead_letter")
+
+
+def test_a_dead_letter_topic_under_a_template_is_refused_or_routes_nowhere() -> None:
+    with pytest.raises(ConfigError, match="topic 'x__dead_letter' routes to table "
+                                          "'/wh/x__dead_letter' by --table-template, which is "
+                                          "the dead-letter table"):
+        _anchored("x,x__dead_letter", template="/wh/{topic}")
+    later = _anchored(None, ".+", template="/wh/{topic}")
+    assert isinstance(later.route("x"), Routed)
+    found = later.route("x__dead_letter")
+    assert isinstance(found, Unrouted) and "dead-letter table of the table at '/wh/x'" in \
+        found.reason
+    routed, refused = claim_tables(later, ["x", "x__dead_letter", "_unrouted"], held={})
+    assert routed == {"x": "/wh/x"}
+    assert "name of the stream's --unrouted-table" in refused["_unrouted"].reason
+
+
+def test_a_template_whose_every_table_is_reserved_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"--table-template '/wh/\{topic\}__dead_letter': "
+                                          "its table '/wh/a__dead_letter' is the dead-letter"):
+        _anchored(None, ".+", template="/wh/{topic}__dead_letter")
+
+
+def test_a_template_table_meeting_a_route_by_name_elsewhere_is_refused_or_unrouted() -> None:
+    # `/legacy/orders` and `/wh/orders` would both be created as table `orders`.
+    with pytest.raises(ConfigError, match="topic 'legacy' and topic 'orders' both route to "
+                                          "table '/wh/orders' \\(or one of its name, orders"):
+        _rules("legacy,orders", routes={"legacy": "/legacy/orders"}, template="/wh/{topic}")
+    rules = _rules(None, ".+", routes={"legacy": "/legacy/orders"}, template="/wh/{topic}")
+    routed, refused = claim_tables(rules, ["legacy", "orders"], held={})
+    assert routed == {"legacy": "/legacy/orders"}
+    assert "which topic 'legacy' holds (table name orders" in refused["orders"].reason
+
+
+def test_a_template_keeps_every_name_within_128_characters() -> None:
+    template = TableTemplate.parse("/wh/raw_events_of_{topic}_v2", placeholder="topic")
+    long_key = "k" * 300
+    location = template.location(long_key)
+    name = location.rsplit("/", 1)[-1]
+    assert len(name) == MAX_TABLE_NAME and name.startswith("raw_events_of_kkk")
+    assert name.endswith("_v2")
+    assert template.location("orders") == "/wh/raw_events_of_orders_v2"
+    with pytest.raises(ConfigError, match="its fixed part leaves 8 of a table name's 128 "
+                                          "characters to the key"):
+        TableTemplate.parse("/wh/" + "p" * 120 + "{topic}", placeholder="topic")
+
+
+@pytest.mark.parametrize(("pattern", "error"), [
+    (r"\p{Alpha}+", r"uses Java's \\p\{...\} \(a Unicode or POSIX class\) at position 0"),
+    (r"shop\Q.\E.*", r"uses Java's \\Q...\\E \(quoting\) at position 4"),
+    (r"[a-z&&[^e]]+", "has '&&' inside a character class at position 4: Java reads an "
+                      "intersection"),
+    (r"[a[bc]]+", "has a '\\[' inside a character class at position 2: Java reads a nested"),
+    (r"(?<name>a).*", "is not a regular expression Python's re and Java's regex read alike"),
+])
+def test_patterns_java_reads_otherwise_are_refused(pattern: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        TopicSelection.of(None, pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"shop\..*", r"[^]a]x.*", r"a*+b.*", r"(?>ab).*",
+                                     r"[\[a].*", r"(?i)Shop.*"])
+def test_patterns_both_read_alike_are_kept(pattern: str) -> None:
+    assert TopicSelection.of(None, pattern).pattern == pattern

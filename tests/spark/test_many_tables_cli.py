@@ -54,7 +54,7 @@ def _stream(kafka: ApacheKafka, topics: str, warehouse: Path, checkpoint: Path,
     return subprocess.run(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", kafka.plaintext,
          "--topic", topics, "--table-template", f"{warehouse}/{{topic}}",
-         "--dead-letter-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING",
+         "--unrouted-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING",
          "--checkpoint", str(checkpoint), "--starting-offsets", "earliest", "--available-now",
          "--compact", "off", "--clean", "off", "--json", "--quiet", *extra],
         env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -106,11 +106,36 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
     done = subprocess.run(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", "127.0.0.1:9",
          "--topic", "a.b-c,d", "--table-template", f"{tmp_path}/wh/{{topic}}",
-         "--dead-letter-table", f"{tmp_path}/wh/_unrouted", "--schema", "id BIGINT",
+         "--unrouted-table", f"{tmp_path}/wh/_unrouted", "--schema", "id BIGINT",
          "--checkpoint", f"{tmp_path}/ck", "--on-new-field", "evolve"],
         env=_env(), capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2, done.stderr
     assert "cannot use --on-new-field evolve yet" in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("flags", "error"), [
+    (["--route", "a.b-c=wh/_unrouted/"], "the table is the stream's --unrouted-table"),
+    (["--table-template", "wh/{topic}", "--topic", "x,x__dead_letter"],
+     "topic 'x__dead_letter' routes to table"),
+    (["--route", "a.b-c=nosuchfs://b/t"], "unknown URL scheme nosuchfs://"),
+    (["--topic-pattern", r"\p{Alpha}+", "--table-template", "wh/{topic}"],
+     "uses Java's \\p{...}"),
+])
+def test_route_collisions_bad_urls_and_java_patterns_exit_2_before_anything_starts(
+        tmp_path: Path, flags: list[str], error: str) -> None:
+    """Refused up front (exit 2), never a micro-batch failing on every restart."""
+    base = ["--topic", "a.b-c,d", "--route", "d=wh/d"]
+    if "--topic" in flags or "--topic-pattern" in flags:
+        base = []
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", "127.0.0.1:9",
+         *base, *flags, "--unrouted-table", "wh/_unrouted", "--schema", "id BIGINT",
+         "--checkpoint", "ck"],
+        env=_env(), capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert error in done.stderr
+    assert "Traceback" not in done.stderr
     assert not list(tmp_path.iterdir())
 
 
@@ -119,7 +144,7 @@ def test_help_lists_the_many_table_options() -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0
     for option in ("--topic-pattern", "--table-template", "--route", "--routes",
-                   "--route-field", "--dead-letter-table"):
+                   "--route-field", "--unrouted-table", "--max-new-tables-per-batch"):
         assert option in done.stdout, option
 
 
@@ -143,7 +168,7 @@ def test_ingest_stream_routes_by_field_with_the_unrouted_records_in_the_anchor(
     done = subprocess.run(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", apache_kafka.plaintext,
          "--topic", topic, "--route-field", "kind", "--table-template", f"{warehouse}/{{field}}",
-         "--dead-letter-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, kind STRING",
+         "--unrouted-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, kind STRING",
          "--checkpoint", str(tmp_path / "ck"), "--starting-offsets", "earliest",
          "--available-now", "--compact", "off", "--clean", "off", "--json", "--quiet"],
         env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -175,7 +200,7 @@ def test_the_spark_submit_job_runs_a_topic_pattern_stream(
     done = subprocess.run(
         [sys.executable, str(ROOT / "jobs" / "kafka_to_acid.py"), "--master", "local[2]",
          "--bootstrap-servers", apache_kafka.plaintext, "--topic-pattern", rf"p{tag}\..*",
-         "--table-template", f"{warehouse}/{{topic}}", "--dead-letter-table",
+         "--table-template", f"{warehouse}/{{topic}}", "--unrouted-table",
          str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING", "--checkpoint",
          str(tmp_path / "ck"), "--starting-offsets", "earliest", "--available-now",
          "--compact", "off", "--clean", "off"],

@@ -67,7 +67,7 @@ def test_a_topic_created_while_the_stream_runs_is_streamed_from_its_first_record
         job = subprocess.Popen(
             [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers",
              apache_kafka.plaintext, "--topic-pattern", rf"n{tag}\..*", "--table-template",
-             f"{warehouse}/{{topic}}", "--dead-letter-table", str(anchor),
+             f"{warehouse}/{{topic}}", "--unrouted-table", str(anchor),
              "--schema", "id BIGINT, name STRING", "--checkpoint", str(tmp_path / "ck"),
              "--starting-offsets", "earliest", "--trigger", "1", "--compact", "off",
              "--clean", "off"],

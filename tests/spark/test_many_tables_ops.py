@@ -97,7 +97,7 @@ def _command(kafka: ApacheKafka, topics: str, warehouse: Path, checkpoint: Path,
              *extra: str) -> list[str]:
     return [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", kafka.plaintext,
             "--topic", topics, "--table-template", f"{warehouse}/{{topic}}",
-            "--dead-letter-table", str(warehouse / "_unrouted"),
+            "--unrouted-table", str(warehouse / "_unrouted"),
             "--schema", "id BIGINT, name STRING", "--checkpoint", str(checkpoint),
             "--starting-offsets", "earliest", "--log-format", "json", *extra]
 

@@ -22,6 +22,7 @@ from ingest.spark.job import ensure_tables, table_layout
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink import ManyTableSink
 from ingest.spark.sink.deadletter import DEAD_LETTER_DDL
+from ingest.spark.sink.many.sink import HOLDER_PROPERTY
 from ingest.table import open_table
 from ingest.table.write import create_table
 from ingest.txn import Metastore, OffsetRange, default_metastore_url
@@ -404,7 +405,7 @@ def test_the_topic_holding_a_template_table_keeps_it_after_a_restart(
     assert dead.column("topic").to_pylist() == ["a_b", "a_b"]
     assert set(dead.column("error").to_pylist()) == {
         "topic 'a_b' routes to table " + repr(str(warehouse / "a_b")) + ", which topic 'a.b' "
-        "holds (--table-template makes the same name of both)"}
+        "holds (table name a_b; --table-template makes the same name of both)"}
 
 
 @pytest.mark.spark
@@ -445,3 +446,84 @@ def test_a_bucketed_table_is_written_apart_and_the_others_in_one_pass(
         "bucket_00000", "bucket_00001"}
     # three tables in one job, the bucketed one in its own (one or two jobs): not four or more
     assert report.spark_actions <= 3
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_keys_table_problem_routes_it_nowhere_and_two_spellings_of_a_route_are_one_table(
+        spark: Any, warehouse: Path) -> None:
+    """A key whose table cannot be made (its name taken by a table elsewhere, or a table
+    there with other columns) routes nowhere with the reason, while the micro-batch commits
+    (before, it failed on every restart); routes `wh/t` and `wh/t/` write one table."""
+    create_table(str(warehouse / "ORDERS"), SCHEMA)  # default.orders, at another location
+    create_table(str(warehouse / "typed"), "id STRING")
+    sink = make_sink(warehouse, ("orders", "typed", "t1", "t2", "fine"),
+                     routes={"t1": str(warehouse / "t"), "t2": str(warehouse / "t") + "/"})
+    rows = (topic_rows("orders", range(2)) + topic_rows("typed", range(2))
+            + topic_rows("t1", range(3)) + topic_rows("t2", range(3, 5))
+            + topic_rows("fine", range(10, 12)))
+    with sink:
+        sink(kafka_rows(spark, rows), 0)
+    report = sink.reports[-1]
+    assert set(report.tables) == {"default.t", "default.fine"}
+    assert ids(str(warehouse / "t")) == [0, 1, 2, 3, 4]
+    assert ids(str(warehouse / "fine")) == [10, 11]
+    assert sorted(report.unrouted) == ["orders", "typed"]
+    assert report.unrouted["orders"].startswith(
+        f"topic 'orders' cannot use table 'file://{warehouse}/orders': ")
+    assert "default.orders" in report.unrouted["orders"]
+    assert "it has columns (id STRING)" in report.unrouted["typed"]
+    dead = committed(str(warehouse / "_unrouted"))
+    assert sorted(dead.column("topic").to_pylist()) == ["orders", "orders", "typed", "typed"]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_route_field_holders_are_kept_in_the_table_across_a_restart(
+        spark: Any, warehouse: Path) -> None:
+    """By field, 'A.b' creates table a_b and is recorded as its holder (a table property),
+    so a new run of the stream seeing only 'a_b' routes it nowhere instead of sharing."""
+    layout = table_layout(SCHEMA, None)
+    rules = RoutingRules(TopicSelection(topics=("cdc",)), {},
+                         TableTemplate.parse(str(warehouse / "{field}"), placeholder="field"),
+                         field_path=("source", "table"))
+    anchor = anchor_at(warehouse)
+
+    def sink() -> ManyTableSink:
+        return ManyTableSink(rules, anchor, sink_id="many@ckpt",
+                             options=SinkOptions(on_new_field="ignore"),
+                             create=lambda loc: ensure_tables(loc, layout))
+
+    with sink() as first:
+        first(kafka_rows(spark, [("cdc", 0, n, change(n, "A.b")) for n in range(3)]), 0)
+        url = first.metastore_url
+    with Metastore.open(url) as store:
+        assert store.get_table("default.a_b").properties[HOLDER_PROPERTY] == "A.b"
+    with sink() as again:
+        again(kafka_rows(spark, [("cdc", 0, n, change(n, "a_b")) for n in range(3, 5)]), 1)
+    assert ids(str(warehouse / "a_b")) == [0, 1, 2]
+    assert again.reports[-1].unrouted == {"a_b": (
+        f"--route-field value 'a_b' routes to table {str(warehouse / 'a_b')!r}, which "
+        "--route-field value 'A.b' holds (table name a_b; --table-template makes the same "
+        "name of both)")}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_new_tables_per_micro_batch_are_capped(spark: Any, warehouse: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """--max-new-tables-per-batch 1: of two new topics one gets its table, the other's
+    records route nowhere (logged once) and its table comes in the next micro-batch."""
+    layout = table_layout(SCHEMA, None)
+    rules = RoutingRules(TopicSelection(topics=("x", "y")), {},
+                         TableTemplate.parse(str(warehouse / "{topic}"), placeholder="topic"))
+    with ManyTableSink(rules, anchor_at(warehouse), sink_id="many@ckpt",
+                       create=lambda loc: ensure_tables(loc, layout), max_new_tables=1) as sink:
+        sink(kafka_rows(spark, topic_rows("x", range(2)) + topic_rows("y", range(2))), 0)
+        sink(kafka_rows(spark, topic_rows("y", range(2, 4), start=2)), 1)
+    first, second = sink.reports
+    assert set(first.tables) == {"default.x"} and list(first.unrouted) == ["y"]
+    assert "(--max-new-tables-per-batch)" in first.unrouted["y"]
+    assert set(second.tables) == {"default.y"} and not second.unrouted
+    assert ids(str(warehouse / "y")) == [2, 3]
+    assert sum("max-new-tables-per-batch" in r.getMessage() for r in caplog.records) == 1

@@ -27,7 +27,8 @@ def test_flags_and_defaults() -> None:
     specs = {s.flag: s for s in option_specs()}
     assert list(specs) == [
         "--bootstrap-servers", "--topic", "--table", "--topic-pattern", "--table-template",
-        "--route", "--routes", "--route-field", "--dead-letter-table", "--schema",
+        "--route", "--routes", "--route-field", "--unrouted-table", "--max-new-tables-per-batch",
+        "--schema",
         "--checkpoint", "--trigger",
         "--available-now", "--starting-offsets", "--partition-by", "--metastore",
         "--txns-per-delta",
@@ -44,7 +45,8 @@ def test_flags_and_defaults() -> None:
     defaults = {f: s.default for f, s in specs.items() if not s.required}
     assert defaults == {
         "--topic": None, "--table": None, "--topic-pattern": None, "--table-template": None,
-        "--route": (), "--routes": None, "--route-field": None, "--dead-letter-table": None,
+        "--route": (), "--routes": None, "--route-field": None, "--unrouted-table": None,
+        "--max-new-tables-per-batch": 100,
         "--schema": None, "--trigger": "60", "--available-now": False,
         "--starting-offsets": "earliest",
         "--partition-by": None, "--metastore": None, "--txns-per-delta": 1,

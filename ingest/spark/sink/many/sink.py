@@ -37,7 +37,14 @@ import fsspec
 import pyarrow as pa
 
 from ingest.acid.format import CommittedFile, format_delta
-from ingest.errors import CommitConflictError, ConfigError, TableNotFoundError
+from ingest.errors import (
+    CommitConflictError,
+    ConfigError,
+    IngestError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+)
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.kafka import check_not_behind
@@ -77,6 +84,7 @@ from ingest.txn import (
     TableDefinition,
     Transaction,
     TransactionInfo,
+    normalize_location,
 )
 
 if TYPE_CHECKING:
@@ -90,6 +98,15 @@ RECENT_REPORTS = 1000
 CreateTables = Callable[[str], tuple[TableDefinition, TableDefinition]]
 # Checks a routed table and its dead-letter table at their first use (raises to refuse them).
 CheckTables = Callable[[TableDefinition, TableDefinition], None]
+
+HOLDER_PROPERTY = "ingest.routing_key"
+"""The table property naming the routing key that holds a template table (written when the
+key claims it, before its first write): which key may write it survives a restart."""
+DEFAULT_MAX_NEW_TABLES = 100
+
+
+class _Held(IngestError):
+    """A template table another key holds."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +224,8 @@ class ManyTableSink:
                  check: CheckTables | None = None,
                  partition_expression: str | None = None,
                  earliest_fn: EarliestFn | None = None,
-                 fail_on_data_loss: bool = True) -> None:
+                 fail_on_data_loss: bool = True,
+                 max_new_tables: int = DEFAULT_MAX_NEW_TABLES) -> None:
         """Check the options; nothing is opened until the first micro-batch.
 
         Args:
@@ -226,6 +244,8 @@ class ManyTableSink:
             fail_on_data_loss: lost offsets stop the stream before anything of the
                 micro-batch is written; False skips them (the committed ranges start after
                 them, the report's `lost` names them).
+            max_new_tables: tables created on first use in one micro-batch at most; the
+                keys of further new tables route nowhere in it (--max-new-tables-per-batch).
 
         Raises:
             ConfigError: the anchor has no metastore; an option not built for several
@@ -244,7 +264,11 @@ class ManyTableSink:
         if unsupported:
             raise ConfigError(f"A stream of several tables cannot use {', '.join(unsupported)} "
                               "yet (docs/many-tables.md, Status)")
+        if rules.anchor is None:  # the rules check routes against the anchor (reserved tables)
+            rules = replace(rules, anchor=normalize_location(anchor.location))
         self.rules = rules
+        self.max_new_tables = max_new_tables
+        self._logged: set[tuple[str, str]] = set()  # (key, reason) routed nowhere, logged
         self.anchor_ref = anchor
         self.sink_id = sink_id
         self.create = create
@@ -436,12 +460,13 @@ class ManyTableSink:
         return _Touched(table, dead, tuple(sorted(keys)), fs, dl_fs)
 
     def _load_holders(self, store: Metastore, keys: Sequence[str]) -> None:
-        """Which topic holds each template table of these keys that an earlier run created:
-        the topic of the table's own offset ranges (routed by topic, a template table has
-        one topic's). Looked up once per location; without it, after a restart two topics
-        meeting on a table in one micro-batch would both route nowhere, the holder too."""
-        if self.rules.template is None or self.rules.field_path is not None:
-            return  # by field the tables keep no ranges: holders are this run's only
+        """Which key holds each template table of these keys that an earlier run created:
+        the key recorded in the table's `HOLDER_PROPERTY` (by topic or by field), else,
+        routed by topic, the topic of the table's own offset ranges (a template table has
+        one topic's). Looked up once per location; without it, after a restart two keys
+        meeting on a table ("a_b", "A.b") could share it, or both route nowhere."""
+        if self.rules.template is None:
+            return
         for key in keys:
             found = self.rules.table_of(key)
             if key in self.rules.routes or not isinstance(found, Routed):
@@ -450,33 +475,79 @@ class ManyTableSink:
             if location in self._held or location in self._looked_up:
                 continue
             self._looked_up.add(location)
-            if store.find_table(location) is None:
+            table = store.find_table(location)
+            if table is None:
                 continue
-            topics = {r.topic for _, r in store.offset_ranges(location)}
-            if len(topics) == 1:
-                self._held[location] = topics.pop()
+            holder = table.properties.get(HOLDER_PROPERTY)
+            if holder is not None:
+                self._held[location] = holder
+            elif self.rules.field_path is None:
+                topics = {r.topic for _, r in store.offset_ranges(location)}
+                if len(topics) == 1:
+                    self._held[location] = topics.pop()
 
     def _claim(self, store: Metastore, batch_id: int, keys: Sequence[str]
                ) -> tuple[list[_Touched], dict[str, str]]:
-        """The tables of the micro-batch's routing keys (created on first use), and the
-        keys that route nowhere with the reason."""
+        """The tables of the micro-batch's routing keys (created on first use, at most
+        `max_new_tables` of them), and the keys that route nowhere with the reason. A table
+        problem of one key (its name taken by another table, its columns not the stream's)
+        makes that key's records route nowhere, never the micro-batch fail on every restart."""
         assert self._anchor is not None
         self._load_holders(store, keys)
         routed, refused = claim_tables(self.rules, keys, self._held)
-        by_location: dict[str, list[str]] = {}
-        for key, location in routed.items():
-            by_location.setdefault(location, []).append(key)
-            if self.rules.template is not None and key not in self.rules.routes:
-                self._held.setdefault(location, key)
-        touched = []
-        for location, its_keys in sorted(by_location.items()):
-            table, dead = self._table_at(store, location)
-            touched.append(self._touched(table, dead, its_keys))
         unrouted = {key: u.reason for key, u in refused.items()}
+        by_location: dict[str, list[str]] = {}
+        for key, location in routed.items():  # two spellings of one location are one table
+            by_location.setdefault(normalize_location(location), []).append(key)
+        touched, new = [], 0
+        for location, its_keys in sorted(by_location.items()):
+            templated = self.rules.template is not None and its_keys[0] not in self.rules.routes
+            try:
+                if location not in self._tables and store.find_table(location) is None:
+                    if new >= self.max_new_tables:
+                        for key in its_keys:
+                            unrouted[key] = (
+                                f"{_key_name(self.rules, key)} would create table {location!r}, "
+                                f"but this micro-batch created {self.max_new_tables} tables "
+                                "already (--max-new-tables-per-batch); a later micro-batch "
+                                "creates it")
+                        continue
+                    new += 1
+                table, dead = self._table_at(store, location)
+                if templated:
+                    table = self._hold(store, location, table, its_keys[0])
+            except (TableExistsError, SchemaMismatchError, _Held) as e:
+                for key in its_keys:
+                    unrouted[key] = (f"{_key_name(self.rules, key)} cannot use table "
+                                     f"{location!r}: {e}")
+                continue
+            touched.append(self._touched(table, dead, its_keys))
         for key, reason in sorted(unrouted.items()):
-            log.warning("micro-batch %d: the records of routing key %r go to %s: %s", batch_id,
-                        key, self._anchor.name, reason)
+            if (key, reason) not in self._logged:  # once per key and reason, not per batch
+                self._logged.add((key, reason))
+                log.warning("micro-batch %d: the records of routing key %r go to %s: %s",
+                            batch_id, key, self._anchor.name, reason)
         return touched, unrouted
+
+    def _hold(self, store: Metastore, location: str, table: TableDefinition, key: str
+              ) -> TableDefinition:
+        """Make `key` the holder of the template table at `location`, recorded in the table
+        (`HOLDER_PROPERTY`) before anything is written to it, so a restarted stream knows
+        it.
+
+        Raises:
+            _Held: another key is recorded as its holder.
+        """
+        holder = table.properties.get(HOLDER_PROPERTY)
+        if holder is None:
+            table = store.set_properties(table.name, {HOLDER_PROPERTY: key})
+            self._tables[location] = (table, self._tables[location][1])
+        elif holder != key:
+            self._held[location] = holder
+            raise _Held(f"{_key_name(self.rules, holder)} holds it (table property "
+                        f"{HOLDER_PROPERTY} of {table.name})")
+        self._held[location] = key
+        return table
 
     def _write(self, store: Metastore, routing: _Routing, batch_id: int,
                planned: Sequence[OffsetRange] | None,
@@ -678,6 +749,10 @@ def _table_report(report: BatchReport, ranges: tuple[OffsetRange, ...]) -> Batch
                        dead_letter_dirs=report.dead_letter_dirs)
 
 
+def _key_name(rules: RoutingRules, key: str) -> str:
+    return f"topic {key!r}" if rules.field_path is None else f"--route-field value {key!r}"
+
+
 def _codec(table: TableDefinition) -> str:
     return table_codec(table, None)
 
@@ -698,4 +773,4 @@ def _committed_files(one: _Touched, plan: TaskPlan, results: Sequence[TaskResult
     return out
 
 
-__all__ = ["CheckTables", "CreateTables", "ManyBatchReport", "ManyTableSink"]
+__all__ = ["HOLDER_PROPERTY", "CheckTables", "CreateTables", "ManyBatchReport", "ManyTableSink"]
