@@ -31,10 +31,9 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import fsspec
-import pyarrow as pa
 
 from ingest.acid.format import CommittedFile, format_delta
 from ingest.errors import (
@@ -59,13 +58,14 @@ from ingest.spark.sink._batch import (
 )
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._loss import EarliestFn, lost_ranges
-from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
+from ingest.spark.sink._plans import committed_files, table_codec, table_plan
+from ingest.spark.sink._results import FileWritten, NewFields, TaskResult, WriteTarget
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
+from ingest.spark.sink._undo import abort_left_open, remove_written
 from ingest.spark.sink.deadletter import dead_letter_location
-from ingest.spark.sink.driver import _codec as table_codec
-from ingest.spark.sink.driver import _remove_written, new_field_error
+from ingest.spark.sink.driver import new_field_error
 from ingest.spark.sink.many._job import run_many_tasks
 from ingest.spark.sink.many._route_keys import ROUTE_DDL, ROUTE_KEY, route_keys_task
 from ingest.spark.sink.many._tasks import ManyPlan, one_pass
@@ -73,7 +73,6 @@ from ingest.table import TableRef
 from ingest.table.core import (
     check_owner,
     check_written_columns,
-    remove_aborted_writes,
     stream_progress,
 )
 from ingest.txn import (
@@ -332,26 +331,8 @@ class ManyTableSink:
         for info in store.transactions(states=("open",)):
             if info.txn_id in left:
                 left[info.txn_id].append(info)
-        dead: dict[str, list[int]] = {}
-        for txn_id, infos in sorted(left.items()):
-            first = infos[0]
-            try:
-                store.abort(Transaction(txn_id, first.table, first.write_id, first.opened_at,
-                                        first.agent),
-                            reason="its stream was restarted before it committed")
-            except CommitConflictError as e:
-                log.warning("Transaction %d of sink %r committed meanwhile; its files stay: %s",
-                            txn_id, self.sink_id, e)
-                continue
-            for info in infos:
-                dead.setdefault(info.table, []).append(info.write_id)
-        for name, write_ids in sorted(dead.items()):
-            table = store.get_table(name)
-            removal = remove_aborted_writes(store, table, write_ids,
-                                            storage_options=self.storage_options)
-            log.warning("Aborted write ids %s of %s left open by an earlier run of sink %r; "
-                        "removed %d of their files", write_ids, name, self.sink_id,
-                        len(removal.removed))
+        abort_left_open(store, left, sink_id=self.sink_id, table_of=store.get_table,
+                        storage_options=self.storage_options)
 
     def _table_at(self, store: Metastore, location: str
                   ) -> tuple[TableDefinition, TableDefinition]:
@@ -579,7 +560,7 @@ class ManyTableSink:
                 ranges = after_loss(cover(report.offsets, [
                     r for r in planned or () if by_topic and r.topic in one.topics]), lost)
                 reports[one.table.name] = _table_report(report, ranges)
-                files.update(_committed_files(one, plan, results))
+                files.update(committed_files(_targets(one, plan), results))
                 seen += ranges
                 if by_topic:
                     # By field a topic feeds several tables: their ranges stay the anchor's.
@@ -590,7 +571,7 @@ class ManyTableSink:
                                          dl_fs=anchor.dl_fs)
                 dead_letters = report.dead_letters
                 seen += report.offsets
-                files.update(_committed_files(anchor, plan, results))
+                files.update(committed_files(_targets(anchor, plan), results))
             offsets = after_loss(cover(seen, planned), lost)
             crash_point("sink.before_commit")
             committing = time.monotonic()
@@ -665,7 +646,7 @@ class ManyTableSink:
         """The plan of the records routed nowhere: dead letters of the anchor."""
         assert self._anchor is not None
         anchor = DeltaTarget(self._anchor.location, txn.write_id,
-                             format_delta(txn.write_id, txn.write_id, 0), _codec(self._anchor))
+                             format_delta(txn.write_id, txn.write_id, 0), table_codec(self._anchor))
         return TaskPlan(target=anchor, dead_letter=anchor, row_schema=DEAD_LETTER_SCHEMA,
                         parse_schema=DEAD_LETTER_SCHEMA, partition_column=None,
                         partition_from="none", bucket_columns=(), bucket_count=0, append=False,
@@ -675,25 +656,12 @@ class ManyTableSink:
     def _plan(self, txn: Transaction, one: _Touched) -> TaskPlan:
         """The tasks' plan of one touched table (as the single-table sink's, append mode)."""
         table, dead = one.table, one.dead
-        pcol = table.partition_columns[0] if table.partition_columns else None
-        parse_fields = list(table.row_schema)
-        partition_from: Literal["field", "column", "none"] = "none"
-        if pcol is not None and self.partition_expression is None:
-            partition_from = "field"
-            parse_fields.append(pa.field(pcol, pa.string()))
-        elif pcol is not None:
-            partition_from = "column"
         write_id, dead_id = txn.write_id_for(table), txn.write_id_for(dead)
-        return TaskPlan(
-            target=DeltaTarget(table.location, write_id, format_delta(write_id, write_id, 0),
-                               _codec(table)),
-            dead_letter=DeltaTarget(dead.location, dead_id, format_delta(dead_id, dead_id, 0),
-                                    _codec(dead)),
-            row_schema=table.row_schema, parse_schema=pa.schema(parse_fields),
-            partition_column=pcol, partition_from=partition_from,
-            bucket_columns=tuple(table.bucket_columns), bucket_count=table.bucket_count,
-            append=False, close_files=False, options=self.options,
-            storage_options=dict(self.storage_options))
+        return table_plan(table, dead, target=(write_id, format_delta(write_id, write_id, 0)),
+                          dead_letter=(dead_id, format_delta(dead_id, dead_id, 0)),
+                          codecs=(table_codec(table), table_codec(dead)), options=self.options,
+                          storage_options=self.storage_options,
+                          partition_expression=self.partition_expression)
 
     def _new_fields(self, table: TableDefinition, results: Sequence[TaskResult],
                     batch_id: int) -> None:
@@ -718,9 +686,9 @@ class ManyTableSink:
             written = [r for r in results if isinstance(r, FileWritten)]
             _, root = storage.url_to_fs(one.table.location, self.storage_options)
             _, dl_root = storage.url_to_fs(one.dead.location, self.storage_options)
-            _remove_written(one.dl_fs, dl_root, 0, plan.dead_letter.delta_dir,
+            remove_written(one.dl_fs, dl_root, 0, plan.dead_letter.delta_dir,
                             [r for r in written if r.target == "dead_letter"])
-            _remove_written(one.fs, root, len(one.table.partition_columns),
+            remove_written(one.fs, root, len(one.table.partition_columns),
                             plan.target.delta_dir, [r for r in written if r.target == "table"])
 
     def close(self) -> None:
@@ -753,24 +721,9 @@ def _key_name(rules: RoutingRules, key: str) -> str:
     return f"topic {key!r}" if rules.field_path is None else f"--route-field value {key!r}"
 
 
-def _codec(table: TableDefinition) -> str:
-    return table_codec(table, None)
-
-
-def _committed_files(one: _Touched, plan: TaskPlan, results: Sequence[TaskResult]
-                     ) -> dict[str, list[CommittedFile]]:
-    """The manifest entries of the files one table's tasks reported (docs/format.md §20)."""
-    targets = {"table": (one.table, plan.target.write_id),
-               "dead_letter": (one.dead, plan.dead_letter.write_id)}
-    out: dict[str, list[CommittedFile]] = {one.table.name: [], one.dead.name: []}
-    for r in results:
-        if not isinstance(r, FileWritten) or r.tail_hash is None or r.events is None:
-            continue
-        table, write_id = targets[r.target]
-        root = storage.path_of(table.location) + "/"
-        out[table.name].append(CommittedFile(r.path.removeprefix(root), write_id, r.length,
-                                             r.tail_hash, r.events))
-    return out
+def _targets(one: _Touched, plan: TaskPlan) -> dict[WriteTarget, tuple[TableDefinition, int]]:
+    return {"table": (one.table, plan.target.write_id),
+            "dead_letter": (one.dead, plan.dead_letter.write_id)}
 
 
 __all__ = ["HOLDER_PROPERTY", "CheckTables", "CreateTables", "ManyBatchReport", "ManyTableSink"]
