@@ -61,6 +61,7 @@ class ManyTotals:
     rows: int = 0
     dead_letters: int = 0
     unrouted: int = 0
+    tombstones: int = 0
     files: int = 0
     bytes: int = 0
     tables: dict[str, int] = field(default_factory=dict)  # rows per table
@@ -70,13 +71,15 @@ class ManyTotals:
         if report.skipped:
             self.skipped += 1
             return
+        sums = report.sums()
         self.unrouted += report.unrouted_records
+        self.rows += sums.rows
+        self.dead_letters += sums.dead_letters
+        self.tombstones += sums.tombstones
+        self.files += sums.files
+        self.bytes += sums.bytes
         for name, one in report.tables.items():
             self.tables[name] = self.tables.get(name, 0) + one.rows
-            self.rows += one.rows
-            self.dead_letters += one.dead_letters
-            self.files += one.files
-            self.bytes += one.bytes
 
 
 @dataclass(frozen=True)
@@ -395,7 +398,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                 metrics.close()
     return ManyStreamSummary(anchor.name, totals.batches, totals.skipped, totals.rows,
                              totals.dead_letters + totals.unrouted, totals.files, totals.bytes,
-                             time.monotonic() - started, (), tables=dict(totals.tables),
+                             time.monotonic() - started, (), tombstones=totals.tombstones,
+                             tables=dict(totals.tables),
                              lag_by_topic=views.last_lag)
 
 

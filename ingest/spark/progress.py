@@ -145,14 +145,12 @@ def _many_record(record: dict[str, Any], view: ManyBatchView,
                      "records_read": r.records_read, "files": r.files, "bytes": r.bytes,
                      "topics": sorted({o.topic for o in r.offsets})}
               for name, r in sorted(report.tables.items())}
-    parts = report.tables.values()
+    sums = report.sums()
     lag = view.lag_by_topic
     record.update({
-        "tables": tables, "rows_committed": sum(r.rows for r in parts),
-        "records_read": sum(r.records_read for r in parts) + report.unrouted_records,
-        "dead_letters": sum(r.dead_letters for r in parts),
-        "unrouted_records": report.unrouted_records,
-        "files": sum(r.files for r in parts), "bytes": sum(r.bytes for r in parts),
+        "tables": tables, "rows_committed": sums.rows, "records_read": sums.records_read,
+        "dead_letters": sums.dead_letters, "tombstones": sums.tombstones,
+        "unrouted_records": report.unrouted_records, "files": sums.files, "bytes": sums.bytes,
         "sink_seconds": round(report.seconds, 3),
         "commit_seconds": round(report.commit_seconds, 3),
         "lag_after_commit": None if lag is None else sum(lag.values()),

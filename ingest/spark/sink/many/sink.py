@@ -143,6 +143,19 @@ class ManyBatchReport:
     commit_seconds: float = 0.0
     spark_actions: int = 0
 
+    def sums(self) -> BatchReport:
+        """The touched tables' counts summed, under the anchor's write id. The records routed
+        nowhere are not dead letters here (they are `unrouted_records`) but count in
+        `records_read`, every record the tasks read."""
+        parts = self.tables.values()
+        return BatchReport(self.batch_id, self.anchor_write_id,
+                           rows=sum(r.rows for r in parts),
+                           dead_letters=sum(r.dead_letters for r in parts),
+                           files=sum(r.files for r in parts), bytes=sum(r.bytes for r in parts),
+                           skipped=self.skipped, tombstones=sum(r.tombstones for r in parts),
+                           records_read=sum(r.records_read for r in parts)
+                           + self.unrouted_records)
+
     def line(self) -> str:
         if self.skipped:
             return (f"batch {self.batch_id}: already committed as anchor write id "
@@ -559,7 +572,9 @@ class ManyTableSink:
                 # The ranges planned, not only the records seen, without what was lost.
                 ranges = after_loss(cover(report.offsets, [
                     r for r in planned or () if by_topic and r.topic in one.topics]), lost)
-                reports[one.table.name] = _table_report(report, ranges)
+                # One table's part: its own topics' ranges (and the directories it wrote, which
+                # the stream's maintenance compacts).
+                reports[one.table.name] = replace(report, offsets=ranges)
                 files.update(committed_files(_targets(one, plan), results))
                 seen += ranges
                 if by_topic:
@@ -705,16 +720,6 @@ class ManyTableSink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _table_report(report: BatchReport, ranges: tuple[OffsetRange, ...]) -> BatchReport:
-    """One table's part of the micro-batch (its own topics' ranges; the directories it wrote,
-    which the stream's maintenance compacts)."""
-    return BatchReport(report.batch_id, report.write_id, rows=report.rows,
-                       dead_letters=report.dead_letters, files=report.files,
-                       bytes=report.bytes, offsets=ranges, tombstones=report.tombstones,
-                       records_read=report.records_read, partition_dirs=report.partition_dirs,
-                       dead_letter_dirs=report.dead_letter_dirs)
 
 
 def _key_name(rules: RoutingRules, key: str) -> str:
