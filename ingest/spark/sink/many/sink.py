@@ -222,12 +222,12 @@ class _Routing:
 
 class ManyTableSink:
     """A `foreachBatch` function writing each micro-batch into several tables in one
-    transaction (routing by topic).
+    transaction, routing each record by its topic or by a field of its value.
 
     Usage::
 
         sink = ManyTableSink(rules, ingest.open_table("wh/_unrouted").ref,
-                             sink_id="wh/_unrouted@/ckpt", create=make_tables)
+                             sink_id="default._unrouted@/ckpt", create=make_tables)
         query = df.writeStream.foreachBatch(sink).start()
     """
 
@@ -241,7 +241,7 @@ class ManyTableSink:
         """Check the options; nothing is opened until the first micro-batch.
 
         Args:
-            rules: the stream's routing rules (by topic).
+            rules: the stream's routing rules (by topic or by a field).
             anchor: the stream's dead-letter table, with its metastore and storage options
                 (every routed table is in the same metastore, reached with the same options).
             sink_id: names the stream in the anchor's progress.
