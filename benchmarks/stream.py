@@ -484,6 +484,12 @@ def _files_per_batch(summary: Any) -> float:
 
 
 def run(argv: list[str]) -> None:
+    if any(a == "--topics" or a.startswith("--topics=") for a in argv):
+        # N topics into N tables against one table: a benchmark of its own.
+        from benchmarks.stream_topics import run as run_topics
+
+        run_topics(argv)
+        return
     parser = argparse.ArgumentParser(prog="python -m benchmarks stream")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=2, help="topic partitions")

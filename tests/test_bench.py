@@ -247,3 +247,30 @@ def test_stream_benchmark_on_apache_kafka_quotes_the_cost_of_sasl_ssl() -> None:
         plain["seconds"] / secured["seconds"], rel=0.01)
     assert secured["consumer_secured_ratio_to_plaintext"] == pytest.approx(
         figures["consumer_seconds"] / secured["consumer_seconds"], rel=0.01)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_stream_benchmark_of_many_topics_quotes_both_throughputs_and_the_driver_costs() -> None:
+    """`bench stream --topics N`: N topics into N tables against the same records into one
+    table, in the same run, over several micro-batches each."""
+    figures = run_bench("stream", "--topics", "3", "--rows", "1500", "--warmup-rows", "150",
+                        "--repeats", "1", "--max-offsets-per-trigger", "500", timeout=900)
+    assert figures["benchmark"] == "stream" and figures["topics"] == 3
+    assert figures["rows"] == 1500 and figures["records_per_topic"] == 500
+    assert COMMON_KEYS <= figures.keys()
+    assert figures["ingest_rows_per_s"] == figures["many_tables_records_per_s"] > 0
+    assert figures["baseline_rows_per_s"] == figures["one_table_records_per_s"] > 0
+    assert figures["ratio"] == pytest.approx(
+        figures["ingest_rows_per_s"] / figures["baseline_rows_per_s"], rel=0.01, abs=0.0006)
+    assert figures["goal_met"] == (figures["ratio"] >= 0.8)
+    # Several micro-batches each (the bound is on records per micro-batch), each committed.
+    assert figures["micro_batches_one"] >= 2 and figures["micro_batches_many"] >= 2
+    assert figures["one_table_commit_ms"] > 0 and figures["many_tables_commit_ms"] > 0
+    # The driver's share of a micro-batch is part of it, the commit part of that.
+    assert 0 < figures["many_tables_commit_ms"] <= figures["many_tables_driver_ms"] \
+        <= figures["many_tables_batch_ms"]
+    assert figures["many_tables_spark_actions_per_batch"] >= 1
+    assert figures["peak_rss_driver_python_mb"] > 0 and figures["peak_rss_driver_jvm_mb"] > 0
+    assert figures["python_heap_blocks"] > 0

@@ -72,29 +72,39 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     anything is written.
     """
     from ingest.spark import (
+        ManyStreamSummary,
         StreamSummary,
         check_kafka,
+        check_many_options,
         check_sink_progress,
         check_stream_key,
         check_transaction_batches,
+        run_many_stream,
         run_stream,
         table_layout,
         with_avro_columns,
     )
 
     options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
-    options = with_avro_columns(options)  # no --schema with Avro values: the writers' schema
-    assert options.schema_ddl is not None
-    table_layout(options.schema_ddl, options.partition_by)  # bad --schema / --partition-by too
-    for location in (options.table, options.checkpoint):
-        storage.check_url(location)  # an unknown scheme or a missing backend too
-    url = options.metastore or default_metastore_url(options.table)
-    if options.metastore is not None:
-        check_sink_progress(options.metastore)  # before starting Spark
-    check_transaction_batches(options.table, url, options.sink.txns_per_delta)
-    check_stream_key(options, table_layout(options.schema_ddl, options.partition_by), url)
-    check_kafka(options.connection, options.topic,
-                timeout_s=options.kafka_timeout_s)  # before starting Spark
+    if options.many_tables:  # a table per route: the same checks before Spark starts
+        check_many_options(options)
+        if not options.connection.kerberos:
+            for topic in options.topic.split(",") if options.topic else ():
+                check_kafka(options.connection, topic.strip(),
+                            timeout_s=options.kafka_timeout_s)  # before starting Spark
+    else:
+        options = with_avro_columns(options)  # no --schema with Avro values: the writers'
+        assert options.schema_ddl is not None
+        table_layout(options.schema_ddl, options.partition_by)  # bad --schema/--partition-by
+        for location in (options.table_root, options.checkpoint):
+            storage.check_url(location)  # an unknown scheme or a missing backend too
+        url = options.metastore or default_metastore_url(options.table_root)
+        if options.metastore is not None:
+            check_sink_progress(options.metastore)  # before starting Spark
+        check_transaction_batches(options.table_root, url, options.sink.txns_per_delta)
+        check_stream_key(options, table_layout(options.schema_ddl, options.partition_by), url)
+        check_kafka(options.connection, options.topic_name,
+                    timeout_s=options.kafka_timeout_s)  # before starting Spark
     if not quiet:  # one line per micro-batch, as sentences or JSON (--log-format)
         from ingest.spark import configure_stream_logging
 
@@ -105,7 +115,8 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
 
     from ingest.spark import REDACTION_REGEX, krb5_java_options
 
-    builder = (SparkSession.builder.master(master).appName(f"ingest stream {options.topic}")
+    topics = options.topic or options.topic_pattern
+    builder = (SparkSession.builder.master(master).appName(f"ingest stream {topics}")
                .config("spark.ui.enabled", "false")
                .config("spark.redaction.regex", REDACTION_REGEX)
                .config("spark.ui.showConsoleProgress", "false"))
@@ -113,14 +124,18 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    summary = run_stream(spark, options)
+    summary = (run_many_stream(spark, options) if options.many_tables
+               else run_stream(spark, options))
     assert isinstance(summary, StreamSummary)  # wait=True
     if as_json:
-        click.echo(json.dumps({
+        out: dict[str, Any] = {
             "table": summary.table, "batches": summary.batches, "skipped": summary.skipped,
             "rows": summary.rows, "dead_letters": summary.dead_letters,
             "tombstones": summary.tombstones, "files": summary.files,
-            "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}))
+            "bytes": summary.bytes, "seconds": round(summary.seconds, 3)}
+        if isinstance(summary, ManyStreamSummary):  # rows per table, lag per topic
+            out.update({"tables": dict(summary.tables), "lag_by_topic": summary.lag_by_topic})
+        click.echo(json.dumps(out))
     if options.log_format == "json" and not quiet:  # a JSON line like the job's others
         logging.getLogger("ingest.spark.job").info("%s", summary.line())
     else:

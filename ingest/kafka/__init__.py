@@ -17,6 +17,7 @@ from ingest.kafka.options import (
     Offsets,
     check_not_behind,
     describe,
+    jvm_pattern,
     offsets_from_json,
     offsets_to_json,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Watermarks",
     "check_not_behind",
     "describe",
+    "jvm_pattern",
     "encode_event",
     "ensure_topic",
     "group_offsets",

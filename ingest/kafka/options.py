@@ -9,6 +9,7 @@ confluent-kafka.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +24,26 @@ DEFAULT_STARTING_OFFSETS: Literal["earliest"] = "earliest"
 Offsets = dict[TopicPartitionKey, int]
 StartingOffsets = Literal["earliest", "latest"] | Offsets
 
+INTERNAL_TOPIC_PREFIX = "__"
+"""Kafka's own topics (`__consumer_offsets`, `__transaction_state`) start so: a pattern never
+selects them (docs/many-tables.md), as Kafka's consumers leave internal topics out of pattern
+subscriptions."""
+
+
+def pattern_matches(pattern: str, topic: str) -> bool:
+    """Whether `subscribePattern` `pattern` selects `topic`: the whole name matches (as
+    Java's `Pattern.matcher(topic).matches()` in Kafka's consumer) and it is not internal."""
+    return (not topic.startswith(INTERNAL_TOPIC_PREFIX)
+            and re.fullmatch(pattern, topic) is not None)
+
+
+def jvm_pattern(pattern: str) -> str:
+    """`pattern` for Spark's JVM source's `subscribePattern`, selecting what
+    `pattern_matches` does: anchored, as Spark's source looks for the pattern anywhere in a
+    name (a find, not a whole-name match), and a lookahead keeps `__` topics out (Java's
+    regex syntax has both)."""
+    return f"^(?!{INTERNAL_TOPIC_PREFIX})(?:{pattern})$"
+
 
 def describe(tp: TopicPartitionKey) -> str:
     """"topic-partition", as Kafka's tools print a partition."""
@@ -36,12 +57,14 @@ class KafkaSourceOptions:
     Attributes:
         connection: `kafka.bootstrap.servers` and every other `kafka.*` option (librdkafka's
             names, or the Java client's SASL/TLS ones, translated), the prefix removed.
-        topics: `subscribe`, split on commas.
+        topics: `subscribe`, split on commas (empty with `pattern`).
         starting_offsets: `startingOffsets`: "earliest", "latest" or explicit offsets
             (-2 = earliest, -1 = latest for one partition).
         max_offsets_per_trigger: `maxOffsetsPerTrigger`, or None for no limit.
         fail_on_data_loss: `failOnDataLoss`.
         timeout_s: `kafka.timeout.ms` / 1000: metadata calls and reads without progress.
+        pattern: `subscribePattern`, or None: the topics are those whose whole name it
+            matches (`pattern_matches`), listed again at each micro-batch's planning.
     """
 
     connection: KafkaConnection
@@ -50,6 +73,13 @@ class KafkaSourceOptions:
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
     timeout_s: float
+    pattern: str | None = None
+
+    def selects(self, topic: str) -> bool:
+        """Whether the source reads `topic`."""
+        if self.pattern is None:
+            return topic in self.topics
+        return pattern_matches(self.pattern, topic)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -74,14 +104,16 @@ class KafkaSourceOptions:
         if not servers:
             raise ConfigError("The ingest-kafka source needs option 'kafka.bootstrap.servers'.",
                               hint='add .option("kafka.bootstrap.servers", "host:9092")')
-        for unsupported in ("assign", "subscribepattern"):
-            if unsupported in opts:
-                raise ConfigError(f"The ingest-kafka source does not support option "
-                                  f"'{unsupported}'; only 'subscribe' is supported.")
+        if "assign" in opts:
+            raise ConfigError("The ingest-kafka source does not support option 'assign'; "
+                              "use 'subscribe' or 'subscribePattern'.")
         topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
-        if not topics:
-            raise ConfigError("The ingest-kafka source needs option 'subscribe' "
-                              "(comma-separated topic names).")
+        pattern = _parse_pattern(opts.get("subscribepattern"))
+        if (not topics) == (pattern is None):
+            raise ConfigError(
+                "The ingest-kafka source needs option 'subscribe' (comma-separated topic "
+                "names) or 'subscribePattern' (a regular expression matched against whole "
+                "topic names)" + (", not both." if topics else "."))
         timeout_ms = _positive_int(opts, "kafka.timeout.ms", DEFAULT_TIMEOUT_MS)
         max_offsets = opts.get("maxoffsetspertrigger")
         fail = opts.get("failondataloss", "true").strip().lower()
@@ -94,9 +126,9 @@ class KafkaSourceOptions:
         connection = KafkaConnection(servers, tuple(client.items()))
         connection.check_python_client()  # GSSAPI: Spark's own source, not this one
         return cls(
-            connection=connection, topics=topics,
+            connection=connection, topics=topics, pattern=pattern,
             starting_offsets=_parse_starting(
-                opts.get("startingoffsets", DEFAULT_STARTING_OFFSETS), topics),
+                opts.get("startingoffsets", DEFAULT_STARTING_OFFSETS), topics, pattern),
             max_offsets_per_trigger=None if max_offsets is None
             else _positive_int(opts, "maxoffsetspertrigger", 0),
             fail_on_data_loss=fail == "true", timeout_s=timeout_ms / 1000.0,
@@ -116,7 +148,22 @@ def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
-def _parse_starting(raw: str, topics: Sequence[str]) -> StartingOffsets:
+def _parse_pattern(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        compiled = re.compile(raw)
+    except re.error as e:
+        raise ConfigError(f"Option 'subscribePattern' {raw!r} is not a regular expression: "
+                          f"{e}") from e
+    if compiled.fullmatch(""):
+        raise ConfigError(f"Option 'subscribePattern' {raw!r} matches the empty name, so it "
+                          "would select every topic", hint="e.g. 'shop\\..*'")
+    return raw
+
+
+def _parse_starting(raw: str, topics: Sequence[str],
+                    pattern: str | None = None) -> StartingOffsets:
     text = raw.strip()
     if text.lower() in ("earliest", "latest"):
         return "earliest" if text.lower() == "earliest" else "latest"
@@ -126,6 +173,12 @@ def _parse_starting(raw: str, topics: Sequence[str]) -> StartingOffsets:
         raise ConfigError(
             f"Option 'startingOffsets' must be \"earliest\", \"latest\" or JSON like "
             f'{{"topic":{{"0":23}}}}, got {raw!r}: {e}') from e
+    if pattern is not None:
+        unknown = sorted({t for t, _ in parsed if not pattern_matches(pattern, t)})
+        if unknown:
+            raise ConfigError(f"Option 'startingOffsets' names topics {unknown} that "
+                              f"'subscribePattern' {pattern!r} does not select.")
+        return parsed
     unknown = sorted({t for t, _ in parsed} - set(topics))
     if unknown:
         raise ConfigError(f"Option 'startingOffsets' names topics {unknown} that are not in "
@@ -173,11 +226,14 @@ def check_not_behind(offsets: Mapping[TopicPartitionKey, int],
 __all__ = [
     "DEFAULT_STARTING_OFFSETS",
     "DEFAULT_TIMEOUT_MS",
+    "INTERNAL_TOPIC_PREFIX",
     "KafkaSourceOptions",
     "Offsets",
     "StartingOffsets",
     "check_not_behind",
     "describe",
+    "jvm_pattern",
     "offsets_from_json",
     "offsets_to_json",
+    "pattern_matches",
 ]

@@ -65,7 +65,8 @@ class KafkaClient:
         return level.strip().lower() == "read_committed"
 
     def partitions(self) -> list[TopicPartitionKey]:
-        """Every partition of the subscribed topics.
+        """Every partition of the subscribed topics; with a pattern, of the topics it selects
+        now (a topic whose metadata is not ready yet, one just created, waits for the next call).
 
         Raises:
             ConfigError: a topic does not exist.
@@ -74,13 +75,21 @@ class KafkaClient:
             IngestError: the broker cannot be reached in time.
         """
 
-        def metadata(topic: str) -> Any:
+        def metadata(topic: str | None) -> Any:
             return self.client.wait(
-                f"get metadata for topic '{topic}'",
+                f"get metadata for topic '{topic}'" if topic is not None
+                else "list topics",
                 lambda t: self.consumer.list_topics(topic=topic, timeout=t),
                 timeout_s=self.options.timeout_s)
 
         out: list[TopicPartitionKey] = []
+        if self.options.pattern is not None:
+            listed = metadata(None).topics
+            for topic in sorted(t for t in listed if self.options.selects(t)):
+                tmeta = listed[topic]
+                if tmeta.error is None and tmeta.partitions:
+                    out.extend((topic, p) for p in sorted(tmeta.partitions))
+            return out
         for topic in self.options.topics:
             meta = metadata(topic)
             out.extend((topic, p) for p in topic_partitions(self.options.connection, topic,

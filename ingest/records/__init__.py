@@ -4,9 +4,10 @@ Values (DECIMAL and TIMESTAMP, `values`), input files (`input`), change events a
 (`changes`), Avro schemas as Hive columns (`avro_schema`), splitting rows by partition and
 bucket (`split`, shared by the CLI and the sink), Kafka record values decoded by format
 (`formats`: `json_values` for JSON, `avro_values` for Avro, by name), new top-level fields and
-what --on-new-field makes of them (`fields`, `new_fields`) and the schema registry client with
-Confluent's framing (`schema_registry`). Knows Arrow, JSON and Avro; imports only `ingest.io`,
-`ingest.orc`, `ingest.acid` and the shared leaves.
+what --on-new-field makes of them (`fields`, `new_fields`), the schema registry client with
+Confluent's framing (`schema_registry`) and a many-topic stream's routing rules (`routing`).
+Knows Arrow, JSON and Avro; imports only `ingest.io`, `ingest.orc`, `ingest.acid` and the
+shared leaves.
 """
 
 from ingest.records.avro_schema import (
@@ -55,6 +56,22 @@ from ingest.records.new_fields import (
     kept,
     types_from_text,
 )
+from ingest.records.routing import (
+    Routed,
+    RoutingRules,
+    TableTemplate,
+    TopicSelection,
+    Unrouted,
+    check_topic_name,
+    claim_tables,
+    clean_table_name,
+    location_table_name,
+    merge_routes,
+    parse_field_path,
+    parse_routes,
+    parse_routes_file,
+    table_name_for,
+)
 from ingest.records.schema_registry import (
     RegistryRetry,
     SchemaRegistry,
@@ -87,7 +104,12 @@ __all__ = [
     "ParsedValues",
     "ProgressFn",
     "RegistryRetry",
+    "Routed",
+    "RoutingRules",
     "SchemaRegistry",
+    "TableTemplate",
+    "TopicSelection",
+    "Unrouted",
     "ValueDecoder",
     "WIDE_DECIMAL",
     "as_text",
@@ -96,7 +118,10 @@ __all__ = [
     "avro_to_arrow",
     "avro_to_ddl",
     "check_cdc_format",
+    "check_topic_name",
     "check_writer_schema",
+    "claim_tables",
+    "clean_table_name",
     "column_type",
     "confluent_frame",
     "dead_letters",
@@ -112,9 +137,13 @@ __all__ = [
     "kept",
     "load_avro_schema",
     "merge_fields",
+    "merge_routes",
     "new_columns",
     "outside_nanoseconds",
+    "parse_field_path",
     "parse_json_values",
+    "parse_routes",
+    "parse_routes_file",
     "parse_values",
     "partition_path",
     "plain_start_problem",
@@ -127,6 +156,8 @@ __all__ = [
     "registry_settings",
     "split_frame",
     "split_rows",
+    "location_table_name",
+    "table_name_for",
     "to_decimal",
     "to_nanosecond_timestamp",
     "to_timestamp",

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from ingest.spark.kafka import kafka_dataframe, register_kafka_source
     from ingest.spark.maintenance import MaintenanceStats, StreamMaintenance
+    from ingest.spark.many_job import ManyStreamSummary, check_many_options, run_many_stream
     from ingest.spark.metrics import METRIC_NAMES, StreamMetrics
     from ingest.spark.operations import StreamOperations
     from ingest.spark.options import (
@@ -84,6 +85,9 @@ _HOMES = {
     "register": "source",
     "register_kafka_source": "kafka",
     "run_stream": "job",
+    "run_many_stream": "many_job",
+    "ManyStreamSummary": "many_job",
+    "check_many_options": "many_job",
     "table_layout": "job",
     "with_avro_columns": "avro_columns",
 }
@@ -124,6 +128,9 @@ __all__ = [
     "register",
     "register_kafka_source",
     "run_stream",
+    "run_many_stream",
+    "ManyStreamSummary",
+    "check_many_options",
     "table_layout",
     "with_avro_columns",
 ]

@@ -30,7 +30,7 @@ def with_avro_columns(options: StreamOptions) -> StreamOptions:
         ddl = avro_to_ddl(text, what=f"--avro-schema {sink.avro_schema}")
     else:
         assert sink.schema_registry is not None  # StreamOptions checked it
-        subject = f"{options.topic}-value"
+        subject = f"{options.topic_name}-value"
         schema_id, text = registry(sink.schema_registry, registry_settings(
             sink.schema_registry_options)).latest(subject)
         ddl = avro_to_ddl(text, what=f"subject {subject!r} (schema id {schema_id})")

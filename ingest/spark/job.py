@@ -40,13 +40,14 @@ from ingest.spark.sink import (
     dead_letter_schema,
     error_in_traceback,
 )
-from ingest.table import open_table_root
+from ingest.table import Table, open_table_root
 from ingest.table.core import stream_progress
 from ingest.table.write import create_table, default_table_name
 from ingest.txn import (
     Metastore,
     MetastoreError,
     TableDefinition,
+    TopicPartitionKey,
     backend_for,
     default_metastore_url,
     normalize_location,
@@ -240,11 +241,11 @@ def check_stream_key(options: StreamOptions, layout: StreamLayout,
     table = None
     try:
         with Metastore.open(metastore_url, read_only=True) as store:
-            table = store.find_table(options.table)
+            table = store.find_table(options.table_root)
     except MetastoreError:  # no metastore yet: the stream creates it and the table
         table = None
     if table is None:
-        table = keyed_table(options.table, layout, options)
+        table = keyed_table(options.table_root, layout, options)
     check_keyed_stream(table, options.sink, layout.partition_expression)
 
 
@@ -252,12 +253,13 @@ def ensure_tables(location: str, layout: StreamLayout, *,
                   metastore_url: str | None = None,
                   storage_options: Mapping[str, Any] | None = None,
                   buckets: int = 0, bucketed_by: tuple[str, ...] = (),
-                  allow_added_columns: bool = False,
+                  allow_added_columns: bool = False, name: str | None = None,
                   ) -> tuple[TableDefinition, TableDefinition]:
     """Create the table and its dead-letter table when missing (with `storage_options`, the
-    tables' fsspec options; `buckets` buckets by `bucketed_by`, for a keyed stream); check
-    them when present (`allow_added_columns`: the table may have more columns after the
-    given ones, which --on-new-field evolve added).
+    tables' fsspec options; `buckets` buckets by `bucketed_by`, for a keyed stream; `name`,
+    `db.table`, else `default_table_name(location)`); check them when present
+    (`allow_added_columns`: the table may have more columns after the given ones, which
+    --on-new-field evolve added).
 
     Raises:
         SchemaMismatchError: an existing table's columns or partitioning differ.
@@ -267,7 +269,8 @@ def ensure_tables(location: str, layout: StreamLayout, *,
     url = metastore_url or default_metastore_url(location)
     partitions = (layout.partition_column,) if layout.partition_column else ()
     with Metastore.open(url) as store:
-        wanted = TableDefinition(default_table_name(location), location, layout.row_schema,
+        wanted = TableDefinition(name or default_table_name(location), location,
+                                 layout.row_schema,
                                  partition_columns=partitions)
         table = store.find_table(location)
         if table is None:
@@ -279,19 +282,26 @@ def ensure_tables(location: str, layout: StreamLayout, *,
                      to_ddl(table.row_schema),
                      f" partitioned by {partitions[0]}" if partitions else "")
         else:
-            _check_existing(table, wanted, allow_added_columns=allow_added_columns)
+            check_existing_table(table, wanted, allow_added_columns=allow_added_columns)
         dl_location = dead_letter_location(table.location)
         dead = store.find_table(dl_location)
         if dead is None:
             dead = create_table(dl_location, DEAD_LETTER_DDL, name=dead_letter_name(table.name),
                                 metastore=store, storage_options=storage_options)
         else:
-            _check_existing(dead, TableDefinition(dead.name, dl_location, dead_letter_schema()))
+            check_existing_table(dead, TableDefinition(dead.name, dl_location,
+                                                       dead_letter_schema()))
     return table, dead
 
 
-def _check_existing(table: TableDefinition, wanted: TableDefinition, *,
-                    allow_added_columns: bool = False) -> None:
+def check_existing_table(table: TableDefinition, wanted: TableDefinition, *,
+                         allow_added_columns: bool = False) -> None:
+    """Refuse an existing table whose columns or partitioning are not `wanted`'s (the
+    stream's --schema and --partition-by).
+
+    Raises:
+        SchemaMismatchError: naming the table and both sides of the difference.
+    """
     found, expected = table.row_schema, wanted.row_schema
     if allow_added_columns and len(found) > len(expected):
         found = pa.schema(list(found)[:len(expected)])
@@ -308,6 +318,34 @@ def _check_existing(table: TableDefinition, wanted: TableDefinition, *,
             f"{list(table.partition_columns)} but --partition-by gives "
             f"{list(wanted.partition_columns)}",
             hint="use the table's partitioning, or write to a new --table location")
+
+
+def check_ends_not_behind(marks: Watermarks, committed: Mapping[TopicPartitionKey, int], *,
+                          servers: str, known_as: str) -> None:
+    """Refuse to start when a partition's end on the broker is below the offset the stream
+    committed: its topic was deleted and created again while the stream was down. Checked
+    before Spark plans from its checkpoint: Spark's own source, told failOnDataLoss false,
+    would skip a re-created topic's records below the old end without a word.
+
+    Raises:
+        IngestError: naming the partition, both offsets and the re-created topic.
+    """
+    check_not_behind({tp: end for tp, (_, end) in marks.items()}, committed, servers=servers,
+                     what="now ends at", known_as=known_as)
+
+
+def repair_torn_files(table: Table) -> None:
+    """Repair what dead writers left in a table (torn stripes, stale side files: bucket files
+    cut back to their last complete footer, `Table.recover`) before a stream adds to it;
+    files of transactions still open belong to live writers and are left alone.
+
+    Raises:
+        MetastoreError: the metastore failed.
+    """
+    recovery = table.recover()
+    for repaired in recovery.report.changed:
+        log.warning("recovered %s: %s (%s -> %s bytes)", repaired.path, repaired.action,
+                    repaired.old_length, repaired.new_length)
 
 
 def _checkpoint_is_new(checkpoint: str, storage_options: Mapping[str, Any]) -> bool:
@@ -497,10 +535,13 @@ def run_stream(
         options = StreamOptions.from_flags(flags)
     elif flags:
         raise TypeError(f"run_stream takes options or flags, not both: {sorted(flags)}")
+    if options.many_tables:  # a table per route: many_job.py (which builds on this module)
+        raise ConfigError("run_stream runs a stream of one table; a stream of several tables "
+                          "runs with run_many_stream (ingest.spark)")
     options = with_avro_columns(options)  # no --schema with Avro values: the writers' schema
     assert options.schema_ddl is not None
     interval_s, available_now = options.schedule
-    table = options.table
+    table = options.table_root
     layout = table_layout(options.schema_ddl, options.partition_by)
     # The tables' (and the checkpoint's) storage options, passed as a value to everything
     # that touches a file: the sink ships them to its tasks (docs/architecture.md §4).
@@ -515,7 +556,7 @@ def run_stream(
     check_stream_key(options, layout, url)
     connection = options.connection
     kerberos = check_kerberos_kafka(connection)
-    marks = check_kafka(connection, options.topic, timeout_s=options.kafka_timeout_s)
+    marks = check_kafka(connection, options.topic_name, timeout_s=options.kafka_timeout_s)
     if options.kafka_source == "jvm":
         check_jvm_kafka(spark)  # before any table is created
     if options.metrics_port is not None:
@@ -540,18 +581,13 @@ def run_stream(
         progress = stream_progress(store, target.name)
         # Before Spark plans from its checkpoint: Spark's own source, told failOnDataLoss
         # false, would skip a re-created topic's records below the old end without a word.
-        check_not_behind({tp: end for tp, (_, end) in marks.items()},
-                         progress.offsets if progress else {}, servers=connection.bootstrap_servers,
-                         what="now ends at", known_as=f"table {target.name} already committed")
-        # Repair what dead writers left (torn stripes, stale side files) before adding to it;
-        # files of transactions still open belong to live writers and are left alone.
+        check_ends_not_behind(marks, progress.offsets if progress else {},
+                              servers=connection.bootstrap_servers,
+                              known_as=f"table {target.name} already committed")
         # The stream's table, resolved once here: the sink and the maintenance thread get
         # it as a `TableRef` (its metastore and storage options), never a search again.
         opened = open_table_root(target.location, store, storage_options)
-        recovery = opened.recover()
-    for repaired in recovery.report.changed:
-        log.warning("recovered %s: %s (%s -> %s bytes)", repaired.path, repaired.action,
-                    repaired.old_length, repaired.new_length)
+        repair_torn_files(opened)
     if last is not None and _checkpoint_is_new(checkpoint, storage_options):
         raise ConfigError(
             f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
@@ -567,7 +603,7 @@ def run_stream(
                     earliest_fn=None if kerberos else lag.earliest,
                     fail_on_data_loss=options.fail_on_data_loss == "true")
     frame = kafka_dataframe(spark, connection=connection,
-                            topic=options.topic, starting_offsets=options.starting_offsets,
+                            topic=options.topic_name, starting_offsets=options.starting_offsets,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
                             # The sink judges loss, for both sources alike: every lost range
                             # named before anything is written, or counted and skipped.
@@ -586,7 +622,7 @@ def run_stream(
         metrics = StreamMetrics(
             target.name, committed=progress.offsets if progress else None,
             last_commit_at=progress.last_commit_at if progress else None,
-            lag_probe=None if kerberos else LagProbe(connection, [options.topic],
+            lag_probe=None if kerberos else LagProbe(connection, [options.topic_name],
                                                      timeout_s=options.kafka_timeout_s))
         batch_fn = _then_observe(batch_fn, sink, metrics)
         if maintenance is not None:
@@ -631,12 +667,15 @@ __all__ = [
     "RunningStream",
     "StreamSummary",
     "StreamLayout",
+    "check_ends_not_behind",
+    "check_existing_table",
     "check_kafka",
     "check_partition_expression",
     "check_sink_progress",
     "check_stream_key",
     "ensure_tables",
     "keyed_table",
+    "repair_torn_files",
     "run_stream",
     "table_layout",
 ]

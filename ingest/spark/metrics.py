@@ -1,7 +1,11 @@
 """Prometheus metrics of the streaming job (`--metrics-port`), served by the driver.
 
 Counted from each micro-batch's `BatchReport` (the sum of the executors' typed results), so
-nothing runs on the executors; Kafka lag is asked of the broker when Prometheus scrapes.
+nothing runs on the executors; Kafka lag is asked of the broker when Prometheus scrapes. A
+stream of several tables (`observe_many`) counts each touched table under its own `table`
+label; its micro-batches, seconds and records routed nowhere under the anchor's; a topic
+partition's offsets and lag under the table holding the topic (the anchor's when routed by a
+field, or before the topic's table is known).
 Each job has its own registry (never prometheus_client's global one), so several jobs or
 tests can share a process. Names follow Prometheus' conventions (`_total`, `_seconds`).
 """
@@ -13,16 +17,17 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ingest.errors import ConfigError, IngestError
-from ingest.kafka import LagProbe
+from ingest.kafka import PartitionLag
 from ingest.spark._metrics_collectors import MaintenanceCollector, MetastoreCollector
-from ingest.spark.sink import BatchReport
+from ingest.spark.sink import BatchReport, ManyBatchReport
 from ingest.txn import TopicPartitionKey
 
 if TYPE_CHECKING:
@@ -48,6 +53,15 @@ METRIC_NAMES = (
     "ingest_compaction_backlog_partitions", "ingest_open_transactions", "ingest_reader_leases",
 )
 """Every metric family the job exports (histograms add `_bucket`, `_count`, `_sum`)."""
+
+
+class LagSource(Protocol):
+    """What the metrics ask for the lag at scrape time (`ingest.kafka.LagProbe`, or a stream
+    of several tables' probe of the topics it committed)."""
+
+    def lag(self, committed: Mapping[TopicPartitionKey, int]) -> list[PartitionLag]: ...
+
+    def close(self) -> None: ...
 
 
 def check_port(port: int, *, host: str = "0.0.0.0") -> None:
@@ -95,11 +109,12 @@ class _BatchCollector(Collector):
         yield from counted
         lag, committed = self._offset_families()
         for (topic, partition), offset in offsets.items():
-            committed.add_metric([m.table, topic, str(partition)], offset)
+            committed.add_metric([m.table_of(topic), topic, str(partition)], offset)
         if m.lag_probe is not None:
             try:
                 for p in m.lag_probe.lag(offsets):
-                    lag.add_metric([m.table, p.topic, str(p.partition)], p.lag_records)
+                    lag.add_metric([m.table_of(p.topic), p.topic, str(p.partition)],
+                                   p.lag_records)
             except IngestError as e:  # a scrape without lag beats a failed scrape
                 log.warning("metrics: cannot read the Kafka lag of %s: %s", m.table, e)
         yield lag
@@ -130,11 +145,12 @@ class StreamMetrics:
         metrics.close()
     """
 
-    def __init__(self, table: str, *, lag_probe: LagProbe | None = None,
+    def __init__(self, table: str, *, lag_probe: LagSource | None = None,
                  committed: Mapping[TopicPartitionKey, int] | None = None,
                  last_commit_at: float | None = None) -> None:
         """Args:
-            table: the `table` label (the target table's name).
+            table: the `table` label (the target table's name; a stream of several tables'
+                anchor).
             lag_probe: asks the broker for its latest offsets at scrape time; None: no lag.
             committed: the table's committed offsets when the job starts (its sink progress).
             last_commit_at: the table's last commit before the job started (epoch seconds).
@@ -142,6 +158,7 @@ class StreamMetrics:
         self.table = table
         self.lag_probe = lag_probe
         self._committed = dict(committed or {})
+        self._holders: dict[str, str] = {}  # topic -> the table holding it (several tables)
         self._lock = threading.Lock()
         self._server: Any = None
         self.port: int | None = None
@@ -156,7 +173,8 @@ class StreamMetrics:
             "ingest_rows_committed", "Rows committed to the table.", labels, registry=r)
         self.dead_letters = Counter(
             "ingest_dead_letters", "Records committed to the dead-letter table, by reason "
-            "(unparsable, tombstone).", [*labels, "reason"], registry=r)
+            "(unparsable, tombstone; unrouted: a stream of several tables' records that route "
+            "to no table, in its own table).", [*labels, "reason"], registry=r)
         self.tombstones = Counter(
             "ingest_tombstones", "Records without a value, by what happened to them "
             "(skipped, dead_lettered).", [*labels, "action"], registry=r)
@@ -227,6 +245,17 @@ class StreamMetrics:
         with self._lock:
             return dict(self._committed)
 
+    def table_of(self, topic: str) -> str:
+        """The `table` label of a topic's offsets and lag: the table holding it, else this
+        job's table (the anchor of several tables)."""
+        return self._holders.get(topic, self.table)
+
+    def hold(self, holders: Mapping[str, str]) -> None:
+        """Label these topics' offsets and lag with these tables (a stream of several tables
+        routed by topic: each topic's table, as far as known)."""
+        with self._lock:
+            self._holders.update(holders)
+
     def observe(self, report: BatchReport) -> None:
         """Count one micro-batch (after its commit, or its skip as a replay), at once for
         a scrape: it sees the whole batch or none of it."""
@@ -235,28 +264,68 @@ class StreamMetrics:
             if report.skipped:
                 self.batches.labels(t, "skipped").inc()
                 return
-            tombstones_dead = report.tombstones if report.on_tombstone == "dead-letter" else 0
             self.batches.labels(t, "committed").inc()
-            self.records_read.labels(t).inc(report.records_read)
-            self.rows_committed.labels(t).inc(report.rows)
-            self.dead_letters.labels(t, "unparsable").inc(
-                max(report.dead_letters - tombstones_dead, 0))
-            self.dead_letters.labels(t, "tombstone").inc(tombstones_dead)
-            if report.tombstones:
-                self.tombstones.labels(t, "dead_lettered" if tombstones_dead else "skipped").inc(
-                    report.tombstones)
-            self.bytes_written.labels(t).inc(report.bytes)
-            self.files_written.labels(t).inc(report.files)
+            self._count(t, report)
+            self.batch_seconds.labels(t).observe(report.seconds)
+            self.commit_seconds.labels(t).observe(report.commit_seconds)
+            self._advance(report.offsets)
+
+    def observe_many(self, report: ManyBatchReport, *, on_tombstone: str = "skip",
+                     by_topic: bool = True) -> None:
+        """Count one micro-batch of a stream of several tables, as `observe` does: each
+        touched table's rows, records, dead letters, files and bytes under its name; the
+        micro-batch, its seconds and its records routed nowhere under the anchor's
+        (`ingest_dead_letters_total{reason="unrouted"}`). `by_topic`: the stream routes by
+        topic, so a table's offset ranges name the topics it holds (by field, a topic feeds
+        several tables: its offsets and lag stay the anchor's)."""
+        t = self.table
+        with self._lock:
+            if report.skipped:
+                self.batches.labels(t, "skipped").inc()
+                return
+            self.batches.labels(t, "committed").inc()
+            for name, one in sorted(report.tables.items()):
+                if by_topic:
+                    for r in one.offsets:
+                        self._holders.setdefault(r.topic, name)
+                self._count(name, replace(one, on_tombstone=on_tombstone))
+            self.dead_letters.labels(t, "unrouted").inc(report.unrouted_records)
+            self.records_read.labels(t).inc(report.unrouted_records)
             for r in report.lost:
-                self.lost_offsets.labels(t, r.topic, str(r.partition)).inc(
-                    r.until_offset - r.from_offset)
+                self.lost_offsets.labels(self.table_of(r.topic), r.topic,
+                                         str(r.partition)).inc(r.until_offset - r.from_offset)
             self.batch_seconds.labels(t).observe(report.seconds)
             self.commit_seconds.labels(t).observe(report.commit_seconds)
             self.last_commit.labels(t).set(time.time())
-            for r in report.offsets:
-                key = (r.topic, r.partition)
-                self._committed[key] = max(self._committed.get(key, r.until_offset),
-                                           r.until_offset)
+            self._advance(report.offsets)
+
+    def _count(self, t: str, report: BatchReport) -> None:
+        """One table's part of a committed micro-batch (call with the lock held)."""
+        for counter in (self.records_read, self.rows_committed, self.bytes_written,
+                        self.files_written):
+            counter.labels(t)  # present from the first batch, at 0
+        tombstones_dead = report.tombstones if report.on_tombstone == "dead-letter" else 0
+        self.records_read.labels(t).inc(report.records_read)
+        self.rows_committed.labels(t).inc(report.rows)
+        self.dead_letters.labels(t, "unparsable").inc(
+            max(report.dead_letters - tombstones_dead, 0))
+        self.dead_letters.labels(t, "tombstone").inc(tombstones_dead)
+        if report.tombstones:
+            self.tombstones.labels(t, "dead_lettered" if tombstones_dead else "skipped").inc(
+                report.tombstones)
+        self.bytes_written.labels(t).inc(report.bytes)
+        self.files_written.labels(t).inc(report.files)
+        for r in report.lost:
+            self.lost_offsets.labels(t, r.topic, str(r.partition)).inc(
+                r.until_offset - r.from_offset)
+        self.last_commit.labels(t).set(time.time())
+
+    def _advance(self, offsets: Sequence[Any]) -> None:
+        """The committed offsets after a commit (call with the lock held)."""
+        for r in offsets:
+            key = (r.topic, r.partition)
+            self._committed[key] = max(self._committed.get(key, r.until_offset),
+                                       r.until_offset)
 
     def serve(self, port: int, *, host: str = "0.0.0.0") -> int:
         """Serve `/metrics` on `host:port` from a daemon thread; returns the bound port.
@@ -285,4 +354,4 @@ class StreamMetrics:
         self._metastore.close()
 
 
-__all__ = ["METRIC_NAMES", "StreamMetrics", "check_port"]
+__all__ = ["METRIC_NAMES", "LagSource", "StreamMetrics", "check_port"]

@@ -1,6 +1,7 @@
-"""What `run_stream` adds around the sink for the people operating it: the per-batch log line
-(a `BatchLogListener`), the copy of the table's offsets in a Kafka consumer group
-(`--commit-offsets-to-group`) and the metrics' view of maintenance and the metastore.
+"""What `run_stream` and `run_many_stream` add around the sink for the people operating it: the
+per-batch log line (a `BatchLogListener`), the copy of the committed offsets (every topic's, for
+several tables) in a Kafka consumer group (`--commit-offsets-to-group`) and the metrics' view of
+maintenance and the metastore.
 
 None of it is on the data path: a failure here is logged (and counted), never raised into a
 micro-batch (the table and its sink progress are the truth; docs/invariants.md, 4).
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from ingest.kafka import GroupCommitter, KafkaConnection
 from ingest.spark.metrics import StreamMetrics
 from ingest.spark.options import LogFormat
-from ingest.spark.progress import BatchLogListener
-from ingest.spark.sink import AcidSink, BatchReport
+from ingest.spark.progress import BatchLogListener, Report
+from ingest.spark.sink import AcidSink, BatchReport, ManyTableSink
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,17 +41,20 @@ class StreamOperations:
     """
 
     def __init__(self, spark: SparkSession, listener: BatchLogListener,
-                 committer: GroupCommitter | None, sink: AcidSink) -> None:
+                 committer: GroupCommitter | None, sink: AcidSink | ManyTableSink) -> None:
         self.spark, self.listener, self.committer, self.sink = spark, listener, committer, sink
 
     @classmethod
-    def start(cls, spark: SparkSession, sink: AcidSink, *, table: str, query_name: str,
-              log_format: LogFormat = "text", connection: KafkaConnection | None = None,
-              group: str | None = None, committed: Mapping[tuple[str, int], int] | None = None,
-              timeout_s: float = 10.0, metrics: StreamMetrics | None = None) -> StreamOperations:
+    def start(cls, spark: SparkSession, sink: AcidSink | ManyTableSink, *, table: str,
+              query_name: str, log_format: LogFormat = "text",
+              connection: KafkaConnection | None = None, group: str | None = None,
+              committed: Mapping[tuple[str, int], int] | None = None,
+              timeout_s: float = 10.0, metrics: StreamMetrics | None = None,
+              reports: Callable[[int], Report | None] | None = None) -> StreamOperations:
         """Add the batch-log listener to the session and, with `group`, start the committer
         with the table's committed offsets (so a group that lags or is new catches up at
-        once).
+        once). `reports`: what the listener joins with a batch's progress (default: the
+        sink's report of it; a stream of several tables passes its `ManyBatchView`s).
 
         Raises:
             ConfigError: an empty group id.
@@ -63,13 +67,18 @@ class StreamOperations:
             committer = GroupCommitter(connection, group, timeout_s=timeout_s,
                                        on_result=on_result)
             committer.submit(committed or {})
-        listener = BatchLogListener(query_name, table, reports=_report_of(sink),
+        if reports is None:
+            if not isinstance(sink, AcidSink):
+                raise TypeError("a stream of several tables passes its reports (ManyBatchView)")
+            reports = _report_of(sink)
+        listener = BatchLogListener(query_name, table, reports=reports,
                                     log_format=log_format)
         spark.streams.addListener(listener)
         return cls(spark, listener, committer, sink)
 
     def wrap(self, batch_fn: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
-        """The foreachBatch function: `batch_fn`, then the batch's offsets to the group."""
+        """The foreachBatch function: `batch_fn`, then the batch's offsets to the group (a
+        stream of several tables: every topic's, which the anchor's progress holds)."""
         committer = self.committer
         if committer is None:
             return batch_fn

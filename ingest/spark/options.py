@@ -12,15 +12,27 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from functools import cached_property
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 
 from ingest.acid.format import COMMENT_KEY, parse_schema, to_ddl
 from ingest.errors import ConfigError
-from ingest.io import parse_storage_options
+from ingest.io import parse_storage_options, storage
 from ingest.kafka import DEFAULT_STARTING_OFFSETS, DEFAULT_TIMEOUT_MS, KafkaConnection
-from ingest.records import OnNewField
+from ingest.records import (
+    OnNewField,
+    RoutingRules,
+    TableTemplate,
+    TopicSelection,
+    check_topic_name,
+    merge_routes,
+    parse_field_path,
+    parse_routes,
+    parse_routes_file,
+)
+from ingest.txn import normalize_location
 
 OnBadRecord = Literal["dead-letter", "fail"]
 OnTombstone = Literal["skip", "dead-letter"]
@@ -301,8 +313,49 @@ class StreamOptions:
     """
 
     bootstrap_servers: str = _option(metavar="HOST:PORT", help="Kafka brokers, comma-separated.")
-    topic: str = _option(help="Topic to read.")
-    table: str = _option(metavar="PATH", help="Table root (path or URL).")
+    topic: str | None = _option(None, metavar="TOPIC[,TOPIC]", kw_only=True, help=(
+        "Topic to read; several, comma-separated, make a stream of several tables (routed by "
+        "--table-template or --route). One of --topic and --topic-pattern is required."))
+    table: str | None = _option(None, metavar="PATH", kw_only=True, help=(
+        "Table root (path or URL) of a stream of one topic; required then. A stream of "
+        "several tables names them by --table-template or --route instead."))
+    topic_pattern: str | None = _option(None, metavar="REGEX", kw_only=True, help=(
+        "Read every topic whose whole name matches this regular expression (Kafka's "
+        "internal __ topics never), topics created later too, from their first record; a "
+        "stream of several tables. Matched with Python's re module, while Kafka's own "
+        "clients use Java regex: constructs the two read otherwise (\\p{...}, \\Q...\\E, "
+        "nested classes, && in a class, (?<name>...)) are refused."))
+    table_template: str | None = _option(None, metavar="PATH", kw_only=True, help=(
+        "With several tables: the table of each topic, e.g. 'wh/{topic}' ({field} with "
+        "--route-field), in the last path name. The topic is made a table name: lower case, "
+        "'.', '-' and any other character outside a-z, 0-9 and _ become _, t_ in front of a "
+        "name not starting with a letter, a name over 128 characters cut and ended with a "
+        "hash (the whole last path name stays within 128); two topics making the same name, "
+        "or a name of another route's table, the --unrouted-table or a dead-letter table "
+        "(<table>__dead_letter), are refused before the stream starts, and a topic first "
+        "seen later that would meet one routes nowhere."))
+    routes: tuple[str, ...] = _option((), flag="--route", metavar="TOPIC=TABLE", kw_only=True,
+                                      help=(
+        "With several tables: send TOPIC's records (with --route-field: records whose field "
+        "holds TOPIC) to the table at TABLE (repeatable; wins over --table-template; several "
+        "topics may share a table; locations are compared normalised, so wh/t and wh/t/ are "
+        "one table; the --unrouted-table and a dead-letter table are refused)."))
+    routes_file: str | None = _option(None, flag="--routes", metavar="FILE", kw_only=True, help=(
+        "--route items from a file, one TOPIC=TABLE per line ('#' starts a comment line); a "
+        "topic routed by both is refused."))
+    route_field: str | None = _option(None, metavar="FIELD", kw_only=True, help=(
+        "With several tables: route each record by the string at this path of its JSON "
+        "value (dots between names), e.g. source.table of a Debezium envelope, instead of by "
+        "its topic."))
+    unrouted_table: str | None = _option(None, metavar="PATH", kw_only=True, help=(
+        "With several tables (required then): the stream's own table of records that route "
+        "to no table, with the reason (each table keeps its <table>__dead_letter for records "
+        "it cannot parse); it also holds the stream's progress."))
+    max_new_tables_per_batch: int = _option(100, minimum=1, metavar="N", kw_only=True, help=(
+        "With several tables: create at most N tables on first use in one micro-batch; the "
+        "records of further new routing keys (a --route-field of many values) route nowhere "
+        "with the reason, each key logged once, and get their table in a later "
+        "micro-batch."))
     schema_ddl: str | None = _option(None, flag="--schema", metavar="DDL", kw_only=True, help=(
         'Hive columns of the records, e.g. "id BIGINT, value STRING"; required, except with '
         "--value-format avro, whose writers' schema (--avro-schema, or the registry's "
@@ -341,7 +394,8 @@ class StreamOptions:
             "without them with a warning, counted in the metrics and shown by `ingest "
             "status`."))
     compact: Maintenance = _option("auto", help=(
-        "Compact the partitions the stream writes (the dead-letter table's too) on a driver "
+        "Compact the partitions the stream writes (the dead-letter table's too; with several "
+        "tables, of every table a micro-batch wrote and of the stream's own) on a driver "
         "thread, never delaying a commit: 'auto' compacts what `ingest compact --auto` would "
         "(each table's compactor thresholds); 'off' leaves it to `ingest compact` or "
         "jobs/compact.py."))
@@ -357,7 +411,9 @@ class StreamOptions:
         None, minimum=1, metavar="PORT", help=(
             "Serve Prometheus metrics on this port of the driver (http://HOST:PORT/metrics): "
             "rows, records, dead letters, bytes and files, batch and commit seconds, the last "
-            "commit's time and Kafka lag per partition. Default: off."))
+            "commit's time and Kafka lag per partition. With several tables each is labelled "
+            "by the table written (offsets and lag by the topic's table; micro-batches and "
+            "records routed nowhere by --unrouted-table's). Default: off."))
     metrics_host: str | None = _option(
         None, metavar="HOST", help=(
             "With --metrics-port: the address the metrics server binds, e.g. 127.0.0.1 (this "
@@ -371,12 +427,14 @@ class StreamOptions:
             "executors. fsspec's FSSPEC_S3_* environment applies too."))
     log_format: LogFormat = _option(
         "text", help="The job's log lines on stderr, one per micro-batch (batch id, write id, "
-                     "rows committed, seconds, offsets, Kafka lag) and its warnings: "
+                     "rows committed (with several tables, per table), seconds, offsets, Kafka "
+                     "lag (per topic)) and its warnings: "
                      "sentences, or one JSON object per line for a log shipper.")
     commit_offsets_to_group: str | None = _option(
         None, metavar="GROUP", help=(
-            "After each table commit, also commit its Kafka offsets to this consumer group "
-            "(from the driver), so Kafka's own lag tools see the stream; the table stays the "
+            "After each table commit, also commit its Kafka offsets (with several tables, every "
+            "topic's) to this consumer group (from the driver), so Kafka's own lag tools see "
+            "the stream; the table stays the "
             "source of truth, and a failed group commit is logged and counted, never fatal."))
     kafka_source: KafkaSource = _option("python", help=(
         "Kafka source: 'python', ingest's (confluent-kafka; nothing to download), or 'jvm', "
@@ -392,10 +450,11 @@ class StreamOptions:
             raise ConfigError("--schema is required: the Hive columns of the records",
                               hint='e.g. --schema "id BIGINT, value STRING" (with '
                                    "--value-format avro it may come from the Avro schema)")
-        if not _TOPIC.fullmatch(self.topic):
-            raise ConfigError(
-                f"--topic {self.topic!r} is not a Kafka topic name",
-                hint="a topic name is 1-249 characters of letters, digits, '.', '_' and '-'")
+        object.__setattr__(self, "routes", tuple(self.routes or ()))
+        if self.many_tables:
+            self._check_many_tables()
+        else:
+            self._check_one_table()
         for server in self.bootstrap_servers.split(","):
             m = _SERVER.fullmatch(server.strip())
             if not m or not 0 < int(m.group(1)) < 65536:
@@ -422,6 +481,140 @@ class StreamOptions:
         interval_s, available_now = self.schedule
         if interval_s <= 0 and not available_now:
             raise ConfigError(f"--trigger must be a positive number of seconds, got {interval_s:g}")
+
+    def _check_one_table(self) -> None:
+        """Raises: ConfigError: --topic or --table missing, or --topic not a topic name."""
+        if self.topic is None:
+            raise ConfigError("--topic (or --topic-pattern) is required: the topic to read",
+                              hint="e.g. --topic events")
+        check_topic_name(self.topic)
+        if self.table is None:
+            raise ConfigError("--table is required: the table the topic streams into",
+                              hint="e.g. --table ./wh/events; for a table per topic give "
+                                   "--table-template 'wh/{topic}' and an --unrouted-table")
+
+    def _check_many_tables(self) -> None:
+        """Raises: ConfigError: --table given, no --unrouted-table, --route-field with
+        Avro values, or routing rules that do not hold (`routing`)."""
+        if self.table is not None:
+            raise ConfigError(
+                f"--table applies to a stream of one topic; this stream has several tables "
+                f"({self._many_reason})", hint="give each topic's table by --route TOPIC=TABLE "
+                                               "or --table-template 'wh/{topic}'")
+        if self.unrouted_table is None:
+            raise ConfigError(
+                f"A stream of several tables ({self._many_reason}) needs --unrouted-table "
+                "PATH: the table of records that route to no table, which also holds the "
+                "stream's progress", hint="e.g. --unrouted-table wh/_unrouted")
+        if self.route_field is not None and self.sink.value_format != "json":
+            raise ConfigError("--route-field reads JSON values, not --value-format "
+                              f"{self.sink.value_format}", hint="route Avro values by topic")
+        self._check_many_tables_built()
+        self.routing  # noqa: B018 (building the rules is the check)
+
+    def _check_many_tables_built(self) -> None:
+        """Refuse, before anything starts, the options a stream of several tables does not
+        run yet (the sink's and the job's; docs/many-tables.md, Status).
+
+        Raises:
+            ConfigError: naming every such option given.
+        """
+        sink = self.sink
+        given = [what for what, on in (
+            (f"--mode {sink.mode}", sink.keyed),
+            (f"--txns-per-delta {sink.txns_per_delta}", sink.txns_per_delta > 1),
+            ("--on-new-field evolve", sink.on_new_field == "evolve"),
+            (f"--value-format {sink.value_format}", sink.value_format != "json")) if on]
+        if given:
+            raise ConfigError(
+                f"A stream of several tables ({self._many_reason}) cannot use "
+                f"{', '.join(given)} yet (docs/many-tables.md, Status)",
+                hint="leave them out, or stream each topic into its table with --topic and "
+                     "--table")
+
+    @property
+    def many_tables(self) -> bool:
+        """Whether this is a stream of several tables (routing options, several topics or a
+        pattern); else a stream of one topic into one table."""
+        return bool(self._many_reason)
+
+    @property
+    def _many_reason(self) -> str:
+        """The first option that makes a stream of several tables, as a phrase, or ""."""
+        given = [(self.topic_pattern, "--topic-pattern"), (self.table_template,
+                 "--table-template"), (self.routes, "--route"), (self.routes_file, "--routes"),
+                 (self.route_field, "--route-field"),
+                 (self.unrouted_table, "--unrouted-table")]
+        for value, flag in given:
+            if value:
+                return f"{flag} is given"
+        if self.topic is not None and "," in self.topic:
+            return "--topic names several topics"
+        return ""
+
+    @cached_property
+    def routing(self) -> RoutingRules | None:
+        """The routing rules of a stream of several tables (None for one table), built once;
+        the routes file is read here, on the driver. Every location (routes, template,
+        --unrouted-table) is normalised (`normalize_location`: absolute, no trailing slash),
+        so two spellings of one table are one, and checked as a URL fsspec can open.
+
+        Raises:
+            ConfigError: the selection, a route, the routes file, the template or the field
+                path does not hold, a location is not a usable URL, two topics' template
+                names meet, or a route or template table is reserved (`RoutingRules`).
+        """
+        if not self.many_tables:
+            return None
+        selection = TopicSelection.of(self.topic, self.topic_pattern)
+        field_path = None if self.route_field is None else parse_field_path(self.route_field)
+        routes = parse_routes(self.routes)
+        if self.routes_file is not None:
+            routes = merge_routes(routes, parse_routes_file(
+                _read_text(self.routes_file, "--routes"), path=self.routes_file),
+                path=self.routes_file)
+        placeholder = "topic" if field_path is None else "field"
+        template = None
+        if self.table_template is not None:
+            TableTemplate.parse(self.table_template, placeholder=placeholder)  # as given
+            template = TableTemplate.parse(
+                _location(self.table_template, "--table-template"), placeholder=placeholder)
+            storage.check_url(template.location("a"))
+        routes = {key: _location(location, f"--route {key}={location}")
+                  for key, location in routes.items()}
+        for location in routes.values():
+            storage.check_url(location)
+        anchor = (None if self.unrouted_table is None
+                  else _location(self.unrouted_table, "--unrouted-table"))
+        return RoutingRules(selection, routes, template, field_path, anchor=anchor)
+
+    @property
+    def table_root(self) -> str:
+        """The table of a stream of one topic (--table).
+
+        Raises:
+            ConfigError: a stream of several tables (`routing`, `unrouted_table`).
+        """
+        self._one_table_only()
+        assert self.table is not None
+        return self.table
+
+    @property
+    def topic_name(self) -> str:
+        """The topic of a stream of one topic (--topic).
+
+        Raises:
+            ConfigError: a stream of several tables (`routing`, `unrouted_table`).
+        """
+        self._one_table_only()
+        assert self.topic is not None
+        return self.topic
+
+    def _one_table_only(self) -> None:
+        if self.many_tables:
+            raise ConfigError(
+                f"This stream has several tables ({self._many_reason}): it has no one --table "
+                "or --topic (its tables are routed, its anchor is --unrouted-table)")
 
     def _check_kerberos(self, connection: KafkaConnection) -> None:
         """Kerberos (GSSAPI) reaches Kafka through Spark's source only; the group commit is
@@ -472,6 +665,31 @@ class StreamOptions:
             raise TypeError(f"Not stream options: {', '.join(unknown)}")
         assert isinstance(options, StreamOptions)
         return options
+
+
+def _location(text: str, flag: str) -> str:
+    """A table location normalised (`normalize_location`), or an error naming the flag.
+
+    Raises:
+        ConfigError: it cannot be a location.
+    """
+    try:
+        return normalize_location(text)
+    except ValueError as e:
+        raise ConfigError(f"{flag}: {text!r} is not a table location: {e}") from None
+
+
+def _read_text(path: str, flag: str) -> str:
+    """A small local file the driver reads (a routes file).
+
+    Raises:
+        ConfigError: it cannot be read.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"Cannot read {flag} {path}: {e}") from None
 
 
 def parse_evolve_types(items: tuple[str, ...]) -> dict[str, str]:
@@ -529,7 +747,6 @@ def check_evolve_types(evolve_types: Mapping[str, str], columns: pa.Schema,
                      f"column: `ingest alter --change-column \"{found.name} {kind}\"`")
 
 
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _SERVER = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})")
 
 

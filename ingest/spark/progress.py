@@ -3,8 +3,9 @@
 A `StreamingQueryListener` on the driver joins each `StreamingQueryProgress` (Spark's batch
 duration, the source's start, end and latest offsets, the observed metrics of the Kafka
 records) with the sink's `BatchReport` of the same batch id (write id, rows committed, dead
-letters, bytes) and logs it: a sentence, or one JSON object per line. Knows Spark's progress
-format and the sink's report, not the metastore or ORC.
+letters, bytes), or for a stream of several tables its `ManyBatchView` (each touched table's
+rows, the lag per topic), and logs it: a sentence, or one JSON object per line. Knows Spark's
+progress format and the sink's report, not the metastore or ORC.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
 from ingest.spark.options import LogFormat
-from ingest.spark.sink import BatchReport
+from ingest.spark.sink import BatchReport, ManyBatchReport
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -47,6 +49,32 @@ def source_observations() -> list[Column]:
             F.max("timestamp").alias("max_timestamp")]
 
 
+@dataclass(frozen=True)
+class ManyBatchView:
+    """A micro-batch of a stream of several tables as its line shows it: the sink's report and
+    each topic's lag after the commit (records on the broker past the stream's committed
+    offsets; None when the broker did not answer in time)."""
+
+    report: ManyBatchReport
+    lag_by_topic: Mapping[str, int] | None = None
+
+    @property
+    def batch_id(self) -> int:
+        return self.report.batch_id
+
+    def line(self) -> str:
+        """The sink's line, then the lag per topic."""
+        lag = self.lag_by_topic
+        if self.report.skipped or lag is None:
+            return self.report.line()
+        behind = ", ".join(f"{topic} {n:,}" for topic, n in sorted(lag.items()))
+        return f"{self.report.line()}, kafka lag per topic: {behind or 'none'}"
+
+
+Report = BatchReport | ManyBatchView
+"""What the listener joins with a progress: one table's report, or several tables' view."""
+
+
 def _offsets(value: Any) -> dict[str, dict[str, int]]:
     """A source offset of the progress (a dict, or its JSON text in `lastProgress`)."""
     if value is None:
@@ -55,14 +83,15 @@ def _offsets(value: Any) -> dict[str, dict[str, int]]:
     return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
 
 
-def batch_record(progress: Mapping[str, Any], report: BatchReport | None, *,
+def batch_record(progress: Mapping[str, Any], report: Report | None, *,
                  table: str) -> dict[str, Any]:
     """One micro-batch as a JSON-ready dict: Spark's progress joined with the sink's report.
 
     Args:
         progress: `StreamingQueryProgress` as JSON (`json.loads(progress.json)`).
-        report: the sink's report of the same batch id, or None when it has none.
-        table: the target table's name.
+        report: the sink's report of the same batch id (a `ManyBatchView` for a stream of
+            several tables: `tables` then holds each touched table's counts), or None.
+        table: the target table's name (the anchor's, for several tables).
 
     `lag_records` is the broker's latest offsets when Spark planned the batch (the source's
     `latestOffset`) minus the batch's end offsets, summed over partitions.
@@ -83,6 +112,8 @@ def batch_record(progress: Mapping[str, Any], report: BatchReport | None, *,
         "start_offsets": _offsets(source.get("startOffset")), "end_offsets": end,
         "latest_offsets": latest, "lag_records": lag, "observed": observed,
     }
+    if isinstance(report, ManyBatchView):
+        return _many_record(record, report, latest, end)
     if report is None:
         return record
     record.update({"write_id": report.write_id, "skipped": report.skipped})
@@ -97,7 +128,37 @@ def batch_record(progress: Mapping[str, Any], report: BatchReport | None, *,
     return record
 
 
-def batch_text(record: Mapping[str, Any], report: BatchReport | None) -> str:
+def _many_record(record: dict[str, Any], view: ManyBatchView,
+                 latest: Mapping[str, Mapping[str, int]],
+                 end: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """`record` with a stream of several tables' report: the anchor's write id, per touched
+    table its write id and counts, the sums, and the lag per topic (Spark's, at planning,
+    and the broker's after the commit)."""
+    report = view.report
+    record["lag_records_by_topic"] = {
+        t: sum(max(o - end.get(t, {}).get(p, 0), 0) for p, o in parts.items())
+        for t, parts in latest.items()} if latest else None
+    record.update({"write_id": report.anchor_write_id, "skipped": report.skipped})
+    if report.skipped:
+        return record
+    tables = {name: {"write_id": r.write_id, "rows": r.rows, "dead_letters": r.dead_letters,
+                     "records_read": r.records_read, "files": r.files, "bytes": r.bytes,
+                     "topics": sorted({o.topic for o in r.offsets})}
+              for name, r in sorted(report.tables.items())}
+    sums = report.sums()
+    lag = view.lag_by_topic
+    record.update({
+        "tables": tables, "rows_committed": sums.rows, "records_read": sums.records_read,
+        "dead_letters": sums.dead_letters, "tombstones": sums.tombstones,
+        "unrouted_records": report.unrouted_records, "files": sums.files, "bytes": sums.bytes,
+        "sink_seconds": round(report.seconds, 3),
+        "commit_seconds": round(report.commit_seconds, 3),
+        "lag_after_commit": None if lag is None else sum(lag.values()),
+        "lag_after_commit_by_topic": None if lag is None else dict(sorted(lag.items()))})
+    return record
+
+
+def batch_text(record: Mapping[str, Any], report: Report | None) -> str:
     """`batch_record` as one sentence: the sink's line, then what Spark measured."""
     head = report.line() if report is not None else f"batch {record['batch_id']}: no sink report"
     lag = record["lag_records"]
@@ -120,12 +181,13 @@ class BatchLogListener(StreamingQueryListener):
     """
 
     def __init__(self, query_name: str, table: str, *,
-                 reports: Callable[[int], BatchReport | None],
+                 reports: Callable[[int], Report | None],
                  log_format: LogFormat = "text") -> None:
         """Args:
             query_name: only this query's events are logged (a session may run others).
             table: the target table's name, for the record.
-            reports: the sink's report of a batch id, or None.
+            reports: the sink's report of a batch id (a `ManyBatchView` for a stream of
+                several tables), or None.
             log_format: "text" (a sentence) or "json" (one object per line).
         """
         self.query_name = query_name
@@ -214,6 +276,7 @@ __all__ = [
     "OBSERVATION",
     "BatchLogListener",
     "JsonLogFormatter",
+    "ManyBatchView",
     "batch_record",
     "batch_text",
     "configure_stream_logging",

@@ -357,6 +357,7 @@ class Metastore(abc.ABC):
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: Mapping[str, Iterable[int]] | None = None,
+        table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
     ) -> None:
         """Commit an open transaction, recording sink progress, Kafka offsets and the
         committed-file manifest atomically.
@@ -370,7 +371,14 @@ class Metastore(abc.ABC):
         Args:
             txn: the transaction to commit.
             sink: the streaming sink's micro-batch this commit completes.
-            offsets: the Kafka ranges the transaction's rows came from.
+            offsets: the Kafka ranges the transaction's rows came from: with
+                `table_offsets`, those of every topic the micro-batch planned, the primary
+                table's (the stream's position).
+            table_offsets: per other table the transaction writes (by name or location),
+                the ranges of its own topics, each one of `offsets`
+                (docs/many-tables.md): `offset_ranges` of such a table then gives these
+                alone, and of a table absent here none. Without it every table the
+                transaction writes gets all of `offsets`.
             files: per table the transaction writes (by name or location), the bucket files
                 it wrote (closed or flushed), each with the transaction's write id of that
                 table; an entry replaces the path's earlier one (docs/format.md §20).
@@ -380,8 +388,10 @@ class Metastore(abc.ABC):
                 already committed), the sink's batch was already committed, or a file entry
                 would lower a committed length recorded before.
             ConfigError: an offset range is malformed, or a file entry names a table the
-                transaction does not write, another write id, or a path twice.
-            TableNotFoundError: `files` names an unknown table.
+                transaction does not write, another write id, or a path twice; or
+                `table_offsets` names the primary table, one the transaction does not write,
+                or a range not in `offsets` (`ingest.txn.table_ranges`).
+            TableNotFoundError: `files` or `table_offsets` names an unknown table.
             MetastoreError: the metastore failed, or `files` has entries and it keeps no
                 manifest.
         """

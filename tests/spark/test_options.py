@@ -26,7 +26,10 @@ REQUIRED = dict(bootstrap_servers="h:1", topic="t", table="/wh/t", schema_ddl="i
 def test_flags_and_defaults() -> None:
     specs = {s.flag: s for s in option_specs()}
     assert list(specs) == [
-        "--bootstrap-servers", "--topic", "--table", "--schema", "--checkpoint", "--trigger",
+        "--bootstrap-servers", "--topic", "--table", "--topic-pattern", "--table-template",
+        "--route", "--routes", "--route-field", "--unrouted-table", "--max-new-tables-per-batch",
+        "--schema",
+        "--checkpoint", "--trigger",
         "--available-now", "--starting-offsets", "--partition-by", "--metastore",
         "--txns-per-delta",
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
@@ -36,10 +39,14 @@ def test_flags_and_defaults() -> None:
         "--kafka-option", "--kafka-config", "--fail-on-data-loss", "--compact", "--clean",
         "--maintenance-interval-s", "--buckets", "--metrics-port", "--metrics-host",
         "--storage-option", "--log-format", "--commit-offsets-to-group", "--kafka-source"]
-    assert [f for f, s in specs.items() if s.required] == [
-        "--bootstrap-servers", "--topic", "--table", "--checkpoint"]
+    # --topic and --table: one of --topic and --topic-pattern, --table for one topic
+    # (checked by StreamOptions, tests/spark/test_many_tables_options.py)
+    assert [f for f, s in specs.items() if s.required] == ["--bootstrap-servers", "--checkpoint"]
     defaults = {f: s.default for f, s in specs.items() if not s.required}
     assert defaults == {
+        "--topic": None, "--table": None, "--topic-pattern": None, "--table-template": None,
+        "--route": (), "--routes": None, "--route-field": None, "--unrouted-table": None,
+        "--max-new-tables-per-batch": 100,
         "--schema": None, "--trigger": "60", "--available-now": False,
         "--starting-offsets": "earliest",
         "--partition-by": None, "--metastore": None, "--txns-per-delta": 1,
@@ -57,7 +64,7 @@ def test_flags_and_defaults() -> None:
         "--metrics-host": None, "--storage-option": (), "--log-format": "text",
         "--commit-offsets-to-group": None, "--kafka-source": "python"}
     assert [f for f, s in specs.items() if s.multiple] == [
-        "--schema-registry-option", "--evolve-type", "--kafka-option", "--kafka-config",
+        "--route", "--schema-registry-option", "--evolve-type", "--kafka-option", "--kafka-config",
         "--storage-option"]
     assert specs["--on-new-field"].choices == ("dead-letter", "fail", "ignore", "evolve")
     assert specs["--file-layout"].choices == ("partition", "task")

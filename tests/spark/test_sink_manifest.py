@@ -16,7 +16,7 @@ from ingest.acid.format.committed import committed_file_at
 from ingest.acid.read.reader import read_table
 from ingest.errors import CorruptFileError
 from ingest.spark.sink._results import FileWritten
-from ingest.spark.sink.driver import _remove_written
+from ingest.spark.sink._undo import remove_written
 from ingest.table import open_table
 from ingest.table.core._committed import table_manifest
 from ingest.table.maintain import verify_table
@@ -39,7 +39,7 @@ def test_abort_removes_only_the_files_its_tasks_reported(tmp_path: Path) -> None
     (shared / "bucket_00007").write_bytes(b"not written by this micro-batch")
     reported = [FileWritten("table", str(d / "bucket_00000"), str(d / "_tmp.bucket_00000.3"),
                             1, 9, 9) for d in (ours, shared)]
-    _remove_written(LOCAL, str(root), 1, "delta_0000004_0000004_0000", reported)
+    remove_written(LOCAL, str(root), 1, "delta_0000004_0000004_0000", reported)
     assert not ours.exists()  # only the marker and a hidden staging file were left
     assert sorted(p.name for p in shared.iterdir()) == ["_orc_acid_version", "bucket_00007"]
 

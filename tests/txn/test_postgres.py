@@ -154,15 +154,16 @@ def test_version_1_database_is_upgraded_by_a_writer_only(pg_server: PgServer,
         assert store.list_tables() == []
     assert _tables(pg_server, pg_url) == before  # a reader never upgrades
     with Metastore.open(pg_url, create=False) as store:
-        assert store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema_version == SCHEMA_VERSION == 5
         store.create_table(TableDefinition("default.t", "/x/t", SCHEMA))
         txn = store.open_transaction("default.t")
         store.commit(txn)
         assert store.snapshot("default.t").high_watermark == 1
     assert _tables(pg_server, pg_url) - before == {"committed_files", "readers", "compactions",
-                                                   "write_set", "table_schemas"}
+                                                   "write_set", "table_schemas",
+                                                   "table_offsets"}
     with Metastore.open(pg_url, read_only=True) as store:
-        assert store.schema_version == 4
+        assert store.schema_version == 5
 
 
 def test_read_only_open_refuses_writes_and_reads_unregistered(pg_url: str) -> None:

@@ -172,11 +172,11 @@ def test_version_1_metastore_is_upgraded_by_a_writer_only(tmp_path: Path,
         assert store.list_tables() == []
     assert _tables(path) == before  # a reader never upgrades
     with Metastore.open(f"sqlite://{path}", create=False) as store:
-        assert store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema_version == SCHEMA_VERSION == 5
     assert _tables(path) - before == {"committed_files", "readers", "compactions", "write_set",
-                                              "table_schemas"}
+                                      "table_schemas", "table_offsets"}
     with Metastore.open(f"sqlite://{path}", read_only=True) as store:
-        assert store.schema_version == 4
+        assert store.schema_version == 5
 
 
 def test_version_2_file_of_the_old_raw_ddl_works_as_before(tmp_path: Path,
@@ -191,7 +191,8 @@ def test_version_2_file_of_the_old_raw_ddl_works_as_before(tmp_path: Path,
     path = tmp_path / "v2.sqlite"
     url = legacy_sqlite(path, 2)
     with Metastore.open(url, create=False) as store:
-        assert store.schema_version == 4  # a writer adds the write set and schema history
+        assert store.schema_version == 5  # a writer adds the write set, schema history and
+        # per-table offsets
         store.create_table(TableDefinition("default.t", str(tmp_path / "t"),
                                            pa.schema([("id", pa.int64())])))
         txn = store.open_transaction("default.t", agent="a")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -50,6 +50,7 @@ from ingest.kafka import (
     Watermarks,
     check_not_behind,
     describe,
+    jvm_pattern,
     offsets_from_json,
     offsets_to_json,
     rate_limit,
@@ -281,7 +282,8 @@ def kafka_dataframe(
     spark: SparkSession,
     *,
     connection: KafkaConnection,
-    topic: str,
+    topic: str | Sequence[str] = (),
+    topic_pattern: str | None = None,
     starting_offsets: str | Mapping[str, Mapping[str, int]] = DEFAULT_STARTING_OFFSETS,
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
@@ -296,10 +298,20 @@ def kafka_dataframe(
     `isolation.level`, and both get every setting of the connection (the JVM source in the
     Java client's names). `timeout_s` applies to "ingest-kafka" only.
 
+    The topics: `topic` (a name, names comma-separated, or a sequence of names) or
+    `topic_pattern` (a regular expression matched against whole names, Kafka's internal
+    `__` topics never; both sources list the topics again at each micro-batch and read a new
+    one from its first record).
+
     Raises:
         ConfigError: source="jvm" but spark-sql-kafka-0-10 is not on the classpath, an
-            unknown source, or a setting the chosen source cannot take.
+            unknown source, a setting the chosen source cannot take, or not exactly one of
+            `topic` and `topic_pattern`.
     """
+    names = topic if isinstance(topic, str) else ",".join(topic)
+    if (not names.strip()) == (topic_pattern is None):
+        raise ConfigError("Give one of topic (names) and topic_pattern (a regular expression) "
+                          "to read Kafka")
     if source not in ("auto", "jvm", "python"):
         raise ConfigError(f"Unknown Kafka source {source!r}.", hint="python, jvm or auto")
     use_jvm = source == "jvm" or (source == "auto" and jvm_kafka_available(spark))
@@ -318,7 +330,13 @@ def kafka_dataframe(
         settings.update(connection.client_config())
     for name, value in settings.items():
         reader = reader.option(f"kafka.{name}", value)
-    reader = (reader.option("subscribe", topic).option("startingOffsets", starting)
+    if topic_pattern is not None:
+        # Spark's source leaves only Kafka's flagged internal topics out: say it for `__*`.
+        reader = reader.option("subscribePattern",
+                               jvm_pattern(topic_pattern) if use_jvm else topic_pattern)
+    else:
+        reader = reader.option("subscribe", names)
+    reader = (reader.option("startingOffsets", starting)
               .option("failOnDataLoss", str(fail_on_data_loss).lower()))
     if max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))

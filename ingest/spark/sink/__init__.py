@@ -1,5 +1,6 @@
 """The foreachBatch sink: each micro-batch one committed ACID transaction (`AcidSink` on the
-driver; parsing and writing in Spark tasks), and the dead-letter table beside the target.
+driver; parsing and writing in Spark tasks), and the dead-letter table beside the target;
+`ManyTableSink` writes a micro-batch of several topics into several tables (the room `many`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
         dead_letter_schema,
     )
     from ingest.spark.sink.driver import AcidSink, check_keyed_stream
+    from ingest.spark.sink.many import ManyBatchReport, ManyTableSink
 
 # Loaded on first use (ingest/lazy.py): Spark's Python workers import single modules of
 # this package, and must not import the driver's half with them.
@@ -35,6 +37,8 @@ _HOMES = {
     "write_task": "_tasks",
     "DEAD_LETTER_DDL": "deadletter",
     "AcidSink": "driver",
+    "ManyTableSink": "many",
+    "ManyBatchReport": "many",
     "BatchReport": "_batch",
     "check_keyed_stream": "driver",
     "check_transaction_batches": "_txn_batches",
@@ -55,6 +59,8 @@ __all__ = [
     "write_task",
     "DEAD_LETTER_DDL",
     "AcidSink",
+    "ManyTableSink",
+    "ManyBatchReport",
     "BatchReport",
     "check_keyed_stream",
     "check_transaction_batches",

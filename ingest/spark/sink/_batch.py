@@ -192,7 +192,7 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
     # A shuffle gives each table partition and bucket (or slot) one writer.
     shuffles = plan.bucket_count > 0 or by_partition
     two_stage = plan.partition_from == "column" or shuffles
-    one_task = shuffles and _small(batch_df, plan)
+    one_task = shuffles and small_batch(batch_df, plan)
     if one_task:
         # One task's files are already one per table partition and bucket: no shuffle, no
         # second Spark job (a narrow coalesce of the read tasks).
@@ -240,7 +240,7 @@ def _run_tasks_quietly(batch_df: DataFrame, plan: TaskPlan,
     return from_arrow(out.toArrow())
 
 
-def _small(batch_df: DataFrame, plan: TaskPlan) -> bool:
+def small_batch(batch_df: DataFrame, plan: TaskPlan) -> bool:
     """Whether the micro-batch is known, from its offset ranges, to hold at most
     `one_task_records` records (and no more than `writer_split_rows`, which would split a
     table partition's rows among writers): then one task reads, parses and writes it all,

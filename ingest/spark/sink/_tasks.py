@@ -565,39 +565,64 @@ def _route(plan: TaskPlan, writer: _TaskWriter, split: _Split) -> None:
         writer.write(f"{part}/" if part else "", bucket, group)
 
 
+class TableWrite:
+    """One table's part of a write task: its bucket files and what its records said (offsets
+    read, tombstones, new fields). `write_task` runs one; a many-table task one per table
+    its rows route to (`_many_tasks`)."""
+
+    def __init__(self, plan: TaskPlan) -> None:
+        self.plan = plan
+        self.writer = _TaskWriter.in_task(plan)
+        self.read: list[OffsetsRead] = []
+        self.tombstones = 0
+        self.seen: dict[str, FieldSeen] = {}
+        self.holding = 0
+
+    def add(self, batch: pa.RecordBatch) -> BadRecords | None:
+        """Parse and write a batch of Kafka rows (input "kafka") or parsed rows; with
+        on_bad_record="fail", the first bad record instead (nothing of the batch written)."""
+        plan = self.plan
+        split = _split_kafka(plan, batch) if plan.input == "kafka" else _split_parsed(plan, batch)
+        self.read += offsets_read(split.topics, split.partitions, split.offsets)
+        self.tombstones += split.tombstones
+        if split.new_fields is not None:
+            self.seen = merge_fields(self.seen, split.new_fields.fields)
+            self.holding += split.new_fields.records
+        if split.bad.num_rows and plan.options.on_bad_record == "fail":
+            first = split.bad.slice(0, 1).to_pylist()[0]
+            return BadRecords(first["topic"], first["partition"], first["offset"],
+                              first["error"], split.bad.num_rows)
+        _route(plan, self.writer, split)
+        self.writer.write_dead(split.bad)
+        return None
+
+    def finish(self) -> list[TaskResult]:
+        """Flush (and close) every file; the task's records."""
+        return [*self.writer.finish(), *merge_offsets(self.read),
+                *([Tombstones(self.tombstones)] if self.tombstones else []),
+                *([NewFields(self.seen, self.holding)] if self.seen else [])]
+
+    def abandon(self) -> None:
+        self.writer.abandon()
+
+
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The write stage: yields one RESULT_SCHEMA batch of records (see _results.py)."""
-    writer = _TaskWriter.in_task(plan)
-    read: list[OffsetsRead] = []
-    tombstones = 0
-    seen: dict[str, FieldSeen] = {}
-    holding = 0
+    task = TableWrite(plan)
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            split = (_split_kafka(plan, batch) if plan.input == "kafka"
-                     else _split_parsed(plan, batch))
-            read += offsets_read(split.topics, split.partitions, split.offsets)
-            tombstones += split.tombstones
-            if split.new_fields is not None:
-                seen = merge_fields(seen, split.new_fields.fields)
-                holding += split.new_fields.records
-            if split.bad.num_rows and plan.options.on_bad_record == "fail":
-                first = split.bad.slice(0, 1).to_pylist()[0]
-                writer.abandon()
-                yield to_arrow([BadRecords(first["topic"], first["partition"], first["offset"],
-                                           first["error"], split.bad.num_rows)])
+            bad = task.add(batch)
+            if bad is not None:
+                task.abandon()
+                yield to_arrow([bad])
                 return
-            _route(plan, writer, split)
-            writer.write_dead(split.bad)
-        results = writer.finish()
+        results = task.finish()
     except BaseException:
-        writer.abandon()
+        task.abandon()
         raise
-    yield to_arrow([*results, *merge_offsets(read),
-                    *([Tombstones(tombstones)] if tombstones else []),
-                    *([NewFields(seen, holding)] if seen else [])])
+    yield to_arrow(results)
 
 
 __all__ = [
@@ -608,6 +633,7 @@ __all__ = [
     "new_fields_column",
     "parsed_new_fields",
     "META_SLOT",
+    "TableWrite",
     "TaskPlan",
     "parse_task",
     "write_task",

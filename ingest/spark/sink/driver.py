@@ -36,13 +36,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import fsspec
 import pyarrow as pa
 
-from ingest.acid import is_side_file, parse_codec, rollback_file, side_file_path
-from ingest.acid.format import ACID_VERSION_FILE, CommittedFile, format_delta
+from ingest.acid import is_side_file, rollback_file, side_file_path
+from ingest.acid.format import format_delta
 from ingest.errors import CommitConflictError, ConfigError, IngestError, SchemaMismatchError
 from ingest.faults import crash_point
 from ingest.io import storage
@@ -66,18 +65,20 @@ from ingest.spark.sink._batch import (
 )
 from ingest.spark.sink._first_records import check_plain_avro_start
 from ingest.spark.sink._heartbeat import Heartbeat
+from ingest.spark.sink._loss import lost_ranges
+from ingest.spark.sink._plans import committed_files, table_codec, table_plan
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
-from ingest.spark.sink._tasks import DeltaTarget, TaskPlan
+from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink._txn_batches import check_transaction_batches
+from ingest.spark.sink._undo import abort_left_open, remove_written
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.table import Table, TableRef
 from ingest.table.core import (
     check_owner,
     check_written_columns,
     evolve_schema,
-    remove_aborted_writes,
     stream_progress,
     write_set,
 )
@@ -258,8 +259,8 @@ class AcidSink:
             if self.options.keyed:
                 self._key = check_keyed_stream(self._table, self.options,
                                                self.partition_expression)
-            self._codecs = (_codec(self._table, self.compression),
-                            _codec(self._dead_letter, self.compression))
+            self._codecs = (table_codec(self._table, self.compression),
+                            table_codec(self._dead_letter, self.compression))
             if batch_df is not None:
                 conf = batch_df.sparkSession.conf.get("spark.speculation", "false")
                 # Speculative attempts may leave staging files behind a reported first one.
@@ -312,26 +313,8 @@ class AcidSink:
             for info in store.transactions(table, states=("open",)):
                 if info.agent.endswith(self._agent_tag):
                     left.setdefault(info.txn_id, []).append(info)
-        dead: dict[str, list[int]] = {}
-        for txn_id, infos in sorted(left.items()):
-            first = infos[0]
-            try:
-                store.abort(Transaction(txn_id, first.table, first.write_id, first.opened_at,
-                                        first.agent),
-                            reason="its stream was restarted before it committed")
-            except CommitConflictError as e:  # committed after all: its files are the table's
-                log.warning("Transaction %d of sink %r committed meanwhile; its files stay: %s",
-                            txn_id, self.sink_id, e)
-                continue
-            for info in infos:
-                dead.setdefault(info.table, []).append(info.write_id)
-        for name, write_ids in dead.items():
-            removal = remove_aborted_writes(store, tables[name], write_ids,
-                                            storage_options=self.storage_options)
-            log.warning("Aborted write ids %s of %s left open by an earlier run of sink %r; "
-                        "removed %d of their files and %d delta directories%s", write_ids,
-                        name, self.sink_id, len(removal.removed), len(removal.directories),
-                        f"; kept {list(removal.kept)}" if removal.kept else "")
+        dead = abort_left_open(store, left, sink_id=self.sink_id, table_of=tables.__getitem__,
+                               storage_options=self.storage_options)
         if self._table.name in dead:
             # Files of the earlier run's transaction batch were live until now: repair them.
             self.table_ref.open(store).recover()
@@ -410,9 +393,8 @@ class AcidSink:
 
     def _lost(self, store: Metastore, planned: Sequence[OffsetRange] | None,
               batch_id: int) -> tuple[OffsetRange, ...]:
-        """The offsets Kafka removed before the table committed them: for each partition
-        the micro-batch reads, from the table's committed end up to the broker's earliest
-        offset (whichever source, whatever its failOnDataLoss did).
+        """The offsets Kafka removed before the table committed them (`lost_ranges`, against
+        the table's committed ends, whichever source, whatever its failOnDataLoss did).
 
         Raises:
             IngestError: some were lost and fail_on_data_loss: every lost range named,
@@ -421,31 +403,8 @@ class AcidSink:
         if self.earliest_fn is None or not planned:
             return ()
         assert self._table is not None
-        committed = self._committed_ends(store)
-        known = {(r.topic, r.partition): r for r in planned if (r.topic, r.partition) in committed}
-        if not known:
-            return ()
-        earliest = self.earliest_fn(sorted(known))
-        lost = []
-        for key, r in sorted(known.items()):
-            start, low = committed[key], earliest.get(key)
-            if low is not None and start < low:
-                lost.append(OffsetRange(key[0], key[1], start, min(low, r.until_offset)))
-        if lost and self.fail_on_data_loss:
-            raise IngestError(
-                f"Kafka data loss before micro-batch {batch_id} of {self._table.name}: "
-                + "; ".join(f"{r.topic}-{r.partition} offsets [{r.from_offset}, "
-                            f"{r.until_offset}) ({r.until_offset - r.from_offset:,})"
-                            for r in lost)
-                + " were removed from Kafka (retention) before the table committed them; "
-                "nothing of the micro-batch was written",
-                hint="to go on without them, restart with --fail-on-data-loss false (they are "
-                     "counted and shown by `ingest status`); or re-produce them")
-        for r in lost:
-            log.warning("Kafka data loss: %s-%d offsets [%d, %d) were removed before %s "
-                        "committed them; skipped (--fail-on-data-loss false)", r.topic,
-                        r.partition, r.from_offset, r.until_offset, self._table.name)
-        return tuple(lost)
+        return lost_ranges(planned, self._committed_ends(store), self.earliest_fn,
+                           fail=self.fail_on_data_loss, batch_id=batch_id, of=self._table.name)
 
     def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int,
                planned: Sequence[OffsetRange] | None = None,
@@ -481,7 +440,10 @@ class AcidSink:
                              lost=tuple(lost))
             crash_point("sink.before_commit")
             committing = time.monotonic()
-            files = self._committed_files(plan, results)
+            assert self._table is not None and self._dead_letter is not None
+            files = committed_files(
+                {"table": (self._table, plan.target.write_id),
+                 "dead_letter": (self._dead_letter, plan.dead_letter.write_id)}, results)
             # A keyed micro-batch declares its write set: a concurrent keyed writer of the
             # same buckets that committed first makes this commit fail (docs/format.md §24).
             updated = None if self._key is None else write_set(
@@ -589,50 +551,17 @@ class AcidSink:
     def _plan(self, txn: Transaction, delta_dir: str, committed: dict[str, int],
               last: bool) -> TaskPlan:
         assert self._table is not None and self._dead_letter is not None
-        table = self._table
-        pcol = table.partition_columns[0] if table.partition_columns else None
-        parse_fields = list(table.row_schema)
-        partition_from: Literal["field", "column", "none"] = "none"
-        if pcol is not None and self.partition_expression is None:
-            partition_from = "field"
-            parse_fields.append(pa.field(pcol, pa.string()))
-        elif pcol is not None:
-            partition_from = "column"
         dead_write_id = txn.write_id_for(self._dead_letter)
-        return TaskPlan(
-            target=DeltaTarget(table.location, txn.write_id, delta_dir, self._codecs[0]),
-            dead_letter=DeltaTarget(self._dead_letter.location, dead_write_id,
-                                    format_delta(dead_write_id, dead_write_id, 0),
-                                    self._codecs[1]),
-            row_schema=table.row_schema, parse_schema=pa.schema(parse_fields),
-            partition_column=pcol, partition_from=partition_from,
-            bucket_columns=tuple(table.bucket_columns), bucket_count=table.bucket_count,
-            append=self.options.txns_per_delta > 1,
-            close_files=self.options.txns_per_delta > 1 and last, options=self.options,
-            committed_lengths=committed,
-            storage_options=dict(self.storage_options),
-            mode=self.options.mode, key=self._key, table=table if self._key else None,
-            avro=self._avro,
-        )
-
-    def _committed_files(self, plan: TaskPlan, results: list[TaskResult]
-                         ) -> dict[str, list[CommittedFile]]:
-        """The manifest entries of the files the tasks reported (docs/format.md §20)."""
-        assert self._table is not None and self._dead_letter is not None
-        # Task paths start with the root each table's location names (as in `_tasks.py`).
-        tables = {target: (table.name, write_id,
-                           storage.path_of(table.location) + "/")
-                  for target, table, write_id in (
-                      ("table", self._table, plan.target.write_id),
-                      ("dead_letter", self._dead_letter, plan.dead_letter.write_id))}
-        out: dict[str, list[CommittedFile]] = {name: [] for name, _, _ in tables.values()}
-        for r in results:
-            if not isinstance(r, FileWritten) or r.tail_hash is None or r.events is None:
-                continue
-            name, write_id, root = tables[r.target]
-            out[name].append(CommittedFile(r.path.removeprefix(root), write_id, r.length,
-                                           r.tail_hash, r.events))
-        return out
+        plan = table_plan(self._table, self._dead_letter, target=(txn.write_id, delta_dir),
+                          dead_letter=(dead_write_id,
+                                       format_delta(dead_write_id, dead_write_id, 0)),
+                          codecs=self._codecs, options=self.options,
+                          storage_options=self.storage_options,
+                          partition_expression=self.partition_expression)
+        batches = self.options.txns_per_delta > 1
+        return replace(plan, append=batches, close_files=batches and last,
+                       committed_lengths=committed, mode=self.options.mode, key=self._key,
+                       table=self._table if self._key else None, avro=self._avro)
 
     def _committed(self, plan: TaskPlan, results: list[TaskResult]) -> None:
         """After the commit: staging leftovers go; a transaction batch moves on."""
@@ -669,15 +598,15 @@ class AcidSink:
             return
         assert self._table is not None
         written = [r for r in results if isinstance(r, FileWritten)]
-        _remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter.delta_dir,
+        remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter.delta_dir,
                         [r for r in written if r.target == "dead_letter"])
         if self._run is None:
             depth = len(self._table.partition_columns)
-            _remove_written(self.fs, self.root, depth, plan.target.delta_dir,
+            remove_written(self.fs, self.root, depth, plan.target.delta_dir,
                             [r for r in written if r.target == "table"])
             if self._key is not None:  # a keyed micro-batch's delete events
                 write_id = plan.target.write_id
-                _remove_written(self.fs, self.root, depth,
+                remove_written(self.fs, self.root, depth,
                                 format_delta(write_id, write_id, 0, delete=True), [])
             return
         # A transaction batch cannot go on after a failed micro-batch: end it here.
@@ -754,36 +683,6 @@ def check_keyed_stream(table: TableDefinition, options: SinkOptions,
             hint="partition by a JSON field that is part of --key, e.g. --partition-by dt "
                  "--key id,dt")
     return check_keyed_table(table, list(options.key_columns), options.order_by)
-
-
-def _delta_dirs(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str) -> list[str]:
-    """Directory `name` in every partition of the table that has one."""
-    pattern = "/".join([root.rstrip("/"), *["*"] * depth, name])
-    return fs.glob(pattern) if depth else ([f"{root.rstrip('/')}/{name}"]
-                                           if fs.exists(f"{root.rstrip('/')}/{name}") else [])
-
-
-def _remove_written(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str,
-                    files: Sequence[FileWritten]) -> None:
-    """After an abort: delete the files the tasks reported (published or still staged) and
-    their side files, then each directory `name` left holding nothing but the version marker
-    and hidden staging files (a task attempt that died before reporting). A directory still
-    holding anything else was not only ours and stays (docs/invariants.md, 7)."""
-    for f in files:
-        for path in (f.path, f.staging):
-            if path is not None:
-                remove_quietly(fs, path)
-                remove_quietly(fs, side_file_path(path))
-    for directory in _delta_dirs(fs, root, depth, name):
-        names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(directory, detail=False)]
-        if all(n == ACID_VERSION_FILE or n.startswith("_tmp.bucket_") for n in names):
-            fs.rm(directory, recursive=True)
-
-
-def _codec(table: TableDefinition, override: str | None) -> str:
-    return parse_codec(override or table.properties.get("orc.compress", "zlib"),
-                       where=f"Cannot write to {table.name}: ORC compression ",
-                       hint="fix the table property orc.compress")
 
 
 def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:

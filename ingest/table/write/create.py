@@ -17,6 +17,7 @@ from ingest.acid import has_directories
 from ingest.acid.format import MAX_BUCKET_COUNT, parse_schema, reserved_column_reason
 from ingest.errors import ConfigError, IngestError, TableExistsError
 from ingest.io import storage
+from ingest.records import location_table_name
 from ingest.table.core import (
     ADOPTED_PROPERTY,
     MARKER_NAME,
@@ -258,9 +259,7 @@ def default_table_name(location: str) -> str:
     Raises:
         ValueError: `location` is empty.
     """
-    base = normalize_location(location).rstrip("/").rsplit("/", 1)[-1].lower()
-    cleaned = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in base)
-    return "default." + (cleaned if cleaned[:1].isalpha() else f"t_{cleaned}")
+    return "default." + location_table_name(normalize_location(location))
 
 
 def _split_names(names: Sequence[str] | str) -> tuple[str, ...]:

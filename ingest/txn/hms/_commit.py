@@ -49,6 +49,7 @@ from ingest.txn.model import (
     table_key,
     table_not_found,
 )
+from ingest.txn.table_ranges import checked_table_ranges
 
 TRANSACTION_BATCHES_REFUSED = (
     "transaction batches (several micro-batches appending to one delta directory) are not "
@@ -159,6 +160,7 @@ class Commits:
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: Mapping[str, Iterable[int]] | None = None,
+        table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
     ) -> None:
         """See `Metastore.commit`. The partitions of `files`' paths are added to the
         metastore and registered with the transaction before the commit, and a write of
@@ -169,7 +171,9 @@ class Commits:
         `updated` (keyed writes), the partitions are registered as UPDATE and Hive's own
         write-set check at `commit_txn` applies (partition granularity; `updated`'s buckets
         are not sent). Offsets are also a row (without the sink) of the progress table of
-        each other table the transaction writes, so `offset_ranges` finds them there too. A
+        each other table the transaction writes, so `offset_ranges` finds them there too
+        (with `table_offsets`, only that table's own ranges, and no row for a table without
+        any). A
         transaction this object does not hold open is checked with the metastore first
         (`Session.require_open`)."""
         ranges = _checked_ranges(txn, offsets)
@@ -196,8 +200,7 @@ class Commits:
             target = None
             if sink is not None or ranges:
                 target = tables.get(txn.table) or self._s.hive_table(txn.table)
-            others = [(tables.get(n) or self._s.hive_table(n), w)
-                      for n, w in txn.other_write_ids if ranges and not is_side_table(n)]
+            others = self._offsets_of_others(txn, tables, ranges, table_offsets)
             self._write_side_tables(txn, target, sink, ranges, listed, others)
             crash_point("metastore.during_commit")  # a kill here leaves it all uncommitted
             beats = self._s.beats.pop(txn.txn_id, None)
@@ -209,6 +212,23 @@ class Commits:
             commit_txn_settled(self._s.conn, lambda: self._s.conn, txn.txn_id,
                                check_write_set=bool(updated))
             self._s.forget_txn(txn.txn_id)
+
+    def _offsets_of_others(
+        self, txn: Transaction, tables: Mapping[str, HiveTable], ranges: list[OffsetRange],
+        table_offsets: Mapping[str, Iterable[OffsetRange]] | None,
+    ) -> list[tuple[HiveTable, int, list[OffsetRange]]]:
+        """Each other table the commit gives offsets (in its progress table): with its write
+        id and its ranges, all of `ranges` or its own of `table_offsets`."""
+        if table_offsets is None:
+            return [(tables.get(n) or self._s.hive_table(n), w, ranges)
+                    for n, w in txn.other_write_ids if ranges and not is_side_table(n)]
+        named = []
+        for name, own in table_offsets.items():
+            table = _table_for(tables.values(), name) or self._s.hive_table(name)
+            named.append((table.name, own))
+        checked = checked_table_ranges(txn, ranges, named)
+        return [(tables.get(n) or self._s.hive_table(n), txn.write_id_for(n), own)
+                for n, own in checked.items() if own and not is_side_table(n)]
 
     def _delete_target(self, table: HiveTable) -> LockTarget:
         """Hive's lock for DELETE on a full-ACID table: EXCL_WRITE on Hive 4 (its default,
@@ -232,15 +252,16 @@ class Commits:
     def _write_side_tables(self, txn: Transaction, target: HiveTable | None,
                            sink: SinkProgress | None, ranges: list[OffsetRange],
                            listed: Mapping[str, tuple[HiveTable, list[CommittedFile]]],
-                           others: Sequence[tuple[HiveTable, int]] = ()) -> None:
+                           others: Sequence[tuple[HiveTable, int, list[OffsetRange]]] = ()
+                           ) -> None:
         """Write the commit's side-table rows inside transaction `txn` (docs/invariants.md,
         8.6 and 8.11): with a `target`, the micro-batch's progress row; for each of `others`
-        (a table and its write id), the offsets without the sink in its progress table; for
-        each table of `listed`, its manifest entries. A write id of each side table, then one
-        EXCLUSIVE lock request on them all (so the checks below and the commit are one step against
-        every other writer of these side tables; released by the commit or abort), one
-        snapshot of them all, the check that the batch is not committed and that no entry
-        lowers a committed length, then one delta each.
+        (a table, its write id, its ranges), those ranges without the sink in its progress
+        table; for each table of `listed`, its manifest entries. A write id of each side
+        table, then one EXCLUSIVE lock request on them all (so the checks below and the
+        commit are one step against every other writer of these side tables; released by the
+        commit or abort), one snapshot of them all, the check that the batch is not
+        committed and that no entry lowers a committed length, then one delta each.
 
         Raises:
             ConfigError: progress on a side table.
@@ -260,14 +281,15 @@ class Commits:
                     hint="write the stream into its target table, not into a side table")
             progress = self._s.progress_table(target, create=True)
             assert progress is not None
-        offsets_of: list[tuple[HiveTable, int]] = []  # (progress table, its table's write id)
-        for table, write_id in others:
+        # (progress table, its table's write id, its ranges)
+        offsets_of: list[tuple[HiveTable, int, list[OffsetRange]]] = []
+        for table, write_id, its_ranges in others:
             found = self._s.progress_table(table, create=True)
             assert found is not None
-            offsets_of.append((found, write_id))
+            offsets_of.append((found, write_id, its_ranges))
         manifests = {name: self._manifest.manifest_table(listed[name][0])
                      for name in sorted(listed)}
-        sides = [*([progress] if progress is not None else []), *(p for p, _ in offsets_of),
+        sides = [*([progress] if progress is not None else []), *(p for p, _, _ in offsets_of),
                  *manifests.values()]
         if not sides:
             return
@@ -288,8 +310,8 @@ class Commits:
                         f"of {target.name}",
                         hint="the batch is a replay; its rows are in the table")
             write_progress(progress, own[progress.name], sink, txn.write_id, ranges)
-        for table, write_id in offsets_of:
-            write_progress(table, own[table.name], None, write_id, ranges)
+        for table, write_id, table_ranges in offsets_of:
+            write_progress(table, own[table.name], None, write_id, table_ranges)
         for name, table in manifests.items():
             self._manifest.manifest.write_locked(
                 self._s.conn, table, own[table.name], listed[name][0], ids=ids[table.name],

@@ -185,8 +185,10 @@ class HiveMetastore(Metastore):
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: Mapping[str, Iterable[int]] | None = None,
+        table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
     ) -> None:
-        self._commits.commit(txn, sink=sink, offsets=offsets, files=files, updated=updated)
+        self._commits.commit(txn, sink=sink, offsets=offsets, files=files, updated=updated,
+                             table_offsets=table_offsets)
 
     def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
         self._commits.abort(txn, reason=reason)

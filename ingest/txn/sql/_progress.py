@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from ingest.acid.format import ValidWriteIdList
 from ingest.txn.model import TXN_STATES, OffsetRange, TableIdentifier, TransactionInfo, TxnState
 from ingest.txn.sql._database import Database
-from ingest.txn.sql._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
+from ingest.txn.sql._schema import sink_progress, tables, txn_to_write_id, txns
+from ingest.txn.sql._table_offsets import TableOffsets
 
 
 def valid_write_ids(c: sa.Connection, name: str) -> ValidWriteIdList:
@@ -39,11 +40,12 @@ def valid_write_ids(c: sa.Connection, name: str) -> ValidWriteIdList:
 
 
 class Progress:
-    """What the `txns`, `txn_to_write_id`, `sink_progress` and `txn_offsets` tables of one
-    database say about tables and sinks."""
+    """What the `txns`, `txn_to_write_id`, `sink_progress`, `txn_offsets` and
+    `table_offsets` tables of one database say about tables and sinks."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._table_offsets = TableOffsets(db)
 
     def snapshot(self, table: TableIdentifier) -> ValidWriteIdList:
         """See `Metastore.snapshot`; one read transaction."""
@@ -92,14 +94,8 @@ class Progress:
         """See `Metastore.offset_ranges`."""
         db = self._db
         with db.translate("read offsets"), db.read() as c:
-            name = db.resolve(c, table)
-            o, w = txn_offsets, txn_to_write_id
-            rows = list(c.execute(
-                sa.select(w.c.write_id, o.c.topic, o.c.partition, o.c.from_offset,
-                          o.c.until_offset)
-                .join(w, w.c.txn_id == o.c.txn_id).where(w.c.table_name == name)).all())
-        rows.sort(key=lambda r: (r[0], r[1], r[2]))
-        return [(int(row[0]), OffsetRange(*row[1:])) for row in rows]
+            rows = self._table_offsets.ranges_of(c, db.resolve(c, table))
+        return sorted(rows, key=lambda r: (r[0], r[1].topic, r[1].partition))
 
 
 __all__ = ["Progress", "valid_write_ids"]

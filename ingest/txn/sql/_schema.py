@@ -5,7 +5,8 @@ Mirrors the Hive metastore's transaction tables in miniature: `TXNS` (txns), `NE
 that Hive keeps in `commitTxnWithKeyValue` table properties. Version 2 adds the committed-file
 manifest, registered readers (Hive's MIN_HISTORY_LEVEL) and the compaction history
 (`COMPACTION_QUEUE` / `COMPLETED_COMPACTIONS`); version 3 the write set (`WRITE_SET`);
-version 4 the tables' schema versions (`table_schemas`).
+version 4 the tables' schema versions (`table_schemas`); version 5 each table's own offset
+ranges in a transaction across several tables (`table_offsets`, docs/many-tables.md).
 SQLAlchemy writes the DDL for each dialect.
 """
 
@@ -15,7 +16,7 @@ import sqlalchemy as sa
 
 from ingest.errors import MetastoreError, UnsupportedFormatError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # 64-bit ids and offsets on PostgreSQL. On SQLite only the exact type name INTEGER makes a
 # primary key the rowid (what AUTOINCREMENT needs), and INTEGER holds 64 bits there anyway.
@@ -158,6 +159,21 @@ table_schemas = sa.Table(
     sa.Column("changed_at", Seconds, nullable=False),
     sa.PrimaryKeyConstraint("table_name", "version"),
 )
+# Each table's own Kafka ranges in a transaction that wrote several tables from several topics
+# (docs/many-tables.md, "Offsets and restarts"): a transaction with rows here gives every table
+# it wrote exactly its rows here (the primary's are all of `txn_offsets`'), one without gives
+# every table all of `txn_offsets`' (as before version 5).
+table_offsets = sa.Table(
+    "table_offsets", metadata,
+    sa.Column("txn_id", Id, sa.ForeignKey("txns.txn_id"), nullable=False),
+    sa.Column("table_name", sa.Text, nullable=False),
+    sa.Column("topic", sa.Text, nullable=False),
+    sa.Column("partition", sa.Integer, nullable=False),
+    sa.Column("from_offset", Id, nullable=False),
+    sa.Column("until_offset", Id, nullable=False),
+    sa.PrimaryKeyConstraint("txn_id", "table_name", "topic", "partition"),
+    sa.Index("table_offsets_table", "table_name", "txn_id"),
+)
 
 # The tables each schema version added, in creation order; upgrading from version v creates
 # those of versions v + 1 .. SCHEMA_VERSION.
@@ -166,6 +182,7 @@ VERSION_TABLES: dict[int, tuple[sa.Table, ...]] = {
     2: (committed_files, readers, compactions),
     3: (write_set,),
     4: (table_schemas,),
+    5: (table_offsets,),
 }
 assert max(VERSION_TABLES) == SCHEMA_VERSION
 

@@ -163,9 +163,10 @@ class SqlMetastore(Metastore):
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: Mapping[str, Iterable[int]] | None = None,
+        table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
     ) -> None:
         self._transactions.commit(txn, sink=sink, offsets=offsets, files=files,
-                                  updated=updated)
+                                  updated=updated, table_offsets=table_offsets)
 
     def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
         self._transactions.abort(txn, reason=reason)

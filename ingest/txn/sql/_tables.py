@@ -20,6 +20,7 @@ from ingest.txn.model import SCHEMA_CHANGE_AGENT, TableDefinition, TableIdentifi
 from ingest.txn.sql._database import Database
 from ingest.txn.sql._manifest import Manifest
 from ingest.txn.sql._schema import sink_progress, table_schemas, tables, txn_to_write_id, txns
+from ingest.txn.sql._table_offsets import TableOffsets
 from ingest.txn.sql._transactions import insert_txn
 
 _COLUMNS = (tables.c.name, tables.c.location, tables.c.row_schema,
@@ -210,6 +211,7 @@ class Tables:
                 )
             c.execute(sa.delete(sink_progress).where(sink_progress.c.table_name == name))
             self._manifest.drop_table(c, name)
+            TableOffsets(db).drop_table(c, name)
             c.execute(sa.delete(txn_to_write_id).where(txn_to_write_id.c.table_name == name))
             if self._versioned:
                 c.execute(sa.delete(table_schemas).where(table_schemas.c.table_name == name))

@@ -19,18 +19,20 @@ from ingest.txn.model import OffsetRange, SinkProgress, TableIdentifier, Transac
 from ingest.txn.sql._database import Database, inserted_id
 from ingest.txn.sql._manifest import Manifest
 from ingest.txn.sql._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
+from ingest.txn.sql._table_offsets import TableOffsets
 from ingest.txn.sql._write_set import WriteSet, WriteSets
 
 
 class Transactions:
     """The `txns`, `txn_to_write_id`, `sink_progress` and `txn_offsets` writes of one
-    database; a commit records its files through the `Manifest` and checks and records what
-    it updated through the `WriteSets`."""
+    database; a commit records its files through the `Manifest`, each table's own ranges
+    through `TableOffsets`, and checks and records what it updated through the `WriteSets`."""
 
     def __init__(self, db: Database, manifest: Manifest) -> None:
         self._db = db
         self._manifest = manifest
         self._write_sets = WriteSets(db)
+        self._table_offsets = TableOffsets(db)
 
     def open_transaction(
         self, table: TableIdentifier, *, agent: str = "", also: Sequence[TableIdentifier] = ()
@@ -104,6 +106,7 @@ class Transactions:
         offsets: Iterable[OffsetRange] = (),
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: WriteSet | None = None,
+        table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
     ) -> None:
         """See `Metastore.commit`: every record in one write transaction; a write-write
         conflict aborts the transaction in that same write transaction."""
@@ -127,13 +130,14 @@ class Transactions:
                 # The loser aborts at once, as Hive's commitTxn does: nothing can commit it.
                 self._swap_state(c, txn, "aborted", conflict, "abort")
             else:
-                self._commit_records(c, txn, sink, ranges, files or {})
+                self._commit_records(c, txn, sink, ranges, files or {}, table_offsets)
         if conflict is not None:
             self._raise_conflict(txn, conflict)
 
     def _commit_records(self, c: sa.Connection, txn: Transaction, sink: SinkProgress | None,
                         ranges: list[OffsetRange],
-                        files: Mapping[str, Iterable[CommittedFile]]) -> None:
+                        files: Mapping[str, Iterable[CommittedFile]],
+                        table_offsets: Mapping[str, Iterable[OffsetRange]] | None) -> None:
         self._swap_state(c, txn, "committed", None, "commit")
         crash_point("metastore.during_commit")  # a kill here must roll the commit back
         if sink is not None:
@@ -145,6 +149,8 @@ class Transactions:
                 {"txn_id": txn.txn_id, "topic": r.topic, "partition": r.partition,
                  "from_offset": r.from_offset, "until_offset": r.until_offset}
                 for r in ranges])
+        if table_offsets is not None:
+            self._table_offsets.record(c, txn, ranges, table_offsets)
         self._record_commit_files(c, txn, files)
 
     @staticmethod

@@ -1,0 +1,456 @@
+"""The streaming job of a stream of several tables (docs/many-tables.md): Kafka topics (a
+list or a pattern) -> `ManyTableSink` -> a table per route, with checks before it starts.
+
+`ingest stream` and jobs/kafka_to_acid.py call `run_many_stream` when the options route to
+several tables (`StreamOptions.many_tables`), `run_stream` (job.py) otherwise. The
+anchor (--unrouted-table: records that route nowhere, and the stream's progress) is
+created when missing; each routed table (and its dead-letter table) is created on first use
+with the stream's --schema, or checked against it when present.
+
+Around the sink, as for one table: a line per micro-batch naming each touched table's rows and
+the lag per topic (`StreamOperations`' listener, `many_ops.ManyBatchViews`), the metrics
+labelled by table (`StreamMetrics.observe_many`), the offsets of every topic to a consumer
+group, and compaction and cleaning of every table the stream writes (`StreamMaintenance`,
+signalled per table after each commit).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ingest.errors import ConfigError, IngestError
+from ingest.io import storage
+from ingest.kafka import KafkaConnection, LagProbe, Watermarks
+from ingest.records import RoutingRules
+from ingest.spark.job import StreamSummary
+from ingest.spark.options import StreamOptions
+from ingest.spark.sink import (
+    DEAD_LETTER_DDL,
+    ManyBatchReport,
+    ManyTableSink,
+    dead_letter_name,
+    dead_letter_schema,
+)
+from ingest.table import open_table_root
+from ingest.table.core import stream_progress
+from ingest.table.write import create_table, default_table_name
+from ingest.txn import (
+    Metastore,
+    TableDefinition,
+    TopicPartitionKey,
+    default_metastore_url,
+    normalize_location,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ManyTotals:
+    """Sums over a run's micro-batches (the sink keeps only its recent reports)."""
+
+    batches: int = 0
+    skipped: int = 0
+    rows: int = 0
+    dead_letters: int = 0
+    unrouted: int = 0
+    tombstones: int = 0
+    files: int = 0
+    bytes: int = 0
+    tables: dict[str, int] = field(default_factory=dict)  # rows per table
+
+    def add(self, report: ManyBatchReport) -> None:
+        self.batches += 1
+        if report.skipped:
+            self.skipped += 1
+            return
+        sums = report.sums()
+        self.unrouted += report.unrouted_records
+        self.rows += sums.rows
+        self.dead_letters += sums.dead_letters
+        self.tombstones += sums.tombstones
+        self.files += sums.files
+        self.bytes += sums.bytes
+        for name, one in report.tables.items():
+            self.tables[name] = self.tables.get(name, 0) + one.rows
+
+
+@dataclass(frozen=True)
+class ManyStreamSummary(StreamSummary):
+    """A finished stream of several tables: `StreamSummary`'s totals (table: the anchor; rows
+    and dead letters summed over the tables, records routed nowhere counted as dead letters),
+    the rows per table and the lag per topic after the last commit (None: not known)."""
+
+    tables: Mapping[str, int] = field(default_factory=dict)
+    lag_by_topic: Mapping[str, int] | None = None
+
+    def line(self) -> str:
+        per_table = ", ".join(f"{name} {n:,}" for name, n in sorted(self.tables.items()))
+        lag = "" if self.lag_by_topic is None else "; kafka lag per topic: " + (", ".join(
+            f"{t} {n:,}" for t, n in sorted(self.lag_by_topic.items())) or "none")
+        return f"{super().line()}; rows per table: {per_table or 'none'}{lag}"
+
+
+class _Earliest:
+    """Each partition's earliest offset on the broker, for the sink's data-loss check; the
+    probe is made again when a micro-batch names a topic it was not made for (a pattern's
+    new topic)."""
+
+    def __init__(self, connection: KafkaConnection, timeout_s: float) -> None:
+        self.connection, self.timeout_s = connection, timeout_s
+        self._probe: LagProbe | None = None
+        self._topics: set[str] = set()
+
+    def __call__(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        topics = {t for t, _ in tps}
+        if self._probe is None or not topics <= self._topics:
+            self.close()
+            self._topics |= topics
+            self._probe = LagProbe(self.connection, sorted(self._topics),
+                                   timeout_s=self.timeout_s)
+        return self._probe.earliest(tps)
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+
+def check_many_options(options: StreamOptions) -> None:
+    """The checks of a many-table stream that need no Spark and no broker: the locations'
+    schemes, the schema and partitioning, the routing rules, the metastore's backend.
+
+    Raises:
+        ConfigError: a bad location, schema, partitioning or routing rule.
+    """
+    from ingest.spark.job import check_sink_progress, table_layout
+
+    assert options.schema_ddl is not None and options.unrouted_table is not None
+    table_layout(options.schema_ddl, options.partition_by)
+    for location in (options.unrouted_table, options.checkpoint):
+        storage.check_url(location)
+    options.routing  # noqa: B018 (building the rules is the check)
+    if options.metastore is not None:
+        check_sink_progress(options.metastore)
+
+
+def ensure_anchor(location: str, *, metastore_url: str,
+                  storage_options: Mapping[str, Any]) -> TableDefinition:
+    """Create the stream's anchor (a dead-letter table) when missing, else check its columns.
+
+    Raises:
+        SchemaMismatchError: an existing table at `location` is not a dead-letter table.
+    """
+    from ingest.spark.job import check_existing_table
+
+    with Metastore.open(metastore_url) as store:
+        anchor = store.find_table(location)
+        if anchor is None:
+            anchor = create_table(location, DEAD_LETTER_DDL, name=default_table_name(location),
+                                  metastore=store, storage_options=storage_options)
+            log.info("Created the stream's dead-letter table %s at %s", anchor.name,
+                     anchor.location)
+        else:
+            check_existing_table(anchor, TableDefinition(anchor.name, location,
+                                                         dead_letter_schema()))
+    return anchor
+
+
+def name_beside(anchor: TableDefinition, location: str) -> str:
+    """The name of a table the stream creates at `location`: its directory's name (as
+    `default_table_name`) in the anchor's database. On a Hive Metastore 4 a managed table
+    must lie inside its database's managed location, which holds the anchor (made for it,
+    or the user's), while `default`'s is the server's warehouse. The routing rules compare
+    tables by this name's table part (`location_table_name`), so keys that would meet on it
+    are refused or route nowhere before a create fails."""
+    database = anchor.name.split(".", 1)[0] if "." in anchor.name else "default"
+    return f"{database}.{default_table_name(location).split('.', 1)[1]}"
+
+
+def check_route_names(store: Metastore, anchor: TableDefinition, rules: RoutingRules) -> None:
+    """Refuse explicit routes whose tables would have one name at different locations: each
+    route's table is named as found in the metastore, else as `create` would name it
+    (`name_beside`); two such names meeting would fail the second create on every micro-batch.
+    (Routes naming one location share that table, as documented.)
+
+    Raises:
+        ConfigError: naming both keys, both locations and the name.
+    """
+    named: dict[str, tuple[str, str]] = {}  # table name -> (key, location)
+    for key, location in sorted(rules.routes.items()):
+        where = normalize_location(location)
+        found = store.find_table(where)
+        name = found.name if found is not None else name_beside(anchor, where)
+        other = named.setdefault(name, (key, where))
+        if other[1] != where:
+            raise ConfigError(
+                f"--route {other[0]}={other[1]} and --route {key}={where} name two tables of "
+                f"one name, {name}: the second could never be created",
+                hint="route both keys to one location, or give one table a directory of "
+                     "another name")
+
+
+def run_many_stream(spark: SparkSession, options: StreamOptions, *,
+                    metastore_url: str | None = None) -> Any:
+    """Run a stream of several tables until it ends (available-now) or fails; returns its
+    `ManyStreamSummary` (table: the anchor's name; rows and dead letters summed over tables,
+    rows per table, the lag per topic).
+
+    Raises:
+        ConfigError: bad options, a topic of --topic that does not exist, or a checkpoint
+            that lost the progress the anchor holds.
+        IngestError: the broker cannot be reached, or the stream failed.
+    """
+    from ingest.spark.job import (
+        _checkpoint_is_new,
+        check_ends_not_behind,
+        check_existing_table,
+        check_kafka,
+        check_kerberos_kafka,
+        check_partition_expression,
+        ensure_tables,
+        repair_torn_files,
+        table_layout,
+    )
+    from ingest.spark.kafka import check_jvm_kafka, kafka_dataframe
+    from ingest.spark.maintenance import StreamMaintenance
+    from ingest.spark.many_ops import ManyBatchViews, TableMaintenanceSignals, TopicsLag
+    from ingest.spark.metrics import StreamMetrics, check_port
+    from ingest.spark.operations import StreamOperations
+    from ingest.spark.progress import OBSERVATION, source_observations
+    from ingest.spark.sink import error_in_traceback
+
+    check_many_options(options)
+    rules = options.routing
+    assert rules is not None and options.schema_ddl is not None
+    assert options.unrouted_table is not None
+    interval_s, available_now = options.schedule
+    layout = table_layout(options.schema_ddl, options.partition_by)
+    storage_options = dict(options.storage)
+    check_partition_expression(spark, layout)
+    anchor_at = options.unrouted_table
+    url = metastore_url or options.metastore or default_metastore_url(anchor_at)
+    connection = options.connection
+    kerberos = check_kerberos_kafka(connection)
+    marks: Watermarks = {}
+    for topic in rules.selection.topics:  # a pattern may match none yet
+        marks.update(check_kafka(connection, topic, timeout_s=options.kafka_timeout_s))
+    if options.kafka_source == "jvm":
+        check_jvm_kafka(spark)
+    if options.metrics_port is not None:
+        check_port(options.metrics_port, host=options.metrics_bind_host)
+    anchor = ensure_anchor(anchor_at, metastore_url=url, storage_options=storage_options)
+    checkpoint = options.checkpoint
+    sink_id = f"{anchor.name}@{normalize_location(checkpoint)}"
+    with Metastore.open(url) as store:
+        last = store.last_committed_batch(sink_id, table=anchor.name)
+        progress = stream_progress(store, anchor.name)
+        committed_ends = progress.offsets if progress else {}
+        # Every topic the anchor's progress names (a pattern's too), as run_stream its one.
+        marks.update(_ends_of(connection, {t for t, _ in committed_ends} - {t for t, _ in marks},
+                              listed=rules.selection.topics, timeout_s=options.kafka_timeout_s))
+        check_ends_not_behind(marks, committed_ends, servers=connection.bootstrap_servers,
+                              known_as=f"stream {sink_id} already committed")
+        holders = _holders(store, committed_ends, rules)
+        check_route_names(store, anchor, rules)
+        # Torn files are repaired in the anchor and in the tables the stream has written,
+        # before the sink adds to them (as run_stream its table); the sink's own repair
+        # aborts what its killed transactions left open.
+        opened_anchor = open_table_root(anchor.location, store, storage_options)
+        repair_torn_files(opened_anchor)
+        for location in _written_tables(store, holders, rules):
+            repair_torn_files(open_table_root(location, store, storage_options))
+        anchor_ref = opened_anchor.ref
+    if last is not None and _checkpoint_is_new(checkpoint, storage_options):
+        raise ConfigError(
+            f"Cannot start: checkpoint {checkpoint} holds no progress, but this stream already "
+            f"committed micro-batches up to {last} (progress in {anchor.name}); starting over "
+            "would read the topics again under batch ids the tables have seen",
+            hint="restore the checkpoint, or use a new --checkpoint path (and new tables if "
+                 "the topics must be read again)")
+
+    def create(location: str) -> tuple[TableDefinition, TableDefinition]:
+        return ensure_tables(location, layout, metastore_url=url,
+                             storage_options=storage_options,
+                             name=name_beside(anchor, location))
+
+    def check(table: TableDefinition, dead: TableDefinition) -> None:
+        # A routed table found in the metastore must hold the stream's --schema, as the one
+        # table of run_stream (refused at its first use, before that micro-batch commits).
+        partitions = (layout.partition_column,) if layout.partition_column else ()
+        check_existing_table(table, TableDefinition(table.name, table.location,
+                                                    layout.row_schema,
+                                                    partition_columns=partitions))
+        check_existing_table(dead, TableDefinition(dead.name, dead.location,
+                                                   dead_letter_schema()))
+
+    earliest = None if kerberos else _Earliest(connection, options.kafka_timeout_s)
+    sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
+                         create=create, check=check,
+                         partition_expression=layout.partition_expression,
+                         earliest_fn=earliest,
+                         fail_on_data_loss=options.fail_on_data_loss == "true",
+                         max_new_tables=options.max_new_tables_per_batch)
+    selection = rules.selection
+    frame = kafka_dataframe(spark, connection=connection, topic=list(selection.topics),
+                            topic_pattern=selection.pattern,
+                            starting_offsets=options.starting_offsets,
+                            max_offsets_per_trigger=options.max_offsets_per_trigger,
+                            fail_on_data_loss=False,  # the sink judges loss (as run_stream)
+                            timeout_s=options.kafka_timeout_s, source=options.kafka_source)
+    totals = ManyTotals()
+    committed = dict(progress.offsets) if progress else {}
+    views = ManyBatchViews(None if kerberos else TopicsLag(connection, timeout_s=5.0),
+                           committed)
+    maintenance = signals = metrics = operations = None
+    try:
+        if options.compact != "off" or options.clean != "off":
+            maintenance = StreamMaintenance(compact=options.compact, clean=options.clean,
+                                            interval_s=options.maintenance_interval_s)
+            signals = TableMaintenanceSignals(maintenance, anchor_ref)
+        watched = [anchor.name]
+        if options.metrics_port is not None:
+            metrics = StreamMetrics(
+                anchor.name, committed=committed,
+                last_commit_at=progress.last_commit_at if progress else None,
+                lag_probe=None if kerberos else TopicsLag(connection,
+                                                          timeout_s=options.kafka_timeout_s))
+            metrics.hold(holders)
+            if maintenance is not None:
+                metrics.watch_maintenance(maintenance)
+            metrics.watch_metastore(url, watched)
+            metrics.serve(options.metrics_port, host=options.metrics_bind_host)
+        by_topic = rules.field_path is None
+        on_tombstone = options.sink.on_tombstone
+
+        def write_batch(batch_df: Any, batch_id: int) -> None:
+            sink(batch_df, batch_id)
+            report = sink.reports[-1]
+            totals.add(report)
+            views.add(report)
+            if signals is not None:
+                try:  # off the data path: the micro-batch is committed (8.10)
+                    signals.committed(report)
+                except IngestError as e:
+                    log.warning("Maintenance: cannot signal the tables of micro-batch %d "
+                                "(the stream goes on): %s", batch_id, e)
+            if metrics is not None:
+                metrics.observe_many(report, on_tombstone=on_tombstone, by_topic=by_topic)
+                new = [n for name in sorted(report.tables) if name not in watched
+                       for n in (name, dead_letter_name(name))]
+                if new:  # the open transactions and leases of every table written so far
+                    watched.extend(new)
+                    metrics.watch_metastore(url, watched)
+
+        query_name = f"ingest-{anchor.name}"
+        operations = StreamOperations.start(
+            spark, sink, table=anchor.name, query_name=query_name,
+            log_format=options.log_format, connection=connection,
+            group=options.commit_offsets_to_group, committed=committed,
+            timeout_s=options.kafka_timeout_s, metrics=metrics, reports=views)
+        # Spark's progress then carries the batch's records and tombstones (observedMetrics).
+        frame = frame.observe(OBSERVATION, *source_observations())
+        writer = (frame.writeStream.foreachBatch(operations.wrap(write_batch))
+                  .option("checkpointLocation", checkpoint).queryName(query_name))
+        writer = (writer.trigger(availableNow=True) if available_now
+                  else writer.trigger(processingTime=f"{interval_s:g} seconds"))
+        started = time.monotonic()
+        from pyspark.errors import StreamingQueryException
+
+        if maintenance is not None:
+            maintenance.start()
+        try:
+            query = writer.start()
+        except BaseException:
+            operations.close(wait=False)
+            operations = None
+            raise
+        try:
+            query.awaitTermination()
+        except StreamingQueryException as e:
+            if sink.failure is not None:
+                raise sink.failure from e
+            ours = error_in_traceback(str(e), context=f"The stream into {anchor.name} failed")
+            if ours is not None:
+                raise ours from e
+            raise IngestError(f"The stream into {anchor.name} failed: {e}") from e
+        finally:
+            query.stop()
+    finally:
+        try:
+            if operations is not None:  # the last batch lines, the group's last commit
+                operations.close()
+            if maintenance is not None:
+                maintenance.stop()
+        finally:
+            sink.close()
+            views.close()
+            if earliest is not None:
+                earliest.close()
+            if metrics is not None:
+                metrics.close()
+    return ManyStreamSummary(anchor.name, totals.batches, totals.skipped, totals.rows,
+                             totals.dead_letters + totals.unrouted, totals.files, totals.bytes,
+                             time.monotonic() - started, (), tombstones=totals.tombstones,
+                             tables=dict(totals.tables),
+                             lag_by_topic=views.last_lag)
+
+
+def _ends_of(connection: KafkaConnection, topics: set[str], *, listed: Sequence[str],
+             timeout_s: float) -> Watermarks:
+    """The (earliest, end) offsets of `topics` on the broker. A topic of a pattern that is
+    gone has nothing left to read and is left out; a listed one was checked already."""
+    from ingest.spark.job import check_kafka
+
+    out: Watermarks = {}
+    for topic in sorted(topics):
+        try:
+            out.update(check_kafka(connection, topic, timeout_s=timeout_s))
+        except ConfigError:
+            if topic in listed:
+                raise
+            log.info("Topic %s, which the stream committed offsets of, is gone", topic)
+    return out
+
+
+def _written_tables(store: Metastore, holders: Mapping[str, str], rules: Any) -> list[str]:
+    """The locations of the routed tables the stream has written, to repair at start: routed
+    by topic, the tables holding the topics the anchor's progress names (`_holders`); the
+    explicit routes' tables that exist. This grows with the tables the stream has touched,
+    not with the metastore's tables, and costs no listing of transactions. (Routed by field,
+    a template's tables keep no offsets, so they are not known here: docs/many-tables.md.)"""
+    names = set(holders.values())
+    out = {store.get_table(name).location for name in names}
+    for location in rules.routes.values():
+        table = store.find_table(location)
+        if table is not None:
+            out.add(table.location)
+    return sorted(out)
+
+
+def _holders(store: Metastore, offsets: Mapping[TopicPartitionKey, int], rules: Any
+             ) -> dict[str, str]:
+    """Which table holds each topic the stream committed, for the metrics' labels: routed by
+    topic, the table whose own offset ranges name it (a routed table keeps its topics')."""
+    if rules.field_path is not None:
+        return {}
+    out: dict[str, str] = {}
+    for topic in sorted({t for t, _ in offsets}):
+        found = rules.table_of(topic)
+        location = getattr(found, "location", None)
+        table = store.find_table(location) if location is not None else None
+        if table is not None and any(r.topic == topic
+                                     for _, r in store.offset_ranges(table.location)):
+            out[topic] = table.name
+    return out
+
+
+__all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "check_route_names",
+           "ensure_anchor", "name_beside", "run_many_stream"]

@@ -1,0 +1,225 @@
+"""StreamOptions of a stream of several tables (docs/many-tables.md): the routing flags parsed
+and checked before anything starts, the single-table stream unchanged, and the options a
+many-table stream does not run yet refused up front."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ingest.cli.stream import command
+from ingest.errors import ConfigError
+from ingest.records import Routed, Unrouted
+from ingest.spark.options import SinkOptions, StreamOptions, add_arguments
+
+BASE = dict(bootstrap_servers="h:1", schema_ddl="id BIGINT", checkpoint="/ck")
+MANY = dict(BASE, unrouted_table="/wh/_unrouted")
+
+
+def test_one_topic_into_one_table_is_as_before() -> None:
+    options = StreamOptions(**BASE, topic="events", table="/wh/events")
+    assert not options.many_tables and options.routing is None
+    assert (options.topic_name, options.table_root) == ("events", "/wh/events")
+
+
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"table": "/wh/t"}, r"--topic \(or --topic-pattern\) is required"),
+    ({"topic": "t"}, "--table is required"),
+    ({"topic": "no spaces", "table": "/wh/t"}, "'no spaces' is not a Kafka topic name"),
+])
+def test_a_single_table_stream_needs_its_topic_and_table(kw: dict, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        StreamOptions(**BASE, **kw)
+
+
+def test_a_template_stream_of_a_topic_list(tmp_path: Path) -> None:
+    options = StreamOptions(**MANY, topic="orders,ORCL.SOE.ORDERS",
+                            table_template="/wh/{topic}")
+    rules = options.routing
+    assert options.many_tables and rules is not None
+    assert rules.route("ORCL.SOE.ORDERS") == Routed("ORCL.SOE.ORDERS", "file:///wh/orcl_soe_orders")
+    assert rules.route("orders") == Routed("orders", "file:///wh/orders")
+
+
+def test_routes_from_flags_and_a_file_with_a_pattern(tmp_path: Path) -> None:
+    routes = tmp_path / "routes.txt"
+    routes.write_text("# the shop\nshop.refunds = /wh/refunds\n")
+    options = StreamOptions(**MANY, topic_pattern=r"shop\..*", routes=["shop.orders=/wh/orders"],
+                            routes_file=str(routes))
+    rules = options.routing
+    assert rules is not None and rules.routes == {"shop.refunds": "file:///wh/refunds",
+                                                  "shop.orders": "file:///wh/orders"}
+    assert rules.route("shop.new") == Unrouted(
+        "topic 'shop.new' has no --route and there is no --table-template")
+
+
+def test_route_field_of_debezium_envelopes() -> None:
+    options = StreamOptions(**MANY, topic="dbserver1.all", route_field="source.table",
+                            table_template="/wh/{field}")
+    rules = options.routing
+    assert rules is not None
+    assert rules.route("dbserver1.all", {"source": {"table": "Customers"}}) == \
+        Routed("Customers", "file:///wh/customers")
+
+
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"topic": "a,b", "table_template": "/wh/{topic}", "unrouted_table": None},
+     r"several tables \(--table-template is given\) needs --unrouted-table"),
+    ({"topic": "a,b", "table": "/wh/t", "table_template": "/wh/{topic}"},
+     r"--table applies to a stream of one topic; .* \(--table-template is given\)"),
+    ({"topic": "a", "topic_pattern": "a.*", "table_template": "/wh/{topic}"}, "not both"),
+    ({"topic_pattern": "a.*"}, "needs --table-template or --route"),
+    ({"topic": "a.b,a-b", "table_template": "/wh/{topic}"},
+     "topic 'a.b' and topic 'a-b' both route to table 'file:///wh/a_b'"),
+    ({"topic": "a,b", "table_template": "/wh/{field}"}, r"has placeholder \{field\}"),
+    ({"topic": "a", "route_field": "source..table", "table_template": "/wh/{field}"},
+     "is not a field path"),
+    ({"topic": "a", "routes": ["a"]}, "'a' is not TOPIC=TABLE|'a' is not KEY=TABLE"),
+    ({"topic": "a", "routes": ["b=/wh/b"]}, "topic 'b' is not selected by --topic a"),
+    ({"topic": "a", "routes_file": "/nonexistent/routes.txt"},
+     "Cannot read --routes /nonexistent/routes.txt"),
+    ({"topic": "a", "route_field": "source.table", "table_template": "/wh/{field}",
+      "sink": SinkOptions(value_format="avro", avro_schema="x.avsc")},
+     "--route-field reads JSON values, not --value-format avro"),
+])
+def test_bad_many_table_options_are_refused_before_anything_starts(kw: dict, error: str
+                                                                   ) -> None:
+    with pytest.raises(ConfigError, match=error):
+        StreamOptions(**{**MANY, **kw})
+
+
+@pytest.mark.parametrize(("kw", "given"), [
+    ({"sink": SinkOptions(mode="upsert", key="id")}, "--mode upsert"),
+    ({"sink": SinkOptions(txns_per_delta=4)}, "--txns-per-delta 4"),
+    ({"sink": SinkOptions(on_new_field="evolve")}, "--on-new-field evolve"),
+    ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")}, "--value-format avro"),
+])
+def test_options_a_many_table_stream_does_not_run_yet_are_refused_up_front(kw: dict, given: str
+                                                                           ) -> None:
+    with pytest.raises(ConfigError, match=r"A stream of several tables \(--table-template is "
+                                          rf"given\) cannot use {given} yet"):
+        StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}", **kw})
+
+
+def test_metrics_group_commit_and_maintenance_are_accepted_for_several_tables() -> None:
+    options = StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}",
+                               "metrics_port": 9400, "commit_offsets_to_group": "g",
+                               "compact": "auto", "clean": "auto"})
+    assert options.many_tables and options.metrics_port == 9400
+    assert options.commit_offsets_to_group == "g"
+
+
+def test_the_cli_refuses_them_before_anything_starts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(command, [
+        "--bootstrap-servers", "h:1", "--topic", "a,b", "--table-template",
+        str(tmp_path / "wh/{topic}"), "--unrouted-table", str(tmp_path / "wh/_unrouted"),
+        "--schema", "id BIGINT", "--checkpoint", str(tmp_path / "ck"), "--txns-per-delta", "3"])
+    assert isinstance(result.exception, ConfigError)
+    assert "cannot use --txns-per-delta 3 yet" in str(result.exception)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_many_table_stream_has_no_one_table_or_topic() -> None:
+    options = StreamOptions(**MANY, topic="a,b", table_template="/wh/{topic}")
+    with pytest.raises(ConfigError, match="it has no one --table or --topic"):
+        options.table_root  # noqa: B018
+
+
+def test_help_explains_the_routing_flags() -> None:
+    text = " ".join(CliRunner().invoke(command, ["--help"]).output.split())
+    for words in ["--topic-pattern REGEX", "--table-template PATH", "--route TOPIC=TABLE",
+                  "--routes FILE", "--route-field FIELD", "--unrouted-table PATH",
+                  "--max-new-tables-per-batch N", "Matched with Python's re module, while "
+                  "Kafka's own clients use Java regex",
+                  "'.', '-' and any other character outside a-z, 0-9 and _ become _",
+                  "source.table of a Debezium envelope", "refused before the stream starts"]:
+        assert words in text, words
+
+
+def test_argparse_takes_repeated_routes() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = vars(parser.parse_args([
+        "--bootstrap-servers", "h:1", "--topic", "a,b", "--route", "a=/wh/a", "--route",
+        "b=/wh/b", "--unrouted-table", "/wh/_unrouted", "--schema", "id BIGINT",
+        "--checkpoint", "/ck"]))
+    options = StreamOptions.from_flags(flags)
+    assert options.routes == ("a=/wh/a", "b=/wh/b")
+    assert options.routing is not None and options.routing.route("b") == Routed("b", "file:///wh/b")
+
+
+def test_route_locations_are_normalised_so_two_spellings_are_one_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    options = StreamOptions(**MANY, topic="a,b,c", routes=[
+        "a=wh/t", f"b={tmp_path}/wh/t/", "c=file://" + str(tmp_path) + "/wh//t"])
+    rules = options.routing
+    assert rules is not None and set(rules.routes.values()) == {f"file://{tmp_path}/wh/t"}
+    assert options.routing is rules  # built once
+
+
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"topic": "a", "routes": ["a=/wh/_unrouted/"]},
+     "--route a=file:///wh/_unrouted: the table is the stream's --unrouted-table"),
+    ({"topic": "a", "routes": ["a=/wh/b__dead_letter"]},
+     "is the dead-letter table of the table at 'file:///wh/b'"),
+    ({"topic": "x,x__dead_letter", "table_template": "/wh/{topic}"},
+     "topic 'x__dead_letter' routes to table 'file:///wh/x__dead_letter' by --table-template, "
+     "which is the dead-letter table"),
+    ({"topic": "a", "routes": ["a=nosuchfs://b/t"]}, "unknown URL scheme nosuchfs://"),
+    ({"topic": "a,b", "table_template": "nosuchfs://b/{topic}"},
+     "unknown URL scheme nosuchfs://"),
+    ({"topic": "a,b", "table_template": "s3:///{topic}"}, "the bucket is missing"),
+    ({"topic_pattern": r"\p{Alpha}+", "table_template": "/wh/{topic}"},
+     r"uses Java's \\p\{...\}"),
+])
+def test_reserved_tables_bad_urls_and_java_patterns_are_refused_up_front(kw: dict, error: str
+                                                                         ) -> None:
+    with pytest.raises(ConfigError, match=error):
+        StreamOptions(**{**MANY, **kw})
+
+
+def test_the_single_table_stream_has_no_unrouted_table_and_the_old_flag_is_gone(
+        tmp_path: Path) -> None:
+    options = StreamOptions(**BASE, topic="events", table="/wh/events")
+    assert not options.many_tables and options.unrouted_table is None
+    result = CliRunner().invoke(command, [
+        "--bootstrap-servers", "h:1", "--topic", "a,b", "--table-template",
+        str(tmp_path / "wh/{topic}"), "--dead-letter-table", str(tmp_path / "wh/_unrouted"),
+        "--schema", "id BIGINT", "--checkpoint", str(tmp_path / "ck")])
+    assert result.exit_code == 2 and "No such option '--dead-letter-table'" in result.output
+
+
+def test_max_new_tables_per_batch_is_bounded() -> None:
+    assert StreamOptions(**MANY, topic="a,b", table_template="/wh/{topic}"
+                         ).max_new_tables_per_batch == 100
+    with pytest.raises(ConfigError, match="max-new-tables-per-batch"):
+        StreamOptions(**MANY, topic="a,b", table_template="/wh/{topic}",
+                      max_new_tables_per_batch=0)
+
+
+def test_two_routes_whose_tables_would_share_a_name_are_refused_at_start(tmp_path: Path
+                                                                         ) -> None:
+    """`/x/orders` and `/y/orders` would both be created as `orders` (the second create
+    failing on every micro-batch): refused, naming both keys; tables that exist under names
+    of their own, or one location shared by two routes, are kept."""
+    from ingest.spark.many_job import check_route_names, ensure_anchor
+    from ingest.table.write import create_table
+    from ingest.txn import Metastore
+
+    url = f"sqlite:///{tmp_path}/ms.sqlite"
+    anchor = ensure_anchor(str(tmp_path / "_unrouted"), metastore_url=url, storage_options={})
+    x, y = str(tmp_path / "x" / "orders"), str(tmp_path / "y" / "orders")
+    clash = StreamOptions(**{**MANY, "unrouted_table": str(tmp_path / "_unrouted")},
+                          topic="a,b,c", routes=[f"a={x}", f"b={y}", f"c={x}/"]).routing
+    assert clash is not None
+    with Metastore.open(url) as store:
+        with pytest.raises(ConfigError, match=f"--route a=file://{x} and --route b=file://{y} "
+                                              "name two tables of one name, default.orders"):
+            check_route_names(store, anchor, clash)
+        create_table(x, "id BIGINT", name="x.orders", metastore=store)
+        create_table(y, "id BIGINT", name="y.orders", metastore=store)
+        check_route_names(store, anchor, clash)  # found under their own names
