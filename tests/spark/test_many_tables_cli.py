@@ -121,6 +121,8 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
     (["--route", "a.b-c=nosuchfs://b/t"], "unknown URL scheme nosuchfs://"),
     (["--topic-pattern", r"\p{Alpha}+", "--table-template", "wh/{topic}"],
      "uses Java's \\p{...}"),
+    (["--mode", "cdc", "--route-key", "a.b-c=id", "--table-template", "wh/{topic}"],
+     "--mode cdc needs the key of every routed table, but --route d has none"),
 ])
 def test_route_collisions_bad_urls_and_java_patterns_exit_2_before_anything_starts(
         tmp_path: Path, flags: list[str], error: str) -> None:
