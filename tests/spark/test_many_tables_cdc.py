@@ -149,8 +149,17 @@ def test_cdc_of_three_source_tables_routed_by_field_ends_equal_to_their_model(
     _produce(apache_kafka, topic, source.events(70))
     again = _stream(apache_kafka, topic, warehouse, checkpoint)
     assert again.returncode == 0, again.stderr[-4000:]
+    assert json.loads(again.stdout.strip().splitlines()[-1])["skipped"] == 0
     for table in KEYS:
         assert _rows(str(warehouse / table), table) == source.tables[table], table
     with Metastore.open(default_metastore_url(anchor)) as store:
         assert store.transactions(states=("open",)) == []
         assert len(read_table(anchor, store.snapshot(anchor))) == 1
+        # Every record in exactly one committed micro-batch: the anchor's ranges tile each
+        # partition from 0, none twice.
+        ends: dict[int, int] = {}
+        for r in sorted((r for _, r in store.offset_ranges(anchor)),
+                        key=lambda r: (r.partition, r.from_offset)):
+            assert r.from_offset == ends.get(r.partition, 0), r
+            ends[r.partition] = r.until_offset
+        assert sum(ends.values()) == 151 + 70
