@@ -146,7 +146,8 @@ def test_help_lists_the_many_table_options() -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0
     for option in ("--topic-pattern", "--table-template", "--route", "--routes",
-                   "--route-field", "--unrouted-table", "--max-new-tables-per-batch"):
+                   "--route-field", "--unrouted-table", "--max-new-tables-per-batch",
+                   "--route-key"):
         assert option in done.stdout, option
 
 
