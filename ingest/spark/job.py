@@ -219,12 +219,18 @@ def check_kerberos_kafka(connection: KafkaConnection) -> bool:
 def keyed_table(location: str, layout: StreamLayout, options: StreamOptions
                 ) -> TableDefinition:
     """The table a keyed stream creates when missing: bucketed by the key's row columns."""
-    key = [c.lower() for c in options.sink.key_columns]
-    by = tuple(f.name for f in layout.row_schema if f.name.lower() in key)
+    by = key_bucket_columns(layout, options.sink.key_columns)
     partitions = (layout.partition_column,) if layout.partition_column else ()
     return TableDefinition(default_table_name(location), normalize_location(location),
                            layout.row_schema, partition_columns=partitions,
                            bucket_count=options.buckets if by else 0, bucket_columns=by)
+
+
+def key_bucket_columns(layout: StreamLayout, key: Sequence[str]) -> tuple[str, ...]:
+    """The row columns of `key` (a partition column is not one): what a keyed stream's new
+    table is bucketed by."""
+    names = {c.lower() for c in key}
+    return tuple(f.name for f in layout.row_schema if f.name.lower() in names)
 
 
 def check_stream_key(options: StreamOptions, layout: StreamLayout,
@@ -674,6 +680,7 @@ __all__ = [
     "check_sink_progress",
     "check_stream_key",
     "ensure_tables",
+    "key_bucket_columns",
     "keyed_table",
     "repair_torn_files",
     "run_stream",

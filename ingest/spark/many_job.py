@@ -216,6 +216,7 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         check_kerberos_kafka,
         check_partition_expression,
         ensure_tables,
+        key_bucket_columns,
         repair_torn_files,
         table_layout,
     )
@@ -276,10 +277,15 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
             hint="restore the checkpoint, or use a new --checkpoint path (and new tables if "
                  "the topics must be read again)")
 
-    def create(location: str) -> tuple[TableDefinition, TableDefinition]:
+    def create(location: str, key: tuple[str, ...] = ()
+               ) -> tuple[TableDefinition, TableDefinition]:
+        # A keyed table (--mode upsert|cdc) is bucketed by its key's row columns, as one
+        # table's stream makes it (--buckets).
+        by = key_bucket_columns(layout, key)
         return ensure_tables(location, layout, metastore_url=url,
                              storage_options=storage_options,
-                             name=name_beside(anchor, location))
+                             name=name_beside(anchor, location),
+                             buckets=options.buckets if by else 0, bucketed_by=by)
 
     def check(table: TableDefinition, dead: TableDefinition) -> None:
         # A routed table found in the metastore must hold the stream's --schema, as the one

@@ -132,6 +132,12 @@ class SinkOptions:
     key: str | None = _option(
         None, metavar="COL[,COL]", help="The key columns of --mode upsert|cdc (the table must "
                                         "be bucketed by them; partition columns among them).")
+    route_keys: tuple[str, ...] = _option(
+        (), flag="--route-key", metavar="ROUTEKEY=COL[,COL]", help=(
+            "With several tables and --mode upsert|cdc: the key columns of the table a routing "
+            "key (a topic, or a --route-field value) routes to (repeatable), instead of --key, "
+            "the default of every routed table. A --route whose key has neither is refused "
+            "before the stream starts; a --table-template table with none routes nowhere."))
     cdc_format: CdcFormat = _option(
         "debezium", help="The change-event format of --mode cdc.")
     order_by: str | None = _option(
@@ -184,17 +190,20 @@ class SinkOptions:
         """Raises: ConfigError: a value is out of its bounds or not one of its choices, or
         the keyed options do not fit --mode, or an --evolve-type does not parse."""
         object.__setattr__(self, "evolve_types", tuple(self.evolve_types or ()))
+        object.__setattr__(self, "route_keys", tuple(self.route_keys or ()))
         _check(self)
         self._check_value_format()
         self.evolve_type_map  # noqa: B018 (parsing is the check)
         if self.mode == "append":
-            given = [f for f, v in (("--key", self.key), ("--order-by", self.order_by)) if v]
+            given = [f for f, v in (("--key", self.key), ("--route-key", self.route_keys),
+                                    ("--order-by", self.order_by)) if v]
             if given:
                 verb = "apply" if len(given) > 1 else "applies"
                 raise ConfigError(f"{' and '.join(given)} {verb} to --mode upsert or cdc, not "
                                   "to --mode append", hint="add --mode upsert or --mode cdc")
             return
-        if not self.key_columns:
+        self.route_key_map  # noqa: B018 (parsing is the check)
+        if not self.key_columns and not self.route_keys:
             raise ConfigError(f"--mode {self.mode} needs --key: the columns that name a row",
                               hint=f"e.g. --mode {self.mode} --key id (or --key id,dt)")
         if self.txns_per_delta > 1:
@@ -232,6 +241,30 @@ class SinkOptions:
     def key_columns(self) -> tuple[str, ...]:
         """`--key` split at commas (empty in append mode)."""
         return tuple(c.strip() for c in (self.key or "").split(",") if c.strip())
+
+    @property
+    def route_key_map(self) -> dict[str, tuple[str, ...]]:
+        """`--route-key ROUTEKEY=COLS` items: each routing key's key columns.
+
+        Raises:
+            ConfigError: an item is not ROUTEKEY=COL[,COL], or names a routing key twice.
+        """
+        out: dict[str, tuple[str, ...]] = {}
+        for item in self.route_keys:
+            key, sep, cols = item.rpartition("=")
+            columns = tuple(c.strip() for c in cols.split(",") if c.strip())
+            if not sep or not key or not columns:
+                raise ConfigError(f"--route-key {item!r} is not ROUTEKEY=COL[,COL]",
+                                  hint="e.g. --route-key inventory.orders=id")
+            if key in out:
+                raise ConfigError(f"--route-key names routing key {key!r} twice")
+            out[key] = columns
+        return out
+
+    def key_of(self, routing_key: str) -> tuple[str, ...]:
+        """The key columns of the table `routing_key` routes to: its --route-key, else
+        --key (empty: none given, or append mode)."""
+        return self.route_key_map.get(routing_key, self.key_columns)
 
     @property
     def evolve_type_map(self) -> dict[str, str]:
@@ -488,6 +521,12 @@ class StreamOptions:
             raise ConfigError("--topic (or --topic-pattern) is required: the topic to read",
                               hint="e.g. --topic events")
         check_topic_name(self.topic)
+        if self.sink.route_keys:
+            raise ConfigError("--route-key applies to a stream of several tables; a stream of "
+                              "one topic takes --key", hint="e.g. --key id")
+        if self.sink.keyed and not self.sink.key_columns:
+            raise ConfigError(f"--mode {self.sink.mode} needs --key: the columns that name a "
+                              "row", hint=f"e.g. --mode {self.sink.mode} --key id")
         if self.table is None:
             raise ConfigError("--table is required: the table the topic streams into",
                               hint="e.g. --table ./wh/events; for a table per topic give "
@@ -521,7 +560,6 @@ class StreamOptions:
         """
         sink = self.sink
         given = [what for what, on in (
-            (f"--mode {sink.mode}", sink.keyed),
             (f"--txns-per-delta {sink.txns_per_delta}", sink.txns_per_delta > 1),
             ("--on-new-field evolve", sink.on_new_field == "evolve"),
             (f"--value-format {sink.value_format}", sink.value_format != "json")) if on]
@@ -531,6 +569,14 @@ class StreamOptions:
                 f"{', '.join(given)} yet (docs/many-tables.md, Status)",
                 hint="leave them out, or stream each topic into its table with --topic and "
                      "--table")
+        if sink.keyed:
+            assert self.routing is not None
+            keyless = sorted(k for k in self.routing.routes if not sink.key_of(k))
+            if keyless:
+                raise ConfigError(
+                    f"--mode {sink.mode} needs the key of every routed table, but "
+                    f"{', '.join(f'--route {k}' for k in keyless)} has none",
+                    hint="add --route-key KEY=COLS for each, or --key COLS for all")
 
     @property
     def many_tables(self) -> bool:

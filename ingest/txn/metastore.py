@@ -358,6 +358,7 @@ class Metastore(abc.ABC):
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: Mapping[str, Iterable[int]] | None = None,
         table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
+        table_updated: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
     ) -> None:
         """Commit an open transaction, recording sink progress, Kafka offsets and the
         committed-file manifest atomically.
@@ -366,7 +367,9 @@ class Metastore(abc.ABC):
         open; the sink's (sink_id, batch_id) may map to one committed write id only. With
         `updated`, first committer wins (Hive's write set, docs/format.md §24): if another
         transaction that committed after this one opened declared one of the same
-        (partition, bucket) pairs of the table, this one is aborted instead.
+        (partition, bucket) pairs of the table, this one is aborted instead;
+        `table_updated` declares the same of other tables the transaction writes (by name or
+        location), each checked against its own table's write set.
 
         Args:
             txn: the transaction to commit.

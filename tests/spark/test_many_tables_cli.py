@@ -121,6 +121,8 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
     (["--route", "a.b-c=nosuchfs://b/t"], "unknown URL scheme nosuchfs://"),
     (["--topic-pattern", r"\p{Alpha}+", "--table-template", "wh/{topic}"],
      "uses Java's \\p{...}"),
+    (["--mode", "cdc", "--route-key", "a.b-c=id", "--table-template", "wh/{topic}"],
+     "--mode cdc needs the key of every routed table, but --route d has none"),
 ])
 def test_route_collisions_bad_urls_and_java_patterns_exit_2_before_anything_starts(
         tmp_path: Path, flags: list[str], error: str) -> None:
@@ -144,7 +146,8 @@ def test_help_lists_the_many_table_options() -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0
     for option in ("--topic-pattern", "--table-template", "--route", "--routes",
-                   "--route-field", "--unrouted-table", "--max-new-tables-per-batch"):
+                   "--route-field", "--unrouted-table", "--max-new-tables-per-batch",
+                   "--route-key"):
         assert option in done.stdout, option
 
 

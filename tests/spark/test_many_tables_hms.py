@@ -18,6 +18,7 @@ from hms_server import Server
 
 from ingest.acid.read.reader import read_table
 from ingest.records.routing import RoutingRules, TableTemplate, TopicSelection
+from ingest.spark.options import SinkOptions
 from ingest.spark.sink import ManyTableSink
 from ingest.spark.sink.deadletter import DEAD_LETTER_DDL, dead_letter_location, dead_letter_name
 from ingest.table import open_table
@@ -109,3 +110,42 @@ def test_one_hms_transaction_across_the_tables(spark: Any, hms4: Server, tmp_pat
         info = store.transactions(anchor, states=("open",))[0]
         store.abort(Transaction(info.txn_id, info.table, info.write_id, info.opened_at,
                                 info.agent), reason="test: the killed micro-batch")
+
+
+def test_keyed_tables_upsert_in_one_hms_transaction(spark: Any, hms4: Server,
+                                                    tmp_path: Path) -> None:
+    """--mode upsert on the HMS: each keyed table (bucketed by its own key) gets its read
+    view and its partitions registered as UPDATE (`table_updated`) in the one transaction."""
+    tag = uuid.uuid4().hex[:6]
+    uri, warehouse = hms4.uri, tmp_path / "wh"
+    a, b = f"o{tag}", f"p{tag}"
+    db = f"db{tag}"
+    anchor_location = str(warehouse / f"u{tag}")
+    create_table(anchor_location, DEAD_LETTER_DDL, name=f"{db}.u{tag}", metastore=uri)
+
+    def create(location: str, key: tuple[str, ...]) -> tuple[TableDefinition, TableDefinition]:
+        name = f"{db}.{Path(location).name}"
+        return (create_table(location, "id BIGINT, name STRING", name=name, metastore=uri,
+                             buckets=2, bucketed_by=key),
+                create_table(dead_letter_location(location), DEAD_LETTER_DDL,
+                             name=dead_letter_name(name), metastore=uri))
+    rules = RoutingRules(TopicSelection(topics=(a, b)), {},
+                         TableTemplate.parse(str(warehouse / "{topic}"), placeholder="topic"))
+
+    def value(i: int, name: str) -> bytes:
+        return json.dumps({"id": i, "name": name}).encode()
+
+    with ManyTableSink(rules, open_table(anchor_location, metastore=uri).ref,
+                       sink_id=f"many{tag}", create=create,
+                       options=SinkOptions(mode="upsert", route_keys=(f"{a}=id", f"{b}=name"))
+                       ) as sink:
+        sink(_rows(spark, [(a, 0, i, value(i, f"n{i}")) for i in range(4)]
+                   + [(b, 0, i, value(i, f"k{i % 2}")) for i in range(4)]), 0)
+        sink(_rows(spark, [(a, 0, 4, value(1, "x")), (a, 0, 5, value(9, "y"))]
+                   + [(b, 0, 4, value(7, "k0"))]), 1)
+    with Metastore.open(uri) as store:
+        rows = {t: sorted((r["id"], r["name"]) for r in read_table(
+            str(warehouse / t), store.snapshot(str(warehouse / t))).to_pylist()) for t in (a, b)}
+        assert store.transactions(str(warehouse / a), states=("open",)) == []
+    assert rows[a] == [(0, "n0"), (1, "x"), (2, "n2"), (3, "n3"), (9, "y")]
+    assert rows[b] == [(3, "k1"), (7, "k0")]

@@ -92,7 +92,6 @@ def test_bad_many_table_options_are_refused_before_anything_starts(kw: dict, err
 
 
 @pytest.mark.parametrize(("kw", "given"), [
-    ({"sink": SinkOptions(mode="upsert", key="id")}, "--mode upsert"),
     ({"sink": SinkOptions(txns_per_delta=4)}, "--txns-per-delta 4"),
     ({"sink": SinkOptions(on_new_field="evolve")}, "--on-new-field evolve"),
     ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")}, "--value-format avro"),
@@ -102,6 +101,42 @@ def test_options_a_many_table_stream_does_not_run_yet_are_refused_up_front(kw: d
     with pytest.raises(ConfigError, match=r"A stream of several tables \(--table-template is "
                                           rf"given\) cannot use {given} yet"):
         StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}", **kw})
+
+
+def test_keyed_modes_take_a_key_per_route_or_a_default() -> None:
+    options = StreamOptions(**{**MANY, "topic": "a,b,c", "table_template": "/wh/{topic}",
+                               "routes": ["a=/wh/x"], "sink": SinkOptions(
+                                   mode="cdc", key="id", route_keys=("a=k1, k2", "b=name"))})
+    assert options.sink.key_of("a") == ("k1", "k2")
+    assert options.sink.key_of("b") == ("name",)
+    assert options.sink.key_of("c") == ("id",)  # --key: every other routed table's
+    # No --key: a template table without --route-key routes nowhere at its first use, but an
+    # explicit route without one is refused up front.
+    StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}",
+                     "sink": SinkOptions(mode="upsert", route_keys=("a=id",))})
+    with pytest.raises(ConfigError, match=r"--mode cdc needs the key of every routed table, "
+                                          r"but --route b has none"):
+        StreamOptions(**{**MANY, "topic": "a,b", "routes": ["a=/wh/a", "b=/wh/b"],
+                         "sink": SinkOptions(mode="cdc", route_keys=("a=id",))})
+
+
+@pytest.mark.parametrize(("sink", "error"), [
+    ({"route_keys": ("a=id",)}, "--route-key applies to --mode upsert or cdc"),
+    ({"mode": "cdc", "route_keys": ("a",)}, "--route-key 'a' is not ROUTEKEY=COL"),
+    ({"mode": "cdc", "route_keys": ("a=",)}, "--route-key 'a=' is not ROUTEKEY=COL"),
+    ({"mode": "cdc", "route_keys": ("a=id", "a=x")}, "names routing key 'a' twice"),
+    ({"mode": "cdc"}, "--mode cdc needs --key"),
+])
+def test_bad_route_keys_are_refused(sink: dict, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}",
+                         "sink": SinkOptions(**sink)})
+
+
+def test_one_table_takes_key_not_route_key() -> None:
+    with pytest.raises(ConfigError, match="--route-key applies to a stream of several tables"):
+        StreamOptions(**{**BASE, "topic": "a", "table": "/wh/a",
+                         "sink": SinkOptions(mode="cdc", route_keys=("a=id",))})
 
 
 def test_metrics_group_commit_and_maintenance_are_accepted_for_several_tables() -> None:

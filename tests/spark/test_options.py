@@ -33,7 +33,7 @@ def test_flags_and_defaults() -> None:
         "--available-now", "--starting-offsets", "--partition-by", "--metastore",
         "--txns-per-delta",
         "--flush-rows", "--on-bad-record", "--on-tombstone", "--file-layout", "--writer-split-rows",
-        "--one-task-records", "--mode", "--key", "--cdc-format", "--order-by",
+        "--one-task-records", "--mode", "--key", "--route-key", "--cdc-format", "--order-by",
         "--value-format", "--avro-schema", "--schema-registry", "--schema-registry-option",
         "--on-new-field", "--evolve-type", "--max-offsets-per-trigger", "--kafka-timeout-s",
         "--kafka-option", "--kafka-config", "--fail-on-data-loss", "--compact", "--clean",
@@ -54,7 +54,8 @@ def test_flags_and_defaults() -> None:
         "--on-bad-record": "dead-letter", "--on-tombstone": "skip",
         "--file-layout": "partition", "--writer-split-rows": 1_000_000,
         "--one-task-records": 20_000,
-        "--mode": "append", "--key": None, "--cdc-format": "debezium", "--order-by": None,
+        "--mode": "append", "--key": None, "--route-key": (),
+        "--cdc-format": "debezium", "--order-by": None,
         "--value-format": "json", "--avro-schema": None, "--schema-registry": None,
         "--schema-registry-option": (), "--kafka-option": (), "--kafka-config": (),
         "--fail-on-data-loss": "true", "--on-new-field": "dead-letter", "--evolve-type": (),
@@ -64,7 +65,8 @@ def test_flags_and_defaults() -> None:
         "--metrics-host": None, "--storage-option": (), "--log-format": "text",
         "--commit-offsets-to-group": None, "--kafka-source": "python"}
     assert [f for f, s in specs.items() if s.multiple] == [
-        "--route", "--schema-registry-option", "--evolve-type", "--kafka-option", "--kafka-config",
+        "--route", "--route-key", "--schema-registry-option", "--evolve-type",
+        "--kafka-option", "--kafka-config",
         "--storage-option"]
     assert specs["--on-new-field"].choices == ("dead-letter", "fail", "ignore", "evolve")
     assert specs["--file-layout"].choices == ("partition", "task")

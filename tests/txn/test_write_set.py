@@ -83,3 +83,22 @@ def test_other_tables_do_not_conflict(store: Metastore, events: TableDefinition,
     store.commit(a, updated={"": [0]})
     store.commit(b, updated={"": [0]})
     assert store.write_id_states(other)[b.write_id] == "committed"
+
+
+@pytest.mark.requires("bucket_write_set")
+def test_a_transaction_of_several_tables_declares_each_tables_write_set(
+        store: Metastore, events: TableDefinition, backend) -> None:  # type: ignore[no-untyped-def]
+    """A many-table micro-batch's keyed tables are other tables of its transaction
+    (`table_updated`): each is checked against that table's write set, not the primary's."""
+    anchor = store.create_table(backend.table("anchor"))
+    a = store.open_transaction(anchor, also=[events])
+    b = store.open_transaction(events)
+    store.commit(b, updated={"dt=1": [3]})
+    with pytest.raises(CommitConflictError, match=f"transaction {b.txn_id} committed updates"):
+        store.commit(a, table_updated={events.name: {"dt=1": [3]}})
+    assert store.write_id_states(events)[a.write_id_for(events)] == "aborted"
+    c = store.open_transaction(anchor, also=[events])
+    d = store.open_transaction(events)
+    store.commit(c, table_updated={events.name: {"dt=1": [4]}})  # another bucket
+    with pytest.raises(CommitConflictError, match=f"transaction {c.txn_id} committed updates"):
+        store.commit(d, updated={"dt=1": [4]})  # c's write set is the table's own

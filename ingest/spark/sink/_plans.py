@@ -1,12 +1,15 @@
 """The driver's side of one table's write tasks, shared by the single-table and the
 many-table sinks: the plan sent to the tasks (`table_plan`, with the codec `table_codec`)
 and the manifest entries made of what they report back (`committed_files`,
-docs/format.md §20)."""
+docs/format.md §20); a keyed table's (--mode upsert|cdc) tasks run on a read view taken
+inside the micro-batch's transaction (`run_keyed_tasks`) and its commit declares the
+buckets it wrote (`keyed_write_set`, docs/format.md §24)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -14,9 +17,14 @@ from ingest.acid import parse_codec
 from ingest.acid.format import CommittedFile
 from ingest.io import storage
 from ingest.spark.options import SinkOptions
+from ingest.spark.sink._batch import run_tasks
 from ingest.spark.sink._results import FileWritten, TaskResult, WriteTarget
 from ingest.spark.sink._tasks import DeltaTarget, TaskPlan
-from ingest.txn import TableDefinition
+from ingest.table.core import write_set
+from ingest.txn import Metastore, TableDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 def table_codec(table: TableDefinition, override: str | None = None) -> str:
@@ -68,3 +76,20 @@ def committed_files(targets: Mapping[WriteTarget, tuple[TableDefinition, int]],
         out[table.name].append(CommittedFile(r.path.removeprefix(roots[r.target]), write_id,
                                              r.length, r.tail_hash, r.events))
     return out
+
+
+def run_keyed_tasks(store: Metastore, batch_df: DataFrame, plan: TaskPlan, *,
+                    agent: str) -> list[TaskResult]:
+    """Run a keyed plan's tasks (`plan.table` set, --mode upsert|cdc) on a read view of
+    its table taken now, after the micro-batch's transaction opened, so every commit before
+    it is seen; leased, so the cleaner keeps what the tasks read (docs/format.md §24)."""
+    assert plan.table is not None
+    with store.read_view(plan.table, agent=agent) as view:
+        return run_tasks(batch_df, replace(plan, view=view), partition_expression=None)
+
+
+def keyed_write_set(entries: Iterable[CommittedFile]) -> dict[str, set[int]]:
+    """The partitions and buckets a keyed table's files of one micro-batch are in, declared
+    at commit: a concurrent keyed writer of the same buckets that committed first makes the
+    commit fail."""
+    return write_set(e.path for e in entries)

@@ -5,7 +5,8 @@ many-table sinks.
   earlier run of the sink left open and remove their write ids' files in every table each
   wrote. The caller finds them (by its agent tag); this is the part both sinks share.
 - `remove_written`: after a failed micro-batch's abort, the files its tasks reported and the
-  delta directories left holding nothing else (never committed data, never another's file).
+  delta directories left holding nothing else (never committed data, never another's file);
+  `remove_table_written` does it for one table's delta (and a keyed write's delete delta).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import fsspec
 
 from ingest.acid import side_file_path
-from ingest.acid.format import ACID_VERSION_FILE
+from ingest.acid.format import ACID_VERSION_FILE, format_delta
 from ingest.errors import CommitConflictError
 from ingest.spark.sink._batch import remove_quietly
 from ingest.spark.sink._results import FileWritten
@@ -70,6 +71,16 @@ def remove_written(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: s
         names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(directory, detail=False)]
         if all(n == ACID_VERSION_FILE or n.startswith("_tmp.bucket_") for n in names):
             fs.rm(directory, recursive=True)
+
+
+def remove_table_written(fs: fsspec.AbstractFileSystem, root: str, depth: int, *,
+                         delta_dir: str, write_id: int, files: Sequence[FileWritten],
+                         keyed: bool) -> None:
+    """`remove_written` of one table's files of an aborted write in `delta_dir`; a keyed
+    write (--mode upsert|cdc) also leaves the delete delta of its write id, which goes too."""
+    remove_written(fs, root, depth, delta_dir, files)
+    if keyed:  # the files are among `files`; its directories are not named by `delta_dir`
+        remove_written(fs, root, depth, format_delta(write_id, write_id, 0, delete=True), [])
 
 
 def _delta_dirs(fs: fsspec.AbstractFileSystem, root: str, depth: int, name: str) -> list[str]:

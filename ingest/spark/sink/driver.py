@@ -66,13 +66,19 @@ from ingest.spark.sink._batch import (
 from ingest.spark.sink._first_records import check_plain_avro_start
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._loss import lost_ranges
-from ingest.spark.sink._plans import committed_files, table_codec, table_plan
+from ingest.spark.sink._plans import (
+    committed_files,
+    keyed_write_set,
+    run_keyed_tasks,
+    table_codec,
+    table_plan,
+)
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import TaskPlan
 from ingest.spark.sink._txn_batches import check_transaction_batches
-from ingest.spark.sink._undo import abort_left_open, remove_written
+from ingest.spark.sink._undo import abort_left_open, remove_table_written, remove_written
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.table import Table, TableRef
 from ingest.table.core import (
@@ -80,7 +86,6 @@ from ingest.table.core import (
     check_written_columns,
     evolve_schema,
     stream_progress,
-    write_set,
 )
 from ingest.table.write import KeySpec, check_keyed_table
 from ingest.txn import (
@@ -420,11 +425,7 @@ class AcidSink:
                 results = run_tasks(batch_df, plan,
                                     partition_expression=self.partition_expression)
             else:
-                # Taken after the transaction opened, so every commit before it is seen;
-                # leased, so the cleaner keeps what the tasks read (docs/format.md §24).
-                with store.read_view(self._table, agent=self.agent) as view:
-                    results = run_tasks(batch_df, replace(plan, view=view),
-                                        partition_expression=None)
+                results = run_keyed_tasks(store, batch_df, plan, agent=self.agent)
             columns = self._new_fields(store, plan, results, batch_id)
             if columns is not None:
                 # Aborted before the columns change: no transaction of ours holds the table.
@@ -446,8 +447,7 @@ class AcidSink:
                  "dead_letter": (self._dead_letter, plan.dead_letter.write_id)}, results)
             # A keyed micro-batch declares its write set: a concurrent keyed writer of the
             # same buckets that committed first makes this commit fail (docs/format.md §24).
-            updated = None if self._key is None else write_set(
-                f.path for f in files[self._table.name])
+            updated = None if self._key is None else keyed_write_set(files[self._table.name])
             # Written with the columns read before the transaction opened: refused if they no
             # longer read as the table's (changed since by another process, §25).
             check_written_columns(store, self._table.name, [plan.row_schema],
@@ -601,13 +601,11 @@ class AcidSink:
         remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter.delta_dir,
                         [r for r in written if r.target == "dead_letter"])
         if self._run is None:
-            depth = len(self._table.partition_columns)
-            remove_written(self.fs, self.root, depth, plan.target.delta_dir,
-                            [r for r in written if r.target == "table"])
-            if self._key is not None:  # a keyed micro-batch's delete events
-                write_id = plan.target.write_id
-                remove_written(self.fs, self.root, depth,
-                                format_delta(write_id, write_id, 0, delete=True), [])
+            remove_table_written(self.fs, self.root, len(self._table.partition_columns),
+                                 delta_dir=plan.target.delta_dir,
+                                 write_id=plan.target.write_id,
+                                 files=[r for r in written if r.target == "table"],
+                                 keyed=self._key is not None)
             return
         # A transaction batch cannot go on after a failed micro-batch: end it here.
         run, self._run = self._run, None

@@ -161,6 +161,7 @@ class Commits:
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: Mapping[str, Iterable[int]] | None = None,
         table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
+        table_updated: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
     ) -> None:
         """See `Metastore.commit`. The partitions of `files`' paths are added to the
         metastore and registered with the transaction before the commit, and a write of
@@ -170,10 +171,10 @@ class Commits:
         same transaction, so `commit_txn` makes them visible with the data or not at all. With
         `updated` (keyed writes), the partitions are registered as UPDATE and Hive's own
         write-set check at `commit_txn` applies (partition granularity; `updated`'s buckets
-        are not sent). Offsets are also a row (without the sink) of the progress table of
-        each other table the transaction writes, so `offset_ranges` finds them there too
-        (with `table_offsets`, only that table's own ranges, and no row for a table without
-        any). A
+        are not sent; `table_updated`'s tables likewise). Offsets are also a row (without the
+        sink) of the progress table of each other table the transaction writes, so
+        `offset_ranges` finds them there too (with `table_offsets`, only that table's own
+        ranges, and no row for a table without any). A
         transaction this object does not hold open is checked with the metastore first
         (`Session.require_open`)."""
         ranges = _checked_ranges(txn, offsets)
@@ -184,6 +185,8 @@ class Commits:
             tables = self._s.txn_tables.get(txn.txn_id) or {
                 n: self._s.hive_table(n) for n in txn.write_ids}
             listed: dict[str, tuple[HiveTable, list[CommittedFile]]] = {}
+            updating = {t.name for n, one in (table_updated or {}).items() if one
+                        for t in [_table_for(tables.values(), n)] if t is not None}
             for name, entries in (files or {}).items():
                 table = _table_for(tables.values(), name)
                 if table is None:
@@ -193,7 +196,8 @@ class Commits:
                                       f"{name}: it writes {sorted(txn.write_ids)} only")
                 written = list(entries)
                 self._register_written(txn, table, [e.path for e in written],
-                                       update=bool(updated) and table.name == txn.table)
+                                       update=(bool(updated) and table.name == txn.table)
+                                       or table.name in updating)
                 if written and not is_side_table(table.name):  # side tables keep no manifest
                     listed[table.name] = (table, checked(table.name, written,
                                                          txn.write_id_for(table.name)))
@@ -210,7 +214,7 @@ class Commits:
                 finally:
                     beats.stop()  # a heartbeat after the commit would find it gone
             commit_txn_settled(self._s.conn, lambda: self._s.conn, txn.txn_id,
-                               check_write_set=bool(updated))
+                               check_write_set=bool(updated) or bool(updating))
             self._s.forget_txn(txn.txn_id)
 
     def _offsets_of_others(

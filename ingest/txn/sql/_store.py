@@ -164,9 +164,11 @@ class SqlMetastore(Metastore):
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: Mapping[str, Iterable[int]] | None = None,
         table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
+        table_updated: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
     ) -> None:
         self._transactions.commit(txn, sink=sink, offsets=offsets, files=files,
-                                  updated=updated, table_offsets=table_offsets)
+                                  updated=updated, table_offsets=table_offsets,
+                                  table_updated=table_updated)
 
     def abort(self, txn: Transaction, *, reason: str = "aborted by its writer") -> None:
         self._transactions.abort(txn, reason=reason)

@@ -107,6 +107,7 @@ class Transactions:
         files: Mapping[str, Iterable[CommittedFile]] | None = None,
         updated: WriteSet | None = None,
         table_offsets: Mapping[str, Iterable[OffsetRange]] | None = None,
+        table_updated: Mapping[str, WriteSet] | None = None,
     ) -> None:
         """See `Metastore.commit`: every record in one write transaction; a write-write
         conflict aborts the transaction in that same write transaction."""
@@ -122,10 +123,17 @@ class Transactions:
             if sink is not None:
                 sink = SinkProgress(*sink)
                 self._check_sink_batch(c, txn, sink)
-            if updated:
+            # Each table's write set is checked against that table's (the primary's and,
+            # with several tables, each other's): the first conflict aborts the whole.
+            sets = [(txn.table, updated)] if updated else []
+            sets += [(name, one) for name, one in (table_updated or {}).items() if one]
+            if sets:
                 self._require_open(c, txn, "commit")
+            for name, one in sets:
                 conflict = self._write_sets.check_and_record(
-                    c, txn, self._db.resolve(c, txn.table), updated)
+                    c, txn, self._db.resolve(c, name), one)
+                if conflict is not None:
+                    break
             if conflict is not None:
                 # The loser aborts at once, as Hive's commitTxn does: nothing can commit it.
                 self._swap_state(c, txn, "aborted", conflict, "abort")

@@ -12,13 +12,14 @@ The driver plans each touched table (a `TaskPlan`) and runs them all as one Spar
 pass over the micro-batch writing every table's files where its rows are read
 (`_tasks`, run by `_job`); only tables whose rows must be shuffled (bucketed, or partitioned by a
 Spark SQL expression) are written apart, each by the single-table tasks (`_batch.run_tasks`)
-on a filter of the micro-batch. Records that route nowhere go to the anchor with the reason
-(`_unrouted`), in the same pass. One commit holds
+on a filter of the micro-batch. So are keyed tables (--mode upsert|cdc, each table's key
+its routing key's --route-key or --key): each on a read view taken inside the micro-batch's
+transaction, its write set declared at the one commit. Records that route nowhere go to the
+anchor with the reason (`_unrouted`), in the same pass. One commit holds
 every table's manifest entries, the micro-batch's offsets (all topics, the anchor's) and,
 routed by topic, each table's own topics' ranges (`table_offsets`).
 
-Not built yet (refused up front): keyed modes, --txns-per-delta > 1, --on-new-field evolve,
-Avro values.
+Not built yet (refused up front): --txns-per-delta > 1, --on-new-field evolve, Avro values.
 """
 
 from __future__ import annotations
@@ -58,14 +59,20 @@ from ingest.spark.sink._batch import (
 )
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._loss import EarliestFn, lost_ranges
-from ingest.spark.sink._plans import committed_files, table_codec, table_plan
+from ingest.spark.sink._plans import (
+    committed_files,
+    keyed_write_set,
+    run_keyed_tasks,
+    table_codec,
+    table_plan,
+)
 from ingest.spark.sink._results import FileWritten, NewFields, TaskResult, WriteTarget
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
-from ingest.spark.sink._undo import abort_left_open, remove_written
+from ingest.spark.sink._undo import abort_left_open, remove_table_written, remove_written
 from ingest.spark.sink.deadletter import dead_letter_location
-from ingest.spark.sink.driver import new_field_error
+from ingest.spark.sink.driver import check_keyed_stream, new_field_error
 from ingest.spark.sink.many._job import run_many_tasks
 from ingest.spark.sink.many._route_keys import ROUTE_DDL, ROUTE_KEY, route_keys_task
 from ingest.spark.sink.many._tasks import ManyPlan, one_pass
@@ -75,6 +82,7 @@ from ingest.table.core import (
     check_written_columns,
     stream_progress,
 )
+from ingest.table.write import KeySpec
 from ingest.txn import (
     Metastore,
     MetastoreError,
@@ -94,7 +102,9 @@ log = logging.getLogger(__name__)
 RECENT_REPORTS = 1000
 
 # Creates a table (and its dead-letter table) at a location on first use: (table, dead).
-CreateTables = Callable[[str], tuple[TableDefinition, TableDefinition]]
+# Called with the location; in a keyed mode also with the table's key columns (which it is
+# bucketed by).
+CreateTables = Callable[..., tuple[TableDefinition, TableDefinition]]
 # Checks a routed table and its dead-letter table at their first use (raises to refuse them).
 CheckTables = Callable[[TableDefinition, TableDefinition], None]
 
@@ -106,6 +116,10 @@ DEFAULT_MAX_NEW_TABLES = 100
 
 class _Held(IngestError):
     """A template table another key holds."""
+
+
+class _Keyless(IngestError):
+    """A routed table its key does not fit (--mode upsert|cdc)."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +207,7 @@ class _Touched:
     topics: tuple[str, ...]
     fs: fsspec.AbstractFileSystem
     dl_fs: fsspec.AbstractFileSystem
+    key: KeySpec | None = None  # a keyed table's (--mode upsert|cdc)
 
 
 @dataclass
@@ -261,21 +276,24 @@ class ManyTableSink:
 
         Raises:
             ConfigError: the anchor has no metastore; an option not built for several
-                tables yet (keyed modes, txns_per_delta > 1, on_new_field evolve,
-                --route-field).
+                tables yet (txns_per_delta > 1, on_new_field evolve, Avro values); a keyed
+                mode with an explicit route that has no key (`SinkOptions.key_of`).
         """
         self.options = options if options is not None else SinkOptions()
         if anchor.metastore is None:
             raise ConfigError(f"Cannot stream into {anchor.location}: it was opened without a "
                               "metastore, and the sink commits to one")
         unsupported = [what for what, on in (
-            (f"--mode {self.options.mode}", self.options.keyed),
             (f"--txns-per-delta {self.options.txns_per_delta}", self.options.txns_per_delta > 1),
             ("--on-new-field evolve", self.options.on_new_field == "evolve"),
             ("--value-format avro", self.options.value_format != "json")) if on]
         if unsupported:
             raise ConfigError(f"A stream of several tables cannot use {', '.join(unsupported)} "
                               "yet (docs/many-tables.md, Status)")
+        keyless = sorted(k for k in rules.routes if not self.options.key_of(k))
+        if self.options.keyed and keyless:
+            raise ConfigError(f"--mode {self.options.mode} needs the key of every routed table; "
+                              f"routes {keyless} have none", hint="give --route-key KEY=COLS")
         if rules.anchor is None:  # the rules check routes against the anchor (reserved tables)
             rules = replace(rules, anchor=normalize_location(anchor.location))
         self.rules = rules
@@ -347,9 +365,10 @@ class ManyTableSink:
         abort_left_open(store, left, sink_id=self.sink_id, table_of=store.get_table,
                         storage_options=self.storage_options)
 
-    def _table_at(self, store: Metastore, location: str
+    def _table_at(self, store: Metastore, location: str, key: tuple[str, ...] = ()
                   ) -> tuple[TableDefinition, TableDefinition]:
-        """A routed table and its dead-letter table: read once, created on first use."""
+        """A routed table and its dead-letter table: read once, created on first use (a
+        keyed table with its `key` columns)."""
         known = self._tables.get(location)
         if known is not None:
             return known
@@ -361,7 +380,7 @@ class ManyTableSink:
                     f"Cannot route to {location}: no such table (or its dead-letter table) in "
                     "the metastore, and this stream does not create tables",
                     hint="create it, or give the stream --schema to create it") from None
-            pair = self.create(location)
+            pair = self.create(location, key) if key else self.create(location)
         for defn in pair:
             check_owner(defn, store.url, self.storage_options)
         if len(pair[0].partition_columns) > 1:
@@ -496,6 +515,18 @@ class ManyTableSink:
         touched, new = [], 0
         for location, its_keys in sorted(by_location.items()):
             templated = self.rules.template is not None and its_keys[0] not in self.rules.routes
+            key_columns = {self.options.key_of(k) for k in its_keys}
+            if self.options.keyed and (len(key_columns) != 1 or not min(key_columns)):
+                # A template table of a key without --route-key and no --key (explicit routes
+                # are refused up front), or keys sharing a table with different columns.
+                for key in its_keys:
+                    unrouted[key] = (
+                        f"--mode {self.options.mode} needs the key of table {location!r}: "
+                        + ("give --route-key KEY=COLS or --key COLS" if len(key_columns) == 1
+                           else f"its routing keys {sorted(its_keys)} give different ones "
+                           f"{sorted(key_columns)}"))
+                continue
+            columns = min(key_columns) if self.options.keyed else ()
             try:
                 if location not in self._tables and store.find_table(location) is None:
                     if new >= self.max_new_tables:
@@ -507,21 +538,37 @@ class ManyTableSink:
                                 "creates it")
                         continue
                     new += 1
-                table, dead = self._table_at(store, location)
+                table, dead = self._table_at(store, location, columns)
+                key_spec = self._key_of(table, columns)
                 if templated:
                     table = self._hold(store, location, table, its_keys[0])
-            except (TableExistsError, SchemaMismatchError, _Held) as e:
+            except (TableExistsError, SchemaMismatchError, _Held, _Keyless) as e:
                 for key in its_keys:
                     unrouted[key] = (f"{_key_name(self.rules, key)} cannot use table "
                                      f"{location!r}: {e}")
                 continue
-            touched.append(self._touched(table, dead, its_keys))
+            touched.append(replace(self._touched(table, dead, its_keys), key=key_spec))
         for key, reason in sorted(unrouted.items()):
             if (key, reason) not in self._logged:  # once per key and reason, not per batch
                 self._logged.add((key, reason))
                 log.warning("micro-batch %d: the records of routing key %r go to %s: %s",
                             batch_id, key, self._anchor.name, reason)
         return touched, unrouted
+
+    def _key_of(self, table: TableDefinition, columns: tuple[str, ...]) -> KeySpec | None:
+        """A keyed table's key (None in append mode), as the single-table sink checks it.
+
+        Raises:
+            _Keyless: the key does not fit the table (not bucketed by it, a partition
+                column outside it, an unknown column, a --partition-by expression).
+        """
+        if not columns:
+            return None
+        try:
+            return check_keyed_stream(table, replace(self.options, key=",".join(columns),
+                                                     route_keys=()), self.partition_expression)
+        except ConfigError as e:
+            raise _Keyless(str(e)) from None
 
     def _hold(self, store: Metastore, location: str, table: TableDefinition, key: str
               ) -> TableDefinition:
@@ -564,7 +611,7 @@ class ManyTableSink:
                 # Their records go to the anchor, under its write id in this transaction.
                 done.append((self._touched(self._anchor, self._anchor, list(unrouted)),
                              self._anchor_plan(txn), []))
-            self._run(routing, done, len(touched), unrouted)
+            self._run(store, routing, done, len(touched), unrouted)
             for one, plan, results in done[:len(touched)]:
                 self._new_fields(one.table, results, batch_id)
                 report = publish_results(results, plan=plan, batch_id=batch_id, fs=one.fs,
@@ -596,8 +643,11 @@ class ManyTableSink:
             for one, plan, _ in done[:len(touched)]:
                 check_written_columns(store, one.table.name, [plan.row_schema],
                                       began=one.table, what=f"micro-batch {batch_id}")
+            # Each keyed table declares its write set (docs/format.md §24).
+            updated = {one.table.name: keyed_write_set(files.get(one.table.name, ()))
+                       for one in touched if one.key is not None}
             store.commit(txn, sink=SinkProgress(self.sink_id, batch_id), offsets=offsets,
-                         files=files, table_offsets=table_offsets)
+                         files=files, table_offsets=table_offsets, table_updated=updated)
             self._clock.commit_s = time.monotonic() - committing
         except CommitConflictError as e:
             self._abort(store, txn, done, e)
@@ -627,18 +677,19 @@ class ManyTableSink:
                 self.check(one.table, one.dead)
                 self._checked.add(one.table.location)
 
-    def _run(self, routing: _Routing,
+    def _run(self, store: Metastore, routing: _Routing,
              done: Sequence[tuple[_Touched, TaskPlan, list[TaskResult]]], tables: int,
              unrouted: Mapping[str, str]) -> None:
         """Run the micro-batch's tasks: the first `tables` entries of `done` are the touched
         tables, a last one the anchor (records routed nowhere); each entry's results are
         filled in. One Spark job writes every table whose rows need no shuffle, and the
         records routed nowhere (`_tasks`); a table that does (bucketed, or partitioned by a
-        Spark SQL expression) is written as one table's, from a filter of the micro-batch."""
+        Spark SQL expression) or is keyed is written as one table's, from a filter of the
+        micro-batch; a keyed one on a read view taken now, inside the open transaction."""
         if not done:
             return  # nothing planned: no records
         anchor = done[tables][1] if len(done) > tables else None
-        fast = [i for i in range(tables) if one_pass([done[i][1]])]
+        fast = [i for i in range(tables) if done[i][0].key is None and one_pass([done[i][1]])]
         slow = [i for i in range(tables) if i not in set(fast)]
         if fast or anchor is not None:
             slow_keys = [key for i in slow for key in done[i][0].topics]
@@ -653,6 +704,10 @@ class ManyTableSink:
                 done[tables][2].extend(found.get(many.anchor_index, ()))
         for i in slow:
             one, plan, results = done[i]
+            if one.key is not None:
+                results.extend(self._clock.spark(partial(
+                    run_keyed_tasks, store, routing.rows(one.topics), plan, agent=self.agent)))
+                continue
             results.extend(self._clock.spark(partial(
                 run_tasks, routing.rows(one.topics), plan,
                 partition_expression=self.partition_expression)))
@@ -672,11 +727,14 @@ class ManyTableSink:
         """The tasks' plan of one touched table (as the single-table sink's, append mode)."""
         table, dead = one.table, one.dead
         write_id, dead_id = txn.write_id_for(table), txn.write_id_for(dead)
-        return table_plan(table, dead, target=(write_id, format_delta(write_id, write_id, 0)),
+        plan = table_plan(table, dead, target=(write_id, format_delta(write_id, write_id, 0)),
                           dead_letter=(dead_id, format_delta(dead_id, dead_id, 0)),
                           codecs=(table_codec(table), table_codec(dead)), options=self.options,
                           storage_options=self.storage_options,
                           partition_expression=self.partition_expression)
+        if one.key is None:
+            return plan
+        return replace(plan, mode=self.options.mode, key=one.key, table=table)
 
     def _new_fields(self, table: TableDefinition, results: Sequence[TaskResult],
                     batch_id: int) -> None:
@@ -703,8 +761,10 @@ class ManyTableSink:
             _, dl_root = storage.url_to_fs(one.dead.location, self.storage_options)
             remove_written(one.dl_fs, dl_root, 0, plan.dead_letter.delta_dir,
                             [r for r in written if r.target == "dead_letter"])
-            remove_written(one.fs, root, len(one.table.partition_columns),
-                            plan.target.delta_dir, [r for r in written if r.target == "table"])
+            remove_table_written(one.fs, root, len(one.table.partition_columns),
+                                 delta_dir=plan.target.delta_dir, write_id=plan.target.write_id,
+                                 files=[r for r in written if r.target == "table"],
+                                 keyed=one.key is not None)
 
     def close(self) -> None:
         """Stop the heartbeat and close the metastore."""
