@@ -56,7 +56,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup-rows", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each, order alternated")
     parser.add_argument("--broker", default="tansu", choices=("tansu", "apache"))
+    parser.add_argument("--pack-records", type=int, default=None,
+                        help="the N topics' Python source packs partitions of fewer records "
+                             "into one read task, up to this many a task (default: what "
+                             "`ingest stream` of several topics uses; 0: a task each)")
     args = parser.parse_args(argv)
+    if args.pack_records is None:
+        from ingest.spark.many_job import PACK_RECORDS_PER_TASK
+
+        args.pack_records = PACK_RECORDS_PER_TASK
     if args.topics < 1:
         parser.error("--topics must be at least 1")
     per_topic = args.rows // args.topics
@@ -101,7 +109,8 @@ def _many(spark: Any, kafka: Any, topics: list[str], warehouse: Path, args: argp
                          create=lambda location: ensure_tables(location, layout,
                                                                metastore_url=url))
     frame = kafka_dataframe(spark, connection=kafka, topic=topics,
-                            max_offsets_per_trigger=max_offsets)
+                            max_offsets_per_trigger=max_offsets,
+                            pack_records_per_task=args.pack_records)
     started = time.perf_counter()
     try:
         query = (frame.writeStream.foreachBatch(sink)
@@ -142,7 +151,7 @@ def _one(spark: Any, kafka: Any, topic: str, warehouse: Path, args: argparse.Nam
 
 
 def _read(spark: Any, kafka: Any, topics: list[str], checkpoint: Path, *,
-          max_offsets: int | None) -> float:
+          max_offsets: int | None, pack_records: int = 0) -> float:
     """Seconds the same Kafka source takes to read the topics, in the same micro-batches,
     into Spark's "noop" format: the source's share of each case, no sink."""
     from ingest.spark.kafka import kafka_dataframe
@@ -151,7 +160,8 @@ def _read(spark: Any, kafka: Any, topics: list[str], checkpoint: Path, *,
         batch_df.write.format("noop").mode("overwrite").save()
 
     frame = kafka_dataframe(spark, connection=kafka, topic=topics,
-                            max_offsets_per_trigger=max_offsets)
+                            max_offsets_per_trigger=max_offsets,
+                            pack_records_per_task=pack_records)
     started = time.perf_counter()
     query = (frame.writeStream.foreachBatch(drop).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
@@ -243,7 +253,8 @@ def run(argv: list[str]) -> None:
                 assert rows == total, f"{case}: ingested {rows} of {total}"
                 runs[case].append(seconds)
                 read = partial(_read, spark, kafka, ["one"] if case == "one" else names,
-                               max_offsets=max_offsets)
+                               max_offsets=max_offsets,
+                               pack_records=0 if case == "one" else args.pack_records)
                 runs[f"read_{case}"].append(_attempts(read, tmp / f"read_{case}{i}"))
                 reports[case].extend(r for r in done if not r.skipped)
                 print(f"  {case} run {i}: {seconds:.2f} s, {len(done)} micro-batches",
@@ -267,6 +278,7 @@ def run(argv: list[str]) -> None:
         "topic_partitions": args.topic_partitions, "one_topic_partitions": args.partitions,
         "max_offsets_per_trigger": args.max_offsets_per_trigger,
         "file_layout": args.file_layout, "repeats": args.repeats,
+        "pack_records": args.pack_records,
         "one_table_seconds": [round(t, 3) for t in runs["one"]],
         "many_tables_seconds": [round(t, 3) for t in runs["many"]],
         "one_table_records_per_s": round(one_rate), "many_tables_records_per_s": round(many_rate),
@@ -291,7 +303,8 @@ def run(argv: list[str]) -> None:
     print(f"{total:,} records: one topic ({args.partitions} partitions) into one table vs "
           f"{n} topics ({args.topic_partitions} partition(s) each, {per_topic:,} records each) "
           f"into {n} tables; {args.max_offsets_per_trigger:,} records per micro-batch, "
-          f"--file-layout {args.file_layout}, master=local[2]")
+          f"--file-layout {args.file_layout}, the {n} topics read packed up to "
+          f"{args.pack_records:,} records a task, master=local[2]")
     print(f"one table: median {one_s:.2f} s  {one_rate:,.0f} records/s  runs "
           f"{figures['one_table_seconds']}; {figures['micro_batches_one']} micro-batches, "
           f"median {figures['one_table_batch_ms']:g} ms each, commit "

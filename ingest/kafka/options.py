@@ -65,6 +65,10 @@ class KafkaSourceOptions:
         timeout_s: `kafka.timeout.ms` / 1000: metadata calls and reads without progress.
         pattern: `subscribePattern`, or None: the topics are those whose whole name it
             matches (`pattern_matches`), listed again at each micro-batch's planning.
+        pack_records: `packRecordsPerTask`: ranges of fewer records share a read task, up to
+            this many records a task (a task's cost, not its records, dominates a small
+            range: a stream of many small topics); 0, the default: a task per topic
+            partition, as Spark's own source.
     """
 
     connection: KafkaConnection
@@ -74,6 +78,7 @@ class KafkaSourceOptions:
     fail_on_data_loss: bool
     timeout_s: float
     pattern: str | None = None
+    pack_records: int = 0
 
     def selects(self, topic: str) -> bool:
         """Whether the source reads `topic`."""
@@ -119,6 +124,10 @@ class KafkaSourceOptions:
         fail = opts.get("failondataloss", "true").strip().lower()
         if fail not in ("true", "false"):
             raise ConfigError(f"Option 'failOnDataLoss' must be true or false, got {fail!r}.")
+        pack = opts.get("packrecordspertask", "0").strip()
+        if not pack.isdigit():
+            raise ConfigError(f"Option 'packRecordsPerTask' must be a whole number of records "
+                              f"(0: a task per topic partition), got {pack!r}.")
         own = {"kafka.bootstrap.servers", "kafka.timeout.ms"}
         # Spark lower-cases option names; librdkafka's are lower case except `oauth_cb`'s.
         client = normalize({k[len("kafka."):]: v for k, v in options.items()
@@ -132,6 +141,7 @@ class KafkaSourceOptions:
             max_offsets_per_trigger=None if max_offsets is None
             else _positive_int(opts, "maxoffsetspertrigger", 0),
             fail_on_data_loss=fail == "true", timeout_s=timeout_ms / 1000.0,
+            pack_records=int(pack),
         )
 
 

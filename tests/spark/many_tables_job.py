@@ -7,11 +7,14 @@ Usage: many_tables_job.py SERVERS SOURCE TOPICS WAREHOUSE OUT_DIR
 Reads the comma-separated TOPICS from their earliest offsets with `kafka_dataframe` (SOURCE
 python or jvm) and writes each topic's records to WAREHOUSE/<topic> (created on first use,
 columns `id BIGINT, name STRING`), the anchor being WAREHOUSE/_unrouted (which must exist),
-until OUT_DIR/stop exists.
+until OUT_DIR/stop exists; then OUT_DIR/actions.json lists each micro-batch's Spark actions.
+The Python source packs small topic partitions into shared read tasks, as `ingest stream` of
+several topics does.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -25,6 +28,7 @@ def main() -> None:
     from ingest.records.routing import RoutingRules, TableTemplate, TopicSelection
     from ingest.spark.job import ensure_tables, table_layout
     from ingest.spark.kafka import kafka_dataframe
+    from ingest.spark.many_job import PACK_RECORDS_PER_TASK
     from ingest.spark.sink import ManyTableSink
     from ingest.table import open_table
 
@@ -34,7 +38,8 @@ def main() -> None:
     names = tuple(topics.split(","))
     frame = kafka_dataframe(spark, connection=KafkaConnection(servers),
                             source=source,  # type: ignore[arg-type]
-                            starting_offsets="earliest", timeout_s=30, topic=list(names))
+                            starting_offsets="earliest", timeout_s=30, topic=list(names),
+                            pack_records_per_task=PACK_RECORDS_PER_TASK)
     layout = table_layout("id BIGINT, name STRING", None)
     rules = RoutingRules(TopicSelection(topics=names), {},
                          TableTemplate.parse(f"{warehouse}/{{topic}}", placeholder="topic"))
@@ -51,6 +56,8 @@ def main() -> None:
             time.sleep(0.1)
     finally:
         query.stop()
+        (Path(out) / "actions.json").write_text(json.dumps(
+            [r.spark_actions for r in sink.reports if not r.skipped]))
         sink.close()
         spark.stop()
 

@@ -61,6 +61,25 @@ def test_bad_topic_options_are_refused(options: dict[str, str], message: str) ->
     assert message in str(info.value)
 
 
+def test_small_ranges_share_read_tasks_up_to_the_packing_limit_big_ones_read_alone() -> None:
+    from ingest.spark.kafka.source import pack_ranges
+    from ingest.txn import OffsetRange
+
+    ranges = [OffsetRange("a", 0, 0, 400), OffsetRange("a", 1, 10, 20_010),
+              OffsetRange("b", 0, 5, 605), OffsetRange("c", 0, 0, 1)]
+    # At most 1,000 records a task: a-0 and b-0 fill one, c-0 starts the next.
+    assert pack_ranges(ranges, 1_000) == [[ranges[1]], [ranges[0], ranges[2]], [ranges[3]]]
+    assert pack_ranges(ranges, 0) == [[r] for r in ranges]  # a task per partition
+    packed = pack_ranges(ranges, 100_000)
+    assert packed == [ranges] and sum(len(t) for t in packed) == len(ranges)
+    opts = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a",
+                                     "packRecordsPerTask": "5000"})
+    assert opts.pack_records == 5000
+    with pytest.raises(ConfigError, match="'packRecordsPerTask' must be a whole number"):
+        KafkaSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a",
+                                  "packRecordsPerTask": "-1"})
+
+
 # -- a real broker and Spark, each source in a process of its own ------------------------------
 
 class Job:

@@ -132,6 +132,10 @@ def test_two_topics_stream_into_their_tables_in_one_transaction_per_micro_batch(
                                                                           strict=False))
             assert spans[-1][1] == count // partitions
     assert {t for t, _, _, _ in ranges["default._unrouted"]} == {a, b}
+    # The sink read each micro-batch's ranges from Spark's plan (packed read tasks of the
+    # Python source too): one Spark job a micro-batch, no look at its distinct topics first.
+    actions = json.loads((out / "actions.json").read_text())
+    assert actions and set(actions) == {1}, actions
 
 
 @pytest.mark.kafka

@@ -3,6 +3,7 @@ the choice between it and Spark's own Kafka source."""
 
 from ingest.spark.kafka.source import (
     KafkaInputPartition,
+    PackedInputPartition,
     check_jvm_kafka,
     check_topic,
     jvm_kafka_available,
@@ -12,6 +13,7 @@ from ingest.spark.kafka.source import (
 
 __all__ = [
     "KafkaInputPartition",
+    "PackedInputPartition",
     "check_jvm_kafka",
     "check_topic",
     "jvm_kafka_available",

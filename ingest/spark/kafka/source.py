@@ -93,6 +93,35 @@ class KafkaInputPartition(InputPartition):
         return OffsetRange(self.topic, self.partition, self.from_offset, self.until_offset)
 
 
+class PackedInputPartition(InputPartition):
+    """Read several small offset ranges, one after the other, in one task."""
+
+    def __init__(self, ranges: Sequence[OffsetRange]) -> None:
+        super().__init__(tuple(ranges))
+        self.ranges = tuple(ranges)
+
+
+def pack_ranges(ranges: Sequence[OffsetRange], records: int) -> list[list[OffsetRange]]:
+    """`ranges` in tasks: each range of `records` or more alone, the smaller ones packed in
+    order into tasks of at most `records` records (0: every range alone)."""
+    tasks: list[list[OffsetRange]] = []
+    small: list[OffsetRange] = []
+    held = 0
+    for r in ranges:
+        size = r.until_offset - r.from_offset
+        if size >= records:
+            tasks.append([r])
+            continue
+        if small and held + size > records:
+            tasks.append(small)
+            small, held = [], 0
+        small.append(r)
+        held += size
+    if small:
+        tasks.append(small)
+    return tasks
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from Kafka offsets (driver) and reads offset ranges (executors)."""
 
@@ -172,7 +201,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not ranges:
             return []
         marks = self.client.watermarks(sorted(ranges))
-        out: list[InputPartition] = []
+        planned: list[OffsetRange] = []
         for (topic, partition), (from_offset, until_offset) in sorted(ranges.items()):
             low = marks[(topic, partition)][0]
             if from_offset is None:
@@ -183,8 +212,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 f"available offset is {low} (removed by retention?)")
                 from_offset = low
             if from_offset < until_offset:
-                out.append(KafkaInputPartition(topic, partition, from_offset, until_offset))
-        return out
+                planned.append(OffsetRange(topic, partition, from_offset, until_offset))
+        if self.options.pack_records <= 0:
+            return [KafkaInputPartition(r.topic, r.partition, r.from_offset, r.until_offset)
+                    for r in planned]
+        tasks = pack_ranges(planned, self.options.pack_records)
+        return [PackedInputPartition(t) if len(t) > 1 else KafkaInputPartition(
+            t[0].topic, t[0].partition, t[0].from_offset, t[0].until_offset) for t in tasks]
 
     def _data_loss(self, what: str) -> None:
         if self.options.fail_on_data_loss:
@@ -196,6 +230,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     self.options.bootstrap_servers, what)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, PackedInputPartition):
+            return (batch for r in partition.ranges for batch in read_range(self.options, r))
         assert isinstance(partition, KafkaInputPartition)
         return read_range(self.options, partition.offsets)
 
@@ -289,6 +325,7 @@ def kafka_dataframe(
     fail_on_data_loss: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
     source: Literal["auto", "jvm", "python"] = "python",
+    pack_records_per_task: int = 0,
 ) -> DataFrame:
     """A streaming DataFrame of Kafka records with the columns of Spark's "kafka" source.
 
@@ -296,7 +333,9 @@ def kafka_dataframe(
     (spark-sql-kafka-0-10, which must be on the classpath); "auto" with Spark's when its classes
     are there, else ours. Both read `read_committed` unless the connection sets
     `isolation.level`, and both get every setting of the connection (the JVM source in the
-    Java client's names). `timeout_s` applies to "ingest-kafka" only.
+    Java client's names). `timeout_s` and `pack_records_per_task` (ranges of fewer records
+    share a read task, up to that many records a task; 0: a task per topic partition) apply
+    to "ingest-kafka" only.
 
     The topics: `topic` (a name, names comma-separated, or a sequence of names) or
     `topic_pattern` (a regular expression matched against whole names, Kafka's internal
@@ -326,7 +365,8 @@ def kafka_dataframe(
     else:
         register_kafka_source(spark)
         reader = spark.readStream.format(SOURCE_NAME).option(
-            "kafka.timeout.ms", str(int(timeout_s * 1000)))
+            "kafka.timeout.ms", str(int(timeout_s * 1000))).option(
+            "packRecordsPerTask", str(pack_records_per_task))
         settings.update(connection.client_config())
     for name, value in settings.items():
         reader = reader.option(f"kafka.{name}", value)
@@ -351,11 +391,13 @@ __all__ = [
     "KafkaInputPartition",
     "KafkaSourceOptions",
     "KafkaStreamReader",
+    "PackedInputPartition",
     "check_jvm_kafka",
     "check_topic",
     "jvm_kafka_available",
     "kafka_dataframe",
     "offsets_from_json",
     "offsets_to_json",
+    "pack_ranges",
     "register_kafka_source",
 ]

@@ -3,10 +3,11 @@ most, known before a task reads one.
 
 foreachBatch hands the sink a micro-batch already planned down to its input partitions (an
 RDD whose root is Spark's `DataSourceRDD`): one Kafka offset range each, whichever source read
-it. ingest's `ingest-kafka` source ships its ranges as pickled `KafkaInputPartition`s
-(`PythonStreamingInputPartition`), Spark's JVM `kafka` source as `KafkaBatchInputPartition`s
-with an `offsetRange`. The ranges' lengths, summed, bound the records (fewer when retention
-removed some, and for commit markers and aborted records). The ranges themselves are what the
+it (or, packed, several small ones). ingest's `ingest-kafka` source ships its ranges as pickled
+`KafkaInputPartition`s or `PackedInputPartition`s (`PythonStreamingInputPartition`), Spark's
+JVM `kafka` source as `KafkaBatchInputPartition`s with an `offsetRange`. The ranges' lengths,
+summed, bound the records (fewer when retention removed some, and for commit markers and
+aborted records). The ranges themselves are what the
 table records as read: a gap Kafka made inside them (markers, aborted records, compaction) is
 then not mistaken for skipped records. It knows Spark's plan and the two sources'
 partitions, not the sink.
@@ -20,7 +21,7 @@ import pickle
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ingest.spark.kafka import KafkaInputPartition
+from ingest.spark.kafka import KafkaInputPartition, PackedInputPartition
 from ingest.txn import OffsetRange
 
 if TYPE_CHECKING:
@@ -75,30 +76,33 @@ def _ranges(input_partitions: Any) -> list[OffsetRange] | None:
             [] if entry.getClass().getSimpleName() == "None$" else
             [entry.apply(j) for j in range(entry.size())])
         for part in parts:
-            found = _partition_range(part)
-            if found is None:
+            ranges = _partition_ranges(part)
+            if ranges is None:
                 return None
-            key = (found.topic, found.partition)
-            known = merged.get(key)
-            merged[key] = found if known is None else OffsetRange(
-                found.topic, found.partition, min(known.from_offset, found.from_offset),
-                max(known.until_offset, found.until_offset))
+            for found in ranges:
+                key = (found.topic, found.partition)
+                known = merged.get(key)
+                merged[key] = found if known is None else OffsetRange(
+                    found.topic, found.partition, min(known.from_offset, found.from_offset),
+                    max(known.until_offset, found.until_offset))
     return [merged[k] for k in sorted(merged)]
 
 
-def _partition_range(part: Any) -> OffsetRange | None:
-    """The range of one input partition of either Kafka source, or None for another kind."""
+def _partition_ranges(part: Any) -> list[OffsetRange] | None:
+    """The ranges of one input partition of either Kafka source, or None for another kind."""
     if part.getClass().getSimpleName() == _PYTHON_PARTITION:
         ours = _KafkaPartitionOnly(io.BytesIO(bytes(part.pickedPartition()))).load()
+        if isinstance(ours, PackedInputPartition):
+            return list(ours.ranges)
         if not isinstance(ours, KafkaInputPartition):
             return None
-        return ours.offsets
+        return [ours.offsets]
     offsets = part.offsetRange()  # Spark's KafkaBatchInputPartition (AttributeError else)
     begin, until = int(offsets.fromOffset()), int(offsets.untilOffset())
     if not 0 <= begin <= until:
         return None
     tp = offsets.topicPartition()
-    return OffsetRange(str(tp.topic()), int(tp.partition()), begin, until)
+    return [OffsetRange(str(tp.topic()), int(tp.partition()), begin, until)]
 
 
 def cover(seen: Sequence[OffsetRange], planned: Sequence[OffsetRange] | None
@@ -117,12 +121,15 @@ def cover(seen: Sequence[OffsetRange], planned: Sequence[OffsetRange] | None
 
 
 class _KafkaPartitionOnly(pickle.Unpickler):
-    """Unpickles ingest's Kafka input partition and nothing else (what the driver's Python
-    unpickles here came from Spark, but only our own class is expected)."""
+    """Unpickles ingest's Kafka input partitions and nothing else (what the driver's Python
+    unpickles here came from Spark, but only our own classes are expected)."""
+
+    ALLOWED = {(c.__module__, c.__name__): c
+               for c in (KafkaInputPartition, PackedInputPartition, OffsetRange)}
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == (KafkaInputPartition.__module__, KafkaInputPartition.__name__):
-            return KafkaInputPartition
+        if (module, name) in self.ALLOWED:
+            return self.ALLOWED[(module, name)]
         raise pickle.UnpicklingError(f"not a Kafka input partition: {module}.{name}")
 
 
