@@ -11,7 +11,6 @@ micro-batches, one to one (no micro-batch committed in one table and not in anot
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from kafka_server import ApacheKafka
+from support import job_env
 
 from ingest.acid.read.reader import read_table
 from ingest.records.routing import table_name_for
@@ -90,10 +90,7 @@ class Chain:
 
     def run(self, crash_at: str | None = None, skip: int = 0
             ) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items()
-               if k != "PYSPARK_SUBMIT_ARGS" and not k.startswith("INGEST_CRASH")}
-        env["PYTHONPATH"] = str(ROOT)
-        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        env = job_env()
         if crash_at:
             env.update(INGEST_CRASH_AT=crash_at, INGEST_CRASH_SKIP=str(skip),
                        INGEST_CRASH_COUNTER=str(self.counter(crash_at)))

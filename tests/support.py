@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import os
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -225,3 +227,27 @@ def assert_each_offset_once(ids: list[int], ranges: Iterable[tuple[object, Any]]
         assert mine[0][0] == 0 and all(x[1] == y[0] for x, y in zip(mine, mine[1:],
                                                                     strict=False)), mine
     assert sum(b - a for _, a, b in covered) == len(ids), "each committed offset once"
+
+
+def job_env() -> dict[str, str]:
+    """The environment of an `ingest` job run as a process of its own: this checkout on the
+    path, this interpreter for Spark's driver and workers, and neither the suite's
+    PYSPARK_SUBMIT_ARGS (a job's session sets its own) nor an armed crash point."""
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYSPARK_SUBMIT_ARGS" and not k.startswith("INGEST_CRASH")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def kafka_rows(spark: Any, rows: list[tuple[str, int, int, bytes | None]]) -> Any:
+    """A DataFrame shaped like the Kafka source's (key, value, topic, partition, offset) of
+    rows (topic, partition, offset, value), in two partitions."""
+    table = pa.table({
+        "key": pa.array([None] * len(rows), pa.binary()),
+        "value": pa.array([v for _, _, _, v in rows], pa.binary()),
+        "topic": pa.array([t for t, _, _, _ in rows]),
+        "partition": pa.array([p for _, p, _, _ in rows], pa.int32()),
+        "offset": pa.array([o for _, _, o, _ in rows], pa.int64()),
+    })
+    return spark.createDataFrame(table).repartition(2)

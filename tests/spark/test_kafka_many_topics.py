@@ -8,7 +8,6 @@ only contains a match."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 from external import spark_kafka_jars
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
-from support import wait_until
+from support import job_env, wait_until
 
 from ingest.errors import ConfigError
 from ingest.kafka import KafkaSourceOptions, jvm_pattern
@@ -87,9 +86,7 @@ class Job:
 
     def __init__(self, kafka: ApacheKafka, source: str, kind: str, what: str,
                  out: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
-        env["PYTHONPATH"] = str(ROOT)
-        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        env = job_env()
         if source == "jvm":
             env["PYSPARK_SUBMIT_ARGS"] = f"--jars {','.join(spark_kafka_jars())} pyspark-shell"
         self.out = out

@@ -9,7 +9,6 @@ nowhere, with the reason, in the stream's table of records routed nowhere. Run a
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
+from support import job_env
 
 from ingest.acid.read.reader import read_table
 from ingest.txn import Metastore, default_metastore_url
@@ -29,13 +29,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully suppo
 SCHEMA = "id BIGINT, code STRING, n BIGINT, name STRING"
 KEYS = {"customers": ("id",), "products": ("code",), "order_lines": ("id", "n")}
 Key = tuple[Any, ...]
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
-    env["PYTHONPATH"] = str(ROOT)
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    return env
 
 
 class Source:
@@ -114,7 +107,7 @@ def _stream(kafka: ApacheKafka, topic: str, warehouse: Path, checkpoint: Path
          "--checkpoint", str(checkpoint), "--starting-offsets", "earliest", "--available-now",
          "--max-offsets-per-trigger", "50", "--compact", "off", "--clean", "off", "--json",
          "--quiet"],
-        env=_env(), capture_output=True, text=True, timeout=900, cwd=ROOT)
+        env=job_env(), capture_output=True, text=True, timeout=900, cwd=ROOT)
 
 
 @pytest.mark.kafka

@@ -7,7 +7,6 @@ anything."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
+from support import job_env
 
 from ingest.acid.read.reader import read_table
 from ingest.records.routing import table_name_for
@@ -23,13 +23,6 @@ from ingest.txn import Metastore, default_metastore_url
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
-    env["PYTHONPATH"] = str(ROOT)
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    return env
 
 
 def _produce(kafka: ApacheKafka, topic: str, ids: range, partitions: int) -> None:
@@ -57,7 +50,7 @@ def _stream(kafka: ApacheKafka, topics: str, warehouse: Path, checkpoint: Path,
          "--unrouted-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING",
          "--checkpoint", str(checkpoint), "--starting-offsets", "earliest", "--available-now",
          "--compact", "off", "--clean", "off", "--json", "--quiet", *extra],
-        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+        env=job_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
 @pytest.mark.kafka
@@ -108,7 +101,7 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
          "--topic", "a.b-c,d", "--table-template", f"{tmp_path}/wh/{{topic}}",
          "--unrouted-table", f"{tmp_path}/wh/_unrouted", "--schema", "id BIGINT",
          "--checkpoint", f"{tmp_path}/ck", "--on-new-field", "evolve"],
-        env=_env(), capture_output=True, text=True, timeout=120, cwd=ROOT)
+        env=job_env(), capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2, done.stderr
     assert "cannot use --on-new-field evolve yet" in done.stderr
     assert not list(tmp_path.iterdir())
@@ -134,7 +127,7 @@ def test_route_collisions_bad_urls_and_java_patterns_exit_2_before_anything_star
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", "127.0.0.1:9",
          *base, *flags, "--unrouted-table", "wh/_unrouted", "--schema", "id BIGINT",
          "--checkpoint", "ck"],
-        env=_env(), capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        env=job_env(), capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert error in done.stderr
     assert "Traceback" not in done.stderr
@@ -142,7 +135,7 @@ def test_route_collisions_bad_urls_and_java_patterns_exit_2_before_anything_star
 
 
 def test_help_lists_the_many_table_options() -> None:
-    done = subprocess.run([sys.executable, "-m", "ingest", "stream", "--help"], env=_env(),
+    done = subprocess.run([sys.executable, "-m", "ingest", "stream", "--help"], env=job_env(),
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0
     for option in ("--topic-pattern", "--table-template", "--route", "--routes",
@@ -174,7 +167,7 @@ def test_ingest_stream_routes_by_field_with_the_unrouted_records_in_the_anchor(
          "--unrouted-table", str(warehouse / "_unrouted"), "--schema", "id BIGINT, kind STRING",
          "--checkpoint", str(tmp_path / "ck"), "--starting-offsets", "earliest",
          "--available-now", "--compact", "off", "--clean", "off", "--json", "--quiet"],
-        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+        env=job_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     assert _ids(str(warehouse / table_name_for("Customers"))) == [i for i in range(12) if i % 3]
     assert _ids(str(warehouse / table_name_for("order-lines"))) == [0, 3, 6, 9]
@@ -207,7 +200,7 @@ def test_the_spark_submit_job_runs_a_topic_pattern_stream(
          str(warehouse / "_unrouted"), "--schema", "id BIGINT, name STRING", "--checkpoint",
          str(tmp_path / "ck"), "--starting-offsets", "earliest", "--available-now",
          "--compact", "off", "--clean", "off"],
-        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+        env=job_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     assert _ids(str(warehouse / table_name_for(a))) == list(range(6))
     assert _ids(str(warehouse / table_name_for(b))) == list(range(10, 13))

@@ -12,9 +12,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from hms_server import Server
+from support import kafka_rows
 
 from ingest.acid.read.reader import read_table
 from ingest.records.routing import RoutingRules, TableTemplate, TopicSelection
@@ -28,17 +28,6 @@ from ingest.txn import Metastore, OffsetRange, TableDefinition, Transaction
 pytestmark = [pytest.mark.hms, pytest.mark.java, pytest.mark.spark, pytest.mark.slow,
               pytest.mark.filterwarnings(
                   "ignore:PySpark does not yet fully support:FutureWarning")]
-
-
-def _rows(spark: Any, rows: list[tuple[str, int, int, bytes]]) -> Any:
-    table = pa.table({
-        "key": pa.array([None] * len(rows), pa.binary()),
-        "value": pa.array([v for _, _, _, v in rows], pa.binary()),
-        "topic": pa.array([t for t, _, _, _ in rows]),
-        "partition": pa.array([p for _, p, _, _ in rows], pa.int32()),
-        "offset": pa.array([o for _, _, o, _ in rows], pa.int64()),
-    })
-    return spark.createDataFrame(table).repartition(2)
 
 
 def test_one_hms_transaction_across_the_tables(spark: Any, hms4: Server, tmp_path: Path,
@@ -68,9 +57,9 @@ def test_one_hms_transaction_across_the_tables(spark: Any, hms4: Server, tmp_pat
     def value(i: int) -> bytes:
         return json.dumps({"id": i, "name": f"n{i}"}).encode()
 
-    df0 = _rows(spark, [(a, 0, i, value(i)) for i in range(5)]
+    df0 = kafka_rows(spark, [(a, 0, i, value(i)) for i in range(5)]
                 + [(b, 0, i, value(100 + i)) for i in range(3)])
-    df1 = _rows(spark, [(a, 0, 5 + i, value(5 + i)) for i in range(4)]
+    df1 = kafka_rows(spark, [(a, 0, 5 + i, value(5 + i)) for i in range(4)]
                 + [(b, 0, 3, value(103))])
     first = sink()
     with first:
@@ -139,9 +128,9 @@ def test_keyed_tables_upsert_in_one_hms_transaction(spark: Any, hms4: Server,
                        sink_id=f"many{tag}", create=create,
                        options=SinkOptions(mode="upsert", route_keys=(f"{a}=id", f"{b}=name"))
                        ) as sink:
-        sink(_rows(spark, [(a, 0, i, value(i, f"n{i}")) for i in range(4)]
+        sink(kafka_rows(spark, [(a, 0, i, value(i, f"n{i}")) for i in range(4)]
                    + [(b, 0, i, value(i, f"k{i % 2}")) for i in range(4)]), 0)
-        sink(_rows(spark, [(a, 0, 4, value(1, "x")), (a, 0, 5, value(9, "y"))]
+        sink(kafka_rows(spark, [(a, 0, 4, value(1, "x")), (a, 0, 5, value(9, "y"))]
                    + [(b, 0, 4, value(7, "k0"))]), 1)
     with Metastore.open(uri) as store:
         rows = {t: sorted((r["id"], r["name"]) for r in read_table(

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
+from support import kafka_rows
 
 from ingest.acid.read.reader import read_table
 from ingest.errors import IngestError
@@ -31,18 +31,6 @@ SCHEMA = "id BIGINT, name STRING"
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
 
 Row = tuple[str, int, int, bytes | None]
-
-
-def kafka_rows(spark: Any, rows: list[Row]) -> Any:
-    """A DataFrame shaped like the Kafka source's: (key, value, topic, partition, offset)."""
-    table = pa.table({
-        "key": pa.array([None] * len(rows), pa.binary()),
-        "value": pa.array([v for _, _, _, v in rows], pa.binary()),
-        "topic": pa.array([t for t, _, _, _ in rows]),
-        "partition": pa.array([p for _, p, _, _ in rows], pa.int32()),
-        "offset": pa.array([o for _, _, o, _ in rows], pa.int64()),
-    })
-    return spark.createDataFrame(table).repartition(2)
 
 
 def values(topic: str, start: int, rows: list[dict[str, Any]]) -> list[Row]:

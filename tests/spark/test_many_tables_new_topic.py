@@ -5,7 +5,6 @@ stream` against a real Apache Kafka broker; a topic outside the pattern gets no 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
-from support import wait_until
+from support import job_env, wait_until
 
 from ingest.acid.read.reader import read_table
 from ingest.records.routing import table_name_for
@@ -59,9 +58,7 @@ def test_a_topic_created_while_the_stream_runs_is_streamed_from_its_first_record
         table = read_table(location, snapshot)
         return sorted(table.column("id").to_pylist()) if table.num_rows else []
 
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
-    env["PYTHONPATH"] = str(ROOT)
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env = job_env()
     log_path = tmp_path / "stream.log"
     with log_path.open("w") as log:
         job = subprocess.Popen(

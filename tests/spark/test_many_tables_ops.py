@@ -9,7 +9,6 @@ every record exactly once."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import pytest
 from external import free_port
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
 from prometheus_client.parser import text_string_to_metric_families
-from support import wait_until
+from support import job_env, wait_until
 
 from ingest.acid.read.reader import read_table
 from ingest.kafka import KafkaConnection
@@ -43,14 +42,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully suppo
 WAVES = 4
 THRESHOLD = {"compactorthreshold.hive.compactor.delta.num.threshold": "2"}
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k != "PYSPARK_SUBMIT_ARGS" and not k.startswith("INGEST_CRASH")}
-    env["PYTHONPATH"] = str(ROOT)
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    return env
 
 
 def _produce(kafka: ApacheKafka, topic: str, ids: range, partitions: int) -> None:
@@ -128,7 +119,7 @@ def test_a_stream_of_two_tables_has_lines_metrics_group_offsets_and_maintenance_
             _command(apache_kafka, f"{a},{b}", warehouse, checkpoint, "--trigger", "1",
                      "--maintenance-interval-s", "0", "--metrics-port", str(port),
                      "--metrics-host", "127.0.0.1", "--commit-offsets-to-group", group),
-            env=_env(), stdout=subprocess.DEVNULL, stderr=err, text=True, cwd=ROOT)
+            env=job_env(), stdout=subprocess.DEVNULL, stderr=err, text=True, cwd=ROOT)
         try:
             def alive() -> None:
                 if job.poll() is not None:
@@ -224,7 +215,7 @@ def test_a_stream_of_two_tables_has_lines_metrics_group_offsets_and_maintenance_
     second = subprocess.run(
         _command(apache_kafka, f"{a},{b}", warehouse, checkpoint, "--available-now", "--json",
                  "--commit-offsets-to-group", group),
-        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+        env=job_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert second.returncode == 0, second.stderr[-4000:]
     summary = json.loads(second.stdout.strip().splitlines()[-1])
     assert summary["table"] == anchor and summary["rows"] == 10

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from support import kafka_rows
 
 from ingest.acid.read.reader import read_table
 from ingest.errors import BadRecordError, ConfigError, IngestError
@@ -33,18 +34,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully suppo
 
 def record(i: int) -> bytes:
     return json.dumps({"id": i, "name": f"n{i}"}).encode()
-
-
-def kafka_rows(spark: Any, rows: list[tuple[str, int, int, bytes | None]]) -> Any:
-    """A DataFrame shaped like the Kafka source's: (topic, partition, offset, value)."""
-    table = pa.table({
-        "key": pa.array([None] * len(rows), pa.binary()),
-        "value": pa.array([v for _, _, _, v in rows], pa.binary()),
-        "topic": pa.array([t for t, _, _, _ in rows]),
-        "partition": pa.array([p for _, p, _, _ in rows], pa.int32()),
-        "offset": pa.array([o for _, _, o, _ in rows], pa.int64()),
-    })
-    return spark.createDataFrame(table).repartition(2)
 
 
 def topic_rows(topic: str, ids: range, *, partition: int = 0, start: int = 0

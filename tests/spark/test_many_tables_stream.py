@@ -7,7 +7,6 @@ table); every table's committed write id shares its transaction with the anchor'
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 from external import spark_kafka_jars
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
-from support import wait_until
+from support import job_env, wait_until
 
 from ingest.acid.read.reader import read_table
 from ingest.errors import IngestError
@@ -45,9 +44,7 @@ def _produce(kafka: ApacheKafka, topic: str, ids: range, partitions: int) -> Non
 def _start(kafka: ApacheKafka, source: str, topics: str, warehouse: Path, out: Path,
            **env_extra: str) -> subprocess.Popen[bytes]:
     """many_tables_job.py in the background, its output in OUT/job.log."""
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
-    env["PYTHONPATH"] = str(ROOT)
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env = job_env()
     env.update(env_extra)
     if source == "jvm":
         env["PYSPARK_SUBMIT_ARGS"] = f"--jars {','.join(spark_kafka_jars())} pyspark-shell"
