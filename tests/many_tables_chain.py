@@ -80,6 +80,7 @@ class Chain:
     warehouse: Path
     metastore: str | None = None  # None: the SQLite metastore beside the tables
     max_offsets: int = 40
+    extra: tuple[str, ...] = ()  # more `ingest stream` options (e.g. a keyed mode)
 
     @property
     def anchor(self) -> str:
@@ -102,7 +103,7 @@ class Chain:
              "--starting-offsets", "earliest", "--available-now",
              "--max-offsets-per-trigger", str(self.max_offsets), "--compact", "off",
              "--clean", "off", "--json", "--quiet",
-             *(["--metastore", self.metastore] if self.metastore else [])],
+             *(["--metastore", self.metastore] if self.metastore else []), *self.extra],
             env=env, capture_output=True, text=True, timeout=1800, cwd=ROOT, check=False)
 
     def counter(self, point: str) -> Path:

@@ -50,37 +50,49 @@ class PartitionLag:
 
 class LagProbe:
     """Asks the broker for the latest offsets of topics, again and again (one consumer,
-    serialised by a lock: a metrics scrape and a status call may come from any thread)."""
+    serialised by a lock: a metrics scrape and a status call may come from any thread). A
+    call naming a topic the probe does not know yet (a pattern's new topic) adds it, and the
+    consumer is opened again for the larger set."""
 
-    def __init__(self, connection: KafkaConnection, topics: Sequence[str], *,
+    def __init__(self, connection: KafkaConnection, topics: Sequence[str] = (), *,
                  timeout_s: float) -> None:
-        """Nothing is opened until the first `lag` call.
+        """Nothing is opened until the first call.
 
         Raises:
-            ConfigError: no topics, or a timeout that is not a positive number.
+            ConfigError: a timeout that is not a positive number.
         """
-        if not topics:
-            raise ConfigError("Kafka lag needs at least one topic")
         if timeout_s <= 0:
             raise ConfigError(f"A Kafka timeout must be positive, got {timeout_s:g} s")
-        self._options = KafkaSourceOptions.for_lookups(connection, topics, timeout_s=timeout_s)
+        self.connection, self.timeout_s = connection, timeout_s
+        self._topics: set[str] = set(topics)
         self._client: KafkaClient | None = None
         self._lock = threading.Lock()
 
+    def _client_for(self, topics: set[str]) -> KafkaClient:
+        """The consumer, opened again if `topics` adds to the probe's (holding the lock)."""
+        if not topics <= self._topics:
+            self._topics |= topics
+            self._close()
+        if self._client is None:
+            if not self._topics:
+                raise ConfigError("Kafka lag needs at least one topic")
+            self._client = KafkaClient(KafkaSourceOptions.for_lookups(
+                self.connection, sorted(self._topics), timeout_s=self.timeout_s))
+        return self._client
+
     def lag(self, committed: Mapping[TopicPartitionKey, int]) -> list[PartitionLag]:
-        """Every partition of the topics, sorted, with its committed and latest offsets.
+        """Every partition of the topics (the probe's and those `committed` names), sorted,
+        with its committed and latest offsets.
 
         Args:
             committed: the next offset to read of each topic partition the table committed.
 
         Raises:
-            ConfigError: a topic does not exist.
+            ConfigError: a topic does not exist, or no topic is known.
             IngestError: the broker cannot be reached in time.
         """
         with self._lock:
-            if self._client is None:
-                self._client = KafkaClient(self._options)
-            client = self._client
+            client = self._client_for({t for t, _ in committed})
             marks = client.watermarks(client.partitions())
         return [PartitionLag(t, p, committed.get((t, p)), low, high)
                 for (t, p), (low, high) in sorted(marks.items())]
@@ -92,16 +104,18 @@ class LagProbe:
             IngestError: the broker cannot be reached in time.
         """
         with self._lock:
-            if self._client is None:
-                self._client = KafkaClient(self._options)
-            return {tp: low for tp, (low, _) in self._client.broker_watermarks(tps).items()}
+            client = self._client_for({t for t, _ in tps})
+            return {tp: low for tp, (low, _) in client.broker_watermarks(tps).items()}
 
     def close(self) -> None:
-        """Close the consumer (a later `lag` opens a new one)."""
+        """Close the consumer (a later call opens a new one)."""
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            self._close()
+
+    def _close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
 
 def kafka_lag(connection: KafkaConnection, topics: Sequence[str],

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from ingest.errors import ConfigError, IngestError
 from ingest.kafka.connection import KafkaConnection, normalize
+from ingest.records import INTERNAL_TOPIC_PREFIX, TopicSelection
 from ingest.txn import TopicPartitionKey
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -24,17 +25,11 @@ DEFAULT_STARTING_OFFSETS: Literal["earliest"] = "earliest"
 Offsets = dict[TopicPartitionKey, int]
 StartingOffsets = Literal["earliest", "latest"] | Offsets
 
-INTERNAL_TOPIC_PREFIX = "__"
-"""Kafka's own topics (`__consumer_offsets`, `__transaction_state`) start so: a pattern never
-selects them (docs/many-tables.md), as Kafka's consumers leave internal topics out of pattern
-subscriptions."""
-
-
 def pattern_matches(pattern: str, topic: str) -> bool:
     """Whether `subscribePattern` `pattern` selects `topic`: the whole name matches (as
-    Java's `Pattern.matcher(topic).matches()` in Kafka's consumer) and it is not internal."""
-    return (not topic.startswith(INTERNAL_TOPIC_PREFIX)
-            and re.fullmatch(pattern, topic) is not None)
+    Java's `Pattern.matcher(topic).matches()` in Kafka's consumer) and it is not internal
+    (the one rule, `TopicSelection.matches`, which the many-table streams route by)."""
+    return TopicSelection(pattern=pattern).matches(topic)
 
 
 def jvm_pattern(pattern: str) -> str:

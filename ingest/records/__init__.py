@@ -57,6 +57,7 @@ from ingest.records.new_fields import (
     types_from_text,
 )
 from ingest.records.routing import (
+    INTERNAL_TOPIC_PREFIX,
     Routed,
     RoutingRules,
     TableTemplate,
@@ -108,6 +109,7 @@ __all__ = [
     "RoutingRules",
     "SchemaRegistry",
     "TableTemplate",
+    "INTERNAL_TOPIC_PREFIX",
     "TopicSelection",
     "Unrouted",
     "ValueDecoder",

@@ -369,17 +369,11 @@ class _KafkaLag:
 
     def __init__(self, connection: KafkaConnection, *, timeout_s: float = 5.0,
                  ends_timeout_s: float = 30.0) -> None:
-        self.connection = connection
-        self.timeout_s = timeout_s
-        self.ends_timeout_s = ends_timeout_s
-        self._probe: LagProbe | None = None
-        self._ends: LagProbe | None = None
+        self._probe = LagProbe(connection, timeout_s=timeout_s)
+        self._ends = LagProbe(connection, timeout_s=ends_timeout_s)
 
     def __call__(self, until: Mapping[tuple[str, int], int]) -> int | None:
         try:
-            if self._probe is None:
-                self._probe = LagProbe(self.connection, sorted({t for t, _ in until}),
-                                       timeout_s=self.timeout_s)
             return sum(p.lag_records for p in self._probe.lag(until)
                        if (p.topic, p.partition) in until)
         except IngestError:  # the lag is informational; the batch is already committed
@@ -392,16 +386,11 @@ class _KafkaLag:
         Raises:
             IngestError: the broker cannot be reached in time.
         """
-        if self._ends is None:
-            self._ends = LagProbe(self.connection, sorted({t for t, _ in tps}),
-                                  timeout_s=self.ends_timeout_s)
         return self._ends.earliest(tps)
 
     def close(self) -> None:
-        for probe in (self._probe, self._ends):
-            if probe is not None:
-                probe.close()
-        self._probe = self._ends = None
+        self._probe.close()
+        self._ends.close()
 
 
 @dataclass(frozen=True)

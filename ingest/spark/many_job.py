@@ -103,31 +103,6 @@ class ManyStreamSummary(StreamSummary):
         return f"{super().line()}; rows per table: {per_table or 'none'}{lag}"
 
 
-class _Earliest:
-    """Each partition's earliest offset on the broker, for the sink's data-loss check; the
-    probe is made again when a micro-batch names a topic it was not made for (a pattern's
-    new topic)."""
-
-    def __init__(self, connection: KafkaConnection, timeout_s: float) -> None:
-        self.connection, self.timeout_s = connection, timeout_s
-        self._probe: LagProbe | None = None
-        self._topics: set[str] = set()
-
-    def __call__(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        topics = {t for t, _ in tps}
-        if self._probe is None or not topics <= self._topics:
-            self.close()
-            self._topics |= topics
-            self._probe = LagProbe(self.connection, sorted(self._topics),
-                                   timeout_s=self.timeout_s)
-        return self._probe.earliest(tps)
-
-    def close(self) -> None:
-        if self._probe is not None:
-            self._probe.close()
-            self._probe = None
-
-
 def check_many_options(options: StreamOptions) -> None:
     """The checks of a many-table stream that need no Spark and no broker: the locations'
     schemes, the schema and partitioning, the routing rules, the metastore's backend.
@@ -302,11 +277,12 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         check_existing_table(dead, TableDefinition(dead.name, dead.location,
                                                    dead_letter_schema()))
 
-    earliest = None if kerberos else _Earliest(connection, options.kafka_timeout_s)
+    # Each partition's earliest offset, for the sink's data-loss check.
+    earliest = None if kerberos else LagProbe(connection, timeout_s=options.kafka_timeout_s)
     sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
                          create=create, check=check,
                          partition_expression=layout.partition_expression,
-                         earliest_fn=earliest,
+                         earliest_fn=None if earliest is None else earliest.earliest,
                          fail_on_data_loss=options.fail_on_data_loss == "true",
                          max_new_tables=options.max_new_tables_per_batch)
     selection = rules.selection

@@ -9,13 +9,12 @@ answer in time), and maintenance only gets a signal, as for one table (docs/inva
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Mapping
 
 from ingest.errors import IngestError
 from ingest.io import storage
-from ingest.kafka import KafkaConnection, LagProbe, PartitionLag
+from ingest.kafka import LagProbe, PartitionLag
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.progress import ManyBatchView
 from ingest.spark.sink import ManyBatchReport, dead_letter_location
@@ -26,36 +25,20 @@ from ingest.txn import Metastore, TopicPartitionKey
 RECENT_VIEWS = 1000
 
 
-class TopicsLag:
-    """The lag of the topics a stream of several tables committed: a `LagProbe` of those
-    topics, made again when a topic it was not made for shows up (a pattern's new topic).
+class TopicsLag(LagProbe):
+    """The lag of the topics a stream of several tables committed: a `LagProbe` that
+    learns its topics from the offsets it is asked about (a pattern's new topic too).
     Serves the batch lines and, as a `LagSource`, the metrics (one instance each: each has
     its own consumer)."""
 
-    def __init__(self, connection: KafkaConnection, *, timeout_s: float) -> None:
-        self.connection, self.timeout_s = connection, timeout_s
-        self._probe: LagProbe | None = None
-        self._topics: set[str] = set()
-        self._lock = threading.Lock()
-
     def lag(self, committed: Mapping[TopicPartitionKey, int]) -> list[PartitionLag]:
-        """Every partition of the committed topics with its lag (see `LagProbe.lag`).
+        """Every partition of the committed topics with its lag (see `LagProbe.lag`); none
+        before anything is committed.
 
         Raises:
             IngestError: the broker cannot be reached in time.
         """
-        topics = {t for t, _ in committed}
-        if not topics:
-            return []
-        with self._lock:
-            if self._probe is None or not topics <= self._topics:
-                if self._probe is not None:
-                    self._probe.close()
-                self._topics |= topics
-                self._probe = LagProbe(self.connection, sorted(self._topics),
-                                       timeout_s=self.timeout_s)
-            probe = self._probe
-        return probe.lag(committed)
+        return super().lag(committed) if committed else []
 
     def by_topic(self, committed: Mapping[TopicPartitionKey, int]) -> dict[str, int] | None:
         """Records on the broker past `committed`, summed per topic; None when the broker
@@ -68,13 +51,6 @@ class TopicsLag:
         for p in found:
             out[p.topic] = out.get(p.topic, 0) + p.lag_records
         return out
-
-    def close(self) -> None:
-        with self._lock:
-            if self._probe is not None:
-                self._probe.close()
-                self._probe = None
-
 
 class ManyBatchViews:
     """Each micro-batch's `ManyBatchView` (its report and the lag per topic after it), kept for
