@@ -100,10 +100,10 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", "127.0.0.1:9",
          "--topic", "a.b-c,d", "--table-template", f"{tmp_path}/wh/{{topic}}",
          "--unrouted-table", f"{tmp_path}/wh/_unrouted", "--schema", "id BIGINT",
-         "--checkpoint", f"{tmp_path}/ck", "--on-new-field", "evolve"],
+         "--checkpoint", f"{tmp_path}/ck", "--txns-per-delta", "2"],
         env=job_env(), capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2, done.stderr
-    assert "cannot use --on-new-field evolve yet" in done.stderr
+    assert "cannot use --txns-per-delta 2 yet" in done.stderr
     assert not list(tmp_path.iterdir())
 
 
