@@ -184,6 +184,37 @@ def test_dead_letter_applies_per_table_and_a_keyed_table_evolves(
     assert written == kept  # nothing of the aborted round is left
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_routed_by_field_each_table_evolves_by_its_own_records(
+        spark: Any, warehouse: Path) -> None:
+    """--route-field source.table: one topic feeds both tables; `source` is a new field of
+    every record (an object: a STRING column holding its JSON), `color` only of orders'."""
+    layout = table_layout(SCHEMA, None)
+    anchor = str(warehouse / "_unrouted")
+    create_table(anchor, DEAD_LETTER_DDL, name="default._unrouted")
+    rules = RoutingRules(TopicSelection(topics=("cdc",)), {},
+                         TableTemplate.parse(str(warehouse / "{field}"), placeholder="field"),
+                         field_path=("source", "table"))
+    rows = ([{"id": i, "name": f"o{i}", "source": {"table": "orders"}, "color": "red"}
+             for i in range(3)]
+            + [{"id": i, "name": f"i{i}", "source": {"table": "items"}} for i in range(2)]
+            + [{"id": 9, "name": "nowhere", "shape": "round"}])
+    with ManyTableSink(rules, open_table(anchor).ref, sink_id="many@ckpt",
+                       options=SinkOptions(on_new_field="evolve"),
+                       create=lambda loc: ensure_tables(loc, layout)) as sink:
+        sink(kafka_rows(spark, values("cdc", 0, rows)), 0)
+    report = sink.reports[0]
+    assert report.tables["default.orders"].added_columns == ("color STRING", "source STRING")
+    assert report.tables["default.items"].added_columns == ("source STRING",)
+    assert report.unrouted_records == 1
+    assert by_id(str(warehouse / "items")) == [
+        {"id": i, "name": f"i{i}", "source": '{"table":"items"}'} for i in range(2)]
+    assert [(r["id"], r["color"]) for r in by_id(str(warehouse / "orders"))] == [
+        (0, "red"), (1, "red"), (2, "red")]
+    assert "shape" not in columns(anchor)
+
+
 def _produce(kafka: ApacheKafka, topic: str, rows: list[dict[str, Any]]) -> None:
     from confluent_kafka import Producer
 
