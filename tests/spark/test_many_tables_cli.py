@@ -116,6 +116,8 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
      "uses Java's \\p{...}"),
     (["--mode", "cdc", "--route-key", "a.b-c=id", "--table-template", "wh/{topic}"],
      "--mode cdc needs the key of every routed table, but --route d has none"),
+    (["--table-template", "wh/{topic}", "--on-new-field", "evolve", "--evolve-type", "id=STRING"],
+     "--evolve-type id=STRING: --schema already has column id BIGINT"),
 ])
 def test_route_collisions_bad_urls_and_java_patterns_exit_2_before_anything_starts(
         tmp_path: Path, flags: list[str], error: str) -> None:
@@ -142,6 +144,7 @@ def test_help_lists_the_many_table_options() -> None:
                    "--route-field", "--unrouted-table", "--max-new-tables-per-batch",
                    "--route-key"):
         assert option in done.stdout, option
+    assert "applies per table" in " ".join(done.stdout.split())  # --on-new-field
 
 
 @pytest.mark.kafka

@@ -285,3 +285,24 @@ def test_ingest_stream_evolves_each_table_across_a_kill_after_evolving_and_resta
     assert [r["id"] for r in by_id(table_b)] == list(range(100, 105))
     with Metastore.open(default_metastore_url(table_a)) as store:
         assert store.transactions(states=("open",)) == []
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow
+def test_an_evolve_type_that_does_not_fit_a_found_table_stops_the_stream_naming_it(
+        apache_kafka: ApacheKafka, tmp_path: Path,  # noqa: F811 - the fixture
+        ) -> None:
+    """A table the stream finds with a column `tags STRING` (an earlier run added it) and
+    `--evolve-type tags=ARRAY<STRING>`: refused at the table's first use, nothing written."""
+    topic = f"t{uuid.uuid4().hex[:8]}"
+    apache_kafka.create_topic(topic, partitions=1)
+    warehouse = tmp_path / "wh"
+    location = str(warehouse / table_name_for(topic))
+    ensure_tables(location, table_layout("id BIGINT, name STRING, tags STRING", None))
+    _produce(apache_kafka, topic, [{"id": 1, "name": "a"}])
+    done = _stream(apache_kafka, topic, warehouse)
+    assert done.returncode != 0
+    assert (f"--evolve-type tags=ARRAY<STRING>: default.{table_name_for(topic)} already has "
+            "column tags STRING") in done.stderr, done.stderr[-4000:]
+    assert committed(location).num_rows == 0
