@@ -27,7 +27,7 @@ from ingest.io import storage
 from ingest.kafka import KafkaConnection, LagProbe, Watermarks
 from ingest.records import RoutingRules
 from ingest.spark.job import StreamSummary
-from ingest.spark.options import StreamOptions
+from ingest.spark.options import StreamOptions, check_evolve_types
 from ingest.spark.sink import (
     DEAD_LETTER_DDL,
     ManyBatchReport,
@@ -108,12 +108,16 @@ def check_many_options(options: StreamOptions) -> None:
     schemes, the schema and partitioning, the routing rules, the metastore's backend.
 
     Raises:
-        ConfigError: a bad location, schema, partitioning or routing rule.
+        ConfigError: a bad location, schema, partitioning or routing rule, or an
+            --evolve-type naming a --schema column with another type.
     """
     from ingest.spark.job import check_sink_progress, table_layout
 
     assert options.schema_ddl is not None and options.unrouted_table is not None
-    table_layout(options.schema_ddl, options.partition_by)
+    layout = table_layout(options.schema_ddl, options.partition_by)
+    check_evolve_types(options.sink.evolve_type_map, layout.row_schema,
+                       (layout.partition_column,) if layout.partition_column else (),
+                       table="--schema")
     for location in (options.unrouted_table, options.checkpoint):
         storage.check_url(location)
     options.routing  # noqa: B018 (building the rules is the check)
@@ -257,6 +261,12 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
             hint="restore the checkpoint, or use a new --checkpoint path (and new tables if "
                  "the topics must be read again)")
 
+    # --on-new-field evolve: a table may have columns after --schema's, which it added; an
+    # --evolve-type must fit each table the stream creates or finds (as run_stream's one):
+    # the sink checks both at their first use in this run (`check`).
+    evolve = options.sink.on_new_field == "evolve"
+    partitions = (layout.partition_column,) if layout.partition_column else ()
+
     def create(location: str, key: tuple[str, ...] = ()
                ) -> tuple[TableDefinition, TableDefinition]:
         # A keyed table (--mode upsert|cdc) is bucketed by its key's row columns, as one
@@ -265,15 +275,18 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         return ensure_tables(location, layout, metastore_url=url,
                              storage_options=storage_options,
                              name=name_beside(anchor, location),
-                             buckets=options.buckets if by else 0, bucketed_by=by)
+                             buckets=options.buckets if by else 0, bucketed_by=by,
+                             allow_added_columns=evolve)
 
     def check(table: TableDefinition, dead: TableDefinition) -> None:
         # A routed table found in the metastore must hold the stream's --schema, as the one
         # table of run_stream (refused at its first use, before that micro-batch commits).
-        partitions = (layout.partition_column,) if layout.partition_column else ()
         check_existing_table(table, TableDefinition(table.name, table.location,
                                                     layout.row_schema,
-                                                    partition_columns=partitions))
+                                                    partition_columns=partitions),
+                             allow_added_columns=evolve)
+        check_evolve_types(options.sink.evolve_type_map, table.row_schema,
+                           table.partition_columns, table=table.name)
         check_existing_table(dead, TableDefinition(dead.name, dead.location,
                                                    dead_letter_schema()))
 

@@ -178,7 +178,9 @@ class SinkOptions:
                             "the query before committing the micro-batch; 'ignore' drops the "
                             "field (counted); 'evolve' adds a nullable column for it (BIGINT, "
                             "DOUBLE, BOOLEAN or STRING by its JSON values; objects and arrays "
-                            "as STRING holding JSON) before writing the micro-batch.")
+                            "as STRING holding JSON) before writing the micro-batch. In a "
+                            "stream of several tables it applies per table: each table gets "
+                            "the columns of its own records' new fields.")
     evolve_types: tuple[str, ...] = _option(
         (), flag="--evolve-type", metavar="FIELD=TYPE", help=(
             "With --on-new-field evolve: the Hive type of a new field's column instead of the "
@@ -561,7 +563,6 @@ class StreamOptions:
         sink = self.sink
         given = [what for what, on in (
             (f"--txns-per-delta {sink.txns_per_delta}", sink.txns_per_delta > 1),
-            ("--on-new-field evolve", sink.on_new_field == "evolve"),
             (f"--value-format {sink.value_format}", sink.value_format != "json")) if on]
         if given:
             raise ConfigError(

@@ -100,10 +100,10 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
         [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", "127.0.0.1:9",
          "--topic", "a.b-c,d", "--table-template", f"{tmp_path}/wh/{{topic}}",
          "--unrouted-table", f"{tmp_path}/wh/_unrouted", "--schema", "id BIGINT",
-         "--checkpoint", f"{tmp_path}/ck", "--on-new-field", "evolve"],
+         "--checkpoint", f"{tmp_path}/ck", "--txns-per-delta", "2"],
         env=job_env(), capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2, done.stderr
-    assert "cannot use --on-new-field evolve yet" in done.stderr
+    assert "cannot use --txns-per-delta 2 yet" in done.stderr
     assert not list(tmp_path.iterdir())
 
 
@@ -116,6 +116,8 @@ def test_options_a_many_table_stream_does_not_run_yet_exit_2_writing_nothing(
      "uses Java's \\p{...}"),
     (["--mode", "cdc", "--route-key", "a.b-c=id", "--table-template", "wh/{topic}"],
      "--mode cdc needs the key of every routed table, but --route d has none"),
+    (["--table-template", "wh/{topic}", "--on-new-field", "evolve", "--evolve-type", "id=STRING"],
+     "--evolve-type id=STRING: --schema already has column id BIGINT"),
 ])
 def test_route_collisions_bad_urls_and_java_patterns_exit_2_before_anything_starts(
         tmp_path: Path, flags: list[str], error: str) -> None:
@@ -142,6 +144,7 @@ def test_help_lists_the_many_table_options() -> None:
                    "--route-field", "--unrouted-table", "--max-new-tables-per-batch",
                    "--route-key"):
         assert option in done.stdout, option
+    assert "applies per table" in " ".join(done.stdout.split())  # --on-new-field
 
 
 @pytest.mark.kafka

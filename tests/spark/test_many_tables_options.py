@@ -93,7 +93,6 @@ def test_bad_many_table_options_are_refused_before_anything_starts(kw: dict, err
 
 @pytest.mark.parametrize(("kw", "given"), [
     ({"sink": SinkOptions(txns_per_delta=4)}, "--txns-per-delta 4"),
-    ({"sink": SinkOptions(on_new_field="evolve")}, "--on-new-field evolve"),
     ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")}, "--value-format avro"),
 ])
 def test_options_a_many_table_stream_does_not_run_yet_are_refused_up_front(kw: dict, given: str
@@ -101,6 +100,13 @@ def test_options_a_many_table_stream_does_not_run_yet_are_refused_up_front(kw: d
     with pytest.raises(ConfigError, match=r"A stream of several tables \(--table-template is "
                                           rf"given\) cannot use {given} yet"):
         StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}", **kw})
+
+
+def test_on_new_field_evolve_runs_for_several_tables() -> None:
+    options = StreamOptions(**{**MANY, "topic": "a,b", "table_template": "/wh/{topic}",
+                               "sink": SinkOptions(on_new_field="evolve",
+                                                   evolve_types=("tags=ARRAY<STRING>",))})
+    assert options.many_tables and options.sink.evolve_type_map == {"tags": "ARRAY<STRING>"}
 
 
 def test_keyed_modes_take_a_key_per_route_or_a_default() -> None:

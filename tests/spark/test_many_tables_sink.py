@@ -139,7 +139,7 @@ def test_routed_tables_must_exist_without_create(spark: Any, warehouse: Path) ->
 def test_options_not_built_for_several_tables_are_refused(warehouse: Path) -> None:
     rules = RoutingRules(TopicSelection(topics=("orders",)), {"orders": str(warehouse / "o")})
     anchor = anchor_at(warehouse)
-    for options in ({"txns_per_delta": 2}, {"on_new_field": "evolve"}):
+    for options in ({"txns_per_delta": 2}, {"value_format": "avro", "avro_schema": "x.avsc"}):
         with pytest.raises(ConfigError, match="cannot use .* yet"):
             ManyTableSink(rules, anchor, sink_id="s", options=SinkOptions(**options))
 

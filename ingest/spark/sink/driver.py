@@ -46,14 +46,7 @@ from ingest.errors import CommitConflictError, ConfigError, IngestError, SchemaM
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.kafka import check_not_behind
-from ingest.records import (
-    FieldSeen,
-    avro_format,
-    check_writer_schema,
-    column_type,
-    merge_fields,
-    new_columns,
-)
+from ingest.records import avro_format, check_writer_schema
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink._batch import (
     BatchReport,
@@ -62,6 +55,14 @@ from ingest.spark.sink._batch import (
     remove_quietly,
     remove_staging_leftovers,
     run_tasks,
+)
+from ingest.spark.sink._evolve import (
+    Evolved,
+    add_columns,
+    columns_to_add,
+    extends,
+    same_columns,
+    write_evolving,
 )
 from ingest.spark.sink._first_records import check_plain_avro_start
 from ingest.spark.sink._heartbeat import Heartbeat
@@ -73,7 +74,7 @@ from ingest.spark.sink._plans import (
     table_codec,
     table_plan,
 )
-from ingest.spark.sink._results import FileWritten, NewFields, TaskResult
+from ingest.spark.sink._results import FileWritten, TaskResult
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import TaskPlan
@@ -81,12 +82,7 @@ from ingest.spark.sink._txn_batches import check_transaction_batches
 from ingest.spark.sink._undo import abort_left_open, remove_table_written, remove_written
 from ingest.spark.sink.deadletter import dead_letter_location
 from ingest.table import Table, TableRef
-from ingest.table.core import (
-    check_owner,
-    check_written_columns,
-    evolve_schema,
-    stream_progress,
-)
+from ingest.table.core import check_owner, check_written_columns, stream_progress
 from ingest.table.write import KeySpec, check_keyed_table
 from ingest.txn import (
     Metastore,
@@ -105,8 +101,6 @@ log = logging.getLogger(__name__)
 
 # How many micro-batch reports a sink keeps (the log listener and summaries read recent ones).
 RECENT_REPORTS = 1000
-# Rounds of adding columns a micro-batch may take: one finds the new fields, the next writes.
-_EVOLVE_ROUNDS = 3
 
 
 @dataclass
@@ -288,10 +282,10 @@ class AcidSink:
         return store
 
     def _check_definition(self, table: TableDefinition) -> None:
-        if self._expected_schema is not None and not _same_columns(
+        if self._expected_schema is not None and not same_columns(
                 table.row_schema, self._expected_schema) and not (
                 self.options.on_new_field == "evolve"
-                and _extends(table.row_schema, self._expected_schema)):
+                and extends(table.row_schema, self._expected_schema)):
             raise SchemaMismatchError(
                 f"Cannot write to {table.location}: the table's columns are "
                 f"{_describe(table.row_schema)} but the sink was given "
@@ -348,7 +342,6 @@ class AcidSink:
         done = store.committed_write_id(self.sink_id, batch_id, table=self._table.name)
         if done is not None:
             return BatchReport(batch_id, done, skipped=True)
-        added: tuple[str, ...] = ()
         planned = planned_ranges(batch_df)
         if planned:
             # Spark's own source plans on from a re-created topic's new offsets (told
@@ -361,20 +354,11 @@ class AcidSink:
             self._start_checked = bool(self._committed_ends(store)) or check_plain_avro_start(
                 batch_df, self._avro, self._table.row_schema, self._table.name)
         lost = self._lost(store, planned, batch_id)
-        # --on-new-field evolve: a round that met new fields adds their columns, aborts its
-        # transaction and runs again with the new schema; the next round finds none.
-        for _ in range(_EVOLVE_ROUNDS):
-            outcome = self._write(store, batch_df, batch_id, planned, lost)
-            if isinstance(outcome, BatchReport):
-                break
-            added += outcome
-        else:
-            raise IngestError(
-                f"Cannot write micro-batch {batch_id} into {self._table.name}: it still held "
-                f"new fields after {_EVOLVE_ROUNDS} rounds of adding columns (another writer "
-                "keeps changing the columns?); nothing of it was committed",
-                hint="restart the stream; it writes the micro-batch again")
-        report = outcome
+        # --on-new-field evolve: a round that met new fields aborts its transaction, adds
+        # their columns and runs again with the new schema; the next round finds none.
+        report, added = write_evolving(
+            lambda: self._write(store, batch_df, batch_id, planned, lost), batch_id=batch_id,
+            into=self._table.name)
         if report.skipped:
             return report
         if self._committed_until is not None:
@@ -385,7 +369,7 @@ class AcidSink:
         lag = self.lag_fn({(r.topic, r.partition): r.until_offset for r in report.offsets}) \
             if self.lag_fn is not None and report.offsets else None
         return replace(report, seconds=time.monotonic() - started, lag=lag,
-                       added_columns=added)
+                       added_columns=tuple(c for cs in added.values() for c in cs))
 
     def _committed_ends(self, store: Metastore) -> dict[tuple[str, int], int]:
         """Each topic partition's end the table committed: read once, then kept up to date
@@ -413,7 +397,7 @@ class AcidSink:
 
     def _write(self, store: Metastore, batch_df: DataFrame, batch_id: int,
                planned: Sequence[OffsetRange] | None = None,
-               lost: Sequence[OffsetRange] = ()) -> BatchReport | tuple[str, ...]:
+               lost: Sequence[OffsetRange] = ()) -> BatchReport | Evolved:
         """One transaction for the micro-batch: its report once committed (or skipped as
         committed by another writer), or the columns it added (then it was aborted and must
         run again)."""
@@ -426,7 +410,8 @@ class AcidSink:
                                     partition_expression=self.partition_expression)
             else:
                 results = run_keyed_tasks(store, batch_df, plan, agent=self.agent)
-            columns = self._new_fields(store, plan, results, batch_id)
+            columns = columns_to_add(store, self._table, plan.row_schema, results, self.options,
+                                     batch_id)
             if columns is not None:
                 # Aborted before the columns change: no transaction of ours holds the table.
                 self._abort(store, txn, plan, IngestError(
@@ -469,60 +454,18 @@ class AcidSink:
         self._committed(plan, results)
         return replace(report, commit_seconds=commit_s)
 
-    def _new_fields(self, store: Metastore, plan: TaskPlan, results: Sequence[TaskResult],
-                    batch_id: int) -> list[tuple[str, str]] | None:
-        """--on-new-field on the driver, after the tasks ran and before anything is
-        published: `fail` raises; `evolve` returns the columns (name, Hive type) the new
-        fields need (empty when another writer added them meanwhile), after which the
-        micro-batch must run again; None: write the micro-batch as it is.
-
-        Raises:
-            SchemaMismatchError: `fail`, and a record held a field the table lacks.
-        """
-        assert self._table is not None
-        seen = merge_fields(*(r.fields for r in results if isinstance(r, NewFields)))
-        policy = self.options.on_new_field
-        if not seen or policy in ("ignore", "dead-letter"):
-            return None
-        if policy == "fail":
-            raise new_field_error(self._table, seen, batch_id)
-        fresh = store.get_table(self._table.location)
-        columns = new_columns(seen, [*fresh.row_schema.names, *fresh.partition_columns],
-                              self.options.evolve_type_map)
-        if not columns and _same_columns(fresh.row_schema, plan.row_schema):
-            return None  # only fields holding nulls: nothing to add yet
-        return columns
-
     def _evolve(self, store: Metastore, columns: list[tuple[str, str]],
-                batch_id: int) -> tuple[str, ...]:
-        """Add `columns` to the table (one compare-and-swap of its schema in the metastore)
-        and take the table as stored afterwards; returns them as "name TYPE".
-
-        A column already there is not added again: after a crash between this change and
-        the micro-batch's commit, the replay finds the fields known and writes them.
+                batch_id: int) -> Evolved:
+        """Add `columns` to the table (`_evolve.add_columns`) and take the table as stored
+        afterwards, for the next round.
 
         Raises:
             ConfigError: the metastore refuses to change the columns.
         """
         assert self._table is not None
-        fresh = store.get_table(self._table.location)
-        known = {n.lower() for n in fresh.row_schema.names}
-        columns = [(n, t) for n, t in columns if n.lower() not in known]
-        if columns:
-            ddl = ", ".join(f"`{name}` {kind}" for name, kind in columns)
-            schema, _ = evolve_schema(fresh, add_columns=ddl)
-            try:
-                fresh = store.alter_columns(fresh.name, schema, expected=fresh.row_schema)
-            except CommitConflictError:  # another writer changed them: the next round sees
-                fresh = store.get_table(self._table.location)
-                columns = []
-            else:
-                log.warning("batch %d: added columns %s to %s for new fields "
-                            "(--on-new-field evolve); writing the micro-batch again", batch_id,
-                            ddl, fresh.name)
-        self._table = fresh
+        self._table, added = add_columns(store, self._table, columns, batch_id)
         crash_point("sink.after_evolve")
-        return tuple(f"{name} {kind}" for name, kind in columns)
+        return Evolved({self._table.name: added})
 
     def _begin(self, store: Metastore) -> tuple[Transaction, TaskPlan]:
         assert self._table is not None and self._dead_letter is not None
@@ -681,35 +624,6 @@ def check_keyed_stream(table: TableDefinition, options: SinkOptions,
             hint="partition by a JSON field that is part of --key, e.g. --partition-by dt "
                  "--key id,dt")
     return check_keyed_table(table, list(options.key_columns), options.order_by)
-
-
-def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
-    return a.names == b.names and all(x.type == y.type for x, y in zip(a, b, strict=True))
-
-
-def _extends(table: pa.Schema, given: pa.Schema) -> bool:
-    """Whether the table's columns are the given ones followed by more (columns that
-    --on-new-field evolve added)."""
-    return len(table) > len(given) and _same_columns(pa.schema(list(table)[:len(given)]),
-                                                     given)
-
-
-def new_field_error(table: TableDefinition, seen: Mapping[str, FieldSeen],
-                    batch_id: int) -> SchemaMismatchError:
-    """The error of --on-new-field fail: the first record's field, where it is, the others."""
-    name, first = min(seen.items(), key=lambda kv: (kv[1].topic, kv[1].partition,
-                                                    kv[1].offset, kv[0]))
-    others = [n for n in seen if n != name]
-    more = f"; other new fields: {', '.join(repr(n) for n in others)}" if others else ""
-    kind = column_type(first.kinds) or "STRING"
-    return SchemaMismatchError(
-        f"Cannot write micro-batch {batch_id} into {table.name}: Kafka record "
-        f"{first.topic}-{first.partition} offset {first.offset} has field {name!r} (a JSON "
-        f"{' or '.join(sorted(first.kinds))}, in {first.records:,} records), which the table "
-        f"has no column for{more}; nothing of the micro-batch was committed (--on-new-field fail)",
-        hint=f"add the column and restart (`ingest alter {table.location} --add-columns "
-             f"\"{name} {kind}\"`), or restart with --on-new-field evolve, dead-letter or "
-             "ignore")
 
 
 def _describe(schema: pa.Schema) -> str:

@@ -19,7 +19,12 @@ anchor with the reason (`_unrouted`), in the same pass. One commit holds
 every table's manifest entries, the micro-batch's offsets (all topics, the anchor's) and,
 routed by topic, each table's own topics' ranges (`table_offsets`).
 
-Not built yet (refused up front): --txns-per-delta > 1, --on-new-field evolve, Avro values.
+--on-new-field applies per table (`_evolve`, shared with `AcidSink`): under evolve, every
+touched table whose tasks saw new top-level fields gets their columns (each table only the
+fields its own records held), the one transaction is aborted (every table's files removed)
+and the micro-batch written again with the evolved tables. The anchor never evolves.
+
+Not built yet (refused up front): --txns-per-delta > 1, Avro values.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from ingest.errors import (
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.kafka import check_not_behind
-from ingest.records import Routed, RoutingRules, claim_tables, merge_fields
+from ingest.records import Routed, RoutingRules, claim_tables
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink._batch import (
     KAFKA_COLUMNS,
@@ -57,6 +62,7 @@ from ingest.spark.sink._batch import (
     remove_staging_leftovers,
     run_tasks,
 )
+from ingest.spark.sink._evolve import Evolved, add_columns, columns_to_add, write_evolving
 from ingest.spark.sink._heartbeat import Heartbeat
 from ingest.spark.sink._loss import EarliestFn, lost_ranges
 from ingest.spark.sink._plans import (
@@ -66,13 +72,13 @@ from ingest.spark.sink._plans import (
     table_codec,
     table_plan,
 )
-from ingest.spark.sink._results import FileWritten, NewFields, TaskResult, WriteTarget
+from ingest.spark.sink._results import FileWritten, TaskResult, WriteTarget
 from ingest.spark.sink._size import after_loss, cover, planned_ranges
 from ingest.spark.sink._task_errors import task_error
 from ingest.spark.sink._tasks import DEAD_LETTER_SCHEMA, DeltaTarget, TaskPlan
 from ingest.spark.sink._undo import abort_left_open, remove_table_written, remove_written
 from ingest.spark.sink.deadletter import dead_letter_location
-from ingest.spark.sink.driver import check_keyed_stream, new_field_error
+from ingest.spark.sink.driver import check_keyed_stream
 from ingest.spark.sink.many._job import run_many_tasks
 from ingest.spark.sink.many._route_keys import ROUTE_DDL, ROUTE_KEY, route_keys_task
 from ingest.spark.sink.many._tasks import ManyPlan, one_pass
@@ -276,7 +282,7 @@ class ManyTableSink:
 
         Raises:
             ConfigError: the anchor has no metastore; an option not built for several
-                tables yet (txns_per_delta > 1, on_new_field evolve, Avro values); a keyed
+                tables yet (txns_per_delta > 1, Avro values); a keyed
                 mode with an explicit route that has no key (`SinkOptions.key_of`).
         """
         self.options = options if options is not None else SinkOptions()
@@ -285,7 +291,6 @@ class ManyTableSink:
                               "metastore, and the sink commits to one")
         unsupported = [what for what, on in (
             (f"--txns-per-delta {self.options.txns_per_delta}", self.options.txns_per_delta > 1),
-            ("--on-new-field evolve", self.options.on_new_field == "evolve"),
             ("--value-format avro", self.options.value_format != "json")) if on]
         if unsupported:
             raise ConfigError(f"A stream of several tables cannot use {', '.join(unsupported)} "
@@ -441,9 +446,9 @@ class ManyTableSink:
                            self.earliest_fn, fail=self.fail_on_data_loss, batch_id=batch_id,
                            of=f"stream {self.sink_id}", by="the stream")
         if self.rules.field_path is None:
-            return self._write(store, _Routing(batch_df.select(*KAFKA_COLUMNS), "topic",
-                                               self._topics(batch_df, planned)),
-                               batch_id, planned, lost)
+            return self._write_evolving(store, _Routing(
+                batch_df.select(*KAFKA_COLUMNS), "topic", self._topics(batch_df, planned)),
+                batch_id, planned, lost)
         # By field: the keys are in the values; the rows with their keys are read once.
         from pyspark.sql import functions as F
 
@@ -452,10 +457,25 @@ class ManyTableSink:
         try:
             keys = sorted(row[0] for row in self._clock.spark(
                 keyed.where(F.col(ROUTE_KEY).isNotNull()).select(ROUTE_KEY).distinct().collect))
-            return self._write(store, _Routing(keyed, ROUTE_KEY, keys), batch_id, planned,
-                               lost)
+            return self._write_evolving(store, _Routing(keyed, ROUTE_KEY, keys), batch_id,
+                                        planned, lost)
         finally:
             keyed.unpersist()
+
+    def _write_evolving(self, store: Metastore, routing: _Routing, batch_id: int,
+                        planned: Sequence[OffsetRange] | None,
+                        lost: Sequence[OffsetRange]) -> ManyBatchReport:
+        """`_write`, again after a round that added columns (--on-new-field evolve); each
+        table's report says the columns added to it."""
+        assert self._anchor is not None
+        report, added = write_evolving(
+            lambda: self._write(store, routing, batch_id, planned, lost), batch_id=batch_id,
+            into=f"the tables of stream {self.sink_id}")
+        if not added or report.skipped:
+            return report
+        tables = {name: replace(one, added_columns=added[name]) if added.get(name) else one
+                  for name, one in report.tables.items()}
+        return replace(report, tables=tables)
 
     def _committed_ends(self, store: Metastore) -> dict[tuple[str, int], int]:
         """Each topic partition's committed end, from the anchor: read once, then kept up to
@@ -592,7 +612,10 @@ class ManyTableSink:
 
     def _write(self, store: Metastore, routing: _Routing, batch_id: int,
                planned: Sequence[OffsetRange] | None,
-               lost: Sequence[OffsetRange] = ()) -> ManyBatchReport:
+               lost: Sequence[OffsetRange] = ()) -> ManyBatchReport | Evolved:
+        """One transaction for the micro-batch across its tables: its report once committed
+        (or skipped as committed by another writer), or the columns it added to its tables
+        (then it was aborted and must run again)."""
         assert self._anchor is not None
         touched, unrouted = self._claim(store, batch_id, routing.keys)
         self._check_first_use(touched)
@@ -612,8 +635,21 @@ class ManyTableSink:
                 done.append((self._touched(self._anchor, self._anchor, list(unrouted)),
                              self._anchor_plan(txn), []))
             self._run(store, routing, done, len(touched), unrouted)
+            # --on-new-field per table, before anything is published; the anchor never evolves.
+            evolving = {i: columns for i, (one, plan, results) in enumerate(done[:len(touched)])
+                        if (columns := columns_to_add(store, one.table, plan.row_schema,
+                                                      results, self.options, batch_id))
+                        is not None}
+            if evolving:
+                # Aborted before the columns change: no transaction of ours holds the tables.
+                self._abort(store, txn, done, IngestError(
+                    f"micro-batch {batch_id} held new fields; it is written again after adding "
+                    "columns to " + ", ".join(
+                        f"{done[i][0].table.name} {[f'{n} {t}' for n, t in columns]}"
+                        for i, columns in evolving.items())))
+                return self._evolve(store, [(done[i][0], c) for i, c in evolving.items()],
+                                    batch_id)
             for one, plan, results in done[:len(touched)]:
-                self._new_fields(one.table, results, batch_id)
                 report = publish_results(results, plan=plan, batch_id=batch_id, fs=one.fs,
                                          dl_fs=one.dl_fs)
                 # The ranges planned, not only the records seen, without what was lost.
@@ -736,12 +772,22 @@ class ManyTableSink:
             return plan
         return replace(plan, mode=self.options.mode, key=one.key, table=table)
 
-    def _new_fields(self, table: TableDefinition, results: Sequence[TaskResult],
-                    batch_id: int) -> None:
-        """--on-new-field fail: raise before anything is published."""
-        seen = merge_fields(*(r.fields for r in results if isinstance(r, NewFields)))
-        if seen and self.options.on_new_field == "fail":
-            raise new_field_error(table, seen, batch_id)
+    def _evolve(self, store: Metastore, tables: Sequence[tuple[_Touched, list[tuple[str, str]]]],
+                batch_id: int) -> Evolved:
+        """Add each table's columns (`_evolve.add_columns`) and keep its definition as
+        stored afterwards, which the next round plans with.
+
+        Raises:
+            ConfigError: the metastore refuses to change a table's columns.
+        """
+        added: dict[str, tuple[str, ...]] = {}
+        for one, columns in tables:
+            fresh, added[one.table.name] = add_columns(store, one.table, columns, batch_id)
+            for location, (table, dead) in self._tables.items():  # by the routes' spelling
+                if table.name == fresh.name:
+                    self._tables[location] = (fresh, dead)
+        crash_point("sink.after_evolve")
+        return Evolved(added)
 
     def _abort(self, store: Metastore, txn: Transaction,
                done: Sequence[tuple[_Touched, TaskPlan, list[TaskResult]]],
