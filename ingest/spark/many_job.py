@@ -4,8 +4,11 @@ list or a pattern) -> `ManyTableSink` -> a table per route, with checks before i
 `ingest stream` and jobs/kafka_to_acid.py call `run_many_stream` when the options route to
 several tables (`StreamOptions.many_tables`), `run_stream` (job.py) otherwise. The
 anchor (--unrouted-table: records that route nowhere, and the stream's progress) is
-created when missing; each routed table (and its dead-letter table) is created on first use
-with the stream's --schema, or checked against it when present.
+created when missing. Each routed table keeps its own columns when it exists (checked as a
+target: a dead-letter table of the usual layout, the stream's partitioning, and the columns of
+its --route-schema when one is given); it is created on first use with its routing key's
+--route-schema, else the stream's --schema; with neither, its keys route nowhere with the
+reason (`create` raises `TableNotFoundError`, which the sink routes nowhere, logged once).
 
 Around the sink, as for one table: a line per micro-batch naming each touched table's rows and
 the lag per topic (`StreamOperations`' listener, `many_ops.ManyBatchViews`), the metrics
@@ -22,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import ConfigError, IngestError, TableNotFoundError
 from ingest.io import storage
 from ingest.kafka import KafkaConnection, LagProbe, Watermarks
-from ingest.records import RoutingRules
-from ingest.spark.job import StreamSummary
+from ingest.records import Routed, RoutingRules
+from ingest.spark.job import StreamLayout, StreamSummary
 from ingest.spark.options import StreamOptions
 from ingest.spark.sink import (
     DEAD_LETTER_DDL,
@@ -137,11 +140,13 @@ def check_many_options(options: StreamOptions) -> None:
     """
     from ingest.spark.job import check_sink_progress, table_layout
 
-    assert options.schema_ddl is not None and options.unrouted_table is not None
-    table_layout(options.schema_ddl, options.partition_by)
+    assert options.unrouted_table is not None
+    if options.schema_ddl is not None:
+        table_layout(options.schema_ddl, options.partition_by)
     for location in (options.unrouted_table, options.checkpoint):
         storage.check_url(location)
     options.routing  # noqa: B018 (building the rules is the check)
+    route_layouts(options)
     if options.metastore is not None:
         check_sink_progress(options.metastore)
 
@@ -166,6 +171,33 @@ def ensure_anchor(location: str, *, metastore_url: str,
             check_existing_table(anchor, TableDefinition(anchor.name, location,
                                                          dead_letter_schema()))
     return anchor
+
+
+def route_layouts(options: StreamOptions) -> dict[str, tuple[str, StreamLayout]]:
+    """Each table location a `--route-schema` gives columns for: the flag naming it (for
+    error messages) and its layout (with --partition-by). Keys of one table giving it
+    different columns are refused by `StreamOptions.route_schema_map`.
+
+    Raises:
+        ConfigError: see `StreamOptions.route_schema_map`; or a route's columns clash with
+            --partition-by (naming its --route-schema).
+    """
+    from ingest.spark.job import table_layout
+
+    rules = options.routing
+    out: dict[str, tuple[str, StreamLayout]] = {}
+    if rules is None:
+        return out
+    for key, ddl in sorted(options.route_schema_map.items()):
+        found = rules.table_of(key)
+        assert isinstance(found, Routed)  # refused up front otherwise
+        flag = f"--route-schema {key}"
+        try:
+            layout = table_layout(ddl, options.partition_by)
+        except ConfigError as e:
+            raise ConfigError(f"{flag}: {e.message}", hint=e.hint) from None
+        out.setdefault(normalize_location(found.location), (flag, layout))
+    return out
 
 
 def name_beside(anchor: TableDefinition, location: str) -> str:
@@ -223,6 +255,7 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         ensure_tables,
         key_bucket_columns,
         repair_torn_files,
+        stream_partitioning,
         table_layout,
     )
     from ingest.spark.kafka import check_jvm_kafka, kafka_dataframe
@@ -235,12 +268,18 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
 
     check_many_options(options)
     rules = options.routing
-    assert rules is not None and options.schema_ddl is not None
-    assert options.unrouted_table is not None
+    assert rules is not None and options.unrouted_table is not None
     interval_s, available_now = options.schedule
-    layout = table_layout(options.schema_ddl, options.partition_by)
+    # The stream's --schema (None: tables are created only from a --route-schema) and each
+    # route's, by table location.
+    layout = (None if options.schema_ddl is None
+              else table_layout(options.schema_ddl, options.partition_by))
+    layouts = route_layouts(options)
+    partition_column, partition_expression = stream_partitioning(options.partition_by)
     storage_options = dict(options.storage)
-    check_partition_expression(spark, layout)
+    for given in [layout, *(one for _, one in layouts.values())]:
+        if given is not None:
+            check_partition_expression(spark, given)
     anchor_at = options.unrouted_table
     url = metastore_url or options.metastore or default_metastore_url(anchor_at)
     connection = options.connection
@@ -253,6 +292,18 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     if options.metrics_port is not None:
         check_port(options.metrics_port, host=options.metrics_bind_host)
     anchor = ensure_anchor(anchor_at, metastore_url=url, storage_options=storage_options)
+
+    def check_table(table: TableDefinition) -> None:
+        # A routed table found in the metastore keeps its own columns (the tasks parse its
+        # records by them), but must take the stream's partitioning (its --partition-by
+        # expression analysed over its columns) and its --route-schema's columns if given.
+        flag, wanted = layouts.get(normalize_location(table.location), ("--schema", None))
+        check_existing_table(table, TableDefinition(
+            table.name, table.location, table.row_schema if wanted is None else wanted.row_schema,
+            partition_columns=(partition_column,) if partition_column else ()), given_by=flag)
+        check_partition_expression(spark, StreamLayout(table.row_schema, partition_column,
+                                                       partition_expression))
+
     checkpoint = options.checkpoint
     sink_id = f"{anchor.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
@@ -266,6 +317,11 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                               known_as=f"stream {sink_id} already committed")
         holders = _holders(store, committed_ends, rules)
         check_route_names(store, anchor, rules)
+        # A --route-schema's table found now is checked now, before Spark starts.
+        for location in layouts:
+            found = store.find_table(location)
+            if found is not None:
+                check_table(found)
         # Torn files are repaired in the anchor and in the tables the stream has written,
         # before the sink adds to them (as run_stream its table); the sink's own repair
         # aborts what its killed transactions left open.
@@ -284,28 +340,38 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
 
     def create(location: str, key: tuple[str, ...] = ()
                ) -> tuple[TableDefinition, TableDefinition]:
+        # The table's --route-schema, else --schema; a table found without its dead-letter
+        # table keeps its own columns (only the dead-letter table is made; `check` follows).
         # A keyed table (--mode upsert|cdc) is bucketed by its key's row columns, as one
         # table's stream makes it (--buckets).
-        by = key_bucket_columns(layout, key)
-        return ensure_tables(location, layout, metastore_url=url,
+        wanted = layouts.get(location, ("--schema", layout))[1]
+        with Metastore.open(url) as store:
+            found = store.find_table(location)
+        if found is not None:
+            wanted = StreamLayout(found.row_schema, (found.partition_columns or [None])[0],
+                                  partition_expression)
+        if wanted is None:
+            raise TableNotFoundError(
+                f"table {location!r} does not exist, and neither --schema nor a "
+                "--route-schema of its routing key gives the columns to create it",
+                table=location, hint="create the table first (`ingest create`), or give "
+                                     "--route-schema KEY=DDL or --schema")
+        by = key_bucket_columns(wanted, key)
+        return ensure_tables(location, wanted, metastore_url=url,
                              storage_options=storage_options,
                              name=name_beside(anchor, location),
                              buckets=options.buckets if by else 0, bucketed_by=by)
 
     def check(table: TableDefinition, dead: TableDefinition) -> None:
-        # A routed table found in the metastore must hold the stream's --schema, as the one
-        # table of run_stream (refused at its first use, before that micro-batch commits).
-        partitions = (layout.partition_column,) if layout.partition_column else ()
-        check_existing_table(table, TableDefinition(table.name, table.location,
-                                                    layout.row_schema,
-                                                    partition_columns=partitions))
+        # Refused at a table's first use, before that micro-batch's transaction opens.
+        check_table(table)
         check_existing_table(dead, TableDefinition(dead.name, dead.location,
                                                    dead_letter_schema()))
 
     earliest = None if kerberos else _Earliest(connection, options.kafka_timeout_s)
     sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
                          create=create, check=check,
-                         partition_expression=layout.partition_expression,
+                         partition_expression=partition_expression,
                          earliest_fn=earliest,
                          fail_on_data_loss=options.fail_on_data_loss == "true",
                          max_new_tables=options.max_new_tables_per_batch)
@@ -465,4 +531,4 @@ def _holders(store: Metastore, offsets: Mapping[TopicPartitionKey, int], rules: 
 
 
 __all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "check_route_names",
-           "ensure_anchor", "name_beside", "run_many_stream"]
+           "ensure_anchor", "name_beside", "route_layouts", "run_many_stream"]

@@ -262,9 +262,12 @@ class ManyTableSink:
             sink_id: names the stream in the anchor's progress.
             options: the sink options every table is written with.
             create: makes a routed table that does not exist yet (and its dead-letter
-                table); None: routed tables must exist.
+                table); None: routed tables must exist. Its `TableExistsError`,
+                `SchemaMismatchError` or `TableNotFoundError` (no columns to make it with)
+                routes that table's keys nowhere with the reason.
             check: refuses a routed table (and its dead-letter table) at its first use in
-                this run, before its micro-batch opens a transaction (the stream's --schema).
+                this run, before its micro-batch opens a transaction (a table keeps its own
+                columns; the job checks its partitioning and any --route-schema).
             partition_expression: as `AcidSink`'s, for every table.
             earliest_fn: each topic partition's earliest offset on the broker: offsets the
                 stream has not committed below it are lost. None: not looked for.
@@ -503,7 +506,7 @@ class ManyTableSink:
                ) -> tuple[list[_Touched], dict[str, str]]:
         """The tables of the micro-batch's routing keys (created on first use, at most
         `max_new_tables` of them), and the keys that route nowhere with the reason. A table
-        problem of one key (its name taken by another table, its columns not the stream's)
+        problem of one key (its name taken by another table, no columns to create it with)
         makes that key's records route nowhere, never the micro-batch fail on every restart."""
         assert self._anchor is not None
         self._load_holders(store, keys)
@@ -542,7 +545,8 @@ class ManyTableSink:
                 key_spec = self._key_of(table, columns)
                 if templated:
                     table = self._hold(store, location, table, its_keys[0])
-            except (TableExistsError, SchemaMismatchError, _Held, _Keyless) as e:
+            except (TableExistsError, TableNotFoundError, SchemaMismatchError, _Held,
+                    _Keyless) as e:
                 for key in its_keys:
                     unrouted[key] = (f"{_key_name(self.rules, key)} cannot use table "
                                      f"{location!r}: {e}")
