@@ -277,6 +277,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     layouts = route_layouts(options)
     partition_column, partition_expression = stream_partitioning(options.partition_by)
     storage_options = dict(options.storage)
+    registry_columns = None if options.sink.schema_registry is None else _RegistryColumns(
+        options, rules)
     for given in [layout, *(one for _, one in layouts.values())]:
         if given is not None:
             check_partition_expression(spark, given)
@@ -350,6 +352,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         if found is not None:
             wanted = StreamLayout(found.row_schema, (found.partition_columns or [None])[0],
                                   partition_expression)
+        if wanted is None and registry_columns is not None:
+            wanted = registry_columns(location)
         if wanted is None:
             raise TableNotFoundError(
                 f"table {location!r} does not exist, and neither --schema nor a "
@@ -409,6 +413,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         on_tombstone = options.sink.on_tombstone
 
         def write_batch(batch_df: Any, batch_id: int) -> None:
+            if registry_columns is not None:
+                registry_columns.seen(batch_df)
             sink(batch_df, batch_id)
             report = sink.reports[-1]
             totals.add(report)
@@ -479,6 +485,58 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                              time.monotonic() - started, (), tombstones=totals.tombstones,
                              tables=dict(totals.tables),
                              lag_by_topic=views.last_lag)
+
+
+class _RegistryColumns:
+    """The columns of a table created on first use from a `--schema-registry`: the Hive
+    mapping (`avro_to_ddl`, as `ingest create --schema-from-avro`) of the latest schema of
+    subject `<topic>-value` of the topic routed to it (routed by topic; of several, the first
+    by name). The topic is one of the explicit routes, the listed topics, or the topics of
+    the micro-batch being written (`seen`: a pattern's)."""
+
+    def __init__(self, options: StreamOptions, rules: RoutingRules) -> None:
+        from ingest.records import registry, registry_settings
+
+        assert options.sink.schema_registry is not None
+        self.partition_by = options.partition_by
+        self.rules = rules
+        self.client = registry(options.sink.schema_registry,
+                               registry_settings(options.sink.schema_registry_options))
+        self.topics: set[str] = set(rules.routes) | set(rules.selection.topics)
+
+    def seen(self, batch_df: Any) -> None:
+        """Note the topics of a micro-batch (from its planned ranges; none known with a
+        source that does not say)."""
+        from ingest.spark.sink import planned_ranges
+
+        self.topics |= {r.topic for r in planned_ranges(batch_df) or ()}
+
+    def __call__(self, location: str) -> StreamLayout:
+        """Raises:
+            TableNotFoundError: no topic known routes to `location`, the registry has no
+                subject for it, or its schema has a field without a Hive type (the sink
+                routes the table's keys nowhere with this reason).
+            IngestError: the registry cannot be reached (the micro-batch fails).
+        """
+        from ingest.records import avro_to_ddl
+        from ingest.spark.job import table_layout
+
+        topics = sorted(t for t in self.topics
+                        if isinstance(found := self.rules.table_of(t), Routed)
+                        and normalize_location(found.location) == location)
+        if not topics:
+            raise TableNotFoundError(
+                f"table {location!r} does not exist, and no topic known to route to it names "
+                "a `<topic>-value` subject to create it from", table=location)
+        subject = f"{topics[0]}-value"
+        try:
+            schema_id, text = self.client.latest(subject)
+            ddl = avro_to_ddl(text, what=f"subject {subject!r} (schema id {schema_id})")
+            return table_layout(ddl, self.partition_by)
+        except ConfigError as e:
+            raise TableNotFoundError(f"table {location!r} does not exist, and its columns "
+                                     f"cannot come from the registry: {e.message}",
+                                     table=location, hint=e.hint) from None
 
 
 def _ends_of(connection: KafkaConnection, topics: set[str], *, listed: Sequence[str],

@@ -580,7 +580,10 @@ class StreamOptions:
         given = [what for what, on in (
             (f"--txns-per-delta {sink.txns_per_delta}", sink.txns_per_delta > 1),
             ("--on-new-field evolve", sink.on_new_field == "evolve"),
-            (f"--value-format {sink.value_format}", sink.value_format != "json")) if on]
+            # Registry-framed Avro runs (routed by topic: each topic's `<topic>-value`
+            # subject gives its new table's columns); plain Avro has one writer schema.
+            ("--value-format avro with --avro-schema (give --schema-registry)",
+             sink.value_format == "avro" and sink.schema_registry is None)) if on]
         if given:
             raise ConfigError(
                 f"A stream of several tables ({self._many_reason}) cannot use "

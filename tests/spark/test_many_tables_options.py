@@ -95,7 +95,8 @@ def test_bad_many_table_options_are_refused_before_anything_starts(kw: dict, err
 @pytest.mark.parametrize(("kw", "given"), [
     ({"sink": SinkOptions(txns_per_delta=4)}, "--txns-per-delta 4"),
     ({"sink": SinkOptions(on_new_field="evolve")}, "--on-new-field evolve"),
-    ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")}, "--value-format avro"),
+    ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")},
+     r"--value-format avro with --avro-schema \(give --schema-registry\)"),
 ])
 def test_options_a_many_table_stream_does_not_run_yet_are_refused_up_front(kw: dict, given: str
                                                                            ) -> None:

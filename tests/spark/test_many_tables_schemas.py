@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
+from schema_registry import schema_registry  # noqa: F401 - the fixture
 from support import job_env, kafka_rows
 
 from ingest.acid.read.reader import read_table
@@ -141,3 +142,79 @@ def test_each_table_gets_its_own_columns_from_its_route_schema_or_the_found_tabl
     why = "neither --schema nor a --route-schema of its routing key gives the columns"
     assert all(why in r["error"] for r in unrouted), unrouted[0]["error"]
     assert done.stderr.count(f"the records of routing key {c!r} go to") == 1, done.stderr[-4000:]
+
+
+ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"]}]}
+PAYMENT = {"type": "record", "name": "Payment", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "amount", "type": "double"},
+    {"name": "paid", "type": "boolean"}]}
+
+
+def _avro(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.java
+@pytest.mark.slow
+def test_avro_values_of_each_topic_make_its_table_from_the_registry_subject(
+        apache_kafka: ApacheKafka, schema_registry: str, tmp_path: Path,  # noqa: F811
+        ) -> None:
+    """--value-format avro --schema-registry, no --schema: each topic's table is created from
+    its `<topic>-value` subject's latest schema and holds exactly its records; a topic with
+    no subject routes nowhere with the reason; a record framed with an unknown schema id is
+    its table's dead letter."""
+    from confluent_kafka import Producer
+
+    from ingest.records import confluent_frame, registry
+
+    tag = uuid.uuid4().hex[:8]
+    a, b, c = (f"{x}{tag}" for x in "abc")
+    for topic in (a, b, c):
+        apache_kafka.create_topic(topic, partitions=1)
+    client = registry(schema_registry)
+    order_id = client.register(f"{a}-value", json.dumps(ORDER))
+    payment_id = client.register(f"{b}-value", json.dumps(PAYMENT))
+    orders = [{"id": i, "note": None if i == 2 else f"n{i}"} for i in range(4)]
+    payments = [{"id": 10 + i, "amount": i * 1.25, "paid": i % 2 == 1} for i in range(3)]
+    producer = Producer({**apache_kafka.client_config(), "linger.ms": 0})
+    for record in orders:
+        producer.produce(a, value=confluent_frame(order_id, _avro(ORDER, record)))
+    producer.produce(a, value=confluent_frame(987654, _avro(ORDER, {"id": 9, "note": None})))
+    for record in payments:
+        producer.produce(b, value=confluent_frame(payment_id, _avro(PAYMENT, record)))
+    producer.produce(c, value=confluent_frame(order_id, _avro(ORDER, orders[0])))
+    assert producer.flush(30) == 0
+    warehouse = tmp_path / "wh"
+    table_a, table_b, table_c = (str(warehouse / table_name_for(t)) for t in (a, b, c))
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest", "stream", "--bootstrap-servers", apache_kafka.plaintext,
+         "--topic", f"{a},{b},{c}", "--table-template", f"{warehouse}/{{topic}}",
+         "--unrouted-table", str(warehouse / "_unrouted"), "--value-format", "avro",
+         "--schema-registry", schema_registry, "--checkpoint", str(tmp_path / "ck"),
+         "--starting-offsets", "earliest", "--available-now", "--compact", "off", "--clean",
+         "off", "--json", "--quiet"],
+        env=job_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert _rows(table_a) == _rows_sorted(orders)
+    assert _rows(table_b) == _rows_sorted(payments)
+    with Metastore.open(default_metastore_url(table_a)) as store:
+        assert [f.name for f in store.get_table(table_b).row_schema] == ["id", "amount", "paid"]
+        assert store.find_table(table_c) is None
+    dead = _rows(dead_letter_location(table_a))
+    assert [r["offset"] for r in dead] == [4] and "987654" in dead[0]["error"], dead
+    unrouted = _rows(str(warehouse / "_unrouted"))
+    assert [r["topic"] for r in unrouted] == [c]
+    assert f"subject '{c}-value'" in unrouted[0]["error"], unrouted[0]["error"]
+
+
+def _rows_sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))

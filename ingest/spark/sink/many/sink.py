@@ -19,7 +19,8 @@ anchor with the reason (`_unrouted`), in the same pass. One commit holds
 every table's manifest entries, the micro-batch's offsets (all topics, the anchor's) and,
 routed by topic, each table's own topics' ranges (`table_offsets`).
 
-Not built yet (refused up front): --txns-per-delta > 1, --on-new-field evolve, Avro values.
+Not built yet (refused up front): --txns-per-delta > 1, --on-new-field evolve, Avro values
+without a schema registry (registry-framed ones are resolved per table, as one table's).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from ingest.errors import (
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.kafka import check_not_behind
-from ingest.records import Routed, RoutingRules, claim_tables, merge_fields
+from ingest.records import Routed, RoutingRules, avro_format, claim_tables, merge_fields
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink._batch import (
     KAFKA_COLUMNS,
@@ -279,7 +280,7 @@ class ManyTableSink:
 
         Raises:
             ConfigError: the anchor has no metastore; an option not built for several
-                tables yet (txns_per_delta > 1, on_new_field evolve, Avro values); a keyed
+                tables yet (txns_per_delta > 1, on_new_field evolve, plain Avro values); a keyed
                 mode with an explicit route that has no key (`SinkOptions.key_of`).
         """
         self.options = options if options is not None else SinkOptions()
@@ -289,7 +290,9 @@ class ManyTableSink:
         unsupported = [what for what, on in (
             (f"--txns-per-delta {self.options.txns_per_delta}", self.options.txns_per_delta > 1),
             ("--on-new-field evolve", self.options.on_new_field == "evolve"),
-            ("--value-format avro", self.options.value_format != "json")) if on]
+            ("--value-format avro without --schema-registry",
+             self.options.value_format != "json" and self.options.schema_registry is None)
+        ) if on]
         if unsupported:
             raise ConfigError(f"A stream of several tables cannot use {', '.join(unsupported)} "
                               "yet (docs/many-tables.md, Status)")
@@ -300,6 +303,9 @@ class ManyTableSink:
         if rules.anchor is None:  # the rules check routes against the anchor (reserved tables)
             rules = replace(rules, anchor=normalize_location(anchor.location))
         self.rules = rules
+        # Registry-framed Avro: each record names its writer schema, resolved in the tasks
+        # against its own table's columns (as one table's).
+        self._avro = avro_format(self.options)
         self.max_new_tables = max_new_tables
         self._logged: set[tuple[str, str]] = set()  # (key, reason) routed nowhere, logged
         self.anchor_ref = anchor
@@ -736,6 +742,8 @@ class ManyTableSink:
                           codecs=(table_codec(table), table_codec(dead)), options=self.options,
                           storage_options=self.storage_options,
                           partition_expression=self.partition_expression)
+        if self._avro is not None:
+            plan = replace(plan, avro=self._avro)
         if one.key is None:
             return plan
         return replace(plan, mode=self.options.mode, key=one.key, table=table)
