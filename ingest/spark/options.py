@@ -395,14 +395,16 @@ class StreamOptions:
         "--value-format avro, whose writers' schema (--avro-schema, or the registry's "
         "<topic>-value subject) then gives them. With several tables it gives the columns of "
         "the tables the stream creates on first use (a table found keeps its own columns), "
-        "unless --route-schema gives a route's; without either, a routing key whose table "
-        "does not exist routes nowhere with the reason."))
+        "unless --route-schema gives a route's; without either (and without a registry "
+        "subject <topic>-value with --value-format avro), a routing key whose table does "
+        "not exist routes nowhere with the reason."))
     route_schemas: tuple[str, ...] = _option(
         (), flag="--route-schema", metavar="ROUTEKEY=DDL|@FILE", kw_only=True, help=(
             "With several tables: the Hive columns of the table a routing key (a topic, or a "
             "--route-field value) routes to (repeatable), as a column list or @FILE holding "
             "one; used to create that table on first use instead of --schema, and to check "
-            "it when found (other columns are refused at its first use)."))
+            "it when found (other columns are refused: at start if the table exists then, "
+            "else at its first use)."))
     checkpoint: str = _option(metavar="DIR", help=(
         "Spark checkpoint directory (Kafka offsets live there)."))
     trigger: str = _option("60", help="Seconds between micro-batches (60, 30s, 2min).")
