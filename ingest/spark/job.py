@@ -107,6 +107,22 @@ def table_layout(schema_ddl: str, partition_by: str | None) -> StreamLayout:
     return StreamLayout(schema, DEFAULT_PARTITION_COLUMN, text)
 
 
+def stream_partitioning(partition_by: str | None) -> tuple[str | None, str | None]:
+    """The partition column and Spark SQL expression `--partition-by` gives any table, as
+    `table_layout` splits it: (None, None) without one, (name, None) for a bare field name,
+    ("dt", the expression) otherwise.
+
+    Raises:
+        ConfigError: the expression's brackets or quotes do not pair up.
+    """
+    if partition_by is None or not partition_by.strip():
+        return None, None
+    text = partition_by.strip()
+    _check_expression_shape(text)
+    bare = _IDENT.fullmatch(text)
+    return (bare.group(1), None) if bare else (DEFAULT_PARTITION_COLUMN, text)
+
+
 def _check_expression_shape(text: str) -> None:
     """Refuse unbalanced brackets or quotes at once (Spark's parser, later, gives the rest).
 
@@ -301,9 +317,9 @@ def ensure_tables(location: str, layout: StreamLayout, *,
 
 
 def check_existing_table(table: TableDefinition, wanted: TableDefinition, *,
-                         allow_added_columns: bool = False) -> None:
+                         allow_added_columns: bool = False, given_by: str = "--schema") -> None:
     """Refuse an existing table whose columns or partitioning are not `wanted`'s (the
-    stream's --schema and --partition-by).
+    stream's --schema, or the flag `given_by` names, and --partition-by).
 
     Raises:
         SchemaMismatchError: naming the table and both sides of the difference.
@@ -316,7 +332,7 @@ def check_existing_table(table: TableDefinition, wanted: TableDefinition, *,
     if not same:
         raise SchemaMismatchError(
             f"Cannot stream into table {table.name} at {table.location}: it has columns "
-            f"({to_ddl(table.row_schema)}) but --schema gives ({to_ddl(expected)})",
+            f"({to_ddl(table.row_schema)}) but {given_by} gives ({to_ddl(expected)})",
             hint="pass the table's own schema, or write to a new --table location")
     if tuple(table.partition_columns) != tuple(wanted.partition_columns):
         raise SchemaMismatchError(
@@ -673,5 +689,6 @@ __all__ = [
     "keyed_table",
     "repair_torn_files",
     "run_stream",
+    "stream_partitioning",
     "table_layout",
 ]

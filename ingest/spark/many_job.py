@@ -4,8 +4,11 @@ list or a pattern) -> `ManyTableSink` -> a table per route, with checks before i
 `ingest stream` and jobs/kafka_to_acid.py call `run_many_stream` when the options route to
 several tables (`StreamOptions.many_tables`), `run_stream` (job.py) otherwise. The
 anchor (--unrouted-table: records that route nowhere, and the stream's progress) is
-created when missing; each routed table (and its dead-letter table) is created on first use
-with the stream's --schema, or checked against it when present.
+created when missing. Each routed table keeps its own columns when it exists (checked as a
+target: a dead-letter table of the usual layout, the stream's partitioning, and the columns of
+its --route-schema when one is given); it is created on first use with its routing key's
+--route-schema, else the stream's --schema; with neither, its keys route nowhere with the
+reason (`create` raises `TableNotFoundError`, which the sink routes nowhere, logged once).
 
 Around the sink, as for one table: a line per micro-batch naming each touched table's rows and
 the lag per topic (`StreamOperations`' listener, `many_ops.ManyBatchViews`), the metrics
@@ -22,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import ConfigError, IngestError, TableNotFoundError
 from ingest.io import storage
 from ingest.kafka import KafkaConnection, LagProbe, Watermarks
-from ingest.records import RoutingRules
-from ingest.spark.job import StreamSummary
+from ingest.records import Routed, RoutingRules
+from ingest.spark.job import StreamLayout, StreamSummary
 from ingest.spark.options import StreamOptions, check_evolve_types
 from ingest.spark.sink import (
     DEAD_LETTER_DDL,
@@ -113,14 +116,16 @@ def check_many_options(options: StreamOptions) -> None:
     """
     from ingest.spark.job import check_sink_progress, table_layout
 
-    assert options.schema_ddl is not None and options.unrouted_table is not None
-    layout = table_layout(options.schema_ddl, options.partition_by)
-    check_evolve_types(options.sink.evolve_type_map, layout.row_schema,
-                       (layout.partition_column,) if layout.partition_column else (),
-                       table="--schema")
+    assert options.unrouted_table is not None
+    if options.schema_ddl is not None:
+        layout = table_layout(options.schema_ddl, options.partition_by)
+        check_evolve_types(options.sink.evolve_type_map, layout.row_schema,
+                           (layout.partition_column,) if layout.partition_column else (),
+                           table="--schema")
     for location in (options.unrouted_table, options.checkpoint):
         storage.check_url(location)
     options.routing  # noqa: B018 (building the rules is the check)
+    route_layouts(options)
     if options.metastore is not None:
         check_sink_progress(options.metastore)
 
@@ -145,6 +150,33 @@ def ensure_anchor(location: str, *, metastore_url: str,
             check_existing_table(anchor, TableDefinition(anchor.name, location,
                                                          dead_letter_schema()))
     return anchor
+
+
+def route_layouts(options: StreamOptions) -> dict[str, tuple[str, StreamLayout]]:
+    """Each table location a `--route-schema` gives columns for: the flag naming it (for
+    error messages) and its layout (with --partition-by). Keys of one table giving it
+    different columns are refused by `StreamOptions.route_schema_map`.
+
+    Raises:
+        ConfigError: see `StreamOptions.route_schema_map`; or a route's columns clash with
+            --partition-by (naming its --route-schema).
+    """
+    from ingest.spark.job import table_layout
+
+    rules = options.routing
+    out: dict[str, tuple[str, StreamLayout]] = {}
+    if rules is None:
+        return out
+    for key, ddl in sorted(options.route_schema_map.items()):
+        found = rules.table_of(key)
+        assert isinstance(found, Routed)  # refused up front otherwise
+        flag = f"--route-schema {key}"
+        try:
+            layout = table_layout(ddl, options.partition_by)
+        except ConfigError as e:
+            raise ConfigError(f"{flag}: {e.message}", hint=e.hint) from None
+        out.setdefault(normalize_location(found.location), (flag, layout))
+    return out
 
 
 def name_beside(anchor: TableDefinition, location: str) -> str:
@@ -202,6 +234,7 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         ensure_tables,
         key_bucket_columns,
         repair_torn_files,
+        stream_partitioning,
         table_layout,
     )
     from ingest.spark.kafka import check_jvm_kafka, kafka_dataframe
@@ -214,12 +247,20 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
 
     check_many_options(options)
     rules = options.routing
-    assert rules is not None and options.schema_ddl is not None
-    assert options.unrouted_table is not None
+    assert rules is not None and options.unrouted_table is not None
     interval_s, available_now = options.schedule
-    layout = table_layout(options.schema_ddl, options.partition_by)
+    # The stream's --schema (None: tables are created only from a --route-schema) and each
+    # route's, by table location.
+    layout = (None if options.schema_ddl is None
+              else table_layout(options.schema_ddl, options.partition_by))
+    layouts = route_layouts(options)
+    partition_column, partition_expression = stream_partitioning(options.partition_by)
     storage_options = dict(options.storage)
-    check_partition_expression(spark, layout)
+    registry_columns = None if options.sink.schema_registry is None else _RegistryColumns(
+        options, rules)
+    for given in [layout, *(one for _, one in layouts.values())]:
+        if given is not None:
+            check_partition_expression(spark, given)
     anchor_at = options.unrouted_table
     url = metastore_url or options.metastore or default_metastore_url(anchor_at)
     connection = options.connection
@@ -232,6 +273,26 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     if options.metrics_port is not None:
         check_port(options.metrics_port, host=options.metrics_bind_host)
     anchor = ensure_anchor(anchor_at, metastore_url=url, storage_options=storage_options)
+
+    # --on-new-field evolve: a table may have columns after its --route-schema's, which it
+    # added; an --evolve-type must fit each table the stream creates or finds (as
+    # run_stream's one).
+    evolve = options.sink.on_new_field == "evolve"
+
+    def check_table(table: TableDefinition) -> None:
+        # A routed table found in the metastore keeps its own columns (the tasks parse its
+        # records by them), but must take the stream's partitioning (its --partition-by
+        # expression analysed over its columns) and its --route-schema's columns if given.
+        flag, wanted = layouts.get(normalize_location(table.location), ("--schema", None))
+        check_existing_table(table, TableDefinition(
+            table.name, table.location, table.row_schema if wanted is None else wanted.row_schema,
+            partition_columns=(partition_column,) if partition_column else ()), given_by=flag,
+            allow_added_columns=evolve)
+        check_partition_expression(spark, StreamLayout(table.row_schema, partition_column,
+                                                       partition_expression))
+        check_evolve_types(options.sink.evolve_type_map, table.row_schema,
+                           table.partition_columns, table=table.name)
+
     checkpoint = options.checkpoint
     sink_id = f"{anchor.name}@{normalize_location(checkpoint)}"
     with Metastore.open(url) as store:
@@ -245,6 +306,11 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                               known_as=f"stream {sink_id} already committed")
         holders = _holders(store, committed_ends, rules)
         check_route_names(store, anchor, rules)
+        # A --route-schema's table found now is checked now, before Spark starts.
+        for location in layouts:
+            found = store.find_table(location)
+            if found is not None:
+                check_table(found)
         # Torn files are repaired in the anchor and in the tables the stream has written,
         # before the sink adds to them (as run_stream its table); the sink's own repair
         # aborts what its killed transactions left open.
@@ -261,32 +327,36 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
             hint="restore the checkpoint, or use a new --checkpoint path (and new tables if "
                  "the topics must be read again)")
 
-    # --on-new-field evolve: a table may have columns after --schema's, which it added; an
-    # --evolve-type must fit each table the stream creates or finds (as run_stream's one):
-    # the sink checks both at their first use in this run (`check`).
-    evolve = options.sink.on_new_field == "evolve"
-    partitions = (layout.partition_column,) if layout.partition_column else ()
-
     def create(location: str, key: tuple[str, ...] = ()
                ) -> tuple[TableDefinition, TableDefinition]:
+        # The table's --route-schema, else --schema; a table found without its dead-letter
+        # table keeps its own columns (only the dead-letter table is made; `check` follows).
         # A keyed table (--mode upsert|cdc) is bucketed by its key's row columns, as one
         # table's stream makes it (--buckets).
-        by = key_bucket_columns(layout, key)
-        return ensure_tables(location, layout, metastore_url=url,
+        wanted = layouts.get(location, ("--schema", layout))[1]
+        with Metastore.open(url) as store:
+            found = store.find_table(location)
+        if found is not None:
+            wanted = StreamLayout(found.row_schema, (found.partition_columns or [None])[0],
+                                  partition_expression)
+        if wanted is None and registry_columns is not None:
+            wanted = registry_columns(location)
+        if wanted is None:
+            raise TableNotFoundError(
+                f"table {location!r} does not exist, and neither --schema nor a "
+                "--route-schema of its routing key gives the columns to create it",
+                table=location, hint="create the table first (`ingest create`), or give "
+                                     "--route-schema KEY=DDL or --schema")
+        by = key_bucket_columns(wanted, key)
+        return ensure_tables(location, wanted, metastore_url=url,
                              storage_options=storage_options,
                              name=name_beside(anchor, location),
                              buckets=options.buckets if by else 0, bucketed_by=by,
                              allow_added_columns=evolve)
 
     def check(table: TableDefinition, dead: TableDefinition) -> None:
-        # A routed table found in the metastore must hold the stream's --schema, as the one
-        # table of run_stream (refused at its first use, before that micro-batch commits).
-        check_existing_table(table, TableDefinition(table.name, table.location,
-                                                    layout.row_schema,
-                                                    partition_columns=partitions),
-                             allow_added_columns=evolve)
-        check_evolve_types(options.sink.evolve_type_map, table.row_schema,
-                           table.partition_columns, table=table.name)
+        # Refused at a table's first use, before that micro-batch's transaction opens.
+        check_table(table)
         check_existing_table(dead, TableDefinition(dead.name, dead.location,
                                                    dead_letter_schema()))
 
@@ -294,7 +364,7 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     earliest = None if kerberos else LagProbe(connection, timeout_s=options.kafka_timeout_s)
     sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
                          create=create, check=check,
-                         partition_expression=layout.partition_expression,
+                         partition_expression=partition_expression,
                          earliest_fn=None if earliest is None else earliest.earliest,
                          fail_on_data_loss=options.fail_on_data_loss == "true",
                          max_new_tables=options.max_new_tables_per_batch)
@@ -332,6 +402,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         on_tombstone = options.sink.on_tombstone
 
         def write_batch(batch_df: Any, batch_id: int) -> None:
+            if registry_columns is not None:
+                registry_columns.seen(batch_df)
             sink(batch_df, batch_id)
             report = sink.reports[-1]
             totals.add(report)
@@ -404,6 +476,58 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                              lag_by_topic=views.last_lag)
 
 
+class _RegistryColumns:
+    """The columns of a table created on first use from a `--schema-registry`: the Hive
+    mapping (`avro_to_ddl`, as `ingest create --schema-from-avro`) of the latest schema of
+    subject `<topic>-value` of the topic routed to it (routed by topic; of several, the first
+    by name). The topic is one of the explicit routes, the listed topics, or the topics of
+    the micro-batch being written (`seen`: a pattern's)."""
+
+    def __init__(self, options: StreamOptions, rules: RoutingRules) -> None:
+        from ingest.records import registry, registry_settings
+
+        assert options.sink.schema_registry is not None
+        self.partition_by = options.partition_by
+        self.rules = rules
+        self.client = registry(options.sink.schema_registry,
+                               registry_settings(options.sink.schema_registry_options))
+        self.topics: set[str] = set(rules.routes) | set(rules.selection.topics)
+
+    def seen(self, batch_df: Any) -> None:
+        """Note the topics of a micro-batch (from its planned ranges; none known with a
+        source that does not say)."""
+        from ingest.spark.sink import planned_ranges
+
+        self.topics |= {r.topic for r in planned_ranges(batch_df) or ()}
+
+    def __call__(self, location: str) -> StreamLayout:
+        """Raises:
+            TableNotFoundError: no topic known routes to `location`, the registry has no
+                subject for it, or its schema has a field without a Hive type (the sink
+                routes the table's keys nowhere with this reason).
+            IngestError: the registry cannot be reached (the micro-batch fails).
+        """
+        from ingest.records import avro_to_ddl
+        from ingest.spark.job import table_layout
+
+        topics = sorted(t for t in self.topics
+                        if isinstance(found := self.rules.table_of(t), Routed)
+                        and normalize_location(found.location) == location)
+        if not topics:
+            raise TableNotFoundError(
+                f"table {location!r} does not exist, and no topic known to route to it names "
+                "a `<topic>-value` subject to create it from", table=location)
+        subject = f"{topics[0]}-value"
+        try:
+            schema_id, text = self.client.latest(subject)
+            ddl = avro_to_ddl(text, what=f"subject {subject!r} (schema id {schema_id})")
+            return table_layout(ddl, self.partition_by)
+        except ConfigError as e:
+            raise TableNotFoundError(f"table {location!r} does not exist, and its columns "
+                                     f"cannot come from the registry: {e.message}",
+                                     table=location, hint=e.hint) from None
+
+
 def _ends_of(connection: KafkaConnection, topics: set[str], *, listed: Sequence[str],
              timeout_s: float) -> Watermarks:
     """The (earliest, end) offsets of `topics` on the broker. A topic of a pattern that is
@@ -454,4 +578,4 @@ def _holders(store: Metastore, offsets: Mapping[TopicPartitionKey, int], rules: 
 
 
 __all__ = ["ManyStreamSummary", "ManyTotals", "check_many_options", "check_route_names",
-           "ensure_anchor", "name_beside", "run_many_stream"]
+           "ensure_anchor", "name_beside", "route_layouts", "run_many_stream"]

@@ -26,6 +26,7 @@ from ingest.records import (
     RoutingRules,
     TableTemplate,
     TopicSelection,
+    Unrouted,
     check_topic_name,
     merge_routes,
     parse_field_path,
@@ -394,7 +395,18 @@ class StreamOptions:
     schema_ddl: str | None = _option(None, flag="--schema", metavar="DDL", kw_only=True, help=(
         'Hive columns of the records, e.g. "id BIGINT, value STRING"; required, except with '
         "--value-format avro, whose writers' schema (--avro-schema, or the registry's "
-        "<topic>-value subject) then gives them."))
+        "<topic>-value subject) then gives them. With several tables it gives the columns of "
+        "the tables the stream creates on first use (a table found keeps its own columns), "
+        "unless --route-schema gives a route's; without either (and without a registry "
+        "subject <topic>-value with --value-format avro), a routing key whose table does "
+        "not exist routes nowhere with the reason."))
+    route_schemas: tuple[str, ...] = _option(
+        (), flag="--route-schema", metavar="ROUTEKEY=DDL|@FILE", kw_only=True, help=(
+            "With several tables: the Hive columns of the table a routing key (a topic, or a "
+            "--route-field value) routes to (repeatable), as a column list or @FILE holding "
+            "one; used to create that table on first use instead of --schema, and to check "
+            "it when found (other columns are refused: at start if the table exists then, "
+            "else at its first use)."))
     checkpoint: str = _option(metavar="DIR", help=(
         "Spark checkpoint directory (Kafka offsets live there)."))
     trigger: str = _option("60", help="Seconds between micro-batches (60, 30s, 2min).")
@@ -481,11 +493,15 @@ class StreamOptions:
         value out of bounds."""
         object.__setattr__(self, "storage_options", _storage_items(self.storage_options))
         _check(self)
-        if self.schema_ddl is None and self.sink.value_format != "avro":
+        object.__setattr__(self, "routes", tuple(self.routes or ()))
+        object.__setattr__(self, "route_schemas", tuple(self.route_schemas or ()))
+        # Several tables: a found table keeps its own columns, so --schema is needed only to
+        # create tables (`route_schema_map` and many_job say what happens without it).
+        if (self.schema_ddl is None and self.sink.value_format != "avro"
+                and not self.many_tables):
             raise ConfigError("--schema is required: the Hive columns of the records",
                               hint='e.g. --schema "id BIGINT, value STRING" (with '
                                    "--value-format avro it may come from the Avro schema)")
-        object.__setattr__(self, "routes", tuple(self.routes or ()))
         if self.many_tables:
             self._check_many_tables()
         else:
@@ -526,6 +542,9 @@ class StreamOptions:
         if self.sink.route_keys:
             raise ConfigError("--route-key applies to a stream of several tables; a stream of "
                               "one topic takes --key", hint="e.g. --key id")
+        if self.route_schemas:
+            raise ConfigError("--route-schema applies to a stream of several tables; a stream "
+                              "of one topic takes --schema", hint='e.g. --schema "id BIGINT"')
         if self.sink.keyed and not self.sink.key_columns:
             raise ConfigError(f"--mode {self.sink.mode} needs --key: the columns that name a "
                               "row", hint=f"e.g. --mode {self.sink.mode} --key id")
@@ -552,6 +571,7 @@ class StreamOptions:
                               f"{self.sink.value_format}", hint="route Avro values by topic")
         self._check_many_tables_built()
         self.routing  # noqa: B018 (building the rules is the check)
+        self.route_schema_map  # noqa: B018 (parsing is the check)
 
     def _check_many_tables_built(self) -> None:
         """Refuse, before anything starts, the options a stream of several tables does not
@@ -563,7 +583,10 @@ class StreamOptions:
         sink = self.sink
         given = [what for what, on in (
             (f"--txns-per-delta {sink.txns_per_delta}", sink.txns_per_delta > 1),
-            (f"--value-format {sink.value_format}", sink.value_format != "json")) if on]
+            # Registry-framed Avro runs (routed by topic: each topic's `<topic>-value`
+            # subject gives its new table's columns); plain Avro has one writer schema.
+            ("--value-format avro with --avro-schema (give --schema-registry)",
+             sink.value_format == "avro" and sink.schema_registry is None)) if on]
         if given:
             raise ConfigError(
                 f"A stream of several tables ({self._many_reason}) cannot use "
@@ -634,6 +657,51 @@ class StreamOptions:
         anchor = (None if self.unrouted_table is None
                   else _location(self.unrouted_table, "--unrouted-table"))
         return RoutingRules(selection, routes, template, field_path, anchor=anchor)
+
+    @cached_property
+    def route_schema_map(self) -> dict[str, str]:
+        """`--route-schema ROUTEKEY=DDL|@FILE` items: each routing key's Hive columns, as a
+        column list (a file's read here, on the driver), parsed and written back in one
+        spelling (`to_ddl`).
+
+        Raises:
+            ConfigError: an item is not ROUTEKEY=DDL, names a key twice, a file cannot be
+                read, the columns do not parse, the key routes nowhere by the rules (not
+                selected, no route and no template), or two keys of one table give it
+                different columns.
+        """
+        out: dict[str, str] = {}
+        rules = self.routing
+        by_location: dict[str, str] = {}  # table location -> the first key giving its columns
+        for item in self.route_schemas:
+            key, sep, spec = item.partition("=")
+            key, spec = key.strip(), spec.strip()
+            if not sep or not key or not spec:
+                raise ConfigError(f"--route-schema {item!r} is not ROUTEKEY=DDL or "
+                                  "ROUTEKEY=@FILE",
+                                  hint='e.g. --route-schema orders="id BIGINT, total DOUBLE"')
+            if key in out:
+                raise ConfigError(f"--route-schema names routing key {key!r} twice")
+            flag = f"--route-schema {key}"
+            ddl = _read_text(spec[1:], flag) if spec.startswith("@") else spec
+            try:
+                out[key] = to_ddl(parse_schema(ddl))
+            except ConfigError as e:
+                raise ConfigError(f"{flag}: {e.message}", hint=e.hint) from None
+            if rules is None:
+                continue
+            found = rules.table_of(key)
+            if isinstance(found, Unrouted):
+                raise ConfigError(f"{flag}: routing key {key!r} routes to no table: "
+                                  f"{found.reason}",
+                                  hint="give it a --route, or leave out its --route-schema")
+            first = by_location.setdefault(found.location, key)
+            if first != key and out[first] != out[key]:
+                raise ConfigError(
+                    f"--route-schema {first} and {flag} give table {found.location!r} "
+                    f"different columns ({out[first]}) and ({out[key]})",
+                    hint="give the keys of one table one schema")
+        return out
 
     @property
     def table_root(self) -> str:

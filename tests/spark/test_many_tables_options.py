@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support import run_cli
 
 from ingest.cli.stream import command
 from ingest.errors import ConfigError
@@ -93,7 +94,8 @@ def test_bad_many_table_options_are_refused_before_anything_starts(kw: dict, err
 
 @pytest.mark.parametrize(("kw", "given"), [
     ({"sink": SinkOptions(txns_per_delta=4)}, "--txns-per-delta 4"),
-    ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")}, "--value-format avro"),
+    ({"sink": SinkOptions(value_format="avro", avro_schema="x.avsc")},
+     r"--value-format avro with --avro-schema \(give --schema-registry\)"),
 ])
 def test_options_a_many_table_stream_does_not_run_yet_are_refused_up_front(kw: dict, given: str
                                                                            ) -> None:
@@ -176,7 +178,8 @@ def test_help_explains_the_routing_flags() -> None:
                   "--max-new-tables-per-batch N", "Matched with Python's re module, while "
                   "Kafka's own clients use Java regex",
                   "'.', '-' and any other character outside a-z, 0-9 and _ become _",
-                  "source.table of a Debezium envelope", "refused before the stream starts"]:
+                  "source.table of a Debezium envelope", "refused before the stream starts",
+                  "--route-schema ROUTEKEY=DDL|@FILE", "a table found keeps its own columns"]:
         assert words in text, words
 
 
@@ -264,3 +267,82 @@ def test_two_routes_whose_tables_would_share_a_name_are_refused_at_start(tmp_pat
         create_table(x, "id BIGINT", name="x.orders", metastore=store)
         create_table(y, "id BIGINT", name="y.orders", metastore=store)
         check_route_names(store, anchor, clash)  # found under their own names
+
+
+def test_route_schemas_from_flags_and_files_and_schema_optional(tmp_path: Path) -> None:
+    """--route-schema KEY=DDL or KEY=@FILE, spelled back in one form; with several tables
+    --schema may be left out (found tables keep their columns)."""
+    from ingest.spark.many_job import route_layouts
+
+    ddl = tmp_path / "payments.ddl"
+    ddl.write_text("id bigint,\n  amount DOUBLE\n")
+    options = StreamOptions(**{**MANY, "schema_ddl": None}, topic="orders,payments",
+                            table_template="/wh/{topic}",
+                            route_schemas=["orders=id BIGINT, note STRING", f"payments=@{ddl}"])
+    assert options.schema_ddl is None
+    assert options.route_schema_map == {"orders": "id BIGINT, note STRING",
+                                        "payments": "id BIGINT, amount DOUBLE"}
+    layouts = route_layouts(options)
+    assert sorted(layouts) == ["file:///wh/orders", "file:///wh/payments"]
+    flag, layout = layouts["file:///wh/payments"]
+    assert flag == "--route-schema payments"
+    assert layout.row_schema.names == ["id", "amount"]
+
+
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"route_schemas": ["orders"]}, r"--route-schema 'orders' is not ROUTEKEY=DDL"),
+    ({"route_schemas": ["orders="]}, r"--route-schema 'orders=' is not ROUTEKEY=DDL"),
+    ({"route_schemas": ["orders=id BIGNUM"]}, r"--route-schema orders: .*BIGNUM"),
+    ({"route_schemas": ["orders=id BIGINT", "orders=id INT"]},
+     "names routing key 'orders' twice"),
+    ({"route_schemas": ["refunds=id BIGINT"]},
+     r"--route-schema refunds: routing key 'refunds' routes to no table: topic 'refunds' is "
+     "not selected"),
+    ({"route_schemas": ["orders=@/no/such/file.ddl"]},
+     "Cannot read --route-schema orders /no/such/file.ddl"),
+    ({"route_schemas": ["orders=id BIGINT", "payments=id STRING"],
+      "routes": ["orders=/wh/both", "payments=/wh/both"], "table_template": None},
+     r"--route-schema orders and --route-schema payments give table 'file:///wh/both' "
+     r"different columns \(id BIGINT\) and \(id STRING\)"),
+])
+def test_bad_route_schemas_are_refused_up_front(kw: dict, error: str) -> None:
+    base = {**MANY, "topic": "orders,payments", "table_template": "/wh/{topic}"}
+    with pytest.raises(ConfigError, match=error):
+        StreamOptions(**{**base, **kw})
+
+
+def test_a_route_schema_of_a_key_without_a_route_is_refused() -> None:
+    with pytest.raises(ConfigError, match="routing key 'y' routes to no table: --route-field "
+                                          "value 'y' has no --route and there is no "
+                                          "--table-template"):
+        StreamOptions(**MANY, topic="all", route_field="kind", routes=["x=/wh/x"],
+                      route_schemas=["y=id BIGINT"])
+
+
+def test_a_route_schema_clashing_with_partition_by_is_refused_naming_it() -> None:
+    from ingest.spark.many_job import check_many_options
+
+    options = StreamOptions(**MANY, topic="orders,payments", table_template="/wh/{topic}",
+                            partition_by="to_date(ts)",
+                            route_schemas=["orders=id BIGINT, dt STRING"])
+    with pytest.raises(ConfigError, match=r"--route-schema orders: Cannot partition by "
+                                          r"'to_date\(ts\)'"):
+        check_many_options(options)
+
+
+def test_one_table_takes_schema_not_route_schema() -> None:
+    with pytest.raises(ConfigError, match="--route-schema applies to a stream of several"):
+        StreamOptions(**BASE, topic="a", table="/wh/a", route_schemas=["a=id BIGINT"])
+    with pytest.raises(ConfigError, match="--schema is required"):
+        StreamOptions(**{**BASE, "schema_ddl": None}, topic="a", table="/wh/a")
+
+
+def test_the_cli_exits_2_naming_a_bad_route_schema(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli([
+        "stream", "--bootstrap-servers", "h:1", "--topic", "a,b", "--table-template",
+        str(tmp_path / "wh/{topic}"), "--unrouted-table", str(tmp_path / "wh/_unrouted"),
+        "--route-schema", "a=id BIGNUM", "--checkpoint", str(tmp_path / "ck")], capsys)
+    assert code == 2, err
+    assert "--route-schema a:" in err
+    assert not list(tmp_path.iterdir())

@@ -3,7 +3,8 @@ as `python -m ingest stream` against a real Apache Kafka broker into SQLite-meta
 with the single-table stream's checks: a topic of the anchor's progress deleted and created
 again while the stream was down is refused before anything is written; a torn bucket file of
 a routed table is cut back to its last complete footer before the stream adds to it; a routed
-table found with other columns than --schema is refused at its first use."""
+table found with other columns than --schema keeps its own (a --route-schema that differs is
+refused at start)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kafka_server import ApacheKafka, apache_kafka  # noqa: F401 - the fixture
 from spark.test_many_tables_cli import _ids, _produce, _stream
 
 from ingest.acid.format import encode_length, side_file_path
+from ingest.acid.read.reader import read_table
 from ingest.records.routing import table_name_for
 from ingest.spark.sink import DEAD_LETTER_DDL, dead_letter_location
 from ingest.table.write import create_table
@@ -106,11 +108,15 @@ def test_a_torn_bucket_file_of_a_routed_table_is_repaired_when_the_stream_restar
 @pytest.mark.kafka
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_routed_table_found_with_other_columns_than_schema_is_refused_at_first_use(
+def test_a_routed_table_found_with_other_columns_than_schema_keeps_its_own(
         apache_kafka: ApacheKafka, tmp_path: Path,  # noqa: F811 - the fixture
         ) -> None:
-    """Table a exists (with its dead-letter table) holding other columns than --schema: the
-    stream fails naming it and both column lists, and neither table commits anything."""
+    """Table a exists (with its dead-letter table) holding other columns than --schema: its
+    records are written by its own columns (a record of --schema's columns is its dead
+    letter: `name` is no column of it), and b is created with --schema. A --route-schema
+    for a that is not a's columns is refused at start, naming both, writing nothing."""
+    from confluent_kafka import Producer
+
     tag = uuid.uuid4().hex[:8]
     a, b = f"a{tag}", f"b{tag}"
     apache_kafka.create_topic(a, partitions=1)
@@ -120,14 +126,25 @@ def test_a_routed_table_found_with_other_columns_than_schema_is_refused_at_first
     create_table(table_a, "id BIGINT, note STRING", name=f"default.{table_name_for(a)}")
     create_table(dead_letter_location(table_a), DEAD_LETTER_DDL,
                  name=f"default.{table_name_for(a)}__dead_letter")
-    _produce(apache_kafka, a, range(4), 1)
+    producer = Producer({**apache_kafka.client_config(), "linger.ms": 0})
+    for i in range(4):
+        producer.produce(a, value=json.dumps({"id": i, "note": f"x{i}"}).encode())
+    assert producer.flush(30) == 0
+    _produce(apache_kafka, a, range(4, 5), 1)  # {"id", "name"}: no column name in a
     _produce(apache_kafka, b, range(100, 102), 1)
-    done = _stream(apache_kafka, f"{a},{b}", warehouse, checkpoint)
-    assert done.returncode != 0, done.stdout[-2000:]
-    assert (f"Cannot stream into table default.{table_name_for(a)} at" in done.stderr
-            and "it has columns (id BIGINT, note STRING) but --schema gives "
-                "(id BIGINT, name STRING)" in done.stderr), done.stderr[-4000:]
+    refused = _stream(apache_kafka, f"{a},{b}", warehouse, tmp_path / "ck2",
+                      "--route", f"{a}={table_a}", "--route-schema", f"{a}=id BIGINT")
+    assert refused.returncode != 0, refused.stdout[-2000:]
+    assert ("it has columns (id BIGINT, note STRING) but --route-schema "
+            f"{a} gives (id BIGINT)") in refused.stderr, refused.stderr[-4000:]
     assert _ids(table_a) == []
+    done = _stream(apache_kafka, f"{a},{b}", warehouse, checkpoint)
+    assert done.returncode == 0, done.stderr[-4000:]
     with Metastore.open(default_metastore_url(table_a)) as store:
-        assert store.transactions(states=("committed",)) == []
-        assert store.find_table(table_b) is None or not store.offset_ranges(table_b)
+        rows = read_table(table_a, store.snapshot(table_a)).to_pylist()
+        dead = read_table(dead_letter_location(table_a),
+                          store.snapshot(dead_letter_location(table_a))).to_pylist()
+        assert [f.name for f in store.get_table(table_b).row_schema] == ["id", "name"]
+    assert sorted(rows, key=lambda r: r["id"]) == [{"id": i, "note": f"x{i}"} for i in range(4)]
+    assert [r["offset"] for r in dead] == [4] and "name" in dead[0]["error"]
+    assert _ids(table_b) == [100, 101]

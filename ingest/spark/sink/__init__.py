@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ingest.spark.sink._batch import KAFKA_COLUMNS, BatchReport
     from ingest.spark.sink._results import FileWritten
     from ingest.spark.sink._results import from_arrow as task_results_from_arrow
+    from ingest.spark.sink._size import planned_ranges
     from ingest.spark.sink._task_errors import error_in_traceback
     from ingest.spark.sink._tasks import DeltaTarget, TaskPlan, write_task
     from ingest.spark.sink._txn_batches import check_transaction_batches
@@ -45,6 +46,7 @@ _HOMES = {
     "dead_letter_location": "deadletter",
     "dead_letter_name": "deadletter",
     "dead_letter_schema": "deadletter",
+    "planned_ranges": "_size",
 }
 __getattr__ = lazy_names(__name__, _HOMES)
 
@@ -67,4 +69,6 @@ __all__ = [
     "dead_letter_location",
     "dead_letter_name",
     "dead_letter_schema",
+    # a micro-batch's planned offset ranges, for the many-table job's Avro tables
+    "planned_ranges",
 ]

@@ -24,7 +24,8 @@ touched table whose tasks saw new top-level fields gets their columns (each tabl
 fields its own records held), the one transaction is aborted (every table's files removed)
 and the micro-batch written again with the evolved tables. The anchor never evolves.
 
-Not built yet (refused up front): --txns-per-delta > 1, Avro values.
+Not built yet (refused up front): --txns-per-delta > 1, Avro values without a schema
+registry (registry-framed ones are resolved per table, as one table's).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from ingest.errors import (
 from ingest.faults import crash_point
 from ingest.io import storage
 from ingest.kafka import check_not_behind
-from ingest.records import Routed, RoutingRules, claim_tables
+from ingest.records import Routed, RoutingRules, avro_format, claim_tables
 from ingest.spark.options import SinkOptions
 from ingest.spark.sink._batch import (
     KAFKA_COLUMNS,
@@ -268,9 +269,12 @@ class ManyTableSink:
             sink_id: names the stream in the anchor's progress.
             options: the sink options every table is written with.
             create: makes a routed table that does not exist yet (and its dead-letter
-                table); None: routed tables must exist.
+                table); None: routed tables must exist. Its `TableExistsError`,
+                `SchemaMismatchError` or `TableNotFoundError` (no columns to make it with)
+                routes that table's keys nowhere with the reason.
             check: refuses a routed table (and its dead-letter table) at its first use in
-                this run, before its micro-batch opens a transaction (the stream's --schema).
+                this run, before its micro-batch opens a transaction (a table keeps its own
+                columns; the job checks its partitioning and any --route-schema).
             partition_expression: as `AcidSink`'s, for every table.
             earliest_fn: each topic partition's earliest offset on the broker: offsets the
                 stream has not committed below it are lost. None: not looked for.
@@ -282,7 +286,7 @@ class ManyTableSink:
 
         Raises:
             ConfigError: the anchor has no metastore; an option not built for several
-                tables yet (txns_per_delta > 1, Avro values); a keyed
+                tables yet (txns_per_delta > 1, plain Avro values); a keyed
                 mode with an explicit route that has no key (`SinkOptions.key_of`).
         """
         self.options = options if options is not None else SinkOptions()
@@ -291,7 +295,9 @@ class ManyTableSink:
                               "metastore, and the sink commits to one")
         unsupported = [what for what, on in (
             (f"--txns-per-delta {self.options.txns_per_delta}", self.options.txns_per_delta > 1),
-            ("--value-format avro", self.options.value_format != "json")) if on]
+            ("--value-format avro without --schema-registry",
+             self.options.value_format != "json" and self.options.schema_registry is None)
+        ) if on]
         if unsupported:
             raise ConfigError(f"A stream of several tables cannot use {', '.join(unsupported)} "
                               "yet (docs/many-tables.md, Status)")
@@ -302,6 +308,9 @@ class ManyTableSink:
         if rules.anchor is None:  # the rules check routes against the anchor (reserved tables)
             rules = replace(rules, anchor=normalize_location(anchor.location))
         self.rules = rules
+        # Registry-framed Avro: each record names its writer schema, resolved in the tasks
+        # against its own table's columns (as one table's).
+        self._avro = avro_format(self.options)
         self.max_new_tables = max_new_tables
         self._logged: set[tuple[str, str]] = set()  # (key, reason) routed nowhere, logged
         self.anchor_ref = anchor
@@ -523,7 +532,7 @@ class ManyTableSink:
                ) -> tuple[list[_Touched], dict[str, str]]:
         """The tables of the micro-batch's routing keys (created on first use, at most
         `max_new_tables` of them), and the keys that route nowhere with the reason. A table
-        problem of one key (its name taken by another table, its columns not the stream's)
+        problem of one key (its name taken by another table, no columns to create it with)
         makes that key's records route nowhere, never the micro-batch fail on every restart."""
         assert self._anchor is not None
         self._load_holders(store, keys)
@@ -562,7 +571,8 @@ class ManyTableSink:
                 key_spec = self._key_of(table, columns)
                 if templated:
                     table = self._hold(store, location, table, its_keys[0])
-            except (TableExistsError, SchemaMismatchError, _Held, _Keyless) as e:
+            except (TableExistsError, TableNotFoundError, SchemaMismatchError, _Held,
+                    _Keyless) as e:
                 for key in its_keys:
                     unrouted[key] = (f"{_key_name(self.rules, key)} cannot use table "
                                      f"{location!r}: {e}")
@@ -768,6 +778,8 @@ class ManyTableSink:
                           codecs=(table_codec(table), table_codec(dead)), options=self.options,
                           storage_options=self.storage_options,
                           partition_expression=self.partition_expression)
+        if self._avro is not None:
+            plan = replace(plan, avro=self._avro)
         if one.key is None:
             return plan
         return replace(plan, mode=self.options.mode, key=one.key, table=table)
