@@ -193,3 +193,18 @@ def test_a_table_failing_to_finish_leaves_no_file_of_any_table(
     with pytest.raises(OSError, match="disk full"):
         _results(plan, [_rows([(f"t{n}", i, b'{"id": 1}') for i, n in enumerate("abcd")])])
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_two_keys_routed_to_one_table_write_one_file_key_after_key(tmp_path: Path) -> None:
+    """Two routing keys of one table in a batch (two spellings of a route) are written by one
+    writer, in turn: one file holding both keys' rows, each key's in offset order."""
+    plan = ManyPlan((_plan(tmp_path, "a"), _plan(tmp_path, "b")), {"ta": 0, "tx": 0, "tb": 1},
+                    "topic")
+    batch = _rows([("ta", 0, b'{"id": 1}'), ("tx", 0, b'{"id": 100}'), ("tb", 0, b'{"id": 7}'),
+                   ("tx", 1, b'{"id": 101}'), ("ta", 1, b'{"id": 2}')])
+    results = _results(plan, [batch, _rows([("tx", 2, b'{"id": 102}'), ("ta", 2, b"{")])])
+    files = [r for r in results[0] if isinstance(r, FileWritten) and r.target == "table"]
+    assert len(files) == 1
+    assert [r["id"] for r in _written(results[0], "table")] == [1, 2, 100, 101, 102]
+    assert [r["offset"] for r in _written(results[0], "dead_letter")] == [2]
+    assert [r["id"] for r in _written(results[1], "table")] == [7]

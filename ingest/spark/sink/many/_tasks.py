@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from ingest.records import ParsedValues
-from ingest.spark.sink._results import RESULT_DDL, TaskResult, to_arrow
+from ingest.spark.sink._results import RESULT_DDL, BadRecords, TaskResult, to_arrow
 from ingest.spark.sink._tasks import TableWrite, TaskPlan
 from ingest.spark.sink.many._route_keys import ROUTE_ERROR
 from ingest.spark.sink.many._shared_parse import parse_batch, rows_of, shared_parser
@@ -93,8 +93,10 @@ def many_write_task(plan: ManyPlan, batches: Iterator[pa.RecordBatch]
             routed = sum(1 for key, _, _ in groups
                          if key is not None and key in plan.table_of)
             parsed = parse_batch(parser, ordered) if parser is not None and routed > 1 else None
-            adds: list[tuple[int, TableWrite, pa.RecordBatch, ParsedValues | None]] = []
-            for key, start, end in groups:
+            # Each table's groups of the batch (several keys may route to one table), in
+            # key order, with the group's place in the batch.
+            adds: dict[int, list[tuple[int, pa.RecordBatch, ParsedValues | None]]] = {}
+            for at, (key, start, end) in enumerate(groups):
                 rows = ordered if end - start == ordered.num_rows else ordered.slice(
                     start, end - start)
                 index = plan.table_of.get(key) if key is not None else None
@@ -106,17 +108,18 @@ def many_write_task(plan: ManyPlan, batches: Iterator[pa.RecordBatch]
                         anchor = UnroutedWrite(plan.anchor)
                     anchor.add(_with_reason(plan, key, rows))
                     continue
-                task = tables.get(index)
-                if task is None:
-                    task = tables[index] = TableWrite(plan.plans[index])
-                adds.append((index, task, rows,
-                             None if parsed is None else rows_of(parsed, start, end)))
-            for index, bad in _side_by_side(pool, [
-                    (index, partial(task.add, rows, part)) for index, task, rows, part in adds]):
-                if bad is not None:  # the first table's bad record, in key order
-                    _abandon(tables, anchor)
-                    yield _tagged([bad], index)
-                    return
+                if index not in tables:
+                    tables[index] = TableWrite(plan.plans[index])
+                adds.setdefault(index, []).append(
+                    (at, rows, None if parsed is None else rows_of(parsed, start, end)))
+            outcomes = _side_by_side(pool, [(index, partial(_add, tables[index], parts))
+                                            for index, parts in adds.items()])
+            bad = min(((found[0], index, found[1]) for index, found in outcomes
+                       if found is not None), key=lambda b: b[0], default=None)
+            if bad is not None:  # the bad record of the first group holding one, as before
+                _abandon(tables, anchor)
+                yield _tagged([bad[2]], bad[1])
+                return
         finished = _side_by_side(pool, [
             *((index, task.finish) for index, task in sorted(tables.items())),
             *([(plan.anchor_index, anchor.finish)] if anchor is not None else [])])
@@ -129,10 +132,21 @@ def many_write_task(plan: ManyPlan, batches: Iterator[pa.RecordBatch]
     yield from out
 
 
+def _add(task: TableWrite, parts: Sequence[tuple[int, pa.RecordBatch, ParsedValues | None]]
+         ) -> tuple[int, BadRecords] | None:
+    """Write a table's groups of a batch in order; the first bad record (under
+    on_bad_record="fail") with its group's place, which ends the table's part."""
+    for at, rows, parsed in parts:
+        bad = task.add(rows, parsed)
+        if bad is not None:
+            return at, bad
+    return None
+
+
 def _side_by_side(pool: ThreadPoolExecutor, calls: Sequence[tuple[int, Callable[[], T]]]
                   ) -> list[tuple[int, T]]:
     """Each call's outcome (in the calls' order), the calls run side by side: each touches
-    one table's files alone (a table appears once), so they share nothing but the disk.
+    one table's files alone (no table in two calls), so they share nothing but the disk.
 
     A table's own steps keep their order in its one thread: a file's stripes, intermediate
     footer, fsync, length in the side file and the side file's fsync (`BucketWriter.flush`,
