@@ -19,8 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from ingest.records import ParsedValues, parse_values
-from ingest.records.new_fields import NewField, NewFieldsByName
+from ingest.records import NewField, NewFieldsByName, ParsedValues, parse_values
 from ingest.spark.sink._tasks import TaskPlan
 
 
