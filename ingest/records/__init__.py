@@ -48,6 +48,8 @@ from ingest.records.formats import (
 from ingest.records.input import InputFormat, ProgressFn, read_input
 from ingest.records.json_values import ParsedValues, parse_json_values
 from ingest.records.new_fields import (
+    NewField,
+    NewFieldsByName,
     as_text,
     dead_letters,
     fields_seen,
@@ -137,6 +139,8 @@ __all__ = [
     "hive_type_to_arrow",
     "holding",
     "kept",
+    "NewField",
+    "NewFieldsByName",
     "load_avro_schema",
     "merge_fields",
     "merge_routes",

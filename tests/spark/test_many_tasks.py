@@ -118,3 +118,93 @@ def test_only_tables_needing_no_shuffle_run_in_one_pass(tmp_path: Path) -> None:
     assert one_pass([plain, _plan(tmp_path, "b")]) and one_pass([])
     assert not one_pass([plain, replace(plain, bucket_count=4, bucket_columns=("id",))])
     assert not one_pass([replace(plain, partition_column="dt", partition_from="column")])
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def _comparable(results: dict[int, list[Any]]) -> dict[int, list[Any]]:
+    return {i: sorted(repr(r) for r in rs) for i, rs in results.items()}
+
+
+MIXED = [("tb", 0, b'{"id": 10, "x": 1}'), ("ta", 0, b'{"id": 1}'), ("tc", 0, b'{"id": 99}'),
+         ("ta", 1, b"not json"), ("tb", 1, b'{"id": "eleven"}'), ("ta", 2, b'{"id": 2}'),
+         ("tb", 2, b'{"id": 12, "x": "s"}'), ("ta", 3, b'{"id": 3, "x": 2.5}'),
+         ("tb", 3, b"[]"), ("ta", 4, b'{"id": 4, "y": true}'), ("tb", 4, b'{"id": 14}')]
+
+
+@pytest.mark.parametrize("on_new_field", ["ignore", "dead-letter"])
+def test_tables_sharing_one_parse_write_what_each_tables_own_parse_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_new_field: str) -> None:
+    """One parse of a batch for all its tables gives each table the same files, dead letters
+    (with their reasons), offsets and new fields as a parse per table (the path before)."""
+    import ingest.spark.sink.many._tasks as many_tasks
+
+    def run(root: Path) -> dict[int, list[Any]]:
+        a = _plan(root, "a", on_new_field=on_new_field)
+        b = _plan(root, "b", on_new_field=on_new_field)
+        plan = ManyPlan((a, b), {"ta": 0, "tb": 1}, "topic", {"tc": "no route for topic tc"},
+                        _anchor(root))
+        return _results(plan, [_rows(MIXED), _rows(list(reversed(MIXED)))])
+
+    parses: list[int] = []
+    real = many_tasks.parse_batch
+    monkeypatch.setattr(many_tasks, "parse_batch",
+                        lambda p, b: parses.append(b.num_rows) or real(p, b))
+    shared = run(tmp_path / "shared")
+    assert parses == [len(MIXED)] * 2  # once per input batch, for both tables
+    monkeypatch.setattr(many_tasks, "shared_parser", lambda plans: None)
+    apart = run(tmp_path / "apart")
+    assert parses == [len(MIXED)] * 2  # each table parsed its own rows
+    assert _comparable(shared) == {i: sorted(r.replace("/apart/", "/shared/") for r in rs)
+                                   for i, rs in _comparable(apart).items()}
+    assert _files(tmp_path / "shared") == _files(tmp_path / "apart")
+    dead_a = sorted(r["offset"] for r in _written(shared[0], "dead_letter"))
+    dead_b = _written(shared[1], "dead_letter")
+    assert all(r["topic"] == "tb" and r["error"] for r in dead_b)
+    if on_new_field == "ignore":
+        assert dead_a == [1, 1]  # "not json", in both batches
+        assert sorted(r["offset"] for r in dead_b) == [1, 1, 3, 3]  # a string id; not an object
+        assert sorted(r["id"] for r in _written(shared[0], "table")) == [1, 1, 2, 2, 3, 3, 4, 4]
+    else:  # and the records holding a new field
+        assert dead_a == [1, 1, 3, 3, 4, 4]
+        assert sorted(r["offset"] for r in dead_b) == [0, 0, 1, 1, 2, 2, 3, 3]
+        assert sorted(r["id"] for r in _written(shared[0], "table")) == [1, 1, 2, 2]
+
+
+def test_a_table_failing_to_finish_leaves_no_file_of_any_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables finish side by side; one failing fails the task once every other finished, and
+    no file of any table is left."""
+    from ingest.spark.sink._tasks import TableWrite
+
+    real = TableWrite.finish
+
+    def finish(self: TableWrite) -> list[Any]:
+        if self.plan.target.root.endswith("/c"):
+            raise OSError("disk full")
+        return real(self)
+
+    monkeypatch.setattr(TableWrite, "finish", finish)
+    plans = tuple(_plan(tmp_path, name) for name in "abcd")
+    plan = ManyPlan(plans, {f"t{n}": i for i, n in enumerate("abcd")}, "topic")
+    with pytest.raises(OSError, match="disk full"):
+        _results(plan, [_rows([(f"t{n}", i, b'{"id": 1}') for i, n in enumerate("abcd")])])
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_two_keys_routed_to_one_table_write_one_file_key_after_key(tmp_path: Path) -> None:
+    """Two routing keys of one table in a batch (two spellings of a route) are written by one
+    writer, in turn: one file holding both keys' rows, each key's in offset order."""
+    plan = ManyPlan((_plan(tmp_path, "a"), _plan(tmp_path, "b")), {"ta": 0, "tx": 0, "tb": 1},
+                    "topic")
+    batch = _rows([("ta", 0, b'{"id": 1}'), ("tx", 0, b'{"id": 100}'), ("tb", 0, b'{"id": 7}'),
+                   ("tx", 1, b'{"id": 101}'), ("ta", 1, b'{"id": 2}')])
+    results = _results(plan, [batch, _rows([("tx", 2, b'{"id": 102}'), ("ta", 2, b"{")])])
+    files = [r for r in results[0] if isinstance(r, FileWritten) and r.target == "table"]
+    assert len(files) == 1
+    assert [r["id"] for r in _written(results[0], "table")] == [1, 2, 100, 101, 102]
+    assert [r["offset"] for r in _written(results[0], "dead_letter")] == [2]
+    assert [r["id"] for r in _written(results[1], "table")] == [7]

@@ -144,3 +144,27 @@ def test_a_sql_metastore_keeps_no_side_tables(store: Metastore,
     assert store.side_tables(events) == []
     with pytest.raises(TableNotFoundError):
         store.side_tables("db.missing")
+
+
+def test_one_commit_records_many_tables_entries_beyond_one_read_and_grows_them_later(
+        store: Metastore, backend) -> None:
+    # 3 tables x 150 files, the same paths in each (their write ids match): more entries than
+    # one read of the recorded rows takes, each recorded under its own table.
+    anchor = store.create_table(backend.table("anchor"))
+    tables = [store.create_table(backend.table(f"t{i}")) for i in range(3)]
+    txn = store.open_transaction(anchor, also=tables)
+    files = {t.name: [entry(f"delta_{w:07d}_{w:07d}_0000/bucket_{b:05d}", w, 100 + b + i)
+                      for b in range(150)]
+             for i, t in enumerate(tables) for w in [txn.write_id_for(t)]}
+    store.commit(txn, files=files)
+    for t in tables:
+        assert store.committed_files(t) == {e.path: e for e in files[t.name]}
+    grown = [entry(e.path, e.write_id, e.length + 50, tail_hash=HASH_B)
+             for e in files[tables[1].name]]
+    store.record_committed_files(tables[1], grown)
+    assert store.committed_files(tables[1]) == {e.path: e for e in grown}
+    assert store.committed_files(tables[2]) == {e.path: e for e in files[tables[2].name]}
+    with pytest.raises(CommitConflictError, match="never lowers a committed length"):
+        store.record_committed_files(tables[2], [*files[tables[2].name][:-1], entry(
+            files[tables[2].name][-1].path, 1, 10)])
+    assert store.committed_files(tables[2]) == {e.path: e for e in files[tables[2].name]}

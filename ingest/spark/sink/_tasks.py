@@ -230,12 +230,15 @@ def _positions(indices: pa.Array) -> np.ndarray:
     return np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
+def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch,
+                      parsed: ParsedValues | None = None
                       ) -> tuple[pa.Table, pa.Table, NewFields | None]:
     """Parse raw Kafka rows: (parsed good rows with their input index, dead-letter rows,
-    the new fields the good records held)."""
-    parsed, new = judge_new_fields(plan, parse_values(
-        plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan)), batch)
+    the new fields the good records held). `parsed`: the batch's values already parsed
+    (a many-table task parses a batch once for all its tables); None: parse them here."""
+    if parsed is None:
+        parsed = parse_values(plan, batch.column("value"), skip_tombstones=_skip_tombstones(plan))
+    parsed, new = judge_new_fields(plan, parsed, batch)
     bad_idx, reasons = parsed.bad_arrays()
     source = pa.Table.from_batches([batch])
     bad = pa.table({
@@ -249,8 +252,9 @@ def parse_kafka_batch(plan: TaskPlan, batch: pa.RecordBatch
     return parsed.rows.append_column("__index", parsed.good), bad, new
 
 
-def _split_kafka(plan: TaskPlan, batch: pa.RecordBatch) -> _Split:
-    good, bad, new = parse_kafka_batch(plan, batch)
+def _split_kafka(plan: TaskPlan, batch: pa.RecordBatch,
+                 parsed: ParsedValues | None = None) -> _Split:
+    good, bad, new = parse_kafka_batch(plan, batch, parsed)
     good = good.drop_columns(["__index"])
     partition = None
     if plan.partition_from == "field":
@@ -578,11 +582,15 @@ class TableWrite:
         self.seen: dict[str, FieldSeen] = {}
         self.holding = 0
 
-    def add(self, batch: pa.RecordBatch) -> BadRecords | None:
+    def add(self, batch: pa.RecordBatch, parsed: ParsedValues | None = None
+            ) -> BadRecords | None:
         """Parse and write a batch of Kafka rows (input "kafka") or parsed rows; with
-        on_bad_record="fail", the first bad record instead (nothing of the batch written)."""
+        on_bad_record="fail", the first bad record instead (nothing of the batch written).
+        `parsed`: the Kafka rows' values already parsed with this plan's parse (input
+        "kafka" only)."""
         plan = self.plan
-        split = _split_kafka(plan, batch) if plan.input == "kafka" else _split_parsed(plan, batch)
+        split = (_split_kafka(plan, batch, parsed) if plan.input == "kafka"
+                 else _split_parsed(plan, batch))
         self.read += offsets_read(split.topics, split.partitions, split.offsets)
         self.tombstones += split.tombstones
         if split.new_fields is not None:

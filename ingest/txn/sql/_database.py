@@ -14,7 +14,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 
@@ -32,6 +32,9 @@ from ingest.txn.sql._connect import (
     parse_url,
 )
 from ingest.txn.sql._schema import SCHEMA_VERSION, ensure_schema, tables
+
+# Table names or locations one statement looks up (well below SQLite's parameter limit).
+_IDENTIFIERS_A_READ = 400
 
 
 class Database:
@@ -182,6 +185,31 @@ class Database:
         if name is None:
             raise self.not_found(table)
         return str(name)
+
+    def resolve_all(self, c: sa.Connection, identifiers: Iterable[str]) -> dict[str, str]:
+        """`resolve` for many tables at once (a statement per kind of identifier, not per
+        table): each identifier's stored name.
+
+        Raises:
+            TableNotFoundError: no such table (the first missing one, in the given order).
+        """
+        wanted = list(dict.fromkeys(identifiers))
+        keys = {t: table_key(t) for t in wanted}
+        found: dict[tuple[str, str], str] = {}
+        for column in ("name", "location"):
+            values = sorted({v for k, v in keys.values() if k == column})
+            for at in range(0, len(values), _IDENTIFIERS_A_READ):
+                chunk = values[at:at + _IDENTIFIERS_A_READ]
+                for name, value in c.execute(sa.select(tables.c.name, tables.c[column])
+                                             .where(tables.c[column].in_(chunk))):
+                    found[(column, value)] = str(name)
+        out: dict[str, str] = {}
+        for t in wanted:
+            name = found.get(keys[t])
+            if name is None:
+                raise self.not_found(t)
+            out[t] = name
+        return out
 
     def not_found(self, table: TableIdentifier) -> TableNotFoundError:
         """The error for a table this metastore does not list."""

@@ -30,9 +30,11 @@ class TableOffsets(Part):
     what = "per-table offset ranges"
 
     def record(self, c: sa.Connection, txn: Transaction, ranges: list[OffsetRange],
-               per_table: Mapping[str, Iterable[OffsetRange]]) -> None:
+               per_table: Mapping[str, Iterable[OffsetRange]], *,
+               names: Mapping[str, str] | None = None) -> None:
         """Insert `per_table`'s ranges (tables by name or location) and the primary table's
-        (all of `ranges`) inside the commit's database transaction `c`.
+        (all of `ranges`) inside the commit's database transaction `c`. `names`: the stored
+        name of each of `per_table`'s tables, when the caller looked them up already.
 
         Raises:
             ConfigError: see `checked_table_ranges`.
@@ -41,7 +43,8 @@ class TableOffsets(Part):
         """
         self.require("record per-table offset ranges")
         rows = checked_table_ranges(
-            txn, ranges, [(self._db.resolve(c, t), r) for t, r in per_table.items()])
+            txn, ranges, [(names[t] if names is not None else self._db.resolve(c, t), r)
+                          for t, r in per_table.items()])
         if not ranges:
             return  # nothing to record: every table's ranges are empty either way
         rows[txn.table] = ranges

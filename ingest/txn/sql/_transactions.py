@@ -157,9 +157,11 @@ class Transactions:
                 {"txn_id": txn.txn_id, "topic": r.topic, "partition": r.partition,
                  "from_offset": r.from_offset, "until_offset": r.until_offset}
                 for r in ranges])
+        # Every table the commit names, looked up once (a many-table commit names hundreds).
+        names = self._db.resolve_all(c, [*files, *(table_offsets or {})])
         if table_offsets is not None:
-            self._table_offsets.record(c, txn, ranges, table_offsets)
-        self._record_commit_files(c, txn, files)
+            self._table_offsets.record(c, txn, ranges, table_offsets, names=names)
+        self._record_commit_files(c, txn, files, names)
 
     @staticmethod
     def _raise_conflict(txn: Transaction, reason: str) -> None:
@@ -170,18 +172,23 @@ class Transactions:
             "the rows the other writer committed")
 
     def _record_commit_files(self, c: sa.Connection, txn: Transaction,
-                             files: Mapping[str, Iterable[CommittedFile]]) -> None:
+                             files: Mapping[str, Iterable[CommittedFile]],
+                             names: Mapping[str, str]) -> None:
         write_ids = txn.write_ids
+        recorded: list[tuple[str, list[CommittedFile], int | None]] = []
         for table, entries in files.items():
-            name = self._db.resolve(c, table)
+            name = names[table]
             if name not in write_ids:
                 raise ConfigError(
                     f"Cannot commit transaction {txn.txn_id} with files of {name}: it writes "
                     f"{sorted(write_ids)} only")
             entries = list(entries)
             if entries:
-                self._manifest.require("record committed files")
-                self._manifest.record(c, name, entries, write_id=write_ids[name])
+                recorded.append((name, entries, write_ids[name]))
+        if recorded:
+            # Every table's entries in a few statements: a many-table commit stays short.
+            self._manifest.require("record committed files")
+            self._manifest.record_tables(c, recorded)
 
     def _check_sink_batch(
         self, c: sa.Connection, txn: Transaction, sink: SinkProgress
