@@ -56,3 +56,6 @@ def test_only_plans_parsing_alike_share_a_parse(tmp_path: Path) -> None:
     assert shared_parser([plan, replace(plan, parse_schema=other)]) is None
     assert shared_parser([plan, _plan(tmp_path, on_tombstone="dead-letter")]) is None
     assert shared_parser([plan, replace(plan, input="parsed")]) is None
+    # Under evolve each table's own records give a new field's kind, so its column's type.
+    evolving = _plan(tmp_path, on_new_field="evolve")
+    assert shared_parser([evolving, replace(evolving, target=DeltaTarget("x", 2, "d"))]) is None

@@ -1,10 +1,10 @@
 """One parse of a many-table task's input batch for every table it feeds (docs/many-tables.md,
 "Scale").
 
-The tables of a many-table stream share the stream's `--schema`, so their records parse
-alike: a task parses the batch (its rows sorted by routing key) once, and hands each table
-the part of the outcome that belongs to its contiguous run of rows (`rows_of`), instead of
-calling Arrow's JSON reader once per table and batch. What each table then does with its
+Tables of the same columns (the stream's `--schema`) parse their records alike: a task
+parses the batch (its rows sorted by routing key) once, and hands each table the part of
+the outcome that belongs to its contiguous run of rows (`rows_of`), instead of calling
+Arrow's JSON reader once per table and batch. What each table then does with its
 part (--on-new-field, dead letters, partitions) stays its own (`TableWrite.add`).
 
 Runs on executors; never talks to the metastore.
@@ -25,13 +25,19 @@ from ingest.spark.sink._tasks import TaskPlan
 
 def shared_parser(plans: Sequence[TaskPlan]) -> TaskPlan | None:
     """A plan whose parse stands for every plan's: all parse raw Kafka JSON values into the
-    same fields and treat tombstones alike. None: they do not (each table parses its own)."""
+    same fields and treat tombstones alike. None: they do not (each table parses its own).
+
+    Not under --on-new-field evolve: a new field's JSON kind, which Arrow infers over the
+    rows parsed together, gives the column's type, and each table must get the kind of its
+    own records (an integer field in one table stays BIGINT though another table's records
+    hold decimals under that name)."""
     if not plans:
         return None
     first = plans[0]
     for p in plans:
         if (p.input != "kafka" or p.avro is not None or p.parse_schema != first.parse_schema
-                or p.options.on_tombstone != first.options.on_tombstone):
+                or p.options.on_tombstone != first.options.on_tombstone
+                or p.options.on_new_field == "evolve"):
             return None
     return first
 
