@@ -50,27 +50,32 @@ class PartitionLag:
 
 class LagProbe:
     """Asks the broker for the latest offsets of topics, again and again (one consumer,
-    serialised by a lock: a metrics scrape and a status call may come from any thread). A
-    call naming a topic the probe does not know yet (a pattern's new topic) adds it, and the
-    consumer is opened again for the larger set."""
+    serialised by a lock: a metrics scrape and a status call may come from any thread).
+    With `learns_topics`, a call naming a topic the probe does not know yet (a pattern's new
+    topic) adds it, and the consumer is opened again for the larger set."""
 
     def __init__(self, connection: KafkaConnection, topics: Sequence[str] = (), *,
-                 timeout_s: float) -> None:
+                 timeout_s: float, learns_topics: bool = False) -> None:
         """Nothing is opened until the first call.
 
         Raises:
-            ConfigError: a timeout that is not a positive number.
+            ConfigError: no topics (unless it learns them), or a timeout that is not a
+                positive number.
         """
+        if not topics and not learns_topics:
+            raise ConfigError("Kafka lag needs at least one topic")
         if timeout_s <= 0:
             raise ConfigError(f"A Kafka timeout must be positive, got {timeout_s:g} s")
         self.connection, self.timeout_s = connection, timeout_s
+        self.learns_topics = learns_topics
         self._topics: set[str] = set(topics)
         self._client: KafkaClient | None = None
         self._lock = threading.Lock()
 
     def _client_for(self, topics: set[str]) -> KafkaClient:
-        """The consumer, opened again if `topics` adds to the probe's (holding the lock)."""
-        if not topics <= self._topics:
+        """The consumer, opened again if `topics` adds to a learning probe's (holding the
+        lock)."""
+        if self.learns_topics and not topics <= self._topics:
             self._topics |= topics
             self._close()
         if self._client is None:
@@ -81,8 +86,8 @@ class LagProbe:
         return self._client
 
     def lag(self, committed: Mapping[TopicPartitionKey, int]) -> list[PartitionLag]:
-        """Every partition of the topics (the probe's and those `committed` names), sorted,
-        with its committed and latest offsets.
+        """Every partition of the probe's topics (learning, with those `committed` names),
+        sorted, with its committed and latest offsets.
 
         Args:
             committed: the next offset to read of each topic partition the table committed.

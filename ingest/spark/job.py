@@ -385,8 +385,9 @@ class _KafkaLag:
 
     def __init__(self, connection: KafkaConnection, *, timeout_s: float = 5.0,
                  ends_timeout_s: float = 30.0) -> None:
-        self._probe = LagProbe(connection, timeout_s=timeout_s)
-        self._ends = LagProbe(connection, timeout_s=ends_timeout_s)
+        # The stream's topic, learnt from the first micro-batch's offsets.
+        self._probe = LagProbe(connection, timeout_s=timeout_s, learns_topics=True)
+        self._ends = LagProbe(connection, timeout_s=ends_timeout_s, learns_topics=True)
 
     def __call__(self, until: Mapping[tuple[str, int], int]) -> int | None:
         try:

@@ -112,20 +112,24 @@ def check_many_options(options: StreamOptions) -> None:
 
     Raises:
         ConfigError: a bad location, schema, partitioning or routing rule, or an
-            --evolve-type naming a --schema column with another type.
+            --evolve-type naming a column of --schema or a --route-schema with another
+            type.
     """
-    from ingest.spark.job import check_sink_progress, table_layout
+    from ingest.spark.job import check_sink_progress, stream_partitioning, table_layout
 
     assert options.unrouted_table is not None
-    if options.schema_ddl is not None:
-        layout = table_layout(options.schema_ddl, options.partition_by)
-        check_evolve_types(options.sink.evolve_type_map, layout.row_schema,
-                           (layout.partition_column,) if layout.partition_column else (),
-                           table="--schema")
+    stream_partitioning(options.partition_by)  # also without any columns given
     for location in (options.unrouted_table, options.checkpoint):
         storage.check_url(location)
     options.routing  # noqa: B018 (building the rules is the check)
-    route_layouts(options)
+    # An --evolve-type must fit every column list the stream creates tables with.
+    given = [] if options.schema_ddl is None else [
+        ("--schema", table_layout(options.schema_ddl, options.partition_by))]
+    given += route_layouts(options).values()
+    for flag, layout in given:
+        check_evolve_types(options.sink.evolve_type_map, layout.row_schema,
+                           (layout.partition_column,) if layout.partition_column else (),
+                           table=flag)
     if options.metastore is not None:
         check_sink_progress(options.metastore)
 
@@ -306,7 +310,7 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                               known_as=f"stream {sink_id} already committed")
         holders = _holders(store, committed_ends, rules)
         check_route_names(store, anchor, rules)
-        # A --route-schema's table found now is checked now, before Spark starts.
+        # A --route-schema's table found now is checked now, before the stream starts.
         for location in layouts:
             found = store.find_table(location)
             if found is not None:
@@ -361,7 +365,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                                                    dead_letter_schema()))
 
     # Each partition's earliest offset, for the sink's data-loss check.
-    earliest = None if kerberos else LagProbe(connection, timeout_s=options.kafka_timeout_s)
+    earliest = None if kerberos else LagProbe(connection, timeout_s=options.kafka_timeout_s,
+                                                learns_topics=True)
     sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
                          create=create, check=check,
                          partition_expression=partition_expression,
@@ -480,8 +485,9 @@ class _RegistryColumns:
     """The columns of a table created on first use from a `--schema-registry`: the Hive
     mapping (`avro_to_ddl`, as `ingest create --schema-from-avro`) of the latest schema of
     subject `<topic>-value` of the topic routed to it (routed by topic; of several, the first
-    by name). The topic is one of the explicit routes, the listed topics, or the topics of
-    the micro-batch being written (`seen`: a pattern's)."""
+    with such a subject, the micro-batch's own topics before others, then by name). The
+    topic is one of the explicit routes, the listed topics, or the topics of the micro-batch
+    being written (`seen`: a pattern's)."""
 
     def __init__(self, options: StreamOptions, rules: RoutingRules) -> None:
         from ingest.records import registry, registry_settings
@@ -492,13 +498,16 @@ class _RegistryColumns:
         self.client = registry(options.sink.schema_registry,
                                registry_settings(options.sink.schema_registry_options))
         self.topics: set[str] = set(rules.routes) | set(rules.selection.topics)
+        self.batch_topics: set[str] = set()
 
     def seen(self, batch_df: Any) -> None:
         """Note the topics of a micro-batch (from its planned ranges; none known with a
         source that does not say)."""
         from ingest.spark.sink import planned_ranges
 
-        self.topics |= {r.topic for r in planned_ranges(batch_df) or ()}
+        ranges = planned_ranges(batch_df) or ()
+        self.topics |= {r.topic for r in ranges}
+        self.batch_topics = {r.topic for r in ranges if r.until_offset > r.from_offset}
 
     def __call__(self, location: str) -> StreamLayout:
         """Raises:
@@ -510,22 +519,32 @@ class _RegistryColumns:
         from ingest.records import avro_to_ddl
         from ingest.spark.job import table_layout
 
-        topics = sorted(t for t in self.topics
-                        if isinstance(found := self.rules.table_of(t), Routed)
-                        and normalize_location(found.location) == location)
+        topics = sorted((t for t in self.topics
+                         if isinstance(found := self.rules.table_of(t), Routed)
+                         and normalize_location(found.location) == location),
+                        key=lambda t: (t not in self.batch_topics, t))
         if not topics:
             raise TableNotFoundError(
                 f"table {location!r} does not exist, and no topic known to route to it names "
                 "a `<topic>-value` subject to create it from", table=location)
-        subject = f"{topics[0]}-value"
-        try:
-            schema_id, text = self.client.latest(subject)
-            ddl = avro_to_ddl(text, what=f"subject {subject!r} (schema id {schema_id})")
-            return table_layout(ddl, self.partition_by)
-        except ConfigError as e:
-            raise TableNotFoundError(f"table {location!r} does not exist, and its columns "
-                                     f"cannot come from the registry: {e.message}",
-                                     table=location, hint=e.hint) from None
+        missing: list[str] = []
+        for topic in topics:
+            subject = f"{topic}-value"
+            try:
+                schema_id, text = self.client.latest(subject)
+            except ConfigError as e:  # no such subject: the next topic's, if any
+                missing.append(e.message)
+                continue
+            try:
+                ddl = avro_to_ddl(text, what=f"subject {subject!r} (schema id {schema_id})")
+                return table_layout(ddl, self.partition_by)
+            except ConfigError as e:
+                raise TableNotFoundError(f"table {location!r} does not exist, and its columns "
+                                         f"cannot come from the registry: {e.message}",
+                                         table=location, hint=e.hint) from None
+        raise TableNotFoundError(f"table {location!r} does not exist, and its columns cannot "
+                                 f"come from the registry: {'; '.join(missing)}",
+                                 table=location)
 
 
 def _ends_of(connection: KafkaConnection, topics: set[str], *, listed: Sequence[str],

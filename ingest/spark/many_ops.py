@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ingest.errors import IngestError
 from ingest.io import storage
-from ingest.kafka import LagProbe, PartitionLag
+from ingest.kafka import KafkaConnection, LagProbe, PartitionLag
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.progress import ManyBatchView
 from ingest.spark.sink import ManyBatchReport, dead_letter_location
@@ -30,6 +30,9 @@ class TopicsLag(LagProbe):
     learns its topics from the offsets it is asked about (a pattern's new topic too).
     Serves the batch lines and, as a `LagSource`, the metrics (one instance each: each has
     its own consumer)."""
+
+    def __init__(self, connection: KafkaConnection, *, timeout_s: float) -> None:
+        super().__init__(connection, timeout_s=timeout_s, learns_topics=True)
 
     def lag(self, committed: Mapping[TopicPartitionKey, int]) -> list[PartitionLag]:
         """Every partition of the committed topics with its lag (see `LagProbe.lag`); none

@@ -393,9 +393,10 @@ class StreamOptions:
         "with the reason, each key logged once, and get their table in a later "
         "micro-batch."))
     schema_ddl: str | None = _option(None, flag="--schema", metavar="DDL", kw_only=True, help=(
-        'Hive columns of the records, e.g. "id BIGINT, value STRING"; required, except with '
-        "--value-format avro, whose writers' schema (--avro-schema, or the registry's "
-        "<topic>-value subject) then gives them. With several tables it gives the columns of "
+        'Hive columns of the records, e.g. "id BIGINT, value STRING". A stream of one table '
+        "needs it, except with --value-format avro, whose writers' schema (--avro-schema, or "
+        "the registry's <topic>-value subject) then gives them. With several tables it is "
+        "optional and gives the columns of "
         "the tables the stream creates on first use (a table found keeps its own columns), "
         "unless --route-schema gives a route's; without either (and without a registry "
         "subject <topic>-value with --value-format avro), a routing key whose table does "

@@ -143,7 +143,8 @@ def _many_record(record: dict[str, Any], view: ManyBatchView,
         return record
     tables = {name: {"write_id": r.write_id, "rows": r.rows, "dead_letters": r.dead_letters,
                      "records_read": r.records_read, "files": r.files, "bytes": r.bytes,
-                     "topics": sorted({o.topic for o in r.offsets})}
+                     "topics": sorted({o.topic for o in r.offsets}),
+                     "added_columns": list(r.added_columns)}
               for name, r in sorted(report.tables.items())}
     sums = report.sums()
     lag = view.lag_by_topic

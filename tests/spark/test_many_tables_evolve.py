@@ -106,6 +106,7 @@ def test_evolve_adds_each_tables_own_new_columns_and_writes_the_micro_batch_agai
     assert replay.skipped and not first.skipped and not second.skipped
     assert first.tables["default.orders"].added_columns == ("color STRING",)
     assert first.tables["default.payments"].added_columns == ()
+    assert "default.orders: " in first.line() and "added columns color STRING" in first.line()
     assert first.tables["default.orders"].rows == 3 and first.unrouted_records == 1
     assert second.tables["default.payments"].added_columns == ("color STRING",
                                                                "tags ARRAY<STRING>")

@@ -253,7 +253,7 @@ def test_a_many_table_batch_line_names_each_tables_rows_and_the_lag_per_topic() 
     assert record["records_read"] == 11 and record["unrouted_records"] == 3
     assert record["tables"]["default.orders"] == {
         "write_id": 3, "rows": 5, "dead_letters": 1, "records_read": 6, "files": 1,
-        "bytes": 900, "topics": ["db.orders"]}
+        "bytes": 900, "topics": ["db.orders"], "added_columns": []}
     assert record["lag_records_by_topic"] == {"db.orders": 4, "payments": 0}
     assert record["lag_after_commit_by_topic"] == {"db.orders": 4, "payments": 0, "stray": 1}
     assert record["lag_after_commit"] == 5 and record["commit_seconds"] == 0.02

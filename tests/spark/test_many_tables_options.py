@@ -330,6 +330,29 @@ def test_a_route_schema_clashing_with_partition_by_is_refused_naming_it() -> Non
         check_many_options(options)
 
 
+def test_an_evolve_type_is_checked_against_each_route_schema_up_front() -> None:
+    """Without --schema too: a --route-schema's column that an --evolve-type contradicts is
+    refused before anything starts, as --schema's is."""
+    from ingest.spark.many_job import check_many_options
+
+    options = StreamOptions(**{**MANY, "schema_ddl": None}, topic="orders,payments",
+                            table_template="/wh/{topic}",
+                            sink=SinkOptions(on_new_field="evolve", evolve_types=("x=STRING",)),
+                            route_schemas=["orders=id BIGINT, x BIGINT"])
+    with pytest.raises(ConfigError, match=r"--evolve-type x=STRING: --route-schema orders "
+                                          r"already has column x"):
+        check_many_options(options)
+
+
+def test_a_bad_partition_by_is_refused_up_front_without_any_columns() -> None:
+    from ingest.spark.many_job import check_many_options
+
+    options = StreamOptions(**{**MANY, "schema_ddl": None}, topic="orders,payments",
+                            table_template="/wh/{topic}", partition_by="to_date(ts")
+    with pytest.raises(ConfigError, match="to_date"):
+        check_many_options(options)
+
+
 def test_one_table_takes_schema_not_route_schema() -> None:
     with pytest.raises(ConfigError, match="--route-schema applies to a stream of several"):
         StreamOptions(**BASE, topic="a", table="/wh/a", route_schemas=["a=id BIGINT"])

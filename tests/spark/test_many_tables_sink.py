@@ -502,16 +502,27 @@ def test_route_field_holders_are_kept_in_the_table_across_a_restart(
 def test_new_tables_per_micro_batch_are_capped(spark: Any, warehouse: Path,
                                                caplog: pytest.LogCaptureFixture) -> None:
     """--max-new-tables-per-batch 1: of two new topics one gets its table, the other's
-    records route nowhere (logged once) and its table comes in the next micro-batch."""
+    records route nowhere (logged once) and its table comes in the next micro-batch. A topic
+    whose table cannot be made (no columns: first by name) takes no place in the cap."""
+    from ingest.errors import TableNotFoundError
+
     layout = table_layout(SCHEMA, None)
-    rules = RoutingRules(TopicSelection(topics=("x", "y")), {},
+    rules = RoutingRules(TopicSelection(topics=("a", "x", "y")), {},
                          TableTemplate.parse(str(warehouse / "{topic}"), placeholder="topic"))
+
+    def create(location: str) -> Any:
+        if location.endswith("/a"):
+            raise TableNotFoundError(f"no columns for {location}", table=location)
+        return ensure_tables(location, layout)
+
     with ManyTableSink(rules, anchor_at(warehouse), sink_id="many@ckpt",
-                       create=lambda loc: ensure_tables(loc, layout), max_new_tables=1) as sink:
-        sink(kafka_rows(spark, topic_rows("x", range(2)) + topic_rows("y", range(2))), 0)
+                       create=create, max_new_tables=1) as sink:
+        sink(kafka_rows(spark, topic_rows("a", range(2)) + topic_rows("x", range(2))
+                        + topic_rows("y", range(2))), 0)
         sink(kafka_rows(spark, topic_rows("y", range(2, 4), start=2)), 1)
     first, second = sink.reports
-    assert set(first.tables) == {"default.x"} and list(first.unrouted) == ["y"]
+    assert set(first.tables) == {"default.x"} and sorted(first.unrouted) == ["a", "y"]
+    assert "no columns for" in first.unrouted["a"]
     assert "(--max-new-tables-per-batch)" in first.unrouted["y"]
     assert set(second.tables) == {"default.y"} and not second.unrouted
     assert ids(str(warehouse / "y")) == [2, 3]

@@ -413,10 +413,13 @@ class AcidSink:
             columns = columns_to_add(store, self._table, plan.row_schema, results, self.options,
                                      batch_id)
             if columns is not None:
-                # Aborted before the columns change: no transaction of ours holds the table.
-                self._abort(store, txn, plan, IngestError(
-                    f"micro-batch {batch_id} held new fields; it is written again after "
-                    f"adding columns {[f'{n} {t}' for n, t in columns]}"), results)
+                # Aborted before the columns change: no transaction of ours holds the table
+                # (if the abort fails, the columns stay as they are and the micro-batch fails).
+                stop = IngestError(f"micro-batch {batch_id} held new fields; it is written "
+                                   f"again after adding columns "
+                                   f"{[f'{n} {t}' for n, t in columns]}")
+                if not self._abort(store, txn, plan, stop, results):
+                    raise stop
                 return self._evolve(store, columns, batch_id)
             report = publish_results(results, plan=plan, batch_id=batch_id, fs=self.fs,
                                      dl_fs=self.dl_fs)
@@ -525,20 +528,21 @@ class AcidSink:
 
     # ------------------------------------------------------------------ failure and shutdown
     def _abort(self, store: Metastore, txn: Transaction, plan: TaskPlan,
-               error: BaseException, results: Sequence[TaskResult]) -> None:
+               error: BaseException, results: Sequence[TaskResult]) -> bool:
         """Abort the batch's transaction and remove what its tasks reported writing (never
-        committed data, never files it did not write)."""
+        committed data, never files it did not write); False when the abort failed (a note
+        on `error` says why)."""
         try:
             store.abort(txn, reason=f"micro-batch failed: {type(error).__name__}: {error}"[:500])
         except CommitConflictError as e:  # already committed: nothing of ours to undo
             error.add_note(f"Could not abort transaction {txn.txn_id}: {e}")
-            return
+            return False
         except MetastoreError as e:
             # The metastore is unreachable: the transaction may even have committed (a commit
             # whose answer was lost), so no file goes; the metastore's timeout or the
             # restart's repair (8.1) aborts it, and the restart's replay check decides.
             error.add_note(f"Could not abort transaction {txn.txn_id}, its files stay: {e}")
-            return
+            return False
         assert self._table is not None
         written = [r for r in results if isinstance(r, FileWritten)]
         remove_written(self.dl_fs, self.dl_root, 0, plan.dead_letter.delta_dir,
@@ -549,12 +553,13 @@ class AcidSink:
                                  write_id=plan.target.write_id,
                                  files=[r for r in written if r.target == "table"],
                                  keyed=self._key is not None)
-            return
+            return True
         # A transaction batch cannot go on after a failed micro-batch: end it here.
         run, self._run = self._run, None
         for other in run.remaining[1:]:
             store.abort(other, reason="an earlier micro-batch of its transaction batch failed")
         self._close_run_files(run, skip=set(), drop_unknown=True)
+        return True
 
     def _close_run_files(self, run: _Run, *, skip: set[str],
                          drop_unknown: bool = False) -> None:

@@ -182,6 +182,8 @@ class ManyBatchReport:
             return (f"batch {self.batch_id}: already committed as anchor write id "
                     f"{self.anchor_write_id}, skipped (replay)")
         parts = ", ".join(f"{name}: {r.rows:,} rows, {r.dead_letters:,} dead letters"
+                          + (f", added columns {', '.join(r.added_columns)}"
+                             if r.added_columns else "")
                           for name, r in sorted(self.tables.items()))
         return (f"batch {self.batch_id}: {len(self.tables)} tables ({parts or 'none'}), "
                 f"{self.unrouted_records:,} records routed nowhere")
@@ -556,6 +558,7 @@ class ManyTableSink:
                            f"{sorted(key_columns)}"))
                 continue
             columns = min(key_columns) if self.options.keyed else ()
+            creating = False
             try:
                 if location not in self._tables and store.find_table(location) is None:
                     if new >= self.max_new_tables:
@@ -566,8 +569,9 @@ class ManyTableSink:
                                 "already (--max-new-tables-per-batch); a later micro-batch "
                                 "creates it")
                         continue
-                    new += 1
+                    creating = True
                 table, dead = self._table_at(store, location, columns)
+                new += creating  # a table that could not be made takes no place in the cap
                 key_spec = self._key_of(table, columns)
                 if templated:
                     table = self._hold(store, location, table, its_keys[0])
@@ -651,12 +655,15 @@ class ManyTableSink:
                                                       results, self.options, batch_id))
                         is not None}
             if evolving:
-                # Aborted before the columns change: no transaction of ours holds the tables.
-                self._abort(store, txn, done, IngestError(
+                # Aborted before the columns change: no transaction of ours holds the tables
+                # (if the abort fails, the columns stay as they are and the micro-batch fails).
+                stop = IngestError(
                     f"micro-batch {batch_id} held new fields; it is written again after adding "
                     "columns to " + ", ".join(
                         f"{done[i][0].table.name} {[f'{n} {t}' for n, t in columns]}"
-                        for i, columns in evolving.items())))
+                        for i, columns in evolving.items()))
+                if not self._abort(store, txn, done, stop):
+                    raise stop
                 return self._evolve(store, [(done[i][0], c) for i, c in evolving.items()],
                                     batch_id)
             for one, plan, results in done[:len(touched)]:
@@ -803,16 +810,16 @@ class ManyTableSink:
 
     def _abort(self, store: Metastore, txn: Transaction,
                done: Sequence[tuple[_Touched, TaskPlan, list[TaskResult]]],
-               error: BaseException) -> None:
+               error: BaseException) -> bool:
         """Abort the micro-batch's transaction and remove what its tasks reported writing
-        in every table."""
+        in every table; False when the abort failed (a note on `error` says why)."""
         try:
             store.abort(txn, reason=f"micro-batch failed: {type(error).__name__}: {error}"[:500])
         except (CommitConflictError, MetastoreError) as e:
             # Committed, or the metastore unreachable: no file goes (the restart's repair and
             # replay check decide).
             error.add_note(f"Could not abort transaction {txn.txn_id}, its files stay: {e}")
-            return
+            return False
         for one, plan, results in done:
             written = [r for r in results if isinstance(r, FileWritten)]
             _, root = storage.url_to_fs(one.table.location, self.storage_options)
@@ -823,6 +830,7 @@ class ManyTableSink:
                                  delta_dir=plan.target.delta_dir, write_id=plan.target.write_id,
                                  files=[r for r in written if r.target == "table"],
                                  keyed=one.key is not None)
+        return True
 
     def close(self) -> None:
         """Stop the heartbeat and close the metastore."""
