@@ -110,7 +110,8 @@ def _many(spark: Any, kafka: Any, topics: list[str], warehouse: Path, args: argp
                                                                metastore_url=url))
     frame = kafka_dataframe(spark, connection=kafka, topic=topics,
                             max_offsets_per_trigger=max_offsets,
-                            pack_records_per_task=args.pack_records)
+                            pack_records_per_task=args.pack_records,
+                            pack_into_tasks=spark.sparkContext.defaultParallelism)
     started = time.perf_counter()
     try:
         query = (frame.writeStream.foreachBatch(sink)
@@ -161,7 +162,8 @@ def _read(spark: Any, kafka: Any, topics: list[str], checkpoint: Path, *,
 
     frame = kafka_dataframe(spark, connection=kafka, topic=topics,
                             max_offsets_per_trigger=max_offsets,
-                            pack_records_per_task=pack_records)
+                            pack_records_per_task=pack_records,
+                            pack_into_tasks=spark.sparkContext.defaultParallelism)
     started = time.perf_counter()
     query = (frame.writeStream.foreachBatch(drop).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
@@ -304,7 +306,8 @@ def run(argv: list[str]) -> None:
           f"{n} topics ({args.topic_partitions} partition(s) each, {per_topic:,} records each) "
           f"into {n} tables; {args.max_offsets_per_trigger:,} records per micro-batch, "
           f"--file-layout {args.file_layout}, the {n} topics read packed up to "
-          f"{args.pack_records:,} records a task, master=local[2]")
+          f"{args.pack_records:,} records a task (more, to about a task a core, in a larger "
+          "micro-batch), master=local[2]")
     print(f"one table: median {one_s:.2f} s  {one_rate:,.0f} records/s  runs "
           f"{figures['one_table_seconds']}; {figures['micro_batches_one']} micro-batches, "
           f"median {figures['one_table_batch_ms']:g} ms each, commit "

@@ -64,6 +64,11 @@ class KafkaSourceOptions:
             this many records a task (a task's cost, not its records, dominates a small
             range: a stream of many small topics); 0, the default: a task per topic
             partition, as Spark's own source.
+        pack_tasks: `packIntoTasks`: with `pack_records`, a micro-batch's small ranges are
+            packed into about this many tasks when they hold more than `pack_records` a
+            task (the cluster's cores: fewer tasks leave cores idle, more pay a task's cost
+            for nothing); 0, the default: up to `pack_records` a task whatever the
+            micro-batch's size.
     """
 
     connection: KafkaConnection
@@ -74,6 +79,7 @@ class KafkaSourceOptions:
     timeout_s: float
     pattern: str | None = None
     pack_records: int = 0
+    pack_tasks: int = 0
 
     def selects(self, topic: str) -> bool:
         """Whether the source reads `topic`."""
@@ -123,6 +129,10 @@ class KafkaSourceOptions:
         if not pack.isdigit():
             raise ConfigError(f"Option 'packRecordsPerTask' must be a whole number of records "
                               f"(0: a task per topic partition), got {pack!r}.")
+        pack_tasks = opts.get("packintotasks", "0").strip()
+        if not pack_tasks.isdigit():
+            raise ConfigError(f"Option 'packIntoTasks' must be a whole number of tasks (0: "
+                              f"packs of up to packRecordsPerTask), got {pack_tasks!r}.")
         own = {"kafka.bootstrap.servers", "kafka.timeout.ms"}
         # Spark lower-cases option names; librdkafka's are lower case except `oauth_cb`'s.
         client = normalize({k[len("kafka."):]: v for k, v in options.items()
@@ -136,7 +146,7 @@ class KafkaSourceOptions:
             max_offsets_per_trigger=None if max_offsets is None
             else _positive_int(opts, "maxoffsetspertrigger", 0),
             fail_on_data_loss=fail == "true", timeout_s=timeout_ms / 1000.0,
-            pack_records=int(pack),
+            pack_records=int(pack), pack_tasks=int(pack_tasks),
         )
 
 

@@ -90,27 +90,24 @@ def table_layout(schema_ddl: str, partition_by: str | None) -> StreamLayout:
         ConfigError: the schema does not parse, or the expression's column clashes.
     """
     schema = parse_schema(schema_ddl)
-    if partition_by is None or not partition_by.strip():
+    column, expression = stream_partitioning(partition_by)
+    if column is None:
         return StreamLayout(schema, None, None)
-    text = partition_by.strip()
-    _check_expression_shape(text)
-    bare = _IDENT.fullmatch(text)
-    if bare:
-        name = bare.group(1)
-        kept = [f for f in schema if f.name.lower() != name.lower()]
-        return StreamLayout(pa.schema(kept, metadata=schema.metadata), name, None)
+    if expression is None:
+        kept = [f for f in schema if f.name.lower() != column.lower()]
+        return StreamLayout(pa.schema(kept, metadata=schema.metadata), column, None)
     if DEFAULT_PARTITION_COLUMN in [n.lower() for n in schema.names]:
         raise ConfigError(
-            f"Cannot partition by {text!r}: its value goes to column "
+            f"Cannot partition by {expression!r}: its value goes to column "
             f"'{DEFAULT_PARTITION_COLUMN}', which is also in --schema",
             hint=f"use --partition-by {DEFAULT_PARTITION_COLUMN} to partition by that column")
-    return StreamLayout(schema, DEFAULT_PARTITION_COLUMN, text)
+    return StreamLayout(schema, DEFAULT_PARTITION_COLUMN, expression)
 
 
 def stream_partitioning(partition_by: str | None) -> tuple[str | None, str | None]:
-    """The partition column and Spark SQL expression `--partition-by` gives any table, as
-    `table_layout` splits it: (None, None) without one, (name, None) for a bare field name,
-    ("dt", the expression) otherwise.
+    """The partition column and Spark SQL expression `--partition-by` gives any table (the
+    split `table_layout` makes): (None, None) without one, (name, None) for a bare field
+    name, ("dt", the expression) otherwise.
 
     Raises:
         ConfigError: the expression's brackets or quotes do not pair up.

@@ -56,7 +56,8 @@ log = logging.getLogger(__name__)
 
 # The Python Kafka source packs topic partitions of fewer records into one read task, up to
 # this many records a task: a stream of many small topics would otherwise pay a task (a
-# consumer, a fetch, a Python worker's turn) per topic partition and micro-batch.
+# consumer, a fetch, a Python worker's turn) per topic partition and micro-batch. A larger
+# micro-batch is packed into about as many tasks as Spark has cores (`packIntoTasks`).
 PACK_RECORDS_PER_TASK = 10_000
 
 
@@ -380,7 +381,8 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
                             max_offsets_per_trigger=options.max_offsets_per_trigger,
                             fail_on_data_loss=False,  # the sink judges loss (as run_stream)
                             timeout_s=options.kafka_timeout_s, source=options.kafka_source,
-                            pack_records_per_task=PACK_RECORDS_PER_TASK)
+                            pack_records_per_task=PACK_RECORDS_PER_TASK,
+                            pack_into_tasks=spark.sparkContext.defaultParallelism)
     totals = ManyTotals()
     committed = dict(progress.offsets) if progress else {}
     views = ManyBatchViews(None if kerberos else TopicsLag(connection, timeout_s=5.0),

@@ -79,6 +79,30 @@ def test_small_ranges_share_read_tasks_up_to_the_packing_limit_big_ones_read_alo
                                   "packRecordsPerTask": "-1"})
 
 
+def test_a_large_micro_batch_of_small_ranges_is_packed_into_about_a_task_a_core() -> None:
+    from ingest.spark.kafka.source import pack_limit, pack_ranges
+    from ingest.txn import OffsetRange
+
+    # 50 topics of 10,000 records: packed up to 10,000 they would take 50 tasks.
+    ranges = [OffsetRange(f"t{k:02d}", 0, 0, 10_000) for k in range(50)]
+    assert pack_limit(ranges, 10_000, 0) == 10_000
+    assert len(pack_ranges(ranges, pack_limit(ranges, 10_000, 0))) == 50
+    limit = pack_limit(ranges, 10_000, 2)
+    assert limit == 250_000
+    tasks = pack_ranges(ranges, limit)
+    assert len(tasks) == 2 and [r for t in tasks for r in t] == ranges
+    # A small micro-batch keeps the floor: never packs of fewer records than it.
+    small = [OffsetRange(f"s{k}", 0, 0, 1_000) for k in range(3)]
+    assert pack_limit(small, 10_000, 2) == 10_000 and pack_ranges(small, 10_000) == [small]
+    assert pack_limit([], 10_000, 8) == 10_000
+    opts = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a",
+                                     "packRecordsPerTask": "5000", "packIntoTasks": "4"})
+    assert (opts.pack_records, opts.pack_tasks) == (5000, 4)
+    with pytest.raises(ConfigError, match="'packIntoTasks' must be a whole number"):
+        KafkaSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a",
+                                  "packIntoTasks": "x"})
+
+
 # -- a real broker and Spark, each source in a process of its own ------------------------------
 
 class Job:

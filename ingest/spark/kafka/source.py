@@ -122,6 +122,16 @@ def pack_ranges(ranges: Sequence[OffsetRange], records: int) -> list[list[Offset
     return tasks
 
 
+def pack_limit(ranges: Sequence[OffsetRange], records: int, tasks: int) -> int:
+    """The most records a packed task of this micro-batch holds: `records`, or more when
+    the micro-batch's ranges would then fill more than `tasks` tasks (0: no such bound), so
+    a large micro-batch of small topics is read by about as many tasks as there are cores."""
+    if tasks <= 0:
+        return records
+    total = sum(r.until_offset - r.from_offset for r in ranges)
+    return max(records, -(-total // tasks))
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from Kafka offsets (driver) and reads offset ranges (executors)."""
 
@@ -216,7 +226,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.options.pack_records <= 0:
             return [KafkaInputPartition(r.topic, r.partition, r.from_offset, r.until_offset)
                     for r in planned]
-        tasks = pack_ranges(planned, self.options.pack_records)
+        tasks = pack_ranges(planned, pack_limit(planned, self.options.pack_records,
+                                                self.options.pack_tasks))
         return [PackedInputPartition(t) if len(t) > 1 else KafkaInputPartition(
             t[0].topic, t[0].partition, t[0].from_offset, t[0].until_offset) for t in tasks]
 
@@ -326,6 +337,7 @@ def kafka_dataframe(
     timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
     source: Literal["auto", "jvm", "python"] = "python",
     pack_records_per_task: int = 0,
+    pack_into_tasks: int = 0,
 ) -> DataFrame:
     """A streaming DataFrame of Kafka records with the columns of Spark's "kafka" source.
 
@@ -334,8 +346,9 @@ def kafka_dataframe(
     are there, else ours. Both read `read_committed` unless the connection sets
     `isolation.level`, and both get every setting of the connection (the JVM source in the
     Java client's names). `timeout_s` and `pack_records_per_task` (ranges of fewer records
-    share a read task, up to that many records a task; 0: a task per topic partition) apply
-    to "ingest-kafka" only.
+    share a read task, up to that many records a task; 0: a task per topic partition) and
+    `pack_into_tasks` (with packing, a micro-batch's small ranges in about that many tasks
+    when they hold more than `pack_records_per_task` each) apply to "ingest-kafka" only.
 
     The topics: `topic` (a name, names comma-separated, or a sequence of names) or
     `topic_pattern` (a regular expression matched against whole names, Kafka's internal
@@ -366,7 +379,8 @@ def kafka_dataframe(
         register_kafka_source(spark)
         reader = spark.readStream.format(SOURCE_NAME).option(
             "kafka.timeout.ms", str(int(timeout_s * 1000))).option(
-            "packRecordsPerTask", str(pack_records_per_task))
+            "packRecordsPerTask", str(pack_records_per_task)).option(
+            "packIntoTasks", str(pack_into_tasks))
         settings.update(connection.client_config())
     for name, value in settings.items():
         reader = reader.option(f"kafka.{name}", value)
