@@ -18,6 +18,16 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# free_ports N: N distinct free ports on one line. Bound together while chosen: ports picked
+# one by one are each free, but the kernel may hand out one of them twice.
+free_ports() {
+  python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
 # stop [--dir DIR]: TERM the server's process group, KILL it after stop_grace_s, and remove the
 # directory when a start made it.
 stop() {

@@ -309,9 +309,8 @@ start() {
   fi
   if [ ! -f "$dir/endpoints" ]; then
     # A new broker: ports, certificates, passwords, a formatted log directory.
-    local pt ssl mtls sasl_ssl sasl_pt ctl alice admin
-    pt="$(free_port)"; ssl="$(free_port)"; mtls="$(free_port)"
-    sasl_ssl="$(free_port)"; sasl_pt="$(free_port)"; ctl="$(free_port)"
+    local pt ssl mtls sasl_ssl sasl_pt ctl gssapi_port alice admin
+    read -r pt ssl mtls sasl_ssl sasl_pt ctl gssapi_port < <(free_ports 7)
     alice="$(openssl rand -hex 16)"; admin="$(openssl rand -hex 16)"
     ( umask 077
       openssl rand -hex 16 >"$dir/.truststore-password" )
@@ -320,7 +319,7 @@ start() {
       >"$dir/server.properties"
     local gssapi=""
     if [ -n "$kdc_dir" ]; then
-      gssapi="$(free_port)"
+      gssapi="$gssapi_port"
       add_gssapi_listener "$dir/server.properties" "$gssapi"
       local principal
       principal="$(kerberos_identity "$kdc_dir" "$dir")"

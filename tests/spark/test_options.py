@@ -28,7 +28,7 @@ def test_flags_and_defaults() -> None:
     assert list(specs) == [
         "--bootstrap-servers", "--topic", "--table", "--topic-pattern", "--table-template",
         "--route", "--routes", "--route-field", "--unrouted-table", "--max-new-tables-per-batch",
-        "--schema",
+        "--schema", "--route-schema",
         "--checkpoint", "--trigger",
         "--available-now", "--starting-offsets", "--partition-by", "--metastore",
         "--txns-per-delta",
@@ -47,7 +47,7 @@ def test_flags_and_defaults() -> None:
         "--topic": None, "--table": None, "--topic-pattern": None, "--table-template": None,
         "--route": (), "--routes": None, "--route-field": None, "--unrouted-table": None,
         "--max-new-tables-per-batch": 100,
-        "--schema": None, "--trigger": "60", "--available-now": False,
+        "--schema": None, "--route-schema": (), "--trigger": "60", "--available-now": False,
         "--starting-offsets": "earliest",
         "--partition-by": None, "--metastore": None, "--txns-per-delta": 1,
         "--flush-rows": 100_000,
@@ -65,7 +65,7 @@ def test_flags_and_defaults() -> None:
         "--metrics-host": None, "--storage-option": (), "--log-format": "text",
         "--commit-offsets-to-group": None, "--kafka-source": "python"}
     assert [f for f, s in specs.items() if s.multiple] == [
-        "--route", "--route-key", "--schema-registry-option", "--evolve-type",
+        "--route", "--route-schema", "--route-key", "--schema-registry-option", "--evolve-type",
         "--kafka-option", "--kafka-config",
         "--storage-option"]
     assert specs["--on-new-field"].choices == ("dead-letter", "fail", "ignore", "evolve")
