@@ -39,6 +39,8 @@ from ingest.spark.sink import (
     dead_letter_name,
     dead_letter_schema,
     error_in_traceback,
+    extends,
+    same_columns,
 )
 from ingest.table import Table, open_table_root
 from ingest.table.core import stream_progress
@@ -321,12 +323,9 @@ def check_existing_table(table: TableDefinition, wanted: TableDefinition, *,
     Raises:
         SchemaMismatchError: naming the table and both sides of the difference.
     """
-    found, expected = table.row_schema, wanted.row_schema
-    if allow_added_columns and len(found) > len(expected):
-        found = pa.schema(list(found)[:len(expected)])
-    same = found.names == expected.names and all(
-        a.type == b.type for a, b in zip(found, expected, strict=True))
-    if not same:
+    expected = wanted.row_schema
+    if not (same_columns(table.row_schema, expected)
+            or (allow_added_columns and extends(table.row_schema, expected))):
         raise SchemaMismatchError(
             f"Cannot stream into table {table.name} at {table.location}: it has columns "
             f"({to_ddl(table.row_schema)}) but {given_by} gives ({to_ddl(expected)})",

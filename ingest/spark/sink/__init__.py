@@ -11,6 +11,7 @@ from ingest.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ingest.spark.sink._batch import KAFKA_COLUMNS, BatchReport
+    from ingest.spark.sink._evolve import extends, same_columns
     from ingest.spark.sink._results import FileWritten
     from ingest.spark.sink._results import from_arrow as task_results_from_arrow
     from ingest.spark.sink._size import planned_ranges
@@ -47,6 +48,8 @@ _HOMES = {
     "dead_letter_name": "deadletter",
     "dead_letter_schema": "deadletter",
     "planned_ranges": "_size",
+    "same_columns": "_evolve",
+    "extends": "_evolve",
 }
 __getattr__ = lazy_names(__name__, _HOMES)
 
@@ -71,4 +74,7 @@ __all__ = [
     "dead_letter_schema",
     # a micro-batch's planned offset ranges, for the many-table job's Avro tables
     "planned_ranges",
+    # row schemas compared as the sinks compare them, for the job's checks of a found table
+    "same_columns",
+    "extends",
 ]
