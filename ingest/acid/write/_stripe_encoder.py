@@ -29,6 +29,10 @@ _NO_STRIPE_LIMIT = 1 << 50
 _MIN_ROWS_TO_SPLIT = 8 * 1024
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
+# Empty files' tails by event schema and encoder settings (`StripeEncoder.empty_tail`): a task
+# writing many tables' small files pays an ORC encode per file for the same few tails.
+_EMPTY_TAILS: dict[tuple[bytes, str, int, int], FileTail] = {}
+_EMPTY_TAILS_LIMIT = 256
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
@@ -74,6 +78,24 @@ class StripeEncoder:
                                    f"{PYARROW_BLOCK_UNIT:,}") from e
         data = memoryview(sink.getvalue()).cast("B")  # pyarrow exports signed bytes
         return data, parse_tail(data, len(data), check=False)  # our own bytes: skip re-checks
+
+    def empty_tail(self, events: pa.Schema) -> FileTail:
+        """The tail of an empty file of `events`, encoded once per schema and settings (a
+        tail is never changed in place, so one is shared by every writer that asks).
+
+        Raises:
+            ConfigError: the ORC encoder refuses the settings.
+        """
+        # Serialized: field metadata (Hive types such as varchar(10)) changes the tail too.
+        key = (events.serialize().to_pybytes(), self.compression, self.block_size,
+               self.row_index_stride)
+        tail = _EMPTY_TAILS.get(key)
+        if tail is None:
+            tail = self.encode_file(events.empty_table())[1]
+            if len(_EMPTY_TAILS) >= _EMPTY_TAILS_LIMIT:
+                _EMPTY_TAILS.clear()  # a stream of ever-new schemas: start over, stay small
+            _EMPTY_TAILS[key] = tail
+        return tail
 
     def stripe_slices(self, table: pa.Table) -> Iterator[tuple[int, int]]:
         """(first row, rows) of each stripe `table` is cut into: about stripe_size_bytes each."""

@@ -165,8 +165,7 @@ class BucketWriter:
         # An empty file's tail: types, writer and postscript fields every tail reuses.
         # Encoded before any file is created: it also checks the options.
         assert options.row_schema is not None
-        _, template = _encoder(options).encode_file(
-            acid_event_schema(options.row_schema).empty_table())
+        template = _encoder(options).empty_tail(acid_event_schema(options.row_schema))
         if _files.has_directories(fs):  # an object store's makedirs may create a bucket
             fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         file = _files.create_new(fs, path)

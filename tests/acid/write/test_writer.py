@@ -486,3 +486,25 @@ def test_options_take_a_codec_in_any_case_and_refuse_an_unknown_one() -> None:
         BucketFileOptions(write_id=1, compression="gzip")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="Bucket id 4096 is out of range"):
         BucketFileOptions(write_id=1, bucket_id=4096)
+
+
+
+def test_files_of_one_schema_share_an_empty_tail_and_each_schema_has_its_own(
+        tmp_path: Path) -> None:
+    def written_types(name: str, schema: pa.Schema, value: object) -> str:
+        path = bucket_path(tmp_path, name)
+        w = BucketWriter.create(path, BucketFileOptions(write_id=1, row_schema=schema))
+        w.write(pa.table({"c": [value]}, schema=schema))
+        w.close()
+        with open(path, "rb") as f:
+            return str(pyorc.Reader(f).schema)
+
+    text, number = pa.schema([("c", pa.string())]), pa.schema([("c", pa.int32())])
+    assert written_types("delta_0000001_0000001", text, "a").endswith("row:struct<c:string>>")
+    assert written_types("delta_0000002_0000002", number, 1).endswith("row:struct<c:int>>")
+    assert written_types("delta_0000003_0000003", text, "b").endswith("row:struct<c:string>>")
+    w = BucketWriter.create(bucket_path(tmp_path, "delta_0000004_0000004"),
+                            BucketFileOptions(write_id=4, row_schema=SIMPLE_SCHEMA))
+    events = acid_event_schema(SIMPLE_SCHEMA)
+    assert w._encoder.empty_tail(events) is w._encoder.empty_tail(events)
+    w.close()
