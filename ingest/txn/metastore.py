@@ -258,6 +258,33 @@ class Metastore(abc.ABC):
             raise table_not_found(table, self.location)
         return found
 
+    def find_tables(self, tables: Sequence[TableIdentifier]) -> list[TableDefinition | None]:
+        """`find_table` of each of `tables`, in their order (None where there is none).
+
+        One call for many tables (a micro-batch of a many-table stream checks each table it
+        wrote): here a look-up each; a backend that can reads them together. Each result is
+        what `find_table` would give; several reads need not be one snapshot.
+
+        Raises:
+            ConfigError: a name that is not `table` or `db.table`.
+            MetastoreError: the metastore failed.
+        """
+        return [self.find_table(t) for t in tables]
+
+    def get_tables(self, tables: Sequence[TableIdentifier]) -> list[TableDefinition]:
+        """`get_table` of each of `tables`, in their order (`find_tables`).
+
+        Raises:
+            TableNotFoundError: one is not in this metastore (the first missing one, in the
+                given order, with `get_table`'s message).
+            MetastoreError: the metastore failed.
+        """
+        found = self.find_tables(tables)
+        for table, defn in zip(tables, found, strict=True):
+            if defn is None:
+                raise table_not_found(table, self.location)
+        return [defn for defn in found if defn is not None]
+
     def side_tables(self, table: TableIdentifier) -> list[str]:
         """The names of the hidden tables this backend keeps beside `table` for its own
         bookkeeping (the Hive Metastore's progress and manifest tables, docs/format.md §20),

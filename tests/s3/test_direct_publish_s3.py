@@ -209,3 +209,22 @@ def test_a_retried_task_publishes_over_the_names_its_failed_first_attempt_left(
     assert left == ["_tmp.bucket_00002.7", "bucket_00000", "bucket_00002"]
     fs.mv(f"{d}/_tmp.bucket_00002.7", f"{d}/bucket_00002")  # as publish_results does next
     assert fs.cat_file(f"{d}/bucket_00002") == b"retry, reported"
+
+
+def test_staging_leftovers_go_from_an_object_store_and_nothing_else(s3: Bucket) -> None:
+    """After the commit, a speculating micro-batch's directories lose their staging files
+    (listed, as an object store lists a prefix), and a directory with no objects is no
+    error."""
+    from ingest.spark.sink._batch import remove_staging_leftovers
+    from ingest.spark.sink._results import FileWritten
+
+    fs, root = storage.url_to_fs(f"{s3.url}/wh/t", s3.options)
+    d = f"{root}/delta_0000002_0000002_0000"
+    for name in ("bucket_00000", "_tmp.bucket_00001.7", "_tmp.other"):
+        fs.pipe_file(f"{d}/{name}", b"x")
+    files = [FileWritten("table", f"{d}/bucket_00000", None, 1, 1, 1, "0" * 16, 1),
+             FileWritten("dead_letter", f"{root}/nothing_here/bucket_00000", None, 1, 1, 1,
+                         "0" * 16, 1)]
+    remove_staging_leftovers(files, fs=fs, dl_fs=fs, speculation=True)
+    left = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(d, detail=False))
+    assert left == ["_tmp.other", "bucket_00000"]

@@ -95,3 +95,32 @@ def test_a_found_routed_table_with_other_columns_is_refused_before_anything_comm
             assert store.transactions(states=("open",)) == []
         sink(kafka_rows(spark, topic_rows("payments", range(2))), 0)
     assert ids(payments) == [0, 1]
+
+
+def test_the_claim_reads_new_tables_together_and_known_ones_never_again(
+        warehouse: Path) -> None:
+    """On the driver alone: a stream's first micro-batch reads the tables of its keys (and
+    their dead-letter tables) in one metastore call, not a few look-ups a table, and creates
+    a missing one; the next micro-batch reads none of them."""
+    for topic in ("a", "b", "c"):
+        ensure_tables(str(warehouse / topic), table_layout(SCHEMA, None))
+    sink = make_sink(warehouse, ("a", "b", "c", "d"))
+    with sink:
+        store = sink._open()
+        calls: list[str] = []
+        for method in ("find_table", "get_table", "find_tables", "offset_ranges"):
+            real = getattr(store, method)
+            setattr(store, method, lambda *a, _m=method, _r=real, **k: (calls.append(_m),
+                                                                         _r(*a, **k))[1])
+        touched, unrouted = sink._claim(store, 0, ["a", "b", "c", "d"])
+        first = list(calls)
+        assert [t.table.name for t in touched] == [f"default.{t}" for t in "abcd"]
+        assert unrouted == {}
+        # One read of the four tables and their dead-letter tables; the three made without a
+        # holder property look for one in their offsets; "d" is looked up once more before
+        # it is created (get_table, through its find_table).
+        assert first == ["find_tables", *["offset_ranges"] * 3, "get_table", "find_table"]
+        calls.clear()
+        again, _ = sink._claim(store, 1, ["a", "b", "c", "d"])
+        assert [t.table for t in again] == [t.table for t in touched]
+        assert calls == []

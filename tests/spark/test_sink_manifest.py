@@ -15,6 +15,7 @@ from spark.test_sink import PANDAS_WARNING, event, ids, kafka_batch, make_sink
 from ingest.acid.format.committed import committed_file_at
 from ingest.acid.read.reader import read_table
 from ingest.errors import CorruptFileError
+from ingest.spark.sink._batch import remove_staging_leftovers
 from ingest.spark.sink._results import FileWritten
 from ingest.spark.sink._undo import remove_written
 from ingest.table import open_table
@@ -42,6 +43,30 @@ def test_abort_removes_only_the_files_its_tasks_reported(tmp_path: Path) -> None
     remove_written(LOCAL, str(root), 1, "delta_0000004_0000004_0000", reported)
     assert not ours.exists()  # only the marker and a hidden staging file were left
     assert sorted(p.name for p in shared.iterdir()) == ["_orc_acid_version", "bucket_00007"]
+
+
+def test_staging_leftovers_of_every_reported_directory_go_and_nothing_else(
+        tmp_path: Path) -> None:
+    """After the commit, each directory a reported file is in loses its hidden staging
+    files (a speculative attempt's, with their side files), and only those; a directory
+    already gone is no error."""
+    table, dead = tmp_path / "t" / "delta_0000004_0000004_0000", tmp_path / "d" / "delta_1_1_0"
+    other = tmp_path / "t" / "delta_0000003_0000003_0000"
+    for d in (table, dead, other):
+        d.mkdir(parents=True)
+        for name in ("bucket_00000", "_tmp.bucket_00001.9", "_tmp.bucket_00001.9_flush_length",
+                     "_orc_acid_version", "_tmp.other"):
+            (d / name).write_bytes(b"x")
+    results = [FileWritten("table", str(table / "bucket_00000"), None, 1, 1, 1),
+               FileWritten("dead_letter", str(dead / "bucket_00000"), None, 1, 1, 1),
+               FileWritten("table", str(tmp_path / "gone" / "bucket_00000"), None, 1, 1, 1)]
+    remove_staging_leftovers(results, fs=LOCAL, dl_fs=LOCAL)  # none staged: nothing to do
+    assert len(list(table.iterdir())) == 5
+    remove_staging_leftovers(results, fs=LOCAL, dl_fs=LOCAL, speculation=True)
+    for d in (table, dead):
+        assert sorted(p.name for p in d.iterdir()) == [
+            "_orc_acid_version", "_tmp.other", "bucket_00000"], d
+    assert len(list(other.iterdir())) == 5  # not a directory of the micro-batch
 
 
 def _check_entries(location: str, url: str) -> dict[str, int]:

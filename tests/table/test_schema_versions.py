@@ -11,8 +11,9 @@ import pyarrow as pa
 import pytest
 
 import ingest
-from ingest.errors import CommitConflictError
+from ingest.errors import CommitConflictError, TableNotFoundError
 from ingest.table import open_table
+from ingest.table.core import check_written_columns, check_written_tables
 from ingest.table.write import create_table
 from ingest.table.write.load import load
 from ingest.txn import Metastore
@@ -158,3 +159,34 @@ def test_a_writer_whose_columns_no_longer_read_as_the_tables_fails_its_commit(
     assert not list((tmp_path / "wh" / "t").glob("delta_0000002_*"))  # its files removed
     rows = ingest.open_table(location, metastore=metastore).to_arrow().to_pylist()
     assert rows == [{"id": 0, "n": 0, "other": None}]  # by name: 'value' is not 'other'
+
+
+def test_tables_checked_together_refuse_as_each_checked_alone(
+        tmp_path: Path, metastore: str) -> None:
+    """`check_written_tables` (a many-table micro-batch's commit) reads every table in one
+    call and refuses the first whose columns changed, with the one table's message."""
+    locations = [str(tmp_path / "wh" / name) for name in ("a", "b", "c")]
+    for location in locations:
+        create_table(location, "id BIGINT, n INT, value STRING", metastore=metastore)
+    renamed = pa.schema([("id", pa.int64()), ("n", pa.int32()), ("other", pa.string())])
+    with Metastore.open(metastore) as store:
+        began = store.get_tables(locations)
+        written = began[0].row_schema
+        for location in locations[1:]:
+            store.alter_columns(location, renamed, expected=written)
+        writes = [(b.name, [written], b) for b in began]
+        with pytest.raises(CommitConflictError) as alone:
+            check_written_columns(store, began[1].name, [written], began=began[1],
+                                  what="micro-batch 7")
+        with pytest.raises(CommitConflictError) as together:
+            check_written_tables(store, writes, what="micro-batch 7")
+        assert together.value.message == alone.value.message
+        assert together.value.hint == alone.value.hint
+        assert "to table default.b:" in together.value.message
+        check_written_tables(store, writes[:1], what="micro-batch 7")  # unchanged: passes
+        # A table with no files written is not read at all.
+        check_written_tables(store, [("default.gone", [], began[0]), *writes[:1]],
+                             what="micro-batch 7")
+        with pytest.raises(TableNotFoundError, match="Cannot find table default.gone"):
+            check_written_tables(store, [*writes[:1], ("default.gone", [written], began[0])],
+                                 what="micro-batch 7")

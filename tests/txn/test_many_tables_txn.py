@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from ingest.acid.format.committed import CommittedFile
-from ingest.errors import CommitConflictError, ConfigError
+from ingest.errors import CommitConflictError, ConfigError, TableNotFoundError
 from ingest.txn import Metastore, OffsetRange, SinkProgress, TableDefinition
 
 if TYPE_CHECKING:
@@ -104,6 +104,87 @@ def test_a_replayed_micro_batch_commits_none_of_its_tables(
         assert store.committed_files(t) == {}
     assert store.committed_write_id("s", 3, table=anchor.name) == first.write_id
     assert store.snapshot(tables[0]).is_valid(first.write_id_for(tables[0]))
+
+
+def test_find_tables_gives_what_find_table_gives_for_each_in_the_order_given(
+        store: Metastore, backend: Backend) -> None:
+    anchor, tables = _tables(store, backend)
+    missing_name, missing_at = backend.name("nope"), backend.location("nope")
+    asked = [tables[2].location, anchor.name, missing_name, tables[0].name, missing_at,
+             tables[0].location, tables[2], tables[1].name]
+    found = store.find_tables(asked)
+    assert found == [store.find_table(t) for t in asked]
+    assert [None if f is None else f.name for f in found] == [
+        tables[2].name, anchor.name, None, tables[0].name, None, tables[0].name,
+        tables[2].name, tables[1].name]
+    assert store.find_tables([]) == []
+    assert store.get_tables([tables[1].location, anchor.name]) == [
+        store.get_table(tables[1]), store.get_table(anchor)]
+    # The first missing table in the order given, with get_table's message.
+    with pytest.raises(TableNotFoundError) as one:
+        store.get_table(missing_at)
+    with pytest.raises(TableNotFoundError) as many:
+        store.get_tables([anchor.name, missing_at, missing_name])
+    assert many.value.message == one.value.message
+    assert many.value.hint == one.value.hint
+
+
+def test_a_transaction_on_many_tables_gives_each_its_own_next_write_id(
+        store: Metastore, backend: Backend) -> None:
+    """Each table's write id is its own next one (table i has had i transactions), the one
+    adding the tables one by one gives (`allocate_write_id`)."""
+    anchor, tables = _tables(store, backend)
+    for i, t in enumerate(tables):
+        for _ in range(i):
+            store.abort(store.open_transaction(t))
+    txn = store.open_transaction(anchor, agent="many:ids", also=tables)
+    for i, t in enumerate(tables):
+        states = store.write_id_states(t)
+        assert len(states) == i + 1, t.name
+        assert states[txn.write_id_for(t)] == "open", t.name
+        assert max(states) == txn.write_id_for(t), t.name
+    assert txn.other_write_ids == tuple((t.name, txn.write_id_for(t)) for t in tables)
+    one_by_one = store.open_transaction(anchor)
+    for t in tables:
+        one_by_one = store.allocate_write_id(one_by_one, t)
+    assert one_by_one.write_id == txn.write_id + 1
+    assert {t.name: one_by_one.write_id_for(t) - txn.write_id_for(t) for t in tables} == {
+        t.name: 1 for t in tables}
+
+
+def test_a_transaction_on_a_missing_or_repeated_table_takes_no_write_id(
+        store: Metastore, backend: Backend) -> None:
+    anchor, tables = _tables(store, backend)
+    missing = backend.name("nope")
+    with pytest.raises(TableNotFoundError, match=f"Cannot find table {missing}"):
+        store.open_transaction(anchor, also=[tables[0], missing, tables[1], "x.nope2"])
+    with pytest.raises(ConfigError, match="a table is repeated"):
+        store.open_transaction(anchor, also=[tables[0], tables[1], tables[0].location])
+    with pytest.raises(ConfigError, match="a table is repeated"):
+        store.open_transaction(anchor, also=[tables[1], anchor.location])
+    for t in (anchor, *tables):
+        assert store.write_id_states(t) == {}, t.name
+    txn = store.open_transaction(anchor, also=tables)
+    assert [txn.write_id_for(t) for t in (anchor, *tables)] == [
+        min(store.write_id_states(t)) for t in (anchor, *tables)]
+
+
+@pytest.mark.requires("sql")
+def test_more_tables_than_one_statement_reads_are_found_and_opened_together(
+        store: Metastore, backend: Backend) -> None:
+    """Past the 400 identifiers one statement reads: every table found, each given its
+    own write id, whether named or located."""
+    anchor = store.create_table(backend.table("stream_unrouted"))
+    tables = [store.create_table(backend.table(f"t{i:03d}")) for i in range(450)]
+    asked = [t.name if i % 2 else t.location for i, t in enumerate(tables)]
+    assert [t.name for t in store.get_tables(asked)] == [t.name for t in tables]
+    store.abort(store.open_transaction(tables[7]))
+    txn = store.open_transaction(anchor, also=asked)
+    assert {t.name: txn.write_id_for(t) for t in tables} == {
+        t.name: 2 if t is tables[7] else 1 for t in tables}
+    again = store.open_transaction(anchor, also=tables[::-1])
+    assert {t.name: again.write_id_for(t) for t in tables} == {
+        t.name: txn.write_id_for(t) + 1 for t in tables}
 
 
 KILLED_COMMIT = textwrap.dedent("""

@@ -223,7 +223,7 @@ def test_writes_wait_for_the_write_lock(pg_url: str) -> None:
             wait_until("the second writer waiting for the write lock",
                        lambda: _write_lock_waiters(pg_url) > 0 or not thread.is_alive())
             assert got == []  # waiting for the lock
-            store._transactions._take_write_ids(store._db._conn, "default.t", 5)  # type: ignore[arg-type]
+            store._transactions._take_write_ids(store._db._conn, ["default.t"], 5)  # type: ignore[arg-type]
         thread.join(180)
         assert got == [6]
 

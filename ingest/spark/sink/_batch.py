@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset"]
+# A task attempt's staging files (and their side files): `_tmp.bucket_N.<attempt id>`.
+_STAGING_PREFIX = "_tmp.bucket_"
 
 
 @dataclass(frozen=True)
@@ -389,8 +391,15 @@ def remove_staging_leftovers(results: Sequence[TaskResult], *, fs: fsspec.Abstra
             if isinstance(r, FileWritten) and (staged or speculation)}
     for target, directory in dirs:
         target_fs = fs if target == "table" else dl_fs
-        for leftover in target_fs.glob(f"{directory}/_tmp.bucket_*"):
-            remove_quietly(target_fs, leftover)
+        # The directory listed, not globbed: a glob compiles a pattern for each directory
+        # (a many-table micro-batch has two a table).
+        try:
+            listed = target_fs.ls(directory, detail=False)
+        except FileNotFoundError:
+            continue  # nothing there (an object store has no empty directories)
+        for path in listed:
+            if str(path).rstrip("/").rsplit("/", 1)[-1].startswith(_STAGING_PREFIX):
+                remove_quietly(target_fs, str(path))
 
 
 def remove_quietly(fs: fsspec.AbstractFileSystem, path: str) -> None:

@@ -70,7 +70,11 @@ from ingest.table.core._written import (
 )
 from ingest.table.core.evolve import SchemaChange, evolve_schema
 from ingest.table.core.progress import StreamProgress, stream_progress
-from ingest.table.core.schema_versions import pinned_definition, written_schema_problem
+from ingest.table.core.schema_versions import (
+    check_written_tables,
+    pinned_definition,
+    written_schema_problem,
+)
 
 __all__ = [
     "ADOPTED_PROPERTY",
@@ -96,6 +100,7 @@ __all__ = [
     "check_snapshot_table",
     "check_storage_options",
     "check_written_columns",
+    "check_written_tables",
     "cleaner_retention_s",
     "commit",
     "committed_length_of",

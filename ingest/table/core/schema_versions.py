@@ -10,7 +10,7 @@ never hold columns under other names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 import pyarrow as pa
@@ -36,6 +36,8 @@ def written_schema_problem(written: pa.Schema, table: pa.Schema) -> str | None:
     `table` by position (Hive's reader) and by name alike, or None when they do: the same
     names in the same places, each type the same or widened, the table's extra columns at
     the end."""
+    if written.equals(table):
+        return None  # the usual case, without a type's DDL for each column
     if len(written) > len(table):
         return (f"the files hold {len(written)} columns, the table {len(table)}: "
                 f"{written.names[len(table):]} have no place")
@@ -68,11 +70,47 @@ def check_written_columns(store: Metastore, table: TableIdentifier, written: Ite
         TableNotFoundError: the table is gone.
         MetastoreError: the metastore failed.
     """
-    schemas = {s.serialize().to_pybytes(): s for s in written}
-    if not schemas:
+    schemas = _distinct(written)
+    if schemas:
+        _check(store.get_table(table), schemas, began=began, what=what)
+
+
+def check_written_tables(store: Metastore,
+                         writes: Sequence[tuple[TableIdentifier, Iterable[pa.Schema],
+                                                TableDefinition]],
+                         *, what: str) -> None:
+    """`check_written_columns` of several tables written in one transaction, their
+    definitions re-read in one metastore call (`Metastore.get_tables`): the same checks and
+    messages, the first table refused (in the given order) raising.
+
+    Args:
+        store: the metastore.
+        writes: per table, (the table, the row structs of its files, the definition its
+            write began with).
+        what: the write, for the message ("micro-batch 7").
+
+    Raises:
+        CommitConflictError: as `check_written_columns`, for the first table refused.
+        TableNotFoundError: a table is gone.
+        MetastoreError: the metastore failed.
+    """
+    checked = [(table, schemas, began) for table, written, began in writes
+               if (schemas := _distinct(written))]
+    if not checked:
         return
-    now = store.get_table(table)
-    for schema in schemas.values():
+    now = store.get_tables([table for table, _, _ in checked])
+    for (_, schemas, began), defn in zip(checked, now, strict=True):
+        _check(defn, schemas, began=began, what=what)
+
+
+def _distinct(written: Iterable[pa.Schema]) -> list[pa.Schema]:
+    return list({s.serialize().to_pybytes(): s for s in written}.values())
+
+
+def _check(now: TableDefinition, schemas: Sequence[pa.Schema], *, began: TableDefinition,
+           what: str) -> None:
+    """Refuse files of `schemas` that do not read as `now`'s columns."""
+    for schema in schemas:
         problem = written_schema_problem(schema, now.row_schema)
         if problem is not None:
             raise CommitConflictError(
@@ -93,4 +131,5 @@ def _columns(schema: pa.Schema) -> list[str]:
     return [f"{f.name} {_type(f)}" for f in schema]
 
 
-__all__ = ["check_written_columns", "pinned_definition", "written_schema_problem"]
+__all__ = ["check_written_columns", "check_written_tables", "pinned_definition",
+           "written_schema_problem"]

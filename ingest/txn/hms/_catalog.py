@@ -10,6 +10,7 @@ location or the warehouse.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ingest.errors import ConfigError, TableNotFoundError
@@ -89,6 +90,22 @@ def find_hive_table(conn: HmsConnection, ref: TableIdentifier) -> HiveTable | No
             _NAME_AT_LOCATION[(conn.service_uri, value)] = table.name
             return table
     return None
+
+
+def find_hive_tables(conn: HmsConnection, refs: Sequence[TableIdentifier]
+                     ) -> list[HiveTable | None]:
+    """`find_hive_table` of each of `refs`, in their order: the names in one
+    `get_table_objects_by_name_req` a database, each location as `find_hive_table` finds it.
+
+    Raises:
+        ConfigError: a name that is not `table` or `db.table`.
+        MetastoreError: the metastore failed.
+    """
+    keys = [table_key(ref) for ref in refs]
+    names = sorted({value for what, value in keys if what == "name"})
+    by_name = get_tables(conn, names) if names else {}
+    return [by_name.get(value) if what == "name" else find_hive_table(conn, ref)
+            for ref, (what, value) in zip(refs, keys, strict=True)]
 
 
 # (metastore URI, normalised location) -> the name of the table found there last.

@@ -4,12 +4,15 @@ with it), over `_catalog.py`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn.hms._catalog import (
     all_tables,
     find_hive_table,
+    find_hive_tables,
     register_table,
     seed_write_ids,
     set_columns,
@@ -85,6 +88,20 @@ class TableOps:
         with s.lock:
             found = s.read_retrying(lambda: find_hive_table(s.conn, table))
             return None if found is None else to_definition(found, s.location)
+
+    def find_tables(self, tables: Sequence[TableIdentifier]) -> list[TableDefinition | None]:
+        """See `Metastore.find_tables`: the tables named in one request a database (found by
+        location, one by one as `find_table`); a Hive table that is not full-ACID ORC is
+        refused as there.
+
+        Raises:
+            UnsupportedFormatError: a table exists but is not full-ACID ORC.
+            MetastoreError: the metastore failed.
+        """
+        s = self._s
+        with s.lock:
+            found = s.read_retrying(lambda: find_hive_tables(s.conn, tables))
+            return [None if t is None else to_definition(t, s.location) for t in found]
 
     def list_tables(self) -> list[TableDefinition]:
         """The full-ACID ORC tables of every database (others are left out, and so are the

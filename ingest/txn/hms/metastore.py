@@ -151,6 +151,9 @@ class HiveMetastore(Metastore):
     def find_table(self, table: TableIdentifier) -> TableDefinition | None:
         return self._table_ops.find_table(table)
 
+    def find_tables(self, tables: Sequence[TableIdentifier]) -> list[TableDefinition | None]:
+        return self._table_ops.find_tables(tables)
+
     def list_tables(self) -> list[TableDefinition]:
         return self._table_ops.list_tables()
 

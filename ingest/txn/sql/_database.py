@@ -14,13 +14,13 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 
 import sqlalchemy as sa
 
-from ingest.errors import MetastoreError, TableNotFoundError
+from ingest.errors import ConfigError, MetastoreError, TableNotFoundError
 from ingest.txn.model import TableIdentifier, table_key, table_not_found
 from ingest.txn.sql._connect import (
     Target,
@@ -31,10 +31,11 @@ from ingest.txn.sql._connect import (
     make_engine,
     parse_url,
 )
-from ingest.txn.sql._schema import SCHEMA_VERSION, ensure_schema, tables
+from ingest.txn.sql._schema import SCHEMA_VERSION, ensure_schema
+from ingest.txn.sql._schema import tables as tables_table
 
 # Table names or locations one statement looks up (well below SQLite's parameter limit).
-_IDENTIFIERS_A_READ = 400
+IDENTIFIERS_A_READ = 400
 
 
 class Database:
@@ -181,7 +182,8 @@ class Database:
             TableNotFoundError: no such table.
         """
         column, value = table_key(table)
-        name = c.execute(sa.select(tables.c.name).where(tables.c[column] == value)).scalar()
+        name = c.execute(sa.select(tables_table.c.name)
+                         .where(tables_table.c[column] == value)).scalar()
         if name is None:
             raise self.not_found(table)
         return str(name)
@@ -194,21 +196,45 @@ class Database:
             TableNotFoundError: no such table (the first missing one, in the given order).
         """
         wanted = list(dict.fromkeys(identifiers))
-        keys = {t: table_key(t) for t in wanted}
+        for t in wanted:
+            table_key(t)  # a malformed name is refused before any look-up, as it always was
+        return dict(zip(wanted, self.resolve_many(c, wanted), strict=True))
+
+    def resolve_many(self, c: sa.Connection, tables: Sequence[TableIdentifier]) -> list[str]:
+        """`resolve` of each of `tables`, in their order, in a statement per kind of
+        identifier (and 400 of them): what resolving them one after the other would give
+        or raise.
+
+        Raises:
+            ConfigError: a name that is not `table` or `db.table` (after the tables before
+                it were found).
+            TableNotFoundError: no such table (the first missing one, in the given order).
+        """
+        keys: list[tuple[str, str]] = []
+        bad: ConfigError | None = None
+        for t in tables:
+            try:
+                keys.append(table_key(t))
+            except ConfigError as e:
+                bad = e  # raised once every table before it is known to exist
+                break
         found: dict[tuple[str, str], str] = {}
         for column in ("name", "location"):
-            values = sorted({v for k, v in keys.values() if k == column})
-            for at in range(0, len(values), _IDENTIFIERS_A_READ):
-                chunk = values[at:at + _IDENTIFIERS_A_READ]
-                for name, value in c.execute(sa.select(tables.c.name, tables.c[column])
-                                             .where(tables.c[column].in_(chunk))):
+            values = sorted({v for k, v in keys if k == column})
+            for at in range(0, len(values), IDENTIFIERS_A_READ):
+                chunk = values[at:at + IDENTIFIERS_A_READ]
+                for name, value in c.execute(sa.select(tables_table.c.name,
+                                                       tables_table.c[column])
+                                             .where(tables_table.c[column].in_(chunk))):
                     found[(column, value)] = str(name)
-        out: dict[str, str] = {}
-        for t in wanted:
-            name = found.get(keys[t])
+        out: list[str] = []
+        for t, key in zip(tables, keys, strict=False):
+            name = found.get(key)
             if name is None:
                 raise self.not_found(t)
-            out[t] = name
+            out.append(name)
+        if bad is not None:
+            raise bad
         return out
 
     def not_found(self, table: TableIdentifier) -> TableNotFoundError:
@@ -356,4 +382,4 @@ class Part:
                 location=db.location, hint="open it for writing once: that upgrades it")
 
 
-__all__ = ["Database", "Part", "inserted_id"]
+__all__ = ["IDENTIFIERS_A_READ", "Database", "Part", "inserted_id"]

@@ -132,6 +132,9 @@ class SqlMetastore(Metastore):
     def find_table(self, table: TableIdentifier) -> TableDefinition | None:
         return self._tables.find_table(table)
 
+    def find_tables(self, tables: Sequence[TableIdentifier]) -> list[TableDefinition | None]:
+        return self._tables.find_tables(tables)
+
     def list_tables(self) -> list[TableDefinition]:
         return self._tables.list_tables()
 

@@ -16,7 +16,7 @@ from ingest.acid.format import CommittedFile
 from ingest.errors import CommitConflictError, ConfigError
 from ingest.faults import crash_point
 from ingest.txn.model import OffsetRange, SinkProgress, TableIdentifier, Transaction, TxnState
-from ingest.txn.sql._database import Database, inserted_id
+from ingest.txn.sql._database import IDENTIFIERS_A_READ, Database, inserted_id
 from ingest.txn.sql._manifest import Manifest
 from ingest.txn.sql._schema import sink_progress, tables, txn_offsets, txn_to_write_id, txns
 from ingest.txn.sql._table_offsets import TableOffsets
@@ -51,33 +51,42 @@ class Transactions:
     def _open(
         self, table: TableIdentifier, count: int, *, agent: str, also: Sequence[TableIdentifier]
     ) -> list[Transaction]:
+        # A transaction on many tables (a micro-batch of a many-table stream: a hundred) is
+        # a few statements, not a few per table: the names resolved together, every table's
+        # write ids taken together. Same ids and errors as table by table: all of it runs
+        # in the one write transaction, which no other writer interleaves (SQLite's write
+        # lock, PostgreSQL's advisory lock: docs/invariants.md, 9).
         with self._db.translate("open transactions"), self._db.write() as c:
-            name = self._db.resolve(c, table)
-            others = [self._db.resolve(c, t) for t in also]
+            name, *others = self._db.resolve_many(c, [table, *also])
             if name in others or len(set(others)) != len(others):
                 raise ConfigError(
                     f"Cannot open a transaction on {[name, *others]}: a table is repeated"
                 )
             now = self._db.clock()
-            first = {n: self._take_write_ids(c, n, count) for n in [name, *others]}
+            first = self._take_write_ids(c, [name, *others], count)
             out = []
+            rows = []
             for i in range(count):
                 txn_id = insert_txn(c, agent, now)
-                for n, w in first.items():
-                    c.execute(sa.insert(txn_to_write_id).values(
-                        txn_id=txn_id, table_name=n, write_id=w + i, is_primary=int(n == name)))
+                rows += [{"txn_id": txn_id, "table_name": n, "write_id": w + i,
+                          "is_primary": int(n == name)} for n, w in first.items()]
                 other_ids = tuple((n, first[n] + i) for n in others)
                 out.append(Transaction(txn_id, name, first[name] + i, now, agent, other_ids))
+            c.execute(sa.insert(txn_to_write_id), rows)
         return out
 
     @staticmethod
-    def _take_write_ids(c: sa.Connection, name: str, count: int) -> int:
-        """Hive's NEXT_WRITE_ID: take `count` ids of table `name`, return the first."""
-        first = int(c.execute(sa.select(tables.c.next_write_id)
-                              .where(tables.c.name == name)).scalar_one())
-        c.execute(sa.update(tables).where(tables.c.name == name)
-                  .values(next_write_id=first + count))
-        return first
+    def _take_write_ids(c: sa.Connection, names: Sequence[str], count: int) -> dict[str, int]:
+        """Hive's NEXT_WRITE_ID: take `count` ids of each table of `names` (known to exist),
+        return each one's first, in the order of `names`."""
+        first: dict[str, int] = {}
+        for at in range(0, len(names), IDENTIFIERS_A_READ):
+            chunk = list(names[at:at + IDENTIFIERS_A_READ])
+            first.update((str(n), int(w)) for n, w in c.execute(
+                sa.select(tables.c.name, tables.c.next_write_id).where(tables.c.name.in_(chunk))))
+            c.execute(sa.update(tables).where(tables.c.name.in_(chunk))
+                      .values(next_write_id=tables.c.next_write_id + count))
+        return {n: first[n] for n in names}
 
     def allocate_write_id(self, txn: Transaction, table: TableIdentifier) -> Transaction:
         """See `Metastore.allocate_write_id`; one write transaction."""
@@ -86,7 +95,7 @@ class Transactions:
             self._require_open(c, txn, "allocate a write id for")
             if name in txn.write_ids:
                 return txn
-            write_id = self._take_write_ids(c, name, 1)
+            write_id = self._take_write_ids(c, [name], 1)[name]
             c.execute(sa.insert(txn_to_write_id).values(
                 txn_id=txn.txn_id, table_name=name, write_id=write_id, is_primary=0))
         return Transaction(

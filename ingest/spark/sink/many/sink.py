@@ -86,7 +86,7 @@ from ingest.spark.sink.many._tasks import ManyPlan, one_pass
 from ingest.table import TableRef
 from ingest.table.core import (
     check_owner,
-    check_written_columns,
+    check_written_tables,
     stream_progress,
 )
 from ingest.table.write import KeySpec
@@ -331,6 +331,7 @@ class ManyTableSink:
         self._committed_until: dict[tuple[str, int], int] | None = None
         self._held: dict[str, str] = {}  # template table location -> the key holding it
         self._looked_up: set[str] = set()  # template locations whose holder was looked for
+        self._filesystems: dict[str, fsspec.AbstractFileSystem] = {}  # by table location
         self._heartbeat: Heartbeat | None = None
         self.reports: deque[ManyBatchReport] = deque(maxlen=RECENT_REPORTS)
         self._clock = _Clock()
@@ -381,15 +382,21 @@ class ManyTableSink:
         abort_left_open(store, left, sink_id=self.sink_id, table_of=store.get_table,
                         storage_options=self.storage_options)
 
-    def _table_at(self, store: Metastore, location: str, key: tuple[str, ...] = ()
+    def _table_at(self, store: Metastore, location: str, key: tuple[str, ...] = (),
+                  read: Mapping[str, TableDefinition | None] | None = None
                   ) -> tuple[TableDefinition, TableDefinition]:
-        """A routed table and its dead-letter table: read once, created on first use (a
-        keyed table with its `key` columns)."""
+        """A routed table and its dead-letter table: read once (or taken from `read`, this
+        micro-batch's `_read_tables`), created on first use (a keyed table with its `key`
+        columns)."""
         known = self._tables.get(location)
         if known is not None:
             return known
+        read = read or {}
+        table, dead = read.get(location), read.get(dead_letter_location(location))
         try:
-            pair = (store.get_table(location), store.get_table(dead_letter_location(location)))
+            # Either missing when read: read again now, as it is about to be created.
+            pair = ((table, dead) if table is not None and dead is not None else
+                    (store.get_table(location), store.get_table(dead_letter_location(location))))
         except TableNotFoundError:
             if self.create is None:
                 raise ConfigError(
@@ -499,18 +506,41 @@ class ManyTableSink:
 
     def _touched(self, table: TableDefinition, dead: TableDefinition,
                  keys: Sequence[str]) -> _Touched:
-        fs, _ = storage.url_to_fs(table.location, self.storage_options)
-        dl_fs, _ = storage.url_to_fs(dead.location, self.storage_options)
-        return _Touched(table, dead, tuple(sorted(keys)), fs, dl_fs)
+        return _Touched(table, dead, tuple(sorted(keys)), self._fs(table.location),
+                        self._fs(dead.location))
 
-    def _load_holders(self, store: Metastore, keys: Sequence[str]) -> None:
+    def _fs(self, location: str) -> fsspec.AbstractFileSystem:
+        """The filesystem of a table's location, kept for the run: it depends only on the
+        location and the stream's storage options, which do not change."""
+        fs = self._filesystems.get(location)
+        if fs is None:
+            fs, _ = storage.url_to_fs(location, self.storage_options)
+            self._filesystems[location] = fs
+        return fs
+
+    def _read_tables(self, store: Metastore, locations: Sequence[str],
+                     read: dict[str, TableDefinition | None]) -> None:
+        """Add to `read` the definitions (None: no such table) of the tables at `locations`
+        and of their dead-letter tables not in it yet, in one metastore call: a micro-batch
+        that first meets many tables (the first after a start) reads them together, not
+        a few look-ups each."""
+        wanted = list(dict.fromkeys(
+            at for location in locations
+            for at in (location, dead_letter_location(location)) if at not in read))
+        if wanted:
+            read.update(zip(wanted, store.find_tables(wanted), strict=True))
+
+    def _load_holders(self, store: Metastore, keys: Sequence[str],
+                      read: dict[str, TableDefinition | None]) -> None:
         """Which key holds each template table of these keys that an earlier run created:
         the key recorded in the table's `HOLDER_PROPERTY` (by topic or by field), else,
         routed by topic, the topic of the table's own offset ranges (a template table has
         one topic's). Looked up once per location; without it, after a restart two keys
-        meeting on a table ("a_b", "A.b") could share it, or both route nowhere."""
+        meeting on a table ("a_b", "A.b") could share it, or both route nowhere. The tables
+        are read together into `read` (`_read_tables`), which the claim then uses."""
         if self.rules.template is None:
             return
+        locations: list[str] = []
         for key in keys:
             found = self.rules.table_of(key)
             if key in self.rules.routes or not isinstance(found, Routed):
@@ -519,7 +549,11 @@ class ManyTableSink:
             if location in self._held or location in self._looked_up:
                 continue
             self._looked_up.add(location)
-            table = store.find_table(location)
+            locations.append(location)
+        # Keyed by the normalised location, as the claim looks the tables up.
+        self._read_tables(store, [normalize_location(at) for at in locations], read)
+        for location in locations:
+            table = read[normalize_location(location)]
             if table is None:
                 continue
             holder = table.properties.get(HOLDER_PROPERTY)
@@ -537,12 +571,16 @@ class ManyTableSink:
         problem of one key (its name taken by another table, no columns to create it with)
         makes that key's records route nowhere, never the micro-batch fail on every restart."""
         assert self._anchor is not None
-        self._load_holders(store, keys)
+        # The definitions of tables this run has not met yet, read together; tables met
+        # before are kept (`_tables`, `_held`): nothing is read again for them.
+        read: dict[str, TableDefinition | None] = {}
+        self._load_holders(store, keys, read)
         routed, refused = claim_tables(self.rules, keys, self._held)
         unrouted = {key: u.reason for key, u in refused.items()}
         by_location: dict[str, list[str]] = {}
         for key, location in routed.items():  # two spellings of one location are one table
             by_location.setdefault(normalize_location(location), []).append(key)
+        self._read_tables(store, [at for at in by_location if at not in self._tables], read)
         touched, new = [], 0
         for location, its_keys in sorted(by_location.items()):
             templated = self.rules.template is not None and its_keys[0] not in self.rules.routes
@@ -560,7 +598,7 @@ class ManyTableSink:
             columns = min(key_columns) if self.options.keyed else ()
             creating = False
             try:
-                if location not in self._tables and store.find_table(location) is None:
+                if location not in self._tables and read[location] is None:
                     if new >= self.max_new_tables:
                         for key in its_keys:
                             unrouted[key] = (
@@ -570,7 +608,7 @@ class ManyTableSink:
                                 "creates it")
                         continue
                     creating = True
-                table, dead = self._table_at(store, location, columns)
+                table, dead = self._table_at(store, location, columns, read)
                 new += creating  # a table that could not be made takes no place in the cap
                 key_spec = self._key_of(table, columns)
                 if templated:
@@ -693,9 +731,10 @@ class ManyTableSink:
             # Each table's files hold the columns read at its first use: refused (the whole
             # transaction aborted) if one no longer reads as its columns now (an `ingest
             # alter` meanwhile), as AcidSink's commit.
-            for one, plan, _ in done[:len(touched)]:
-                check_written_columns(store, one.table.name, [plan.row_schema],
-                                      began=one.table, what=f"micro-batch {batch_id}")
+            # Every table's columns re-read in one metastore call.
+            check_written_tables(store, [(one.table.name, [plan.row_schema], one.table)
+                                         for one, plan, _ in done[:len(touched)]],
+                                 what=f"micro-batch {batch_id}")
             # Each keyed table declares its write set (docs/format.md §24).
             updated = {one.table.name: keyed_write_set(files.get(one.table.name, ()))
                        for one in touched if one.key is not None}
