@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
 
@@ -78,7 +78,9 @@ def read_ranges(options: KafkaSourceOptions,
         return
     client = make_consumer(options, fail_on_out_of_range=options.fail_on_data_loss)
     try:
-        for parts in rounds:
+        for i, parts in enumerate(rounds):
+            if i:
+                client.handle.unassign()  # the last round's partitions (close does it at last)
             yield from _read_together(options, client, parts)
     finally:
         client.close()
@@ -123,76 +125,75 @@ def _read_together(options: KafkaSourceOptions, client: clients.Client,
     ranges = {(p.topic, p.partition): _Range(p, _where(options, p), p.from_offset,
                                              started + options.timeout_s) for p in parts}
     pending = dict(ranges)  # the ranges not read to their end
+    finished: list[TopicPartition] = []  # since the last pause
 
     def finish(state: _Range) -> Iterator[pa.RecordBatch]:
-        # The partition's later records are not this task's: stop fetching them.
         state.next_offset = state.part.until_offset
         del pending[(state.part.topic, state.part.partition)]
-        consumer.pause([TopicPartition(state.part.topic, state.part.partition)])
+        finished.append(TopicPartition(state.part.topic, state.part.partition))
         if state.columns["offset"]:
             yield _to_batch(state.columns)
             state.columns = _columns()
 
     consumer.assign([TopicPartition(p.topic, p.partition, p.from_offset) for p in parts])
-    try:
-        while pending:
-            late = min(pending.values(), key=lambda s: s.deadline)
-            remaining = late.deadline - time.monotonic()
-            if remaining <= 0:
-                raise IngestError(
-                    f"Timed out after {options.timeout_s:g} s without records reading "
-                    f"{late.where} at offset {late.next_offset} (an open producer transaction "
-                    f"there would hold a read_committed reader back).",
-                    hint="check the broker, or raise --kafka-timeout-s")
-            want = min(ROWS_PER_ARROW_BATCH, sum(s.left for s in pending.values()))
-            messages = consumer.consume(num_messages=want, timeout=min(remaining, 1.0))
-            now = time.monotonic()
-            for msg in messages:
-                key = (msg.topic(), msg.partition())
-                state = pending.get(cast(TopicPartitionKey, key))
-                # librdkafka sets the offset on records and on partition-EOF events.
-                offset = cast(int, msg.offset())
-                err = msg.error()
-                if err is not None:
-                    if key in ranges and state is None:
-                        continue  # about a range read to its end
-                    which = [state] if state is not None else list(pending.values())
-                    where = ", ".join(s.where for s in which)
-                    if err.code() in (KafkaError._AUTO_OFFSET_RESET,
-                                      KafkaError.OFFSET_OUT_OF_RANGE):
-                        at = (f"offset {state.next_offset} of {where}" if state is not None
-                              else f"an offset of {where}")
-                        _data_loss(options, f"{at} is out of range "
-                                            "(below the log start offset: removed by retention?)")
-                        continue
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        # The end this consumer can read now; the range was planned within
-                        # it, so what is left are markers or aborted records (the position
-                        # says so below), or records not yet readable: keep waiting.
-                        continue
-                    client.check()
-                    if clients.is_retriable(err):
-                        continue  # a broker restart or a leader change: librdkafka retries
-                    raise IngestError(f"Cannot read {where}: {err.str()}") from KafkaException(err)
-                if state is None:
-                    continue  # a record past a range's end, fetched before its pause
-                if offset >= state.part.until_offset:
-                    yield from finish(state)
+    while pending:
+        late = min(pending.values(), key=lambda s: s.deadline)
+        remaining = late.deadline - time.monotonic()
+        if remaining <= 0:
+            raise IngestError(
+                f"Timed out after {options.timeout_s:g} s without records reading "
+                f"{late.where} at offset {late.next_offset} (an open producer transaction "
+                f"there would hold a read_committed reader back).",
+                hint="check the broker, or raise --kafka-timeout-s")
+        want = min(ROWS_PER_ARROW_BATCH, sum(s.left for s in pending.values()))
+        messages = consumer.consume(num_messages=want, timeout=min(remaining, 1.0))
+        now = time.monotonic()
+        for msg in messages:
+            key: TopicPartitionKey = (msg.topic(), msg.partition())
+            state = pending.get(key)
+            # librdkafka sets the offset on records and on partition-EOF events.
+            offset: int = msg.offset()
+            err = msg.error()
+            if err is not None:
+                if key in ranges and state is None:
+                    continue  # about a range read to its end
+                which = ([state] if state is not None
+                         else list(pending.values()) or list(ranges.values()))
+                where = ", ".join(s.where for s in which)
+                if err.code() in (KafkaError._AUTO_OFFSET_RESET,
+                                  KafkaError.OFFSET_OUT_OF_RANGE):
+                    at = (f"offset {state.next_offset} of {where}" if state is not None
+                          else f"an offset of {where}")
+                    _data_loss(options, f"{at} is out of range "
+                                        "(below the log start offset: removed by retention?)")
                     continue
-                # Gaps (compaction, transaction markers, aborted records) are normal; offsets
-                # only go forward.
-                state.next_offset = offset + 1
-                state.deadline = now + options.timeout_s
-                _append(state.columns, msg)
-                if state.next_offset >= state.part.until_offset:
-                    yield from finish(state)
-                elif len(state.columns["offset"]) >= ROWS_PER_ARROW_BATCH:
-                    yield _to_batch(state.columns)
-                    state.columns = _columns()
-            if not pending:
-                break
-            # Nothing at the end of a range but transaction markers or aborted records: the
-            # position says so.
+                if err.code() == KafkaError._PARTITION_EOF:
+                    # The end this consumer can read now; the range was planned within
+                    # it, so what is left are markers or aborted records (the position
+                    # says so below), or records not yet readable: keep waiting.
+                    continue
+                client.check()
+                if clients.is_retriable(err):
+                    continue  # a broker restart or a leader change: librdkafka retries
+                raise IngestError(f"Cannot read {where}: {err.str()}") from KafkaException(err)
+            if state is None:
+                continue  # a record past a range's end, fetched before its pause
+            if offset >= state.part.until_offset:
+                yield from finish(state)
+                continue
+            # Gaps (compaction, transaction markers, aborted records) are normal; offsets
+            # only go forward.
+            state.next_offset = offset + 1
+            state.deadline = now + options.timeout_s
+            _append(state.columns, msg)
+            if state.next_offset >= state.part.until_offset:
+                yield from finish(state)
+            elif len(state.columns["offset"]) >= ROWS_PER_ARROW_BATCH:
+                yield _to_batch(state.columns)
+                state.columns = _columns()
+        if pending:
+            # Nothing at the end of a range but transaction markers or aborted records:
+            # the position says so.
             client.check()
             waiting = list(pending.values())
             positions = consumer.position(
@@ -203,8 +204,11 @@ def _read_together(options: KafkaSourceOptions, client: clients.Client,
                 elif position.offset > state.next_offset:
                     state.next_offset = position.offset
                     state.deadline = time.monotonic() + options.timeout_s
-    finally:
-        consumer.unassign()
+        if finished and pending:
+            # The finished partitions' later records are not this task's: stop fetching
+            # them (one call a round: each waits for librdkafka's main thread).
+            consumer.pause(finished)
+            finished.clear()
 
 
 def _where(options: KafkaSourceOptions, part: OffsetRange) -> str:
