@@ -2,8 +2,8 @@
 
 The driver's metadata and watermark look-ups and the cap on offsets per micro-batch
 (maxOffsetsPerTrigger); the executors' read of offset ranges into Arrow batches is
-`ingest.kafka.ranges`'. It knows Kafka and the source's
-options, not Spark's reader protocol, ORC or ACID.
+`ingest.kafka.ranges`'. It knows Kafka and the source's options, not Spark's reader
+protocol, ORC or ACID.
 """
 
 from __future__ import annotations
@@ -178,11 +178,6 @@ class KafkaClient:
         finally:
             self.consumer.unassign()
         return marks
-
-    def _stable_offsets(self, tps: Sequence[TopicPartitionKey]) -> Offsets:
-        """Each partition's last stable offset (ListOffsets, isolation level read_committed)."""
-        (stable,) = self._list_offsets(tps, "list the last stable offsets", stable=True)
-        return stable
 
     def _list_offsets(self, tps: Sequence[TopicPartitionKey], what: str, *,
                       earliest: bool = False, latest: bool = False,

@@ -148,6 +148,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None  # a librdkafka handle cannot travel to the executors
+        state["_planned"] = None  # the driver's alone
         return state
 
     @property
