@@ -22,7 +22,8 @@ from ingest.kafka.options import (
     offsets_to_json,
 )
 from ingest.kafka.produce import encode_event, ensure_topic, produce_events, sample_events
-from ingest.kafka.read import ARROW_SCHEMA, KafkaClient, Watermarks, rate_limit, read_range
+from ingest.kafka.ranges import ARROW_SCHEMA, read_range, read_ranges
+from ingest.kafka.read import KafkaClient, Watermarks, rate_limit
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -49,6 +50,7 @@ __all__ = [
     "produce_events",
     "rate_limit",
     "read_range",
+    "read_ranges",
     "redact_settings",
     "sample_events",
 ]

@@ -110,7 +110,7 @@ class LagProbe:
         """
         with self._lock:
             client = self._client_for({t for t, _ in tps})
-            return {tp: low for tp, (low, _) in client.broker_watermarks(tps).items()}
+            return client.log_starts(tps)  # one ListOffsets look-up for them all
 
     def close(self) -> None:
         """Close the consumer (a later call opens a new one)."""

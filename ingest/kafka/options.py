@@ -1,5 +1,5 @@
 """The "ingest-kafka" source's options and offsets, shared by its Spark side
-(ingest.spark.kafka) and its Kafka side (ingest.kafka.read).
+(ingest.spark.kafka) and its Kafka side (ingest.kafka.read, ingest.kafka.ranges).
 
 Offsets are {(topic, partition): next offset}; in Spark's checkpoint they are JSON
 {"topic": {"0": 23}}, as Spark's own kafka source writes them. Knows neither Spark nor

@@ -1,41 +1,29 @@
 """The confluent-kafka side of the "ingest-kafka" source (ingest/spark/kafka/source.py).
 
-Consumers, the driver's metadata and watermark look-ups, the cap on offsets per micro-batch
-(maxOffsetsPerTrigger) and the executors' read of one offset range into Arrow batches. It
-knows Kafka and the source's options, not Spark's reader protocol, ORC or ACID.
+The driver's metadata and watermark look-ups and the cap on offsets per micro-batch
+(maxOffsetsPerTrigger); the executors' read of offset ranges into Arrow batches is
+`ingest.kafka.ranges`'. It knows Kafka and the source's options, not Spark's reader
+protocol, ORC or ACID.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
-
-import pyarrow as pa
 
 from ingest.errors import ConfigError, IngestError
 from ingest.kafka import clients
 from ingest.kafka.connection import KafkaConnection
 from ingest.kafka.options import KafkaSourceOptions, Offsets, describe
-from ingest.txn import OffsetRange, TopicPartitionKey
-
-# Logs under the source's name: the module split is not something log configuration sees.
-LOGGER_NAME = "ingest.kafka.source"
-log = logging.getLogger(LOGGER_NAME)
-
-ROWS_PER_ARROW_BATCH = 10_000
-# What Spark's reader worker expects from read() (to_arrow_schema(SCHEMA, timezone="UTC")).
-ARROW_SCHEMA = pa.schema([
-    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-    ("partition", pa.int32()), ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ("headers", pa.list_(pa.field("element", pa.struct(
-        [("key", pa.string()), ("value", pa.binary())])))),
-])
+from ingest.kafka.ranges import LOGGER_NAME
+from ingest.txn import TopicPartitionKey
 
 Watermarks = dict[TopicPartitionKey, tuple[int, int]]
 _T = TypeVar("_T")
+# More subscribed topics than this are looked up in one metadata request for all topics (a
+# request per topic costs a round trip each); fewer keep the small per-topic requests.
+TOPICS_LISTED_ONE_BY_ONE = 3
 
 
 class KafkaClient:
@@ -90,28 +78,37 @@ class KafkaClient:
                 if tmeta.error is None and tmeta.partitions:
                     out.extend((topic, p) for p in sorted(tmeta.partitions))
             return out
+        listed = ({} if len(self.options.topics) <= TOPICS_LISTED_ONE_BY_ONE
+                  else metadata(None).topics)
         for topic in self.options.topics:
-            meta = metadata(topic)
+            tmeta = listed.get(topic)
+            if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+                # Not in the list (missing, not ours to see, just created) or in error: the
+                # topic's own request says why, or finds it ready.
+                tmeta = metadata(topic).topics.get(topic)
             out.extend((topic, p) for p in topic_partitions(self.options.connection, topic,
-                                                            meta.topics.get(topic)))
+                                                            tmeta))
         return out
 
     def broker_watermarks(self, tps: Sequence[TopicPartitionKey]) -> Watermarks:
         """Each partition's (log start, high watermark) as the broker reports them, asking
-        again for the metadata of a partition added since this consumer last did.
+        again for the metadata of a partition added since this client last did: two
+        ListOffsets look-ups for all the partitions, sent together.
 
         Raises:
             IngestError: the broker cannot be reached in time.
         """
-        from confluent_kafka import TopicPartition
+        low, high = self._list_offsets(tps, "list offsets", earliest=True, latest=True)
+        return {tp: (low[tp], high[tp]) for tp in tps}
 
-        def low_high(tp: TopicPartitionKey) -> tuple[int, int]:
-            low, high = self.client.wait("list offsets", refreshing_metadata(
-                self.client, [tp], lambda t: self.consumer.get_watermark_offsets(
-                    TopicPartition(tp[0], tp[1]), timeout=t)), timeout_s=self.options.timeout_s)
-            return low, high
+    def log_starts(self, tps: Sequence[TopicPartitionKey]) -> Offsets:
+        """Each partition's log start offset (its earliest), in one ListOffsets look-up.
 
-        return {tp: low_high(tp) for tp in tps}
+        Raises:
+            IngestError: the broker cannot be reached in time.
+        """
+        (low,) = self._list_offsets(tps, "list offsets", earliest=True)
+        return low
 
     def watermarks(self, tps: Sequence[TopicPartitionKey]) -> Watermarks:
         """(earliest, end) of each partition: end is the offset a reader of the connection's
@@ -126,11 +123,13 @@ class KafkaClient:
 
         if not tps:
             return {}
-        listed = self.broker_watermarks(tps)
-        marks = listed
-        if self.read_committed:
-            stable = self._stable_offsets(tps)
-            marks = {tp: (low, min(high, stable[tp])) for tp, (low, high) in listed.items()}
+        if self.read_committed:  # the three look-ups sent together
+            low, high, stable = self._list_offsets(tps, "list offsets", earliest=True,
+                                                   latest=True, stable=True)
+            listed = {tp: (low[tp], high[tp]) for tp in tps}
+            marks = {tp: (low[tp], min(high[tp], stable[tp])) for tp in tps}
+        else:
+            listed = marks = self.broker_watermarks(tps)
         # A partition whose listed end is its high watermark may have more (tansu); one whose
         # end is an open transaction's start stops there.
         confirm = {tp for tp in tps if not self.read_committed or marks[tp][1] == listed[tp][1]}
@@ -180,8 +179,13 @@ class KafkaClient:
             self.consumer.unassign()
         return marks
 
-    def _stable_offsets(self, tps: Sequence[TopicPartitionKey]) -> Offsets:
-        """Each partition's last stable offset (ListOffsets, isolation level read_committed)."""
+    def _list_offsets(self, tps: Sequence[TopicPartitionKey], what: str, *,
+                      earliest: bool = False, latest: bool = False,
+                      stable: bool = False) -> list[Offsets]:
+        """ListOffsets of every partition, by the AdminClient: the log start offsets
+        (`earliest`), the high watermarks (`latest`), the last stable offsets (`stable`,
+        isolation level read_committed), in that order, each one request a broker sent
+        together with the others."""
         from confluent_kafka import IsolationLevel, TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
@@ -189,15 +193,19 @@ class KafkaClient:
             self._admin = clients.admin(self.options.connection,
                                         logger_name=f"{LOGGER_NAME}.librdkafka")
         admin = self._admin
-        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
+        uncommitted, committed = IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED
+        asked = [(spec(), level) for wanted, spec, level in (
+            (earliest, OffsetSpec.earliest, uncommitted), (latest, OffsetSpec.latest, uncommitted),
+            (stable, OffsetSpec.latest, committed)) if wanted]
 
-        def ask(timeout: float) -> Offsets:
-            futures = admin.handle.list_offsets(
-                request, isolation_level=IsolationLevel.READ_COMMITTED,
-                request_timeout=max(timeout, 1.0))
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        def ask(timeout: float) -> list[Offsets]:
+            sent = [admin.handle.list_offsets(
+                {TopicPartition(t, p): spec for t, p in tps}, isolation_level=level,
+                request_timeout=max(timeout, 1.0)) for spec, level in asked]
+            return [{(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+                    for futures in sent]
 
-        return admin.wait("list the last stable offsets", refreshing_metadata(admin, tps, ask),
+        return admin.wait(what, refreshing_metadata(admin, tps, ask),
                           timeout_s=self.options.timeout_s)
 
 
@@ -260,21 +268,6 @@ def topic_partitions(connection: KafkaConnection, topic: str, tmeta: Any) -> lis
     return sorted(tmeta.partitions)
 
 
-def make_consumer(options: KafkaSourceOptions, *,
-                  fail_on_out_of_range: bool = True) -> clients.Client:
-    """A consumer of the source's connection in a throw-away group.
-
-    Raises:
-        ConfigError: librdkafka refuses the configuration.
-    """
-    settings: dict[str, Any] = {
-        "enable.auto.offset.store": False, "enable.partition.eof": True,
-        "auto.offset.reset": "error" if fail_on_out_of_range else "earliest",
-        "socket.connection.setup.timeout.ms": int(options.timeout_s * 1000)}
-    return clients.consumer(options.connection, logger_name=f"{LOGGER_NAME}.librdkafka",
-                            **settings)
-
-
 def rate_limit(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
     """Cap end so that at most max_rows offsets are planned, shared in proportion to backlog."""
     backlog = {tp: end[tp] - start[tp] for tp in sorted(end) if end[tp] > start[tp]}
@@ -290,109 +283,3 @@ def rate_limit(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
             share[tp] += 1
             left -= 1
     return {tp: start[tp] + share.get(tp, 0) for tp in end}
-
-
-def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """Yield the records of [from_offset, until_offset) as Arrow batches of ARROW_SCHEMA.
-
-    Raises:
-        IngestError: no progress within the timeout, a read error, or lost records with
-            failOnDataLoss=true.
-    """
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-    where = (f"Kafka partition {part.topic}-{part.partition} on {options.bootstrap_servers} "
-             f"(planned [{part.from_offset}, {part.until_offset}))")
-    client = make_consumer(options, fail_on_out_of_range=options.fail_on_data_loss)
-    consumer = client.handle
-    tp = TopicPartition(part.topic, part.partition, part.from_offset)
-    columns: dict[str, list[Any]] = {name: [] for name in ARROW_SCHEMA.names}
-    next_offset = part.from_offset
-    deadline = time.monotonic() + options.timeout_s
-    try:
-        consumer.assign([tp])
-        while next_offset < part.until_offset:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise IngestError(
-                    f"Timed out after {options.timeout_s:g} s without records reading {where} "
-                    f"at offset {next_offset} (an open producer transaction there would hold "
-                    f"a read_committed reader back).",
-                    hint="check the broker, or raise --kafka-timeout-s")
-            want = min(ROWS_PER_ARROW_BATCH, part.until_offset - next_offset)
-            for msg in consumer.consume(num_messages=want, timeout=min(remaining, 1.0)):
-                # librdkafka sets the offset on records and on partition-EOF events.
-                offset = cast(int, msg.offset())
-                err = msg.error()
-                if err is not None:
-                    if err.code() in (KafkaError._AUTO_OFFSET_RESET,
-                                      KafkaError.OFFSET_OUT_OF_RANGE):
-                        _data_loss(options, f"offset {next_offset} of {where} is out of range "
-                                            "(below the log start offset: removed by retention?)")
-                        continue
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        # The end this consumer can read now; the range was planned within
-                        # it, so what is left are markers or aborted records (the position
-                        # says so below), or records not yet readable: keep waiting.
-                        continue
-                    client.check()
-                    if clients.is_retriable(err):
-                        continue  # a broker restart or a leader change: librdkafka retries
-                    raise IngestError(f"Cannot read {where}: {err.str()}") from KafkaException(err)
-                if offset >= part.until_offset:
-                    next_offset = part.until_offset
-                    break
-                # Gaps (compaction, transaction markers, aborted records) are normal; offsets
-                # only go forward.
-                next_offset = offset + 1
-                deadline = time.monotonic() + options.timeout_s
-                _append(columns, msg)
-            else:
-                # Nothing at the end of the range but transaction markers or aborted records:
-                # the position says so.
-                client.check()
-                position = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
-                if position >= part.until_offset:
-                    next_offset = part.until_offset
-                elif position > next_offset:
-                    next_offset = position
-                    deadline = time.monotonic() + options.timeout_s
-            if len(columns["offset"]) >= ROWS_PER_ARROW_BATCH:
-                yield _to_batch(columns)
-                columns = {name: [] for name in ARROW_SCHEMA.names}
-        if columns["offset"]:
-            yield _to_batch(columns)
-    finally:
-        client.close()
-
-
-def _data_loss(options: KafkaSourceOptions, what: str) -> None:
-    if options.fail_on_data_loss:
-        raise IngestError(
-            f"Kafka data loss: {what}.",
-            hint="records the table had not committed were removed from Kafka; to go on "
-                 "without them, restart with --fail-on-data-loss false (option "
-                 "failOnDataLoss=false)")
-    log.warning("Kafka data loss, skipping: %s (failOnDataLoss=false)", what)
-
-
-def _append(columns: dict[str, list[Any]], msg: Any) -> None:
-    ts_type, ts_ms = msg.timestamp()
-    headers = msg.headers()
-    columns["key"].append(msg.key())
-    columns["value"].append(msg.value())
-    columns["topic"].append(msg.topic())
-    columns["partition"].append(msg.partition())
-    columns["offset"].append(msg.offset())
-    columns["timestamp"].append(ts_ms * 1000)
-    # Kafka's TimestampType ids as Spark reports them: -1 none, 0 CreateTime, 1 LogAppendTime;
-    # confluent-kafka counts from 0 = not available.
-    columns["timestampType"].append(ts_type - 1)
-    # Spark gives null, not an empty array, for a record without headers.
-    columns["headers"].append(None if not headers else
-                              [{"key": k, "value": v} for k, v in headers])
-
-
-def _to_batch(columns: dict[str, list[Any]]) -> pa.RecordBatch:
-    arrays = [pa.array(columns[f.name], type=f.type) for f in ARROW_SCHEMA]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

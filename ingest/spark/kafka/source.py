@@ -3,9 +3,9 @@
 Short name "ingest-kafka"; the columns and the main options are those of Spark's own JVM "kafka"
 source (KafkaSourceProvider), read with confluent-kafka. Offsets are a JSON dict
 topic -> partition -> next offset and live in Spark's checkpoint; nothing is committed to Kafka.
-It knows Spark's reader protocol, not ORC or ACID; the confluent-kafka calls (metadata, end
-offsets, reading a range) are in `ingest.kafka.read`, the options and offsets in
-`ingest.kafka.options`.
+It knows Spark's reader protocol, not ORC or ACID; the confluent-kafka calls are in
+`ingest.kafka.read` (metadata, end offsets) and `ingest.kafka.ranges` (reading a task's
+ranges), the options and offsets in `ingest.kafka.options`.
 
 Records of aborted transactions are never read and an open transaction's records only once it
 commits: the source reads `read_committed` unless `kafka.isolation.level` says otherwise, and
@@ -55,6 +55,7 @@ from ingest.kafka import (
     offsets_to_json,
     rate_limit,
     read_range,
+    read_ranges,
 )
 from ingest.txn import OffsetRange
 
@@ -94,7 +95,7 @@ class KafkaInputPartition(InputPartition):
 
 
 class PackedInputPartition(InputPartition):
-    """Read several small offset ranges, one after the other, in one task."""
+    """Read several small offset ranges in one task, by one consumer (`read_ranges`)."""
 
     def __init__(self, ranges: Sequence[OffsetRange]) -> None:
         super().__init__(tuple(ranges))
@@ -140,10 +141,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._client: KafkaClient | None = None
         self._target: Offsets | None = None  # Trigger.AvailableNow: never plan past this
         self._latest: Offsets | None = None
+        # The end latestOffset last returned and the log start offsets it fetched, for
+        # partitions() to plan that micro-batch from without asking the broker again.
+        self._planned: tuple[Offsets, Offsets] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None  # a librdkafka handle cannot travel to the executors
+        state["_planned"] = None  # the driver's alone
         return state
 
     @property
@@ -200,6 +205,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise IngestError(f"The ingest-kafka source does not support read limit {limit!r}.")
         for tp, offset in begin.items():
             end.setdefault(tp, offset)  # keep partitions of deleted topics in the checkpoint
+        self._planned = (dict(end), earliest)
         return offsets_to_json(end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
@@ -210,10 +216,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = {tp: (begin.get(tp), u) for tp, u in until.items() if begin.get(tp) != u}
         if not ranges:
             return []
-        marks = self.client.watermarks(sorted(ranges))
+        lows = self._log_starts(until, sorted(ranges))
         planned: list[OffsetRange] = []
         for (topic, partition), (from_offset, until_offset) in sorted(ranges.items()):
-            low = marks[(topic, partition)][0]
+            low = lows[(topic, partition)]
             if from_offset is None:
                 from_offset = low
             elif from_offset < low:
@@ -231,6 +237,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [PackedInputPartition(t) if len(t) > 1 else KafkaInputPartition(
             t[0].topic, t[0].partition, t[0].from_offset, t[0].until_offset) for t in tasks]
 
+    def _log_starts(self, end: Offsets, tps: Sequence[tuple[str, int]]) -> Offsets:
+        """The partitions' log start offsets: those latestOffset fetched when it planned this
+        end (milliseconds ago: retention that moves a log start since is met by the read,
+        out of range, and judged by failOnDataLoss), else the broker's now (a micro-batch
+        planned before a restart, replayed from the checkpoint)."""
+        planned, self._planned = self._planned, None
+        if planned is not None and planned[0] == end and all(tp in planned[1] for tp in tps):
+            return planned[1]
+        return self.client.log_starts(tps)
+
     def _data_loss(self, what: str) -> None:
         if self.options.fail_on_data_loss:
             raise IngestError(
@@ -242,7 +258,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, PackedInputPartition):
-            return (batch for r in partition.ranges for batch in read_range(self.options, r))
+            return read_ranges(self.options, partition.ranges)
         assert isinstance(partition, KafkaInputPartition)
         return read_range(self.options, partition.offsets)
 
