@@ -43,14 +43,17 @@ class Client:
     """
 
     def __init__(self, connection: KafkaConnection, factory: Callable[[dict[str, Any]], Any],
-                 config: dict[str, Any]) -> None:
+                 config: dict[str, Any], *, reached: bool = False) -> None:
+        """`reached`: the broker answered this connection before (a client made for a stream
+        that is running): it is counted as answered from the start, so a broker restart is
+        waited out (`wait`) even before the client's own first answer."""
         self.connection = connection
         self._lock = threading.Lock()
         self._fatal: IngestError | None = None
         self._unreachable: str | None = None
         # Whether a call of `wait` ever succeeded: a broker that stops answering a client it
         # answered before is restarting or failing over, not misconfigured.
-        self._answered = False
+        self._answered = reached
         # A TLS listener closes a plaintext client's first request without a word; librdkafka
         # only logs it (never through error_cb), so its log lines are watched for that.
         self._closed_at_hello = 0
@@ -80,6 +83,11 @@ class Client:
                 self._unreachable = cause
             elif self._fatal is None:
                 self._fatal = cause
+
+    @property
+    def answered(self) -> bool:
+        """Whether the broker answered this client (or, `reached`, its connection) before."""
+        return self._answered
 
     def check(self) -> None:
         """Raise what the callback found that retrying cannot mend.
@@ -383,9 +391,11 @@ def _base(connection: KafkaConnection, logger_name: str) -> dict[str, Any]:
 
 
 def consumer(connection: KafkaConnection, *, group_id: str | None = None,
-             logger_name: str = "ingest.kafka.librdkafka", **settings: Any) -> Client:
+             logger_name: str = "ingest.kafka.librdkafka", reached: bool = False,
+             **settings: Any) -> Client:
     """A consumer (in a throw-away group unless `group_id`), reading committed records only
     unless the connection sets `isolation.level`; nothing is committed automatically.
+    `reached`: see `Client`.
 
     Raises:
         ConfigError: librdkafka refuses a setting.
@@ -395,7 +405,7 @@ def consumer(connection: KafkaConnection, *, group_id: str | None = None,
     config = {"group.id": group_id or f"ingest-{uuid.uuid4().hex}",
               "enable.auto.commit": False, "isolation.level": "read_committed",
               **settings, **_base(connection, logger_name)}
-    return Client(connection, Consumer, config)
+    return Client(connection, Consumer, config, reached=reached)
 
 
 def producer(connection: KafkaConnection, *, logger_name: str = "ingest.kafka.librdkafka",
@@ -411,8 +421,8 @@ def producer(connection: KafkaConnection, *, logger_name: str = "ingest.kafka.li
 
 
 def admin(connection: KafkaConnection, *, logger_name: str = "ingest.kafka.librdkafka",
-          **settings: Any) -> Client:
-    """An admin client.
+          reached: bool = False, **settings: Any) -> Client:
+    """An admin client. `reached`: see `Client`.
 
     Raises:
         ConfigError: librdkafka refuses a setting.
@@ -421,7 +431,7 @@ def admin(connection: KafkaConnection, *, logger_name: str = "ingest.kafka.librd
 
     config = {**settings, **_base(connection, logger_name)}
     config.pop("isolation.level", None)  # a consumer's setting; the admin client warns
-    return Client(connection, AdminClient, config)
+    return Client(connection, AdminClient, config, reached=reached)
 
 
 __all__ = ["UNREACHABLE_S", "Client", "admin", "consumer", "explain",

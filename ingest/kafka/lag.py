@@ -55,8 +55,11 @@ class LagProbe:
     topic) adds it, and the consumer is opened again for the larger set."""
 
     def __init__(self, connection: KafkaConnection, topics: Sequence[str] = (), *,
-                 timeout_s: float, learns_topics: bool = False) -> None:
-        """Nothing is opened until the first call.
+                 timeout_s: float, learns_topics: bool = False, reached: bool = False) -> None:
+        """Nothing is opened until the first call. `reached`: the broker answered this
+        connection before (a running stream's probe, first asked after a micro-batch was
+        planned): a broker restart at its first call is waited out until `timeout_s`, not
+        taken for a wrong address after `clients.UNREACHABLE_S`.
 
         Raises:
             ConfigError: no topics (unless it learns them), or a timeout that is not a
@@ -67,7 +70,7 @@ class LagProbe:
         if timeout_s <= 0:
             raise ConfigError(f"A Kafka timeout must be positive, got {timeout_s:g} s")
         self.connection, self.timeout_s = connection, timeout_s
-        self.learns_topics = learns_topics
+        self.learns_topics, self.reached = learns_topics, reached
         self._topics: set[str] = set(topics)
         self._client: KafkaClient | None = None
         self._lock = threading.Lock()
@@ -82,7 +85,8 @@ class LagProbe:
             if not self._topics:
                 raise ConfigError("Kafka lag needs at least one topic")
             self._client = KafkaClient(KafkaSourceOptions.for_lookups(
-                self.connection, sorted(self._topics), timeout_s=self.timeout_s))
+                self.connection, sorted(self._topics), timeout_s=self.timeout_s),
+                reached=self.reached)
         return self._client
 
     def lag(self, committed: Mapping[TopicPartitionKey, int]) -> list[PartitionLag]:

@@ -29,12 +29,14 @@ TOPICS_LISTED_ONE_BY_ONE = 3
 class KafkaClient:
     """Metadata and offset look-ups for the driver, with bounded waits and our errors."""
 
-    def __init__(self, options: KafkaSourceOptions) -> None:
+    def __init__(self, options: KafkaSourceOptions, *, reached: bool = False) -> None:
+        """`reached`: the broker answered this connection before (a running stream's
+        look-ups): a broker restart is waited out from the first call (`clients.Client`)."""
         self.options = options
         # Small fetches: the driver only confirms where each partition ends.
         small: dict[str, Any] = {"fetch.wait.max.ms": 10, "max.partition.fetch.bytes": 1024,
                                  "enable.partition.eof": True}
-        self.client = clients.consumer(options.connection,
+        self.client = clients.consumer(options.connection, reached=reached,
                                        logger_name=f"{LOGGER_NAME}.librdkafka", **small)
         self._admin: clients.Client | None = None
 
@@ -190,7 +192,8 @@ class KafkaClient:
         from confluent_kafka.admin import OffsetSpec
 
         if self._admin is None:
-            self._admin = clients.admin(self.options.connection,
+            # Made on first use: the consumer's answers count for it (one connection).
+            self._admin = clients.admin(self.options.connection, reached=self.client.answered,
                                         logger_name=f"{LOGGER_NAME}.librdkafka")
         admin = self._admin
         uncommitted, committed = IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED

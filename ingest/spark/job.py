@@ -383,7 +383,10 @@ class _KafkaLag:
                  ends_timeout_s: float = 30.0) -> None:
         # The stream's topic, learnt from the first micro-batch's offsets.
         self._probe = LagProbe(connection, timeout_s=timeout_s, learns_topics=True)
-        self._ends = LagProbe(connection, timeout_s=ends_timeout_s, learns_topics=True)
+        # Asked only once a micro-batch was planned from the broker: a restart then is
+        # waited out, as the source's own look-ups do.
+        self._ends = LagProbe(connection, timeout_s=ends_timeout_s, learns_topics=True,
+                              reached=True)
 
     def __call__(self, until: Mapping[tuple[str, int], int]) -> int | None:
         try:

@@ -365,9 +365,10 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
         check_existing_table(dead, TableDefinition(dead.name, dead.location,
                                                    dead_letter_schema()))
 
-    # Each partition's earliest offset, for the sink's data-loss check.
+    # Each partition's earliest offset, for the sink's data-loss check (asked once a
+    # micro-batch was planned from the broker: a restart then is waited out).
     earliest = None if kerberos else LagProbe(connection, timeout_s=options.kafka_timeout_s,
-                                                learns_topics=True)
+                                                learns_topics=True, reached=True)
     sink = ManyTableSink(rules, anchor_ref, sink_id=sink_id, options=options.sink,
                          create=create, check=check,
                          partition_expression=partition_expression,

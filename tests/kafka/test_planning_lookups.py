@@ -140,3 +140,22 @@ def test_read_tasks_are_planned_from_the_log_starts_latest_offset_fetched(
         assert asked == [[("pl-plan", 0), ("pl-plan", 1)]]
     finally:
         reader.stop()
+
+
+def test_a_running_streams_probe_waits_a_broker_out_where_a_first_look_up_gives_up() -> None:
+    """The sink's loss check first asks the broker after a micro-batch was planned from it: a
+    restart then must be waited out until the stream's Kafka timeout (as the source's own
+    look-ups, answered before, do), not be taken for a wrong address after UNREACHABLE_S."""
+    from external import free_port
+
+    from ingest.errors import IngestError, KafkaConnectError
+    from ingest.kafka import KafkaConnection, LagProbe
+
+    nobody = KafkaConnection(f"127.0.0.1:{free_port()}")  # nothing listens there
+    with pytest.raises(KafkaConnectError, match="no broker answered within 2 s"):
+        LagProbe(nobody, ["t"], timeout_s=2).earliest([("t", 0)])
+    started = time.monotonic()
+    with pytest.raises(IngestError) as waited:
+        LagProbe(nobody, ["t"], timeout_s=2, reached=True).earliest([("t", 0)])
+    assert not isinstance(waited.value, KafkaConnectError), waited.value
+    assert "within 2 s" in str(waited.value) and time.monotonic() - started >= 2
