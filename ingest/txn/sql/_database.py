@@ -218,15 +218,8 @@ class Database:
             except ConfigError as e:
                 bad = e  # raised once every table before it is known to exist
                 break
-        found: dict[tuple[str, str], str] = {}
-        for column in ("name", "location"):
-            values = sorted({v for k, v in keys if k == column})
-            for at in range(0, len(values), IDENTIFIERS_A_READ):
-                chunk = values[at:at + IDENTIFIERS_A_READ]
-                for name, value in c.execute(sa.select(tables_table.c.name,
-                                                       tables_table.c[column])
-                                             .where(tables_table.c[column].in_(chunk))):
-                    found[(column, value)] = str(name)
+        found = {key: str(row[0]) for key, row in matching_rows(
+            c, keys, (tables_table.c.name, tables_table.c.location))}
         out: list[str] = []
         for t, key in zip(tables, keys, strict=False):
             name = found.get(key)
@@ -382,4 +375,17 @@ class Part:
                 location=db.location, hint="open it for writing once: that upgrades it")
 
 
-__all__ = ["IDENTIFIERS_A_READ", "Database", "Part", "inserted_id"]
+def matching_rows(c: sa.Connection, keys: Sequence[tuple[str, str]], columns: Sequence[Any]
+                  ) -> Iterator[tuple[tuple[str, str], sa.Row[Any]]]:
+    """The rows of the tables named by `keys` (`table_key`'s pairs), `columns` of each (the
+    name and the location first), with the key each matched: a statement per kind of
+    identifier and IDENTIFIERS_A_READ of them, not a statement per table."""
+    for column in ("name", "location"):
+        values = sorted({v for k, v in keys if k == column})
+        for at in range(0, len(values), IDENTIFIERS_A_READ):
+            chunk = values[at:at + IDENTIFIERS_A_READ]
+            for row in c.execute(sa.select(*columns).where(tables_table.c[column].in_(chunk))):
+                yield (column, row[0] if column == "name" else row[1]), row
+
+
+__all__ = ["IDENTIFIERS_A_READ", "Database", "Part", "inserted_id", "matching_rows"]

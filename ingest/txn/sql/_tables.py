@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from ingest.acid.format import ValidWriteIdList
 from ingest.errors import CommitConflictError, ConfigError, TableExistsError
 from ingest.txn.model import SCHEMA_CHANGE_AGENT, TableDefinition, TableIdentifier, table_key
-from ingest.txn.sql._database import IDENTIFIERS_A_READ, Database
+from ingest.txn.sql._database import Database, matching_rows
 from ingest.txn.sql._manifest import Manifest
 from ingest.txn.sql._schema import sink_progress, table_schemas, tables, txn_to_write_id, txns
 from ingest.txn.sql._table_offsets import TableOffsets
@@ -190,17 +190,9 @@ class Tables:
         """See `Metastore.find_tables`: one read snapshot, a statement per kind of identifier
         (names, locations) and 400 of them, not a statement per table."""
         keys = [table_key(t) for t in identifiers]
-        found: dict[tuple[str, str], TableDefinition] = {}
         db = self._db
         with db.translate("read tables"), db.read() as c:
-            for column in ("name", "location"):
-                values = sorted({v for k, v in keys if k == column})
-                for at in range(0, len(values), IDENTIFIERS_A_READ):
-                    chunk = values[at:at + IDENTIFIERS_A_READ]
-                    for row in c.execute(sa.select(*self._columns)
-                                         .where(tables.c[column].in_(chunk))):
-                        # Keyed by the stored value the statement matched.
-                        found[(column, row[0] if column == "name" else row[1])] = _from_row(row)
+            found = {key: _from_row(row) for key, row in matching_rows(c, keys, self._columns)}
         return [found.get(key) for key in keys]
 
     def list_tables(self) -> list[TableDefinition]:
