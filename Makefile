@@ -29,12 +29,12 @@ dev-test: $(VENV)/.installed
 
 # Style and types (pyproject.toml's [tool.ruff] and [tool.mypy]); CI fails on any finding.
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check ingest tests jobs benchmarks
-	$(VENV)/bin/mypy ingest benchmarks
+	$(VENV)/bin/ruff check ingest tests jobs
+	$(VENV)/bin/mypy ingest
 
-# The benchmarks (benchmarks/, not installed with ingest) run from the repository root.
+# The benchmarks: `python -m ingest.bench NAME` (ingest/bench/); this runs `writer`.
 bench: $(VENV)/.installed
-	$(PY) -m benchmarks writer
+	$(PY) -m ingest.bench writer
 
 clean:
 	rm -rf demo-output .pytest_cache

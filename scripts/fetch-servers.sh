@@ -14,7 +14,7 @@
 # Spark SQL's Hive 4.0.1 metastore client.
 # sparkkafka is not a server either: Spark's own JVM Kafka source (spark-sql-kafka-0-10 and
 # the jars it needs beside pyspark's), as a class path file, for `--kafka-source jvm` in
-# tests/spark/test_kafka_source_jvm.py and `python -m benchmarks stream --kafka-source jvm`.
+# tests/spark/test_kafka_source_jvm.py and `python -m ingest.bench stream --kafka-source jvm`.
 # apicurio is Apicurio Registry, the schema registry of the Avro value tests
 # (tests/schema_registry.py starts it): its Quarkus application, quarkus-run.jar and lib/.
 # kafka is Apache Kafka, a real broker (KRaft, one node) for the tests (scripts/kafka.sh,

@@ -17,12 +17,12 @@ from external import require
 from s3_server import Bucket
 
 COMMON_KEYS = {"benchmark", "ingest_rows_per_s", "baseline_rows_per_s", "ratio"}
-# The benchmarks are not installed with ingest: `python -m benchmarks` runs from the root.
+# From the root: `--broker apache` starts Kafka with the checkout's scripts/kafka.sh.
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_bench(*argv: str, timeout: float = 300) -> dict:
-    done = subprocess.run([sys.executable, "-m", "benchmarks", *argv], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "ingest.bench", *argv], capture_output=True,
                           text=True, timeout=timeout, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -59,7 +59,7 @@ def test_benchmark_prints_its_figures_as_a_json_last_line(argv: list[str],
 
 _PEAK_RSS_PROBE = """
 import json, subprocess, sys, time
-from benchmarks.support import PeakRss
+from ingest.bench.support import PeakRss
 child = ("import sys; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
          " print(flush=True); sys.stdin.read()")
 with PeakRss(interval_s=0.05) as peak:
@@ -97,9 +97,9 @@ def test_peak_rss_covers_the_block_and_the_python_processes_below() -> None:
 
 
 def test_unknown_benchmark_is_a_usage_error() -> None:
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "nope"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "ingest.bench", "nope"], capture_output=True,
                           text=True, timeout=60, check=False, cwd=ROOT)
-    assert done.returncode == 2 and "usage: python -m benchmarks" in done.stderr
+    assert done.returncode == 2 and "usage: python -m ingest.bench" in done.stderr
 
 
 def test_upsert_benchmark_prints_the_batch_time_per_table_size() -> None:
@@ -129,8 +129,8 @@ def test_upsert_benchmark_prints_the_batch_time_per_table_size() -> None:
 def test_parse_write_ceiling_runs_the_sink_write_task_on_records_in_memory() -> None:
     """The ceiling `bench stream` reports: the sink's own write task parses and writes every
     record (unpartitioned, the events' dt dropped; partitioned by it), or says it did not."""
-    from benchmarks.stream import _events, _key
-    from benchmarks.support import BATCH_ROWS, kafka_batches, parse_and_write
+    from ingest.bench.stream import _events, _key
+    from ingest.bench.support import BATCH_ROWS, kafka_batches, parse_and_write
 
     events = list(_events(25_000))
     batches = kafka_batches(events, map(_key, events), topic="t", partitions=2)
@@ -154,7 +154,7 @@ def test_standin_is_found_by_its_listening_port_and_its_cpu_read() -> None:
     import socket
     import time
 
-    from benchmarks.support import endpoint_pid, listening_pid, process_cpu_s
+    from ingest.bench.support import endpoint_pid, listening_pid, process_cpu_s
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

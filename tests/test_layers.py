@@ -1,7 +1,7 @@
 """Imports point down the layers only, in the order docs/architecture.md's §1 table lists
 them (read from the doc, so the two cannot drift); no module imports one that imports it
 back (not even inside a function); above the metastore interface nothing knows SQL; a
-package is entered through its face; nothing (`ingest/`, `benchmarks/`, `jobs/`) imports
+package is entered through its face; nothing (`ingest/` with its benchmarks, `jobs/`) imports
 another package's `_private` module.
 
 The layers and what each may import: docs/architecture.md.
@@ -29,10 +29,11 @@ def _doc_layers(markdown: str) -> list[str]:
 
 
 LAYERS = _doc_layers(ARCHITECTURE.read_text())
-# Modules outside the layers: shared leaves (anyone may import them) and the entry point
-# on top (`python -m ingest`). The benchmarks live outside the package (benchmarks/).
+# Modules outside the layers: shared leaves (anyone may import them) and what sits on top:
+# the entry point (`python -m ingest`) and the benchmarks (`python -m ingest.bench`), which
+# measure every layer and which nothing imports.
 SHARED = {"errors", "faults", "lazy"}
-TOP = {"__main__"}
+TOP = {"__main__", "bench"}
 
 
 def test_the_layer_order_is_read_from_the_doc() -> None:
@@ -219,9 +220,8 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
 # Everything above uses the `Metastore` interface, so another backend (a Hive Metastore over
 # thrift://) serves every layer unchanged.
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 OUTSIDE_TXN = sorted([p for p in MODULES if p.relative_to(PACKAGE).parts[0] != "txn"]
-                     + list(JOBS.glob("*.py")) + list(BENCHMARKS.glob("*.py")))
+                     + list(JOBS.glob("*.py")))
 DRIVERS = ("sqlalchemy", "sqlite3", "psycopg")
 
 
@@ -261,11 +261,11 @@ def test_the_sql_backend_check_catches_each_form(tmp_path: Path, source: str,
 # (`ingest.acid.read`, `ingest.spark.sink`, `ingest.table`, ...) code imports those names from
 # the package itself, never from one of its modules ("deep import"), and never a `_private`
 # module or name of another package. A package's own modules, and its sub-packages, may import
-# its modules directly (a face must not import itself). The entry point on top
-# (`ingest/__main__.py`) may reach anywhere.
+# its modules directly (a face must not import itself). What sits on top
+# (`ingest/__main__.py`, the benchmarks) may reach anywhere but into a `_private` module.
 FACE_CHECKED = sorted([p for p in MODULES if p.relative_to(PACKAGE).parts[0].removesuffix(".py")
                        not in TOP] + list(JOBS.glob("*.py")))
-UNFACED = {"ingest.cli"}  # the command (nothing imports it)
+UNFACED = {"ingest.cli", "ingest.bench"}  # the commands (nothing imports them)
 
 
 def _package_of(path: Path) -> str:
@@ -384,12 +384,12 @@ def test_the_face_check_catches_each_form(source: str, importer: str, bad: bool)
 # `ingest`'s public modules directly (`ingest.table.write`); a name they need from a private
 # module is added to its package's face. A module may import its own package's (or a parent
 # package's) private modules. Tests may reach into what they test and are not checked.
-PRIVATE_CHECKED = sorted([*MODULES, *BENCHMARKS.rglob("*.py"), *JOBS.glob("*.py")])
+PRIVATE_CHECKED = sorted([*MODULES, *JOBS.glob("*.py")])
 
 
 def _private_imports(source: str, importer: str) -> list[str]:
     """The `_private` modules of other packages that `source`, a module of the package
-    `importer` (`benchmarks`, `ingest.spark.sink`, `jobs`), imports."""
+    `importer` (`ingest.bench`, `ingest.spark.sink`, `jobs`), imports."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -423,18 +423,18 @@ def test_no_module_imports_another_packages_private_module(path: Path) -> None:
 
 
 @pytest.mark.parametrize("source, importer, bad", [
-    ("from ingest.acid.read._delete_registry import DeleteRegistry", "benchmarks", True),
-    ("import ingest.acid.read._delete_registry", "benchmarks", True),
+    ("from ingest.acid.read._delete_registry import DeleteRegistry", "ingest.bench", True),
+    ("import ingest.acid.read._delete_registry", "ingest.bench", True),
     ("from ingest.acid.read import _delete_registry", "jobs", True),
     ("from ingest.acid.read._delete_registry import DeleteRegistry", "ingest.acid", True),
     ("from ingest.acid.read._delete_registry import DeleteRegistry", "ingest.acid.read", False),
-    ("from ingest.acid.read import plan_files", "benchmarks", False),
-    ("from ingest.acid.read.merge import READ_AHEAD_ENV", "benchmarks", False),
+    ("from ingest.acid.read import plan_files", "ingest.bench", False),
+    ("from ingest.acid.read.merge import READ_AHEAD_ENV", "ingest.bench", False),
     ("from ingest.txn.hms.thrift import _stubs", "ingest.txn.hms.thrift", False),
     ("from ingest.txn.hms.thrift import _stubs", "ingest.txn.hms", True),
     ("from ingest.txn.hms.thrift import ttypes", "ingest.txn.hms", False),
-    ("from benchmarks.support import report", "benchmarks", False),
-    ("from pyarrow._compute import Expression", "benchmarks", False),
+    ("from ingest.bench.support import report", "ingest.bench", False),
+    ("from pyarrow._compute import Expression", "ingest.bench", False),
 ])
 def test_the_private_module_check_catches_each_form(source: str, importer: str,
                                                     bad: bool) -> None:

@@ -18,8 +18,8 @@ import pytest
 from s3_server import Bucket, MotoServer, start_moto, stop_moto
 
 import ingest
-from benchmarks.support.s3_requests import count, keys_of, recording
 from ingest.acid import BucketFileOptions, BucketWriter
+from ingest.bench.support.s3_requests import count, keys_of, recording
 from ingest.io import storage
 from ingest.table.write import create_table
 from ingest.txn import Metastore, default_metastore_url

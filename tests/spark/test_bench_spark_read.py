@@ -1,4 +1,4 @@
-"""`python -m benchmarks spark-read` runs end to end on a small table and ends with its JSON
+"""`python -m ingest.bench spark-read` runs end to end on a small table and ends with its JSON
 line (as tests/test_bench.py checks the other benchmarks; this one starts Spark)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def test_spark_read_benchmark_prints_its_figures_as_a_json_last_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "spark-read", "--rows", "20000", "--loads", "2",
+        [sys.executable, "-m", "ingest.bench", "spark-read", "--rows", "20000", "--loads", "2",
          "--repeats", "1"], capture_output=True, text=True, timeout=600, check=False,
         cwd=Path(__file__).resolve().parents[2])  # the repository root: not installed
     assert done.returncode == 0, done.stderr[-3000:]

@@ -146,7 +146,7 @@ def test_bench_topic_ends_exactly_where_list_offsets_says_and_the_bare_consumer_
         kafka_broker: str, topic: str) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    from benchmarks.stream import _drain, _events, _fill_topic, _key
+    from ingest.bench.stream import _drain, _events, _fill_topic, _key
 
     def list_offsets_latest(name: str) -> int:
         consumer = Consumer({"bootstrap.servers": kafka_broker, "group.id": "probe"})

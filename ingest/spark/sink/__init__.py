@@ -55,7 +55,7 @@ __getattr__ = lazy_names(__name__, _HOMES)
 
 __all__ = [
     "error_in_traceback",
-    # for the benchmarks' write-task ceiling (benchmarks/support/parse_write.py, stream.py)
+    # for the benchmarks' write-task ceiling (ingest/bench/support/parse_write.py, stream.py)
     "KAFKA_COLUMNS",
     "FileWritten",
     "DeltaTarget",

@@ -36,7 +36,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from benchmarks.support import report, sample_rows, tree_cpu_s
+from ingest.bench.support import report, sample_rows, tree_cpu_s
 
 FLOOR_SOURCE = "ingest-bench-floor"
 # Per Python worker: the batches of each floor partition file, read once, then held (Spark
@@ -153,7 +153,7 @@ def timed_interleaved(cases: dict[str, Callable[[], Any]], *, repeats: int
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks spark-read")
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench spark-read")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--loads", type=int, default=5, help="transactions (delta directories)")
     parser.add_argument("--buckets", type=int, default=4)

@@ -1,4 +1,4 @@
-"""`python -m benchmarks stream --topics N`: N topics into N tables through one stream against
+"""`python -m ingest.bench stream --topics N`: N topics into N tables through one stream against
 the same records into one table, in the same run (issue 34, "Scale").
 
 The many-table case is one streaming query over N topics (`--topic-partitions` partitions
@@ -34,15 +34,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from benchmarks.stream import _Broker, _fill_topic
-from benchmarks.support import PeakRss, report
+from ingest.bench.stream import _Broker, _fill_topic
+from ingest.bench.support import PeakRss, report
 
 T = TypeVar("T")
 SCHEMA = "id BIGINT, value STRING, ts TIMESTAMP, dt STRING"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks stream --topics N")
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench stream --topics N")
     parser.add_argument("--topics", type=int, required=True, help="topics (and tables)")
     parser.add_argument("--rows", type=int, default=200_000, help="records in all")
     parser.add_argument("--partitions", type=int, default=2,

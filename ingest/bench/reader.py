@@ -25,7 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.orc as po
 
-from benchmarks.support import median_seconds_interleaved, report, sample_rows
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.format import (
     BUCKET,
@@ -41,6 +40,7 @@ from ingest.acid.format import (
 from ingest.acid.format.checksums import CHECK_ENV
 from ingest.acid.read import read_table
 from ingest.acid.read.merge import READ_AHEAD_ENV
+from ingest.bench.support import median_seconds_interleaved, report, sample_rows
 from ingest.orc import read_tail
 from ingest.table import open_table
 
@@ -86,7 +86,7 @@ def build_table(root: str, *, base_rows: int, deltas: int, delta_rows: int,
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks reader")
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench reader")
     parser.add_argument("--base-rows", type=int, default=1_000_000)
     parser.add_argument("--deltas", type=int, default=10)
     parser.add_argument("--delta-rows", type=int, default=100_000)

@@ -17,7 +17,6 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.support import PeakRss, median_seconds, report, sample_rows
 from ingest.acid import BucketFileOptions, BucketWriter, ValidWriteIdList
 from ingest.acid.compaction import compact_partition
 from ingest.acid.format import (
@@ -30,6 +29,7 @@ from ingest.acid.format import (
     format_delta,
 )
 from ingest.acid.read import read_table
+from ingest.bench.support import PeakRss, median_seconds, report, sample_rows
 
 
 def build_table(root: str, *, deltas: int, delta_rows: int, delete_fraction: float,
@@ -66,7 +66,7 @@ def _cpu_s() -> float:
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks compact")
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench compact")
     parser.add_argument("--deltas", type=int, default=100)
     parser.add_argument("--delta-rows", type=int, default=100_000)
     parser.add_argument("--delete-fraction", type=float, default=0.01)

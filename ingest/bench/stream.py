@@ -37,7 +37,7 @@ sink can reach the goal on this machine.
 `ratio_metrics_on`: its throughput over the same layout's without metrics.
 `--s3-requests` (with `--warehouse s3://...` on moto's server) runs the first layout once more
 after the rounds, untimed, and counts its S3 requests by kind per micro-batch with moto's
-recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `benchmarks/support/s3_requests.py`).
+recorder (PUT, GET, HEAD, LIST, COPY, DELETE, MPU; `ingest/bench/support/s3_requests.py`).
 Every round also runs the sink's own write task (`support/parse_write.py`: the JSON parse and
 the ACID ORC writer) on the same records already in memory, in this process: no Kafka, no
 Spark, no commit. `parse_write_seconds` and its CPU seconds against the consumer's drain
@@ -75,7 +75,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
-from benchmarks.support import (
+from ingest.acid import CODECS
+from ingest.bench.support import (
     PeakRss,
     endpoint_pid,
     kafka_batches,
@@ -83,7 +84,6 @@ from benchmarks.support import (
     process_cpu_s,
     report,
 )
-from ingest.acid import CODECS
 from ingest.kafka import KafkaConnection
 from ingest.txn import redact_url
 
@@ -118,7 +118,7 @@ class _Broker:
             self._proc, servers = _start_tansu(tmp / "tansu.log")
             self.plain = KafkaConnection(servers)
             return
-        script = Path(__file__).resolve().parents[1] / "scripts" / "kafka.sh"
+        script = _kafka_script()
         done = subprocess.run(["bash", str(script), "start", "--dir", str(self._dir)],
                               capture_output=True, text=True, timeout=300, check=False)
         if done.returncode != 0:
@@ -134,7 +134,7 @@ class _Broker:
             self._proc.terminate()
             self._proc.wait(10)
         elif self.kind == "apache":
-            script = Path(__file__).resolve().parents[1] / "scripts" / "kafka.sh"
+            script = _kafka_script()
             subprocess.run(["bash", str(script), "stop", "--dir", str(self._dir)],
                            capture_output=True, timeout=120, check=False)
 
@@ -153,6 +153,16 @@ def _listener_settings(listener: str, lines: dict[str, str]) -> dict[str, str]:
                          else "PLAIN", "sasl.username": lines["SASL_USER"],
                          "sasl.password": lines["SASL_PASSWORD"]})
     return settings
+
+
+def _kafka_script() -> Path:
+    """The repository's scripts/kafka.sh, which starts and stops Apache Kafka: `--broker
+    apache` runs from a checkout (an installed ingest has no scripts/)."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "kafka.sh"
+    if not script.is_file():
+        raise SystemExit(f"--broker apache needs a checkout of the repository: {script} is "
+                         "missing (run from the checkout, or use --broker tansu)")
+    return script
 
 
 def _start_tansu(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -446,7 +456,7 @@ def _count_requests(spark: Any, kafka: KafkaConnection, tmp: Path, args: argpars
                     layout: str) -> dict[str, Any]:
     """One more remote run of `layout`, its S3 requests counted by kind (total and per
     micro-batch, the job's start and end included)."""
-    from benchmarks.support import s3_requests
+    from ingest.bench.support import s3_requests
     from ingest.io import storage
 
     options = storage.parse_storage_options(args.storage_option)
@@ -484,13 +494,7 @@ def _files_per_batch(summary: Any) -> float:
 
 
 def run(argv: list[str]) -> None:
-    if any(a == "--topics" or a.startswith("--topics=") for a in argv):
-        # N topics into N tables against one table: a benchmark of its own.
-        from benchmarks.stream_topics import run as run_topics
-
-        run_topics(argv)
-        return
-    parser = argparse.ArgumentParser(prog="python -m benchmarks stream")
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench stream")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=2, help="topic partitions")
     parser.add_argument("--flush-rows", type=int, default=100_000)

@@ -5,18 +5,18 @@ server's CPU (`standin.py`), the upsert benchmark's Delta and Iceberg baselines
 (`upsert_baselines.py`) and S3 requests counted by kind (`s3_requests`, offered as a module).
 """
 
-from benchmarks.support import s3_requests
-from benchmarks.support.common import (
+from ingest.bench.support import s3_requests
+from ingest.bench.support.common import (
     median_seconds,
     median_seconds_interleaved,
     report,
     sample_rows,
 )
-from benchmarks.support.cpu import tree_cpu_s
-from benchmarks.support.memory import PeakRss
-from benchmarks.support.parse_write import BATCH_ROWS, kafka_batches, parse_and_write
-from benchmarks.support.standin import endpoint_pid, listening_pid, process_cpu_s
-from benchmarks.support.upsert_baselines import Batch, deltalake_seconds, pyiceberg_seconds
+from ingest.bench.support.cpu import tree_cpu_s
+from ingest.bench.support.memory import PeakRss
+from ingest.bench.support.parse_write import BATCH_ROWS, kafka_batches, parse_and_write
+from ingest.bench.support.standin import endpoint_pid, listening_pid, process_cpu_s
+from ingest.bench.support.upsert_baselines import Batch, deltalake_seconds, pyiceberg_seconds
 
 __all__ = [
     "BATCH_ROWS",

@@ -32,14 +32,14 @@ import numpy as np
 import pyarrow as pa
 
 import ingest
-from benchmarks.support import (
+from ingest.acid.format import bucket_ids
+from ingest.bench.support import (
     Batch,
     deltalake_seconds,
     median_seconds_interleaved,
     pyiceberg_seconds,
     report,
 )
-from ingest.acid.format import bucket_ids
 from ingest.records.changes import from_debezium
 from ingest.table import Table
 from ingest.table.write import create_table
@@ -195,7 +195,7 @@ def _reads(table: Table, *, buckets: int, root: str, repeats: int) -> dict[str, 
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks upsert",
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench upsert",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="100000,1000000",
                         help="table sizes, comma-separated (default: %(default)s)")

@@ -17,8 +17,8 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.support import median_seconds, report
 from ingest.acid import BucketFileOptions, BucketWriter, side_file_path
+from ingest.bench.support import median_seconds, report
 from ingest.table import open_table_or_files
 from ingest.table.maintain import TableRecovery, recover_table_with_metastore
 
@@ -55,7 +55,7 @@ def build(path: str, *, size_mb: int, flushes: int) -> int:
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks recover")
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench recover")
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--flushes", type=int, default=1000)
     parser.add_argument("--garbage-kb", type=int, default=512,

@@ -16,9 +16,9 @@ from collections import Counter
 import fsspec
 import pyarrow as pa
 
-from benchmarks.support import median_seconds_interleaved, report, sample_rows
 from ingest.acid.format import is_hidden, is_side_file, parse_bucket_file
 from ingest.acid.read import acid_state, read_table
+from ingest.bench.support import median_seconds_interleaved, report, sample_rows
 from ingest.table import open_table
 from ingest.table.maintain import clean, compact
 from ingest.table.write import create_table, load
@@ -43,7 +43,7 @@ def bucket_files(fs: fsspec.AbstractFileSystem, directory: str) -> int:
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks day")
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench day")
     parser.add_argument("--commits", type=int, default=1440)
     parser.add_argument("--rows", type=int, default=2000, help="rows per commit")
     parser.add_argument("--repeats", type=int, default=5, help="reads timed at the end")

@@ -25,15 +25,15 @@ import fsspec
 import pyarrow as pa
 import pyarrow.orc as po
 
-from benchmarks.support import median_seconds_interleaved, report, sample_rows
 from ingest.acid import BucketFileOptions, BucketWriter, WriterOptions
 from ingest.acid.format.checksums import stripe_checksum
+from ingest.bench.support import median_seconds_interleaved, report, sample_rows
 from ingest.io import files as _files
 from ingest.orc import read_tail
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks writer")
+    parser = argparse.ArgumentParser(prog="python -m ingest.bench writer")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--flush-every", type=int, default=100_000)

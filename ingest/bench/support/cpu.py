@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from benchmarks.support.memory import descendants
+from ingest.bench.support.memory import descendants
 
 _PROC = Path("/proc")
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
