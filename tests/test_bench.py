@@ -274,3 +274,4 @@ def test_stream_benchmark_of_many_topics_quotes_both_throughputs_and_the_driver_
     assert figures["many_tables_spark_actions_per_batch"] >= 1
     assert figures["peak_rss_driver_python_mb"] > 0 and figures["peak_rss_driver_jvm_mb"] > 0
     assert figures["python_heap_blocks"] > 0
+    assert figures["topic_check_ms"] > 0 and figures["topic_check_each_ms"] > 0

@@ -16,7 +16,9 @@ less its Spark jobs') and its Spark actions per micro-batch, the same source rea
 same micro-batches into Spark's "noop" format in each case (`read_ratio`: the ceiling the
 source leaves the sinks' ratio), and the driver's memory with N tables: peak RSS of this
 (the driver's Python) process and of its JVM during the run, and the Python heap's allocated
-blocks after it (`sys.getallocatedblocks`, cheap).
+blocks after it (`sys.getallocatedblocks`, cheap). Before Spark starts, the start-up check of
+the N topics through one client against a client a topic (`topic_check_ms`,
+`topic_check_each_ms`).
 """
 
 from __future__ import annotations
@@ -189,6 +191,25 @@ def _median_ms(values: list[float]) -> float:
     return round(1000 * statistics.median(values), 1) if values else 0.0
 
 
+def _topic_checks(kafka: Any, topics: list[str], repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds the start-up check of the N topics takes (`check_kafka`: one client asks for
+    all of them, as `ingest stream` and the job do) and, alternating with it, the same check
+    one topic at a time (a client each, as the stream did before)."""
+    from ingest.spark import check_kafka
+
+    together: list[float] = []
+    each: list[float] = []
+    for _ in range(max(repeats, 3)):
+        started = time.perf_counter()
+        check_kafka(kafka, *topics, timeout_s=60)
+        together.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        for topic in topics:
+            check_kafka(kafka, topic, timeout_s=60)
+        each.append(time.perf_counter() - started)
+    return together, each
+
+
 def run(argv: list[str]) -> None:
     args = parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -224,6 +245,7 @@ def run(argv: list[str]) -> None:
             _fill_topic(kafka, warm, warm_each, args.topic_partitions)
         print(f"produced {total:,} records into 1 topic and into {n} topics in "
               f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
+        checks_together, checks_each = _topic_checks(kafka, names, args.repeats)
         spark = (SparkSession.builder.master("local[2]").appName("ingest-bench-topics")
                  .config("spark.ui.enabled", "false").config("spark.driver.memory", "3g")
                  .config("spark.ui.showConsoleProgress", "false")
@@ -300,6 +322,8 @@ def run(argv: list[str]) -> None:
         "python_heap_blocks": max(heap_blocks),
         "read_one_seconds": round(read_one_s, 3), "read_many_seconds": round(read_many_s, 3),
         "read_ratio": read_ratio,
+        "topic_check_ms": _median_ms(checks_together),
+        "topic_check_each_ms": _median_ms(checks_each),
         "load_after": [round(x, 2) for x in os.getloadavg()],
     }
     print(f"{total:,} records: one topic ({args.partitions} partitions) into one table vs "
@@ -324,6 +348,8 @@ def run(argv: list[str]) -> None:
     print(f"the Kafka source alone, same micro-batches, into noop: one topic median "
           f"{read_one_s:.2f} s, {n} topics {read_many_s:.2f} s; ratio {read_ratio:.3f} (the "
           f"ceiling of the {n}-table ratio the source leaves)")
+    print(f"checking the {n} topics at start: {figures['topic_check_ms']:g} ms through one "
+          f"client, {figures['topic_check_each_ms']:g} ms with a client a topic (medians)")
     print(f"driver memory with {n} tables: peak RSS Python "
           f"{figures['peak_rss_driver_python_mb']:,} MiB, JVM "
           f"{figures['peak_rss_driver_jvm_mb']:,} MiB; Python heap "

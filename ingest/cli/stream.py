@@ -88,10 +88,9 @@ def command(master: str, as_json: bool, quiet: bool, **flags: Any) -> None:
     options = StreamOptions.from_flags(flags)  # a bad --trigger: exit 2 at once
     if options.many_tables:  # a table per route: the same checks before Spark starts
         check_many_options(options)
-        if not options.connection.kerberos:
-            for topic in options.topic.split(",") if options.topic else ():
-                check_kafka(options.connection, topic.strip(),
-                            timeout_s=options.kafka_timeout_s)  # before starting Spark
+        assert options.routing is not None  # many_tables
+        check_kafka(options.connection, *options.routing.selection.topics,
+                    timeout_s=options.kafka_timeout_s)  # before starting Spark
     else:
         options = with_avro_columns(options)  # no --schema with Avro values: the writers'
         assert options.schema_ddl is not None

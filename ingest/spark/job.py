@@ -23,7 +23,7 @@ from ingest.errors import ConfigError, IngestError, SchemaMismatchError
 from ingest.io import storage
 from ingest.kafka import KafkaConnection, LagProbe, Watermarks, check_not_behind
 from ingest.spark.avro_columns import with_avro_columns
-from ingest.spark.kafka import check_jvm_kafka, check_topic, kafka_dataframe
+from ingest.spark.kafka import check_jvm_kafka, check_topics, kafka_dataframe
 from ingest.spark.maintenance import StreamMaintenance
 from ingest.spark.metrics import StreamMetrics, check_port
 from ingest.spark.operations import StreamOperations
@@ -196,22 +196,23 @@ def check_sink_progress(metastore_url: str) -> None:
             "Metastore) one")
 
 
-def check_kafka(connection: KafkaConnection, topic: str, *, timeout_s: float = 30.0
+def check_kafka(connection: KafkaConnection, *topics: str, timeout_s: float = 30.0
                 ) -> Watermarks:
-    """Check the broker answers this connection and the topic exists and may be read;
-    returns each partition's (earliest, end) offsets. A refused connection (authentication,
+    """Check the broker answers this connection and the topics exist and may be read (all
+    of them through one client); returns each partition's (earliest, end) offsets. A
+    refused connection (authentication,
     TLS, an ACL) or an unreachable broker fails within seconds, naming the cause. A
     Kerberized Kafka is not checked (no offsets returned): only Spark's source can reach it
     (`check_kerberos_kafka`).
 
     Raises:
-        ConfigError: the topic does not exist.
+        ConfigError: a topic does not exist.
         KafkaConnectError: the broker refuses this client or does not answer.
         IngestError: the broker cannot be reached within timeout_s.
     """
     if connection.kerberos:
         return {}
-    return check_topic(connection, topic, timeout_s=timeout_s)
+    return check_topics(connection, topics, timeout_s=timeout_s)
 
 
 def check_kerberos_kafka(connection: KafkaConnection) -> bool:

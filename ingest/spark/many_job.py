@@ -271,8 +271,9 @@ def run_many_stream(spark: SparkSession, options: StreamOptions, *,
     connection = options.connection
     kerberos = check_kerberos_kafka(connection)
     marks: Watermarks = {}
-    for topic in rules.selection.topics:  # a pattern may match none yet
-        marks.update(check_kafka(connection, topic, timeout_s=options.kafka_timeout_s))
+    # the listed topics, together (a pattern may match none yet)
+    marks.update(check_kafka(connection, *rules.selection.topics,
+                             timeout_s=options.kafka_timeout_s))
     if options.kafka_source == "jvm":
         check_jvm_kafka(spark)
     if options.metrics_port is not None:
@@ -552,10 +553,15 @@ class _RegistryColumns:
 
 def _ends_of(connection: KafkaConnection, topics: set[str], *, listed: Sequence[str],
              timeout_s: float) -> Watermarks:
-    """The (earliest, end) offsets of `topics` on the broker. A topic of a pattern that is
-    gone has nothing left to read and is left out; a listed one was checked already."""
+    """The (earliest, end) offsets of `topics` on the broker, asked together. A topic of a
+    pattern that is gone has nothing left to read and is left out (then each is asked on its
+    own, to tell which); a listed one was checked already."""
     from ingest.spark.job import check_kafka
 
+    try:
+        return check_kafka(connection, *sorted(topics), timeout_s=timeout_s)
+    except ConfigError:
+        pass
     out: Watermarks = {}
     for topic in sorted(topics):
         try:

@@ -159,3 +159,48 @@ def test_a_running_streams_probe_waits_a_broker_out_where_a_first_look_up_gives_
         LagProbe(nobody, ["t"], timeout_s=2, reached=True).earliest([("t", 0)])
     assert not isinstance(waited.value, KafkaConnectError), waited.value
     assert "within 2 s" in str(waited.value) and time.monotonic() - started >= 2
+
+
+def test_the_stream_checks_all_its_topics_through_one_client(
+        apache_kafka: ApacheKafka, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check_kafka` of a stream of several topics (the CLI before Spark starts, the job at
+    its start) opens one client for all of them, not one a topic; a missing one is named."""
+    from ingest.kafka import KafkaConnection
+    from ingest.spark import check_kafka
+    from ingest.spark.kafka import source
+
+    counts = {"ck-a": 2, "ck-b": 1, "ck-c": 3}
+    for topic, n in counts.items():
+        apache_kafka.create_topic(topic, partitions=n)
+        _produce(apache_kafka, topic, {p: p + 1 for p in range(n)})
+    made: list[tuple[str, ...]] = []
+    real = source.KafkaClient
+
+    def counting(options: KafkaSourceOptions) -> KafkaClient:
+        made.append(tuple(options.topics))
+        return real(options)
+
+    monkeypatch.setattr(source, "KafkaClient", counting)
+    connection = KafkaConnection(apache_kafka.plaintext)
+    marks = check_kafka(connection, *counts, timeout_s=KAFKA_WAIT_S)
+    assert marks == {(t, p): (0, p + 1) for t, n in counts.items() for p in range(n)}
+    assert made == [tuple(counts)]
+    with pytest.raises(ConfigError, match="Kafka topic 'ck-missing' does not exist"):
+        check_kafka(connection, "ck-a", "ck-missing", timeout_s=KAFKA_WAIT_S)
+    assert check_kafka(connection, timeout_s=KAFKA_WAIT_S) == {}  # a pattern's: none yet
+    assert len(made) == 2
+
+
+def test_a_committed_pattern_topic_that_is_gone_is_left_out_and_a_listed_one_fails(
+        apache_kafka: ApacheKafka) -> None:
+    from ingest.kafka import KafkaConnection
+    from ingest.spark.many_job import _ends_of
+
+    apache_kafka.create_topic("ck-kept", partitions=2)
+    _produce(apache_kafka, "ck-kept", {0: 2, 1: 1})
+    connection = KafkaConnection(apache_kafka.plaintext)
+    topics = {"ck-kept", "ck-gone"}
+    assert _ends_of(connection, topics, listed=(), timeout_s=KAFKA_WAIT_S) == {
+        ("ck-kept", 0): (0, 2), ("ck-kept", 1): (0, 1)}
+    with pytest.raises(ConfigError, match="Kafka topic 'ck-gone' does not exist"):
+        _ends_of(connection, topics, listed=("ck-gone",), timeout_s=KAFKA_WAIT_S)
