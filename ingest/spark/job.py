@@ -200,10 +200,9 @@ def check_kafka(connection: KafkaConnection, *topics: str, timeout_s: float = 30
                 ) -> Watermarks:
     """Check the broker answers this connection and the topics exist and may be read (all
     of them through one client); returns each partition's (earliest, end) offsets. A
-    refused connection (authentication,
-    TLS, an ACL) or an unreachable broker fails within seconds, naming the cause. A
-    Kerberized Kafka is not checked (no offsets returned): only Spark's source can reach it
-    (`check_kerberos_kafka`).
+    refused connection (authentication, TLS, an ACL) or an unreachable broker fails within
+    seconds, naming the cause. A Kerberized Kafka is not checked (no offsets returned): only
+    Spark's source can reach it (`check_kerberos_kafka`).
 
     Raises:
         ConfigError: a topic does not exist.
