@@ -83,6 +83,21 @@ def _sink_options(args: argparse.Namespace) -> Any:
     return SinkOptions(flush_rows=args.flush_rows, file_layout=args.file_layout)
 
 
+def _timed_query(frame: Any, sink: Any, warehouse: Path) -> tuple[float, list[Any]]:
+    """Run `frame` through `sink` until the topics' records are read (availableNow): the
+    seconds until the query ended, and the sink's reports."""
+    started = time.perf_counter()
+    try:
+        query = (frame.writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(warehouse / "_checkpoint"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        seconds = time.perf_counter() - started
+    finally:
+        sink.close()
+    return seconds, list(sink.reports)
+
+
 def _many(spark: Any, kafka: Any, topics: list[str], warehouse: Path, args: argparse.Namespace,
           max_offsets: int | None) -> tuple[float, list[Any]]:
     """One many-table run: seconds until the query ended, and the sink's reports."""
@@ -114,16 +129,7 @@ def _many(spark: Any, kafka: Any, topics: list[str], warehouse: Path, args: argp
                             max_offsets_per_trigger=max_offsets,
                             pack_records_per_task=args.pack_records,
                             pack_into_tasks=spark.sparkContext.defaultParallelism)
-    started = time.perf_counter()
-    try:
-        query = (frame.writeStream.foreachBatch(sink)
-                 .option("checkpointLocation", str(warehouse / "_checkpoint"))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-        seconds = time.perf_counter() - started
-    finally:
-        sink.close()
-    return seconds, list(sink.reports)
+    return _timed_query(frame, sink, warehouse)
 
 
 def _one(spark: Any, kafka: Any, topic: str, warehouse: Path, args: argparse.Namespace,
@@ -141,16 +147,7 @@ def _one(spark: Any, kafka: Any, topic: str, warehouse: Path, args: argparse.Nam
                     options=_sink_options(args))
     frame = kafka_dataframe(spark, connection=kafka, topic=topic,
                             max_offsets_per_trigger=max_offsets)
-    started = time.perf_counter()
-    try:
-        query = (frame.writeStream.foreachBatch(sink)
-                 .option("checkpointLocation", str(warehouse / "_checkpoint"))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-        seconds = time.perf_counter() - started
-    finally:
-        sink.close()
-    return seconds, list(sink.reports)
+    return _timed_query(frame, sink, warehouse)
 
 
 def _read(spark: Any, kafka: Any, topics: list[str], checkpoint: Path, *,
