@@ -2,8 +2,8 @@
 exists, so the map (docs/architecture.md's "where each idea lives", docstrings, comments)
 cannot drift from the tree when a module is renamed or moved.
 
-Where references are looked for: the docstrings and comments of `ingest/**/*.py` and
-`ingest/bench/*.py`, `docs/*.md`, `README.md` and `pyproject.toml`.
+Where references are looked for: the docstrings and comments of `ingest/**/*.py`
+(the benchmarks in `ingest/bench/` too), `docs/*.md`, `README.md` and `pyproject.toml`.
 
 What counts as a reference:
 - a file path: slash-separated names ending in an extension of the repository's own files
@@ -203,8 +203,8 @@ def stale_references(tree: Tree, relative: str, source: str) -> list[Stale]:
 
 
 def quoting_files(root: Path) -> list[Path]:
-    return sorted([*(root / "ingest").rglob("*.py"),
-                   *(root / "docs").glob("*.md"), root / "README.md", root / "pyproject.toml"])
+    return sorted([*(root / "ingest").rglob("*.py"), *(root / "docs").glob("*.md"),
+                   root / "README.md", root / "pyproject.toml"])
 
 
 def test_every_quoted_path_exists() -> None:
